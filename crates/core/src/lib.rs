@@ -1,0 +1,79 @@
+//! # causeway-core
+//!
+//! The model every Causeway protocol and runtime shares: identifiers, the
+//! topology (M DCs × N partitions, full or partial replication, Raft groups,
+//! per-DC services), physical clock models and the hybrid logical clock,
+//! timestamp vectors and dependency sets, the multi-version store, histories,
+//! and the protocol interface itself.
+//!
+//! It is not a runtime: nothing here sends a byte, starts a thread or reads a
+//! clock. The simulator (`causeway-sim`) and the network runtime drive
+//! protocols through [`ServerEnv`] and [`ClientEnv`].
+//!
+//! ## How each protocol family maps onto the interface
+//!
+//! The interface was checked against every protocol of the catalogue before
+//! it was frozen:
+//!
+//! - **Stabilization protocols** (GentleRain, CausalSpartanX, Cure,
+//!   Contrarian): partition servers replicate to their equivalents
+//!   ([`Topology::equivalents`]) with [`ServerEnv::send`], exchange heartbeats
+//!   and stable vectors on [`ServerEnv::set_timer`] timers, and report
+//!   [`Observation::Visible`] when the stable time first admits a remote
+//!   version. A blocking PUT (GentleRain waiting for its clock to pass the
+//!   client's dependency time) parks the request and sets a timer for the
+//!   remaining skew, reporting [`Observation::Blocked`] when it proceeds.
+//! - **COPS-GT**: `read_trans` is client state — the client half sends the
+//!   first round to every partition, computes `ccv` and sends the second round
+//!   of `get_by_version` with explicit versions, then completes. `dep_check`
+//!   is a peer message that the owning server parks until the dependency is
+//!   committed. Old versions are kept for `trans_time` with
+//!   [`MvStore::gc_key`] and a timer; a reply that finds its version pruned
+//!   ([`MvStore::was_pruned`]) makes the client restart the transaction.
+//! - **Eiger**: a ROT or WOT coordinator is simply the partition server the
+//!   client picked; pending write transactions are protocol state, and
+//!   2PC-PCI rounds are peer messages. Logical time is an [`Hlc`] or a Lamport
+//!   counter in server state.
+//! - **EunomiaKV and the sequencer**: the Eunomia stabilizer, its receiver and
+//!   the sequencer are service nodes ([`crate::topology::ServiceSpec`],
+//!   [`NodeRole::Service`]) running the same [`Server`] trait; partitions
+//!   address them through [`Topology::service_nodes`]. Replicated Eunomia is
+//!   `per_dc > 1` instances.
+//! - **PaRiS and BPR**: partial replication is
+//!   [`crate::topology::Replication::Partial`]; a coordinator sends read slices
+//!   to a replica in another DC ([`Topology::nearest_dc_storing`]). Interactive
+//!   transactions and the client write cache are client-half state; the
+//!   operation set will grow transactional [`Op`] variants when PaRiS lands.
+//! - **NuKV**: a partition is a Raft group of `replicas_per_partition` nodes
+//!   inside each DC ([`Topology::replicas`]); the Raft algorithm is a pure
+//!   state machine driven by the same peer messages and timers, the XC
+//!   forwarder is a service node, and per-operation session levels travel in
+//!   the protocol's request messages.
+//!
+//! ## Time
+//!
+//! Protocols see `now_us` of their node's physical clock, which the simulator
+//! skews with a [`ClockModel`]. An [`Hlc`] is ⟨l, c⟩ ordered lexicographically.
+//! Ties between versions break on a DC or node id so that last-writer-wins is
+//! a total order.
+
+pub mod clock;
+pub mod data;
+pub mod history;
+pub mod ids;
+pub mod protocol;
+pub mod store;
+pub mod topology;
+pub mod vector;
+
+pub use clock::{ClockJump, ClockModel, Hlc};
+pub use data::{Key, Value, stable_hash, tagged_value, write_id_of};
+pub use history::{History, OpRecord};
+pub use ids::{ClientId, DcId, NodeId, PartitionId};
+pub use protocol::{
+    Client, ClientCtx, ClientEnv, Message, NodeCtx, Observation, Op, OpError, OpKind, OpResult, Protocol, Server,
+    ServerEnv, wire_size,
+};
+pub use store::{Inserted, MvStore, Versioned};
+pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
+pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};

@@ -1,0 +1,208 @@
+//! The protocol interface: a server half and a client half, both pure state
+//! machines driven through an environment.
+//!
+//! A server reacts to three inputs — a client request ([`Server::on_client`]),
+//! a message from another node ([`Server::on_peer`]), a timer it set
+//! ([`Server::on_timer`]) — and acts only through its [`ServerEnv`]. A client
+//! turns one user [`Op`] into rounds of messages and finishes it with
+//! [`ClientEnv::complete`]. Neither may touch sockets, threads, the wall clock
+//! or a global random source, so the simulator and the network runtime drive
+//! the same code, and the simulator replays it exactly.
+
+use crate::data::{Key, Value};
+use crate::ids::{ClientId, DcId, NodeId};
+use crate::store::{MvStore, Versioned};
+use crate::topology::{NodeRole, Topology};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// A protocol's message: every client request, reply and peer message of the
+/// protocol is one variant of one enum, so one codec carries them all.
+pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static {
+    /// A short static name for per-kind message and byte counts ("replicate",
+    /// "heartbeat", "get_req").
+    fn kind(&self) -> &'static str;
+    /// Whether this message is client traffic (request or reply) rather than
+    /// traffic between servers. Used only for accounting.
+    fn is_client(&self) -> bool;
+}
+
+/// Size of a message in the compact binary codec the network runtime uses
+/// (postcard), so simulated byte counts match the wire.
+pub fn wire_size<M: Serialize>(m: &M) -> usize {
+    postcard::experimental::serialized_size(m).unwrap_or(0)
+}
+
+/// The kinds of user operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Get,
+    Put,
+    /// Read-only transaction over a set of keys.
+    Rot,
+}
+
+impl OpKind {
+    pub const ALL: [OpKind; 3] = [OpKind::Get, OpKind::Put, OpKind::Rot];
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Get => "get",
+            OpKind::Put => "put",
+            OpKind::Rot => "rot",
+        }
+    }
+}
+
+/// One user operation on a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Get { key: Key },
+    Put { key: Key, value: Value },
+    /// Read the keys as one causally consistent snapshot (where the protocol
+    /// promises that). Keys are distinct.
+    Rot { keys: Vec<Key> },
+}
+
+impl Op {
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Get { .. } => OpKind::Get,
+            Op::Put { .. } => OpKind::Put,
+            Op::Rot { .. } => OpKind::Rot,
+        }
+    }
+}
+
+/// The outcome of an [`Op`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpResult {
+    /// The value read; `None` when the key has no visible version.
+    Get(Option<Value>),
+    Put,
+    /// One entry per requested key, in request order.
+    Rot(Vec<Option<Value>>),
+    Failed(OpError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum OpError {
+    #[error("this protocol does not support {0:?} operations")]
+    Unsupported(OpKind),
+    #[error("the key's partition has no replica reachable from this client's DC")]
+    NoReplica,
+    #[error("the operation was aborted: {0}")]
+    Aborted(String),
+    #[error("bad request: {0}")]
+    BadRequest(String),
+}
+
+/// Something a server reports for measurement and checking. Reporting is
+/// free for the protocol's logic: runtimes only record.
+#[derive(Debug)]
+pub enum Observation<'a> {
+    /// A version of `key` holding `value` became visible to local reads at
+    /// this node. At the write's origin this is reported when the write is
+    /// applied (the instant its acknowledgement leaves); elsewhere when the
+    /// protocol's visibility rule first admits it. `origin` is the DC the
+    /// write was accepted in.
+    Visible { key: &'a Key, value: &'a Value, origin: DcId },
+    /// A request (or replicated update) waited `waited_us` of this node's
+    /// clock inside the server before it could proceed.
+    Blocked { what: &'static str, waited_us: u64 },
+}
+
+/// What a server may do. Implemented by each runtime.
+pub trait ServerEnv<M, V> {
+    /// This node.
+    fn node(&self) -> NodeId;
+    /// This node's physical clock in µs. May be skewed, drift, or jump back.
+    fn now_us(&self) -> u64;
+    /// Send to another node over a reliable FIFO channel.
+    fn send(&mut self, to: NodeId, msg: M);
+    /// Answer a client.
+    fn reply(&mut self, to: ClientId, msg: M);
+    /// Call [`Server::on_timer`] with `token` after `after_us` µs.
+    fn set_timer(&mut self, after_us: u64, token: u64);
+    /// This node's multi-version store.
+    fn store(&mut self) -> &mut MvStore<V>;
+    /// Report an observation.
+    fn observe(&mut self, obs: Observation<'_>);
+}
+
+/// What a client session may do. Implemented by each runtime.
+pub trait ClientEnv<M> {
+    fn now_us(&self) -> u64;
+    fn send(&mut self, to: NodeId, msg: M);
+    /// Call [`Client::on_timer`] with `token` after `after_us` µs.
+    fn set_timer(&mut self, after_us: u64, token: u64);
+    /// Finish the operation in progress.
+    fn complete(&mut self, result: OpResult);
+}
+
+/// The server half of a protocol, owned by one node.
+pub trait Server {
+    type Msg: Message;
+    type Version: Versioned + Clone;
+    /// Called once before any other input; set the first timers here.
+    fn on_start(&mut self, _env: &mut impl ServerEnv<Self::Msg, Self::Version>) {}
+    fn on_client(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, from: ClientId, msg: Self::Msg);
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, from: NodeId, msg: Self::Msg);
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, token: u64);
+}
+
+/// The client half of a protocol: one sequential session.
+pub trait Client {
+    type Msg: Message;
+    /// Start `op`. The runtime never invokes a second op before the first completes.
+    fn invoke(&mut self, env: &mut impl ClientEnv<Self::Msg>, op: Op);
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Self::Msg>, from: NodeId, msg: Self::Msg);
+    fn on_timer(&mut self, _env: &mut impl ClientEnv<Self::Msg>, _token: u64) {}
+}
+
+/// What a server is told about itself when it is created.
+#[derive(Clone, Debug)]
+pub struct NodeCtx {
+    pub id: NodeId,
+    pub role: NodeRole,
+    pub topology: Arc<Topology>,
+}
+
+/// What a client session is told about itself.
+#[derive(Clone, Debug)]
+pub struct ClientCtx {
+    pub id: ClientId,
+    /// The DC the session is attached to (clients are sticky, seed 000 Ch. 6).
+    pub dc: DcId,
+    pub topology: Arc<Topology>,
+}
+
+/// A protocol: its message, version and config types and both halves.
+pub trait Protocol: 'static {
+    /// The name used on the command line and in reports.
+    const NAME: &'static str;
+    /// Operations the client half implements.
+    const OPS: &'static [OpKind];
+    /// Whether the protocol promises causal consistency (tests and the
+    /// checker hold it to that).
+    const CAUSAL: bool;
+    type Msg: Message;
+    type Version: Versioned + Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
+    /// Protocol parameters (intervals, thresholds), read from the `[protocol]`
+    /// table of a scenario or cluster config. Unknown fields are errors.
+    type Config: Clone + Debug + Default + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type Server: Server<Msg = Self::Msg, Version = Self::Version>;
+    type Client: Client<Msg = Self::Msg>;
+
+    /// Check a config against a topology before any node starts.
+    fn validate(_cfg: &Self::Config, _topology: &Topology) -> Result<(), String> {
+        Ok(())
+    }
+    fn server(cfg: &Self::Config, ctx: NodeCtx) -> Self::Server;
+    fn client(cfg: &Self::Config, ctx: ClientCtx) -> Self::Client;
+}

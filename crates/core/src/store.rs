@@ -1,0 +1,232 @@
+//! The multi-version store every protocol reads and writes through its
+//! environment: per key, a chain of versions in last-writer-wins order.
+//!
+//! The store knows nothing about visibility; protocols pass predicates
+//! ("latest version whose dependencies are stable"). It does know how to
+//! forget: [`MvStore::gc_key`] drops versions older than the newest one every
+//! reader can see, and remembers that it did, so a read that would have
+//! needed a dropped version can tell "pruned" from "never existed".
+
+use crate::data::{Key, Value};
+use rustc_hash::FxHashMap;
+use std::fmt::Debug;
+
+/// What the store needs from a protocol's version type.
+pub trait Versioned {
+    /// The version's place in its key's last-writer-wins order. Unique per key
+    /// (protocols break timestamp ties on a DC or node id).
+    type Order: Ord + Copy + Debug;
+    fn order(&self) -> Self::Order;
+    /// The value the version carries.
+    fn value(&self) -> &Value;
+}
+
+#[derive(Debug)]
+struct Chain<V> {
+    /// Ascending by `order()`.
+    versions: Vec<V>,
+    /// Set once GC dropped anything from this chain.
+    pruned: bool,
+}
+
+/// Multi-version key-value store. Keys live in a hash map with a fixed hasher
+/// (no per-process random seed), and nothing here iterates it in hash order
+/// without sorting, so runs are reproducible.
+#[derive(Debug)]
+pub struct MvStore<V> {
+    chains: FxHashMap<Key, Chain<V>>,
+    versions: usize,
+    value_bytes: usize,
+    journal: Option<Vec<(Key, V)>>,
+}
+
+impl<V> Default for MvStore<V> {
+    fn default() -> Self {
+        MvStore { chains: FxHashMap::default(), versions: 0, value_bytes: 0, journal: None }
+    }
+}
+
+/// Where an insert landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// The new version is the key's latest.
+    Newest,
+    /// An existing version orders after it (it lost last-writer-wins).
+    Older,
+    /// A version with the same order already exists; the insert was ignored
+    /// (a replayed replication message).
+    Duplicate,
+}
+
+impl<V: Versioned + Clone> MvStore<V> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keep a copy of every inserted version until [`MvStore::drain_journal`].
+    /// The network runtime uses this to write ahead before it acknowledges.
+    pub fn enable_journal(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    pub fn drain_journal(&mut self) -> Vec<(Key, V)> {
+        self.journal.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Insert a version in order.
+    pub fn insert(&mut self, key: Key, v: V) -> Inserted {
+        let order = v.order();
+        let bytes = v.value().len();
+        if let Some(j) = self.journal.as_mut() {
+            j.push((key.clone(), v.clone()));
+        }
+        let chain = self.chains.entry(key).or_insert_with(|| Chain { versions: Vec::new(), pruned: false });
+        // Versions nearly always arrive newest-last; check the tail first.
+        let pos = match chain.versions.last() {
+            None => 0,
+            Some(last) if last.order() < order => chain.versions.len(),
+            _ => match chain.versions.binary_search_by(|x| x.order().cmp(&order)) {
+                Ok(_) => return Inserted::Duplicate,
+                Err(i) => i,
+            },
+        };
+        let newest = pos == chain.versions.len();
+        chain.versions.insert(pos, v);
+        self.versions += 1;
+        self.value_bytes += bytes;
+        if newest { Inserted::Newest } else { Inserted::Older }
+    }
+
+    /// The latest version of `key`.
+    pub fn latest(&self, key: &[u8]) -> Option<&V> {
+        self.chains.get(key).and_then(|c| c.versions.last())
+    }
+
+    /// The latest version of `key` satisfying `pred`, scanning newest first.
+    pub fn latest_where(&self, key: &[u8], mut pred: impl FnMut(&V) -> bool) -> Option<&V> {
+        self.chains.get(key).and_then(|c| c.versions.iter().rev().find(|v| pred(v)))
+    }
+
+    /// The version of `key` with exactly this order.
+    pub fn exact(&self, key: &[u8], order: V::Order) -> Option<&V> {
+        let c = self.chains.get(key)?;
+        c.versions.binary_search_by(|x| x.order().cmp(&order)).ok().map(|i| &c.versions[i])
+    }
+
+    /// All versions of `key`, oldest first.
+    pub fn versions(&self, key: &[u8]) -> &[V] {
+        self.chains.get(key).map(|c| c.versions.as_slice()).unwrap_or(&[])
+    }
+
+    /// Mutable access for protocols that rewrite metadata in place (COPS-GT
+    /// dropping dependency lists once they are no longer needed).
+    pub fn versions_mut(&mut self, key: &[u8]) -> Option<&mut [V]> {
+        self.chains.get_mut(key).map(|c| c.versions.as_mut_slice())
+    }
+
+    /// Whether GC has dropped versions of `key`.
+    pub fn was_pruned(&self, key: &[u8]) -> bool {
+        self.chains.get(key).is_some_and(|c| c.pruned)
+    }
+
+    /// Drop every version older than the newest one satisfying `stable`:
+    /// a version every present and future reader would skip for a newer one.
+    /// Returns how many were dropped.
+    pub fn gc_key(&mut self, key: &[u8], mut stable: impl FnMut(&V) -> bool) -> usize {
+        let Some(c) = self.chains.get_mut(key) else { return 0 };
+        let Some(keep_from) = c.versions.iter().rposition(|v| stable(v)) else { return 0 };
+        if keep_from == 0 {
+            return 0;
+        }
+        let freed: usize = c.versions[..keep_from].iter().map(|v| v.value().len()).sum();
+        c.versions.drain(..keep_from);
+        c.pruned = true;
+        self.versions -= keep_from;
+        self.value_bytes -= freed;
+        keep_from
+    }
+
+    /// Keys in byte order (for convergence checks and snapshots; O(n log n)).
+    pub fn keys_sorted(&self) -> Vec<Key> {
+        let mut k: Vec<Key> = self.chains.keys().cloned().collect();
+        k.sort();
+        k
+    }
+
+    pub fn key_count(&self) -> usize {
+        self.chains.len()
+    }
+    pub fn version_count(&self) -> usize {
+        self.versions
+    }
+    pub fn value_bytes(&self) -> usize {
+        self.value_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[derive(Clone, Debug)]
+    struct V(u64, Value);
+    impl Versioned for V {
+        type Order = u64;
+        fn order(&self) -> u64 {
+            self.0
+        }
+        fn value(&self) -> &Value {
+            &self.1
+        }
+    }
+    fn v(t: u64) -> V {
+        V(t, Bytes::from(format!("v{t}")))
+    }
+    fn k() -> Key {
+        Bytes::from_static(b"k")
+    }
+
+    #[test]
+    fn chain_is_ordered_and_deduplicated() {
+        let mut s = MvStore::new();
+        assert_eq!(s.insert(k(), v(5)), Inserted::Newest);
+        assert_eq!(s.insert(k(), v(3)), Inserted::Older);
+        assert_eq!(s.insert(k(), v(9)), Inserted::Newest);
+        assert_eq!(s.insert(k(), v(5)), Inserted::Duplicate);
+        let orders: Vec<u64> = s.versions(b"k").iter().map(|x| x.0).collect();
+        assert_eq!(orders, vec![3, 5, 9]);
+        assert_eq!(s.latest(b"k").unwrap().0, 9);
+        assert_eq!(s.latest_where(b"k", |x| x.0 < 9).unwrap().0, 5);
+        assert_eq!(s.exact(b"k", 3).unwrap().0, 3);
+        assert_eq!(s.version_count(), 3);
+    }
+
+    #[test]
+    fn gc_keeps_newest_stable_and_everything_after() {
+        let mut s = MvStore::new();
+        for t in [1, 2, 3, 4, 5] {
+            s.insert(k(), v(t));
+        }
+        assert!(!s.was_pruned(b"k"));
+        assert_eq!(s.gc_key(b"k", |x| x.0 <= 3), 2);
+        let orders: Vec<u64> = s.versions(b"k").iter().map(|x| x.0).collect();
+        assert_eq!(orders, vec![3, 4, 5]);
+        assert!(s.was_pruned(b"k"));
+        assert_eq!(s.version_count(), 3);
+        assert_eq!(s.value_bytes(), 6);
+        // Nothing stable: nothing dropped.
+        assert_eq!(s.gc_key(b"k", |_| false), 0);
+    }
+
+    #[test]
+    fn journal_records_inserts_until_drained() {
+        let mut s = MvStore::new();
+        s.insert(k(), v(1));
+        s.enable_journal();
+        s.insert(k(), v(2));
+        let j = s.drain_journal();
+        assert_eq!(j.len(), 1);
+        assert!(s.drain_journal().is_empty());
+    }
+}

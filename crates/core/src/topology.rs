@@ -1,0 +1,325 @@
+//! Who is where: M data centers × N partitions, which DCs store which
+//! partition (full or partial replication), replicas of a partition inside a
+//! DC (a Raft group, for NuKV), and per-DC service nodes (a Eunomia
+//! stabilizer, its receiver, a sequencer, a forwarder).
+//!
+//! The topology is immutable once built and shared by every node and client,
+//! so every placement question is a table lookup.
+
+use crate::data::stable_hash;
+use crate::ids::{DcId, NodeId, PartitionId};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// How partitions are spread over data centers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Replication {
+    /// Every DC stores every partition.
+    #[default]
+    Full,
+    /// Each partition is stored at `factor` of the M DCs: partition p lives in
+    /// DCs p, p+1, …, p+factor-1 (mod M), so load is even and every DC holds
+    /// some partitions (PaRiS's setting).
+    Partial { factor: u16 },
+}
+
+/// A kind of per-DC service node, with how many instances each DC runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceSpec {
+    pub name: String,
+    #[serde(default = "one")]
+    pub per_dc: u16,
+}
+
+fn one() -> u16 {
+    1
+}
+
+/// The description a topology is built from (a scenario's or cluster config's `[topology]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    pub dcs: u16,
+    pub partitions: u32,
+    #[serde(default)]
+    pub replication: Replication,
+    /// Replicas of each partition inside one DC (a Raft group). 1 means no
+    /// intra-DC replication.
+    #[serde(default = "one")]
+    pub replicas_per_partition: u16,
+    #[serde(default)]
+    pub services: Vec<ServiceSpec>,
+    /// Optional human names of the DCs, for reports.
+    #[serde(default)]
+    pub dc_names: Vec<String>,
+}
+
+impl TopologySpec {
+    pub fn full(dcs: u16, partitions: u32) -> Self {
+        TopologySpec {
+            dcs,
+            partitions,
+            replication: Replication::Full,
+            replicas_per_partition: 1,
+            services: Vec::new(),
+            dc_names: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TopologyError {
+    #[error("topology.dcs must be between 1 and 1024, got {0}")]
+    Dcs(u16),
+    #[error("topology.partitions must be between 1 and 65536, got {0}")]
+    Partitions(u32),
+    #[error("topology.replication.factor must be between 1 and dcs ({dcs}), got {factor}")]
+    Factor { factor: u16, dcs: u16 },
+    #[error("topology.replicas_per_partition must be between 1 and 15, got {0}")]
+    Replicas(u16),
+    #[error("topology.services: service {0:?} needs a non-empty name and 1..=64 instances per DC")]
+    Service(String),
+    #[error("topology.dc_names has {got} names for {dcs} DCs")]
+    DcNames { got: usize, dcs: u16 },
+}
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeRole {
+    /// Replica `replica` of `partition` in `dc`. Replica 0 is the one clients
+    /// and peers address by default (the primary; a Raft group's initial leader).
+    Partition { dc: DcId, partition: PartitionId, replica: u16 },
+    /// Instance `index` of service number `service` (an index into
+    /// [`Topology::services`]) in `dc`.
+    Service { dc: DcId, service: u16, index: u16 },
+}
+
+impl NodeRole {
+    pub fn dc(&self) -> DcId {
+        match *self {
+            NodeRole::Partition { dc, .. } | NodeRole::Service { dc, .. } => dc,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Topology {
+    spec: TopologySpec,
+    roles: Vec<NodeRole>,
+    /// `[dc][partition][replica]` → node, when the DC stores the partition.
+    partition_nodes: Vec<Vec<Vec<NodeId>>>,
+    /// `[partition]` → the DCs storing it, ascending.
+    partition_dcs: Vec<Vec<DcId>>,
+    /// `[dc]` → partitions stored there, ascending.
+    dc_partitions: Vec<Vec<PartitionId>>,
+    /// `[dc][service]` → instances.
+    service_nodes: Vec<Vec<Vec<NodeId>>>,
+}
+
+impl Topology {
+    pub fn new(spec: TopologySpec) -> Result<Topology, TopologyError> {
+        let m = spec.dcs;
+        if !(1..=1024).contains(&m) {
+            return Err(TopologyError::Dcs(m));
+        }
+        if !(1..=65536).contains(&spec.partitions) {
+            return Err(TopologyError::Partitions(spec.partitions));
+        }
+        if let Replication::Partial { factor } = spec.replication
+            && (factor == 0 || factor > m)
+        {
+            return Err(TopologyError::Factor { factor, dcs: m });
+        }
+        if !(1..=15).contains(&spec.replicas_per_partition) {
+            return Err(TopologyError::Replicas(spec.replicas_per_partition));
+        }
+        for s in &spec.services {
+            if s.name.is_empty() || !(1..=64).contains(&s.per_dc) {
+                return Err(TopologyError::Service(s.name.clone()));
+            }
+        }
+        if !spec.dc_names.is_empty() && spec.dc_names.len() != m as usize {
+            return Err(TopologyError::DcNames { got: spec.dc_names.len(), dcs: m });
+        }
+        let n = spec.partitions;
+        let mut partition_dcs = vec![Vec::new(); n as usize];
+        let mut dc_partitions = vec![Vec::new(); m as usize];
+        for p in 0..n {
+            let dcs: Vec<DcId> = match spec.replication {
+                Replication::Full => (0..m).map(DcId).collect(),
+                Replication::Partial { factor } => {
+                    let mut v: Vec<DcId> =
+                        (0..factor).map(|i| DcId(((p + i as u32) % m as u32) as u16)).collect();
+                    v.sort();
+                    v
+                }
+            };
+            for d in &dcs {
+                dc_partitions[d.idx()].push(PartitionId(p));
+            }
+            partition_dcs[p as usize] = dcs;
+        }
+        let mut roles = Vec::new();
+        let mut partition_nodes = vec![vec![Vec::new(); n as usize]; m as usize];
+        let mut service_nodes = vec![vec![Vec::new(); spec.services.len()]; m as usize];
+        for d in 0..m {
+            let dc = DcId(d);
+            for &p in &dc_partitions[d as usize] {
+                for r in 0..spec.replicas_per_partition {
+                    partition_nodes[d as usize][p.idx()].push(NodeId(roles.len() as u32));
+                    roles.push(NodeRole::Partition { dc, partition: p, replica: r });
+                }
+            }
+            for (si, s) in spec.services.iter().enumerate() {
+                for i in 0..s.per_dc {
+                    service_nodes[d as usize][si].push(NodeId(roles.len() as u32));
+                    roles.push(NodeRole::Service { dc, service: si as u16, index: i });
+                }
+            }
+        }
+        Ok(Topology { spec, roles, partition_nodes, partition_dcs, dc_partitions, service_nodes })
+    }
+
+    pub fn spec(&self) -> &TopologySpec {
+        &self.spec
+    }
+    pub fn dcs(&self) -> usize {
+        self.spec.dcs as usize
+    }
+    pub fn partitions(&self) -> usize {
+        self.spec.partitions as usize
+    }
+    pub fn nodes(&self) -> usize {
+        self.roles.len()
+    }
+    pub fn dc_ids(&self) -> impl Iterator<Item = DcId> + use<> {
+        (0..self.spec.dcs).map(DcId)
+    }
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + use<> {
+        (0..self.roles.len() as u32).map(NodeId)
+    }
+    pub fn dc_name(&self, dc: DcId) -> String {
+        self.spec.dc_names.get(dc.idx()).cloned().unwrap_or_else(|| dc.to_string())
+    }
+    pub fn is_full_replication(&self) -> bool {
+        self.spec.replication == Replication::Full
+    }
+
+    /// The role of a node. Panics on an id outside the topology: ids are
+    /// validated where they enter (config, wire), never trusted after.
+    pub fn role(&self, node: NodeId) -> NodeRole {
+        self.roles[node.idx()]
+    }
+    pub fn contains(&self, node: NodeId) -> bool {
+        node.idx() < self.roles.len()
+    }
+    pub fn dc_of(&self, node: NodeId) -> DcId {
+        self.roles[node.idx()].dc()
+    }
+
+    /// The partition a key belongs to.
+    pub fn partition_of(&self, key: &[u8]) -> PartitionId {
+        PartitionId((stable_hash(key) % self.spec.partitions as u64) as u32)
+    }
+    /// The DCs storing partition `p`, ascending.
+    pub fn dcs_of(&self, p: PartitionId) -> &[DcId] {
+        &self.partition_dcs[p.idx()]
+    }
+    /// Partitions stored at `dc`, ascending.
+    pub fn partitions_at(&self, dc: DcId) -> &[PartitionId] {
+        &self.dc_partitions[dc.idx()]
+    }
+    pub fn stores(&self, dc: DcId, p: PartitionId) -> bool {
+        !self.partition_nodes[dc.idx()][p.idx()].is_empty()
+    }
+    /// The primary (replica 0) of partition `p` in `dc`, if `dc` stores it.
+    pub fn server(&self, dc: DcId, p: PartitionId) -> Option<NodeId> {
+        self.partition_nodes[dc.idx()][p.idx()].first().copied()
+    }
+    /// The primary of the partition owning `key` in `dc`, if `dc` stores it.
+    pub fn server_for_key(&self, dc: DcId, key: &[u8]) -> Option<NodeId> {
+        self.server(dc, self.partition_of(key))
+    }
+    /// All replicas of partition `p` inside `dc` (a Raft group), replica 0 first.
+    pub fn replicas(&self, dc: DcId, p: PartitionId) -> &[NodeId] {
+        &self.partition_nodes[dc.idx()][p.idx()]
+    }
+    /// The primaries of partition `p` in every DC storing it (COPS's
+    /// "equivalent nodes"), in DC order.
+    pub fn equivalents(&self, p: PartitionId) -> impl Iterator<Item = (DcId, NodeId)> + '_ {
+        self.partition_dcs[p.idx()].iter().map(move |&d| (d, self.partition_nodes[d.idx()][p.idx()][0]))
+    }
+    /// Primaries of all partitions in `dc`, in partition order.
+    pub fn dc_servers(&self, dc: DcId) -> impl Iterator<Item = NodeId> + '_ {
+        self.dc_partitions[dc.idx()].iter().map(move |p| self.partition_nodes[dc.idx()][p.idx()][0])
+    }
+    /// The DC closest to `from` that stores `p`: `from` itself if it does,
+    /// otherwise the next DC in ring order. (A latency-aware choice belongs to
+    /// the protocol, which may know the latency matrix from its config.)
+    pub fn nearest_dc_storing(&self, from: DcId, p: PartitionId) -> DcId {
+        if self.stores(from, p) {
+            return from;
+        }
+        let m = self.dcs() as u16;
+        (1..m).map(|i| DcId((from.0 + i) % m)).find(|&d| self.stores(d, p)).expect("every partition is stored somewhere")
+    }
+    /// The index of a service by name.
+    pub fn service_index(&self, name: &str) -> Option<u16> {
+        self.spec.services.iter().position(|s| s.name == name).map(|i| i as u16)
+    }
+    /// Instances of service `service` in `dc`.
+    pub fn service_nodes(&self, dc: DcId, service: u16) -> &[NodeId] {
+        &self.service_nodes[dc.idx()][service as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_replication_places_every_partition_everywhere() {
+        let t = Topology::new(TopologySpec::full(3, 4)).unwrap();
+        assert_eq!(t.nodes(), 12);
+        for p in 0..4 {
+            assert_eq!(t.dcs_of(PartitionId(p)).len(), 3);
+        }
+        let n = t.server(DcId(2), PartitionId(1)).unwrap();
+        assert_eq!(t.role(n), NodeRole::Partition { dc: DcId(2), partition: PartitionId(1), replica: 0 });
+        assert_eq!(t.equivalents(PartitionId(1)).count(), 3);
+    }
+
+    #[test]
+    fn partial_replication_spreads_evenly() {
+        let mut spec = TopologySpec::full(5, 10);
+        spec.replication = Replication::Partial { factor: 2 };
+        let t = Topology::new(spec).unwrap();
+        for d in t.dc_ids() {
+            assert_eq!(t.partitions_at(d).len(), 4);
+        }
+        assert_eq!(t.dcs_of(PartitionId(4)), &[DcId(0), DcId(4)]);
+        assert_eq!(t.nearest_dc_storing(DcId(1), PartitionId(4)), DcId(4));
+        assert!(t.server(DcId(1), PartitionId(4)).is_none());
+    }
+
+    #[test]
+    fn services_and_raft_groups_get_their_own_nodes() {
+        let mut spec = TopologySpec::full(2, 2);
+        spec.replicas_per_partition = 3;
+        spec.services = vec![ServiceSpec { name: "eunomia".into(), per_dc: 3 }];
+        let t = Topology::new(spec).unwrap();
+        assert_eq!(t.nodes(), 2 * (2 * 3 + 3));
+        let s = t.service_index("eunomia").unwrap();
+        assert_eq!(t.service_nodes(DcId(1), s).len(), 3);
+        assert_eq!(t.replicas(DcId(0), PartitionId(1)).len(), 3);
+    }
+
+    #[test]
+    fn bad_specs_are_named() {
+        let mut spec = TopologySpec::full(3, 4);
+        spec.replication = Replication::Partial { factor: 4 };
+        assert_eq!(Topology::new(spec).unwrap_err(), TopologyError::Factor { factor: 4, dcs: 3 });
+        assert_eq!(Topology::new(TopologySpec::full(0, 4)).unwrap_err(), TopologyError::Dcs(0));
+    }
+}

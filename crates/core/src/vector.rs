@@ -1,0 +1,123 @@
+//! Vectors of timestamps, indexed by DC (or replica, or partition), and the
+//! sparse dependency sets of seed 000 (at most one entry per DC).
+
+use crate::ids::DcId;
+use serde::{Deserialize, Serialize};
+
+/// Entry-wise max of `b` into `a`. Vectors of different lengths are a bug.
+pub fn vmax<T: Ord + Copy>(a: &mut [T], b: &[T]) {
+    assert_eq!(a.len(), b.len(), "vector length mismatch");
+    for (x, y) in a.iter_mut().zip(b) {
+        if *y > *x {
+            *x = *y;
+        }
+    }
+}
+
+/// Entry-wise min of `b` into `a`.
+pub fn vmin<T: Ord + Copy>(a: &mut [T], b: &[T]) {
+    assert_eq!(a.len(), b.len(), "vector length mismatch");
+    for (x, y) in a.iter_mut().zip(b) {
+        if *y < *x {
+            *x = *y;
+        }
+    }
+}
+
+/// `a ≤ b` entry-wise.
+pub fn vleq<T: Ord + Copy>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x <= y)
+}
+
+/// The smallest entry.
+pub fn vmin_entry<T: Ord + Copy>(a: &[T]) -> Option<T> {
+    a.iter().copied().min()
+}
+
+/// A dependency set: at most one ⟨dc, timestamp⟩ entry per DC, sorted by DC.
+/// Sparse because most clients depend on only a few DCs, and the seeds measure
+/// metadata size.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DepSet<T>(Vec<(DcId, T)>);
+
+impl<T: Ord + Copy> DepSet<T> {
+    pub fn new() -> Self {
+        DepSet(Vec::new())
+    }
+    pub fn single(dc: DcId, t: T) -> Self {
+        DepSet(vec![(dc, t)])
+    }
+    pub fn entries(&self) -> &[(DcId, T)] {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn get(&self, dc: DcId) -> Option<T> {
+        self.0.binary_search_by_key(&dc, |e| e.0).ok().map(|i| self.0[i].1)
+    }
+    /// `maxDS(self, {⟨dc, t⟩})`.
+    pub fn raise(&mut self, dc: DcId, t: T) {
+        match self.0.binary_search_by_key(&dc, |e| e.0) {
+            Ok(i) => {
+                if t > self.0[i].1 {
+                    self.0[i].1 = t
+                }
+            }
+            Err(i) => self.0.insert(i, (dc, t)),
+        }
+    }
+    /// `maxDS(self, other)` (seed 000 Alg 5.1).
+    pub fn merge(&mut self, other: &DepSet<T>) {
+        for &(dc, t) in &other.0 {
+            self.raise(dc, t);
+        }
+    }
+    /// The largest timestamp in the set.
+    pub fn max_value(&self) -> Option<T> {
+        self.0.iter().map(|e| e.1).max()
+    }
+    /// Every entry ≤ the vector's entry for its DC.
+    pub fn covered_by(&self, v: &[T]) -> bool {
+        self.0.iter().all(|&(dc, t)| t <= v[dc.idx()])
+    }
+    /// Drop entries already ≤ `v` (they no longer constrain anything).
+    pub fn prune_covered(&mut self, v: &[T]) {
+        self.0.retain(|&(dc, t)| t > v[dc.idx()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_ops() {
+        let mut a = vec![1, 5, 3];
+        vmax(&mut a, &[2, 4, 3]);
+        assert_eq!(a, vec![2, 5, 3]);
+        vmin(&mut a, &[0, 9, 1]);
+        assert_eq!(a, vec![0, 5, 1]);
+        assert!(vleq(&a, &[0, 5, 1]));
+        assert!(!vleq(&a, &[0, 4, 1]));
+    }
+
+    #[test]
+    fn depset_merges_per_dc() {
+        let mut d = DepSet::single(DcId(2), 10u64);
+        d.raise(DcId(0), 4);
+        d.raise(DcId(2), 7);
+        assert_eq!(d.entries(), &[(DcId(0), 4), (DcId(2), 10)]);
+        let mut e = DepSet::single(DcId(1), 3u64);
+        e.merge(&d);
+        assert_eq!(e.len(), 3);
+        assert_eq!(e.max_value(), Some(10));
+        assert!(e.covered_by(&[4, 3, 10]));
+        assert!(!e.covered_by(&[4, 2, 10]));
+        e.prune_covered(&[4, 2, 10]);
+        assert_eq!(e.entries(), &[(DcId(1), 3)]);
+    }
+}
