@@ -1,0 +1,25 @@
+//! Small helpers every client half needs.
+
+use causeway_core::{ClientCtx, ClientEnv, NodeId, OpError, OpKind, OpResult};
+
+/// The server a client of `ctx` talks to for `key`: the key's partition in the
+/// client's own DC, or, under partial replication, in the nearest DC storing
+/// it. Always `Some` today; the `Option` keeps room for placement that can
+/// leave a partition unreachable, in which case the op is failed here.
+pub fn client_server_for<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: &[u8]) -> Option<NodeId> {
+    let t = &ctx.topology;
+    let p = t.partition_of(key);
+    let dc = t.nearest_dc_storing(ctx.dc, p);
+    match t.server(dc, p) {
+        Some(n) => Some(n),
+        None => {
+            env.complete(OpResult::Failed(OpError::NoReplica));
+            None
+        }
+    }
+}
+
+/// Complete an operation the protocol does not implement with a typed error.
+pub fn fail_unsupported<M>(env: &mut impl ClientEnv<M>, kind: OpKind) {
+    env.complete(OpResult::Failed(OpError::Unsupported(kind)));
+}
