@@ -94,6 +94,17 @@ pub struct EventualServer {
     topology: Arc<Topology>,
 }
 
+impl EventualServer {
+    /// Insert, then forget everything but the winner: last-writer-wins needs
+    /// one version per key, and reads never ask for an older one.
+    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> causeway_core::Inserted {
+        let store = env.store();
+        let outcome = store.insert(key.clone(), version);
+        store.gc_key(&key, |_| true);
+        outcome
+    }
+}
+
 impl Server for EventualServer {
     type Msg = Msg;
     type Version = Version;
@@ -107,7 +118,7 @@ impl Server for EventualServer {
             Msg::PutReq { key, value } => {
                 self.last_ts = env.now_us().max(self.last_ts + 1);
                 let version = Version { value, ts: self.last_ts, dc: self.dc };
-                env.store().insert(key.clone(), version.clone());
+                Self::apply(env, key.clone(), version.clone());
                 env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc });
                 env.reply(from, Msg::PutReply);
                 let p = self.topology.partition_of(&key);
@@ -125,7 +136,7 @@ impl Server for EventualServer {
         if let Msg::Replicate { key, version } = msg {
             let origin = version.dc;
             let value = version.value.clone();
-            if env.store().insert(key.clone(), version) == causeway_core::Inserted::Newest {
+            if Self::apply(env, key.clone(), version) == causeway_core::Inserted::Newest {
                 env.observe(Observation::Visible { key: &key, value: &value, origin });
             }
         }

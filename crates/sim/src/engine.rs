@@ -1,0 +1,715 @@
+//! The discrete-event engine.
+//!
+//! One thread, virtual time in µs, a binary heap of events ordered by
+//! ⟨time, sequence number⟩ so that ties resolve in scheduling order. All
+//! randomness comes from ChaCha8 generators seeded from the scenario's seed
+//! (one for the network, one per client), so a seed replays exactly; the
+//! trace hash folds in every event handled, so two runs can be compared.
+
+use crate::metrics::{Metrics, SimReport, Summary};
+use crate::scenario::{FaultKind, Scenario, ScenarioError};
+use crate::workload::{KeySpace, next_op};
+use causeway_core::{
+    Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Message, MvStore, NodeCtx, NodeId,
+    Observation, Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Versioned, stable_hash, wire_size,
+    write_id_of,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+/// An endpoint: node ids first, then clients after them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Addr {
+    Node(NodeId),
+    Client(ClientId),
+}
+
+enum Ev<M> {
+    Deliver { from: Addr, to: Addr, msg: M },
+    Timer { node: NodeId, token: u64 },
+    ClientTimer { client: ClientId, token: u64 },
+    /// The client's think time is over: issue its next operation.
+    ClientNext { client: ClientId },
+    /// The node may be able to work through its inbox.
+    Wake { node: NodeId },
+    Fault { index: usize },
+    /// A spike ends.
+    SpikeEnd { a: u16, b: u16, extra_us: u64 },
+}
+
+enum Input<M> {
+    Peer(NodeId, M),
+    Client(ClientId, M),
+    Timer(u64),
+}
+
+struct Node<P: Protocol> {
+    server: P::Server,
+    store: MvStore<P::Version>,
+    dc: DcId,
+    clock: ClockModel,
+    inbox: VecDeque<Input<P::Msg>>,
+    busy_until: u64,
+    paused_until: u64,
+    wake_at: Option<u64>,
+    crashed: bool,
+    slow_extra_us: u64,
+}
+
+struct Session<P: Protocol> {
+    proto: P::Client,
+    dc: DcId,
+    rng: ChaCha8Rng,
+    busy: Option<(Op, u64)>,
+    scripted: Option<VecDeque<crate::scenario::ScriptedOp>>,
+    writes: u64,
+}
+
+enum Out<M> {
+    Send(NodeId, M),
+    Reply(ClientId, M),
+    Timer(u64, u64),
+}
+
+/// A simulation of protocol `P` on a scenario.
+pub struct Sim<P: Protocol> {
+    sc: Scenario,
+    topology: Arc<Topology>,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    slots: Vec<Option<Ev<P::Msg>>>,
+    free: Vec<u32>,
+    nodes: Vec<Node<P>>,
+    clients: Vec<Session<P>>,
+    /// Last delivery time per directed channel, for FIFO.
+    fifo: FxHashMap<(u32, u32), u64>,
+    one_way_us: Vec<Vec<u64>>,
+    extra_us: Vec<Vec<u64>>,
+    cut: Vec<Vec<bool>>,
+    held: Vec<(Addr, Addr, P::Msg)>,
+    net_rng: ChaCha8Rng,
+    keys: KeySpace,
+    metrics: Metrics,
+    trace: u64,
+    events: u64,
+    stop_issuing_us: u64,
+    end_us: u64,
+    full: bool,
+    history: Option<History>,
+    out: Vec<Out<P::Msg>>,
+    obs: Vec<ObsRec>,
+    done: Option<OpResult>,
+}
+
+enum ObsRec {
+    /// `key` is kept only at the origin, to know how many DCs must see it.
+    Visible { write: u64, origin: DcId, key: Option<causeway_core::Key> },
+    Blocked { what: &'static str, waited_us: u64 },
+}
+
+struct SEnv<'a, M, V> {
+    node: NodeId,
+    dc: DcId,
+    /// Under full replication every key is everywhere, so visibility
+    /// accounting need not look at the key.
+    full: bool,
+    now_local: u64,
+    store: &'a mut MvStore<V>,
+    out: &'a mut Vec<Out<M>>,
+    obs: &'a mut Vec<ObsRec>,
+}
+
+impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+    fn now_us(&self) -> u64 {
+        self.now_local
+    }
+    fn send(&mut self, to: NodeId, msg: M) {
+        self.out.push(Out::Send(to, msg));
+    }
+    fn reply(&mut self, to: ClientId, msg: M) {
+        self.out.push(Out::Reply(to, msg));
+    }
+    fn set_timer(&mut self, after_us: u64, token: u64) {
+        self.out.push(Out::Timer(after_us, token));
+    }
+    fn store(&mut self) -> &mut MvStore<V> {
+        self.store
+    }
+    fn observe(&mut self, obs: Observation<'_>) {
+        match obs {
+            Observation::Visible { key, value, origin } => {
+                if let Some(write) = write_id_of(value) {
+                    let key = (origin == self.dc && !self.full).then(|| key.clone());
+                    self.obs.push(ObsRec::Visible { write, origin, key });
+                }
+            }
+            Observation::Blocked { what, waited_us } => self.obs.push(ObsRec::Blocked { what, waited_us }),
+        }
+    }
+}
+
+struct CEnv<'a, M> {
+    now: u64,
+    out: &'a mut Vec<Out<M>>,
+    done: &'a mut Option<OpResult>,
+}
+
+impl<M> ClientEnv<M> for CEnv<'_, M> {
+    fn now_us(&self) -> u64 {
+        self.now
+    }
+    fn send(&mut self, to: NodeId, msg: M) {
+        self.out.push(Out::Send(to, msg));
+    }
+    fn set_timer(&mut self, after_us: u64, token: u64) {
+        self.out.push(Out::Timer(after_us, token));
+    }
+    fn complete(&mut self, result: OpResult) {
+        assert!(self.done.is_none(), "a client completed one operation twice");
+        *self.done = Some(result);
+    }
+}
+
+fn mix(h: u64, x: u64) -> u64 {
+    // splitmix64 finaliser over the running hash: cheap and order-sensitive.
+    let mut z = h ^ x.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(h << 6).wrapping_add(h >> 2);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl<P: Protocol> Sim<P> {
+    /// Build a simulation; validates the scenario and the protocol's config.
+    pub fn new(sc: Scenario) -> Result<Sim<P>, ScenarioError> {
+        let topology = Arc::new(sc.validate()?);
+        let cfg: P::Config = sc.protocol.clone().try_into().map_err(|e: toml::de::Error| ScenarioError::Protocol {
+            protocol: P::NAME.into(),
+            message: e.to_string(),
+        })?;
+        P::validate(&cfg, &topology)
+            .map_err(|message| ScenarioError::Protocol { protocol: P::NAME.into(), message })?;
+        let one_way_us = sc.one_way_us()?;
+        let m = topology.dcs();
+        let mut setup_rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5e7u64);
+        let nodes: Vec<Node<P>> = topology
+            .node_ids()
+            .map(|id| {
+                let mut clock = ClockModel::default();
+                if sc.clocks.skew_us > 0 {
+                    let half = sc.clocks.skew_us as i64 / 2;
+                    clock.offset_us = setup_rng.random_range(-half..=half);
+                }
+                if sc.clocks.drift_ppm > 0.0 {
+                    clock.drift_ppm = setup_rng.random_range(-sc.clocks.drift_ppm..=sc.clocks.drift_ppm);
+                }
+                if let Some(o) = sc.clocks.node.iter().find(|c| c.node == id.0) {
+                    clock = o.model();
+                }
+                Node {
+                    server: P::server(&cfg, NodeCtx { id, role: topology.role(id), topology: topology.clone() }),
+                    store: MvStore::new(),
+                    dc: topology.dc_of(id),
+                    clock,
+                    inbox: VecDeque::new(),
+                    busy_until: 0,
+                    paused_until: 0,
+                    wake_at: None,
+                    crashed: false,
+                    slow_extra_us: 0,
+                }
+            })
+            .collect();
+        let mut clients = Vec::new();
+        let mut new_session = |dc: DcId, scripted| {
+            let id = ClientId(clients.len() as u32);
+            clients.push(Session {
+                proto: P::client(&cfg, ClientCtx { id, dc, topology: topology.clone() }),
+                dc,
+                rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0xc11e_0000 + id.0 as u64)),
+                busy: None,
+                scripted,
+                writes: 0,
+            });
+        };
+        for d in topology.dc_ids() {
+            for _ in 0..sc.workload.clients_per_dc {
+                new_session(d, None);
+            }
+        }
+        for s in &sc.scripted {
+            new_session(DcId(s.dc), Some(s.ops.iter().cloned().collect()));
+        }
+        let stop_issuing_us = sc.duration_ms * 1_000;
+        let end_us = stop_issuing_us + sc.drain_ms * 1_000;
+        let metrics = Metrics::new(m, sc.warmup_ms * 1_000, stop_issuing_us);
+        let history = sc.record_history.then(|| History { protocol: P::NAME.into(), ops: Vec::new() });
+        let mut sim = Sim {
+            keys: KeySpace::new(&sc.workload),
+            net_rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0x6e7)),
+            topology,
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            nodes,
+            clients,
+            fifo: FxHashMap::default(),
+            one_way_us,
+            extra_us: vec![vec![0; m]; m],
+            cut: vec![vec![false; m]; m],
+            held: Vec::new(),
+            metrics,
+            trace: mix(0, sc.seed),
+            events: 0,
+            full: topology.is_full_replication(),
+            stop_issuing_us,
+            end_us,
+            history,
+            out: Vec::new(),
+            obs: Vec::new(),
+            done: None,
+            sc,
+        };
+        let fault_times: Vec<u64> = sim.sc.faults.iter().map(|f| f.time_us()).collect();
+        for (index, t) in fault_times.into_iter().enumerate() {
+            sim.schedule(t, Ev::Fault { index });
+        }
+        for i in 0..sim.nodes.len() {
+            sim.run_node(NodeId(i as u32), None);
+        }
+        for c in 0..sim.clients.len() {
+            let at = match &sim.clients[c].scripted {
+                Some(ops) => ops.front().map(|o| o.at_us),
+                // Stagger the first operations so clients do not move in lockstep.
+                None => Some(sim.net_rng.random_range(0..1_000)),
+            };
+            if let Some(at) = at {
+                sim.schedule(at, Ev::ClientNext { client: ClientId(c as u32) });
+            }
+        }
+        Ok(sim)
+    }
+
+    fn alloc(&mut self, ev: Ev<P::Msg>) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev<P::Msg>) {
+        let slot = self.alloc(ev);
+        self.seq += 1;
+        self.heap.push(Reverse((at.max(self.now), self.seq, slot)));
+    }
+
+    fn addr_code(&self, a: Addr) -> u32 {
+        match a {
+            Addr::Node(n) => n.0,
+            Addr::Client(c) => self.nodes.len() as u32 + c.0,
+        }
+    }
+
+    fn addr_dc(&self, a: Addr) -> DcId {
+        match a {
+            Addr::Node(n) => self.nodes[n.idx()].dc,
+            Addr::Client(c) => self.clients[c.idx()].dc,
+        }
+    }
+
+    /// Count a message and put it on the wire.
+    fn transmit(&mut self, from: Addr, to: Addr, msg: P::Msg) {
+        let bytes = if self.sc.count_bytes { wire_size(&msg) } else { 0 };
+        self.metrics.message(msg.kind(), msg.is_client(), bytes, self.now);
+        self.route(from, to, msg);
+    }
+
+    /// Latency, jitter, slow-node delay, spikes, cuts, and FIFO order per
+    /// channel. A message across a cut waits in `held` (reliable channels
+    /// resend after the heal).
+    fn route(&mut self, from: Addr, to: Addr, msg: P::Msg) {
+        let (da, db) = (self.addr_dc(from), self.addr_dc(to));
+        if self.cut[da.idx()][db.idx()] {
+            self.held.push((from, to, msg));
+            return;
+        }
+        let base = self.one_way_us[da.idx()][db.idx()];
+        let mut delay = base + self.extra_us[da.idx()][db.idx()];
+        if self.sc.network.jitter_pct > 0.0 && base > 0 {
+            let max = (base as f64 * self.sc.network.jitter_pct / 100.0) as u64;
+            if max > 0 {
+                delay += self.net_rng.random_range(0..=max);
+            }
+        }
+        if let Addr::Node(n) = from {
+            delay += self.nodes[n.idx()].slow_extra_us;
+        }
+        let key = (self.addr_code(from), self.addr_code(to));
+        let mut at = self.now + delay.max(1);
+        let last = self.fifo.entry(key).or_insert(0);
+        if at < *last {
+            at = *last;
+        }
+        *last = at;
+        self.schedule(at, Ev::Deliver { from, to, msg });
+    }
+
+    /// Route what a handler produced.
+    fn flush(&mut self, from: Addr) {
+        let mut out = std::mem::take(&mut self.out);
+        for o in out.drain(..) {
+            match o {
+                Out::Send(to, msg) => {
+                    if !self.topology.contains(to) {
+                        panic!("{from:?} sent to {to:?}, which is not in the topology");
+                    }
+                    self.transmit(from, Addr::Node(to), msg)
+                }
+                Out::Reply(to, msg) => {
+                    if to.idx() < self.clients.len() {
+                        self.transmit(from, Addr::Client(to), msg)
+                    }
+                }
+                Out::Timer(after, token) => {
+                    let at = self.now + after;
+                    let ev = match from {
+                        Addr::Node(node) => Ev::Timer { node, token },
+                        Addr::Client(client) => Ev::ClientTimer { client, token },
+                    };
+                    self.schedule(at, ev);
+                }
+            }
+        }
+        self.out = out;
+        let dc = self.addr_dc(from);
+        let mut obs = std::mem::take(&mut self.obs);
+        for o in obs.drain(..) {
+            match o {
+                ObsRec::Visible { write, origin, key } => {
+                    let remote_dcs = match key {
+                        Some(k) => self.topology.dcs_of(self.topology.partition_of(&k)).len() as u16 - 1,
+                        None => self.topology.dcs() as u16 - 1,
+                    };
+                    self.metrics.visible(write, origin, dc, self.now, remote_dcs)
+                }
+                ObsRec::Blocked { what, waited_us } => self.metrics.blocked(what, waited_us, self.now),
+            }
+        }
+        self.obs = obs;
+    }
+
+    /// Feed an input to a node, or queue it if the node is busy or paused.
+    fn node_input(&mut self, node: NodeId, input: Input<P::Msg>) {
+        let n = &mut self.nodes[node.idx()];
+        if n.crashed {
+            return;
+        }
+        let ready = n.busy_until.max(n.paused_until);
+        if self.now < ready || !n.inbox.is_empty() {
+            n.inbox.push_back(input);
+            self.ensure_wake(node);
+            return;
+        }
+        self.run_node(node, Some(input));
+    }
+
+    fn ensure_wake(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.idx()];
+        let ready = n.busy_until.max(n.paused_until).max(self.now);
+        if n.wake_at.is_none_or(|w| w > ready) || n.wake_at.is_some_and(|w| w < self.now) {
+            n.wake_at = Some(ready);
+            self.schedule(ready, Ev::Wake { node });
+        }
+    }
+
+    fn on_wake(&mut self, node: NodeId) {
+        {
+            let n = &mut self.nodes[node.idx()];
+            if n.wake_at != Some(self.now) {
+                return; // superseded
+            }
+            n.wake_at = None;
+            if n.crashed {
+                return;
+            }
+        }
+        loop {
+            let n = &mut self.nodes[node.idx()];
+            if self.now < n.busy_until.max(n.paused_until) {
+                break;
+            }
+            let Some(input) = n.inbox.pop_front() else { break };
+            self.run_node(node, Some(input));
+        }
+        if !self.nodes[node.idx()].inbox.is_empty() {
+            self.ensure_wake(node);
+        }
+    }
+
+    /// Run one handler (`None`: `on_start`).
+    fn run_node(&mut self, node: NodeId, input: Option<Input<P::Msg>>) {
+        let n = &mut self.nodes[node.idx()];
+        let mut env = SEnv {
+            node,
+            dc: n.dc,
+            full: self.full,
+            now_local: n.clock.read(self.now),
+            store: &mut n.store,
+            out: &mut self.out,
+            obs: &mut self.obs,
+        };
+        let tag = match input {
+            None => {
+                n.server.on_start(&mut env);
+                0
+            }
+            Some(Input::Peer(from, msg)) => {
+                let t = stable_hash(msg.kind().as_bytes());
+                n.server.on_peer(&mut env, from, msg);
+                t ^ from.0 as u64
+            }
+            Some(Input::Client(from, msg)) => {
+                let t = stable_hash(msg.kind().as_bytes());
+                n.server.on_client(&mut env, from, msg);
+                t ^ ((from.0 as u64) << 20)
+            }
+            Some(Input::Timer(token)) => {
+                n.server.on_timer(&mut env, token);
+                token.rotate_left(17)
+            }
+        };
+        if self.sc.cpu.service_us > 0 {
+            n.busy_until = self.now + self.sc.cpu.service_us;
+        }
+        self.events += 1;
+        self.trace = mix(self.trace, self.now ^ ((node.0 as u64) << 40));
+        self.trace = mix(self.trace, tag);
+        self.flush(Addr::Node(node));
+    }
+
+    fn client_next(&mut self, c: ClientId) {
+        if self.clients[c.idx()].busy.is_some() {
+            return;
+        }
+        let op = {
+            let s = &mut self.clients[c.idx()];
+            match &mut s.scripted {
+                Some(ops) => match ops.front() {
+                    Some(o) if o.at_us <= self.now => ops.pop_front().map(|o| o.op),
+                    Some(o) => {
+                        let at = o.at_us;
+                        self.schedule(at, Ev::ClientNext { client: c });
+                        return;
+                    }
+                    None => None,
+                },
+                None if self.now < self.stop_issuing_us => {
+                    s.writes += 1;
+                    let write_id = ((c.0 as u64 + 1) << 32) | s.writes;
+                    Some(next_op(&self.sc.workload, &self.keys, &mut s.rng, write_id))
+                }
+                None => None,
+            }
+        };
+        let Some(op) = op else { return };
+        self.events += 1;
+        self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
+        let s = &mut self.clients[c.idx()];
+        s.busy = Some((op.clone(), self.now));
+        let mut env = CEnv { now: self.now, out: &mut self.out, done: &mut self.done };
+        s.proto.invoke(&mut env, op);
+        self.after_client(c);
+    }
+
+    fn after_client(&mut self, c: ClientId) {
+        self.flush(Addr::Client(c));
+        if let Some(result) = self.done.take() {
+            let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
+            let failed = matches!(result, OpResult::Failed(_));
+            self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
+            self.trace = mix(self.trace, 0xd0e ^ self.now);
+            if let Some(h) = self.history.as_mut() {
+                h.ops.push(OpRecord {
+                    client: c,
+                    dc: self.clients[c.idx()].dc,
+                    op,
+                    result,
+                    invoke_us,
+                    complete_us: self.now,
+                });
+            }
+            let think = if self.clients[c.idx()].scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
+            self.schedule(self.now + think, Ev::ClientNext { client: c });
+        }
+    }
+
+    fn fault(&mut self, index: usize) {
+        let kind = self.sc.faults[index].kind.clone();
+        match kind {
+            FaultKind::Cut { a, b } => {
+                self.cut[a as usize][b as usize] = true;
+                self.cut[b as usize][a as usize] = true;
+            }
+            FaultKind::Heal { a, b } => {
+                self.cut[a as usize][b as usize] = false;
+                self.cut[b as usize][a as usize] = false;
+                let held = std::mem::take(&mut self.held);
+                for (from, to, msg) in held {
+                    // Still-cut pairs go straight back into `held`, in order.
+                    self.route(from, to, msg);
+                }
+            }
+            FaultKind::Pause { node, for_ms } => {
+                let n = &mut self.nodes[node as usize];
+                n.paused_until = n.paused_until.max(self.now + for_ms * 1_000);
+            }
+            FaultKind::Crash { node } => {
+                let n = &mut self.nodes[node as usize];
+                n.crashed = true;
+                n.inbox.clear();
+            }
+            FaultKind::Slow { node, extra_ms } => self.nodes[node as usize].slow_extra_us = extra_ms * 1_000,
+            FaultKind::Spike { a, b, extra_ms, for_ms } => {
+                let extra_us = extra_ms * 1_000;
+                self.extra_us[a as usize][b as usize] += extra_us;
+                self.extra_us[b as usize][a as usize] += extra_us;
+                self.schedule(self.now + for_ms * 1_000, Ev::SpikeEnd { a, b, extra_us });
+            }
+            FaultKind::ClockJump { node, step_us } => {
+                let now = self.now;
+                self.nodes[node as usize].clock.jumps.push(causeway_core::ClockJump { at_us: now, step_us });
+            }
+        }
+    }
+
+    /// Handle the next event. False when the run is over.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse((t, _seq, slot))) = self.heap.pop() else { return false };
+        if t > self.end_us {
+            self.heap.push(Reverse((t, _seq, slot)));
+            self.now = self.end_us;
+            return false;
+        }
+        self.now = t;
+        let ev = self.slots[slot as usize].take().expect("event slot is live");
+        self.free.push(slot);
+        match ev {
+            Ev::Deliver { from, to, msg } => match (from, to) {
+                (Addr::Node(f), Addr::Node(n)) => self.node_input(n, Input::Peer(f, msg)),
+                (Addr::Client(f), Addr::Node(n)) => self.node_input(n, Input::Client(f, msg)),
+                (Addr::Node(f), Addr::Client(c)) => {
+                    self.events += 1;
+                    self.trace = mix(self.trace, self.now ^ 0xcc ^ ((c.0 as u64) << 24));
+                    let s = &mut self.clients[c.idx()];
+                    let mut env = CEnv { now: self.now, out: &mut self.out, done: &mut self.done };
+                    s.proto.on_reply(&mut env, f, msg);
+                    self.after_client(c);
+                }
+                (Addr::Client(_), Addr::Client(_)) => unreachable!("clients never address clients"),
+            },
+            Ev::Timer { node, token } => self.node_input(node, Input::Timer(token)),
+            Ev::ClientTimer { client, token } => {
+                self.events += 1;
+                let s = &mut self.clients[client.idx()];
+                let mut env = CEnv { now: self.now, out: &mut self.out, done: &mut self.done };
+                s.proto.on_timer(&mut env, token);
+                self.after_client(client);
+            }
+            Ev::ClientNext { client } => self.client_next(client),
+            Ev::Wake { node } => self.on_wake(node),
+            Ev::Fault { index } => self.fault(index),
+            Ev::SpikeEnd { a, b, extra_us } => {
+                self.extra_us[a as usize][b as usize] -= extra_us;
+                self.extra_us[b as usize][a as usize] -= extra_us;
+            }
+        }
+        true
+    }
+
+    /// Run to the end of the scenario.
+    pub fn run(&mut self) -> SimReport {
+        while self.step() {}
+        self.report()
+    }
+
+    /// Run until true time `t_us` (or the end).
+    pub fn run_until(&mut self, t_us: u64) {
+        while let Some(Reverse((t, _, _))) = self.heap.peek() {
+            if *t > t_us || *t > self.end_us {
+                break;
+            }
+            self.step();
+        }
+        self.now = self.now.max(t_us.min(self.end_us));
+    }
+
+    pub fn now_us(&self) -> u64 {
+        self.now
+    }
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+    pub fn trace_hash(&self) -> u64 {
+        self.trace
+    }
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+    /// A node's store, for inspection after a run.
+    pub fn store(&self, node: NodeId) -> &MvStore<P::Version> {
+        &self.nodes[node.idx()].store
+    }
+    pub fn history(&self) -> Option<&History> {
+        self.history.as_ref()
+    }
+    pub fn take_history(&mut self) -> Option<History> {
+        self.history.take()
+    }
+
+    pub fn report(&self) -> SimReport {
+        let m = &self.metrics;
+        let measured_us = m.to_us.saturating_sub(m.from_us).min(self.now.saturating_sub(m.from_us));
+        let names: Vec<String> = self.topology.dc_ids().map(|d| self.topology.dc_name(d)).collect();
+        let ops = m.completed.max(1) as f64;
+        let mut messages: Vec<(&str, crate::metrics::MessageCount)> =
+            m.messages.iter().map(|(k, v)| (*k, v.clone())).collect();
+        messages.sort_by_key(|(k, _)| *k);
+        SimReport {
+            scenario: self.sc.name.clone(),
+            protocol: P::NAME.into(),
+            seed: self.sc.seed,
+            dcs: self.topology.dcs(),
+            partitions: self.topology.partitions(),
+            clients: self.clients.len(),
+            simulated_us: self.now,
+            measured_us,
+            events: self.events,
+            ops_completed: m.completed,
+            ops_failed: m.failed,
+            throughput_ops_s: if measured_us > 0 { m.completed as f64 * 1e6 / measured_us as f64 } else { 0.0 },
+            latency: m.latency.iter().map(|(k, h)| (k.name().to_string(), Summary::of(h))).collect(),
+            visibility: m.visibility_report(&names),
+            blocked: m.blocked.iter().map(|(k, h)| (k.to_string(), Summary::of(h))).collect(),
+            messages: messages.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            server_msgs_per_op: m.server_msgs as f64 / ops,
+            server_bytes_per_op: m.server_bytes as f64 / ops,
+            client_bytes_per_op: m.client_bytes as f64 / ops,
+            trace_hash: format!("{:016x}", self.trace),
+        }
+    }
+}

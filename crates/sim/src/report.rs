@@ -1,0 +1,131 @@
+//! Human-readable reports: one run, or several protocols side by side.
+
+use crate::metrics::SimReport;
+use std::fmt::Write;
+
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1_000.0)
+}
+
+/// A full text report of one run.
+pub fn render(r: &SimReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} on {}: {} DCs × {} partitions, {} clients, seed {}",
+        r.protocol, r.scenario, r.dcs, r.partitions, r.clients, r.seed
+    );
+    let _ = writeln!(
+        s,
+        "  simulated {:.2} s (measured {:.2} s), {} events, trace {}",
+        r.simulated_us as f64 / 1e6,
+        r.measured_us as f64 / 1e6,
+        r.events,
+        r.trace_hash
+    );
+    let _ = writeln!(
+        s,
+        "  throughput {:.0} ops/s ({} ops, {} failed)",
+        r.throughput_ops_s, r.ops_completed, r.ops_failed
+    );
+    let _ = writeln!(s, "  latency (ms)        count     mean      p50      p95      p99      max");
+    for (k, l) in &r.latency {
+        let _ = writeln!(
+            s,
+            "    {:<14} {:>9} {:>8.2} {:>8} {:>8} {:>8} {:>8}",
+            k,
+            l.count,
+            l.mean_us / 1e3,
+            ms(l.p50_us),
+            ms(l.p95_us),
+            ms(l.p99_us),
+            ms(l.max_us)
+        );
+    }
+    if !r.blocked.is_empty() {
+        let _ = writeln!(s, "  blocked in servers (ms)");
+        for (k, l) in &r.blocked {
+            let _ = writeln!(
+                s,
+                "    {:<14} {:>9} {:>8.2} {:>8} {:>8} {:>8} {:>8}",
+                k,
+                l.count,
+                l.mean_us / 1e3,
+                ms(l.p50_us),
+                ms(l.p95_us),
+                ms(l.p99_us),
+                ms(l.max_us)
+            );
+        }
+    }
+    let _ = writeln!(s, "  update visibility, true time (ms)   count      p50      p95      p99  never");
+    for v in &r.visibility {
+        let _ = writeln!(
+            s,
+            "    {:>6} → {:<6} {:>20} {:>8} {:>8} {:>8} {:>6}",
+            v.from,
+            v.to,
+            v.summary.count,
+            ms(v.summary.p50_us),
+            ms(v.summary.p95_us),
+            ms(v.summary.p99_us),
+            v.never_visible
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  per op: {:.2} server msgs, {:.0} server bytes, {:.0} client bytes",
+        r.server_msgs_per_op, r.server_bytes_per_op, r.client_bytes_per_op
+    );
+    let _ = writeln!(s, "  messages            count        bytes");
+    for (k, m) in &r.messages {
+        let _ = writeln!(s, "    {:<14} {:>9} {:>12}", k, m.count, m.bytes);
+    }
+    s
+}
+
+/// One line per protocol: the comparison table of `causeway demo`.
+pub fn comparison(reports: &[SimReport]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
+        "protocol", "ops/s", "get p50", "get p99", "put p50", "put p99", "vis p50", "vis p99", "msgs/op"
+    );
+    let _ = writeln!(
+        s,
+        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
+        "", "", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", ""
+    );
+    for r in reports {
+        let lat = |k: &str, p99: bool| {
+            r.latency.get(k).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
+        };
+        // Visibility over all DC pairs: the median of the pairs' medians, and the worst p99.
+        let mut p50s: Vec<u64> = r.visibility.iter().filter(|v| v.summary.count > 0).map(|v| v.summary.p50_us).collect();
+        p50s.sort();
+        let vis50 = p50s.get(p50s.len() / 2).map(|v| ms(*v)).unwrap_or_else(|| "-".into());
+        let vis99 = r
+            .visibility
+            .iter()
+            .filter(|v| v.summary.count > 0)
+            .map(|v| v.summary.p99_us)
+            .max()
+            .map(ms)
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "{:<16} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9.2}",
+            r.protocol,
+            r.throughput_ops_s,
+            lat("get", false),
+            lat("get", true),
+            lat("put", false),
+            lat("put", true),
+            vis50,
+            vis99,
+            r.server_msgs_per_op
+        );
+    }
+    s
+}

@@ -1,0 +1,487 @@
+//! Scenarios: everything a simulated run needs, read from a TOML file.
+//!
+//! ```toml
+//! name = "three-dc"
+//! seed = 7
+//! duration_ms = 10_000      # clients issue operations for this long
+//! warmup_ms = 1_000         # operations invoked earlier are not measured
+//! drain_ms = 2_000          # then the run continues so replication settles
+//!
+//! [topology]                # causeway_core::TopologySpec
+//! dcs = 3
+//! partitions = 8
+//!
+//! [network]
+//! rtt_ms = [[0, 80, 80], [80, 0, 160], [80, 160, 0]]
+//! intra_dc_us = 250         # one way, inside a DC (client↔server too)
+//! jitter_pct = 5            # uniform extra, in % of the link's one-way latency
+//!
+//! [clocks]
+//! skew_us = 1_000           # each node's offset is uniform in [-skew/2, +skew/2]
+//! [[clocks.node]]           # overrides for single nodes
+//! node = 3
+//! offset_us = 10_000
+//! jumps = [{ at_us = 2_000_000, step_us = -50_000 }]
+//!
+//! [cpu]
+//! service_us = 0            # CPU time per message a server handles; 0 = infinitely fast
+//!
+//! [workload]                # see Workload
+//! clients_per_dc = 64
+//!
+//! [protocol]                # handed to the protocol's own Config
+//! heartbeat_interval_us = 10_000
+//!
+//! [[faults]]
+//! at_ms = 3_000
+//! kind = "cut"              # cut | heal | pause | crash | slow | spike | clock_jump
+//! a = 0
+//! b = 1
+//! ```
+
+use causeway_core::{ClockJump, ClockModel, Op, TopologySpec};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use thiserror::Error;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default)]
+    pub seed: u64,
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub warmup_ms: u64,
+    #[serde(default = "default_drain")]
+    pub drain_ms: u64,
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    #[serde(default)]
+    pub clocks: ClockSpec,
+    #[serde(default)]
+    pub cpu: CpuSpec,
+    #[serde(default)]
+    pub workload: Workload,
+    /// The protocol's parameters, parsed by the protocol's own `Config`.
+    #[serde(default = "empty_table")]
+    pub protocol: toml::Table,
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+    /// Scripted sessions (tests and examples): each has a DC and a list of
+    /// operations it issues in order, each no earlier than its `at_us`.
+    #[serde(default)]
+    pub scripted: Vec<ScriptedClient>,
+    /// Record every operation for the checker.
+    #[serde(default)]
+    pub record_history: bool,
+    /// Count bytes per message (costs a size computation per message).
+    #[serde(default = "yes")]
+    pub count_bytes: bool,
+}
+
+fn default_name() -> String {
+    "unnamed".into()
+}
+fn default_drain() -> u64 {
+    2_000
+}
+fn empty_table() -> toml::Table {
+    toml::Table::new()
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Round-trip times between DCs in ms; square, symmetric is not required.
+    /// Empty means every pair is `default_rtt_ms` apart.
+    #[serde(default)]
+    pub rtt_ms: Vec<Vec<f64>>,
+    #[serde(default = "default_rtt")]
+    pub default_rtt_ms: f64,
+    #[serde(default = "default_intra")]
+    pub intra_dc_us: u64,
+    #[serde(default)]
+    pub jitter_pct: f64,
+}
+
+fn default_rtt() -> f64 {
+    80.0
+}
+fn default_intra() -> u64 {
+    250
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec { rtt_ms: Vec::new(), default_rtt_ms: default_rtt(), intra_dc_us: default_intra(), jitter_pct: 0.0 }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockSpec {
+    /// Width of the uniform random offset given to every server clock.
+    #[serde(default)]
+    pub skew_us: u64,
+    /// Uniform random drift in ±`drift_ppm`.
+    #[serde(default)]
+    pub drift_ppm: f64,
+    #[serde(default)]
+    pub node: Vec<NodeClock>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeClock {
+    pub node: u32,
+    #[serde(default)]
+    pub offset_us: i64,
+    #[serde(default)]
+    pub drift_ppm: f64,
+    #[serde(default)]
+    pub jumps: Vec<ClockJump>,
+}
+
+impl NodeClock {
+    pub fn model(&self) -> ClockModel {
+        ClockModel { offset_us: self.offset_us, drift_ppm: self.drift_ppm, jumps: self.jumps.clone() }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuSpec {
+    #[serde(default)]
+    pub service_us: u64,
+}
+
+/// Key popularity.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Distribution {
+    #[default]
+    Uniform,
+    /// YCSB's scrambled zipfian with `zipfian_constant`.
+    Zipfian,
+}
+
+/// A closed-loop YCSB-style workload. Names follow YCSB where it has one.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    #[serde(default)]
+    pub clients_per_dc: u32,
+    #[serde(default)]
+    pub think_time_us: u64,
+    #[serde(default = "default_records")]
+    pub recordcount: u64,
+    #[serde(default = "half")]
+    pub readproportion: f64,
+    #[serde(default = "half")]
+    pub updateproportion: f64,
+    /// Read-only transactions.
+    #[serde(default)]
+    pub rotproportion: f64,
+    /// Keys per ROT (distinct).
+    #[serde(default = "default_rot")]
+    pub rot_size: usize,
+    #[serde(default)]
+    pub requestdistribution: Distribution,
+    #[serde(default = "default_zipf")]
+    pub zipfian_constant: f64,
+    /// Value size in bytes (at least 10, the write tag).
+    #[serde(default = "default_field")]
+    pub fieldlength: usize,
+}
+
+fn default_records() -> u64 {
+    10_000
+}
+fn half() -> f64 {
+    0.5
+}
+fn default_rot() -> usize {
+    4
+}
+fn default_zipf() -> f64 {
+    0.99
+}
+fn default_field() -> usize {
+    64
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            clients_per_dc: 0,
+            think_time_us: 0,
+            recordcount: default_records(),
+            readproportion: half(),
+            updateproportion: half(),
+            rotproportion: 0.0,
+            rot_size: default_rot(),
+            requestdistribution: Distribution::Uniform,
+            zipfian_constant: default_zipf(),
+            fieldlength: default_field(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedClient {
+    pub dc: u16,
+    pub ops: Vec<ScriptedOp>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedOp {
+    #[serde(default)]
+    pub at_us: u64,
+    pub op: Op,
+}
+
+/// A fault, applied at `at_ms` of true time (or `at_us` for precision).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    #[serde(default)]
+    pub at_ms: u64,
+    #[serde(default)]
+    pub at_us: u64,
+    #[serde(flatten)]
+    pub kind: FaultKind,
+}
+
+impl Fault {
+    pub fn time_us(&self) -> u64 {
+        self.at_ms * 1_000 + self.at_us
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FaultKind {
+    /// Cut the links between DCs `a` and `b`: messages wait (reliable
+    /// channels resend) until the heal.
+    Cut { a: u16, b: u16 },
+    Heal { a: u16, b: u16 },
+    /// The node handles nothing for `for_ms`; its inputs queue.
+    Pause { node: u32, for_ms: u64 },
+    /// The node stops for good; messages to it are lost.
+    Crash { node: u32 },
+    /// Every message the node sends takes `extra_ms` longer (seed 000's
+    /// slowed partition). 0 restores it.
+    Slow { node: u32, extra_ms: u64 },
+    /// Messages between DCs `a` and `b` take `extra_ms` longer for `for_ms`.
+    Spike { a: u16, b: u16, extra_ms: u64, for_ms: u64 },
+    /// The node's clock steps by `step_us` (negative: backwards).
+    ClockJump { node: u32, step_us: i64 },
+}
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("scenario {path} is not valid: {source}")]
+    Parse { path: String, source: Box<toml::de::Error> },
+    #[error("scenario topology: {0}")]
+    Topology(#[from] causeway_core::TopologyError),
+    #[error("scenario network.rtt_ms must be {dcs}×{dcs} with non-negative entries")]
+    Rtt { dcs: usize },
+    #[error("scenario workload: {0}")]
+    Workload(String),
+    #[error("scenario [protocol] for {protocol}: {message}")]
+    Protocol { protocol: String, message: String },
+    #[error("scenario fault #{index}: {message}")]
+    Fault { index: usize, message: String },
+    #[error("scenario clocks.node: node {0} is not in the topology")]
+    ClockNode(u32),
+    #[error("scenario scripted client #{index}: dc {dc} is not in the topology")]
+    ScriptDc { index: usize, dc: u16 },
+}
+
+impl Scenario {
+    pub fn from_toml_str(text: &str, path: &str) -> Result<Scenario, ScenarioError> {
+        toml::from_str(text).map_err(|e| ScenarioError::Parse { path: path.to_string(), source: Box::new(e) })
+    }
+
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io { path: p.clone(), source: e })?;
+        Self::from_toml_str(&text, &p)
+    }
+
+    /// A scenario with no clients: the starting point for tests and code.
+    pub fn new(topology: TopologySpec, duration_ms: u64) -> Scenario {
+        Scenario {
+            name: default_name(),
+            seed: 0,
+            duration_ms,
+            warmup_ms: 0,
+            drain_ms: default_drain(),
+            topology,
+            network: NetworkSpec::default(),
+            clocks: ClockSpec::default(),
+            cpu: CpuSpec::default(),
+            workload: Workload::default(),
+            protocol: toml::Table::new(),
+            faults: Vec::new(),
+            scripted: Vec::new(),
+            record_history: false,
+            count_bytes: true,
+        }
+    }
+
+    /// One-way latency matrix in µs, validated.
+    pub fn one_way_us(&self) -> Result<Vec<Vec<u64>>, ScenarioError> {
+        let m = self.topology.dcs as usize;
+        let mut out = vec![vec![0u64; m]; m];
+        if self.network.rtt_ms.is_empty() {
+            for (i, row) in out.iter_mut().enumerate() {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = if i == j { self.network.intra_dc_us } else { (self.network.default_rtt_ms * 500.0) as u64 };
+                }
+            }
+            return Ok(out);
+        }
+        if self.network.rtt_ms.len() != m || self.network.rtt_ms.iter().any(|r| r.len() != m) {
+            return Err(ScenarioError::Rtt { dcs: m });
+        }
+        for i in 0..m {
+            for j in 0..m {
+                let r = self.network.rtt_ms[i][j];
+                if !(r >= 0.0 && r.is_finite()) {
+                    return Err(ScenarioError::Rtt { dcs: m });
+                }
+                out[i][j] = if i == j { self.network.intra_dc_us } else { (r * 500.0).round() as u64 };
+            }
+        }
+        Ok(out)
+    }
+
+    /// Check everything that does not depend on the protocol.
+    pub fn validate(&self) -> Result<causeway_core::Topology, ScenarioError> {
+        let topology = causeway_core::Topology::new(self.topology.clone())?;
+        self.one_way_us()?;
+        let w = &self.workload;
+        let total = w.readproportion + w.updateproportion + w.rotproportion;
+        if w.clients_per_dc > 0 {
+            if !(total > 0.0) || [w.readproportion, w.updateproportion, w.rotproportion].iter().any(|p| *p < 0.0) {
+                return Err(ScenarioError::Workload(
+                    "readproportion, updateproportion and rotproportion must be ≥ 0 and not all 0".into(),
+                ));
+            }
+            if w.recordcount == 0 {
+                return Err(ScenarioError::Workload("recordcount must be at least 1".into()));
+            }
+            if w.rotproportion > 0.0 && (w.rot_size == 0 || w.rot_size as u64 > w.recordcount) {
+                return Err(ScenarioError::Workload(format!(
+                    "rot_size must be between 1 and recordcount ({}), got {}",
+                    w.recordcount, w.rot_size
+                )));
+            }
+            if w.requestdistribution == Distribution::Zipfian && !(w.zipfian_constant > 0.0 && w.zipfian_constant < 1.0)
+            {
+                return Err(ScenarioError::Workload("zipfian_constant must be in (0, 1)".into()));
+            }
+        }
+        let m = topology.dcs() as u16;
+        let n = topology.nodes() as u32;
+        for (index, f) in self.faults.iter().enumerate() {
+            let bad = |message: String| Err(ScenarioError::Fault { index, message });
+            match f.kind {
+                FaultKind::Cut { a, b } | FaultKind::Heal { a, b } | FaultKind::Spike { a, b, .. } => {
+                    if a >= m || b >= m || a == b {
+                        return bad(format!("DCs {a} and {b} must be two different DCs below {m}"));
+                    }
+                }
+                FaultKind::Pause { node, .. }
+                | FaultKind::Crash { node }
+                | FaultKind::Slow { node, .. }
+                | FaultKind::ClockJump { node, .. } => {
+                    if node >= n {
+                        return bad(format!("node {node} is not in the topology (it has {n} nodes)"));
+                    }
+                }
+            }
+        }
+        for c in &self.clocks.node {
+            if c.node >= n {
+                return Err(ScenarioError::ClockNode(c.node));
+            }
+        }
+        for (index, s) in self.scripted.iter().enumerate() {
+            if s.dc >= m {
+                return Err(ScenarioError::ScriptDc { index, dc: s.dc });
+            }
+        }
+        Ok(topology)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_scenario() {
+        let s = Scenario::from_toml_str(
+            r#"
+            name = "t"
+            seed = 3
+            duration_ms = 100
+            [topology]
+            dcs = 2
+            partitions = 2
+            [network]
+            rtt_ms = [[0, 10], [10, 0]]
+            [clocks]
+            skew_us = 100
+            [[clocks.node]]
+            node = 1
+            offset_us = -5
+            jumps = [{ at_us = 10, step_us = -3 }]
+            [workload]
+            clients_per_dc = 2
+            requestdistribution = "zipfian"
+            [protocol]
+            anything = 1
+            [[faults]]
+            at_ms = 5
+            kind = "cut"
+            a = 0
+            b = 1
+            [[scripted]]
+            dc = 1
+            ops = [{ at_us = 5, op = { get = { key = [107] } } }]
+            "#,
+            "t.toml",
+        )
+        .unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.one_way_us().unwrap()[0][1], 5_000);
+        assert!(matches!(s.faults[0].kind, FaultKind::Cut { a: 0, b: 1 }));
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        let e = Scenario::from_toml_str("duration_ms = 1\n[topology]\ndcs = 2\npartitions = 1\nbogus = 1\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x.toml") && e.contains("bogus"), "{e}");
+        let mut s = Scenario::new(TopologySpec::full(2, 1), 10);
+        s.network.rtt_ms = vec![vec![0.0, 1.0]];
+        assert!(matches!(s.validate(), Err(ScenarioError::Rtt { dcs: 2 })));
+        let mut s = Scenario::new(TopologySpec::full(2, 1), 10);
+        s.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Crash { node: 9 } });
+        assert!(s.validate().unwrap_err().to_string().contains("node 9"));
+    }
+}
