@@ -251,6 +251,7 @@ impl<P: Protocol> Sim<P> {
         let end_us = stop_issuing_us + sc.drain_ms * 1_000;
         let metrics = Metrics::new(m, sc.warmup_ms * 1_000, stop_issuing_us);
         let history = sc.record_history.then(|| History { protocol: P::NAME.into(), ops: Vec::new() });
+        let full = topology.is_full_replication();
         let mut sim = Sim {
             keys: KeySpace::new(&sc.workload),
             net_rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0x6e7)),
@@ -270,7 +271,7 @@ impl<P: Protocol> Sim<P> {
             metrics,
             trace: mix(0, sc.seed),
             events: 0,
-            full: topology.is_full_replication(),
+            full,
             stop_issuing_us,
             end_us,
             history,
