@@ -90,6 +90,7 @@ pub struct Sim<P: Protocol> {
     fifo: FxHashMap<(u32, u32), u64>,
     one_way_us: Vec<Vec<u64>>,
     extra_us: Vec<Vec<u64>>,
+    slow_links: FxHashMap<(u32, u32), u64>,
     cut: Vec<Vec<bool>>,
     held: Vec<(Addr, Addr, P::Msg)>,
     net_rng: ChaCha8Rng,
@@ -266,6 +267,7 @@ impl<P: Protocol> Sim<P> {
             fifo: FxHashMap::default(),
             one_way_us,
             extra_us: vec![vec![0; m]; m],
+            slow_links: FxHashMap::default(),
             cut: vec![vec![false; m]; m],
             held: Vec::new(),
             metrics,
@@ -361,6 +363,9 @@ impl<P: Protocol> Sim<P> {
             delay += self.nodes[n.idx()].slow_extra_us;
         }
         let key = (self.addr_code(from), self.addr_code(to));
+        if !self.slow_links.is_empty() {
+            delay += self.slow_links.get(&key).copied().unwrap_or(0);
+        }
         let mut at = self.now + delay.max(1);
         let last = self.fifo.entry(key).or_insert(0);
         if at < *last {
@@ -585,6 +590,13 @@ impl<P: Protocol> Sim<P> {
                 n.inbox.clear();
             }
             FaultKind::Slow { node, extra_ms } => self.nodes[node as usize].slow_extra_us = extra_ms * 1_000,
+            FaultKind::SlowLink { from, to, extra_ms } => {
+                if extra_ms == 0 {
+                    self.slow_links.remove(&(from, to));
+                } else {
+                    self.slow_links.insert((from, to), extra_ms * 1_000);
+                }
+            }
             FaultKind::Spike { a, b, extra_ms, for_ms } => {
                 let extra_us = extra_ms * 1_000;
                 self.extra_us[a as usize][b as usize] += extra_us;

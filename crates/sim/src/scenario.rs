@@ -34,7 +34,7 @@
 //!
 //! [[faults]]
 //! at_ms = 3_000
-//! kind = "cut"              # cut | heal | pause | crash | slow | spike | clock_jump
+//! kind = "cut"              # cut | heal | pause | crash | slow | slow_link | spike | clock_jump
 //! a = 0
 //! b = 1
 //! ```
@@ -249,8 +249,9 @@ pub struct ScriptedOp {
 }
 
 /// A fault, applied at `at_ms` of true time (or `at_us` for precision).
+/// (Unknown fields are caught by [`FaultKind`]: serde cannot deny them on a
+/// struct with a flattened member.)
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Fault {
     #[serde(default)]
     pub at_ms: u64,
@@ -280,6 +281,9 @@ pub enum FaultKind {
     /// Every message the node sends takes `extra_ms` longer (seed 000's
     /// slowed partition). 0 restores it.
     Slow { node: u32, extra_ms: u64 },
+    /// Messages from node `from` to node `to` take `extra_ms` longer (a slow
+    /// replication path that leaves client traffic alone). 0 restores it.
+    SlowLink { from: u32, to: u32, extra_ms: u64 },
     /// Messages between DCs `a` and `b` take `extra_ms` longer for `for_ms`.
     Spike { a: u16, b: u16, extra_ms: u64, for_ms: u64 },
     /// The node's clock steps by `step_us` (negative: backwards).
@@ -411,6 +415,11 @@ impl Scenario {
                         return bad(format!("node {node} is not in the topology (it has {n} nodes)"));
                     }
                 }
+                FaultKind::SlowLink { from, to, .. } => {
+                    if from >= n || to >= n || from == to {
+                        return bad(format!("nodes {from} and {to} must be two different nodes below {n}"));
+                    }
+                }
             }
         }
         for c in &self.clocks.node {
@@ -483,5 +492,12 @@ mod tests {
         let mut s = Scenario::new(TopologySpec::full(2, 1), 10);
         s.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Crash { node: 9 } });
         assert!(s.validate().unwrap_err().to_string().contains("node 9"));
+        let e = Scenario::from_toml_str(
+            "duration_ms = 1\n[topology]\ndcs = 2\npartitions = 1\n[[faults]]\nkind = \"cut\"\na = 0\nb = 1\nc = 2\n",
+            "f.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`c`"), "{e}");
     }
 }
