@@ -15,7 +15,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "causeway", version, about = "Causally consistent geo-replicated storage: store, framework, laboratory")]
+#[command(
+    name = "causeway",
+    version,
+    about = "Causally consistent geo-replicated storage: store, framework, laboratory"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -61,11 +61,18 @@ impl OpKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
-    Get { key: Key },
-    Put { key: Key, value: Value },
+    Get {
+        key: Key,
+    },
+    Put {
+        key: Key,
+        value: Value,
+    },
     /// Read the keys as one causally consistent snapshot (where the protocol
     /// promises that). Keys are distinct.
-    Rot { keys: Vec<Key> },
+    Rot {
+        keys: Vec<Key>,
+    },
 }
 
 impl Op {

@@ -134,7 +134,7 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// Returns how many were dropped.
     pub fn gc_key(&mut self, key: &[u8], mut stable: impl FnMut(&V) -> bool) -> usize {
         let Some(c) = self.chains.get_mut(key) else { return 0 };
-        let Some(keep_from) = c.versions.iter().rposition(|v| stable(v)) else { return 0 };
+        let Some(keep_from) = c.versions.iter().rposition(&mut stable) else { return 0 };
         if keep_from == 0 {
             return 0;
         }

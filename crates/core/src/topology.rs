@@ -149,8 +149,7 @@ impl Topology {
             let dcs: Vec<DcId> = match spec.replication {
                 Replication::Full => (0..m).map(DcId).collect(),
                 Replication::Partial { factor } => {
-                    let mut v: Vec<DcId> =
-                        (0..factor).map(|i| DcId(((p + i as u32) % m as u32) as u16)).collect();
+                    let mut v: Vec<DcId> = (0..factor).map(|i| DcId(((p + i as u32) % m as u32) as u16)).collect();
                     v.sort();
                     v
                 }
@@ -262,7 +261,10 @@ impl Topology {
             return from;
         }
         let m = self.dcs() as u16;
-        (1..m).map(|i| DcId((from.0 + i) % m)).find(|&d| self.stores(d, p)).expect("every partition is stored somewhere")
+        (1..m)
+            .map(|i| DcId((from.0 + i) % m))
+            .find(|&d| self.stores(d, p))
+            .expect("every partition is stored somewhere")
     }
     /// The index of a service by name.
     pub fn service_index(&self, name: &str) -> Option<u16> {

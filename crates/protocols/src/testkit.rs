@@ -196,7 +196,7 @@ impl<P: Protocol> TestNet<P> {
 
     /// Deliver the oldest queued message matching `pred`; false if none.
     pub fn deliver_first(&mut self, mut pred: impl FnMut(&InFlight<P::Msg>) -> bool) -> bool {
-        match self.queue.iter().position(|m| pred(m)) {
+        match self.queue.iter().position(&mut pred) {
             Some(i) => {
                 let m = self.queue.remove(i);
                 self.deliver(m);

@@ -10,9 +10,8 @@ use crate::metrics::{Metrics, SimReport, Summary};
 use crate::scenario::{FaultKind, Scenario, ScenarioError};
 use crate::workload::{KeySpace, next_op};
 use causeway_core::{
-    Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Message, MvStore, NodeCtx, NodeId,
-    Observation, Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Versioned, stable_hash, wire_size,
-    write_id_of,
+    Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Message, MvStore, NodeCtx, NodeId, Observation,
+    Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Versioned, stable_hash, wire_size, write_id_of,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -29,16 +28,36 @@ enum Addr {
 }
 
 enum Ev<M> {
-    Deliver { from: Addr, to: Addr, msg: M },
-    Timer { node: NodeId, token: u64 },
-    ClientTimer { client: ClientId, token: u64 },
+    Deliver {
+        from: Addr,
+        to: Addr,
+        msg: M,
+    },
+    Timer {
+        node: NodeId,
+        token: u64,
+    },
+    ClientTimer {
+        client: ClientId,
+        token: u64,
+    },
     /// The client's think time is over: issue its next operation.
-    ClientNext { client: ClientId },
+    ClientNext {
+        client: ClientId,
+    },
     /// The node may be able to work through its inbox.
-    Wake { node: NodeId },
-    Fault { index: usize },
+    Wake {
+        node: NodeId,
+    },
+    Fault {
+        index: usize,
+    },
     /// A spike ends.
-    SpikeEnd { a: u16, b: u16, extra_us: u64 },
+    SpikeEnd {
+        a: u16,
+        b: u16,
+        extra_us: u64,
+    },
 }
 
 enum Input<M> {
@@ -109,8 +128,15 @@ pub struct Sim<P: Protocol> {
 
 enum ObsRec {
     /// `key` is kept only at the origin, to know how many DCs must see it.
-    Visible { write: u64, origin: DcId, key: Option<causeway_core::Key> },
-    Blocked { what: &'static str, waited_us: u64 },
+    Visible {
+        write: u64,
+        origin: DcId,
+        key: Option<causeway_core::Key>,
+    },
+    Blocked {
+        what: &'static str,
+        waited_us: u64,
+    },
 }
 
 struct SEnv<'a, M, V> {

@@ -143,7 +143,12 @@ impl Metrics {
     pub fn visible(&mut self, id: u64, origin: DcId, dc: DcId, now_us: u64, remote_dcs: u16) {
         if dc == origin {
             if self.in_window(now_us) && remote_dcs > 0 {
-                self.pending.entry(id).or_insert(PendingWrite { origin, at_us: now_us, seen: 0, remaining: remote_dcs });
+                self.pending.entry(id).or_insert(PendingWrite {
+                    origin,
+                    at_us: now_us,
+                    seen: 0,
+                    remaining: remote_dcs,
+                });
             }
             return;
         }

@@ -23,11 +23,8 @@ pub fn render(r: &SimReport) -> String {
         r.events,
         r.trace_hash
     );
-    let _ = writeln!(
-        s,
-        "  throughput {:.0} ops/s ({} ops, {} failed)",
-        r.throughput_ops_s, r.ops_completed, r.ops_failed
-    );
+    let _ =
+        writeln!(s, "  throughput {:.0} ops/s ({} ops, {} failed)", r.throughput_ops_s, r.ops_completed, r.ops_failed);
     let _ = writeln!(s, "  latency (ms)        count     mean      p50      p95      p99      max");
     for (k, l) in &r.latency {
         let _ = writeln!(
@@ -102,7 +99,8 @@ pub fn comparison(reports: &[SimReport]) -> String {
             r.latency.get(k).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
         };
         // Visibility over all DC pairs: the median of the pairs' medians, and the worst p99.
-        let mut p50s: Vec<u64> = r.visibility.iter().filter(|v| v.summary.count > 0).map(|v| v.summary.p50_us).collect();
+        let mut p50s: Vec<u64> =
+            r.visibility.iter().filter(|v| v.summary.count > 0).map(|v| v.summary.p50_us).collect();
         p50s.sort();
         let vis50 = p50s.get(p50s.len() / 2).map(|v| ms(*v)).unwrap_or_else(|| "-".into());
         let vis99 = r

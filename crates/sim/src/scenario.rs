@@ -272,22 +272,48 @@ impl Fault {
 pub enum FaultKind {
     /// Cut the links between DCs `a` and `b`: messages wait (reliable
     /// channels resend) until the heal.
-    Cut { a: u16, b: u16 },
-    Heal { a: u16, b: u16 },
+    Cut {
+        a: u16,
+        b: u16,
+    },
+    Heal {
+        a: u16,
+        b: u16,
+    },
     /// The node handles nothing for `for_ms`; its inputs queue.
-    Pause { node: u32, for_ms: u64 },
+    Pause {
+        node: u32,
+        for_ms: u64,
+    },
     /// The node stops for good; messages to it are lost.
-    Crash { node: u32 },
+    Crash {
+        node: u32,
+    },
     /// Every message the node sends takes `extra_ms` longer (seed 000's
     /// slowed partition). 0 restores it.
-    Slow { node: u32, extra_ms: u64 },
+    Slow {
+        node: u32,
+        extra_ms: u64,
+    },
     /// Messages from node `from` to node `to` take `extra_ms` longer (a slow
     /// replication path that leaves client traffic alone). 0 restores it.
-    SlowLink { from: u32, to: u32, extra_ms: u64 },
+    SlowLink {
+        from: u32,
+        to: u32,
+        extra_ms: u64,
+    },
     /// Messages between DCs `a` and `b` take `extra_ms` longer for `for_ms`.
-    Spike { a: u16, b: u16, extra_ms: u64, for_ms: u64 },
+    Spike {
+        a: u16,
+        b: u16,
+        extra_ms: u64,
+        for_ms: u64,
+    },
     /// The node's clock steps by `step_us` (negative: backwards).
-    ClockJump { node: u32, step_us: i64 },
+    ClockJump {
+        node: u32,
+        step_us: i64,
+    },
 }
 
 #[derive(Debug, Error)]
@@ -359,13 +385,12 @@ impl Scenario {
         if self.network.rtt_ms.len() != m || self.network.rtt_ms.iter().any(|r| r.len() != m) {
             return Err(ScenarioError::Rtt { dcs: m });
         }
-        for i in 0..m {
-            for j in 0..m {
-                let r = self.network.rtt_ms[i][j];
+        for (i, (row, rtts)) in out.iter_mut().zip(&self.network.rtt_ms).enumerate() {
+            for (j, (x, &r)) in row.iter_mut().zip(rtts).enumerate() {
                 if !(r >= 0.0 && r.is_finite()) {
                     return Err(ScenarioError::Rtt { dcs: m });
                 }
-                out[i][j] = if i == j { self.network.intra_dc_us } else { (r * 500.0).round() as u64 };
+                *x = if i == j { self.network.intra_dc_us } else { (r * 500.0).round() as u64 };
             }
         }
         Ok(out)
@@ -378,7 +403,10 @@ impl Scenario {
         let w = &self.workload;
         let total = w.readproportion + w.updateproportion + w.rotproportion;
         if w.clients_per_dc > 0 {
-            if !(total > 0.0) || [w.readproportion, w.updateproportion, w.rotproportion].iter().any(|p| *p < 0.0) {
+            if total.is_nan()
+                || total <= 0.0
+                || [w.readproportion, w.updateproportion, w.rotproportion].iter().any(|p| *p < 0.0)
+            {
                 return Err(ScenarioError::Workload(
                     "readproportion, updateproportion and rotproportion must be ≥ 0 and not all 0".into(),
                 ));

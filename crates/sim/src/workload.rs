@@ -114,7 +114,14 @@ mod tests {
 
     #[test]
     fn rot_keys_are_distinct() {
-        let w = Workload { recordcount: 5, readproportion: 0.0, updateproportion: 0.0, rotproportion: 1.0, rot_size: 5, ..Default::default() };
+        let w = Workload {
+            recordcount: 5,
+            readproportion: 0.0,
+            updateproportion: 0.0,
+            rotproportion: 1.0,
+            rot_size: 5,
+            ..Default::default()
+        };
         let ks = KeySpace::new(&w);
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         match next_op(&w, &ks, &mut rng, 1) {

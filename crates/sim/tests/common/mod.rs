@@ -115,12 +115,12 @@ pub fn acl_album_rot<P: Protocol>(seed: u64) -> (usize, usize) {
     let mut violations = 0;
     let mut saw_new = 0;
     for r in h.ops.iter().filter(|r| r.dc.0 == 1) {
-        if let OpResult::Rot(vals) = &r.result {
-            if vals[1].as_ref() == Some(&new) {
-                saw_new += 1;
-                if vals[0].as_ref() == Some(&public) {
-                    violations += 1;
-                }
+        if let OpResult::Rot(vals) = &r.result
+            && vals[1].as_ref() == Some(&new)
+        {
+            saw_new += 1;
+            if vals[0].as_ref() == Some(&public) {
+                violations += 1;
             }
         }
     }
