@@ -12,6 +12,7 @@
 //! stay down (crash-recovery needs durable storage, which lives in the
 //! network runtime).
 
+pub mod chaos;
 pub mod engine;
 pub mod metrics;
 pub mod report;
