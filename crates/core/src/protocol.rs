@@ -26,8 +26,15 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     /// "heartbeat", "get_req").
     fn kind(&self) -> &'static str;
     /// Whether this message is client traffic (request or reply) rather than
-    /// traffic between servers. Used only for accounting.
+    /// traffic between servers. Runtimes use it for accounting, and refuse
+    /// non-client messages arriving on client connections.
     fn is_client(&self) -> bool;
+    /// The longest key and the longest value this message carries, so a
+    /// runtime can enforce its size limits at the edge without knowing the
+    /// protocol. Requests carrying user keys or values must override it.
+    fn max_key_value_len(&self) -> (usize, usize) {
+        (0, 0)
+    }
 }
 
 /// Size of a message in the compact binary codec the network runtime uses
@@ -203,8 +210,8 @@ pub trait Protocol: 'static {
     /// Protocol parameters (intervals, thresholds), read from the `[protocol]`
     /// table of a scenario or cluster config. Unknown fields are errors.
     type Config: Clone + Debug + Default + Serialize + DeserializeOwned + Send + Sync + 'static;
-    type Server: Server<Msg = Self::Msg, Version = Self::Version>;
-    type Client: Client<Msg = Self::Msg>;
+    type Server: Server<Msg = Self::Msg, Version = Self::Version> + Send + 'static;
+    type Client: Client<Msg = Self::Msg> + Send + 'static;
 
     /// Check a config against a topology before any node starts.
     fn validate(_cfg: &Self::Config, _topology: &Topology) -> Result<(), String> {

@@ -65,6 +65,13 @@ impl Message for Msg {
     fn is_client(&self) -> bool {
         !matches!(self, Msg::Replicate { .. })
     }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        match self {
+            Msg::GetReq { key } => (key.len(), 0),
+            Msg::PutReq { key, value } => (key.len(), value.len()),
+            _ => (0, 0),
+        }
+    }
 }
 
 /// A stored version: the value and its last-writer-wins position ⟨ts, dc⟩.

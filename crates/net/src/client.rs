@@ -1,0 +1,279 @@
+//! The client library: an async session that carries the protocol's client
+//! state (dependency set, stable vector, cache…) and talks to the servers of
+//! its own DC.
+//!
+//! A session is sequential, like the protocols assume: one operation at a
+//! time. It connects lazily to each server the protocol addresses. An
+//! operation that times out or loses a connection leaves the protocol's
+//! client state mid-operation, so the session refuses further work with
+//! [`ClientError::Broken`]; open a new session (its causal context starts
+//! afresh, which is always safe).
+
+use crate::config::Cluster;
+use crate::frame::{Wire, WireError, decode, encode, read_frame};
+use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error("cannot connect to node {node} at {addr}: {source}")]
+    Connect { node: u32, addr: SocketAddr, source: std::io::Error },
+    #[error("node {node} refused: {error}")]
+    Refused { node: u32, error: WireError },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("lost the connection to node {0}")]
+    ConnectionLost(u32),
+    #[error("{0}")]
+    Op(#[from] OpError),
+    #[error("key of {len} bytes exceeds the cluster's limit of {max}")]
+    KeyTooLarge { len: usize, max: usize },
+    #[error("value of {len} bytes exceeds the cluster's limit of {max}")]
+    ValueTooLarge { len: usize, max: usize },
+    #[error("DC {dc} is not in the cluster (it has {dcs})")]
+    UnknownDc { dc: u16, dcs: usize },
+    #[error("this session broke on an earlier error; open a new one")]
+    Broken,
+}
+
+enum Event<M> {
+    Frame(NodeId, Wire<M>),
+    Closed(NodeId),
+}
+
+struct CEnv<M> {
+    now: u64,
+    sends: Vec<(NodeId, M)>,
+    timers: Vec<(u64, u64)>,
+    done: Option<OpResult>,
+}
+
+impl<M> ClientEnv<M> for CEnv<M> {
+    fn now_us(&self) -> u64 {
+        self.now
+    }
+    fn send(&mut self, to: NodeId, msg: M) {
+        self.sends.push((to, msg));
+    }
+    fn set_timer(&mut self, after_us: u64, token: u64) {
+        self.timers.push((after_us, token));
+    }
+    fn complete(&mut self, result: OpResult) {
+        self.done = Some(result);
+    }
+}
+
+pub struct Session<P: Protocol> {
+    cluster: Arc<Cluster>,
+    proto: P::Client,
+    conns: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<u8>>>,
+    events_tx: mpsc::UnboundedSender<Event<P::Msg>>,
+    events: mpsc::UnboundedReceiver<Event<P::Msg>>,
+    timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    timer_seq: u64,
+    pub timeout: Duration,
+    broken: bool,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+impl<P: Protocol> Session<P> {
+    /// A session attached to `dc`. `id` names the session in protocol state
+    /// (any value unique among the caller's sessions).
+    pub fn new(cluster: Arc<Cluster>, dc: DcId, id: u32) -> Result<Session<P>, ClientError> {
+        if dc.idx() >= cluster.topology.dcs() {
+            return Err(ClientError::UnknownDc { dc: dc.0, dcs: cluster.topology.dcs() });
+        }
+        let cfg: P::Config = cluster.config.params.clone().try_into().expect("validated with the cluster config");
+        let proto = P::client(&cfg, ClientCtx { id: ClientId(id), dc, topology: cluster.topology.clone() });
+        let (events_tx, events) = mpsc::unbounded_channel();
+        Ok(Session {
+            cluster,
+            proto,
+            conns: FxHashMap::default(),
+            events_tx,
+            events,
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            timeout: Duration::from_secs(10),
+            broken: false,
+        })
+    }
+
+    async fn connect(&mut self, node: NodeId) -> Result<(), ClientError> {
+        if self.conns.contains_key(&node) {
+            return Ok(());
+        }
+        let addr = self.cluster.addrs[node.idx()];
+        let s = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
+        let _ = s.set_nodelay(true);
+        let (mut rd, mut wr) = s.into_split();
+        let hello = encode::<P::Msg>(&Wire::HelloClient { cluster_id: self.cluster.config.cluster_id.clone() });
+        wr.write_all(&hello).await.map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
+        let max = self.cluster.config.limits.max_frame_bytes;
+        match read_frame(&mut rd, max).await.ok().flatten().map(|b| decode::<P::Msg>(&b)) {
+            Some(Ok(Wire::WelcomeClient { .. })) => {}
+            Some(Ok(Wire::Refused(error))) => return Err(ClientError::Refused { node: node.0, error }),
+            _ => return Err(ClientError::ConnectionLost(node.0)),
+        }
+        let tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            loop {
+                match read_frame(&mut rd, max).await {
+                    Ok(Some(b)) => match decode::<P::Msg>(&b) {
+                        Ok(w) => {
+                            if tx.send(Event::Frame(node, w)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => break,
+                    },
+                    _ => break,
+                }
+            }
+            let _ = tx.send(Event::Closed(node));
+        });
+        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(b) = wrx.recv().await {
+                if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+            }
+        });
+        self.conns.insert(node, wtx);
+        Ok(())
+    }
+
+    async fn flush(&mut self, env: &mut CEnv<P::Msg>) -> Result<(), ClientError> {
+        for (after_us, token) in env.timers.drain(..) {
+            self.timer_seq += 1;
+            self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, token)));
+        }
+        for (to, msg) in std::mem::take(&mut env.sends) {
+            self.connect(to).await?;
+            let sent = self.conns.get(&to).map(|c| c.send(encode(&Wire::Request(msg))).is_ok()).unwrap_or(false);
+            if !sent {
+                self.conns.remove(&to);
+                return Err(ClientError::ConnectionLost(to.0));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_sizes(&self, op: &Op) -> Result<(), ClientError> {
+        let l = &self.cluster.config.limits;
+        let key = |k: &[u8]| {
+            if k.len() > l.max_key_bytes {
+                Err(ClientError::KeyTooLarge { len: k.len(), max: l.max_key_bytes })
+            } else {
+                Ok(())
+            }
+        };
+        match op {
+            Op::Get { key: k } => key(k),
+            Op::Put { key: k, value } => {
+                key(k)?;
+                if value.len() > l.max_value_bytes {
+                    return Err(ClientError::ValueTooLarge { len: value.len(), max: l.max_value_bytes });
+                }
+                Ok(())
+            }
+            Op::Rot { keys } => keys.iter().try_for_each(|k| key(k)),
+        }
+    }
+
+    /// Run one operation to completion.
+    pub async fn execute(&mut self, op: Op) -> Result<OpResult, ClientError> {
+        if self.broken {
+            return Err(ClientError::Broken);
+        }
+        self.check_sizes(&op)?;
+        let r = self.execute_inner(op).await;
+        if r.is_err() {
+            self.broken = true;
+            self.conns.clear();
+        }
+        r
+    }
+
+    async fn execute_inner(&mut self, op: Op) -> Result<OpResult, ClientError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut env = CEnv { now: now_us(), sends: Vec::new(), timers: Vec::new(), done: None };
+        self.proto.invoke(&mut env, op);
+        self.flush(&mut env).await?;
+        loop {
+            if let Some(r) = env.done.take() {
+                return Ok(r);
+            }
+            let next_timer = self.timers.peek().map(|Reverse((t, _, _))| *t);
+            let wake = next_timer.map_or(deadline, |t| t.min(deadline));
+            let ev = tokio::time::timeout_at(tokio::time::Instant::from_std(wake), self.events.recv()).await;
+            env.now = now_us();
+            match ev {
+                Ok(Some(Event::Frame(node, Wire::Reply(msg)))) => self.proto.on_reply(&mut env, node, msg),
+                Ok(Some(Event::Frame(node, Wire::Refused(error)))) => {
+                    return Err(ClientError::Refused { node: node.0, error });
+                }
+                Ok(Some(Event::Frame(_, _))) => {}
+                Ok(Some(Event::Closed(node))) => {
+                    self.conns.remove(&node);
+                    return Err(ClientError::ConnectionLost(node.0));
+                }
+                Ok(None) => unreachable!("the session holds a sender"),
+                Err(_) => {
+                    if Instant::now() >= deadline {
+                        return Err(ClientError::Timeout(self.timeout));
+                    }
+                    while let Some(Reverse((t, _, token))) = self.timers.peek().copied() {
+                        if t > Instant::now() {
+                            break;
+                        }
+                        self.timers.pop();
+                        self.proto.on_timer(&mut env, token);
+                    }
+                }
+            }
+            self.flush(&mut env).await?;
+        }
+    }
+
+    pub async fn get(&mut self, key: impl Into<bytes::Bytes>) -> Result<Option<bytes::Bytes>, ClientError> {
+        match self.execute(Op::Get { key: key.into() }).await? {
+            OpResult::Get(v) => Ok(v),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a get answered {other:?}"),
+        }
+    }
+
+    pub async fn put(
+        &mut self,
+        key: impl Into<bytes::Bytes>,
+        value: impl Into<bytes::Bytes>,
+    ) -> Result<(), ClientError> {
+        match self.execute(Op::Put { key: key.into(), value: value.into() }).await? {
+            OpResult::Put => Ok(()),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a put answered {other:?}"),
+        }
+    }
+
+    pub async fn rot(&mut self, keys: Vec<bytes::Bytes>) -> Result<Vec<Option<bytes::Bytes>>, ClientError> {
+        match self.execute(Op::Rot { keys }).await? {
+            OpResult::Rot(v) => Ok(v),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a rot answered {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! The cluster configuration every server and client reads.
+//!
+//! ```toml
+//! cluster_id = "demo"             # a node refuses peers and clients of another cluster
+//! protocol = "causalspartanx"
+//! data_dir = "causeway-data"      # node N keeps its log in data_dir/node-N
+//! nodes = ["127.0.0.1:7100", "127.0.0.1:7101"]   # one address per node id, topology order
+//! metrics = ["127.0.0.1:9100", "127.0.0.1:9101"] # optional: Prometheus endpoints
+//!
+//! [topology]                      # causeway_core::TopologySpec
+//! dcs = 2
+//! partitions = 1
+//!
+//! [params]                        # the protocol's own parameters
+//!
+//! [storage]
+//! fsync = "always"                # always | group | never
+//! group_commit_ms = 2             # with fsync = "group"
+//!
+//! [limits]
+//! max_key_bytes = 4096
+//! max_value_bytes = 1048576
+//!
+//! [wan]                           # optional delays injected in the transport
+//! rtt_ms = [[0, 80], [80, 0]]
+//! ```
+
+use causeway_core::{NodeId, Topology, TopologySpec};
+use causeway_protocols::ProtocolName;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub cluster_id: String,
+    pub protocol: String,
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    pub nodes: Vec<String>,
+    #[serde(default)]
+    pub metrics: Vec<String>,
+    pub topology: TopologySpec,
+    /// The protocol's own parameters (its `Config`).
+    #[serde(default = "empty_table")]
+    pub params: toml::Table,
+    #[serde(default)]
+    pub storage: StorageConfig,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub wan: Wan,
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("causeway-data")
+}
+fn empty_table() -> toml::Table {
+    toml::Table::new()
+}
+
+/// When the write-ahead log is forced to disk before an acknowledgement leaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fsync {
+    /// Before every acknowledgement (batched per event-loop turn). The default:
+    /// an acknowledged write survives power loss.
+    #[default]
+    Always,
+    /// At most every `group_commit_ms`; acknowledgements wait for it.
+    Group,
+    /// Never: the OS decides. An acknowledged write survives a process crash
+    /// (`kill -9`) but not power loss.
+    Never,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    #[serde(default)]
+    pub fsync: Fsync,
+    #[serde(default = "default_group_ms")]
+    pub group_commit_ms: u64,
+}
+
+fn default_group_ms() -> u64 {
+    2
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig { fsync: Fsync::Always, group_commit_ms: default_group_ms() }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default = "default_key")]
+    pub max_key_bytes: usize,
+    #[serde(default = "default_value")]
+    pub max_value_bytes: usize,
+    #[serde(default = "default_frame")]
+    pub max_frame_bytes: usize,
+    /// Peer messages buffered (unacknowledged) per destination before the
+    /// sender stops taking new work: backpressure instead of unbounded queues.
+    #[serde(default = "default_peer_queue")]
+    pub peer_queue: usize,
+}
+
+fn default_key() -> usize {
+    4096
+}
+fn default_value() -> usize {
+    1 << 20
+}
+fn default_frame() -> usize {
+    crate::frame::DEFAULT_MAX_FRAME_BYTES
+}
+fn default_peer_queue() -> usize {
+    65_536
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_key_bytes: default_key(),
+            max_value_bytes: default_value(),
+            max_frame_bytes: default_frame(),
+            peer_queue: default_peer_queue(),
+        }
+    }
+}
+
+/// Wide-area delays injected by the sender, for a one-machine cluster.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wan {
+    #[serde(default)]
+    pub rtt_ms: Vec<Vec<f64>>,
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("config {path} is not valid: {message}")]
+    Parse { path: String, message: String },
+    #[error("config: cluster_id must not be empty")]
+    EmptyClusterId,
+    #[error("config: {0}")]
+    Protocol(String),
+    #[error("config: topology: {0}")]
+    Topology(#[from] causeway_core::TopologyError),
+    #[error("config: the topology has {expected} nodes but `nodes` lists {got} addresses")]
+    NodeCount { expected: usize, got: usize },
+    #[error("config: `metrics` lists {got} addresses for {expected} nodes")]
+    MetricsCount { expected: usize, got: usize },
+    #[error("config: {field}[{index}] = {value:?} is not a socket address (host:port)")]
+    BadAddress { field: &'static str, index: usize, value: String },
+    #[error("config: wan.rtt_ms must be {dcs}×{dcs} with non-negative entries")]
+    Wan { dcs: usize },
+    #[error("config: limits: {0}")]
+    Limits(String),
+    #[error("node {node} is not in this cluster (it has {nodes} nodes)")]
+    UnknownNode { node: u32, nodes: usize },
+}
+
+/// A validated configuration, with everything derived from it.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub config: ClusterConfig,
+    pub protocol: ProtocolName,
+    pub topology: std::sync::Arc<Topology>,
+    pub addrs: Vec<SocketAddr>,
+    pub metrics_addrs: Vec<SocketAddr>,
+    /// One-way injected delay between DCs, µs.
+    pub wan_one_way_us: Vec<Vec<u64>>,
+}
+
+impl ClusterConfig {
+    pub fn parse(text: &str, path: &str) -> Result<ClusterConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+    }
+
+    pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: p.clone(), source: e })?;
+        Self::parse(&text, &p)
+    }
+
+    /// Check the config and derive the topology, addresses and delays.
+    pub fn validate(self) -> Result<Cluster, ConfigError> {
+        if self.cluster_id.trim().is_empty() {
+            return Err(ConfigError::EmptyClusterId);
+        }
+        let protocol: ProtocolName = self
+            .protocol
+            .parse()
+            .map_err(|e: causeway_protocols::UnknownProtocol| ConfigError::Protocol(e.to_string()))?;
+        let topology = Topology::new(self.topology.clone())?;
+        if self.nodes.len() != topology.nodes() {
+            return Err(ConfigError::NodeCount { expected: topology.nodes(), got: self.nodes.len() });
+        }
+        let parse_addrs = |field: &'static str, v: &[String]| -> Result<Vec<SocketAddr>, ConfigError> {
+            v.iter()
+                .enumerate()
+                .map(|(index, s)| s.parse().map_err(|_| ConfigError::BadAddress { field, index, value: s.clone() }))
+                .collect()
+        };
+        let addrs = parse_addrs("nodes", &self.nodes)?;
+        if !self.metrics.is_empty() && self.metrics.len() != topology.nodes() {
+            return Err(ConfigError::MetricsCount { expected: topology.nodes(), got: self.metrics.len() });
+        }
+        let metrics_addrs = parse_addrs("metrics", &self.metrics)?;
+        let m = topology.dcs();
+        let mut wan = vec![vec![0u64; m]; m];
+        if !self.wan.rtt_ms.is_empty() {
+            if self.wan.rtt_ms.len() != m || self.wan.rtt_ms.iter().any(|r| r.len() != m) {
+                return Err(ConfigError::Wan { dcs: m });
+            }
+            for (row, rtts) in wan.iter_mut().zip(&self.wan.rtt_ms) {
+                for (x, &r) in row.iter_mut().zip(rtts) {
+                    if !(r >= 0.0 && r.is_finite()) {
+                        return Err(ConfigError::Wan { dcs: m });
+                    }
+                    *x = (r * 500.0).round() as u64;
+                }
+            }
+            for (i, row) in wan.iter_mut().enumerate() {
+                row[i] = 0;
+            }
+        }
+        let l = &self.limits;
+        if l.max_key_bytes == 0 || l.max_value_bytes == 0 || l.peer_queue == 0 {
+            return Err(ConfigError::Limits("max_key_bytes, max_value_bytes and peer_queue must be positive".into()));
+        }
+        if l.max_frame_bytes < l.max_key_bytes + l.max_value_bytes + 1024 {
+            return Err(ConfigError::Limits(format!(
+                "max_frame_bytes ({}) must exceed max_key_bytes + max_value_bytes + 1024",
+                l.max_frame_bytes
+            )));
+        }
+        let topology = std::sync::Arc::new(topology);
+        causeway_protocols::with_protocol!(protocol, P => {
+            let cfg: <P as causeway_core::Protocol>::Config =
+                self.params.clone().try_into().map_err(|e: toml::de::Error| {
+                    ConfigError::Protocol(format!("[params] for {}: {e}", protocol))
+                })?;
+            <P as causeway_core::Protocol>::validate(&cfg, &topology)
+                .map_err(|e| ConfigError::Protocol(format!("[params] for {}: {e}", protocol)))?;
+        });
+        Ok(Cluster { config: self, protocol, topology, addrs, metrics_addrs, wan_one_way_us: wan })
+    }
+}
+
+impl Cluster {
+    pub fn check_node(&self, node: u32) -> Result<NodeId, ConfigError> {
+        if (node as usize) < self.addrs.len() {
+            Ok(NodeId(node))
+        } else {
+            Err(ConfigError::UnknownNode { node, nodes: self.addrs.len() })
+        }
+    }
+
+    pub fn node_dir(&self, node: NodeId) -> PathBuf {
+        self.config.data_dir.join(format!("node-{}", node.0))
+    }
+
+    /// Serialise back to TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(&self.config).expect("config serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        cluster_id = "t"
+        protocol = "eventual"
+        nodes = ["127.0.0.1:1", "127.0.0.1:2"]
+        [topology]
+        dcs = 2
+        partitions = 1
+        [wan]
+        rtt_ms = [[0, 10], [10, 0]]
+    "#;
+
+    #[test]
+    fn good_config_validates() {
+        let c = ClusterConfig::parse(GOOD, "c.toml").unwrap().validate().unwrap();
+        assert_eq!(c.addrs.len(), 2);
+        assert_eq!(c.wan_one_way_us[0][1], 5_000);
+        // Round trip through TOML.
+        let again = ClusterConfig::parse(&c.to_toml(), "again").unwrap().validate().unwrap();
+        assert_eq!(again.addrs, c.addrs);
+    }
+
+    #[test]
+    fn bad_configs_name_the_problem() {
+        let e = ClusterConfig::parse(&GOOD.replace("cluster_id", "clusterid"), "c.toml").unwrap_err().to_string();
+        assert!(e.contains("clusterid") || e.contains("cluster_id"), "{e}");
+        let e = ClusterConfig::parse(&GOOD.replace("\"127.0.0.1:2\"", "\"nowhere\""), "c.toml")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::BadAddress { field: "nodes", index: 1, .. }), "{e}");
+        let e = ClusterConfig::parse(&GOOD.replace(", \"127.0.0.1:2\"", ""), "c.toml").unwrap().validate().unwrap_err();
+        assert!(matches!(e, ConfigError::NodeCount { expected: 2, got: 1 }), "{e}");
+        let e = ClusterConfig::parse(&GOOD.replace("eventual", "paxos"), "c.toml").unwrap().validate().unwrap_err();
+        assert!(e.to_string().contains("paxos"), "{e}");
+        let e =
+            ClusterConfig::parse(&format!("{GOOD}\n[params]\nnope = 1\n"), "c.toml").unwrap().validate().unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+    }
+}

@@ -1,0 +1,126 @@
+//! The embedded cluster: every node of a cluster in this process, on
+//! loopback, with WAN delays injected by the transport. What `causeway up`
+//! and `causeway demo` run, and what the integration tests use.
+
+use crate::config::{Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, Wan};
+use crate::server::{self, NodeError, NodeHandle};
+use causeway_core::{NodeId, TopologySpec};
+use causeway_protocols::{ProtocolName, with_protocol};
+use std::path::PathBuf;
+use std::sync::Arc;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EmbeddedError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    #[error("cannot bind a loopback port: {0}")]
+    Bind(std::io::Error),
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct EmbeddedSpec {
+    pub protocol: ProtocolName,
+    pub dcs: u16,
+    pub partitions: u32,
+    /// Round trips between DCs, ms; empty for none.
+    pub rtt_ms: Vec<Vec<f64>>,
+    pub data_dir: PathBuf,
+    pub fsync: Fsync,
+    pub params: toml::Table,
+}
+
+impl EmbeddedSpec {
+    /// The default of `causeway up`: 3 DCs × 2 partitions with seed 002's
+    /// Virginia/Oregon/Ireland round trips (80/80/160 ms).
+    pub fn default_for(protocol: ProtocolName, data_dir: PathBuf) -> EmbeddedSpec {
+        EmbeddedSpec {
+            protocol,
+            dcs: 3,
+            partitions: 2,
+            rtt_ms: vec![vec![0.0, 80.0, 80.0], vec![80.0, 0.0, 160.0], vec![80.0, 160.0, 0.0]],
+            data_dir,
+            fsync: Fsync::Always,
+            params: toml::Table::new(),
+        }
+    }
+}
+
+pub struct Embedded {
+    pub cluster: Arc<Cluster>,
+    nodes: Vec<Option<NodeHandle>>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Embedded {
+    /// Bind a loopback port for every node, write nothing yet, start them all.
+    pub fn start(spec: EmbeddedSpec, rt: &tokio::runtime::Handle) -> Result<Embedded, EmbeddedError> {
+        let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
+        if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
+            topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
+        }
+        let n = causeway_core::Topology::new(topology.clone()).map_err(ConfigError::from)?.nodes();
+        let listeners: Vec<std::net::TcpListener> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<_, _>>()
+            .map_err(EmbeddedError::Bind)?;
+        let nodes: Vec<String> = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.to_string()))
+            .collect::<Result<_, _>>()
+            .map_err(EmbeddedError::Bind)?;
+        let config = ClusterConfig {
+            cluster_id: format!("embedded-{}-{}", spec.protocol, std::process::id()),
+            protocol: spec.protocol.as_str().into(),
+            data_dir: spec.data_dir.clone(),
+            nodes,
+            metrics: Vec::new(),
+            topology,
+            params: spec.params.clone(),
+            storage: StorageConfig { fsync: spec.fsync, group_commit_ms: 2 },
+            limits: Limits::default(),
+            wan: Wan { rtt_ms: spec.rtt_ms.clone() },
+        };
+        let cluster = Arc::new(config.validate()?);
+        let mut handles = Vec::with_capacity(n);
+        for (i, l) in listeners.into_iter().enumerate() {
+            let h =
+                with_protocol!(spec.protocol, P => server::spawn::<P>(cluster.clone(), NodeId(i as u32), Some(l), rt)?);
+            handles.push(Some(h));
+        }
+        Ok(Embedded { cluster, nodes: handles, rt: rt.clone() })
+    }
+
+    pub fn node(&self, node: NodeId) -> Option<&NodeHandle> {
+        self.nodes.get(node.idx()).and_then(|n| n.as_ref())
+    }
+
+    /// Stop one node (a clean stop: its log is synced).
+    pub fn stop_node(&mut self, node: NodeId) -> Result<(), NodeError> {
+        if let Some(h) = self.nodes.get_mut(node.idx()).and_then(|n| n.take()) {
+            h.stop()?;
+        }
+        Ok(())
+    }
+
+    /// Restart a stopped node on its old address, recovering from its log.
+    pub fn restart_node(&mut self, node: NodeId) -> Result<(), NodeError> {
+        let c = self.cluster.clone();
+        let h = with_protocol!(c.protocol, P => server::spawn::<P>(c.clone(), node, None, &self.rt)?);
+        self.nodes[node.idx()] = Some(h);
+        Ok(())
+    }
+
+    /// Stop every node.
+    pub fn stop(mut self) -> Result<(), NodeError> {
+        for n in self.nodes.iter_mut() {
+            if let Some(h) = n.take() {
+                h.stop()?;
+            }
+        }
+        Ok(())
+    }
+}

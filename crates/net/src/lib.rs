@@ -1,0 +1,25 @@
+//! # causeway-net
+//!
+//! The network runtime: every protocol of `causeway-protocols`, unchanged, as
+//! real servers over TCP. Length-prefixed postcard frames ([`frame`]), peer
+//! links with DKVF's reliable FIFO contract across reconnects ([`link`]), a
+//! write-ahead log so an acknowledged write survives `kill -9` ([`wal`]), the
+//! node runtime ([`server`]), the async client library ([`client`]), the
+//! embedded one-command cluster ([`embedded`]) and Prometheus metrics
+//! ([`metrics`]).
+//!
+//! It is not a simulator: time is the machine's clock, and runs are not
+//! reproducible. Protocol logic lives in `causeway-protocols`, never here.
+
+pub mod client;
+pub mod config;
+pub mod embedded;
+pub mod frame;
+pub mod link;
+pub mod metrics;
+pub mod server;
+pub mod wal;
+
+pub use client::{ClientError, Session};
+pub use config::{Cluster, ClusterConfig, ConfigError, Fsync};
+pub use server::{NodeError, NodeHandle};

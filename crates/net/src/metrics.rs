@@ -1,0 +1,141 @@
+//! Per-node counters and a Prometheus text endpoint (`GET /metrics`).
+//!
+//! Counters are atomics the protocol thread and the connection tasks bump;
+//! the endpoint renders them on request. A full HTTP stack would be a heavy
+//! dependency for one read-only page, so the endpoint answers any request on
+//! its port with the page.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub struct NodeMetrics {
+    pub requests: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    pub peer_in: AtomicU64,
+    pub peer_out: AtomicU64,
+    /// Unacknowledged messages per destination: the replication queue depth.
+    pub peer_depth: Vec<Arc<AtomicU64>>,
+    pub local_writes: AtomicU64,
+    pub remote_visible: AtomicU64,
+    pub blocked: AtomicU64,
+    pub blocked_us: AtomicU64,
+    pub versions: AtomicU64,
+    pub keys: AtomicU64,
+    pub wal_bytes: AtomicU64,
+    pub clients: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+impl NodeMetrics {
+    pub fn new(nodes: usize) -> NodeMetrics {
+        NodeMetrics {
+            requests: Mutex::new(Default::default()),
+            peer_in: AtomicU64::new(0),
+            peer_out: AtomicU64::new(0),
+            peer_depth: (0..nodes).map(|_| Arc::new(AtomicU64::new(0))).collect(),
+            local_writes: AtomicU64::new(0),
+            remote_visible: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
+            blocked_us: AtomicU64::new(0),
+            versions: AtomicU64::new(0),
+            keys: AtomicU64::new(0),
+            wal_bytes: AtomicU64::new(0),
+            clients: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    pub fn count_request(&self, kind: &'static str) {
+        if let Ok(mut m) = self.requests.lock() {
+            *m.entry(kind).or_insert(0) += 1;
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let g = |s: &mut String, name: &str, help: &str, kind: &str, v: u64| {
+            let _ = writeln!(s, "# HELP causeway_{name} {help}\n# TYPE causeway_{name} {kind}\ncauseway_{name} {v}");
+        };
+        let _ = writeln!(s, "# HELP causeway_requests_total Client requests handled, by message kind.");
+        let _ = writeln!(s, "# TYPE causeway_requests_total counter");
+        if let Ok(m) = self.requests.lock() {
+            for (k, v) in m.iter() {
+                let _ = writeln!(s, "causeway_requests_total{{kind=\"{k}\"}} {v}");
+            }
+        }
+        g(&mut s, "peer_messages_in_total", "Peer messages handled.", "counter", self.peer_in.load(Ordering::Relaxed));
+        g(&mut s, "peer_messages_out_total", "Peer messages sent.", "counter", self.peer_out.load(Ordering::Relaxed));
+        let _ = writeln!(s, "# HELP causeway_replication_queue Unacknowledged messages per destination node.");
+        let _ = writeln!(s, "# TYPE causeway_replication_queue gauge");
+        for (i, d) in self.peer_depth.iter().enumerate() {
+            let v = d.load(Ordering::Relaxed);
+            if v > 0 {
+                let _ = writeln!(s, "causeway_replication_queue{{to=\"{i}\"}} {v}");
+            }
+        }
+        g(&mut s, "local_writes_total", "Writes accepted here.", "counter", self.local_writes.load(Ordering::Relaxed));
+        g(
+            &mut s,
+            "remote_visible_total",
+            "Remote versions made visible here.",
+            "counter",
+            self.remote_visible.load(Ordering::Relaxed),
+        );
+        g(
+            &mut s,
+            "blocked_total",
+            "Requests that waited inside this server.",
+            "counter",
+            self.blocked.load(Ordering::Relaxed),
+        );
+        g(
+            &mut s,
+            "blocked_microseconds_total",
+            "Time requests waited inside this server.",
+            "counter",
+            self.blocked_us.load(Ordering::Relaxed),
+        );
+        g(&mut s, "store_versions", "Versions held.", "gauge", self.versions.load(Ordering::Relaxed));
+        g(&mut s, "store_keys", "Keys held.", "gauge", self.keys.load(Ordering::Relaxed));
+        g(&mut s, "wal_bytes", "Bytes in the write-ahead log.", "gauge", self.wal_bytes.load(Ordering::Relaxed));
+        g(&mut s, "clients", "Open client connections.", "gauge", self.clients.load(Ordering::Relaxed));
+        g(&mut s, "refused_total", "Connections or requests refused.", "counter", self.refused.load(Ordering::Relaxed));
+        s
+    }
+}
+
+/// Serve the metrics page on `addr` until `stop` fires.
+pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Receiver<bool>) {
+    let l = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("metrics endpoint {addr}: {e}");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            r = l.accept() => if let Ok((mut s, _)) = r {
+                let m = m.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), s.read(&mut buf)).await;
+                    let body = m.render();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let _ = s.write_all(body.as_bytes()).await;
+                });
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,777 @@
+//! One node of any protocol, as a real server.
+//!
+//! The protocol's state machine runs on a dedicated thread (it is
+//! single-threaded by design, and owning a thread lets it block on the log's
+//! `fsync` and on peer backpressure without stalling tokio). Tokio tasks
+//! accept connections, read frames, run the peer links and serve metrics;
+//! they talk to the protocol thread through channels.
+//!
+//! Each turn of the protocol thread takes every input that is waiting (a
+//! batch), runs the handlers, appends what they changed to the write-ahead
+//! log, syncs it according to the fsync policy, and only then releases the
+//! turn's replies and peer messages: nothing is acknowledged before it is
+//! durable. That is group commit by construction.
+
+use crate::config::{Cluster, Fsync};
+use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
+use crate::link::{self, LinkItem, LinkParams};
+use crate::metrics::NodeMetrics;
+use crate::wal::{LogRecord, Wal, WalError};
+use causeway_core::{
+    ClientId, DcId, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
+};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc as smpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Mutex, mpsc, watch};
+
+#[derive(Debug, Error)]
+pub enum NodeError {
+    #[error("node {node}: cannot listen on {addr}: {source}")]
+    Bind { node: u32, addr: SocketAddr, source: std::io::Error },
+    #[error("node {node}: {source}")]
+    Wal { node: u32, source: WalError },
+    #[error("node {node}: the protocol thread panicked")]
+    Panicked { node: u32 },
+}
+
+/// The clock floor is pushed this far ahead of the clock whenever the clock
+/// gets within half of it, so a restarted node never reads a clock below
+/// anything it handed out before the crash.
+const CLOCK_LEASE_US: u64 = 1_000_000;
+
+enum Input<M> {
+    ClientHello { client: ClientId, tx: mpsc::UnboundedSender<Vec<u8>> },
+    Client { client: ClientId, msg: M },
+    ClientGone { client: ClientId },
+    Peer { from: NodeId, seq: u64, msg: M },
+    Stop,
+}
+
+/// A running node. Dropping it does not stop it; call [`NodeHandle::stop`].
+pub struct NodeHandle {
+    pub node: NodeId,
+    pub addr: SocketAddr,
+    pub metrics: Arc<NodeMetrics>,
+    stop_tasks: watch::Sender<bool>,
+    stop_thread: Box<dyn Fn() + Send + Sync>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl NodeHandle {
+    /// Stop serving: close the listener and links, finish the current turn
+    /// (so everything acknowledged is in the log) and join the protocol thread.
+    pub fn stop(mut self) -> Result<(), NodeError> {
+        let _ = self.stop_tasks.send(true);
+        (self.stop_thread)();
+        if let Some(t) = self.thread.take() {
+            t.join().map_err(|_| NodeError::Panicked { node: self.node.0 })?;
+        }
+        Ok(())
+    }
+}
+
+fn system_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// Start node `node` of `cluster` running protocol `P` on the tokio runtime
+/// `rt`. `listener` may be pre-bound (the embedded cluster binds every port
+/// first so that addresses are known before any node starts).
+pub fn spawn<P: Protocol>(
+    cluster: Arc<Cluster>,
+    node: NodeId,
+    listener: Option<std::net::TcpListener>,
+    rt: &tokio::runtime::Handle,
+) -> Result<NodeHandle, NodeError> {
+    let addr = cluster.addrs[node.idx()];
+    let listener = match listener {
+        Some(l) => l,
+        None => std::net::TcpListener::bind(addr).map_err(|source| NodeError::Bind { node: node.0, addr, source })?,
+    };
+    listener.set_nonblocking(true).map_err(|source| NodeError::Bind { node: node.0, addr, source })?;
+    let addr = listener.local_addr().unwrap_or(addr);
+    let dir = cluster.node_dir(node);
+    let (wal, recovered) =
+        Wal::open::<P::Version, P::Msg>(&dir).map_err(|source| NodeError::Wal { node: node.0, source })?;
+    if recovered.torn_tail_bytes > 0 {
+        tracing::warn!(node = node.0, bytes = recovered.torn_tail_bytes, "dropped a torn record at the end of the log");
+    }
+    tracing::info!(node = node.0, records = recovered.records, versions = recovered.versions.len(), "recovered");
+
+    let n = cluster.topology.nodes();
+    let metrics = Arc::new(NodeMetrics::new(n));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (in_tx, in_rx) = smpsc::channel::<Input<P::Msg>>();
+    let durable_delivered: Arc<Vec<AtomicU64>> =
+        Arc::new((0..n).map(|i| AtomicU64::new(*recovered.delivered.get(&NodeId(i as u32)).unwrap_or(&0))).collect());
+
+    // Peer links.
+    let mut links: Vec<Option<mpsc::Sender<LinkItem<P::Msg>>>> = Vec::with_capacity(n);
+    let mut acked: Vec<Arc<AtomicU64>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let to = NodeId(i as u32);
+        let a = Arc::new(AtomicU64::new(0));
+        acked.push(a.clone());
+        if to == node {
+            links.push(None);
+            continue;
+        }
+        let (tx, rx) = mpsc::channel(cluster.config.limits.peer_queue);
+        let params = LinkParams {
+            cluster_id: cluster.config.cluster_id.clone(),
+            me: node,
+            to,
+            addr: cluster.addrs[i],
+            cap: cluster.config.limits.peer_queue,
+            max_frame: cluster.config.limits.max_frame_bytes,
+            acked: a,
+            depth: metrics.peer_depth[i].clone(),
+        };
+        rt.spawn(link::run::<P::Msg>(params, rx, stop_rx.clone()));
+        links.push(Some(tx));
+    }
+
+    // Accept loop.
+    let acceptor = Acceptor::<P::Msg> {
+        cluster: cluster.clone(),
+        node,
+        input: in_tx.clone(),
+        delivered: durable_delivered.clone(),
+        next_client: Arc::new(AtomicU32::new(1)),
+        source_locks: Arc::new((0..n).map(|_| Mutex::new(0u64)).collect()),
+        metrics: metrics.clone(),
+    };
+    let mut stop_accept = stop_rx.clone();
+    rt.spawn(async move {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(node = node.0, "listener: {e}");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => {
+                        let a = acceptor.clone();
+                        tokio::spawn(async move { a.serve(s).await });
+                    }
+                    Err(e) => tracing::warn!(node = node.0, "accept: {e}"),
+                },
+                _ = stop_accept.changed() => return,
+            }
+        }
+    });
+    if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
+        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), stop_rx.clone()));
+    }
+
+    // The protocol thread.
+    let cfg: P::Config = cluster.config.params.clone().try_into().expect("validated with the cluster config");
+    let ctx = NodeCtx { id: node, role: cluster.topology.role(node), topology: cluster.topology.clone() };
+    let server = P::server(&cfg, ctx);
+    let dc = cluster.topology.dc_of(node);
+    let wan: Vec<u64> =
+        (0..n).map(|i| cluster.wan_one_way_us[dc.idx()][cluster.topology.dc_of(NodeId(i as u32)).idx()]).collect();
+    let mut store = MvStore::new();
+    for (k, v) in recovered.versions {
+        store.insert(k, v);
+    }
+    store.enable_journal();
+    let mut next_seq = vec![1u64; n];
+    for (to, s) in &recovered.next_seq {
+        next_seq[to.idx()] = *s;
+    }
+    let mut delivered = vec![0u64; n];
+    for (from, s) in &recovered.delivered {
+        delivered[from.idx()] = *s;
+    }
+    let mut pl = ProtocolLoop::<P> {
+        node,
+        dc,
+        server,
+        store,
+        wal,
+        fsync: cluster.config.storage.fsync,
+        group: Duration::from_millis(cluster.config.storage.group_commit_ms.max(1)),
+        inputs: in_rx,
+        clients: FxHashMap::default(),
+        links,
+        acked,
+        logged_acked: vec![0; n],
+        wan_us: wan,
+        next_seq,
+        delivered,
+        durable_delivered,
+        timers: BinaryHeap::new(),
+        timer_seq: 0,
+        clock_floor_us: recovered.clock_floor_us,
+        persisted_floor_us: recovered.clock_floor_us,
+        out: Vec::new(),
+        held: Vec::new(),
+        last_sync: Instant::now(),
+        metrics: metrics.clone(),
+        stopping: false,
+    };
+    let outbox = recovered.outbox;
+    let thread = std::thread::Builder::new()
+        .name(format!("causeway-node-{}", node.0))
+        .spawn(move || {
+            pl.resend_outbox(outbox);
+            pl.run();
+        })
+        .expect("spawning a thread");
+    let stop_in = in_tx;
+    Ok(NodeHandle {
+        node,
+        addr,
+        metrics,
+        stop_tasks: stop_tx,
+        stop_thread: Box::new(move || {
+            let _ = stop_in.send(Input::Stop);
+        }),
+        thread: Some(thread),
+    })
+}
+
+// ------------------------------------------------------------ connections
+
+struct Acceptor<M> {
+    cluster: Arc<Cluster>,
+    node: NodeId,
+    input: smpsc::Sender<Input<M>>,
+    delivered: Arc<Vec<AtomicU64>>,
+    next_client: Arc<AtomicU32>,
+    /// Per source node: held while a connection from it pushes a batch, and
+    /// bumped (a generation) by each new connection, so an old connection's
+    /// reader can never interleave with its replacement's.
+    source_locks: Arc<Vec<Mutex<u64>>>,
+    metrics: Arc<NodeMetrics>,
+}
+
+impl<M> Clone for Acceptor<M> {
+    fn clone(&self) -> Self {
+        Acceptor {
+            cluster: self.cluster.clone(),
+            node: self.node,
+            input: self.input.clone(),
+            delivered: self.delivered.clone(),
+            next_client: self.next_client.clone(),
+            source_locks: self.source_locks.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+async fn refuse<M: Message>(s: &mut TcpStream, e: WireError) {
+    let _ = s.write_all(&encode::<M>(&Wire::Refused(e))).await;
+}
+
+impl<M: Message> Acceptor<M> {
+    async fn serve(self, mut s: TcpStream) {
+        let _ = s.set_nodelay(true);
+        let max = self.cluster.config.limits.max_frame_bytes;
+        let hello = match tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s, max)).await {
+            Ok(Ok(Some(b))) => decode::<M>(&b),
+            Ok(Err(e)) => Err(e),
+            _ => return,
+        };
+        let cluster_id = &self.cluster.config.cluster_id;
+        match hello {
+            Ok(Wire::HelloPeer { cluster_id: got, from, to }) => {
+                if &got != cluster_id {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    return refuse::<M>(&mut s, WireError::WrongCluster { expected: cluster_id.clone(), got }).await;
+                }
+                if !self.cluster.topology.contains(from) {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    return refuse::<M>(&mut s, WireError::UnknownNode(from.0)).await;
+                }
+                if to != self.node {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    return refuse::<M>(&mut s, WireError::NotForMe { me: self.node.0, to: to.0 }).await;
+                }
+                self.serve_peer(s, from).await
+            }
+            Ok(Wire::HelloClient { cluster_id: got }) => {
+                if &got != cluster_id {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    return refuse::<M>(&mut s, WireError::WrongCluster { expected: cluster_id.clone(), got }).await;
+                }
+                self.serve_client(s).await
+            }
+            Ok(_) => {
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                refuse::<M>(&mut s, WireError::NoHello).await
+            }
+            Err(e) => {
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                refuse::<M>(&mut s, WireError::BadFrame(e.to_string())).await
+            }
+        }
+    }
+
+    async fn serve_peer(self, s: TcpStream, from: NodeId) {
+        let max = self.cluster.config.limits.max_frame_bytes;
+        let (mut rd, mut wr) = s.into_split();
+        let my_gen = {
+            let mut g = self.source_locks[from.idx()].lock().await;
+            *g += 1;
+            *g
+        };
+        let next = self.delivered[from.idx()].load(Ordering::Acquire) + 1;
+        if wr.write_all(&encode::<M>(&Wire::Welcome { next_seq: next })).await.is_err() {
+            return;
+        }
+        // Acknowledge durable progress every few milliseconds.
+        let delivered = self.delivered.clone();
+        let acker = tokio::spawn(async move {
+            let mut last = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let d = delivered[from.idx()].load(Ordering::Acquire);
+                if d != last {
+                    last = d;
+                    if wr.write_all(&encode::<M>(&Wire::Ack { next_seq: d + 1 })).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        loop {
+            let frame = match read_frame(&mut rd, max).await {
+                Ok(Some(b)) => decode::<M>(&b),
+                Ok(None) => break,
+                Err(e) => Err(e),
+            };
+            match frame {
+                Ok(Wire::Peer { first_seq, msgs }) => {
+                    let g = self.source_locks[from.idx()].lock().await;
+                    if *g != my_gen {
+                        break; // superseded by a newer connection from the same peer
+                    }
+                    for (i, msg) in msgs.into_iter().enumerate() {
+                        if self.input.send(Input::Peer { from, seq: first_seq + i as u64, msg }).is_err() {
+                            break;
+                        }
+                    }
+                }
+                Ok(other) => {
+                    tracing::warn!(node = self.node.0, from = from.0, "unexpected frame from a peer: {other:?}");
+                    break;
+                }
+                Err(e) => {
+                    if !matches!(e, FrameError::Io(_) | FrameError::Truncated) {
+                        tracing::warn!(node = self.node.0, from = from.0, "bad frame from a peer: {e}");
+                    }
+                    break;
+                }
+            }
+        }
+        acker.abort();
+    }
+
+    async fn serve_client(self, s: TcpStream) {
+        let limits = self.cluster.config.limits.clone();
+        let (mut rd, mut wr) = s.into_split();
+        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        if wr.write_all(&encode::<M>(&Wire::WelcomeClient { node: self.node, client })).await.is_err() {
+            return;
+        }
+        let writer = tokio::spawn(async move {
+            while let Some(b) = rx.recv().await {
+                if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+            }
+        });
+        if self.input.send(Input::ClientHello { client, tx: tx.clone() }).is_err() {
+            return;
+        }
+        self.metrics.clients.fetch_add(1, Ordering::Relaxed);
+        loop {
+            let frame = match read_frame(&mut rd, limits.max_frame_bytes).await {
+                Ok(Some(b)) => decode::<M>(&b),
+                Ok(None) => break,
+                Err(e) => Err(e),
+            };
+            let refusal = match frame {
+                Ok(Wire::Request(msg)) => {
+                    let (k, v) = msg.max_key_value_len();
+                    if !msg.is_client() {
+                        Some(WireError::NotAClientRequest(msg.kind().to_string()))
+                    } else if k > limits.max_key_bytes {
+                        Some(WireError::KeyTooLarge { len: k, max: limits.max_key_bytes })
+                    } else if v > limits.max_value_bytes {
+                        Some(WireError::ValueTooLarge { len: v, max: limits.max_value_bytes })
+                    } else {
+                        if self.input.send(Input::Client { client, msg }).is_err() {
+                            let _ = tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
+                            break;
+                        }
+                        None
+                    }
+                }
+                Ok(_) => {
+                    let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Err(FrameError::Io(_)) | Err(FrameError::Truncated) => break,
+                Err(e) => {
+                    // A malformed frame leaves the stream at an unknown offset: refuse and close.
+                    let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame(e.to_string()))));
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            };
+            if let Some(e) = refusal {
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                let _ = tx.send(encode::<M>(&Wire::Refused(e)));
+            }
+        }
+        let _ = self.input.send(Input::ClientGone { client });
+        self.metrics.clients.fetch_sub(1, Ordering::Relaxed);
+        drop(tx);
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    }
+}
+
+// ------------------------------------------------------------ protocol thread
+
+enum Out<M> {
+    Send(NodeId, M),
+    Reply(ClientId, M),
+    Timer(u64, u64),
+}
+
+/// Output of a committed turn, waiting for release.
+enum Release<M> {
+    Peer { to: NodeId, seq: u64, msg: M },
+    Reply(ClientId, M),
+}
+
+struct NEnv<'a, M, V> {
+    node: NodeId,
+    dc: DcId,
+    now: u64,
+    store: &'a mut MvStore<V>,
+    out: &'a mut Vec<Out<M>>,
+    metrics: &'a NodeMetrics,
+}
+
+impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+    fn now_us(&self) -> u64 {
+        self.now
+    }
+    fn send(&mut self, to: NodeId, msg: M) {
+        self.out.push(Out::Send(to, msg));
+    }
+    fn reply(&mut self, to: ClientId, msg: M) {
+        self.out.push(Out::Reply(to, msg));
+    }
+    fn set_timer(&mut self, after_us: u64, token: u64) {
+        self.out.push(Out::Timer(after_us, token));
+    }
+    fn store(&mut self) -> &mut MvStore<V> {
+        self.store
+    }
+    fn observe(&mut self, obs: Observation<'_>) {
+        match obs {
+            Observation::Visible { origin, .. } => {
+                if origin == self.dc {
+                    self.metrics.local_writes.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.metrics.remote_visible.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Observation::Blocked { waited_us, .. } => {
+                self.metrics.blocked.fetch_add(1, Ordering::Relaxed);
+                self.metrics.blocked_us.fetch_add(waited_us, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+struct ProtocolLoop<P: Protocol> {
+    node: NodeId,
+    dc: DcId,
+    server: P::Server,
+    store: MvStore<P::Version>,
+    wal: Wal,
+    fsync: Fsync,
+    group: Duration,
+    inputs: smpsc::Receiver<Input<P::Msg>>,
+    clients: FxHashMap<ClientId, mpsc::UnboundedSender<Vec<u8>>>,
+    links: Vec<Option<mpsc::Sender<LinkItem<P::Msg>>>>,
+    acked: Vec<Arc<AtomicU64>>,
+    logged_acked: Vec<u64>,
+    wan_us: Vec<u64>,
+    next_seq: Vec<u64>,
+    delivered: Vec<u64>,
+    durable_delivered: Arc<Vec<AtomicU64>>,
+    timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    timer_seq: u64,
+    clock_floor_us: u64,
+    persisted_floor_us: u64,
+    out: Vec<Out<P::Msg>>,
+    /// Replies and peer messages of turns whose log records await the next
+    /// group sync.
+    held: Vec<Release<P::Msg>>,
+    last_sync: Instant,
+    metrics: Arc<NodeMetrics>,
+    stopping: bool,
+}
+
+impl<P: Protocol> ProtocolLoop<P> {
+    fn now_us(&self) -> u64 {
+        system_us().max(self.clock_floor_us)
+    }
+
+    /// Queue the recovered outbox again: the links resend whatever the peers
+    /// have not acknowledged.
+    fn resend_outbox(&mut self, outbox: std::collections::BTreeMap<NodeId, Vec<(u64, P::Msg)>>) {
+        for (to, msgs) in outbox {
+            if let Some(Some(link)) = self.links.get(to.idx()) {
+                for (seq, msg) in msgs {
+                    let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
+                    if link.blocking_send(LinkItem { seq, msg, due }).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn run(mut self) {
+        {
+            let now = self.now_us();
+            let mut env = NEnv {
+                node: self.node,
+                dc: self.dc,
+                now,
+                store: &mut self.store,
+                out: &mut self.out,
+                metrics: &self.metrics,
+            };
+            self.server.on_start(&mut env);
+        }
+        self.commit();
+        let mut batch = Vec::with_capacity(1024);
+        while !self.stopping {
+            let mut deadline = self.timers.peek().map(|Reverse((t, _, _))| *t);
+            if !self.held.is_empty() {
+                let sync_at = self.last_sync + self.group;
+                deadline = Some(deadline.map_or(sync_at, |d| d.min(sync_at)));
+            }
+            let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let first = match wait {
+                Some(w) => match self.inputs.recv_timeout(w) {
+                    Ok(i) => Some(i),
+                    Err(smpsc::RecvTimeoutError::Timeout) => None,
+                    Err(smpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                None => match self.inputs.recv() {
+                    Ok(i) => Some(i),
+                    Err(_) => break,
+                },
+            };
+            batch.extend(first);
+            while batch.len() < 1024 {
+                match self.inputs.try_recv() {
+                    Ok(i) => batch.push(i),
+                    Err(_) => break,
+                }
+            }
+            for input in batch.drain(..) {
+                self.handle(input);
+            }
+            self.fire_timers();
+            self.commit();
+        }
+        // Everything handled so far is made durable before the thread ends.
+        self.fsync = Fsync::Always;
+        self.commit();
+    }
+
+    fn handle(&mut self, input: Input<P::Msg>) {
+        let now = self.now_us();
+        let mut env = NEnv {
+            node: self.node,
+            dc: self.dc,
+            now,
+            store: &mut self.store,
+            out: &mut self.out,
+            metrics: &self.metrics,
+        };
+        match input {
+            Input::ClientHello { client, tx } => {
+                self.clients.insert(client, tx);
+            }
+            Input::ClientGone { client } => {
+                self.clients.remove(&client);
+            }
+            Input::Client { client, msg } => {
+                self.metrics.count_request(msg.kind());
+                self.server.on_client(&mut env, client, msg);
+            }
+            Input::Peer { from, seq, msg } => {
+                let last = self.delivered[from.idx()];
+                if seq <= last {
+                    return; // a duplicate resent after a reconnect
+                }
+                if seq != last + 1 {
+                    tracing::error!(node = self.node.0, from = from.0, seq, last, "peer sequence gap; dropping");
+                    return;
+                }
+                self.delivered[from.idx()] = seq;
+                self.metrics.peer_in.fetch_add(1, Ordering::Relaxed);
+                self.server.on_peer(&mut env, from, msg);
+                // The delivery mark follows the handler's effects in the log.
+                for (k, v) in env.store.drain_journal() {
+                    let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
+                }
+                let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
+            }
+            Input::Stop => self.stopping = true,
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now_i = Instant::now();
+        while let Some(Reverse((t, _, token))) = self.timers.peek().copied() {
+            if t > now_i {
+                break;
+            }
+            self.timers.pop();
+            let now = self.now_us();
+            let mut env = NEnv {
+                node: self.node,
+                dc: self.dc,
+                now,
+                store: &mut self.store,
+                out: &mut self.out,
+                metrics: &self.metrics,
+            };
+            self.server.on_timer(&mut env, token);
+        }
+    }
+
+    /// Log what this turn changed, sync per policy, then release its output.
+    fn commit(&mut self) {
+        for (k, v) in self.store.drain_journal() {
+            self.log(LogRecord::Version { key: k, version: v });
+        }
+        // Acknowledgements the links received since the last turn.
+        for i in 0..self.acked.len() {
+            let a = self.acked[i].load(Ordering::Relaxed);
+            if a > self.logged_acked[i] {
+                self.logged_acked[i] = a;
+                self.log(LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
+            }
+        }
+        let now = self.now_us();
+        if now + CLOCK_LEASE_US / 2 > self.persisted_floor_us {
+            self.persisted_floor_us = now + CLOCK_LEASE_US;
+            self.log(LogRecord::ClockFloor { us: self.persisted_floor_us });
+        }
+        let mut out = std::mem::take(&mut self.out);
+        let mut release = Vec::with_capacity(out.len());
+        for o in out.drain(..) {
+            match o {
+                Out::Timer(after_us, token) => {
+                    self.timer_seq += 1;
+                    self.timers.push(Reverse((
+                        Instant::now() + Duration::from_micros(after_us),
+                        self.timer_seq,
+                        token,
+                    )));
+                }
+                Out::Send(to, msg) => {
+                    if to.idx() >= self.links.len() || to == self.node {
+                        tracing::error!(node = self.node.0, to = to.0, "protocol sent to an invalid node; dropped");
+                        continue;
+                    }
+                    let seq = self.next_seq[to.idx()];
+                    self.next_seq[to.idx()] += 1;
+                    self.log(LogRecord::Outbox { to, seq, msg: msg.clone() });
+                    release.push(Release::Peer { to, seq, msg });
+                }
+                Out::Reply(c, msg) => release.push(Release::Reply(c, msg)),
+            }
+        }
+        self.out = out;
+        let sync_now = match self.fsync {
+            Fsync::Always => true,
+            Fsync::Never => false,
+            Fsync::Group => self.last_sync.elapsed() >= self.group || self.stopping,
+        };
+        let ok = match self.fsync {
+            Fsync::Group if !sync_now => self.wal.flush(false),
+            _ => self.wal.flush(sync_now),
+        };
+        if let Err(e) = ok {
+            // The log is the promise behind every acknowledgement: without it
+            // this node must not acknowledge anything more.
+            tracing::error!(node = self.node.0, "write-ahead log failed: {e}; stopping the node");
+            self.stopping = true;
+            return;
+        }
+        if self.fsync == Fsync::Group && !sync_now {
+            self.held.extend(release);
+            return;
+        }
+        if sync_now {
+            self.last_sync = Instant::now();
+        }
+        let held = std::mem::take(&mut self.held);
+        for o in held.into_iter().chain(release) {
+            self.release(o);
+        }
+        for (i, d) in self.delivered.iter().enumerate() {
+            self.durable_delivered[i].store(*d, Ordering::Release);
+        }
+        self.metrics.versions.store(self.store.version_count() as u64, Ordering::Relaxed);
+        self.metrics.keys.store(self.store.key_count() as u64, Ordering::Relaxed);
+        self.metrics.wal_bytes.store(self.wal.bytes, Ordering::Relaxed);
+    }
+
+    fn log(&mut self, r: LogRecord<P::Version, P::Msg>) {
+        if let Err(e) = self.wal.append(&r) {
+            tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
+            self.stopping = true;
+        }
+    }
+
+    fn release(&mut self, o: Release<P::Msg>) {
+        match o {
+            Release::Peer { to, seq, msg } => {
+                let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
+                self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
+                if let Some(link) = &self.links[to.idx()] {
+                    // Blocks when the link is full: backpressure.
+                    let _ = link.blocking_send(LinkItem { seq, msg, due });
+                }
+            }
+            Release::Reply(client, msg) => {
+                if let Some(tx) = self.clients.get(&client) {
+                    let _ = tx.send(encode(&Wire::Reply(msg)));
+                }
+            }
+        }
+    }
+}
