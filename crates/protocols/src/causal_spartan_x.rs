@@ -48,8 +48,16 @@
 //!   3. Dropping the DS from `sv` costs monotonic reads and read-your-writes in
 //!      ROTX whenever the client has seen a version whose dependencies are not
 //!      yet covered by its `DSVc`. The client keeps a **cache** of such versions
-//!      instead, and merges it into ROTX results. The argument that this is still
-//!      a causal snapshot is at [`CsxClient`].
+//!      instead, and merges it into ROTX results: remote versions read by GET
+//!      whose own ⟨sr, ut⟩ is uncovered, and also the client's own writes whose
+//!      remote dependencies are uncovered. The local entry of rule 2 alone does
+//!      not give read-your-writes when the write depends on such a read. One
+//!      case cannot be cached soundly: a GET of *another* client's local write
+//!      with uncovered remote dependencies. It "taints" the client until the
+//!      DSV catches up, and in that window a ROTX may return older versions
+//!      than the client has seen, though always a causal set. The argument that
+//!      cache ∪ slices is a causal snapshot, and the taint rule, are at
+//!      [`CsxClient`].
 //!   4. `paper_dsv_merge = true` restores the printed lines 7 and 10 for every
 //!      entry and disables the cache, so tests can show the anomaly.
 //! - **Replies carry ⟨ut, sr⟩ per value.** The GET reply, the slice reply and the
@@ -75,8 +83,8 @@
 //!   recently (the dirty list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop
 //!   every version older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is
 //!   covered by a DSV this server held at least `gc_grace_us` ago. That version
-//!   is GET-visible, and slice-visible for any `sv` at least that old, so GETs
-//!   never change. A slice that finds no eligible version of a key that GC has
+//!   is GET-visible, and slice-visible for any `sv` ≥ that DSV, so GETs never
+//!   change and current snapshots never lose a version. A slice that finds no eligible version of a key that GC has
 //!   pruned fails the ROTX with `Aborted("snapshot pruned")`. It never returns
 //!   data older than the snapshot.
 //! - **Observations.** A remote version is reported [`Observation::Visible`]
@@ -105,13 +113,13 @@ use std::sync::Arc;
 
 pub struct CausalSpartanX;
 
-/// Protocol parameters. The thesis gives no values for θ and Δ; the defaults
-/// are GentleRain-like.
+/// Protocol parameters. The thesis gives no values for θ and Δ (notes §11);
+/// the defaults are a few milliseconds, well under a WAN round trip.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Δ: a server that sent no Replicate since its last heartbeat tick sends
-    /// ⟨Heartbeat VV[m]⟩ to its equivalents (Alg 5.3).
+    /// `⟨Heartbeat VV[m]⟩` to its equivalents (Alg 5.3).
     pub heartbeat_interval_us: u64,
     /// θ: the period of the DSV tree step (Alg 5.3) and of GC.
     pub stabilization_interval_us: u64,
@@ -197,7 +205,7 @@ pub enum Msg {
     SliceReply { rot: u64, slice: Result<SliceOk, OpError> },
     /// Line 19.
     Replicate { key: Key, version: Version },
-    /// Alg 5.3: ⟨Heartbeat VV[m]⟩.
+    /// Alg 5.3: `⟨Heartbeat VV[m]⟩`.
     Heartbeat { hlc: Hlc },
     /// Entry-wise min of the VVs of a subtree, sent to the parent.
     StableReport { vv_min: Vec<Hlc> },
@@ -481,8 +489,10 @@ impl CsxServer {
 ///   `v2.ut ≤ r_a.ds[v2.sr] ≤ sv[v2.sr]` and `v2.ds ≤ r_a.ds ≤ sv`, so `v2` is
 ///   slice-eligible. It is present at b: a remote `v2` because `sv` is built
 ///   from genuine DSVs only, so `sv ≤ DSV_real`; a local `v2` because it was
-///   written there. If GC pruned it, every retained version is newer, and a
-///   slice with nothing eligible aborts. So `r_b ≥ slice_b ≥ v2`.
+///   written there, and before b's slice was read (line 21 and line 8 give any
+///   later local write at b `ut > sv[m]`). If GC pruned it, every retained
+///   version is newer, and a slice with nothing eligible aborts. So
+///   `r_b ≥ slice_b ≥ v2`.
 /// - `r_a` is a cached remote version read by GET: line 3 admitted it because
 ///   `r_a.ds ≤ DSV` at that server, which was merged into `DSVc ≤ sv`. Its
 ///   dependencies are therefore slice-eligible and present, as above.
@@ -501,8 +511,9 @@ impl CsxServer {
 /// depend on the tainted read. Once `DSVc` covers `taint`, the tainted reads
 /// are slice-eligible and the held writes move to the cache. In that window a
 /// ROTX may return an older version of a key than this client has read or
-/// written. It is never a non-causal set. This residual gap is inherent once
-/// the DS no longer raises `sv`.
+/// written. It is never a non-causal set. Closing the gap needs knowledge this
+/// client lacks, for example a second round inside the DC that raises `sv` to
+/// the involved partitions' VVs, which would give up the one-round design.
 pub struct CsxClient {
     ctx: ClientCtx,
     paper_dsv_merge: bool,
@@ -1093,7 +1104,7 @@ impl CsxServer {
     // ------------------------------------------------------------ timers
 
     /// Every Δ (Alg 5.3): if no Replicate went out since the last tick,
-    /// updateHLC() and send ⟨Heartbeat VV[m]⟩ to every p^k_n, k ≠ m. The tick
+    /// updateHLC() and send `⟨Heartbeat VV[m]⟩` to every p^k_n, k ≠ m. The tick
     /// happens even with no peers (M = 1): it is what moves DSV[m] on an idle
     /// partition.
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
@@ -1631,6 +1642,32 @@ mod tests {
         for s in net.servers.iter() {
             assert!(s.dsv.iter().zip(&first).all(|(now, before)| now > before), "{:?} vs {first:?}", s.dsv);
         }
+    }
+
+    #[test]
+    fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
+        let mut spec = TopologySpec::full(1, 3);
+        spec.services = vec![causeway_core::ServiceSpec { name: "other".into(), per_dc: 1 }];
+        let mut net = Net::with_spec(spec, PER_DC, Config::default());
+        let service = net.topology.service_nodes(DC0, 0)[0];
+        assert!(net.servers[service.idx()].tree.is_none());
+        assert!(net.timers.iter().all(|t| t.0 != Dest::Node(service)));
+        let ks = keys_on_distinct_partitions(&net, 2);
+        put(&mut net, cl(0, 0), &ks[0], "a");
+        put(&mut net, cl(0, 0), &ks[1], "b");
+        // With M = 1 there are no heartbeats to send; the HLC ticks alone move DSV[0].
+        net.advance_clocks(10_000);
+        stabilize(&mut net);
+        assert!(net.servers.iter().filter(|s| s.tree.is_some()).all(|s| s.dsv[0].l >= 11_000));
+        assert_eq!(rot(&mut net, cl(0, 1), &[&ks[0], &ks[1]]), vec![Some("a".into()), Some("b".into())]);
+        // A request that reaches a service node by mistake is refused, not served.
+        net.queue.push(InFlight {
+            from: Dest::Client(cl(0, 1)),
+            to: Dest::Node(service),
+            msg: Msg::GetReq { key: ks[0].clone(), dsv: vec![Hlc::ZERO] },
+        });
+        net.deliver_first(|m| m.to == Dest::Node(service));
+        assert!(matches!(net.queue.pop().map(|m| m.msg), Some(Msg::GetReply(Err(OpError::BadRequest(_))))));
     }
 
     #[test]
