@@ -9,6 +9,7 @@
 //! these modules unchanged. [`ProtocolName`] and [`with_protocol!`] let a
 //! runtime pick a protocol by name and monomorphise over it.
 
+pub mod causal_spartan_x;
 pub mod common;
 pub mod eventual;
 pub mod stable_tree;
@@ -21,14 +22,16 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ProtocolName {
     Eventual,
+    CausalSpartanX,
 }
 
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Eventual];
+    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Eventual, ProtocolName::CausalSpartanX];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolName::Eventual => "eventual",
+            ProtocolName::CausalSpartanX => "causalspartanx",
         }
     }
 }
@@ -73,6 +76,10 @@ macro_rules! with_protocol {
         match $name {
             $crate::ProtocolName::Eventual => {
                 type $P = $crate::eventual::Eventual;
+                $body
+            }
+            $crate::ProtocolName::CausalSpartanX => {
+                type $P = $crate::causal_spartan_x::CausalSpartanX;
                 $body
             }
         }
