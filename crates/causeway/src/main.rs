@@ -4,8 +4,11 @@
 //!   implemented protocol on one workload, and a comparison table.
 //! - `causeway sim SCENARIO.toml` — run one scenario and print its report.
 //!
-//! The network runtime's commands (`server`, `up`, `get`, `put`, …) arrive
-//! with that runtime.
+//! - `causeway server --config C --node N` — one node of a cluster over TCP.
+//! - `causeway up` — an embedded cluster on loopback, kept running.
+//! - `causeway get/put/rot` — a client against a running cluster.
+
+mod net;
 
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, SimReport, report};
@@ -41,6 +44,51 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run one node of a cluster over TCP until SIGINT or SIGTERM.
+    Server {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        node: u32,
+    },
+    /// Start an embedded cluster on loopback (default 3 DCs × 2 partitions,
+    /// Virginia/Oregon/Ireland round trips injected) and keep it running.
+    Up {
+        #[arg(long, short, default_value = "causalspartanx")]
+        protocol: ProtocolName,
+        #[arg(long, default_value_t = 3)]
+        dcs: u16,
+        #[arg(long, default_value_t = 2)]
+        partitions: u32,
+        /// Where the nodes keep their logs.
+        #[arg(long, default_value = "causeway-data")]
+        data_dir: PathBuf,
+        /// Where to write the cluster config that clients use.
+        #[arg(long, default_value = "causeway-cluster.toml")]
+        config_out: PathBuf,
+        /// No injected WAN delays.
+        #[arg(long)]
+        no_wan: bool,
+    },
+    /// Read a key.
+    Get {
+        key: String,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
+    /// Write a key.
+    Put {
+        key: String,
+        value: String,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
+    /// Read several keys as one causally consistent snapshot.
+    Rot {
+        keys: Vec<String>,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
     /// Simulate a 3-DC deployment (Virginia/Oregon/Ireland round trips) with
     /// every implemented protocol and print a comparison table.
     Demo {
@@ -52,8 +100,20 @@ enum Cmd {
     },
 }
 
+#[derive(clap::Args)]
+struct ClientArgs {
+    /// The cluster config (what `causeway up` writes).
+    #[arg(long, default_value = "causeway-cluster.toml")]
+    config: PathBuf,
+    /// The DC to attach to.
+    #[arg(long, default_value_t = 0)]
+    dc: u16,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let level = std::env::var("CAUSEWAY_LOG").ok().and_then(|l| l.parse().ok()).unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -88,6 +148,19 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 print!("{}", report::comparison(&reports));
             }
         }
+        Cmd::Server { config, node } => net::server(&config, node)?,
+        Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan } => {
+            net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan)?
+        }
+        Cmd::Get { key, at } => net::client_op(&at.config, at.dc, causeway_core::Op::Get { key: key.into() })?,
+        Cmd::Put { key, value, at } => {
+            net::client_op(&at.config, at.dc, causeway_core::Op::Put { key: key.into(), value: value.into() })?
+        }
+        Cmd::Rot { keys, at } => net::client_op(
+            &at.config,
+            at.dc,
+            causeway_core::Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() },
+        )?,
         Cmd::Demo { seed, seconds } => {
             let sc = demo_scenario(seed, seconds)?;
             println!(

@@ -241,6 +241,14 @@ impl Message for Msg {
                 | Msg::RotReply(_)
         )
     }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        match self {
+            Msg::GetReq { key, .. } => (key.len(), 0),
+            Msg::PutReq { key, value, .. } => (key.len(), value.len()),
+            Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
+            _ => (0, 0),
+        }
+    }
 }
 
 /// A value as a reader receives it, with its last-writer-wins position ⟨ut, sr⟩.

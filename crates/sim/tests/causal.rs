@@ -1,0 +1,33 @@
+//! The causal protocols against the scripted anomaly scenarios, in the
+//! simulator at geo latencies with jitter — the same scenarios Eventual
+//! fails in `engine.rs`.
+
+mod common;
+
+use causeway_protocols::causal_spartan_x::CausalSpartanX;
+
+#[test]
+fn csx_photo_then_album_is_causal() {
+    for seed in 1..=5 {
+        let (violations, saw) = common::photo_then_album::<CausalSpartanX>(seed);
+        assert!(saw, "seed {seed}: the reader never saw the album entry");
+        assert_eq!(violations, 0, "seed {seed}: album visible without its photo");
+    }
+}
+
+#[test]
+fn csx_rot_never_returns_public_acl_with_new_album() {
+    for seed in 1..=5 {
+        let (violations, saw_new) = common::acl_album_rot::<CausalSpartanX>(seed);
+        assert!(saw_new > 0, "seed {seed}: no ROT saw the new album");
+        assert_eq!(violations, 0, "seed {seed}: ROT returned ⟨public ACL, new album⟩");
+    }
+}
+
+#[test]
+fn csx_local_writes_visible_at_once_and_converges() {
+    assert_eq!(common::read_your_writes_local::<CausalSpartanX>(1), 0);
+    let (bad, n) = common::convergence::<CausalSpartanX>(2);
+    assert_eq!(n, 5);
+    assert!(bad.is_empty(), "diverged: {bad:?}");
+}
