@@ -105,7 +105,14 @@ pub fn spawn<P: Protocol>(
     if recovered.torn_tail_bytes > 0 {
         tracing::warn!(node = node.0, bytes = recovered.torn_tail_bytes, "dropped a torn record at the end of the log");
     }
-    tracing::info!(node = node.0, records = recovered.records, versions = recovered.versions.len(), "recovered");
+    if recovered.records > 0 {
+        tracing::info!(
+            node = node.0,
+            records = recovered.records,
+            versions = recovered.versions.len(),
+            "recovered from the log"
+        );
+    }
 
     let n = cluster.topology.nodes();
     let metrics = Arc::new(NodeMetrics::new(n));
