@@ -1,0 +1,119 @@
+//! Bad input at the edge: each gets a typed refusal naming what was wrong,
+//! the offending connection is closed where the stream can no longer be
+//! trusted, and the server keeps serving everyone else.
+
+use bytes::Bytes;
+use causeway_core::{DcId, NodeId};
+use causeway_net::embedded::{Embedded, EmbeddedSpec};
+use causeway_net::frame::{Wire, WireError, decode, encode, read_frame};
+use causeway_net::{Fsync, Session};
+use causeway_protocols::ProtocolName;
+use causeway_protocols::eventual::{Eventual, Msg, Version};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+type W = Wire<Msg>;
+
+async fn answer(s: &mut TcpStream) -> Option<W> {
+    let b = tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(s, 1 << 20)).await.ok()?.ok()??;
+    decode::<Msg>(&b).ok()
+}
+
+async fn closed(s: &mut TcpStream) -> bool {
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(s, 1 << 20)).await,
+        Ok(Ok(None)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_and_the_server_keeps_serving() {
+    let rt = tokio::runtime::Handle::current();
+    let dir = std::env::temp_dir().join(format!("causeway-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = EmbeddedSpec {
+        protocol: ProtocolName::Eventual,
+        dcs: 2,
+        partitions: 1,
+        rtt_ms: Vec::new(),
+        data_dir: dir,
+        fsync: Fsync::Never,
+        params: toml::Table::new(),
+    };
+    let cluster = Embedded::start(spec, &rt).unwrap();
+    let c = cluster.cluster.clone();
+    let addr = c.addrs[0];
+    let id = c.config.cluster_id.clone();
+    let limits = c.config.limits.clone();
+
+    // A healthy client stays connected through everything below.
+    let mut good = Session::<Eventual>::new(c.clone(), DcId(0), 1).unwrap();
+    good.put(Bytes::from_static(b"k"), Bytes::from_static(b"v0")).await.unwrap();
+
+    // 1. Garbage instead of a hello.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&[0, 0, 0, 3, 0xff, 0xfe, 0xfd]).await.unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::BadFrame(_)))));
+
+    // 2. An oversized frame header.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let r = answer(&mut s).await;
+    assert!(matches!(&r, Some(W::Refused(WireError::BadFrame(m))) if m.contains("exceeds")), "{r:?}");
+
+    // 3. Another cluster's hello.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into() })).await.unwrap();
+    let r = answer(&mut s).await;
+    assert!(matches!(&r, Some(W::Refused(WireError::WrongCluster { got, .. })) if got == "someone-else"), "{r:?}");
+
+    // 4. A peer claiming a node id outside the topology, and one addressing the wrong node.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&encode::<Msg>(&W::HelloPeer { cluster_id: id.clone(), from: NodeId(99), to: NodeId(0) }))
+        .await
+        .unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::UnknownNode(99)))));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&encode::<Msg>(&W::HelloPeer { cluster_id: id.clone(), from: NodeId(1), to: NodeId(1) }))
+        .await
+        .unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::NotForMe { me: 0, to: 1 }))));
+
+    // 5. A client connection: over-limit key and value, a peer message, then an
+    //    unknown message kind (which leaves the stream untrustworthy: closed).
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&encode::<Msg>(&W::HelloClient { cluster_id: id.clone() })).await.unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::WelcomeClient { .. })));
+    let big_key = Bytes::from(vec![b'k'; limits.max_key_bytes + 1]);
+    s.write_all(&encode(&W::Request(Msg::GetReq { key: big_key }))).await.unwrap();
+    let r = answer(&mut s).await;
+    assert!(
+        matches!(&r, Some(W::Refused(WireError::KeyTooLarge { max, .. })) if *max == limits.max_key_bytes),
+        "{r:?}"
+    );
+    let big_value = Bytes::from(vec![0u8; limits.max_value_bytes + 1]);
+    s.write_all(&encode(&W::Request(Msg::PutReq { key: Bytes::from_static(b"k"), value: big_value }))).await.unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::ValueTooLarge { .. }))));
+    let forged = Msg::Replicate {
+        key: Bytes::from_static(b"k"),
+        version: Version { value: Bytes::from_static(b"forged"), ts: u64::MAX, dc: DcId(1) },
+    };
+    s.write_all(&encode(&W::Request(forged))).await.unwrap();
+    let r = answer(&mut s).await;
+    assert!(matches!(&r, Some(W::Refused(WireError::NotAClientRequest(k))) if k == "replicate"), "{r:?}");
+    // The same connection still works after those refusals.
+    s.write_all(&encode(&W::Request(Msg::GetReq { key: Bytes::from_static(b"k") }))).await.unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::Reply(Msg::GetReply { .. }))));
+    // An enum variant index no message has.
+    let mut frame = vec![0, 0, 0, 2];
+    frame.extend_from_slice(&[7, 200]);
+    s.write_all(&frame).await.unwrap();
+    assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::BadFrame(_)))));
+    assert!(closed(&mut s).await, "a connection that sent an undecodable frame must be closed");
+
+    // The forged replicate never landed, and the healthy session is unaffected.
+    assert_eq!(good.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"v0"[..]));
+    good.put(Bytes::from_static(b"k"), Bytes::from_static(b"v1")).await.unwrap();
+    assert_eq!(good.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"v1"[..]));
+    tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+}
