@@ -11,6 +11,7 @@
 
 pub mod common;
 pub mod eventual;
+pub mod gentlerain;
 pub mod stable_tree;
 pub mod testkit;
 
@@ -21,14 +22,16 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ProtocolName {
     Eventual,
+    GentleRain,
 }
 
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Eventual];
+    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Eventual, ProtocolName::GentleRain];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolName::Eventual => "eventual",
+            ProtocolName::GentleRain => "gentlerain",
         }
     }
 }
@@ -73,6 +76,10 @@ macro_rules! with_protocol {
         match $name {
             $crate::ProtocolName::Eventual => {
                 type $P = $crate::eventual::Eventual;
+                $body
+            }
+            $crate::ProtocolName::GentleRain => {
+                type $P = $crate::gentlerain::GentleRain;
                 $body
             }
         }
