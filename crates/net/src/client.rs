@@ -130,17 +130,10 @@ impl<P: Protocol> Session<P> {
         }
         let tx = self.events_tx.clone();
         tokio::spawn(async move {
-            loop {
-                match read_frame(&mut rd, max).await {
-                    Ok(Some(b)) => match decode::<P::Msg>(&b) {
-                        Ok(w) => {
-                            if tx.send(Event::Frame(node, w)).is_err() {
-                                return;
-                            }
-                        }
-                        Err(_) => break,
-                    },
-                    _ => break,
+            while let Ok(Some(b)) = read_frame(&mut rd, max).await {
+                let Ok(w) = decode::<P::Msg>(&b) else { break };
+                if tx.send(Event::Frame(node, w)).is_err() {
+                    return;
                 }
             }
             let _ = tx.send(Event::Closed(node));

@@ -104,7 +104,7 @@ pub fn encode<M: Serialize>(w: &Wire<M>) -> Vec<u8> {
 /// Decode a frame body (without its length prefix).
 pub fn decode<M: DeserializeOwned>(body: &[u8]) -> Result<Wire<M>, FrameError> {
     match postcard::take_from_bytes::<Wire<M>>(body) {
-        Ok((w, rest)) if rest.is_empty() => Ok(w),
+        Ok((w, [])) => Ok(w),
         Ok((_, rest)) => Err(FrameError::Malformed(format!("{} trailing bytes", rest.len()))),
         Err(e) => Err(FrameError::Malformed(e.to_string())),
     }

@@ -143,9 +143,8 @@ async fn session<M: Message>(
             // Send everything that is due, in order, in batches.
             let now = Instant::now();
             let mut next_due = None;
-            loop {
-                // Sequence numbers in `unacked` are contiguous.
-                let Some(front) = unacked.front() else { break };
+            // Sequence numbers in `unacked` are contiguous.
+            while let Some(front) = unacked.front() {
                 let start = next_send.saturating_sub(front.seq) as usize;
                 if start >= unacked.len() {
                     break;

@@ -12,6 +12,7 @@
 pub mod causal_spartan_x;
 pub mod common;
 pub mod eventual;
+pub mod gentlerain;
 pub mod stable_tree;
 pub mod testkit;
 
@@ -22,15 +23,18 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ProtocolName {
     Eventual,
+    GentleRain,
     CausalSpartanX,
 }
 
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Eventual, ProtocolName::CausalSpartanX];
+    pub const ALL: &'static [ProtocolName] =
+        &[ProtocolName::Eventual, ProtocolName::GentleRain, ProtocolName::CausalSpartanX];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolName::Eventual => "eventual",
+            ProtocolName::GentleRain => "gentlerain",
             ProtocolName::CausalSpartanX => "causalspartanx",
         }
     }
@@ -76,6 +80,10 @@ macro_rules! with_protocol {
         match $name {
             $crate::ProtocolName::Eventual => {
                 type $P = $crate::eventual::Eventual;
+                $body
+            }
+            $crate::ProtocolName::GentleRain => {
+                type $P = $crate::gentlerain::GentleRain;
                 $body
             }
             $crate::ProtocolName::CausalSpartanX => {

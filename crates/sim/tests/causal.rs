@@ -5,6 +5,7 @@
 mod common;
 
 use causeway_protocols::causal_spartan_x::CausalSpartanX;
+use causeway_protocols::gentlerain::GentleRain;
 
 #[test]
 fn csx_photo_then_album_is_causal() {
@@ -28,6 +29,32 @@ fn csx_rot_never_returns_public_acl_with_new_album() {
 fn csx_local_writes_visible_at_once_and_converges() {
     assert_eq!(common::read_your_writes_local::<CausalSpartanX>(1), 0);
     let (bad, n) = common::convergence::<CausalSpartanX>(2);
+    assert_eq!(n, 5);
+    assert!(bad.is_empty(), "diverged: {bad:?}");
+}
+
+#[test]
+fn gentlerain_photo_then_album_is_causal() {
+    for seed in 1..=5 {
+        let (violations, saw) = common::photo_then_album::<GentleRain>(seed);
+        assert!(saw, "seed {seed}: the reader never saw the album entry");
+        assert_eq!(violations, 0, "seed {seed}: album visible without its photo");
+    }
+}
+
+#[test]
+fn gentlerain_rot_never_returns_public_acl_with_new_album() {
+    for seed in 1..=5 {
+        let (violations, saw_new) = common::acl_album_rot::<GentleRain>(seed);
+        assert!(saw_new > 0, "seed {seed}: no ROT saw the new album");
+        assert_eq!(violations, 0, "seed {seed}: ROT returned ⟨public ACL, new album⟩");
+    }
+}
+
+#[test]
+fn gentlerain_local_writes_visible_at_once_and_converges() {
+    assert_eq!(common::read_your_writes_local::<GentleRain>(1), 0);
+    let (bad, n) = common::convergence::<GentleRain>(2);
     assert_eq!(n, 5);
     assert!(bad.is_empty(), "diverged: {bad:?}");
 }

@@ -51,18 +51,29 @@ fn get(at_us: u64, key: &Key) -> ScriptedOp {
 /// entry but then no photo (a causality violation), and whether it ever saw
 /// the album entry at all (so a test can tell "safe" from "never looked").
 pub fn photo_then_album<P: Protocol>(seed: u64) -> (usize, bool) {
-    let mut sc = base(2, 4, 1_500, seed);
+    photo_then_album_with::<P>(seed, 1_000, |_, _| {})
+}
+
+/// [`photo_then_album`] with the writes at `start_us` and a hook to add
+/// faults or clock settings to the scenario.
+pub fn photo_then_album_with<P: Protocol>(
+    seed: u64,
+    start_us: u64,
+    tweak: impl FnOnce(&mut Scenario, &Topology),
+) -> (usize, bool) {
+    let mut sc = base(2, 4, start_us / 1_000 + 1_500, seed);
     let t = Topology::new(sc.topology.clone()).unwrap();
     let (photo, album) = keys_on_different_partitions(&t, "photo", "album");
     let from = t.server_for_key(causeway_core::DcId(0), &photo).unwrap();
     let to = t.server_for_key(causeway_core::DcId(1), &photo).unwrap();
     sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
+    tweak(&mut sc, &t);
     let photo_v = tagged_value(1, 16);
     let album_v = tagged_value(2, 16);
-    sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put(1_000, &photo, &photo_v), put(0, &album, &album_v)] });
+    sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put(start_us, &photo, &photo_v), put(0, &album, &album_v)] });
     let mut reader = Vec::new();
     for i in 0..300 {
-        reader.push(get(1_000 + i * 3_000, &album));
+        reader.push(get(start_us + i * 3_000, &album));
         reader.push(get(0, &photo));
     }
     sc.scripted.push(ScriptedClient { dc: 1, ops: reader });
