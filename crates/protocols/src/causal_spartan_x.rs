@@ -108,7 +108,8 @@ use causeway_core::{
     vmax,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 pub struct CausalSpartanX;
@@ -391,8 +392,14 @@ pub struct CsxServer {
     tree: Option<StableTree<Hlc>>,
     /// Whether a Replicate went out since the last heartbeat tick.
     replicated_since_heartbeat: bool,
-    /// Remote versions stored but not yet admitted by line 3.
-    pending_visible: Vec<PendingVisible>,
+    /// Remote versions stored but not yet admitted by line 3, indexed by
+    /// the DSV entry that holds each back: `pending_visible[i]` is a min-heap
+    /// on the `ds[i]` that must be reached. Growing `DSV[i]` pops only what it
+    /// unblocks, so admitting versions costs O(log n) each, not a scan per
+    /// DSV change.
+    pending_visible: Vec<BinaryHeap<Reverse<(Hlc, u64)>>>,
+    pending_slab: BTreeMap<u64, PendingVisible>,
+    next_pending: u64,
     /// ROTXs this server coordinates, by id.
     rots: BTreeMap<u64, RotInProgress>,
     next_rot: u64,
@@ -466,7 +473,9 @@ impl CsxServer {
             dsv: vec![Hlc::ZERO; dcs],
             tree,
             replicated_since_heartbeat: false,
-            pending_visible: Vec::new(),
+            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
+            pending_slab: BTreeMap::new(),
+            next_pending: 0,
             rots: BTreeMap::new(),
             next_rot: 0,
             gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
@@ -854,10 +863,20 @@ impl CsxServer {
         if inserted == Inserted::Duplicate {
             return;
         }
-        if ds.covered_by(&self.dsv) {
-            self.report_if_read(env, &key, order, &value);
-        } else {
-            self.pending_visible.push(PendingVisible { key, order, value, ds });
+        self.admit_or_park(env, PendingVisible { key, order, value, ds });
+    }
+
+    /// Report `p` visible if line 3 admits it, or park it on the first DSV
+    /// entry that still holds it back.
+    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
+        match p.ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]) {
+            None => self.report_if_read(env, &p.key, p.order, &p.value),
+            Some(&(dc, h)) => {
+                let id = self.next_pending;
+                self.next_pending += 1;
+                self.pending_visible[dc.idx()].push(Reverse((h, id)));
+                self.pending_slab.insert(id, p);
+            }
         }
     }
 
@@ -1051,12 +1070,22 @@ impl CsxServer {
                 grew = true;
             }
         }
-        if grew && !self.pending_visible.is_empty() {
-            for p in std::mem::take(&mut self.pending_visible) {
-                if p.ds.covered_by(&self.dsv) {
-                    self.report_if_read(env, &p.key, p.order, &p.value);
-                } else {
-                    self.pending_visible.push(p);
+        if grew && !self.pending_slab.is_empty() {
+            let mut unblocked = Vec::new();
+            for (i, heap) in self.pending_visible.iter_mut().enumerate() {
+                while let Some(&Reverse((h, id))) = heap.peek() {
+                    if h > self.dsv[i] {
+                        break;
+                    }
+                    heap.pop();
+                    unblocked.push(id);
+                }
+            }
+            // Ascending ids: versions are reported in arrival order.
+            unblocked.sort_unstable();
+            for id in unblocked {
+                if let Some(p) = self.pending_slab.remove(&id) {
+                    self.admit_or_park(env, p);
                 }
             }
         }
