@@ -339,7 +339,10 @@ fn divergence_after_quiescence() {
     assert_eq!(failed(&r), vec![Kind::Divergence], "{r}");
     assert!(!r.passed);
     let text = r.violations[0].to_string();
-    assert!(text.contains("reads of x disagree") && text.contains("read x=w1 (op #2") && text.contains("read x=w2 (op #3"), "{text}");
+    assert!(
+        text.contains("reads of x disagree") && text.contains("read x=w1 (op #2") && text.contains("read x=w2 (op #3"),
+        "{text}"
+    );
     // Before quiescence, anything goes for eventual consistency.
     assert!(run_at(&h, Level::Eventual, Some(0)).checks.iter().any(|c| matches!(c.status, Status::Skipped { .. })));
     assert!(run_at(&h, Level::Eventual, None).passed);

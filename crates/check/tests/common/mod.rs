@@ -74,3 +74,4 @@ impl H {
         History { protocol: "hand-built".into(), ops: self.ops.clone() }
     }
 }
+pub mod oracle;
