@@ -268,7 +268,7 @@ impl<'a, 'h> Explainer<'a, 'h> {
             let r = c.rank[p as usize];
             r != NONE && r >= min_rank
         };
-        self.search(a, t, allow, false)
+        self.search(a, t, allow, false, false)
             .unwrap_or_else(|| Path { start: self.op(a), hops: vec![(Link::Session, self.op(t))] })
     }
 
@@ -281,8 +281,16 @@ impl<'a, 'h> Explainer<'a, 'h> {
     }
 
     /// A path from `a` to `t` through nodes `allow`s, over session order,
-    /// reads-from (dropped edges too if `with_dropped`) and arbitration edges.
-    pub fn search(&mut self, a: u32, t: u32, allow: impl Fn(u32) -> bool, with_dropped: bool) -> Option<Path> {
+    /// reads-from (dropped edges too if `with_dropped`) and, if
+    /// `with_arbitration`, arbitration edges.
+    pub fn search(
+        &mut self,
+        a: u32,
+        t: u32,
+        allow: impl Fn(u32) -> bool,
+        with_dropped: bool,
+        with_arbitration: bool,
+    ) -> Option<Path> {
         for &u in &self.touched {
             self.dist[u as usize] = u32::MAX;
         }
@@ -311,7 +319,7 @@ impl<'a, 'h> Explainer<'a, 'h> {
                     preds.push((w, RawLink::ReadBy(rd.key), 1));
                 }
             }
-            if let Some(cf) = self.cf_preds.get(&u) {
+            if with_arbitration && let Some(cf) = self.cf_preds.get(&u) {
                 preds.extend(cf.iter().map(|&(w, r)| (w, RawLink::Arb(r), 1)));
             }
             let du = self.dist[u as usize];

@@ -437,7 +437,7 @@ impl Raw {
             Raw::CyclicCo { write, reader, ops_involved, members } => {
                 let set: rustc_hash::FxHashSet<u32> = members.iter().copied().collect();
                 let mut cycle = ex
-                    .search(*reader, *write, |p| set.contains(&p), true)
+                    .search(*reader, *write, |p| set.contains(&p), true, false)
                     .unwrap_or_else(|| Path { start: ex.op(*reader), hops: Vec::new() });
                 // Close the loop: write → reader → … → write.
                 let key = ex.m.reads_of(*reader).iter().find(|r| r.source == Source::Write(*write)).map(|r| r.key);
@@ -466,7 +466,7 @@ impl Raw {
             },
             Raw::CyclicCf { from, to, read, members } => {
                 let set: rustc_hash::FxHashSet<u32> = members.iter().copied().collect();
-                let back = ex.search(*to, *from, |p| set.contains(&p), false);
+                let back = ex.search(*to, *from, |p| set.contains(&p), false, true);
                 let start = ex.op(*from);
                 let mut hops = vec![(crate::explain::Link::Arbitration { read: *read as usize }, ex.op(*to))];
                 if let Some(mut p) = back {
