@@ -7,7 +7,10 @@
 //!
 //! The paper characterises it by the bad pattern **CyclicCF**: let
 //! `w cf w1` when some read of `x` returned `w1` while another write `w` of
-//! `x` was in its causal past — `arb` must put `w` before `w1`. The history is
+//! `x` was in its causal past — `arb` must put `w` before `w1`. A read-only
+//! transaction reads one snapshot, so for its reads "causal past" is that of
+//! the whole transaction (every write it returned and their pasts): the
+//! transactional causal+ of Cure and Contrarian, and dbcop's causal level. The history is
 //! CCv iff it is CC and `co ∪ cf` is acyclic. That is what this module
 //! checks (the exact test, not a sufficient one): [`crate::causal`] collects
 //! `cf` while scanning each read's past, keeping only edges not already

@@ -22,9 +22,11 @@
 //! overwrite `w1` (a session's earlier write of `x` is co-before its later
 //! one), so a read costs O(writers(x)·log) plus one clock lookup each.
 //!
-//! The same scan collects the arbitration constraints of causal+
-//! ([`crate::arbitration`]): every other write of `x` in the read's past must
-//! be arbitrated before `w1`.
+//! A second scan collects the arbitration constraints of causal+
+//! ([`crate::arbitration`]): every other write of `x` that the operation
+//! observed must be arbitrated before `w1`. For a `Get` that is its causal
+//! past; for a `Rot` it is the whole snapshot (the op's clock), as in
+//! transactional causal+ (Cure, Contrarian) and dbcop's causal level.
 
 use crate::clock::Clocks;
 use crate::model::{Model, Source};
@@ -39,7 +41,8 @@ pub struct CausalCheck {
 }
 
 impl CausalCheck {
-    pub fn visit(&mut self, m: &Model<'_>, c: &Clocks, op: u32, before: &[u32], out: &mut Collector) {
+    /// `before`: the session predecessor's clock; `vc`: the op's own clock.
+    pub fn visit(&mut self, m: &Model<'_>, c: &Clocks, op: u32, before: &[u32], vc: &[u32], out: &mut Collector) {
         for rd in m.reads_of(op) {
             let src_vc = match rd.source {
                 Source::Write(w) => c.vc(w).filter(|_| !c.is_dropped(op, w)),
@@ -57,16 +60,15 @@ impl CausalCheck {
                     }
                 }
                 Source::Write(w1) => {
-                    let mut reported = false;
-                    for w in m.latest_writes(rd.key, bound) {
-                        if w == w1 {
-                            continue;
-                        }
-                        if !reported && c.co(m, w1, w) {
-                            reported = true;
-                            out.add(Kind::WriteCoRead, || Raw::WriteCoRead { read: *rd, newer: w });
-                        }
-                        if !c.co(m, w, w1) {
+                    if let Some(w) = m.latest_writes(rd.key, bound).find(|&w| w != w1 && c.co(m, w1, w)) {
+                        out.add(Kind::WriteCoRead, || Raw::WriteCoRead { read: *rd, newer: w });
+                    }
+                    // Arbitration: a read returns the last write of its key
+                    // in what it observed. For a ROT that is its whole
+                    // snapshot — the causal past of everything it returned —
+                    // so its clock `vc`, not the per-key past used above.
+                    for w in m.latest_writes(rd.key, |s| vc[s as usize]) {
+                        if w != w1 && !c.co(m, w, w1) {
                             self.cf.entry((w, w1)).or_insert(op);
                         }
                     }

@@ -150,8 +150,8 @@ struct Pass {
 }
 
 impl Visitor for Pass {
-    fn visit(&mut self, m: &Model<'_>, c: &Clocks, op: u32, before: &[u32], _vc: &[u32]) {
-        self.causal.visit(m, c, op, before, &mut self.out);
+    fn visit(&mut self, m: &Model<'_>, c: &Clocks, op: u32, before: &[u32], vc: &[u32]) {
+        self.causal.visit(m, c, op, before, vc, &mut self.out);
         self.session.visit(m, c, op, &mut self.out);
         self.rot.visit(m, c, op, &mut self.out);
     }

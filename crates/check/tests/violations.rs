@@ -455,3 +455,30 @@ fn same_history_same_report() {
     assert_eq!(a, b);
     assert_eq!(a.to_string(), b.to_string());
 }
+
+/// A ROT's snapshot constrains arbitration as a whole: it returned x=w1
+/// although its snapshot held x=w3 (in y=w2's past), so w3 is arbitrated
+/// before w1; another session orders them the other way round.
+#[test]
+fn rot_snapshot_constrains_arbitration() {
+    let mut h = H::new();
+    h.put(0, "x", 1);
+    h.put(1, "x", 3);
+    h.put(1, "y", 2);
+    h.rot(2, &[("x", Some(1)), ("y", Some(2))]);
+    h.get(3, "x", Some(1));
+    h.get(3, "x", Some(3));
+    let r = run(&h);
+    assert_eq!(failed(&r), vec![Kind::CyclicArbitration], "{r}");
+    assert!(run_at(&h, Level::Causal, None).passed, "a snapshot of concurrent writes is causal");
+    // Without the ROT the two orders never meet.
+    let mut ok = H::new();
+    ok.put(0, "x", 1);
+    ok.put(1, "x", 3);
+    ok.put(1, "y", 2);
+    ok.get(2, "y", Some(2));
+    ok.get(2, "x", Some(3));
+    ok.get(3, "x", Some(1));
+    ok.get(3, "x", Some(3));
+    assert_clean(&run(&ok));
+}

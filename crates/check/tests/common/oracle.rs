@@ -147,8 +147,14 @@ pub fn oracle(h: &History) -> Verdict {
             if writes_of_key.iter().any(|&w| in_past(w) && overwritten(*src, w)) {
                 v.cc += 1;
             }
+            // Arbitration: against everything the op observed (a ROT's
+            // whole snapshot).
+            let observed = |w: usize| {
+                (pred[i] != usize::MAX && (past[pred[i]].get(w) || pred[i] == w))
+                    || reads_of[i].iter().any(|r| r.2.is_some_and(|s| s == w || co(w, s)))
+            };
             for &w in writes_of_key {
-                if in_past(w)
+                if observed(w)
                     && Some(w) != *src
                     && let Some(s) = src
                 {
