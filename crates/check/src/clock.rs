@@ -11,8 +11,10 @@
 //! Cost, with n nodes, S sessions (phantom sessions included) and W writes:
 //! O(n·S) time, O(W·S + S²) memory (clocks are kept for writes only — reads
 //! are only ever the *end* of a causal path — plus one rolling clock per
-//! session). 100 000 operations over 100 sessions is ~20 MB; the bound is
-//! comfortable up to a few thousand sessions.
+//! session). 100 000 operations over 100 sessions is ~20 MB of clocks;
+//! measured (examples/check_100k.rs, release, one core): 106 k operations of
+//! 48 sessions check in 0.7 s at 80 MB peak, 145 k operations of 1 200
+//! sessions in 1.6 s at 400 MB. Comfortable up to a few thousand sessions.
 //!
 //! The pass hands every node, in order, to a [`Visitor`] together with its
 //! clock and its session predecessor's clock, so checks run without storing
