@@ -303,14 +303,20 @@ fn rot_must_read_a_causal_snapshot() {
     ] {
         assert_clean(&run(&acl_album(&ok)));
     }
-    let r = run(&acl_album(&[("acl", Some(10)), ("album", Some(13))]));
-    assert_eq!(failed(&r), vec![Kind::RotSnapshot], "{r}");
+    let bad = acl_album(&[("acl", Some(10)), ("album", Some(13))]);
+    let r = run_at(&bad, Level::Causal, None);
+    assert!(!r.passed);
+    assert_eq!(r.checks.iter().filter(|c| c.required && matches!(c.status, Status::Fail { .. })).count(), 1, "{r}");
+    assert_eq!(r.count(Kind::RotSnapshot), 1, "{r}");
     let Violation::RotSnapshot { key, other_key, newer, .. } = r.of_kind(Kind::RotSnapshot).next().unwrap() else {
         panic!()
     };
     assert_eq!((key.as_str(), other_key.as_str(), newer.index), ("acl", "album", 2));
-    let text = r.violations[0].to_string();
+    let text = r.of_kind(Kind::RotSnapshot).next().unwrap().to_string();
     assert!(text.contains("read acl=w10 together with album=w13"), "{text}");
+    // Under causal+ the snapshot's arbitration constraint (w12 before w10,
+    // both in its snapshot) contradicts causality (w10 ⇝ w12) too.
+    assert_eq!(failed(&run(&bad)), vec![Kind::CyclicArbitration, Kind::RotSnapshot]);
 
     let r = run(&acl_album(&[("acl", None), ("album", Some(13))]));
     assert_eq!(failed(&r), vec![Kind::RotSnapshot], "{r}");
