@@ -1,0 +1,77 @@
+//! Convergence after quiescence, and eventual visibility.
+//!
+//! Given a quiescence time T (no write invoked at or after T, none still
+//! outstanding at T), consider every read invoked at or after T:
+//!
+//! - **Convergence**: all reads of one key return the same value, in every DC
+//!   (replicas that have received the same writes agree).
+//! - **Eventual visibility**: that value is not overwritten by any
+//!   acknowledged write of the key — ∅ when the key has an acknowledged write,
+//!   or a write `v` with `v co w` for an acknowledged write `w`. Every
+//!   acknowledged write must end up visible, or be superseded by a write
+//!   arbitration put after it; a causally older value winning means `w` was
+//!   lost.
+//!
+//! These are the only guarantees of eventual consistency, and the tail of
+//! causal+'s. Cost: O(reads after T + writes · distinct final values).
+
+use crate::clock::Clocks;
+use crate::model::{Model, NONE, ReadEv, Source};
+use crate::violation::{Collector, Kind, Raw};
+use causeway_core::Op;
+use std::collections::BTreeMap;
+
+/// Run both checks; `Err` says why the premise does not hold (a write in
+/// flight after T), in which case nothing is checked.
+pub fn check_convergence(m: &Model<'_>, c: &Clocks, t: u64, out: &mut Collector) -> Result<(), String> {
+    let ops = &m.history.ops;
+    if let Some((i, r)) =
+        ops.iter().enumerate().find(|(_, r)| matches!(r.op, Op::Put { .. }) && (r.invoke_us >= t || r.complete_us > t))
+    {
+        return Err(format!(
+            "op #{i} (a put by client {} invoked at {}) is in flight at or after the quiescence time {}",
+            r.client,
+            crate::explain::ms(r.invoke_us),
+            crate::explain::ms(t)
+        ));
+    }
+    let mut by_key: BTreeMap<u32, Vec<ReadEv>> = BTreeMap::new();
+    for rd in &m.reads {
+        if ops[rd.op as usize].invoke_us >= t && rd.source != Source::ThinAir && m.is_node[rd.op as usize] {
+            by_key.entry(rd.key).or_default().push(*rd);
+        }
+    }
+    if by_key.is_empty() {
+        return Ok(());
+    }
+    let mut acked_writes: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (i, &k) in m.write_key.iter().enumerate() {
+        if k != NONE && m.acked[i] && by_key.contains_key(&k) {
+            acked_writes.entry(k).or_default().push(i as u32);
+        }
+    }
+    for (key, reads) in &by_key {
+        let first = reads[0];
+        if let Some(second) = reads.iter().find(|r| r.source != first.source) {
+            out.add(Kind::Divergence, || Raw::Divergence { first, second: *second, t });
+        }
+        let mut distinct: Vec<ReadEv> = Vec::new();
+        for r in reads {
+            if !distinct.iter().any(|d| d.source == r.source) {
+                distinct.push(*r);
+            }
+        }
+        let writes = acked_writes.get(key).map(|v| v.as_slice()).unwrap_or(&[]);
+        for read in distinct {
+            let lost = writes.iter().copied().find(|&w| match read.source {
+                Source::Init => true,
+                Source::Write(v) => c.co(m, v, w),
+                Source::ThinAir => false,
+            });
+            if let Some(write) = lost {
+                out.add(Kind::NotEventuallyVisible, || Raw::NotVisible { read, write, t });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,585 @@
+//! Violations: one typed variant per kind, each naming the few operations
+//! that show it, with a `Display` that tells the story.
+//!
+//! Checks record violations cheaply as [`Raw`] (op indices only) through a
+//! [`Collector`] that counts every violation but keeps the first N of each
+//! kind; those are rendered into [`Violation`]s, with causal paths, once the
+//! causal order is complete. A new kind (say, fractured reads of write-only
+//! transactions) is one [`Kind`], one [`Violation`] variant and one [`Raw`]
+//! variant; both enums are `#[non_exhaustive]` so adding one breaks no caller.
+
+use crate::explain::{Explainer, OpRef, Path, ValueName};
+use crate::model::{ReadEv, Source};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The kinds of violation, in report order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Kind {
+    /// A read returned a value no write of that key wrote.
+    ThinAirRead,
+    /// Session order and reads-from form a cycle.
+    CyclicCausalOrder,
+    /// A read returned a write overwritten in its causal past.
+    WriteCoRead,
+    /// A read returned the initial state although a write of the key is in its causal past.
+    WriteCoInitRead,
+    /// No total arbitration order of writes explains all reads (CCv's CyclicCF).
+    CyclicArbitration,
+    ReadYourWrites,
+    MonotonicReads,
+    MonotonicWrites,
+    WritesFollowReads,
+    /// A read-only transaction did not read a causal snapshot.
+    RotSnapshot,
+    /// After quiescence, reads of one key disagree.
+    Divergence,
+    /// After quiescence, a read returns a value an acknowledged write of the key causally overwrote.
+    NotEventuallyVisible,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 12] = [
+        Kind::ThinAirRead,
+        Kind::CyclicCausalOrder,
+        Kind::WriteCoRead,
+        Kind::WriteCoInitRead,
+        Kind::CyclicArbitration,
+        Kind::ReadYourWrites,
+        Kind::MonotonicReads,
+        Kind::MonotonicWrites,
+        Kind::WritesFollowReads,
+        Kind::RotSnapshot,
+        Kind::Divergence,
+        Kind::NotEventuallyVisible,
+    ];
+
+    /// A short name for summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::ThinAirRead => "thin-air read",
+            Kind::CyclicCausalOrder => "cyclic causal order",
+            Kind::WriteCoRead => "read of a causally overwritten value",
+            Kind::WriteCoInitRead => "read of ∅ after a causally preceding write",
+            Kind::CyclicArbitration => "no convergent arbitration order (causal+)",
+            Kind::ReadYourWrites => "read-your-writes",
+            Kind::MonotonicReads => "monotonic reads",
+            Kind::MonotonicWrites => "monotonic writes",
+            Kind::WritesFollowReads => "writes-follow-reads",
+            Kind::RotSnapshot => "read-only transaction snapshot",
+            Kind::Divergence => "convergence after quiescence",
+            Kind::NotEventuallyVisible => "eventual visibility",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One violation, with the operations and causal paths that show it.
+/// `returned: None` means the read returned the initial state (∅).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Violation {
+    ThinAirRead {
+        read: OpRef,
+        key: String,
+        value: ValueName,
+    },
+    CyclicCausalOrder {
+        /// From a write around to itself.
+        cycle: Path,
+        /// Operations in the strongly connected component the cycle lies in.
+        ops_involved: usize,
+    },
+    WriteCoRead {
+        read: OpRef,
+        key: String,
+        returned: OpRef,
+        newer: OpRef,
+        /// returned ⇝ newer
+        overwritten: Path,
+        /// newer ⇝ read
+        seen: Path,
+    },
+    WriteCoInitRead {
+        read: OpRef,
+        key: String,
+        write: OpRef,
+        /// write ⇝ read
+        seen: Path,
+    },
+    CyclicArbitration {
+        /// From a write around to itself, through causal and arbitration steps.
+        cycle: Path,
+        ops_involved: usize,
+    },
+    ReadYourWrites {
+        read: OpRef,
+        key: String,
+        returned: Option<OpRef>,
+        own_write: OpRef,
+        /// returned ⇝ own_write
+        overwritten: Option<Path>,
+    },
+    MonotonicReads {
+        read: OpRef,
+        key: String,
+        returned: Option<OpRef>,
+        earlier_read: OpRef,
+        earlier_value: OpRef,
+        /// returned ⇝ earlier_value
+        overwritten: Option<Path>,
+    },
+    MonotonicWrites {
+        read: OpRef,
+        key: String,
+        returned: Option<OpRef>,
+        /// An earlier read of this session that saw `seen_write`.
+        earlier_read: OpRef,
+        seen_write: OpRef,
+        /// Written to `key` by `seen_write`'s session before `seen_write`.
+        older_write: OpRef,
+        /// returned ⇝ older_write
+        overwritten: Option<Path>,
+    },
+    WritesFollowReads {
+        read: OpRef,
+        key: String,
+        returned: Option<OpRef>,
+        earlier_read: OpRef,
+        seen_write: OpRef,
+        /// A read by `seen_write`'s session before it wrote `seen_write`.
+        writer_read: OpRef,
+        /// What `writer_read` returned (a write of `key`).
+        writer_saw: OpRef,
+        /// returned ⇝ writer_saw
+        overwritten: Option<Path>,
+    },
+    RotSnapshot {
+        rot: OpRef,
+        key: String,
+        returned: Option<OpRef>,
+        other_key: String,
+        other: OpRef,
+        /// A write of `key` that overwrote `returned` and precedes `other`.
+        newer: OpRef,
+        /// returned ⇝ newer
+        overwritten: Option<Path>,
+        /// newer ⇝ other
+        seen: Path,
+    },
+    Divergence {
+        key: String,
+        first: OpRef,
+        first_value: ValueName,
+        second: OpRef,
+        second_value: ValueName,
+        quiescent_after_us: u64,
+    },
+    NotEventuallyVisible {
+        key: String,
+        read: OpRef,
+        returned: Option<OpRef>,
+        write: OpRef,
+        /// returned ⇝ write
+        overwritten: Option<Path>,
+        quiescent_after_us: u64,
+    },
+}
+
+impl Violation {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Violation::ThinAirRead { .. } => Kind::ThinAirRead,
+            Violation::CyclicCausalOrder { .. } => Kind::CyclicCausalOrder,
+            Violation::WriteCoRead { .. } => Kind::WriteCoRead,
+            Violation::WriteCoInitRead { .. } => Kind::WriteCoInitRead,
+            Violation::CyclicArbitration { .. } => Kind::CyclicArbitration,
+            Violation::ReadYourWrites { .. } => Kind::ReadYourWrites,
+            Violation::MonotonicReads { .. } => Kind::MonotonicReads,
+            Violation::MonotonicWrites { .. } => Kind::MonotonicWrites,
+            Violation::WritesFollowReads { .. } => Kind::WritesFollowReads,
+            Violation::RotSnapshot { .. } => Kind::RotSnapshot,
+            Violation::Divergence { .. } => Kind::Divergence,
+            Violation::NotEventuallyVisible { .. } => Kind::NotEventuallyVisible,
+        }
+    }
+
+    /// The operation the violation is about, for ordering reports.
+    pub fn primary_op(&self) -> usize {
+        match self {
+            Violation::ThinAirRead { read, .. }
+            | Violation::WriteCoRead { read, .. }
+            | Violation::WriteCoInitRead { read, .. }
+            | Violation::ReadYourWrites { read, .. }
+            | Violation::MonotonicReads { read, .. }
+            | Violation::MonotonicWrites { read, .. }
+            | Violation::WritesFollowReads { read, .. }
+            | Violation::NotEventuallyVisible { read, .. } => read.index,
+            Violation::CyclicCausalOrder { cycle, .. } | Violation::CyclicArbitration { cycle, .. } => {
+                cycle.start.index
+            }
+            Violation::RotSnapshot { rot, .. } => rot.index,
+            Violation::Divergence { second, .. } => second.index,
+        }
+    }
+}
+
+/// "key=value" of what a read returned.
+fn kv(key: &str, returned: &Option<OpRef>) -> String {
+    match returned {
+        None => format!("{key}=∅"),
+        Some(w) => format!("{key}={}", put_value(w)),
+    }
+}
+
+fn put_value(w: &OpRef) -> String {
+    w.action.value_text()
+}
+
+/// "; w41 ⇝ w43: <path>", or nothing when the read returned ∅ (nothing to
+/// overwrite).
+fn overwrite_clause(returned: &Option<OpRef>, newer: &OpRef, path: &Option<Path>) -> String {
+    match (returned, path) {
+        (Some(r), Some(p)) => format!("; {} ⇝ {}: {p}", put_value(r), put_value(newer)),
+        _ => String::new(),
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::ThinAirRead { read, key, value } => write!(
+                f,
+                "{} read {key}={value} ({}), a value no write of {key} wrote (thin-air read)",
+                read.who(),
+                read.at()
+            ),
+            Violation::CyclicCausalOrder { cycle, ops_involved } => write!(
+                f,
+                "session order and reads-from form a cycle ({ops_involved} ops involved), so no operation on it can \
+                 causally precede the others: {cycle}"
+            ),
+            Violation::WriteCoRead { read, key, returned, newer, overwritten, seen } => write!(
+                f,
+                "{} read {key}={} ({}) although {key}={} ({} by {}) overwrote it in the read's causal past: {} ⇝ {} \
+                 ⇝ read. {} ⇝ {}: {overwritten}. {} ⇝ read: {seen}",
+                read.who(),
+                put_value(returned),
+                read.at(),
+                put_value(newer),
+                newer.at(),
+                newer.who(),
+                put_value(returned),
+                put_value(newer),
+                put_value(returned),
+                put_value(newer),
+                put_value(newer),
+            ),
+            Violation::WriteCoInitRead { read, key, write, seen } => write!(
+                f,
+                "{} read {key}=∅ ({}) although the write {key}={} ({} by {}) is in its causal past: {} ⇝ read: {seen}",
+                read.who(),
+                read.at(),
+                put_value(write),
+                write.at(),
+                write.who(),
+                put_value(write),
+            ),
+            Violation::CyclicArbitration { cycle, ops_involved } => write!(
+                f,
+                "no single arbitration order of writes explains the reads ({ops_involved} ops involved): every \
+                 read must return the last write of its causal past, but these writes would have to precede \
+                 themselves: {cycle}"
+            ),
+            Violation::ReadYourWrites { read, key, returned, own_write, overwritten } => write!(
+                f,
+                "{} read {} ({}) after writing {key}={} itself ({}){}",
+                read.who(),
+                kv(key, returned),
+                read.at(),
+                put_value(own_write),
+                own_write.at(),
+                overwrite_clause(returned, own_write, overwritten)
+            ),
+            Violation::MonotonicReads { read, key, returned, earlier_read, earlier_value, overwritten } => write!(
+                f,
+                "{} read {} ({}) after it had read the newer {key}={} ({}){}",
+                read.who(),
+                kv(key, returned),
+                read.at(),
+                put_value(earlier_value),
+                earlier_read.at(),
+                overwrite_clause(returned, earlier_value, overwritten)
+            ),
+            Violation::MonotonicWrites { read, key, returned, earlier_read, seen_write, older_write, overwritten } => {
+                write!(
+                    f,
+                    "{} read {} ({}) although it had read {} ({}), which {} wrote after writing {key}={} ({}){}",
+                    read.who(),
+                    kv(key, returned),
+                    read.at(),
+                    seen_write.action.written(),
+                    earlier_read.at(),
+                    seen_write.who(),
+                    put_value(older_write),
+                    older_write.at(),
+                    overwrite_clause(returned, older_write, overwritten)
+                )
+            }
+            Violation::WritesFollowReads {
+                read,
+                key,
+                returned,
+                earlier_read,
+                seen_write,
+                writer_read,
+                writer_saw,
+                overwritten,
+            } => write!(
+                f,
+                "{} read {} ({}) although it had read {} ({}), which {} wrote after reading {key}={} ({}){}",
+                read.who(),
+                kv(key, returned),
+                read.at(),
+                seen_write.action.written(),
+                earlier_read.at(),
+                seen_write.who(),
+                put_value(writer_saw),
+                writer_read.at(),
+                overwrite_clause(returned, writer_saw, overwritten)
+            ),
+            Violation::RotSnapshot { rot, key, returned, other_key, other, newer, overwritten, seen } => {
+                write!(
+                    f,
+                    "{} ran a read-only transaction ({}) that is not a causal snapshot: it read {} together with \
+                     {other_key}={}, but {key}={} ({} by {}) ",
+                    rot.who(),
+                    rot.at(),
+                    kv(key, returned),
+                    put_value(other),
+                    put_value(newer),
+                    newer.at(),
+                    newer.who(),
+                )?;
+                match returned {
+                    Some(r) => write!(f, "overwrote {} and ", put_value(r))?,
+                    None => write!(f, "was written and ")?,
+                }
+                write!(
+                    f,
+                    "precedes {other_key}={}{}; {} ⇝ {}: {seen}",
+                    put_value(other),
+                    overwrite_clause(returned, newer, overwritten),
+                    put_value(newer),
+                    put_value(other)
+                )
+            }
+            Violation::Divergence { key, first, first_value, second, second_value, quiescent_after_us } => write!(
+                f,
+                "after quiescence ({}) reads of {key} disagree: {} read {key}={first_value} ({}) but {} read \
+                 {key}={second_value} ({})",
+                crate::explain::ms(*quiescent_after_us),
+                first.who(),
+                first.at(),
+                second.who(),
+                second.at()
+            ),
+            Violation::NotEventuallyVisible { key, read, returned, write, overwritten, quiescent_after_us } => write!(
+                f,
+                "after quiescence ({}) {} read {} ({}) although the acknowledged write {key}={} ({} by {}) \
+                 overwrote it: that write never became visible{}",
+                crate::explain::ms(*quiescent_after_us),
+                read.who(),
+                kv(key, returned),
+                read.at(),
+                put_value(write),
+                write.at(),
+                write.who(),
+                overwrite_clause(returned, write, overwritten)
+            ),
+        }
+    }
+}
+
+/// A violation as op indices, rendered later.
+#[derive(Clone, Debug)]
+pub enum Raw {
+    ThinAir { read: ReadEv },
+    CyclicCo { write: u32, reader: u32, ops_involved: usize, members: Vec<u32> },
+    WriteCoRead { read: ReadEv, newer: u32 },
+    WriteCoInitRead { read: ReadEv, write: u32 },
+    CyclicCf { from: u32, to: u32, read: u32, members: Vec<u32> },
+    Ryw { read: ReadEv, own: u32 },
+    Mr { read: ReadEv, earlier: u32, value: u32 },
+    Mw { read: ReadEv, earlier: u32, seen: u32, older: u32 },
+    Wfr { read: ReadEv, earlier: u32, seen: u32, writer_read: u32, writer_saw: u32 },
+    Rot { y: ReadEv, x: ReadEv, newer: u32 },
+    Divergence { first: ReadEv, second: ReadEv, t: u64 },
+    NotVisible { read: ReadEv, write: u32, t: u64 },
+}
+
+impl Raw {
+    pub fn render(&self, ex: &mut Explainer<'_, '_>) -> Violation {
+        use crate::model::NONE;
+        match self {
+            Raw::ThinAir { read } => {
+                Violation::ThinAirRead { read: ex.op(read.op), key: ex.key(read.key), value: ex.returned(read) }
+            }
+            Raw::CyclicCo { write, reader, ops_involved, members } => {
+                let set: rustc_hash::FxHashSet<u32> = members.iter().copied().collect();
+                let mut cycle = ex
+                    .search(*reader, *write, |p| set.contains(&p), true, false)
+                    .unwrap_or_else(|| Path { start: ex.op(*reader), hops: Vec::new() });
+                // Close the loop: write → reader → … → write.
+                let key = ex.m.reads_of(*reader).iter().find(|r| r.source == Source::Write(*write)).map(|r| r.key);
+                let link = crate::explain::Link::ReadBy { key: key.map(|k| ex.key(k)).unwrap_or_default() };
+                let start = ex.op(*write);
+                let mut hops = vec![(link, cycle.start.clone())];
+                hops.append(&mut cycle.hops);
+                Violation::CyclicCausalOrder { cycle: Path { start, hops }, ops_involved: *ops_involved }
+            }
+            Raw::WriteCoRead { read, newer } => {
+                let Source::Write(w1) = read.source else { unreachable!("write-co-read reads a write") };
+                Violation::WriteCoRead {
+                    read: ex.op(read.op),
+                    key: ex.key(read.key),
+                    returned: ex.op(w1),
+                    newer: ex.op(*newer),
+                    overwritten: ex.co_path(w1, *newer),
+                    seen: ex.co_path(*newer, read.op),
+                }
+            }
+            Raw::WriteCoInitRead { read, write } => Violation::WriteCoInitRead {
+                read: ex.op(read.op),
+                key: ex.key(read.key),
+                write: ex.op(*write),
+                seen: ex.co_path(*write, read.op),
+            },
+            Raw::CyclicCf { from, to, read, members } => {
+                let set: rustc_hash::FxHashSet<u32> = members.iter().copied().collect();
+                let back = ex.search(*to, *from, |p| set.contains(&p), false, true);
+                let start = ex.op(*from);
+                let mut hops = vec![(crate::explain::Link::Arbitration { read: *read as usize }, ex.op(*to))];
+                if let Some(mut p) = back {
+                    hops.append(&mut p.hops);
+                }
+                Violation::CyclicArbitration { cycle: Path { start, hops }, ops_involved: members.len() }
+            }
+            Raw::Ryw { read, own } => Violation::ReadYourWrites {
+                read: ex.op(read.op),
+                key: ex.key(read.key),
+                returned: ex.source(read.source),
+                own_write: ex.op(*own),
+                overwritten: ex.overwritten(read.source, *own),
+            },
+            Raw::Mr { read, earlier, value } => Violation::MonotonicReads {
+                read: ex.op(read.op),
+                key: ex.key(read.key),
+                returned: ex.source(read.source),
+                earlier_read: ex.op(*earlier),
+                earlier_value: ex.op(*value),
+                overwritten: ex.overwritten(read.source, *value),
+            },
+            Raw::Mw { read, earlier, seen, older } => Violation::MonotonicWrites {
+                read: ex.op(read.op),
+                key: ex.key(read.key),
+                returned: ex.source(read.source),
+                earlier_read: ex.op(*earlier),
+                seen_write: ex.op(*seen),
+                older_write: ex.op(*older),
+                overwritten: ex.overwritten(read.source, *older),
+            },
+            Raw::Wfr { read, earlier, seen, writer_read, writer_saw } => Violation::WritesFollowReads {
+                read: ex.op(read.op),
+                key: ex.key(read.key),
+                returned: ex.source(read.source),
+                earlier_read: ex.op(*earlier),
+                seen_write: ex.op(*seen),
+                writer_read: ex.op(*writer_read),
+                writer_saw: ex.op(*writer_saw),
+                overwritten: ex.overwritten(read.source, *writer_saw),
+            },
+            Raw::Rot { y, x, newer } => {
+                let Source::Write(wx) = x.source else {
+                    unreachable!("the other read of a snapshot violation is a write")
+                };
+                Violation::RotSnapshot {
+                    rot: ex.op(y.op),
+                    key: ex.key(y.key),
+                    returned: ex.source(y.source),
+                    other_key: ex.key(x.key),
+                    other: ex.op(wx),
+                    newer: ex.op(*newer),
+                    overwritten: ex.overwritten(y.source, *newer),
+                    seen: ex.co_path(*newer, wx),
+                }
+            }
+            Raw::Divergence { first, second, t } => Violation::Divergence {
+                key: ex.key(first.key),
+                first: ex.op(first.op),
+                first_value: ex.returned(first),
+                second: ex.op(second.op),
+                second_value: ex.returned(second),
+                quiescent_after_us: *t,
+            },
+            Raw::NotVisible { read, write, t } => {
+                let overwritten = match read.source {
+                    Source::Write(w) if ex.c.rank[w as usize] != NONE => Some(ex.co_path(w, *write)),
+                    _ => None,
+                };
+                Violation::NotEventuallyVisible {
+                    key: ex.key(read.key),
+                    read: ex.op(read.op),
+                    returned: ex.source(read.source),
+                    write: ex.op(*write),
+                    overwritten,
+                    quiescent_after_us: *t,
+                }
+            }
+        }
+    }
+}
+
+/// Counts every violation; keeps the first `max` of each kind.
+pub struct Collector {
+    pub max: usize,
+    pub counts: BTreeMap<Kind, usize>,
+    pub raw: Vec<Raw>,
+}
+
+impl Collector {
+    pub fn new(max: usize) -> Self {
+        Collector { max, counts: BTreeMap::new(), raw: Vec::new() }
+    }
+
+    pub fn add(&mut self, kind: Kind, raw: impl FnOnce() -> Raw) {
+        let c = self.counts.entry(kind).or_default();
+        *c += 1;
+        if *c <= self.max {
+            self.raw.push(raw());
+        }
+    }
+
+    /// Count a violation that will not be shown (the kind is full).
+    pub fn tally(&mut self, kind: Kind) {
+        *self.counts.entry(kind).or_default() += 1;
+    }
+
+    /// Whether the next violation of `kind` will be kept (not just counted).
+    pub fn wants(&self, kind: Kind) -> bool {
+        self.count(kind) < self.max
+    }
+
+    pub fn count(&self, kind: Kind) -> usize {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,232 @@
+//! The checker on histories the simulator really produced: Eventual (not
+//! causal) must be caught under the scripted anomaly scenarios and under a
+//! randomized faulty run, and must pass where it is in fact consistent (one
+//! DC: every key has one replica, so the run is linearizable).
+
+use bytes::Bytes;
+use causeway_check::{CheckConfig, Kind, Level, Violation, check};
+use causeway_core::{DcId, History, Key, Op, Topology, TopologySpec, tagged_value};
+use causeway_protocols::eventual::Eventual;
+use causeway_sim::{Fault, FaultKind, Scenario, ScriptedClient, ScriptedOp, Sim};
+
+/// Two keys named from the prefixes that land on different partitions.
+fn keys_on_different_partitions(t: &Topology, a: &str, b: &str) -> (Key, Key) {
+    (0..1000)
+        .map(|i| (Bytes::from(format!("{a}{i}")), Bytes::from(format!("{b}{i}"))))
+        .find(|(ka, kb)| t.partition_of(ka) != t.partition_of(kb))
+        .expect("a split exists")
+}
+
+fn base(dcs: u16, partitions: u32, duration_ms: u64, seed: u64) -> Scenario {
+    let mut sc = Scenario::new(TopologySpec::full(dcs, partitions), duration_ms);
+    sc.seed = seed;
+    sc.network.default_rtt_ms = 40.0;
+    sc.network.intra_dc_us = 200;
+    sc.network.jitter_pct = 5.0;
+    sc.record_history = true;
+    sc
+}
+
+fn run(sc: Scenario) -> History {
+    let mut sim = Sim::<Eventual>::new(sc).expect("valid scenario");
+    sim.run();
+    sim.take_history().expect("history recorded")
+}
+
+fn put(at_us: u64, key: &Key, value: &Bytes) -> ScriptedOp {
+    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: value.clone() } }
+}
+fn get(at_us: u64, key: &Key) -> ScriptedOp {
+    ScriptedOp { at_us, op: Op::Get { key: key.clone() } }
+}
+
+/// crates/sim/tests/common: photo-then-album with a slow photo replication link.
+fn photo_then_album(seed: u64) -> (History, Key) {
+    let mut sc = base(2, 4, 1_500, seed);
+    let t = Topology::new(sc.topology.clone()).unwrap();
+    let (photo, album) = keys_on_different_partitions(&t, "photo", "album");
+    let from = t.server_for_key(DcId(0), &photo).unwrap();
+    let to = t.server_for_key(DcId(1), &photo).unwrap();
+    sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
+    sc.scripted.push(ScriptedClient {
+        dc: 0,
+        ops: vec![put(1_000, &photo, &tagged_value(1, 16)), put(0, &album, &tagged_value(2, 16))],
+    });
+    let mut reader = Vec::new();
+    for i in 0..300 {
+        reader.push(get(1_000 + i * 3_000, &album));
+        reader.push(get(0, &photo));
+    }
+    sc.scripted.push(ScriptedClient { dc: 1, ops: reader });
+    (run(sc), photo)
+}
+
+/// crates/sim/tests/common: the ACL/album ROT with a slow ACL replication link.
+fn acl_album_rot(seed: u64) -> History {
+    let mut sc = base(2, 4, 2_500, seed);
+    let t = Topology::new(sc.topology.clone()).unwrap();
+    let (acl, album) = keys_on_different_partitions(&t, "acl", "album");
+    let from = t.server_for_key(DcId(0), &acl).unwrap();
+    let to = t.server_for_key(DcId(1), &acl).unwrap();
+    sc.faults.push(Fault { at_ms: 500, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
+    let v = |id| tagged_value(id, 16);
+    sc.scripted.push(ScriptedClient {
+        dc: 0,
+        ops: vec![put(1_000, &acl, &v(10)), put(0, &album, &v(11)), put(600_000, &acl, &v(12)), put(0, &album, &v(13))],
+    });
+    let reader = (0..400)
+        .map(|i| ScriptedOp { at_us: 550_000 + i * 3_000, op: Op::Rot { keys: vec![acl.clone(), album.clone()] } })
+        .collect();
+    sc.scripted.push(ScriptedClient { dc: 1, ops: reader });
+    run(sc)
+}
+
+#[test]
+fn eventual_photo_then_album_is_flagged_as_a_causal_violation() {
+    let (h, photo) = photo_then_album(1);
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(!r.passed, "{r}");
+    assert!(r.count(Kind::WriteCoInitRead) > 0, "{r}");
+    assert!(r.count(Kind::MonotonicWrites) > 0, "{r}");
+    let photo = String::from_utf8(photo.to_vec()).unwrap();
+    let Violation::WriteCoInitRead { key, write, read, seen } = r.of_kind(Kind::WriteCoInitRead).next().unwrap() else {
+        panic!()
+    };
+    assert_eq!(key, &photo);
+    assert_eq!(
+        write.index,
+        h.ops.iter().position(|o| matches!(&o.op, Op::Put { key, .. } if **key == *photo.as_bytes())).unwrap()
+    );
+    assert_eq!(read.dc, DcId(1));
+    assert_eq!(seen.hops.len(), 3, "photo, then album, read by the reader, then its photo read: {seen}");
+    // Eventual promises only eventual consistency, and it keeps that promise.
+    assert!(check(&h, &CheckConfig::at(Level::Eventual)).passed);
+}
+
+#[test]
+fn eventual_multi_get_rot_is_not_a_snapshot() {
+    let h = acl_album_rot(1);
+    let r = check(&h, &CheckConfig::at(Level::Causal));
+    assert!(r.count(Kind::RotSnapshot) > 0, "{r}");
+    let v = r.of_kind(Kind::RotSnapshot).next().unwrap().to_string();
+    assert!(v.contains("w10") && v.contains("w13") && v.contains("w12"), "{v}");
+}
+
+/// A loaded run with skew, drift, a partition, a pause and a latency spike
+/// (the simulator's own determinism scenario).
+fn faulty(seed: u64, rots: f64) -> Scenario {
+    let mut sc = base(3, 4, 400, seed);
+    sc.workload.clients_per_dc = 16;
+    // Enough keys that values live long enough to be causally overwritten
+    // while a partition holds the overwrite back (with 100 keys, blind
+    // writes overwrite every key every few ms and few anomalies show).
+    sc.workload.recordcount = 1_000;
+    sc.workload.rotproportion = rots;
+    sc.clocks.skew_us = 3_000;
+    sc.clocks.drift_ppm = 50.0;
+    sc.faults.push(Fault { at_ms: 100, at_us: 0, kind: FaultKind::Cut { a: 0, b: 2 } });
+    sc.faults.push(Fault { at_ms: 200, at_us: 0, kind: FaultKind::Heal { a: 0, b: 2 } });
+    sc.faults.push(Fault { at_ms: 150, at_us: 0, kind: FaultKind::Pause { node: 1, for_ms: 30 } });
+    sc.faults.push(Fault { at_ms: 120, at_us: 0, kind: FaultKind::Spike { a: 1, b: 2, extra_ms: 50, for_ms: 100 } });
+    sc
+}
+
+#[test]
+fn randomized_faulty_eventual_run_is_flagged() {
+    let h = run(faulty(7, 0.1));
+    assert!(h.ops.len() > 5_000, "a busy run: {} ops", h.ops.len());
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(!r.passed, "{r}");
+    assert!(r.invalid.is_none());
+    // It is not causal in many ways at once.
+    for k in [Kind::WriteCoRead, Kind::CyclicArbitration, Kind::RotSnapshot, Kind::WritesFollowReads] {
+        assert!(r.count(k) > 0, "expected {k} violations:\n{r}");
+    }
+    assert_eq!(r.count(Kind::ThinAirRead) + r.count(Kind::CyclicCausalOrder), 0, "{r}");
+    // Every listed violation is explained in words that name its ops, and a
+    // causal path never takes an arbitration step (only arbitration cycles do).
+    for v in &r.violations {
+        let text = v.to_string();
+        assert!(text.contains(&format!("#{}", v.primary_op())), "{v}");
+        if v.kind() != Kind::CyclicArbitration {
+            assert!(!text.contains("must be arbitrated before"), "{v}");
+            let json = serde_json::to_string(v).unwrap();
+            assert!(!json.contains("\"arbitration\""), "{json}");
+        }
+    }
+}
+
+#[test]
+fn single_dc_eventual_is_linearizable_and_passes_causal_plus() {
+    // One DC: one replica per key, so last-writer-wins at that replica is a
+    // linearizable register; the whole run is causal+ and converges.
+    let mut sc = base(1, 4, 300, 3);
+    sc.workload.clients_per_dc = 24;
+    sc.workload.recordcount = 20;
+    sc.drain_ms = 100;
+    let h = run(sc);
+    assert!(h.ops.len() > 5_000, "{} ops", h.ops.len());
+    let last = h.ops.iter().map(|o| o.complete_us).max().unwrap();
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus).quiescent_after(last + 1));
+    assert!(r.passed, "{r}");
+    assert!(r.failed_kinds().is_empty(), "{r}");
+}
+
+#[test]
+fn eventual_converges_after_quiescence() {
+    let mut sc = base(3, 4, 2_000, 2);
+    sc.workload.clients_per_dc = 8;
+    sc.workload.recordcount = 5;
+    sc.workload.readproportion = 0.2;
+    sc.workload.updateproportion = 0.8;
+    sc.drain_ms = 3_000;
+    let keys: Vec<Key> = (0..5).map(|i| Bytes::from(format!("user{i}"))).collect();
+    for dc in 0..3 {
+        sc.scripted.push(ScriptedClient {
+            dc,
+            ops: keys.iter().enumerate().map(|(i, k)| get(if i == 0 { 4_000_000 } else { 0 }, k)).collect(),
+        });
+    }
+    let h = run(sc);
+    let r = check(&h, &CheckConfig::at(Level::Eventual).quiescent_after(4_000_000));
+    assert!(r.passed, "{r}");
+    assert_eq!(r.count(Kind::Divergence) + r.count(Kind::NotEventuallyVisible), 0);
+
+    // Take the quiescence time too early and the premise is rejected, not ignored.
+    let early = check(&h, &CheckConfig::at(Level::Eventual).quiescent_after(1_000_000));
+    assert!(
+        early
+            .checks
+            .iter()
+            .any(|c| matches!(&c.status, causeway_check::Status::Skipped { reason } if reason.contains("in flight")))
+    );
+}
+
+#[test]
+fn eventual_under_skew_can_lose_a_causally_later_write() {
+    // Last-writer-wins on skewed physical clocks: a DC0 client writes x, a
+    // DC1 client whose server clock is 150 ms behind reads it and overwrites
+    // x. The overwrite gets the smaller timestamp and loses everywhere, so
+    // after quiescence every DC shows the causally older value.
+    let mut sc = base(2, 1, 500, 5);
+    sc.drain_ms = 1_000;
+    let t = Topology::new(sc.topology.clone()).unwrap();
+    let x = Bytes::from_static(b"x");
+    let slow = t.server_for_key(DcId(1), &x).unwrap();
+    sc.clocks.node.push(causeway_sim::scenario::NodeClock {
+        node: slow.0,
+        offset_us: -150_000,
+        drift_ppm: 0.0,
+        jumps: vec![],
+    });
+    sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put(100_000, &x, &tagged_value(1, 16))] });
+    sc.scripted.push(ScriptedClient { dc: 1, ops: vec![get(200_000, &x), put(0, &x, &tagged_value(2, 16))] });
+    for dc in 0..2 {
+        sc.scripted.push(ScriptedClient { dc, ops: vec![get(1_000_000, &x)] });
+    }
+    let h = run(sc);
+    let r = check(&h, &CheckConfig::at(Level::Eventual).quiescent_after(1_000_000));
+    assert_eq!(r.failed_kinds(), vec![Kind::NotEventuallyVisible], "{r}");
+    let v = r.violations[0].to_string();
+    assert!(v.contains("x=w1") && v.contains("acknowledged write x=w2"), "{v}");
+}
