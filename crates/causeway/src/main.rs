@@ -10,6 +10,7 @@
 
 mod net;
 mod run;
+mod torture;
 
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, SimReport, report};
@@ -44,6 +45,43 @@ enum Cmd {
         /// Print the reports as JSON (one array).
         #[arg(long)]
         json: bool,
+        /// Record the history and write it as JSON to this file (with one
+        /// protocol) or to FILE.<protocol>.json (with several).
+        #[arg(long)]
+        history: Option<PathBuf>,
+    },
+    /// Check a recorded history (JSON) for consistency violations.
+    Check {
+        history: PathBuf,
+        /// eventual | causal | causal_plus
+        #[arg(long, default_value = "causal_plus")]
+        level: String,
+        /// True time (ms) after which no write was in flight: enables the
+        /// convergence and eventual-visibility checks.
+        #[arg(long)]
+        quiescent_after_ms: Option<u64>,
+        #[arg(long)]
+        json: bool,
+        /// Also export the history in dbcop's JSON format to this file.
+        #[arg(long)]
+        dbcop: Option<PathBuf>,
+    },
+    /// Random workloads under random fault schedules in the simulator, each
+    /// history checked. A failure prints the seed that reproduces it.
+    Torture {
+        #[arg(long, short)]
+        protocol: Vec<ProtocolName>,
+        #[arg(long, default_value_t = 100)]
+        runs: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Leave out fault kinds (to bisect a failure): partitions, pauses,
+        /// spikes, slow_links, skew, jumps.
+        #[arg(long, value_delimiter = ',')]
+        without: Vec<String>,
+        /// Write each failing run's history to DIR/<protocol>-<seed>.json.
+        #[arg(long)]
+        dump: Option<PathBuf>,
     },
     /// Run one node of a cluster over TCP until SIGINT or SIGTERM.
     Server {
@@ -155,16 +193,23 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.cmd {
-        Cmd::Sim { scenario, protocol, seed, json } => {
+        Cmd::Sim { scenario, protocol, seed, json, history } => {
             let mut sc = Scenario::load(&scenario)?;
             if let Some(s) = seed {
                 sc.seed = s;
             }
+            sc.record_history |= history.is_some();
             let protocols = if protocol.is_empty() { ProtocolName::ALL.to_vec() } else { protocol };
+            let several = protocols.len() > 1;
             let mut reports = Vec::new();
             for p in protocols {
                 let started = Instant::now();
-                let r = causeway_sim::run_named(p, sc.clone())?;
+                let (r, h) = causeway_sim::run_named_with_history(p, sc.clone())?;
+                if let (Some(path), Some(h)) = (&history, h) {
+                    let path = if several { path.with_extension(format!("{p}.json")) } else { path.clone() };
+                    std::fs::write(&path, serde_json::to_vec(&h)?)?;
+                    eprintln!("history of {p} ({} ops) written to {}", h.ops.len(), path.display());
+                }
                 let wall = started.elapsed().as_secs_f64();
                 if !json {
                     print!("{}", report::render(&r));
@@ -179,6 +224,66 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
+        Cmd::Check { history, level, quiescent_after_ms, json, dbcop } => {
+            let level = match level.as_str() {
+                "eventual" => causeway_check::Level::Eventual,
+                "causal" => causeway_check::Level::Causal,
+                "causal_plus" | "causal+" => causeway_check::Level::CausalPlus,
+                other => return Err(format!("--level must be eventual, causal or causal_plus, not {other:?}").into()),
+            };
+            let h = causeway_check::load_history(&history)?;
+            let mut cfg = causeway_check::CheckConfig::at(level);
+            cfg.quiescent_after_us = quiescent_after_ms.map(|ms| ms * 1_000);
+            let started = Instant::now();
+            let report = causeway_check::check(&h, &cfg);
+            let took = started.elapsed();
+            if let Some(out) = dbcop {
+                std::fs::write(&out, causeway_check::dbcop::to_dbcop_json(&h)?)?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{report}");
+                println!("checked {} operations in {:.2} s", h.ops.len(), took.as_secs_f64());
+            }
+            if !report.passed {
+                return Err("the history violates the requested consistency level".into());
+            }
+        }
+        Cmd::Torture { protocol, runs, seed, without, dump } => {
+            let protocols = if protocol.is_empty() { ProtocolName::ALL.to_vec() } else { protocol };
+            let mut failed = Vec::new();
+            for p in protocols {
+                let started = Instant::now();
+                let mut ops = 0;
+                for i in 0..runs {
+                    let s = seed + i;
+                    let (report, history) = torture::run_one(p, s, &without)?;
+                    ops += report.stats.ops;
+                    if !report.passed {
+                        println!("{p}: run with seed {s} FAILED; replay: causeway torture -p {p} --runs 1 --seed {s}");
+                        print!("{report}");
+                        if let Some(dir) = &dump {
+                            std::fs::create_dir_all(dir)?;
+                            let path = dir.join(format!("{p}-{s}.json"));
+                            std::fs::write(&path, serde_json::to_vec(&history)?)?;
+                            println!("history written to {}", path.display());
+                        }
+                        failed.push((p, s));
+                    }
+                }
+                let secs = started.elapsed().as_secs_f64();
+                println!(
+                    "{p}: {runs} runs, {ops} operations checked, {} failed, {:.1} s ({:.0} runs/min)",
+                    failed.iter().filter(|f| f.0 == p).count(),
+                    secs,
+                    runs as f64 * 60.0 / secs
+                );
+            }
+            if !failed.is_empty() {
+                return Err(format!("{} torture runs failed", failed.len()).into());
+            }
+        }
         Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan } => {
             net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan)?
         }
@@ -226,8 +331,20 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Check a recorded history where a checker exists.
-pub(crate) fn check_history(_p: ProtocolName, _h: Option<&causeway_core::History>) {}
+/// Check a history recorded by the network demo at the level the protocol
+/// promises, print the verdict, and say which violations were found.
+pub(crate) fn check_history(p: ProtocolName, h: Option<&causeway_core::History>) -> bool {
+    let Some(h) = h else { return true };
+    let level = causeway_protocols::with_protocol!(p, P => causeway_check::Level::promised(<P as causeway_core::Protocol>::CAUSAL));
+    let report = causeway_check::check(h, &causeway_check::CheckConfig::at(level));
+    if report.passed {
+        println!("  {:<16} history of {} operations: {} holds", p.as_str(), h.ops.len(), level.name());
+    } else {
+        println!("  {:<16} history of {} operations VIOLATES {}:", p.as_str(), h.ops.len(), level.name());
+        print!("{report}");
+    }
+    report.passed
+}
 
 fn demo_scenario(seed: u64, seconds: u64) -> Result<Scenario, Box<dyn std::error::Error>> {
     let mut sc = Scenario::from_toml_str(include_str!("../../../scenarios/demo.toml"), "scenarios/demo.toml")?;

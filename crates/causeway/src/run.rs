@@ -82,6 +82,7 @@ pub fn demo_network(seconds: u64, sessions: u32) -> Result<(), Error> {
          {sessions} sessions per DC, mixed get/put/rot, {seconds} s each. Logs in a scratch directory, fsync on every write.\n"
     );
     let mut reports = Vec::new();
+    let mut all_passed = true;
     for &p in ProtocolName::ALL {
         let spec = EmbeddedSpec::default_for(p, scratch_dir(&format!("demo-{p}")));
         let dir = spec.data_dir.clone();
@@ -97,11 +98,14 @@ pub fn demo_network(seconds: u64, sessions: u32) -> Result<(), Error> {
         let report = rt.block_on(async { with_protocol!(p, P => load::run::<P>(c, ls, progress_bar(&label)).await) });
         cluster.stop()?;
         let _ = std::fs::remove_dir_all(dir);
-        crate::check_history(p, report.history.as_ref());
+        all_passed &= crate::check_history(p, report.history.as_ref());
         reports.push(report);
     }
     println!();
     print!("{}", table(&reports));
+    if !all_passed {
+        return Err("a protocol's recorded history violated its consistency promise".into());
+    }
     Ok(())
 }
 

@@ -35,8 +35,13 @@ impl ClockModel {
         ClockModel { offset_us, ..Default::default() }
     }
 
-    /// The local reading at true time `true_us`.
+    /// The local reading at true time `true_us`, saturating at zero.
     pub fn read(&self, true_us: u64) -> u64 {
+        self.read_signed(true_us).max(0) as u64
+    }
+
+    /// The local reading without saturation (it may be negative early on).
+    pub fn read_signed(&self, true_us: u64) -> i64 {
         let mut t = true_us as i64 + self.offset_us;
         if self.drift_ppm != 0.0 {
             t += (true_us as f64 * self.drift_ppm / 1e6) as i64;
@@ -46,7 +51,7 @@ impl ClockModel {
                 t += j.step_us;
             }
         }
-        t.max(0) as u64
+        t
     }
 }
 

@@ -54,12 +54,28 @@
 //!      not give read-your-writes when the write depends on such a read. One
 //!      case cannot be cached soundly: a GET of *another* client's local write
 //!      with uncovered remote dependencies. It "taints" the client until the
-//!      DSV catches up, and in that window a ROTX may return older versions
-//!      than the client has seen, though always a causal set. The argument that
+//!      DSV catches up; a ROTX in that window waits for it (rule 6). The argument that
 //!      cache ∪ slices is a causal snapshot, and the taint rule, are at
 //!      [`CsxClient`].
 //!   4. `paper_dsv_merge = true` restores the printed lines 7 and 10 for every
 //!      entry and disables the cache, so tests can show the anomaly.
+//!   5. **A PUT carries the client's `DSVc`**, and the server merges it (what
+//!      the printed line 7 achieved through the DS, done with a genuine
+//!      vector; "deviation 12" in the code). Found by `causeway torture`: a
+//!      client read x through a ROTX slice admitted by the coordinator's
+//!      higher DSV, then wrote y at a partition whose DSV lagged; a second
+//!      client read y (local, so visible at once) and then x's key at a
+//!      lagging partition, and got a version older than x. With the writer's
+//!      DSVc merged where y is written, the reader of y inherits it.
+//!   6. **A tainted client's ROTX waits** (deviation 13, also found by
+//!      `causeway torture`). The taint window of rule 3 let a ROTX return a
+//!      version older than one in the client's causal past, which violates
+//!      causal consistency for ROTX. The request now carries the taint; the
+//!      coordinator parks it until its DSV covers the taint (about one
+//!      stabilization round), reports `Blocked { what: "rot_taint_wait" }`,
+//!      and then reads a snapshot that includes everything the tainted read
+//!      depends on. A ROTX of an untainted client — the common case — still
+//!      never waits and takes one round.
 //! - **Replies carry ⟨ut, sr⟩ per value.** The GET reply, the slice reply and the
 //!   ROTX reply carry each value's ⟨ut, sr⟩ so the client can compare them with
 //!   its cache. The printed replies carry only values.
@@ -193,11 +209,14 @@ pub enum Msg {
     /// Line 5: ⟨v, ds, DSV⟩, plus the value's ⟨ut, sr⟩.
     GetReply(Result<GetOk, OpError>),
     /// Alg 5.1 PUT → line 6.
-    PutReq { key: Key, value: Value, ds: DepSet<Hlc> },
+    /// Plus the client's DSVc (deviation 12): the stability the client has
+    /// seen travels with its write, as line 7 intended, without merging DS.
+    PutReq { key: Key, value: Value, ds: DepSet<Hlc>, dsv: Vec<Hlc> },
     /// ⟨PutReply ut, sr⟩.
     PutReply(Result<Stamp, OpError>),
     /// Alg 5.4 line 9: ⟨ROTX kset, DSVc, DSc⟩.
-    RotReq { keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc> },
+    /// Plus `wait`: the client's taint (deviation 13); zeros when untainted.
+    RotReq { keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc>, wait: Vec<Hlc> },
     /// ⟨ROTXReply vset, dsv, ds⟩, values in request order.
     RotReply(Result<RotOk, OpError>),
     /// Line 20: ⟨SliceReq keys, sv⟩ for the keys of one partition.
@@ -403,6 +422,8 @@ pub struct CsxServer {
     /// ROTXs this server coordinates, by id.
     rots: BTreeMap<u64, RotInProgress>,
     next_rot: u64,
+    /// ROTXs of tainted clients, waiting for the DSV (deviation 13).
+    parked_rots: Vec<ParkedRot>,
     gc: Gc,
 }
 
@@ -411,6 +432,14 @@ struct PendingVisible {
     order: (Hlc, DcId),
     value: Value,
     ds: DepSet<Hlc>,
+}
+
+/// A tainted client's ROTX waiting for the DSV to cover its taint.
+struct ParkedRot {
+    from: ClientId,
+    keys: Vec<Key>,
+    wait: Vec<Hlc>,
+    since_us: u64,
 }
 
 /// A ROTX waiting for slices.
@@ -478,6 +507,7 @@ impl CsxServer {
             next_pending: 0,
             rots: BTreeMap::new(),
             next_rot: 0,
+            parked_rots: Vec::new(),
             gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
         }
     }
@@ -526,11 +556,12 @@ impl CsxServer {
 /// uncovered entries in `taint` and does not cache the version. While
 /// `taint ≰ DSVc`, its own writes go to `held`, not the cache, because they
 /// depend on the tainted read. Once `DSVc` covers `taint`, the tainted reads
-/// are slice-eligible and the held writes move to the cache. In that window a
-/// ROTX may return an older version of a key than this client has read or
-/// written. It is never a non-causal set. Closing the gap needs knowledge this
-/// client lacks, for example a second round inside the DC that raises `sv` to
-/// the involved partitions' VVs, which would give up the one-round design.
+/// are slice-eligible and the held writes move to the cache. A ROTX issued in
+/// that window carries the taint, and the coordinator waits until its DSV
+/// covers it (deviation 13): only then is every version the client has seen
+/// slice-eligible or cached. Without the wait, the ROTX could return an older
+/// version of a key than the client had read or written (found by
+/// `causeway torture`).
 pub struct CsxClient {
     ctx: ClientCtx,
     paper_dsv_merge: bool,
@@ -669,6 +700,11 @@ impl CsxClient {
         if ok.items.len() != keys.len() || !self.well_formed(&ok.dsv, &ok.ds, ok.items.iter().flatten()) {
             return Err(malformed("rot reply"));
         }
+        // The snapshot covers any taint this request carried (the coordinator
+        // waited for it), so held writes may join the cache before merging.
+        vmax(&mut self.dsv, &ok.dsv);
+        self.ds.merge(&ok.ds);
+        self.settle();
         let values = keys
             .iter()
             .zip(ok.items)
@@ -678,9 +714,6 @@ impl CsxClient {
                 (item, _) => item.map(|i| i.value),
             })
             .collect();
-        vmax(&mut self.dsv, &ok.dsv);
-        self.ds.merge(&ok.ds);
-        self.settle();
         Ok(values)
     }
 
@@ -710,7 +743,10 @@ impl Client for CsxClient {
             }
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                env.send(to, Msg::PutReq { key: key.clone(), value: value.clone(), ds: self.ds.clone() });
+                env.send(
+                    to,
+                    Msg::PutReq { key: key.clone(), value: value.clone(), ds: self.ds.clone(), dsv: self.dsv.clone() },
+                );
                 self.pending = Some(Pending::Put { key, value, ds: self.ds.clone() });
             }
             Op::Rot { keys } => {
@@ -720,7 +756,15 @@ impl Client for CsxClient {
                 };
                 // The coordinator: the server of the first key in this DC.
                 let Some(to) = client_server_for(&self.ctx, env, first) else { return };
-                env.send(to, Msg::RotReq { keys: keys.clone(), dsv: self.dsv.clone(), ds: self.ds.clone() });
+                env.send(
+                    to,
+                    Msg::RotReq {
+                        keys: keys.clone(),
+                        dsv: self.dsv.clone(),
+                        ds: self.ds.clone(),
+                        wait: self.taint.clone(),
+                    },
+                );
                 self.pending = Some(Pending::Rot { keys });
             }
             #[allow(unreachable_patterns)]
@@ -761,8 +805,8 @@ impl Server for CsxServer {
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
         match msg {
             Msg::GetReq { key, dsv } => self.on_get(env, from, key, dsv),
-            Msg::PutReq { key, value, ds } => self.on_put(env, from, key, value, ds),
-            Msg::RotReq { keys, dsv, ds } => self.on_rot(env, from, keys, dsv, ds),
+            Msg::PutReq { key, value, ds, dsv } => self.on_put(env, from, key, value, ds, dsv),
+            Msg::RotReq { keys, dsv, ds, wait } => self.on_rot(env, from, keys, dsv, ds, wait),
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
     }
@@ -820,12 +864,21 @@ impl CsxServer {
         key: Key,
         value: Value,
         ds: DepSet<Hlc>,
+        dsv: Vec<Hlc>,
     ) {
-        if let Err(e) = self.check_key(&key).and_then(|()| self.check_ds(&ds)) {
+        if let Err(e) = self.check_key(&key).and_then(|()| self.check_ds(&ds)).and_then(|()| self.check_vector(&dsv)) {
             env.reply(from, Msg::PutReply(Err(e)));
             return;
         }
-        // Line 7, as decided for §5.5: only the local entry (see merge_client_ds).
+        // Line 7, as decided for §5.5: only the local entry of DS (see
+        // merge_client_ds), and instead the client's DSVc, a genuine DSV of
+        // this DC (deviation 12). Without it, a reader of this write could
+        // miss what the writer saw: the writer read x through a ROTX slice
+        // admitted by the coordinator's higher DSV, then wrote y here; a
+        // reader of y (visible at once, being local) then reads x's key at a
+        // partition whose DSV lags and gets an older x. The printed line 7
+        // closed that by merging DS, which §5.5 shows unsafe; DSVc is safe.
+        self.raise_dsv(env, dsv.iter().copied().enumerate());
         self.merge_client_ds(env, &ds);
         // Line 8: dt = max{ds values ∪ {DSV[m]}}. Including DSV[m] is what gives
         // this write ut > sv[m] of any slice already read here (line 21).
@@ -898,11 +951,13 @@ impl CsxServer {
         keys: Vec<Key>,
         dsv: Vec<Hlc>,
         ds: DepSet<Hlc>,
+        wait: Vec<Hlc>,
     ) {
         let checked = keys
             .first()
             .map_or(Ok(()), |k| self.check_key(k))
             .and_then(|()| self.check_vector(&dsv))
+            .and_then(|()| self.check_vector(&wait))
             .and_then(|()| self.check_ds(&ds));
         if let Err(e) = checked {
             env.reply(from, Msg::RotReply(Err(e)));
@@ -912,6 +967,17 @@ impl CsxServer {
         // local entry (paper_dsv_merge: for every entry).
         self.raise_dsv(env, dsv.iter().copied().enumerate());
         self.merge_client_ds(env, &ds);
+        // Deviation 13: a tainted client's ROTX waits until this DSV covers
+        // the taint, so the snapshot includes what the tainted read depends on.
+        if wait.iter().zip(&self.dsv).any(|(w, d)| w > d) {
+            self.parked_rots.push(ParkedRot { from, keys, wait, since_us: env.now_us() });
+            return;
+        }
+        self.start_rot(env, from, keys);
+    }
+
+    /// Alg 5.4 lines 12–18: take the snapshot and ask the partitions.
+    fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, keys: Vec<Key>) {
         // Line 12.
         let sv = self.dsv.clone();
         // Lines 13–17, one SliceReq per partition involved.
@@ -1068,6 +1134,18 @@ impl CsxServer {
             {
                 *e = t;
                 grew = true;
+            }
+        }
+        if grew && !self.parked_rots.is_empty() {
+            let dsv = &self.dsv;
+            let (ready, parked): (Vec<ParkedRot>, Vec<ParkedRot>) = std::mem::take(&mut self.parked_rots)
+                .into_iter()
+                .partition(|r| r.wait.iter().zip(dsv).all(|(w, d)| w <= d));
+            self.parked_rots = parked;
+            for r in ready {
+                let waited_us = env.now_us().saturating_sub(r.since_us);
+                env.observe(Observation::Blocked { what: "rot_taint_wait", waited_us });
+                self.start_rot(env, r.from, r.keys);
             }
         }
         if grew && !self.pending_slab.is_empty() {
@@ -1616,11 +1694,13 @@ mod tests {
         assert_never_blocked(&net);
     }
 
-    /// The residual gap of the default mode (see [`CsxClient`]): a GET of another
-    /// client's local write that depends on an unstable remote version taints the
-    /// reader. Its ROTX may then be older than what it read, but never non-causal.
+    /// The taint case (see [`CsxClient`], deviation 13): a GET of another
+    /// client's local write that depends on an unstable remote version taints
+    /// the reader. Its ROTX waits at the coordinator until the DSV covers the
+    /// taint, then returns a snapshot with everything the reader has seen —
+    /// never an older one.
     #[test]
-    fn a_tainted_reader_gets_an_older_but_causal_snapshot() {
+    fn a_tainted_readers_rotx_waits_for_the_taint_and_misses_nothing() {
         let mut net = net(2, 2);
         let ks = keys_on_distinct_partitions(&net, 2);
         let (x, l) = (&ks[0], &ks[1]);
@@ -1633,12 +1713,19 @@ mod tests {
         put(&mut net, reader, l, "l2"); // depends on l and, through it, on x: held, not cached
         let client = &net.clients[reader.idx()];
         assert!(client.tainted() && client.cache.is_empty() && client.held.contains_key(l));
-        let snapshot = rot(&mut net, reader, &[l, x]);
-        assert_eq!(snapshot, vec![None, None], "causal, if stale");
+        net.invoke(reader, Op::Rot { keys: vec![l.clone(), x.clone()] });
+        net.deliver_while(op_traffic);
+        assert!(net.take_result(reader).is_none(), "a tainted ROTX must wait for the DSV, not return a stale snapshot");
         net.deliver_all();
         stabilize(&mut net);
-        assert_eq!(rot(&mut net, reader, &[l, x]), vec![Some("l2".into()), Some("x".into())]);
-        assert_never_blocked(&net);
+        net.deliver_while(op_traffic);
+        assert_eq!(
+            net.take_result(reader),
+            Some(OpResult::Rot(vec![Some("l2".into()), Some("x".into())])),
+            "after the wait the snapshot holds everything the reader has seen"
+        );
+        assert!(net.seen.iter().any(|s| matches!(s, Seen::Blocked { what: "rot_taint_wait", .. })));
+        assert!(!net.clients[reader.idx()].tainted());
     }
 
     #[test]
@@ -1764,9 +1851,10 @@ mod tests {
         let huge_counter = DepSet::single(DC0, Hlc::new(5, u32::MAX));
         let requests = vec![
             Msg::GetReq { key: k.clone(), dsv: vec![] },
-            Msg::PutReq { key: k.clone(), value: bytes("v"), ds: bad_ds.clone() },
-            Msg::PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter },
-            Msg::RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new() },
+            Msg::PutReq { key: k.clone(), value: bytes("v"), ds: bad_ds.clone(), dsv: vec![Hlc::ZERO; 2] },
+            Msg::PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter, dsv: vec![Hlc::ZERO; 2] },
+            Msg::PutReq { key: k.clone(), value: bytes("v"), ds: DepSet::new(), dsv: vec![Hlc::ZERO; 3] },
+            Msg::RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new(), wait: vec![Hlc::ZERO; 2] },
             Msg::GetReq { key: bytes("not here"), dsv: vec![Hlc::ZERO; 2] },
         ];
         let wrong_partition = net.topology.partition_of(b"not here") != net.topology.partition_of(&k);

@@ -205,6 +205,11 @@ impl<M> ClientEnv<M> for CEnv<'_, M> {
     }
 }
 
+/// Simulated clocks read true time plus this epoch (about 11.6 days), so a
+/// node with a negative offset or a backward jump early in a run never
+/// reads a clock clamped at zero.
+pub const CLOCK_EPOCH_US: u64 = 1_000_000_000_000;
+
 fn mix(h: u64, x: u64) -> u64 {
     // splitmix64 finaliser over the running hash: cheap and order-sensitive.
     let mut z = h ^ x.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(h << 6).wrapping_add(h >> 2);
@@ -500,7 +505,7 @@ impl<P: Protocol> Sim<P> {
             node,
             dc: n.dc,
             full: self.full,
-            now_local: n.clock.read(self.now),
+            now_local: (CLOCK_EPOCH_US as i64 + n.clock.read_signed(self.now)).max(0) as u64,
             store: &mut n.store,
             out: &mut self.out,
             obs: &mut self.obs,
@@ -563,7 +568,7 @@ impl<P: Protocol> Sim<P> {
         self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
         let s = &mut self.clients[c.idx()];
         s.busy = Some((op.clone(), self.now));
-        let mut env = CEnv { now: self.now, out: &mut self.out, done: &mut self.done };
+        let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
         s.proto.invoke(&mut env, op);
         self.after_client(c);
     }
@@ -655,7 +660,7 @@ impl<P: Protocol> Sim<P> {
                     self.events += 1;
                     self.trace = mix(self.trace, self.now ^ 0xcc ^ ((c.0 as u64) << 24));
                     let s = &mut self.clients[c.idx()];
-                    let mut env = CEnv { now: self.now, out: &mut self.out, done: &mut self.done };
+                    let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
                     s.proto.on_reply(&mut env, f, msg);
                     self.after_client(c);
                 }
@@ -665,7 +670,7 @@ impl<P: Protocol> Sim<P> {
             Ev::ClientTimer { client, token } => {
                 self.events += 1;
                 let s = &mut self.clients[client.idx()];
-                let mut env = CEnv { now: self.now, out: &mut self.out, done: &mut self.done };
+                let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
                 s.proto.on_timer(&mut env, token);
                 self.after_client(client);
             }

@@ -32,3 +32,16 @@ pub fn run_named(protocol: ProtocolName, scenario: Scenario) -> Result<SimReport
         Ok(sim.run())
     })
 }
+
+/// Run a scenario with the named protocol and also return its history (when
+/// the scenario records one).
+pub fn run_named_with_history(
+    protocol: ProtocolName,
+    scenario: Scenario,
+) -> Result<(SimReport, Option<causeway_core::History>), ScenarioError> {
+    with_protocol!(protocol, P => {
+        let mut sim = Sim::<P>::new(scenario)?;
+        let r = sim.run();
+        Ok((r, sim.take_history()))
+    })
+}
