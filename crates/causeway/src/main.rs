@@ -82,6 +82,14 @@ enum Cmd {
         /// Write each failing run's history to DIR/<protocol>-<seed>.json.
         #[arg(long)]
         dump: Option<PathBuf>,
+        /// Protocol parameters, as `name=value` (TOML values), e.g.
+        /// `--param mutant_skip_visibility_check=true`.
+        #[arg(long = "param")]
+        params: Vec<String>,
+        /// Judge at this level (eventual | causal | causal_plus) instead of
+        /// the protocol's promise.
+        #[arg(long)]
+        level: Option<String>,
     },
     /// Run one node of a cluster over TCP until SIGINT or SIGTERM.
     Server {
@@ -225,12 +233,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
         Cmd::Check { history, level, quiescent_after_ms, json, dbcop } => {
-            let level = match level.as_str() {
-                "eventual" => causeway_check::Level::Eventual,
-                "causal" => causeway_check::Level::Causal,
-                "causal_plus" | "causal+" => causeway_check::Level::CausalPlus,
-                other => return Err(format!("--level must be eventual, causal or causal_plus, not {other:?}").into()),
-            };
+            let level = parse_level(&level)?;
             let h = causeway_check::load_history(&history)?;
             let mut cfg = causeway_check::CheckConfig::at(level);
             cfg.quiescent_after_us = quiescent_after_ms.map(|ms| ms * 1_000);
@@ -250,7 +253,16 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err("the history violates the requested consistency level".into());
             }
         }
-        Cmd::Torture { protocol, runs, seed, without, dump } => {
+        Cmd::Torture { protocol, runs, seed, without, dump, params, level } => {
+            let mut opts = torture::Options {
+                without,
+                level: level.as_deref().map(parse_level).transpose()?,
+                ..Default::default()
+            };
+            for p in &params {
+                let t: toml::Table = toml::from_str(p).map_err(|e| format!("--param {p:?} is not name=value: {e}"))?;
+                opts.params.extend(t);
+            }
             let protocols = if protocol.is_empty() { ProtocolName::ALL.to_vec() } else { protocol };
             let mut failed = Vec::new();
             for p in protocols {
@@ -258,7 +270,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 let mut ops = 0;
                 for i in 0..runs {
                     let s = seed + i;
-                    let (report, history) = torture::run_one(p, s, &without)?;
+                    let (report, history) = torture::run_one(p, s, &opts)?;
                     ops += report.stats.ops;
                     if !report.passed {
                         println!("{p}: run with seed {s} FAILED; replay: causeway torture -p {p} --runs 1 --seed {s}");
@@ -329,6 +341,15 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+fn parse_level(s: &str) -> Result<causeway_check::Level, String> {
+    match s {
+        "eventual" => Ok(causeway_check::Level::Eventual),
+        "causal" => Ok(causeway_check::Level::Causal),
+        "causal_plus" | "causal+" => Ok(causeway_check::Level::CausalPlus),
+        other => Err(format!("the level must be eventual, causal or causal_plus, not {other:?}")),
+    }
 }
 
 /// Check a history recorded by the network demo at the level the protocol

@@ -28,7 +28,8 @@ pub fn chaos_for(p: ProtocolName) -> Chaos {
 }
 
 /// Build run `seed`'s scenario.
-pub fn scenario(p: ProtocolName, seed: u64, without: &[String]) -> Result<(Scenario, u64), String> {
+pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario, u64), String> {
+    let without = &opts.without;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x70_27_u64);
     let dcs = rng.random_range(2..=3);
     let partitions = rng.random_range(1..=4);
@@ -70,6 +71,7 @@ pub fn scenario(p: ProtocolName, seed: u64, without: &[String]) -> Result<(Scena
         }
     }
     let s = chaos::draw(seed, &topology, load_ms, c);
+    sc.protocol = opts.params.clone();
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
     // After the load and the faults, one reader per DC reads every key:
@@ -88,18 +90,25 @@ pub fn scenario(p: ProtocolName, seed: u64, without: &[String]) -> Result<(Scena
 }
 
 /// One run: simulate and check.
-pub fn run_one(
-    p: ProtocolName,
-    seed: u64,
-    without: &[String],
-) -> Result<(CheckReport, causeway_core::History), String> {
-    let (sc, quiet_us) = scenario(p, seed, without)?;
+/// What to vary from the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Fault kinds to leave out.
+    pub without: Vec<String>,
+    /// Protocol parameters (the scenario's `[protocol]` table).
+    pub params: toml::Table,
+    /// Judge at this level instead of the one the protocol promises.
+    pub level: Option<Level>,
+}
+
+pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckReport, causeway_core::History), String> {
+    let (sc, quiet_us) = scenario(p, seed, opts)?;
     let history = with_protocol!(p, P => {
         let mut sim = Sim::<P>::new(sc).map_err(|e| e.to_string())?;
         sim.run();
         sim.take_history().expect("history recorded")
     });
-    let level = with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL));
+    let level = opts.level.unwrap_or_else(|| with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL)));
     let report = check(&history, &CheckConfig::at(level).quiescent_after(quiet_us));
     Ok((report, history))
 }

@@ -148,6 +148,10 @@ pub struct Config {
     /// DSV for every entry, and disable the client cache. This mode exhibits
     /// the §5.5 anomaly; it exists for tests and comparison only.
     pub paper_dsv_merge: bool,
+    /// A deliberately broken variant, for proving the checker and torture can
+    /// fail: GET skips line 3's visibility check and returns the latest
+    /// version that has arrived, stable or not. Never set it in production.
+    pub mutant_skip_visibility_check: bool,
 }
 
 impl Default for Config {
@@ -158,6 +162,7 @@ impl Default for Config {
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
             paper_dsv_merge: false,
+            mutant_skip_visibility_check: false,
         }
     }
 }
@@ -846,7 +851,8 @@ impl CsxServer {
         self.raise_dsv(env, dsv.iter().copied().enumerate());
         // Line 3: the latest version that is local or whose dependencies are all stable.
         let (m, dsv) = (self.m, &self.dsv);
-        let d = env.store().latest_where(&key, |d| get_visible(d, m, dsv));
+        let skip = self.cfg.mutant_skip_visibility_check;
+        let d = env.store().latest_where(&key, |d| skip || get_visible(d, m, dsv));
         // Line 4: ds = maxDS(d.ds, {⟨d.sr, d.ut⟩}).
         let (item, ds) = match d {
             Some(d) => (Some(d.read_item()), d.full_ds()),

@@ -1,0 +1,53 @@
+//! Torture through the real command line: the implemented protocols pass a
+//! bounded randomized run with faults, and deliberately broken variants are
+//! caught, each with a seed that replays it. (`.ci/run` runs the long
+//! torture, 300 runs per protocol, in release mode.)
+
+use std::process::Command;
+
+fn torture(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_causeway")).arg("torture").args(args).output().expect("run causeway");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn every_protocol_passes_a_bounded_torture() {
+    let (ok, out) = torture(&["--runs", "15", "--seed", "500"]);
+    assert!(ok, "torture failed:\n{out}");
+    for p in ["eventual", "gentlerain", "causalspartanx"] {
+        assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
+    }
+}
+
+#[test]
+fn a_causalspartanx_that_skips_its_visibility_check_is_caught() {
+    let (ok, out) = torture(&["-p", "causalspartanx", "--param", "mutant_skip_visibility_check=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("FAILED; replay: causeway torture -p causalspartanx --runs 1 --seed"), "{out}");
+}
+
+#[test]
+fn the_printed_dsv_merge_of_seed_000_is_caught() {
+    // §5.5's inferred concern, shown by a random run: seed 17 of the default
+    // schedule makes the paper's DS-into-DSV merge return a non-causal result.
+    let (ok, out) =
+        torture(&["-p", "causalspartanx", "--param", "paper_dsv_merge=true", "--runs", "1", "--seed", "17"]);
+    assert!(!ok, "the printed merge must fail this seed:\n{out}");
+    let (ok, out) = torture(&["-p", "causalspartanx", "--runs", "1", "--seed", "17"]);
+    assert!(ok, "the default mode must pass the same seed:\n{out}");
+}
+
+#[test]
+fn eventual_consistency_judged_as_causal_is_caught() {
+    let (ok, out) = torture(&["-p", "eventual", "--level", "causal_plus", "--runs", "10"]);
+    assert!(!ok, "eventual consistency is not causal:\n{out}");
+}
+
+#[test]
+fn a_failure_replays_from_its_seed() {
+    let args = ["-p", "causalspartanx", "--param", "mutant_skip_visibility_check=true", "--runs", "1", "--seed", "3"];
+    let (_, a) = torture(&args);
+    let (_, b) = torture(&args);
+    let strip = |s: &str| s.lines().filter(|l| !l.contains(" s (")).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip(&a), strip(&b), "the same seed must give the same verdict and violations");
+}
