@@ -1295,8 +1295,10 @@ impl CsxServer {
 mod tests {
     use super::*;
     use crate::ProtocolName;
-    use crate::testkit::{Dest, InFlight, Seen, TestNet};
-    use bytes::Bytes;
+    use crate::testkit::{
+        Dest, InFlight, Seen, TestNet, bytes, channel, client_traffic, get, put, rot, run, server_to_server, stabilize,
+        stabilize_holding,
+    };
     use causeway_core::{Replication, TopologySpec};
 
     type Net = TestNet<CausalSpartanX>;
@@ -1304,21 +1306,29 @@ mod tests {
     const DC0: DcId = DcId(0);
     const DC1: DcId = DcId(1);
 
+    /// A ROT's slices are part of the operation's own traffic.
+    fn slices(m: &Msg) -> bool {
+        matches!(m, Msg::SliceReq { .. } | Msg::SliceReply { .. })
+    }
+    /// What an operation needs: client traffic and the slices of a ROT.
+    fn op_traffic(m: &InFlight<Msg>) -> bool {
+        client_traffic(m) || slices(&m.msg)
+    }
+
     fn net(dcs: u16, partitions: u32) -> Net {
-        Net::new(dcs, partitions, PER_DC, Config::default())
+        net_with(dcs, partitions, Config::default())
     }
     fn net_with(dcs: u16, partitions: u32, cfg: Config) -> Net {
-        Net::new(dcs, partitions, PER_DC, cfg)
+        net_spec(TopologySpec::full(dcs, partitions), cfg)
+    }
+    fn net_spec(spec: TopologySpec, cfg: Config) -> Net {
+        let mut n = Net::with_spec(spec, PER_DC, cfg);
+        n.also_op_traffic = slices;
+        n
     }
     /// The i-th client of DC `dc`.
     fn cl(dc: u16, i: u32) -> ClientId {
         ClientId(dc as u32 * PER_DC + i)
-    }
-    fn bytes(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-    fn text(v: Option<Value>) -> Option<String> {
-        v.map(|v| String::from_utf8_lossy(&v).into_owned())
     }
     /// `n` keys on `n` different partitions.
     fn keys_on_distinct_partitions(net: &Net, n: usize) -> Vec<Key> {
@@ -1334,52 +1344,6 @@ mod tests {
             }
         }
         unreachable!()
-    }
-    fn server_to_server(m: &InFlight<Msg>) -> bool {
-        matches!((m.from, m.to), (Dest::Node(_), Dest::Node(_)))
-    }
-    /// What an operation needs: client traffic and the slices of a ROTX.
-    fn op_traffic(m: &InFlight<Msg>) -> bool {
-        matches!(m.from, Dest::Client(_))
-            || matches!(m.to, Dest::Client(_))
-            || matches!(m.msg, Msg::SliceReq { .. } | Msg::SliceReply { .. })
-    }
-    /// Run an op delivering only its own traffic: no timer fires, no
-    /// replication or stabilization moves. Panics if it would have to wait.
-    fn run(net: &mut Net, c: ClientId, op: Op) -> OpResult {
-        net.invoke(c, op);
-        net.deliver_while(op_traffic);
-        net.take_result(c).expect("the operation completes without timers or other traffic")
-    }
-    fn put(net: &mut Net, c: ClientId, k: &Key, v: &str) {
-        assert_eq!(run(net, c, Op::Put { key: k.clone(), value: bytes(v) }), OpResult::Put);
-    }
-    fn get(net: &mut Net, c: ClientId, k: &Key) -> Option<String> {
-        match run(net, c, Op::Get { key: k.clone() }) {
-            OpResult::Get(v) => text(v),
-            other => panic!("GET returned {other:?}"),
-        }
-    }
-    fn rot(net: &mut Net, c: ClientId, keys: &[&Key]) -> Vec<Option<String>> {
-        match run(net, c, Op::Rot { keys: keys.iter().map(|&k| k.clone()).collect() }) {
-            OpResult::Rot(vs) => vs.into_iter().map(text).collect(),
-            other => panic!("ROTX returned {other:?}"),
-        }
-    }
-    /// Rounds of every timer plus all server-to-server traffic except `held`,
-    /// enough for heartbeats to reach the VVs and the tree to push the result.
-    fn stabilize_holding(net: &mut Net, held: &dyn Fn(&InFlight<Msg>) -> bool) {
-        for _ in 0..4 {
-            net.fire_all_timers();
-            net.deliver_while(|m| server_to_server(m) && !held(m));
-        }
-    }
-    fn stabilize(net: &mut Net) {
-        stabilize_holding(net, &|_| false);
-    }
-    /// Hold back every message on one channel (FIFO: nothing behind it may pass).
-    fn channel(from: NodeId, to: NodeId) -> impl Fn(&InFlight<Msg>) -> bool {
-        move |m| m.from == Dest::Node(from) && m.to == Dest::Node(to)
     }
     fn latest(net: &Net, node: NodeId, k: &Key) -> Version {
         net.stores[node.idx()].latest(k).expect("a version").clone()
@@ -1778,7 +1742,7 @@ mod tests {
     fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
         let mut spec = TopologySpec::full(1, 3);
         spec.services = vec![causeway_core::ServiceSpec { name: "other".into(), per_dc: 1 }];
-        let mut net = Net::with_spec(spec, PER_DC, Config::default());
+        let mut net = net_spec(spec, Config::default());
         let service = net.topology.service_nodes(DC0, 0)[0];
         assert!(net.servers[service.idx()].tree.is_none());
         assert!(net.timers.iter().all(|t| t.0 != Dest::Node(service)));

@@ -909,8 +909,9 @@ impl Server for GentleRainServer {
 mod tests {
     use super::*;
     use crate::ProtocolName;
-    use crate::testkit::{Dest, InFlight, Seen, TestNet};
-    use bytes::Bytes;
+    use crate::testkit::{
+        Dest, InFlight, Seen, TestNet, bytes, channel, client_traffic, get, put, rot, run, stabilize, stabilize_holding,
+    };
     use causeway_core::{Replication, ServiceSpec, TopologySpec};
 
     type Net = TestNet<GentleRain>;
@@ -918,68 +919,33 @@ mod tests {
     const DC0: DcId = DcId(0);
     const DC1: DcId = DcId(1);
 
+    /// A ROT's slices are part of the operation's own traffic.
+    fn slices(m: &Msg) -> bool {
+        matches!(m, Msg::SliceReq { .. } | Msg::SliceReply { .. })
+    }
+    /// What an operation needs: client traffic and the slices of a ROT.
+    fn op_traffic(m: &InFlight<Msg>) -> bool {
+        client_traffic(m) || slices(&m.msg)
+    }
+
     fn net(dcs: u16, partitions: u32) -> Net {
-        Net::new(dcs, partitions, PER_DC, Config::default())
+        net_with(dcs, partitions, Config::default())
+    }
+    fn net_with(dcs: u16, partitions: u32, cfg: Config) -> Net {
+        net_spec(TopologySpec::full(dcs, partitions), cfg)
+    }
+    fn net_spec(spec: TopologySpec, cfg: Config) -> Net {
+        let mut n = Net::with_spec(spec, PER_DC, cfg);
+        n.also_op_traffic = slices;
+        n
     }
     /// The i-th client of DC `dc`.
     fn cl(dc: u16, i: u32) -> ClientId {
         ClientId(dc as u32 * PER_DC + i)
     }
-    fn bytes(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-    fn text(v: Option<Value>) -> Option<String> {
-        v.map(|v| String::from_utf8_lossy(&v).into_owned())
-    }
     /// A key of partition `p`.
     fn key_on(net: &Net, p: u32) -> Key {
         (0..).map(|i| bytes(&format!("key{i}"))).find(|k| net.topology.partition_of(k) == PartitionId(p)).unwrap()
-    }
-    fn server_to_server(m: &InFlight<Msg>) -> bool {
-        matches!((m.from, m.to), (Dest::Node(_), Dest::Node(_)))
-    }
-    /// What an operation needs: client traffic and the slices of a ROT.
-    fn op_traffic(m: &InFlight<Msg>) -> bool {
-        matches!(m.from, Dest::Client(_))
-            || matches!(m.to, Dest::Client(_))
-            || matches!(m.msg, Msg::SliceReq { .. } | Msg::SliceReply { .. })
-    }
-    /// Run an op delivering only its own traffic: no timer fires, no clock
-    /// moves. Panics if it would have to wait (for the clock or for GST).
-    fn run(net: &mut Net, c: ClientId, op: Op) -> OpResult {
-        net.invoke(c, op);
-        net.deliver_while(op_traffic);
-        net.take_result(c).expect("the operation completes without timers or other traffic")
-    }
-    fn put(net: &mut Net, c: ClientId, k: &Key, v: &str) {
-        assert_eq!(run(net, c, Op::Put { key: k.clone(), value: bytes(v) }), OpResult::Put);
-    }
-    fn get(net: &mut Net, c: ClientId, k: &Key) -> Option<String> {
-        match run(net, c, Op::Get { key: k.clone() }) {
-            OpResult::Get(v) => text(v),
-            other => panic!("GET returned {other:?}"),
-        }
-    }
-    fn rot(net: &mut Net, c: ClientId, keys: &[&Key]) -> Vec<Option<String>> {
-        match run(net, c, Op::Rot { keys: keys.iter().map(|&k| k.clone()).collect() }) {
-            OpResult::Rot(vs) => vs.into_iter().map(text).collect(),
-            other => panic!("ROT returned {other:?}"),
-        }
-    }
-    /// Rounds of every timer plus all server-to-server traffic except `held`:
-    /// enough for heartbeats to reach the VVs and the tree to push the GST.
-    fn stabilize_holding(net: &mut Net, held: &dyn Fn(&InFlight<Msg>) -> bool) {
-        for _ in 0..4 {
-            net.fire_all_timers();
-            net.deliver_while(|m| server_to_server(m) && !held(m));
-        }
-    }
-    fn stabilize(net: &mut Net) {
-        stabilize_holding(net, &|_| false);
-    }
-    /// Hold back every message on one channel (FIFO: nothing behind it may pass).
-    fn channel(from: NodeId, to: NodeId) -> impl Fn(&InFlight<Msg>) -> bool {
-        move |m| m.from == Dest::Node(from) && m.to == Dest::Node(to)
     }
     fn srv(net: &Net, node: NodeId) -> &PartitionServer {
         net.servers[node.idx()].part.as_ref().expect("a partition server")
@@ -1321,7 +1287,7 @@ mod tests {
     #[test]
     fn rot_past_the_wait_threshold_fails_instead_of_falling_back_to_eiger() {
         let cfg = Config { rot_wait_threshold_us: 1_000, ..Config::default() };
-        let mut net = Net::new(2, 2, PER_DC, cfg);
+        let mut net = net_with(2, 2, cfg);
         let a = key_on(&net, 0);
         net.advance_clocks(10_000);
         put(&mut net, cl(0, 0), &a, "v");
@@ -1410,7 +1376,7 @@ mod tests {
     #[test]
     fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
         let cfg = Config { gc_grace_us: 20_000, ..Config::default() };
-        let mut net = Net::new(2, 2, PER_DC, cfg);
+        let mut net = net_with(2, 2, cfg);
         let (k, m) = (key_on(&net, 0), key_on(&net, 1));
         let (k0, k1, m1) = (net.server_for(DC0, &k), net.server_for(DC1, &k), net.server_for(DC1, &m));
         assert!(srv(&net, k1).tree.is_root() && !srv(&net, m1).tree.is_root());
@@ -1484,7 +1450,7 @@ mod tests {
     fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
         let mut spec = TopologySpec::full(1, 3);
         spec.services = vec![ServiceSpec { name: "unused".into(), per_dc: 1 }];
-        let mut net = Net::with_spec(spec, PER_DC, Config::default());
+        let mut net = net_spec(spec, Config::default());
         let service = net.topology.service_nodes(DC0, 0)[0];
         assert!(net.servers[service.idx()].part.is_none());
         let (a, b) = (key_on(&net, 0), key_on(&net, 2));

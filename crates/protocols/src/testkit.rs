@@ -47,6 +47,9 @@ pub struct TestNet<P: Protocol> {
     pub timers: Vec<(Dest, u64)>,
     pub results: Vec<Option<OpResult>>,
     pub seen: Vec<Seen>,
+    /// Peer messages an operation needs besides client traffic (a ROT's
+    /// slices), for [`run`]; protocol tests set it.
+    pub also_op_traffic: fn(&P::Msg) -> bool,
 }
 
 struct SEnv<'a, M, V> {
@@ -147,6 +150,7 @@ impl<P: Protocol> TestNet<P> {
             queue: Vec::new(),
             timers: Vec::new(),
             seen: Vec::new(),
+            also_op_traffic: |_| false,
         };
         for i in 0..n {
             let (server, mut env): (&mut P::Server, _) = net.split(NodeId(i as u32));
@@ -291,6 +295,76 @@ impl<P: Protocol> TestNet<P> {
         }
         panic!("operation did not complete");
     }
+}
+
+// ------------------------------------------------------------ test helpers
+//
+// Shared by the protocol modules' tests: short names for the steps every
+// scenario takes.
+
+/// Messages between servers.
+pub fn server_to_server<M>(m: &InFlight<M>) -> bool {
+    matches!((m.from, m.to), (Dest::Node(_), Dest::Node(_)))
+}
+
+/// Client requests and replies.
+pub fn client_traffic<M>(m: &InFlight<M>) -> bool {
+    matches!(m.from, Dest::Client(_)) || matches!(m.to, Dest::Client(_))
+}
+
+/// Every message on one channel: holding it back holds everything behind it (FIFO).
+pub fn channel<M>(from: NodeId, to: NodeId) -> impl Fn(&InFlight<M>) -> bool {
+    move |m| m.from == Dest::Node(from) && m.to == Dest::Node(to)
+}
+
+pub fn bytes(s: &str) -> bytes::Bytes {
+    bytes::Bytes::copy_from_slice(s.as_bytes())
+}
+
+pub fn text(v: Option<causeway_core::Value>) -> Option<String> {
+    v.map(|v| String::from_utf8_lossy(&v).into_owned())
+}
+
+/// Run an op delivering only its own traffic (client messages and whatever
+/// `net.also_op_traffic` names): no timer fires, no replication or
+/// stabilization moves. Panics if it would have to wait.
+pub fn run<P: Protocol>(net: &mut TestNet<P>, c: ClientId, op: Op) -> OpResult {
+    net.invoke(c, op);
+    let also = net.also_op_traffic;
+    net.deliver_while(|m| client_traffic(m) || also(&m.msg));
+    net.take_result(c).expect("the operation completes without timers or other traffic")
+}
+
+pub fn put<P: Protocol>(net: &mut TestNet<P>, c: ClientId, k: &causeway_core::Key, v: &str) {
+    assert_eq!(run(net, c, Op::Put { key: k.clone(), value: bytes(v) }), OpResult::Put);
+}
+
+pub fn get<P: Protocol>(net: &mut TestNet<P>, c: ClientId, k: &causeway_core::Key) -> Option<String> {
+    match run(net, c, Op::Get { key: k.clone() }) {
+        OpResult::Get(v) => text(v),
+        other => panic!("GET returned {other:?}"),
+    }
+}
+
+pub fn rot<P: Protocol>(net: &mut TestNet<P>, c: ClientId, keys: &[&causeway_core::Key]) -> Vec<Option<String>> {
+    match run(net, c, Op::Rot { keys: keys.iter().map(|&k| k.clone()).collect() }) {
+        OpResult::Rot(vs) => vs.into_iter().map(text).collect(),
+        other => panic!("ROT returned {other:?}"),
+    }
+}
+
+/// Rounds of every timer plus all server-to-server traffic except `held`:
+/// enough for heartbeats to reach the vectors and a stabilization tree to
+/// push its result down.
+pub fn stabilize_holding<P: Protocol>(net: &mut TestNet<P>, held: &dyn Fn(&InFlight<P::Msg>) -> bool) {
+    for _ in 0..4 {
+        net.fire_all_timers();
+        net.deliver_while(|m| server_to_server(m) && !held(m));
+    }
+}
+
+pub fn stabilize<P: Protocol>(net: &mut TestNet<P>) {
+    stabilize_holding(net, &|_| false);
 }
 
 #[cfg(test)]
