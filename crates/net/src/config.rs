@@ -16,6 +16,7 @@
 //! [storage]
 //! fsync = "always"                # always | group | never
 //! group_commit_ms = 2             # with fsync = "group"
+//! snapshot_bytes = 67108864       # compact the log into a snapshot past this size
 //!
 //! [limits]
 //! max_key_bytes = 4096
@@ -83,6 +84,13 @@ pub struct StorageConfig {
     pub fsync: Fsync,
     #[serde(default = "default_group_ms")]
     pub group_commit_ms: u64,
+    /// Compact the write-ahead log into a snapshot once it exceeds this.
+    #[serde(default = "default_snapshot_bytes")]
+    pub snapshot_bytes: u64,
+}
+
+fn default_snapshot_bytes() -> u64 {
+    64 << 20
 }
 
 fn default_group_ms() -> u64 {
@@ -91,7 +99,11 @@ fn default_group_ms() -> u64 {
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        StorageConfig { fsync: Fsync::Always, group_commit_ms: default_group_ms() }
+        StorageConfig {
+            fsync: Fsync::Always,
+            group_commit_ms: default_group_ms(),
+            snapshot_bytes: default_snapshot_bytes(),
+        }
     }
 }
 

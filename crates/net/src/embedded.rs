@@ -80,7 +80,7 @@ impl Embedded {
             metrics: Vec::new(),
             topology,
             params: spec.params.clone(),
-            storage: StorageConfig { fsync: spec.fsync, group_commit_ms: 2 },
+            storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },
             limits: Limits::default(),
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
         };

@@ -26,6 +26,7 @@ pub struct NodeMetrics {
     pub versions: AtomicU64,
     pub keys: AtomicU64,
     pub wal_bytes: AtomicU64,
+    pub snapshots: AtomicU64,
     pub clients: AtomicU64,
     pub refused: AtomicU64,
 }
@@ -44,6 +45,7 @@ impl NodeMetrics {
             versions: AtomicU64::new(0),
             keys: AtomicU64::new(0),
             wal_bytes: AtomicU64::new(0),
+            snapshots: AtomicU64::new(0),
             clients: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         }
@@ -104,6 +106,13 @@ impl NodeMetrics {
         g(&mut s, "store_versions", "Versions held.", "gauge", self.versions.load(Ordering::Relaxed));
         g(&mut s, "store_keys", "Keys held.", "gauge", self.keys.load(Ordering::Relaxed));
         g(&mut s, "wal_bytes", "Bytes in the write-ahead log.", "gauge", self.wal_bytes.load(Ordering::Relaxed));
+        g(
+            &mut s,
+            "snapshots_total",
+            "Log compactions into a snapshot.",
+            "counter",
+            self.snapshots.load(Ordering::Relaxed),
+        );
         g(&mut s, "clients", "Open client connections.", "gauge", self.clients.load(Ordering::Relaxed));
         g(&mut s, "refused_total", "Connections or requests refused.", "counter", self.refused.load(Ordering::Relaxed));
         s

@@ -229,6 +229,8 @@ pub fn spawn<P: Protocol>(
         last_sync: Instant::now(),
         metrics: metrics.clone(),
         stopping: false,
+        outbox: vec![std::collections::BTreeMap::new(); n],
+        snapshot_bytes: cluster.config.storage.snapshot_bytes.max(1),
     };
     let outbox = recovered.outbox;
     let thread = std::thread::Builder::new()
@@ -544,6 +546,10 @@ struct ProtocolLoop<P: Protocol> {
     last_sync: Instant,
     metrics: Arc<NodeMetrics>,
     stopping: bool,
+    /// Messages sent to each peer and not yet acknowledged: what a snapshot
+    /// must keep so they are resent after a restart.
+    outbox: Vec<std::collections::BTreeMap<u64, P::Msg>>,
+    snapshot_bytes: u64,
 }
 
 impl<P: Protocol> ProtocolLoop<P> {
@@ -557,6 +563,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (to, msgs) in outbox {
             if let Some(Some(link)) = self.links.get(to.idx()) {
                 for (seq, msg) in msgs {
+                    self.outbox[to.idx()].insert(seq, msg.clone());
                     let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
                     if link.blocking_send(LinkItem { seq, msg, due }).is_err() {
                         return;
@@ -690,6 +697,7 @@ impl<P: Protocol> ProtocolLoop<P> {
             let a = self.acked[i].load(Ordering::Relaxed);
             if a > self.logged_acked[i] {
                 self.logged_acked[i] = a;
+                self.outbox[i] = self.outbox[i].split_off(&a);
                 self.log(LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
             }
         }
@@ -718,6 +726,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                     let seq = self.next_seq[to.idx()];
                     self.next_seq[to.idx()] += 1;
                     self.log(LogRecord::Outbox { to, seq, msg: msg.clone() });
+                    self.outbox[to.idx()].insert(seq, msg.clone());
                     release.push(Release::Peer { to, seq, msg });
                 }
                 Out::Reply(c, msg) => release.push(Release::Reply(c, msg)),
@@ -754,9 +763,65 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (i, d) in self.delivered.iter().enumerate() {
             self.durable_delivered[i].store(*d, Ordering::Release);
         }
+        if self.wal.bytes > self.snapshot_bytes {
+            self.checkpoint();
+        }
         self.metrics.versions.store(self.store.version_count() as u64, Ordering::Relaxed);
         self.metrics.keys.store(self.store.key_count() as u64, Ordering::Relaxed);
         self.metrics.wal_bytes.store(self.wal.bytes, Ordering::Relaxed);
+    }
+
+    /// Compact the log: everything durable about this node, as one snapshot.
+    /// Runs after a commit, so every record it replaces is already synced.
+    fn checkpoint(&mut self) {
+        let started = Instant::now();
+        let store = &self.store;
+        let keys = store.keys_sorted();
+        let versions = keys
+            .iter()
+            .flat_map(|k| store.versions(k).iter().map(|v| LogRecord::Version { key: k.clone(), version: v.clone() }));
+        let outbox = self.outbox.iter().enumerate().flat_map(|(i, m)| {
+            m.iter().map(move |(&seq, msg)| LogRecord::Outbox { to: NodeId(i as u32), seq, msg: msg.clone() })
+        });
+        let acked = self
+            .logged_acked
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| **a > 0)
+            .map(|(i, &a)| LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
+        let delivered = self
+            .delivered
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| **d > 0)
+            .map(|(i, &seq)| LogRecord::Delivered { from: NodeId(i as u32), seq });
+        let floor = std::iter::once(LogRecord::ClockFloor { us: self.persisted_floor_us });
+        // The next sequence number per peer must survive even when nothing is
+        // unacknowledged (no outbox record would carry it): an empty outbox
+        // means everything below `next_seq` is acknowledged, so say that.
+        let next: Vec<LogRecord<P::Version, P::Msg>> = self
+            .next_seq
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| **s > 1 && self.outbox[*i].is_empty())
+            .map(|(i, &s)| LogRecord::Acked { to: NodeId(i as u32), next_seq: s })
+            .collect();
+        let result = self.wal.checkpoint(versions.chain(outbox).chain(acked).chain(next).chain(delivered).chain(floor));
+        match result {
+            Ok(()) => {
+                self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    node = self.node.0,
+                    keys = keys.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "log compacted into a snapshot"
+                );
+            }
+            Err(e) => {
+                tracing::error!(node = self.node.0, "snapshot failed: {e}; stopping the node");
+                self.stopping = true;
+            }
+        }
     }
 
     fn log(&mut self, r: LogRecord<P::Version, P::Msg>) {
