@@ -125,7 +125,15 @@ pub enum Observation<'a> {
     /// applied (the instant its acknowledgement leaves); elsewhere when the
     /// protocol's visibility rule first admits it. `origin` is the DC the
     /// write was accepted in.
-    Visible { key: &'a Key, value: &'a Value, origin: DcId },
+    ///
+    /// `written_us` is the version's timestamp in its origin's physical
+    /// clock (an HLC's `l`): runtimes without true time estimate visibility
+    /// latency from it, as seed 000 does (skew included).
+    Visible { key: &'a Key, value: &'a Value, origin: DcId, written_us: u64 },
+    /// This node's stable time (GST, the least DSV entry…) advanced to
+    /// `stable_us` of the physical clock: every remote write stamped at or
+    /// before it is visible here. Runtimes report the lag behind the clock.
+    Stable { stable_us: u64 },
     /// A request (or replicated update) waited `waited_us` of this node's
     /// clock inside the server before it could proceed.
     Blocked { what: &'static str, waited_us: u64 },

@@ -5,6 +5,8 @@
 //! dependency for one read-only page, so the endpoint answers any request on
 //! its port with the page.
 
+use causeway_core::summary::histogram;
+use hdrhistogram::Histogram;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -15,6 +17,14 @@ use tokio::sync::watch;
 
 pub struct NodeMetrics {
     pub requests: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    /// Time from a client request's arrival to its reply's release, by the
+    /// request's kind (includes any wait inside the server and the log sync).
+    pub latency: Mutex<std::collections::BTreeMap<&'static str, Histogram<u64>>>,
+    /// Remote versions' visibility latency, estimated as this node's clock at
+    /// visibility minus the version's origin timestamp (skew included).
+    pub visibility: Mutex<Histogram<u64>>,
+    /// The clock minus the latest stable time the protocol reported.
+    pub stable_lag_us: AtomicU64,
     pub peer_in: AtomicU64,
     pub peer_out: AtomicU64,
     /// Unacknowledged messages per destination: the replication queue depth.
@@ -35,6 +45,9 @@ impl NodeMetrics {
     pub fn new(nodes: usize) -> NodeMetrics {
         NodeMetrics {
             requests: Mutex::new(Default::default()),
+            latency: Mutex::new(Default::default()),
+            visibility: Mutex::new(histogram()),
+            stable_lag_us: AtomicU64::new(0),
             peer_in: AtomicU64::new(0),
             peer_out: AtomicU64::new(0),
             peer_depth: (0..nodes).map(|_| Arc::new(AtomicU64::new(0))).collect(),
@@ -57,10 +70,39 @@ impl NodeMetrics {
         }
     }
 
+    pub fn record_latency(&self, kind: &'static str, us: u64) {
+        if let Ok(mut m) = self.latency.lock() {
+            let _ = m.entry(kind).or_insert_with(histogram).record(us.max(1));
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
+        let summary = |s: &mut String, name: &str, label: &str, h: &Histogram<u64>| {
+            for q in [0.5, 0.9, 0.99] {
+                let _ = writeln!(s, "causeway_{name}{{{label}quantile=\"{q}\"}} {}", h.value_at_quantile(q));
+            }
+            let open = if label.is_empty() { String::new() } else { format!("{{{}}}", label.trim_end_matches(',')) };
+            let _ = writeln!(s, "causeway_{name}_sum{open} {}", (h.mean() * h.len() as f64) as u64);
+            let _ = writeln!(s, "causeway_{name}_count{open} {}", h.len());
+        };
+        let _ = writeln!(s, "# HELP causeway_request_latency_microseconds Request arrival to reply, by request kind.");
+        let _ = writeln!(s, "# TYPE causeway_request_latency_microseconds summary");
+        if let Ok(m) = self.latency.lock() {
+            for (k, h) in m.iter() {
+                summary(&mut s, "request_latency_microseconds", &format!("kind=\"{k}\","), h);
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP causeway_visibility_latency_microseconds Remote versions: visible here minus written at origin (clock skew included)."
+        );
+        let _ = writeln!(s, "# TYPE causeway_visibility_latency_microseconds summary");
+        if let Ok(h) = self.visibility.lock() {
+            summary(&mut s, "visibility_latency_microseconds", "", &h);
+        }
         let g = |s: &mut String, name: &str, help: &str, kind: &str, v: u64| {
             let _ = writeln!(s, "# HELP causeway_{name} {help}\n# TYPE causeway_{name} {kind}\ncauseway_{name} {v}");
         };
@@ -81,6 +123,13 @@ impl NodeMetrics {
                 let _ = writeln!(s, "causeway_replication_queue{{to=\"{i}\"}} {v}");
             }
         }
+        g(
+            &mut s,
+            "stable_lag_microseconds",
+            "The clock minus the protocol's latest stable time.",
+            "gauge",
+            self.stable_lag_us.load(Ordering::Relaxed),
+        );
         g(&mut s, "local_writes_total", "Writes accepted here.", "counter", self.local_writes.load(Ordering::Relaxed));
         g(
             &mut s,
@@ -146,5 +195,38 @@ pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Recei
             },
             _ = stop.changed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn serves_the_prometheus_page() {
+        let m = Arc::new(NodeMetrics::new(2));
+        m.count_request("get_req");
+        m.record_latency("get_req", 250);
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        tokio::spawn(serve(addr, m, stop));
+        let mut body = String::new();
+        for _ in 0..50 {
+            if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
+                s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+                s.read_to_string(&mut body).await.unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let _ = stop_tx.send(true);
+        assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+        assert!(body.contains("causeway_requests_total{kind=\"get_req\"} 1"), "{body}");
+        assert!(
+            body.contains("causeway_request_latency_microseconds{kind=\"get_req\",quantile=\"0.5\"} 250"),
+            "{body}"
+        );
+        assert!(body.contains("# TYPE causeway_store_versions gauge"), "{body}");
     }
 }

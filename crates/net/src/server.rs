@@ -231,6 +231,7 @@ pub fn spawn<P: Protocol>(
         stopping: false,
         outbox: vec![std::collections::BTreeMap::new(); n],
         snapshot_bytes: cluster.config.storage.snapshot_bytes.max(1),
+        in_progress: FxHashMap::default(),
     };
     let outbox = recovered.outbox;
     let thread = std::thread::Builder::new()
@@ -503,12 +504,18 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
     }
     fn observe(&mut self, obs: Observation<'_>) {
         match obs {
-            Observation::Visible { origin, .. } => {
+            Observation::Visible { origin, written_us, .. } => {
                 if origin == self.dc {
                     self.metrics.local_writes.fetch_add(1, Ordering::Relaxed);
                 } else {
                     self.metrics.remote_visible.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut h) = self.metrics.visibility.lock() {
+                        let _ = h.record(self.now.saturating_sub(written_us).max(1));
+                    }
                 }
+            }
+            Observation::Stable { stable_us } => {
+                self.metrics.stable_lag_us.store(self.now.saturating_sub(stable_us), Ordering::Relaxed);
             }
             Observation::Blocked { waited_us, .. } => {
                 self.metrics.blocked.fetch_add(1, Ordering::Relaxed);
@@ -550,6 +557,9 @@ struct ProtocolLoop<P: Protocol> {
     /// must keep so they are resent after a restart.
     outbox: Vec<std::collections::BTreeMap<u64, P::Msg>>,
     snapshot_bytes: u64,
+    /// Each client's request in progress: its kind and arrival, for the
+    /// latency metric.
+    in_progress: FxHashMap<ClientId, (&'static str, Instant)>,
 }
 
 impl<P: Protocol> ProtocolLoop<P> {
@@ -640,9 +650,11 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
             Input::ClientGone { client } => {
                 self.clients.remove(&client);
+                self.in_progress.remove(&client);
             }
             Input::Client { client, msg } => {
                 self.metrics.count_request(msg.kind());
+                self.in_progress.insert(client, (msg.kind(), Instant::now()));
                 self.server.on_client(&mut env, client, msg);
             }
             Input::Peer { from, seq, msg } => {
@@ -842,6 +854,9 @@ impl<P: Protocol> ProtocolLoop<P> {
                 }
             }
             Release::Reply(client, msg) => {
+                if let Some((kind, since)) = self.in_progress.remove(&client) {
+                    self.metrics.record_latency(kind, since.elapsed().as_micros() as u64);
+                }
                 if let Some(tx) = self.clients.get(&client) {
                     let _ = tx.send(encode(&Wire::Reply(msg)));
                 }

@@ -894,7 +894,7 @@ impl CsxServer {
         let ut = self.vv[m].update(env.now_us(), dt);
         let version = Version { value, ut, sr: self.m, ds };
         self.apply(env, key.clone(), version.clone());
-        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m });
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ut.l });
         env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));
         // Line 19. Sent in ut order on FIFO channels, so a peer may set VV[m] = ut.
         for &peer in &self.peers {
@@ -1142,6 +1142,9 @@ impl CsxServer {
                 grew = true;
             }
         }
+        if grew && let Some(least) = self.dsv.iter().map(|t| t.l).min() {
+            env.observe(Observation::Stable { stable_us: least });
+        }
         if grew && !self.parked_rots.is_empty() {
             let dsv = &self.dsv;
             let (ready, parked): (Vec<ParkedRot>, Vec<ParkedRot>) = std::mem::take(&mut self.parked_rots)
@@ -1180,7 +1183,7 @@ impl CsxServer {
         let (m, dsv) = (self.m, &self.dsv);
         let read = env.store().latest_where(key, |d| get_visible(d, m, dsv)).map(Versioned::order);
         if read == Some(order) {
-            env.observe(Observation::Visible { key, value, origin: order.1 });
+            env.observe(Observation::Visible { key, value, origin: order.1, written_us: order.0.l });
         }
     }
 

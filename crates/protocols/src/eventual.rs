@@ -126,7 +126,12 @@ impl Server for EventualServer {
                 self.last_ts = env.now_us().max(self.last_ts + 1);
                 let version = Version { value, ts: self.last_ts, dc: self.dc };
                 Self::apply(env, key.clone(), version.clone());
-                env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc });
+                env.observe(Observation::Visible {
+                    key: &key,
+                    value: &version.value,
+                    origin: self.dc,
+                    written_us: version.ts,
+                });
                 env.reply(from, Msg::PutReply);
                 let p = self.topology.partition_of(&key);
                 let peers: Vec<NodeId> =
@@ -141,10 +146,10 @@ impl Server for EventualServer {
 
     fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, _from: NodeId, msg: Msg) {
         if let Msg::Replicate { key, version } = msg {
-            let origin = version.dc;
+            let (origin, written_us) = (version.dc, version.ts);
             let value = version.value.clone();
             if Self::apply(env, key.clone(), version) == causeway_core::Inserted::Newest {
-                env.observe(Observation::Visible { key: &key, value: &value, origin });
+                env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
             }
         }
     }

@@ -488,11 +488,12 @@ impl PartitionServer {
             return;
         }
         self.gst = g;
+        env.observe(Observation::Stable { stable_us: g });
         while let Some(e) = self.not_yet_visible.first_entry()
             && e.key().0 <= g
         {
-            let ((_, origin, key), value) = e.remove_entry();
-            env.observe(Observation::Visible { key: &key, value: &value, origin });
+            let ((written_us, origin, key), value) = e.remove_entry();
+            env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
         }
         while let Some(e) = self.parked_rots.first_entry()
             && e.key().0 <= g
@@ -587,7 +588,7 @@ impl PartitionServer {
         }
         let version = Version { value, ut, sr: self.dc };
         env.store().insert(key.clone(), version.clone());
-        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc });
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: ut });
         self.vv[self.dc.idx()] = ut;
         env.reply(client, Msg::PutReply { ut });
         // Sent as the version is created, so each FIFO channel carries this
@@ -615,7 +616,7 @@ impl PartitionServer {
         }
         self.gc_queue.insert((ut, key.clone()));
         if ut <= self.gst {
-            env.observe(Observation::Visible { key: &key, value: &value, origin: k });
+            env.observe(Observation::Visible { key: &key, value: &value, origin: k, written_us: ut });
         } else {
             self.not_yet_visible.insert((ut, k, key), value);
         }

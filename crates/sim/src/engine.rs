@@ -172,13 +172,15 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
     }
     fn observe(&mut self, obs: Observation<'_>) {
         match obs {
-            Observation::Visible { key, value, origin } => {
+            Observation::Visible { key, value, origin, .. } => {
                 if let Some(write) = write_id_of(value) {
                     let key = (origin == self.dc && !self.full).then(|| key.clone());
                     self.obs.push(ObsRec::Visible { write, origin, key });
                 }
             }
             Observation::Blocked { what, waited_us } => self.obs.push(ObsRec::Blocked { what, waited_us }),
+            // The simulator measures visibility and stability in true time.
+            Observation::Stable { .. } => {}
         }
     }
 }
