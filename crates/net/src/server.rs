@@ -64,6 +64,8 @@ pub struct NodeHandle {
     stop_tasks: watch::Sender<bool>,
     stop_thread: Box<dyn Fn() + Send + Sync>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Disconnects when the accept task has ended and dropped its listener.
+    acceptor_done: smpsc::Receiver<()>,
 }
 
 impl NodeHandle {
@@ -71,6 +73,9 @@ impl NodeHandle {
     /// (so everything acknowledged is in the log) and join the protocol thread.
     pub fn stop(mut self) -> Result<(), NodeError> {
         let _ = self.stop_tasks.send(true);
+        // The listener must be closed before `stop` returns, so the node can
+        // be restarted on the same address at once.
+        let _ = self.acceptor_done.recv_timeout(Duration::from_secs(5));
         (self.stop_thread)();
         if let Some(t) = self.thread.take() {
             t.join().map_err(|_| NodeError::Panicked { node: self.node.0 })?;
@@ -158,7 +163,9 @@ pub fn spawn<P: Protocol>(
         metrics: metrics.clone(),
     };
     let mut stop_accept = stop_rx.clone();
+    let (acceptor_done_tx, acceptor_done) = smpsc::channel::<()>();
     rt.spawn(async move {
+        let _done = acceptor_done_tx;
         let listener = match TcpListener::from_std(listener) {
             Ok(l) => l,
             Err(e) => {
@@ -251,6 +258,7 @@ pub fn spawn<P: Protocol>(
             let _ = stop_in.send(Input::Stop);
         }),
         thread: Some(thread),
+        acceptor_done,
     })
 }
 
