@@ -123,8 +123,11 @@ pub enum Observation<'a> {
     /// A version of `key` holding `value` became visible to local reads at
     /// this node. At the write's origin this is reported when the write is
     /// applied (the instant its acknowledgement leaves); elsewhere when the
-    /// protocol's visibility rule first admits it. `origin` is the DC the
-    /// write was accepted in.
+    /// protocol's visibility rule first admits it *and* it is the version a
+    /// local GET would then return. A version that lost last-writer-wins to
+    /// one already visible is never read, so it is never reported; every
+    /// protocol follows this, so visibility figures compare. `origin` is the
+    /// DC the write was accepted in.
     ///
     /// `written_us` is the version's timestamp in its origin's physical
     /// clock (an HLC's `l`): runtimes without true time estimate visibility

@@ -76,10 +76,11 @@
 //!    the newest one with `ut ≤` a GST at least `gc_grace_us` old. A ROT slice
 //!    that needed a dropped version fails the ROT ("snapshot pruned") rather
 //!    than returning an older state.
-//! 9. **Observations.** [`Observation::Visible`] is reported for *every*
-//!    version once it is readable: a local one when it is written, a remote
-//!    one when it is present and `ut ≤ GST` — also when it lost
-//!    last-writer-wins to a version already there. `Blocked` is reported
+//! 9. **Observations.** [`Observation::Visible`] is reported once per
+//!    version: a local one when it is written, a remote one when it is
+//!    present, `ut ≤ GST`, and it is what a GET returns (a last-writer-wins
+//!    loser is never read, so never reported — the same rule as every other
+//!    protocol). [`Observation::Stable`] reports each new GST. `Blocked` is reported
 //!    as `put_clock_wait` (C1) and `rot_gst_wait`, only when a request waited.
 
 use crate::common::{client_server_for, fail_unsupported};
@@ -483,6 +484,24 @@ impl PartitionServer {
     /// GST = max(GST, g), for any `g` that is a stable time of this DC (a
     /// tree result, or a GST a client or coordinator got from this DC).
     /// Remote versions it admits become visible; parked ROTs it satisfies start.
+    /// Report a remote version visible if it is what a GET returns now: a
+    /// version that lost last-writer-wins to one already visible is never
+    /// read, so it is never reported (the meaning of `Observation::Visible`).
+    fn report_if_read(
+        &self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: &Key,
+        value: &Value,
+        origin: DcId,
+        written_us: TimeUs,
+    ) {
+        let (m, gst) = (self.dc, self.gst);
+        let read = env.store().latest_where(key, |d| d.sr == m || d.ut <= gst).map(|d| (d.ut, d.sr));
+        if read == Some((written_us, origin)) {
+            env.observe(Observation::Visible { key, value, origin, written_us });
+        }
+    }
+
     fn raise_gst(&mut self, env: &mut impl ServerEnv<Msg, Version>, g: TimeUs) {
         if g <= self.gst {
             return;
@@ -493,7 +512,7 @@ impl PartitionServer {
             && e.key().0 <= g
         {
             let ((written_us, origin, key), value) = e.remove_entry();
-            env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
+            self.report_if_read(env, &key, &value, origin, written_us);
         }
         while let Some(e) = self.parked_rots.first_entry()
             && e.key().0 <= g
@@ -616,7 +635,7 @@ impl PartitionServer {
         }
         self.gc_queue.insert((ut, key.clone()));
         if ut <= self.gst {
-            env.observe(Observation::Visible { key: &key, value: &value, origin: k, written_us: ut });
+            self.report_if_read(env, &key, &value, k, ut);
         } else {
             self.not_yet_visible.insert((ut, k, key), value);
         }
