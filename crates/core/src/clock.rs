@@ -77,11 +77,24 @@ impl Hlc {
         let l_old = self.l;
         self.l = l_old.max(pt);
         if self.l == l_old {
-            self.c += 1;
+            self.bump(self.c);
         } else {
             self.c = 0;
         }
         *self
+    }
+
+    /// Set the counter to `c + 1`. The counter is bounded in Kulkarni et al.;
+    /// if a peer ever hands us one at its limit, carry into `l` instead of
+    /// overflowing: the timestamp still grows, it only runs 1 µs ahead.
+    fn bump(&mut self, c: u32) {
+        match c.checked_add(1) {
+            Some(c) => self.c = c,
+            None => {
+                self.l += 1;
+                self.c = 0;
+            }
+        }
     }
 
     /// Receive event, and the `updateHLC(dt)` of every protocol in seed 000:
@@ -91,11 +104,11 @@ impl Hlc {
         let l_old = self.l;
         self.l = l_old.max(m.l).max(pt);
         if self.l == l_old && self.l == m.l {
-            self.c = self.c.max(m.c) + 1;
+            self.bump(self.c.max(m.c));
         } else if self.l == l_old {
-            self.c += 1;
+            self.bump(self.c);
         } else if self.l == m.l {
-            self.c = m.c + 1;
+            self.bump(m.c);
         } else {
             self.c = 0;
         }
@@ -143,5 +156,10 @@ mod tests {
         assert_eq!(h2.update(150, Hlc::new(200, 5)), Hlc::new(200, 6));
         // Physical time ahead of everything resets c.
         assert_eq!(h2.update(300, Hlc::new(200, 9)), Hlc::new(300, 0));
+        // A counter at its limit carries into l rather than overflowing.
+        let mut h3 = Hlc::new(500, 0);
+        let t = h3.update(100, Hlc::new(500, u32::MAX));
+        assert_eq!(t, Hlc::new(501, 0));
+        assert!(t > Hlc::new(500, u32::MAX));
     }
 }

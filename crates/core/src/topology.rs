@@ -210,6 +210,11 @@ impl Topology {
     pub fn role(&self, node: NodeId) -> NodeRole {
         self.roles[node.idx()]
     }
+    /// The role of a node, or `None` for an id outside the topology (for
+    /// ids that arrive from outside and have not been checked yet).
+    pub fn try_role(&self, node: NodeId) -> Option<NodeRole> {
+        self.roles.get(node.idx()).copied()
+    }
     pub fn contains(&self, node: NodeId) -> bool {
         node.idx() < self.roles.len()
     }
