@@ -25,9 +25,7 @@ fn progress_bar(label: &str) -> impl Fn(f64) + '_ {
     }
 }
 
-fn ms(us: u64) -> String {
-    format!("{:.1}", us as f64 / 1_000.0)
-}
+use causeway_sim::report::ms;
 
 fn scratch_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("causeway-{name}-{}", std::process::id()));

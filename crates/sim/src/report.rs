@@ -3,8 +3,23 @@
 use crate::metrics::SimReport;
 use std::fmt::Write;
 
-fn ms(us: u64) -> String {
+/// µs as milliseconds with one decimal, as every report prints them.
+pub fn ms(us: u64) -> String {
     format!("{:.1}", us as f64 / 1_000.0)
+}
+
+fn summary_row(s: &mut String, name: &str, l: &crate::metrics::Summary) {
+    let _ = writeln!(
+        s,
+        "    {:<14} {:>9} {:>8.2} {:>8} {:>8} {:>8} {:>8}",
+        name,
+        l.count,
+        l.mean_us / 1e3,
+        ms(l.p50_us),
+        ms(l.p95_us),
+        ms(l.p99_us),
+        ms(l.max_us)
+    );
 }
 
 /// A full text report of one run.
@@ -27,32 +42,12 @@ pub fn render(r: &SimReport) -> String {
         writeln!(s, "  throughput {:.0} ops/s ({} ops, {} failed)", r.throughput_ops_s, r.ops_completed, r.ops_failed);
     let _ = writeln!(s, "  latency (ms)        count     mean      p50      p95      p99      max");
     for (k, l) in &r.latency {
-        let _ = writeln!(
-            s,
-            "    {:<14} {:>9} {:>8.2} {:>8} {:>8} {:>8} {:>8}",
-            k,
-            l.count,
-            l.mean_us / 1e3,
-            ms(l.p50_us),
-            ms(l.p95_us),
-            ms(l.p99_us),
-            ms(l.max_us)
-        );
+        summary_row(&mut s, k, l);
     }
     if !r.blocked.is_empty() {
         let _ = writeln!(s, "  blocked in servers (ms)");
         for (k, l) in &r.blocked {
-            let _ = writeln!(
-                s,
-                "    {:<14} {:>9} {:>8.2} {:>8} {:>8} {:>8} {:>8}",
-                k,
-                l.count,
-                l.mean_us / 1e3,
-                ms(l.p50_us),
-                ms(l.p95_us),
-                ms(l.p99_us),
-                ms(l.max_us)
-            );
+            summary_row(&mut s, k, l);
         }
     }
     let _ = writeln!(s, "  update visibility, true time (ms)   count      p50      p95      p99  never");
