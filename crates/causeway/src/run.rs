@@ -25,7 +25,7 @@ fn progress_bar(label: &str) -> impl Fn(f64) + '_ {
     }
 }
 
-use causeway_sim::report::ms;
+use causeway_sim::report::{ms, percentile_ms};
 
 fn scratch_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("causeway-{name}-{}", std::process::id()));
@@ -40,9 +40,7 @@ pub fn table(reports: &[LoadReport]) -> String {
         "protocol", "ops/s", "get p50", "get p99", "put p50", "put p99", "rot p50", "rot p99"
     );
     for r in reports {
-        let lat = |k: &str, p99: bool| {
-            r.latency.get(k).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
-        };
+        let lat = |k: &str, p99: bool| percentile_ms(&r.latency, k, p99);
         let vis: Vec<String> = r
             .visibility
             .iter()

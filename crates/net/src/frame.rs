@@ -73,8 +73,6 @@ pub enum WireError {
     ValueTooLarge { len: usize, max: usize },
     #[error("a client may not send {0:?} messages")]
     NotAClientRequest(String),
-    #[error("peer sequence gap: expected {expected}, got {got}")]
-    SequenceGap { expected: u64, got: u64 },
     #[error("the server is shutting down")]
     ShuttingDown,
 }

@@ -533,6 +533,16 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
     }
 }
 
+/// The environment of one handler call: this node's clock reading and
+/// disjoint borrows of the loop's store, output buffer and metrics, so the
+/// caller can still borrow `self.server` (a method would borrow all of `self`).
+macro_rules! node_env {
+    ($s:ident) => {{
+        let now = $s.now_us();
+        NEnv { node: $s.node, dc: $s.dc, now, store: &mut $s.store, out: &mut $s.out, metrics: &$s.metrics }
+    }};
+}
+
 struct ProtocolLoop<P: Protocol> {
     node: NodeId,
     dc: DcId,
@@ -593,15 +603,7 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     fn run(mut self) {
         {
-            let now = self.now_us();
-            let mut env = NEnv {
-                node: self.node,
-                dc: self.dc,
-                now,
-                store: &mut self.store,
-                out: &mut self.out,
-                metrics: &self.metrics,
-            };
+            let mut env = node_env!(self);
             self.server.on_start(&mut env);
         }
         self.commit();
@@ -643,15 +645,7 @@ impl<P: Protocol> ProtocolLoop<P> {
     }
 
     fn handle(&mut self, input: Input<P::Msg>) {
-        let now = self.now_us();
-        let mut env = NEnv {
-            node: self.node,
-            dc: self.dc,
-            now,
-            store: &mut self.store,
-            out: &mut self.out,
-            metrics: &self.metrics,
-        };
+        let mut env = node_env!(self);
         match input {
             Input::ClientHello { client, tx } => {
                 self.clients.insert(client, tx);
@@ -694,15 +688,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                 break;
             }
             self.timers.pop();
-            let now = self.now_us();
-            let mut env = NEnv {
-                node: self.node,
-                dc: self.dc,
-                now,
-                store: &mut self.store,
-                out: &mut self.out,
-                metrics: &self.metrics,
-            };
+            let mut env = node_env!(self);
             self.server.on_timer(&mut env, token);
         }
     }

@@ -8,6 +8,15 @@ pub fn ms(us: u64) -> String {
     format!("{:.1}", us as f64 / 1_000.0)
 }
 
+/// The p50 (or p99) of one operation kind in ms, or "-" if none ran.
+pub fn percentile_ms(
+    latency: &std::collections::BTreeMap<String, crate::metrics::Summary>,
+    kind: &str,
+    p99: bool,
+) -> String {
+    latency.get(kind).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
+}
+
 fn summary_row(s: &mut String, name: &str, l: &crate::metrics::Summary) {
     let _ = writeln!(
         s,
@@ -90,9 +99,7 @@ pub fn comparison(reports: &[SimReport]) -> String {
         "", "", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", ""
     );
     for r in reports {
-        let lat = |k: &str, p99: bool| {
-            r.latency.get(k).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
-        };
+        let lat = |k: &str, p99: bool| percentile_ms(&r.latency, k, p99);
         // Visibility over all DC pairs: the median of the pairs' medians, and the worst p99.
         let mut p50s: Vec<u64> =
             r.visibility.iter().filter(|v| v.summary.count > 0).map(|v| v.summary.p50_us).collect();
