@@ -35,6 +35,10 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     fn max_key_value_len(&self) -> (usize, usize) {
         (0, 0)
     }
+    /// Bytes of user keys and values this message carries. The rest of its
+    /// wire size is the protocol's metadata, which the benchmarks report per
+    /// message. No default: a wrong answer would silently skew that figure.
+    fn payload_bytes(&self) -> usize;
 }
 
 /// Size of a message in the compact binary codec the network runtime uses

@@ -156,6 +156,12 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn key_count(&self) -> usize {
         self.chains.len()
     }
+
+    /// Every stored version, in no particular order: only for order-free
+    /// aggregates (sizes, counts), never for anything a run's outcome depends on.
+    pub fn all_versions(&self) -> impl Iterator<Item = &V> + '_ {
+        self.chains.values().flat_map(|c| c.versions.iter())
+    }
     pub fn version_count(&self) -> usize {
         self.versions
     }

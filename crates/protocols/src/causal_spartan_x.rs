@@ -116,7 +116,7 @@
 //!   overflow `updateHLC`), or a key of another partition is refused with
 //!   `BadRequest`. Malformed peer messages are dropped.
 
-use crate::common::{client_server_for, fail_unsupported};
+use crate::common::{client_server_for, fail_unsupported, payload};
 use crate::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, DcId, DepSet, Hlc, Inserted, Key, Message, NodeCtx, NodeId, NodeRole,
@@ -272,6 +272,26 @@ impl Message for Msg {
             Msg::PutReq { key, value, .. } => (key.len(), value.len()),
             Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
             _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        let items = |items: &[Option<ReadItem>]| payload(items.iter().flatten().map(|i| &i.value[..]));
+        match self {
+            Msg::GetReq { key, .. } => key.len(),
+            Msg::GetReply(Ok(GetOk { item, .. })) => item.as_ref().map_or(0, |i| i.value.len()),
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
+                key.len() + value.len()
+            }
+            Msg::RotReq { keys, .. } | Msg::SliceReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
+            Msg::RotReply(Ok(r)) => items(&r.items),
+            Msg::SliceReply { slice: Ok(s), .. } => items(&s.items),
+            Msg::GetReply(Err(_))
+            | Msg::PutReply(_)
+            | Msg::RotReply(Err(_))
+            | Msg::SliceReply { slice: Err(_), .. }
+            | Msg::Heartbeat { .. }
+            | Msg::StableReport { .. }
+            | Msg::StablePush { .. } => 0,
         }
     }
 }

@@ -72,6 +72,16 @@ impl Message for Msg {
             _ => (0, 0),
         }
     }
+    fn payload_bytes(&self) -> usize {
+        match self {
+            Msg::GetReq { key } => key.len(),
+            Msg::GetReply { key, value } => key.len() + value.as_ref().map_or(0, |v| v.len()),
+            Msg::PutReq { key, value } | Msg::Replicate { key, version: Version { value, .. } } => {
+                key.len() + value.len()
+            }
+            Msg::PutReply => 0,
+        }
+    }
 }
 
 /// A stored version: the value and its last-writer-wins position ⟨ts, dc⟩.

@@ -83,7 +83,7 @@
 //!    protocol). [`Observation::Stable`] reports each new GST. `Blocked` is reported
 //!    as `put_clock_wait` (C1) and `rot_gst_wait`, only when a request waited.
 
-use crate::common::{client_server_for, fail_unsupported};
+use crate::common::{client_server_for, fail_unsupported, payload};
 use crate::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, DcId, Inserted, Key, Message, NodeCtx, NodeId, NodeRole, Observation, Op,
@@ -263,6 +263,28 @@ impl Message for Msg {
             Msg::PutReq { key, value, .. } => (key.len(), value.len()),
             Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
             _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        match self {
+            Msg::GetReq { key, .. } => key.len(),
+            Msg::GetReply { value, .. } => value.as_ref().map_or(0, |v| v.len()),
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
+                key.len() + value.len()
+            }
+            Msg::RotReq { keys, .. } | Msg::SliceReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
+            Msg::RotReply { outcome: RotOutcome::Read { values, .. }, .. } => {
+                payload(values.iter().flatten().map(|v| &v[..]))
+            }
+            Msg::SliceReply { reads, .. } => payload(reads.iter().filter_map(|r| match r {
+                SliceRead::Found { value, .. } => Some(&value[..]),
+                SliceRead::Absent | SliceRead::Pruned => None,
+            })),
+            Msg::RotReply { outcome: RotOutcome::Aborted { .. }, .. }
+            | Msg::PutReply { .. }
+            | Msg::Heartbeat { .. }
+            | Msg::StableReport { .. }
+            | Msg::StablePush { .. } => 0,
         }
     }
 }

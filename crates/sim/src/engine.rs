@@ -6,9 +6,9 @@
 //! (one for the network, one per client), so a seed replays exactly; the
 //! trace hash folds in every event handled, so two runs can be compared.
 
-use crate::metrics::{Metrics, SimReport, Summary};
+use crate::metrics::{Metrics, SimReport, Summary, cdf_of};
 use crate::scenario::{FaultKind, Scenario, ScenarioError};
-use crate::workload::{KeySpace, next_op};
+use crate::workload::Generator;
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Message, MvStore, NodeCtx, NodeId, Observation,
     Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Versioned, stable_hash, wire_size, write_id_of,
@@ -86,6 +86,12 @@ struct Session<P: Protocol> {
     busy: Option<(Op, u64)>,
     scripted: Option<VecDeque<crate::scenario::ScriptedOp>>,
     writes: u64,
+    /// Index among the workload's random clients (key groups need it).
+    workload_index: u64,
+    /// The rest of a multi-operation request (an amplified insert), and its
+    /// name and start time.
+    pending: VecDeque<Op>,
+    request: Option<(&'static str, u64)>,
 }
 
 enum Out<M> {
@@ -113,7 +119,9 @@ pub struct Sim<P: Protocol> {
     cut: Vec<Vec<bool>>,
     held: Vec<(Addr, Addr, P::Msg)>,
     net_rng: ChaCha8Rng,
-    keys: KeySpace,
+    workload: Generator,
+    /// Requests the random clients have started (for `operationcount`).
+    issued: u64,
     metrics: Metrics,
     trace: u64,
     events: u64,
@@ -262,6 +270,7 @@ impl<P: Protocol> Sim<P> {
             })
             .collect();
         let mut clients = Vec::new();
+        let workload_clients = sc.workload.clients_per_dc as u64 * m as u64;
         let mut new_session = |dc: DcId, scripted| {
             let id = ClientId(clients.len() as u32);
             clients.push(Session {
@@ -271,6 +280,9 @@ impl<P: Protocol> Sim<P> {
                 busy: None,
                 scripted,
                 writes: 0,
+                workload_index: id.0 as u64,
+                pending: VecDeque::new(),
+                request: None,
             });
         };
         for d in topology.dc_ids() {
@@ -287,7 +299,8 @@ impl<P: Protocol> Sim<P> {
         let history = sc.record_history.then(|| History { protocol: P::NAME.into(), ops: Vec::new() });
         let full = topology.is_full_replication();
         let mut sim = Sim {
-            keys: KeySpace::new(&sc.workload),
+            workload: Generator::new(&sc.workload, topology.clone(), workload_clients),
+            issued: 0,
             net_rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0x6e7)),
             topology,
             now: 0,
@@ -370,8 +383,8 @@ impl<P: Protocol> Sim<P> {
 
     /// Count a message and put it on the wire.
     fn transmit(&mut self, from: Addr, to: Addr, msg: P::Msg) {
-        let bytes = if self.sc.count_bytes { wire_size(&msg) } else { 0 };
-        self.metrics.message(msg.kind(), msg.is_client(), bytes, self.now);
+        let (bytes, payload) = if self.sc.count_bytes { (wire_size(&msg), msg.payload_bytes()) } else { (0, 0) };
+        self.metrics.message(msg.kind(), msg.is_client(), bytes, payload, self.now);
         self.route(from, to, msg);
     }
 
@@ -557,10 +570,27 @@ impl<P: Protocol> Sim<P> {
                     }
                     None => None,
                 },
-                None if self.now < self.stop_issuing_us => {
-                    s.writes += 1;
-                    let write_id = ((c.0 as u64 + 1) << 32) | s.writes;
-                    Some(next_op(&self.sc.workload, &self.keys, &mut s.rng, write_id))
+                None if !s.pending.is_empty() => s.pending.pop_front(),
+                None if self.now < self.stop_issuing_us
+                    && (self.sc.workload.operationcount == 0 || self.issued < self.sc.workload.operationcount) =>
+                {
+                    self.issued += 1;
+                    let writes = &mut s.writes;
+                    let mut write_id = || {
+                        *writes += 1;
+                        ((c.0 as u64 + 1) << 32) | *writes
+                    };
+                    let mut r = self.workload.next_request(
+                        &self.sc.workload,
+                        s.workload_index,
+                        s.dc,
+                        &mut s.rng,
+                        &mut write_id,
+                    );
+                    s.request = r.name.map(|n| (n, self.now));
+                    let first = r.ops.pop_front();
+                    s.pending = r.ops;
+                    first
                 }
                 None => None,
             }
@@ -581,6 +611,14 @@ impl<P: Protocol> Sim<P> {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
             let failed = matches!(result, OpResult::Failed(_));
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
+            self.metrics.staleness(&op, &result, invoke_us, self.now);
+            let s = &mut self.clients[c.idx()];
+            if s.pending.is_empty() || failed {
+                s.pending.clear();
+                if let Some((name, start_us)) = s.request.take() {
+                    self.metrics.request_done(name, start_us, self.now, failed);
+                }
+            }
             self.trace = mix(self.trace, 0xd0e ^ self.now);
             if let Some(h) = self.history.as_mut() {
                 h.ops.push(OpRecord {
@@ -592,7 +630,8 @@ impl<P: Protocol> Sim<P> {
                     complete_us: self.now,
                 });
             }
-            let think = if self.clients[c.idx()].scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
+            let s = &self.clients[c.idx()];
+            let think = if s.scripted.is_some() || !s.pending.is_empty() { 0 } else { self.sc.workload.think_time_us };
             self.schedule(self.now + think, Ev::ClientNext { client: c });
         }
     }
@@ -732,6 +771,17 @@ impl<P: Protocol> Sim<P> {
         let measured_us = m.to_us.saturating_sub(m.from_us).min(self.now.saturating_sub(m.from_us));
         let names: Vec<String> = self.topology.dc_ids().map(|d| self.topology.dc_name(d)).collect();
         let ops = m.completed.max(1) as f64;
+        let latencies = || {
+            let ops = m.latency.iter().map(|(k, h)| (k.name().to_string(), h));
+            ops.chain(m.requests.iter().map(|(k, h)| (k.to_string(), h)))
+        };
+        let versions_held: u64 = self.nodes.iter().map(|n| n.store.version_count() as u64).sum();
+        let mut version_meta = 0u64;
+        if self.sc.count_bytes {
+            for v in self.nodes.iter().flat_map(|n| n.store.all_versions()) {
+                version_meta += wire_size(v).saturating_sub(v.value().len()) as u64;
+            }
+        }
         let mut messages: Vec<(&str, crate::metrics::MessageCount)> =
             m.messages.iter().map(|(k, v)| (*k, v.clone())).collect();
         messages.sort_by_key(|(k, _)| *k);
@@ -748,13 +798,19 @@ impl<P: Protocol> Sim<P> {
             ops_completed: m.completed,
             ops_failed: m.failed,
             throughput_ops_s: if measured_us > 0 { m.completed as f64 * 1e6 / measured_us as f64 } else { 0.0 },
-            latency: m.latency.iter().map(|(k, h)| (k.name().to_string(), Summary::of(h))).collect(),
+            latency: latencies().map(|(k, h)| (k, Summary::of(h))).collect(),
+            latency_cdf: latencies().map(|(k, h)| (k, cdf_of(h))).collect(),
             visibility: m.visibility_report(&names),
+            stale_reads_pct: 100.0 * m.staleness.len() as f64 / m.reads.max(1) as f64,
+            staleness: Summary::of(&m.staleness),
             blocked: m.blocked.iter().map(|(k, h)| (k.to_string(), Summary::of(h))).collect(),
             messages: messages.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             server_msgs_per_op: m.server_msgs as f64 / ops,
             server_bytes_per_op: m.server_bytes as f64 / ops,
             client_bytes_per_op: m.client_bytes as f64 / ops,
+            metadata_bytes_per_msg: (m.server_bytes - m.server_payload) as f64 / m.server_msgs.max(1) as f64,
+            metadata_bytes_per_version: version_meta as f64 / versions_held.max(1) as f64,
+            versions_held,
             trace_hash: format!("{:016x}", self.trace),
         }
     }

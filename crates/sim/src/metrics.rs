@@ -1,7 +1,7 @@
 //! What a run measures, and the report it prints.
 
 pub use causeway_core::summary::Summary;
-use causeway_core::{DcId, OpKind};
+use causeway_core::{DcId, Key, Op, OpKind, OpResult, write_id_of};
 use hdrhistogram::Histogram;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -42,14 +42,42 @@ pub struct SimReport {
     pub ops_completed: u64,
     pub ops_failed: u64,
     pub throughput_ops_s: f64,
+    /// Per operation kind, plus `amplified` for whole amplified requests.
     pub latency: BTreeMap<String, Summary>,
+    /// Latency at the quantiles of [`CDF_QUANTILES`], per entry of `latency`.
+    pub latency_cdf: BTreeMap<String, Vec<u64>>,
     pub visibility: Vec<PairVisibility>,
+    /// Reads (GETs and ROT entries) that returned a version older than one
+    /// already acknowledged when the read began, in % of reads.
+    pub stale_reads_pct: f64,
+    /// For stale reads: how long the newer version had been acknowledged.
+    pub staleness: Summary,
     pub blocked: BTreeMap<String, Summary>,
     pub messages: BTreeMap<String, MessageCount>,
     pub server_msgs_per_op: f64,
     pub server_bytes_per_op: f64,
     pub client_bytes_per_op: f64,
+    /// Server-to-server wire bytes per message that are not user keys or values.
+    pub metadata_bytes_per_msg: f64,
+    /// Serialised bytes per stored version beyond its value, over every
+    /// version held at the end of the run.
+    pub metadata_bytes_per_version: f64,
+    /// Versions held in all stores at the end of the run.
+    pub versions_held: u64,
     pub trace_hash: String,
+}
+
+/// The quantiles `latency_cdf` samples: 0.01 to 0.99 in steps of 0.01, then 0.999.
+pub fn cdf_quantiles() -> impl Iterator<Item = f64> {
+    (1..100).map(|i| i as f64 / 100.0).chain([0.999])
+}
+
+/// Latency at each of [`cdf_quantiles`].
+pub fn cdf_of(h: &Histogram<u64>) -> Vec<u64> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    cdf_quantiles().map(|q| h.value_at_quantile(q)).collect()
 }
 
 struct PendingWrite {
@@ -64,6 +92,8 @@ pub(crate) struct Metrics {
     pub from_us: u64,
     pub to_us: u64,
     pub latency: BTreeMap<OpKind, Histogram<u64>>,
+    /// Multi-operation requests, by name.
+    pub requests: BTreeMap<&'static str, Histogram<u64>>,
     pub completed: u64,
     pub failed: u64,
     visibility: Vec<Vec<Histogram<u64>>>,
@@ -72,7 +102,14 @@ pub(crate) struct Metrics {
     pub messages: FxHashMap<&'static str, MessageCount>,
     pub server_msgs: u64,
     pub server_bytes: u64,
+    pub server_payload: u64,
     pub client_bytes: u64,
+    /// Acknowledged writes per key, in acknowledgement order, and each
+    /// write's acknowledgement time, for staleness.
+    acked: FxHashMap<Key, Vec<(u64, u64)>>,
+    ack_us: FxHashMap<u64, u64>,
+    pub reads: u64,
+    pub staleness: Histogram<u64>,
 }
 
 impl Metrics {
@@ -81,6 +118,7 @@ impl Metrics {
             from_us,
             to_us,
             latency: BTreeMap::new(),
+            requests: BTreeMap::new(),
             completed: 0,
             failed: 0,
             visibility: (0..dcs).map(|_| (0..dcs).map(|_| histogram()).collect()).collect(),
@@ -89,7 +127,12 @@ impl Metrics {
             messages: FxHashMap::default(),
             server_msgs: 0,
             server_bytes: 0,
+            server_payload: 0,
             client_bytes: 0,
+            acked: FxHashMap::default(),
+            ack_us: FxHashMap::default(),
+            reads: 0,
+            staleness: histogram(),
         }
     }
 
@@ -108,6 +151,62 @@ impl Metrics {
         self.completed += 1;
         let h = self.latency.entry(kind).or_insert_with(histogram);
         let _ = h.record((complete_us - invoke_us).max(1));
+    }
+
+    /// A request of several operations finished (or one of them failed).
+    pub fn request_done(&mut self, name: &'static str, start_us: u64, complete_us: u64, failed: bool) {
+        if self.in_window(start_us) && !failed {
+            let h = self.requests.entry(name).or_insert_with(histogram);
+            let _ = h.record((complete_us - start_us).max(1));
+        }
+    }
+
+    /// Staleness: a read is stale when some write to its key was
+    /// acknowledged before the read began, and after the write it returned
+    /// (or at all, when it returned nothing). Ordering writes by
+    /// acknowledgement is exact for a key's non-overlapping writes and an
+    /// approximation for concurrent ones, which last-writer-wins may order
+    /// either way.
+    pub fn staleness(&mut self, op: &Op, result: &OpResult, invoke_us: u64, complete_us: u64) {
+        match (op, result) {
+            (Op::Put { key, value }, OpResult::Put) => {
+                if let Some(id) = write_id_of(value) {
+                    self.acked.entry(key.clone()).or_default().push((complete_us, id));
+                    self.ack_us.insert(id, complete_us);
+                }
+            }
+            (Op::Get { key }, OpResult::Get(v)) if self.in_window(invoke_us) => self.read(key, v.as_deref(), invoke_us),
+            (Op::Rot { keys }, OpResult::Rot(vs)) if self.in_window(invoke_us) => {
+                for (k, v) in keys.iter().zip(vs) {
+                    self.read(k, v.as_deref(), invoke_us);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn read(&mut self, key: &Key, value: Option<&[u8]>, invoke_us: u64) {
+        self.reads += 1;
+        let Some(writes) = self.acked.get(key) else { return };
+        // The first write acknowledged after the one returned.
+        let after = match value {
+            None => 0,
+            Some(v) => {
+                let Some(id) = write_id_of(v) else { return };
+                // Not acknowledged yet: nothing was acknowledged after it.
+                let Some(&at) = self.ack_us.get(&id) else { return };
+                let start = writes.partition_point(|&(t, _)| t < at);
+                match writes[start..].iter().position(|&(_, w)| w == id) {
+                    Some(i) => start + i + 1,
+                    None => return,
+                }
+            }
+        };
+        if let Some(&(newer_us, _)) = writes.get(after) {
+            if newer_us < invoke_us {
+                let _ = self.staleness.record((invoke_us - newer_us).max(1));
+            }
+        }
     }
 
     /// A version of write `id` became visible at a node of `dc`. At the
@@ -143,7 +242,7 @@ impl Metrics {
         }
     }
 
-    pub fn message(&mut self, kind: &'static str, is_client: bool, bytes: usize, now_us: u64) {
+    pub fn message(&mut self, kind: &'static str, is_client: bool, bytes: usize, payload: usize, now_us: u64) {
         if !self.in_window(now_us) {
             return;
         }
@@ -155,6 +254,7 @@ impl Metrics {
         } else {
             self.server_msgs += 1;
             self.server_bytes += bytes as u64;
+            self.server_payload += payload as u64;
         }
     }
 

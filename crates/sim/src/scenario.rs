@@ -169,6 +169,16 @@ pub enum Distribution {
     Uniform,
     /// YCSB's scrambled zipfian with `zipfian_constant`.
     Zipfian,
+    /// YCSB's hotspot: `hotspotopnfraction` of the operations go to the
+    /// first `hotspotdatafraction` of the keys.
+    Hotspot,
+    /// YCSB's latest: zipfian over recency, the newest insert hottest.
+    Latest,
+    /// COPS's dynamic workloads (seed 001 §7, Table 7.3): one group of
+    /// `keys_per_group` keys per client; a client picks a group from a normal
+    /// distribution with `keygroup_variance` centred on its own, then a key
+    /// uniformly inside it. `recordcount` is then clients × keys_per_group.
+    Keygroup,
 }
 
 /// A closed-loop YCSB-style workload. Names follow YCSB where it has one.
@@ -181,20 +191,49 @@ pub struct Workload {
     pub think_time_us: u64,
     #[serde(default = "default_records")]
     pub recordcount: u64,
+    /// Requests issued in all (over all clients) before clients stop; 0
+    /// means until `duration_ms`.
+    #[serde(default)]
+    pub operationcount: u64,
     #[serde(default = "half")]
     pub readproportion: f64,
     #[serde(default = "half")]
     pub updateproportion: f64,
+    /// PUTs to fresh keys (`user<recordcount + n>`), as YCSB inserts.
+    #[serde(default)]
+    pub insertproportion: f64,
     /// Read-only transactions.
     #[serde(default)]
     pub rotproportion: f64,
     /// Keys per ROT (distinct).
     #[serde(default = "default_rot")]
     pub rot_size: usize,
+    /// Partitions each ROT spans (0: wherever its keys fall). When set,
+    /// partitions are chosen first and keys uniformly inside them.
+    #[serde(default)]
+    pub rot_partitions: u32,
+    /// Under partial replication, the fraction of ROTs whose partitions are
+    /// all stored in the client's DC (the rest reach at least one remote
+    /// partition). Unset: keys fall where they fall.
+    #[serde(default)]
+    pub local_txn_ratio: Option<f64>,
+    /// DKVF's amplified insert: when ≥ 1, every update or insert becomes a
+    /// request of this many PUTs, round-robin over partitions, whose
+    /// end-to-end latency is reported as `amplified`.
+    #[serde(default)]
+    pub amplification: u32,
     #[serde(default)]
     pub requestdistribution: Distribution,
     #[serde(default = "default_zipf")]
     pub zipfian_constant: f64,
+    #[serde(default = "default_hot_data")]
+    pub hotspotdatafraction: f64,
+    #[serde(default = "default_hot_opn")]
+    pub hotspotopnfraction: f64,
+    #[serde(default = "default_group_keys")]
+    pub keys_per_group: u64,
+    #[serde(default = "one_f")]
+    pub keygroup_variance: f64,
     /// Value size in bytes (at least 10, the write tag).
     #[serde(default = "default_field")]
     pub fieldlength: usize,
@@ -215,6 +254,18 @@ fn default_zipf() -> f64 {
 fn default_field() -> usize {
     64
 }
+fn default_hot_data() -> f64 {
+    0.2
+}
+fn default_hot_opn() -> f64 {
+    0.8
+}
+fn default_group_keys() -> u64 {
+    512
+}
+fn one_f() -> f64 {
+    1.0
+}
 
 impl Default for Workload {
     fn default() -> Self {
@@ -222,14 +273,79 @@ impl Default for Workload {
             clients_per_dc: 0,
             think_time_us: 0,
             recordcount: default_records(),
+            operationcount: 0,
             readproportion: half(),
             updateproportion: half(),
+            insertproportion: 0.0,
             rotproportion: 0.0,
             rot_size: default_rot(),
+            rot_partitions: 0,
+            local_txn_ratio: None,
+            amplification: 0,
             requestdistribution: Distribution::Uniform,
             zipfian_constant: default_zipf(),
+            hotspotdatafraction: default_hot_data(),
+            hotspotopnfraction: default_hot_opn(),
+            keys_per_group: default_group_keys(),
+            keygroup_variance: one_f(),
             fieldlength: default_field(),
         }
+    }
+}
+
+impl Workload {
+    /// Check the workload against the topology; the message names the field.
+    pub fn validate(&self, topology: &causeway_core::Topology) -> Result<(), String> {
+        let props = [self.readproportion, self.updateproportion, self.insertproportion, self.rotproportion];
+        let total: f64 = props.iter().sum();
+        if total.is_nan() || total <= 0.0 || props.iter().any(|p| *p < 0.0) {
+            return Err(
+                "readproportion, updateproportion, insertproportion and rotproportion must be ≥ 0 and not all 0".into(),
+            );
+        }
+        let keys = match self.requestdistribution {
+            Distribution::Keygroup => {
+                if self.keys_per_group == 0 {
+                    return Err("keys_per_group must be at least 1".into());
+                }
+                if !(self.keygroup_variance >= 0.0 && self.keygroup_variance.is_finite()) {
+                    return Err(format!("keygroup_variance must be ≥ 0, got {}", self.keygroup_variance));
+                }
+                self.keys_per_group * (self.clients_per_dc as u64 * topology.dcs() as u64)
+            }
+            _ => self.recordcount,
+        };
+        if keys == 0 {
+            return Err("recordcount must be at least 1".into());
+        }
+        if self.rotproportion > 0.0 && (self.rot_size == 0 || self.rot_size as u64 > keys) {
+            return Err(format!("rot_size must be between 1 and the number of keys ({keys}), got {}", self.rot_size));
+        }
+        if self.rot_partitions as usize > topology.partitions() || self.rot_partitions as usize > self.rot_size.max(1) {
+            return Err(format!(
+                "rot_partitions must be at most the partitions ({}) and rot_size ({}), got {}",
+                topology.partitions(),
+                self.rot_size,
+                self.rot_partitions
+            ));
+        }
+        if let Some(r) = self.local_txn_ratio {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(format!("local_txn_ratio must be in [0, 1], got {r}"));
+            }
+        }
+        let zipf = matches!(self.requestdistribution, Distribution::Zipfian | Distribution::Latest);
+        if zipf && !(self.zipfian_constant > 0.0 && self.zipfian_constant < 1.0) {
+            return Err("zipfian_constant must be in (0, 1)".into());
+        }
+        for (name, f) in
+            [("hotspotdatafraction", self.hotspotdatafraction), ("hotspotopnfraction", self.hotspotopnfraction)]
+        {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(format!("{name} must be in [0, 1], got {f}"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -401,29 +517,8 @@ impl Scenario {
         let topology = causeway_core::Topology::new(self.topology.clone())?;
         self.one_way_us()?;
         let w = &self.workload;
-        let total = w.readproportion + w.updateproportion + w.rotproportion;
         if w.clients_per_dc > 0 {
-            if total.is_nan()
-                || total <= 0.0
-                || [w.readproportion, w.updateproportion, w.rotproportion].iter().any(|p| *p < 0.0)
-            {
-                return Err(ScenarioError::Workload(
-                    "readproportion, updateproportion and rotproportion must be ≥ 0 and not all 0".into(),
-                ));
-            }
-            if w.recordcount == 0 {
-                return Err(ScenarioError::Workload("recordcount must be at least 1".into()));
-            }
-            if w.rotproportion > 0.0 && (w.rot_size == 0 || w.rot_size as u64 > w.recordcount) {
-                return Err(ScenarioError::Workload(format!(
-                    "rot_size must be between 1 and recordcount ({}), got {}",
-                    w.recordcount, w.rot_size
-                )));
-            }
-            if w.requestdistribution == Distribution::Zipfian && !(w.zipfian_constant > 0.0 && w.zipfian_constant < 1.0)
-            {
-                return Err(ScenarioError::Workload("zipfian_constant must be in (0, 1)".into()));
-            }
+            w.validate(&topology).map_err(ScenarioError::Workload)?;
         }
         let m = topology.dcs() as u16;
         let n = topology.nodes() as u32;

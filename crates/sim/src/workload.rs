@@ -1,26 +1,69 @@
-//! Operation generators for closed-loop simulated clients.
+//! Operation generators for closed-loop simulated clients: YCSB's core
+//! workload under its own names, plus the seeds' shapes (ROTs over a chosen
+//! number of partitions, local versus remote transactions under partial
+//! replication, DKVF's amplified insert, COPS's key groups).
+//!
+//! A client asks for a *request*: usually one operation, but an amplified
+//! insert is `amplification` PUTs issued one after another, and the request's
+//! end-to-end latency is what seed 000's query-amplification experiment plots.
 
 use crate::scenario::{Distribution, Workload};
 use bytes::Bytes;
-use causeway_core::{Key, Op, stable_hash, tagged_value};
+use causeway_core::{DcId, Key, Op, PartitionId, Topology, stable_hash, tagged_value};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
 
-/// The key space: `recordcount` keys named `user<i>` like YCSB's, built once
-/// and shared (cloning a `Bytes` is a reference-count bump).
+/// The latency name under which whole amplified requests are reported.
+pub const AMPLIFIED: &str = "amplified";
+
+/// One request of a client: the operations it issues back to back, and the
+/// name its end-to-end latency is reported under when it has several.
+pub struct Request {
+    pub ops: VecDeque<Op>,
+    pub name: Option<&'static str>,
+}
+
+/// The key space: `user<i>` like YCSB's, grown by inserts, indexed by
+/// partition for the shapes that choose partitions first.
 pub struct KeySpace {
     keys: Vec<Key>,
+    /// Key indices stored in each partition.
+    by_partition: Vec<Vec<u32>>,
     zipf: Option<Zipfian>,
+    /// For key groups: the number of groups (one per workload client).
+    groups: u64,
 }
 
 impl KeySpace {
-    pub fn new(w: &Workload) -> KeySpace {
-        let keys = (0..w.recordcount).map(|i| Bytes::from(format!("user{i}"))).collect();
-        let zipf = match w.requestdistribution {
-            Distribution::Uniform => None,
-            Distribution::Zipfian => Some(Zipfian::new(w.recordcount, w.zipfian_constant)),
+    /// `clients` is the number of workload clients (key groups need it).
+    pub fn new(w: &Workload, topology: &Topology, clients: u64) -> KeySpace {
+        let (count, groups) = match w.requestdistribution {
+            Distribution::Keygroup => (clients.max(1) * w.keys_per_group, clients.max(1)),
+            _ => (w.recordcount, 0),
         };
-        KeySpace { keys, zipf }
+        let zipf = match w.requestdistribution {
+            Distribution::Zipfian | Distribution::Latest => Some(Zipfian::new(count, w.zipfian_constant)),
+            _ => None,
+        };
+        let mut ks = KeySpace {
+            keys: Vec::with_capacity(count as usize),
+            by_partition: vec![Vec::new(); topology.partitions()],
+            zipf,
+            groups,
+        };
+        for _ in 0..count {
+            ks.push(topology);
+        }
+        ks
+    }
+
+    fn push(&mut self, topology: &Topology) -> usize {
+        let i = self.keys.len();
+        let key = Bytes::from(format!("user{i}"));
+        self.by_partition[topology.partition_of(&key).idx()].push(i as u32);
+        self.keys.push(key);
+        i
     }
 
     pub fn len(&self) -> usize {
@@ -30,34 +73,190 @@ impl KeySpace {
         self.keys.is_empty()
     }
 
-    pub fn pick(&self, rng: &mut ChaCha8Rng) -> &Key {
+    /// A key by the workload's request distribution, for workload client `client`.
+    pub fn pick(&self, w: &Workload, client: u64, rng: &mut ChaCha8Rng) -> &Key {
         let n = self.keys.len() as u64;
-        let i = match &self.zipf {
-            None => rng.random_range(0..n),
+        let i = match w.requestdistribution {
+            Distribution::Uniform => rng.random_range(0..n),
             // Scrambled, as YCSB does, so hot keys spread over partitions.
-            Some(z) => stable_hash(&z.next(rng).to_le_bytes()) % n,
+            Distribution::Zipfian => stable_hash(&self.zipf().next(rng).to_le_bytes()) % n,
+            // YCSB's "latest": zipfian over recency, the newest insert hottest.
+            Distribution::Latest => n - 1 - self.zipf().next(rng).min(n - 1),
+            // YCSB's hotspot: `hotspotopnfraction` of operations go to the
+            // first `hotspotdatafraction` of the keys.
+            Distribution::Hotspot => {
+                let hot = ((n as f64 * w.hotspotdatafraction) as u64).clamp(1, n);
+                if rng.random::<f64>() < w.hotspotopnfraction || hot == n {
+                    rng.random_range(0..hot)
+                } else {
+                    rng.random_range(hot..n)
+                }
+            }
+            // COPS §7 (notes 001 §5.4): a group drawn from a normal
+            // distribution centred on the client's own group, then a key
+            // uniformly inside it. Variance 0 keeps a client in its group.
+            Distribution::Keygroup => {
+                let z = standard_normal(rng) * w.keygroup_variance.sqrt();
+                let g = (client as f64 + z).round() as i64;
+                let g = g.rem_euclid(self.groups as i64) as u64;
+                g * w.keys_per_group + rng.random_range(0..w.keys_per_group)
+            }
         };
         &self.keys[i as usize]
     }
+
+    fn zipf(&self) -> &Zipfian {
+        self.zipf.as_ref().expect("zipfian distributions build their generator")
+    }
+
+    /// A key of partition `p`, uniformly (partition-first shapes ignore the
+    /// request distribution: their point is where the keys live).
+    fn pick_in(&self, p: PartitionId, rng: &mut ChaCha8Rng) -> Option<&Key> {
+        let ks = &self.by_partition[p.idx()];
+        (!ks.is_empty()).then(|| &self.keys[ks[rng.random_range(0..ks.len())] as usize])
+    }
 }
 
-/// The next operation of a random client.
-pub fn next_op(w: &Workload, keys: &KeySpace, rng: &mut ChaCha8Rng, write_id: u64) -> Op {
-    let total = w.readproportion + w.updateproportion + w.rotproportion;
-    let x = rng.random::<f64>() * total;
-    if x < w.readproportion {
-        Op::Get { key: keys.pick(rng).clone() }
-    } else if x < w.readproportion + w.updateproportion {
-        Op::Put { key: keys.pick(rng).clone(), value: tagged_value(write_id, w.fieldlength) }
-    } else {
+/// Box–Muller: one standard normal sample. (Hand-written: it is the only
+/// distribution the workloads need beyond `rand`'s uniform.)
+fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
+    let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+    let u2: f64 = rng.random();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// The random workload of a run: the key space, and the state requests share
+/// across clients (inserted keys).
+pub struct Generator {
+    pub keys: KeySpace,
+    topology: std::sync::Arc<Topology>,
+}
+
+impl Generator {
+    pub fn new(w: &Workload, topology: std::sync::Arc<Topology>, clients: u64) -> Generator {
+        Generator { keys: KeySpace::new(w, &topology, clients), topology }
+    }
+
+    /// The next request of workload client `client` (attached to `dc`).
+    /// `write_id` hands out the unique ids written values carry.
+    pub fn next_request(
+        &mut self,
+        w: &Workload,
+        client: u64,
+        dc: DcId,
+        rng: &mut ChaCha8Rng,
+        mut write_id: impl FnMut() -> u64,
+    ) -> Request {
+        let total = w.readproportion + w.updateproportion + w.insertproportion + w.rotproportion;
+        let x = rng.random::<f64>() * total;
+        let one = |op| Request { ops: VecDeque::from([op]), name: None };
+        if x < w.readproportion {
+            return one(Op::Get { key: self.keys.pick(w, client, rng).clone() });
+        }
+        let x = x - w.readproportion;
+        if x < w.updateproportion + w.insertproportion {
+            if w.amplification > 0 {
+                return self.amplified(w, client, rng, write_id);
+            }
+            let key = if x < w.updateproportion {
+                self.keys.pick(w, client, rng).clone()
+            } else {
+                let i = self.keys.push(&self.topology);
+                self.keys.keys[i].clone()
+            };
+            return one(Op::Put { key, value: tagged_value(write_id(), w.fieldlength) });
+        }
+        one(Op::Rot { keys: self.rot_keys(w, client, dc, rng) })
+    }
+
+    /// DKVF's amplified insert (seed 000 §8, Fig 5.2): `amplification` PUTs
+    /// sent round-robin over the partitions, one after another; the request
+    /// completes when the last is acknowledged.
+    fn amplified(
+        &mut self,
+        w: &Workload,
+        client: u64,
+        rng: &mut ChaCha8Rng,
+        mut write_id: impl FnMut() -> u64,
+    ) -> Request {
+        let parts = self.topology.partitions() as u32;
+        let start = rng.random_range(0..parts);
+        let ops = (0..w.amplification)
+            .map(|i| {
+                let p = PartitionId((start + i) % parts);
+                let key = match self.keys.pick_in(p, rng) {
+                    Some(k) => k.clone(),
+                    None => self.keys.pick(w, client, rng).clone(),
+                };
+                Op::Put { key, value: tagged_value(write_id(), w.fieldlength) }
+            })
+            .collect();
+        Request { ops, name: Some(AMPLIFIED) }
+    }
+
+    /// The keys of a ROT: `rot_size` distinct keys, from exactly
+    /// `rot_partitions` partitions when that is set, and under partial
+    /// replication local (all partitions stored in the client's DC) with
+    /// probability `local_txn_ratio`.
+    fn rot_keys(&self, w: &Workload, client: u64, dc: DcId, rng: &mut ChaCha8Rng) -> Vec<Key> {
         let mut ks: Vec<Key> = Vec::with_capacity(w.rot_size);
+        let local = w.local_txn_ratio.map(|r| rng.random::<f64>() < r);
+        if w.rot_partitions == 0 && local.is_none() {
+            while ks.len() < w.rot_size {
+                let k = self.keys.pick(w, client, rng);
+                if !ks.contains(k) {
+                    ks.push(k.clone());
+                }
+            }
+            return ks;
+        }
+        let want = if w.rot_partitions == 0 { w.rot_size } else { w.rot_partitions as usize };
+        let parts = self.choose_partitions(want, dc, local, rng);
+        // Spread the keys round-robin over the chosen partitions; a partition
+        // with too few keys left lends its turn to the others.
+        let mut stuck = 0;
+        let mut i = 0;
+        while ks.len() < w.rot_size && stuck < 64 * w.rot_size {
+            let p = parts[i % parts.len()];
+            i += 1;
+            match self.keys.pick_in(p, rng) {
+                Some(k) if !ks.contains(k) => ks.push(k.clone()),
+                _ => stuck += 1,
+            }
+        }
         while ks.len() < w.rot_size {
-            let k = keys.pick(rng);
+            let k = self.keys.pick(w, client, rng);
             if !ks.contains(k) {
                 ks.push(k.clone());
             }
         }
-        Op::Rot { keys: ks }
+        ks
+    }
+
+    /// `want` distinct partitions holding keys. `local = Some(true)`: all
+    /// stored in `dc`; `Some(false)`: at least one not stored there (when
+    /// such a partition exists).
+    fn choose_partitions(&self, want: usize, dc: DcId, local: Option<bool>, rng: &mut ChaCha8Rng) -> Vec<PartitionId> {
+        let with_keys = |p: &PartitionId| !self.keys.by_partition[p.idx()].is_empty();
+        let all: Vec<PartitionId> = (0..self.topology.partitions() as u32).map(PartitionId).filter(with_keys).collect();
+        let here: Vec<PartitionId> = all.iter().copied().filter(|p| self.topology.stores(dc, *p)).collect();
+        let away: Vec<PartitionId> = all.iter().copied().filter(|p| !self.topology.stores(dc, *p)).collect();
+        let mut out = Vec::with_capacity(want);
+        let mut take_from = |pool: &[PartitionId], n: usize, out: &mut Vec<PartitionId>| {
+            let mut pool: Vec<PartitionId> = pool.iter().copied().filter(|p| !out.contains(p)).collect();
+            for _ in 0..n.min(pool.len()) {
+                out.push(pool.swap_remove(rng.random_range(0..pool.len())));
+            }
+        };
+        match local {
+            Some(true) if !here.is_empty() => take_from(&here, want, &mut out),
+            Some(false) if !away.is_empty() => {
+                take_from(&away, 1, &mut out);
+                take_from(&all, want - 1, &mut out);
+            }
+            _ => take_from(&all, want, &mut out),
+        }
+        out
     }
 }
 
@@ -98,7 +297,21 @@ impl Zipfian {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use causeway_core::TopologySpec;
     use rand::SeedableRng;
+    use std::sync::Arc;
+
+    fn generator(w: &Workload, spec: TopologySpec, clients: u64) -> Generator {
+        Generator::new(w, Arc::new(Topology::new(spec).unwrap()), clients)
+    }
+
+    fn request(g: &mut Generator, w: &Workload, client: u64, rng: &mut ChaCha8Rng) -> Request {
+        let mut id = 0;
+        g.next_request(w, client, DcId(0), rng, || {
+            id += 1;
+            id
+        })
+    }
 
     #[test]
     fn zipfian_favours_low_ranks() {
@@ -113,25 +326,142 @@ mod tests {
     }
 
     #[test]
-    fn rot_keys_are_distinct() {
+    fn rot_keys_are_distinct_and_span_the_asked_partitions() {
+        let topology = TopologySpec::full(1, 6);
         let w = Workload {
-            recordcount: 5,
+            recordcount: 600,
             readproportion: 0.0,
             updateproportion: 0.0,
             rotproportion: 1.0,
-            rot_size: 5,
+            rot_size: 3,
+            rot_partitions: 2,
             ..Default::default()
         };
-        let ks = KeySpace::new(&w);
+        let mut g = generator(&w, topology, 1);
         let mut rng = ChaCha8Rng::seed_from_u64(2);
-        match next_op(&w, &ks, &mut rng, 1) {
-            Op::Rot { keys } => {
-                let mut k = keys.clone();
-                k.sort();
-                k.dedup();
-                assert_eq!(k.len(), 5);
-            }
-            other => panic!("expected a rot, got {other:?}"),
+        for _ in 0..200 {
+            let r = request(&mut g, &w, 0, &mut rng);
+            let Some(Op::Rot { keys }) = r.ops.front() else { panic!("expected a rot") };
+            let mut k = keys.clone();
+            k.sort();
+            k.dedup();
+            assert_eq!(k.len(), 3);
+            let mut parts: Vec<_> = keys.iter().map(|k| g.topology.partition_of(k)).collect();
+            parts.sort();
+            parts.dedup();
+            assert_eq!(parts.len(), 2, "{keys:?}");
         }
+    }
+
+    #[test]
+    fn local_transactions_stay_in_the_clients_dc() {
+        let mut spec = TopologySpec::full(3, 6);
+        spec.replication = causeway_core::Replication::Partial { factor: 2 };
+        let w = Workload {
+            recordcount: 600,
+            readproportion: 0.0,
+            updateproportion: 0.0,
+            rotproportion: 1.0,
+            rot_size: 2,
+            local_txn_ratio: Some(0.5),
+            ..Default::default()
+        };
+        let mut g = generator(&w, spec, 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut local, mut remote) = (0, 0);
+        for _ in 0..1_000 {
+            let r = request(&mut g, &w, 0, &mut rng);
+            let Some(Op::Rot { keys }) = r.ops.front() else { panic!("expected a rot") };
+            if keys.iter().all(|k| g.topology.stores(DcId(0), g.topology.partition_of(k))) {
+                local += 1;
+            } else {
+                remote += 1;
+            }
+        }
+        assert!((400..600).contains(&local), "local {local} remote {remote}");
+    }
+
+    #[test]
+    fn amplified_insert_is_round_robin_puts() {
+        let w = Workload {
+            recordcount: 100,
+            readproportion: 0.0,
+            updateproportion: 1.0,
+            amplification: 8,
+            ..Default::default()
+        };
+        let mut g = generator(&w, TopologySpec::full(1, 4), 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let r = request(&mut g, &w, 0, &mut rng);
+        assert_eq!(r.name, Some(AMPLIFIED));
+        let parts: Vec<u32> = r
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { key, .. } => g.topology.partition_of(key).0,
+                other => panic!("expected puts, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(parts.len(), 8);
+        for w2 in parts.windows(2) {
+            assert_eq!(w2[1], (w2[0] + 1) % 4, "{parts:?}");
+        }
+    }
+
+    #[test]
+    fn keygroups_follow_the_variance() {
+        let mut w = Workload {
+            requestdistribution: Distribution::Keygroup,
+            keys_per_group: 10,
+            keygroup_variance: 0.0,
+            ..Default::default()
+        };
+        let g = generator(&w, TopologySpec::full(1, 2), 5);
+        assert_eq!(g.keys.len(), 50);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let group = |k: &Key| std::str::from_utf8(&k[4..]).unwrap().parse::<u64>().unwrap() / 10;
+        for _ in 0..100 {
+            assert_eq!(group(g.keys.pick(&w, 3, &mut rng)), 3);
+        }
+        w.keygroup_variance = 1.0;
+        let mut own = 0;
+        for _ in 0..10_000 {
+            own += (group(g.keys.pick(&w, 3, &mut rng)) == 3) as u32;
+        }
+        // P(|z| < 0.5) for a standard normal is 0.383.
+        assert!((3_500..4_200).contains(&own), "{own}");
+    }
+
+    #[test]
+    fn hotspot_and_latest() {
+        let w = Workload {
+            recordcount: 100,
+            requestdistribution: Distribution::Hotspot,
+            hotspotdatafraction: 0.1,
+            hotspotopnfraction: 0.9,
+            ..Default::default()
+        };
+        let g = generator(&w, TopologySpec::full(1, 1), 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        let idx = |k: &Key| std::str::from_utf8(&k[4..]).unwrap().parse::<u64>().unwrap();
+        let hot = (0..10_000).filter(|_| idx(g.keys.pick(&w, 0, &mut rng)) < 10).count();
+        assert!((8_800..9_200).contains(&hot), "{hot}");
+
+        let mut w = Workload {
+            recordcount: 100,
+            readproportion: 0.5,
+            updateproportion: 0.0,
+            insertproportion: 0.5,
+            requestdistribution: Distribution::Latest,
+            ..Default::default()
+        };
+        w.zipfian_constant = 0.99;
+        let mut g = generator(&w, TopologySpec::full(1, 1), 1);
+        for _ in 0..50 {
+            request(&mut g, &w, 0, &mut rng);
+        }
+        assert!(g.keys.len() > 110);
+        let newest = (0..1_000).filter(|_| idx(g.keys.pick(&w, 0, &mut rng)) + 5 >= g.keys.len() as u64).count();
+        assert!(newest > 300, "the newest keys should be the hottest, got {newest}/1000");
     }
 }
