@@ -3,6 +3,8 @@
 //! - `causeway demo` — the README's main job: a simulated 3-DC run of every
 //!   implemented protocol on one workload, and a comparison table.
 //! - `causeway sim SCENARIO.toml` — run one scenario and print its report.
+//! - `causeway experiment EXPERIMENT.toml` — sweep, repeat, take medians,
+//!   write CSV, JSON, SVG plots and a Markdown report.
 //!
 //! - `causeway server --config C --node N` — one node of a cluster over TCP.
 //! - `causeway up` — an embedded cluster on loopback, kept running.
@@ -49,6 +51,25 @@ enum Cmd {
         /// protocol) or to FILE.<protocol>.json (with several).
         #[arg(long)]
         history: Option<PathBuf>,
+    },
+    /// Run an experiment file: every protocol × swept value × repetition, on
+    /// the simulator (or the network runtime), medians, CSV, JSON, SVG plots
+    /// and a Markdown report in --out.
+    Experiment {
+        /// The experiment file (TOML).
+        file: PathBuf,
+        /// Where the outputs go.
+        #[arg(long, default_value = "experiment-results")]
+        out: PathBuf,
+        /// Override the file's repetitions.
+        #[arg(long)]
+        reps: Option<u32>,
+        /// Override the file's runtime: sim | network.
+        #[arg(long)]
+        runtime: Option<String>,
+        /// Simulator runs in parallel (default: the number of cores).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Check a recorded history (JSON) for consistency violations.
     Check {
@@ -232,6 +253,35 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
+        Cmd::Experiment { file, out, reps, runtime, threads } => {
+            use causeway_bench::experiment::Runtime;
+            let exp = causeway_bench::Experiment::load(&file)?;
+            let mut opts = causeway_bench::runner::RunOptions { repetitions: reps, ..Default::default() };
+            if let Some(t) = threads {
+                opts.threads = t;
+            }
+            opts.runtime = match runtime.as_deref() {
+                None => None,
+                Some("sim") => Some(Runtime::Sim),
+                Some("network") => Some(Runtime::Network),
+                Some(other) => return Err(format!("--runtime must be sim or network, not {other:?}").into()),
+            };
+            let points = exp.points()?.len();
+            eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
+            let results = causeway_bench::run(&exp, &opts, |done, total| {
+                causeway_bench::progress::bar(&exp.name, done as f64 / total as f64)
+            })?;
+            let mut command =
+                format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
+            if let Some(r) = reps {
+                command.push_str(&format!(" --reps {r}"));
+            }
+            if let Some(r) = &runtime {
+                command.push_str(&format!(" --runtime {r}"));
+            }
+            let written = causeway_bench::report::write_all(&results, &out, &command, &today())?;
+            println!("{} files written; report: {}", written.files.len(), written.markdown.display());
+        }
         Cmd::Check { history, level, quiescent_after_ms, json, dbcop } => {
             let level = parse_level(&level)?;
             let h = causeway_check::load_history(&history)?;
@@ -372,4 +422,21 @@ fn demo_scenario(seed: u64, seconds: u64) -> Result<Scenario, Box<dyn std::error
     sc.seed = seed;
     sc.duration_ms = seconds * 1_000 + sc.warmup_ms;
     Ok(sc)
+}
+
+/// Today's date (UTC) as YYYY-MM-DD, for reports: civil-from-days on the
+/// system clock, so the binary needs no date crate.
+fn today() -> String {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}")
 }

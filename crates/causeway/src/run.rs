@@ -6,7 +6,6 @@ use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::load::{self, LoadReport, LoadSpec};
 use causeway_net::{Cluster, ClusterConfig, Fsync};
 use causeway_protocols::{ProtocolName, with_protocol};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,15 +13,7 @@ use std::time::Duration;
 type Error = Box<dyn std::error::Error>;
 
 fn progress_bar(label: &str) -> impl Fn(f64) + '_ {
-    move |f: f64| {
-        let width = 30;
-        let filled = (f * width as f64).round() as usize;
-        eprint!("\r  {label:<16} [{}{}] {:>3.0}%", "#".repeat(filled), " ".repeat(width - filled), f * 100.0);
-        if f >= 1.0 {
-            eprintln!();
-        }
-        let _ = std::io::stderr().flush();
-    }
+    move |f: f64| causeway_bench::progress::bar(label, f)
 }
 
 use causeway_sim::report::{ms, percentile_ms};

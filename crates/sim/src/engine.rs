@@ -120,6 +120,8 @@ pub struct Sim<P: Protocol> {
     held: Vec<(Addr, Addr, P::Msg)>,
     net_rng: ChaCha8Rng,
     workload: Generator,
+    /// Nodes currently slowed by a `slow` fault.
+    slowed: usize,
     /// Requests the random clients have started (for `operationcount`).
     issued: u64,
     metrics: Metrics,
@@ -270,7 +272,7 @@ impl<P: Protocol> Sim<P> {
             })
             .collect();
         let mut clients = Vec::new();
-        let workload_clients = sc.workload.clients_per_dc as u64 * m as u64;
+        let workload_clients = sc.workload.clients(&topology);
         let mut new_session = |dc: DcId, scripted| {
             let id = ClientId(clients.len() as u32);
             clients.push(Session {
@@ -285,7 +287,7 @@ impl<P: Protocol> Sim<P> {
                 request: None,
             });
         };
-        for d in topology.dc_ids() {
+        for d in topology.dc_ids().filter(|d| sc.workload.runs_in(*d)) {
             for _ in 0..sc.workload.clients_per_dc {
                 new_session(d, None);
             }
@@ -301,6 +303,7 @@ impl<P: Protocol> Sim<P> {
         let mut sim = Sim {
             workload: Generator::new(&sc.workload, topology.clone(), workload_clients),
             issued: 0,
+            slowed: 0,
             net_rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0x6e7)),
             topology,
             now: 0,
@@ -612,6 +615,9 @@ impl<P: Protocol> Sim<P> {
             let failed = matches!(result, OpResult::Failed(_));
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
             self.metrics.staleness(&op, &result, invoke_us, self.now);
+            if let Op::Rot { keys } = &op {
+                self.classify_rot(c, keys, invoke_us, failed);
+            }
             let s = &mut self.clients[c.idx()];
             if s.pending.is_empty() || failed {
                 s.pending.clear();
@@ -634,6 +640,23 @@ impl<P: Protocol> Sim<P> {
             let think = if s.scripted.is_some() || !s.pending.is_empty() { 0 } else { self.sc.workload.think_time_us };
             self.schedule(self.now + think, Ev::ClientNext { client: c });
         }
+    }
+
+    /// While a node is slowed (seed 000's ROTX experiment), ROT latency is
+    /// also reported apart for ROTs that touch a slowed server and those
+    /// that do not.
+    fn classify_rot(&mut self, c: ClientId, keys: &[causeway_core::Key], invoke_us: u64, failed: bool) {
+        if self.slowed == 0 {
+            return;
+        }
+        let dc = self.clients[c.idx()].dc;
+        let t = &self.topology;
+        let touches = keys.iter().any(|k| {
+            let p = t.partition_of(k);
+            t.server(t.nearest_dc_storing(dc, p), p).is_some_and(|n| self.nodes[n.idx()].slow_extra_us > 0)
+        });
+        let name = if touches { "rot_touching_slow" } else { "rot_not_touching_slow" };
+        self.metrics.request_done(name, invoke_us, self.now, failed);
     }
 
     fn fault(&mut self, index: usize) {
@@ -661,7 +684,16 @@ impl<P: Protocol> Sim<P> {
                 n.crashed = true;
                 n.inbox.clear();
             }
-            FaultKind::Slow { node, extra_ms } => self.nodes[node as usize].slow_extra_us = extra_ms * 1_000,
+            FaultKind::Slow { node, extra_ms } => {
+                let n = &mut self.nodes[node as usize];
+                let was = n.slow_extra_us > 0;
+                n.slow_extra_us = extra_ms * 1_000;
+                match (was, extra_ms > 0) {
+                    (false, true) => self.slowed += 1,
+                    (true, false) => self.slowed -= 1,
+                    _ => {}
+                }
+            }
             FaultKind::SlowLink { from, to, extra_ms } => {
                 if extra_ms == 0 {
                     self.slow_links.remove(&(from, to));

@@ -202,10 +202,10 @@ impl Metrics {
                 }
             }
         };
-        if let Some(&(newer_us, _)) = writes.get(after) {
-            if newer_us < invoke_us {
-                let _ = self.staleness.record((invoke_us - newer_us).max(1));
-            }
+        if let Some(&(newer_us, _)) = writes.get(after)
+            && newer_us < invoke_us
+        {
+            let _ = self.staleness.record((invoke_us - newer_us).max(1));
         }
     }
 

@@ -187,6 +187,9 @@ pub enum Distribution {
 pub struct Workload {
     #[serde(default)]
     pub clients_per_dc: u32,
+    /// The DCs whose clients run the workload (empty: every DC).
+    #[serde(default)]
+    pub dcs: Vec<u16>,
     #[serde(default)]
     pub think_time_us: u64,
     #[serde(default = "default_records")]
@@ -271,6 +274,7 @@ impl Default for Workload {
     fn default() -> Self {
         Workload {
             clients_per_dc: 0,
+            dcs: Vec::new(),
             think_time_us: 0,
             recordcount: default_records(),
             operationcount: 0,
@@ -294,6 +298,16 @@ impl Default for Workload {
 }
 
 impl Workload {
+    /// Whether clients in `dc` run the workload.
+    pub fn runs_in(&self, dc: causeway_core::DcId) -> bool {
+        self.dcs.is_empty() || self.dcs.contains(&dc.0)
+    }
+
+    /// How many clients run the workload.
+    pub fn clients(&self, topology: &causeway_core::Topology) -> u64 {
+        self.clients_per_dc as u64 * topology.dc_ids().filter(|d| self.runs_in(*d)).count() as u64
+    }
+
     /// Check the workload against the topology; the message names the field.
     pub fn validate(&self, topology: &causeway_core::Topology) -> Result<(), String> {
         let props = [self.readproportion, self.updateproportion, self.insertproportion, self.rotproportion];
@@ -303,6 +317,9 @@ impl Workload {
                 "readproportion, updateproportion, insertproportion and rotproportion must be ≥ 0 and not all 0".into(),
             );
         }
+        if let Some(d) = self.dcs.iter().find(|d| **d as usize >= topology.dcs()) {
+            return Err(format!("dcs names DC {d}, but the topology has {} DCs", topology.dcs()));
+        }
         let keys = match self.requestdistribution {
             Distribution::Keygroup => {
                 if self.keys_per_group == 0 {
@@ -311,7 +328,7 @@ impl Workload {
                 if !(self.keygroup_variance >= 0.0 && self.keygroup_variance.is_finite()) {
                     return Err(format!("keygroup_variance must be ≥ 0, got {}", self.keygroup_variance));
                 }
-                self.keys_per_group * (self.clients_per_dc as u64 * topology.dcs() as u64)
+                self.keys_per_group * self.clients(topology)
             }
             _ => self.recordcount,
         };
@@ -329,10 +346,10 @@ impl Workload {
                 self.rot_partitions
             ));
         }
-        if let Some(r) = self.local_txn_ratio {
-            if !(0.0..=1.0).contains(&r) {
-                return Err(format!("local_txn_ratio must be in [0, 1], got {r}"));
-            }
+        if let Some(r) = self.local_txn_ratio
+            && !(0.0..=1.0).contains(&r)
+        {
+            return Err(format!("local_txn_ratio must be in [0, 1], got {r}"));
         }
         let zipf = matches!(self.requestdistribution, Distribution::Zipfian | Distribution::Latest);
         if zipf && !(self.zipfian_constant > 0.0 && self.zipfian_constant < 1.0) {

@@ -1,0 +1,371 @@
+//! Experiment files: what to run, what to vary, what to draw.
+//!
+//! ```toml
+//! name = "put-latency-vs-skew"
+//! title = "PUT latency against clock skew"
+//! paper = "Seed 000 Fig 5.1a: at 10 ms skew, 4.5 ms (CSX) vs 7.6 ms (GR)."
+//! protocols = ["gentlerain", "causalspartanx"]
+//! repetitions = 5
+//! runtime = "sim"                     # or "network"
+//! metrics = ["latency.put.mean_ms"]   # the report's table columns
+//!
+//! [sweep]                             # the x axis
+//! param = "clocks.node.0.offset_us"   # a dotted path into [scenario]; numbers index arrays
+//! values = [5000, 10000, 15000]
+//! x = [5, 10, 15]                     # plotted x (default: the values, when numeric)
+//! x_label = "clock skew (ms)"
+//!
+//! [series]                            # optional: one curve per value and protocol
+//! param = "workload.amplification"
+//! values = [1, 100]
+//! labels = ["x1", "x100"]
+//!
+//! [scenario]                          # a `causeway sim` scenario, inline
+//! duration_ms = 10_000
+//! # …
+//!
+//! [[plot]]
+//! kind = "line"                       # line | bar | cdf
+//! y = "latency.put.mean_ms"           # a metric; for cdf a latency name ("rot")
+//! y_label = "mean PUT latency (ms)"
+//! ```
+
+use causeway_protocols::ProtocolName;
+use causeway_sim::{Scenario, ScenarioError};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use thiserror::Error;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    #[serde(default)]
+    pub title: String,
+    /// What the paper reports for this experiment, quoted in the report.
+    #[serde(default)]
+    pub paper: String,
+    /// How the reproduction compares with the paper, quoted in the report.
+    #[serde(default)]
+    pub comparison: String,
+    pub protocols: Vec<String>,
+    #[serde(default = "three")]
+    pub repetitions: u32,
+    #[serde(default)]
+    pub runtime: Runtime,
+    pub sweep: Sweep,
+    #[serde(default)]
+    pub series: Option<Sweep>,
+    /// Metrics tabulated in the report (see [`crate::measure`] for names).
+    #[serde(default)]
+    pub metrics: Vec<String>,
+    pub scenario: toml::Table,
+    #[serde(default)]
+    pub plot: Vec<PlotSpec>,
+}
+
+fn three() -> u32 {
+    3
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    #[default]
+    Sim,
+    /// An embedded cluster on loopback with WAN delay injected in the
+    /// transport, driven by the network load generator.
+    Network,
+}
+
+/// One varied parameter.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub param: String,
+    pub values: Vec<toml::Value>,
+    /// Names of the values in tables and legends (default: the values).
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Plotted x of each value (default: the value, when it is a number).
+    #[serde(default)]
+    pub x: Vec<f64>,
+    #[serde(default)]
+    pub x_label: String,
+}
+
+impl Sweep {
+    pub fn label(&self, i: usize) -> String {
+        match self.labels.get(i) {
+            Some(l) => l.clone(),
+            None if !self.x.is_empty() => format!("{}", self.x[i]),
+            None => match &self.values[i] {
+                toml::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            },
+        }
+    }
+
+    /// The plotted x of value `i`: `x[i]`, else the value itself, else its index.
+    pub fn x(&self, i: usize) -> f64 {
+        if let Some(x) = self.x.get(i) {
+            return *x;
+        }
+        match &self.values[i] {
+            toml::Value::Integer(n) => *n as f64,
+            toml::Value::Float(f) => *f,
+            _ => i as f64,
+        }
+    }
+
+    /// Whether the values are categories rather than points on an axis.
+    pub fn categorical(&self) -> bool {
+        self.x.is_empty() && self.values.iter().any(|v| !matches!(v, toml::Value::Integer(_) | toml::Value::Float(_)))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlotKind {
+    /// y against the sweep's x, one line per protocol (and series value).
+    Line,
+    /// Grouped bars: one group per sweep value, one bar per protocol (and series value).
+    Bar,
+    /// The latency distribution `y` at sweep value `point`, one curve per protocol.
+    Cdf,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    pub kind: PlotKind,
+    pub y: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub y_label: String,
+    /// For a CDF: the index of the sweep value to draw.
+    #[serde(default)]
+    pub point: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum ExperimentError {
+    #[error("cannot read experiment {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("experiment {path} is not valid: {source}")]
+    Parse { path: String, source: Box<toml::de::Error> },
+    #[error("experiment {name}: {message}")]
+    Invalid { name: String, message: String },
+    #[error("experiment {name}, point {point}: {source}")]
+    Scenario { name: String, point: String, source: ScenarioError },
+    #[error("experiment {name}: cannot write {path}: {source}")]
+    Write { name: String, path: String, source: std::io::Error },
+    #[error("experiment {name}, point {point}, network runtime: {message}")]
+    Network { name: String, point: String, message: String },
+}
+
+/// One run configuration: a protocol at a sweep value (and series value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Point {
+    pub protocol: ProtocolName,
+    pub series: Option<usize>,
+    pub x: usize,
+}
+
+impl Experiment {
+    pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ExperimentError::Io { path: p.clone(), source: e })?;
+        Self::from_toml_str(&text, &p)
+    }
+
+    pub fn from_toml_str(text: &str, path: &str) -> Result<Experiment, ExperimentError> {
+        let e: Experiment =
+            toml::from_str(text).map_err(|e| ExperimentError::Parse { path: path.into(), source: Box::new(e) })?;
+        e.validate()?;
+        Ok(e)
+    }
+
+    fn invalid(&self, message: impl Into<String>) -> ExperimentError {
+        ExperimentError::Invalid { name: self.name.clone(), message: message.into() }
+    }
+
+    pub fn protocol_names(&self) -> Result<Vec<ProtocolName>, ExperimentError> {
+        self.protocols
+            .iter()
+            .map(|p| p.parse().map_err(|e: causeway_protocols::UnknownProtocol| self.invalid(e.to_string())))
+            .collect()
+    }
+
+    /// Every point, protocol-major.
+    pub fn points(&self) -> Result<Vec<Point>, ExperimentError> {
+        let series: Vec<Option<usize>> = match &self.series {
+            Some(s) => (0..s.values.len()).map(Some).collect(),
+            None => vec![None],
+        };
+        let mut out = Vec::new();
+        for protocol in self.protocol_names()? {
+            for &s in &series {
+                for x in 0..self.sweep.values.len() {
+                    out.push(Point { protocol, series: s, x });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A readable name of a point, for errors and progress.
+    pub fn point_name(&self, p: Point) -> String {
+        let mut s = format!("{} {}={}", p.protocol, self.sweep.param, self.sweep.label(p.x));
+        if let (Some(i), Some(series)) = (p.series, &self.series) {
+            s.push_str(&format!(" {}={}", series.param, series.label(i)));
+        }
+        s
+    }
+
+    /// The scenario of `point` at repetition `rep` (seed + rep).
+    pub fn scenario(&self, point: Point, rep: u32) -> Result<Scenario, ExperimentError> {
+        let mut t = self.scenario.clone();
+        let set = |t: &mut toml::Table, sweep: &Sweep, i: usize| {
+            set_path(t, &sweep.param, sweep.values[i].clone()).map_err(|m| self.invalid(m))
+        };
+        set(&mut t, &self.sweep, point.x)?;
+        if let (Some(s), Some(i)) = (&self.series, point.series) {
+            set(&mut t, s, i)?;
+        }
+        let err = |source| ExperimentError::Scenario { name: self.name.clone(), point: self.point_name(point), source };
+        let mut sc =
+            Scenario::from_toml_str(&toml::to_string(&t).expect("a table serialises"), "[scenario]").map_err(err)?;
+        sc.name = self.name.clone();
+        sc.seed = sc.seed.wrapping_add(rep as u64);
+        sc.validate().map_err(err)?;
+        Ok(sc)
+    }
+
+    fn validate(&self) -> Result<(), ExperimentError> {
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(self.invalid("name must be non-empty letters, digits, '-' or '_' (it names the output files)"));
+        }
+        if self.protocols.is_empty() {
+            return Err(self.invalid("protocols must name at least one protocol"));
+        }
+        self.protocol_names()?;
+        if self.repetitions == 0 {
+            return Err(self.invalid("repetitions must be at least 1"));
+        }
+        for (what, s) in std::iter::once(("sweep", &self.sweep)).chain(self.series.iter().map(|s| ("series", s))) {
+            if s.values.is_empty() {
+                return Err(self.invalid(format!("{what}.values must not be empty")));
+            }
+            for (field, n) in [("labels", s.labels.len()), ("x", s.x.len())] {
+                if n != 0 && n != s.values.len() {
+                    return Err(self.invalid(format!("{what}.{field} has {n} entries for {} values", s.values.len())));
+                }
+            }
+        }
+        for (i, p) in self.plot.iter().enumerate() {
+            if p.kind == PlotKind::Cdf && p.point >= self.sweep.values.len() {
+                return Err(self.invalid(format!("plot #{i}: point {} is past the sweep's values", p.point)));
+            }
+        }
+        // Build every point's scenario now, so a typo fails before hours of runs.
+        for p in self.points()? {
+            self.scenario(p, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// Set `path` (dot-separated; numeric segments index arrays) in `t`,
+/// creating missing tables on the way.
+pub fn set_path(t: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let segs: Vec<&str> = path.split('.').collect();
+    if segs.iter().any(|s| s.is_empty()) {
+        return Err(format!("parameter path {path:?} has an empty segment"));
+    }
+    let mut cur: &mut toml::Value = &mut *t.entry(segs[0]).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if segs.len() == 1 {
+        *cur = value;
+        return Ok(());
+    }
+    for (i, seg) in segs.iter().enumerate().skip(1) {
+        let last = i == segs.len() - 1;
+        cur = match cur {
+            toml::Value::Table(tt) => {
+                let e = tt.entry(*seg).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if last {
+                    *e = value;
+                    return Ok(());
+                }
+                e
+            }
+            toml::Value::Array(a) => {
+                let idx: usize =
+                    seg.parse().map_err(|_| format!("parameter path {path:?}: {seg:?} must index an array"))?;
+                let len = a.len();
+                let e = a
+                    .get_mut(idx)
+                    .ok_or_else(|| format!("parameter path {path:?}: index {idx} is past the array's {len} entries"))?;
+                if last {
+                    *e = value;
+                    return Ok(());
+                }
+                e
+            }
+            _ => return Err(format!("parameter path {path:?}: {:?} is not a table or array", segs[i - 1])),
+        };
+    }
+    unreachable!("the loop returns at the last segment")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+        name = "t"
+        protocols = ["gentlerain", "causalspartanx"]
+        [sweep]
+        param = "clocks.node.0.offset_us"
+        values = [1000, 2000]
+        [series]
+        param = "workload.amplification"
+        values = [1, 3]
+        [scenario]
+        duration_ms = 100
+        [scenario.topology]
+        dcs = 1
+        partitions = 2
+        [scenario.workload]
+        clients_per_dc = 1
+        [[scenario.clocks.node]]
+        node = 1
+        offset_us = 0
+    "#;
+
+    #[test]
+    fn points_set_their_parameters() {
+        let e = Experiment::from_toml_str(BASE, "t.toml").unwrap();
+        let pts = e.points().unwrap();
+        assert_eq!(pts.len(), 2 * 2 * 2);
+        let sc = e.scenario(pts[3], 2).unwrap();
+        assert_eq!(sc.clocks.node[0].offset_us, 2000);
+        assert_eq!(sc.workload.amplification, 3);
+        assert_eq!(sc.seed, 2);
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        let e = Experiment::from_toml_str(&BASE.replace("\"gentlerain\"", "\"nope\""), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        let e = Experiment::from_toml_str(&BASE.replace("clocks.node.0", "clocks.node.5"), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("index 5"), "{e}");
+        let e = Experiment::from_toml_str(&BASE.replace("workload.amplification", "workload.amplificaton"), "t.toml")
+            .unwrap_err();
+        assert!(e.to_string().contains("amplificaton"), "{e}");
+        let e =
+            Experiment::from_toml_str(&BASE.replace("name = \"t\"", "name = \"t\"\nbogus = 1"), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+}

@@ -1,0 +1,148 @@
+//! Named metrics of one run, and their medians over repetitions.
+//!
+//! Names (latencies in ms):
+//! - `throughput_ops_s`, `ops_failed`
+//! - `latency.<kind>.{mean,p50,p90,p95,p99,max}_ms` — kinds `get`, `put`,
+//!   `rot`, `amplified` (whole amplified requests), `rot_touching_slow` and
+//!   `rot_not_touching_slow` (while a node is slowed)
+//! - `visibility.<from>-><to>.{mean,p50,p95,p99}_ms` per DC pair, and
+//!   `visibility.all.mean_ms` weighted over pairs
+//! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`
+//! - `stale_reads_pct`, `staleness.{mean,p99}_ms`
+//! - `msgs_per_op`, `server_bytes_per_op`, `client_bytes_per_op`,
+//!   `metadata_bytes_per_msg`, `metadata_bytes_per_version`, `versions_held`
+
+use causeway_core::summary::Summary;
+use causeway_net::load::LoadReport;
+use causeway_sim::SimReport;
+use causeway_sim::metrics::cdf_quantiles;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One run's metrics.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Sample {
+    pub metrics: BTreeMap<String, f64>,
+    /// Latency in ms at each of [`cdf_quantiles`], per latency name.
+    pub cdfs: BTreeMap<String, Vec<f64>>,
+}
+
+fn ms(us: f64) -> f64 {
+    us / 1_000.0
+}
+
+impl Sample {
+    fn summary(&mut self, prefix: &str, s: &Summary, cdf: Option<&[u64]>) {
+        if s.count == 0 {
+            return;
+        }
+        let m = &mut self.metrics;
+        m.insert(format!("{prefix}.mean_ms"), ms(s.mean_us));
+        m.insert(format!("{prefix}.p50_ms"), ms(s.p50_us as f64));
+        m.insert(format!("{prefix}.p95_ms"), ms(s.p95_us as f64));
+        m.insert(format!("{prefix}.p99_ms"), ms(s.p99_us as f64));
+        m.insert(format!("{prefix}.max_ms"), ms(s.max_us as f64));
+        m.insert(format!("{prefix}.count"), s.count as f64);
+        if let Some(cdf) = cdf.filter(|c| c.len() >= 90) {
+            m.insert(format!("{prefix}.p90_ms"), ms(cdf[89] as f64));
+        }
+    }
+
+    pub fn from_sim(r: &SimReport) -> Sample {
+        let mut s = Sample::default();
+        s.metrics.insert("throughput_ops_s".into(), r.throughput_ops_s);
+        s.metrics.insert("ops_failed".into(), r.ops_failed as f64);
+        for (k, sum) in &r.latency {
+            let cdf = r.latency_cdf.get(k).map(Vec::as_slice);
+            s.summary(&format!("latency.{k}"), sum, cdf);
+            if let Some(c) = cdf.filter(|c| !c.is_empty()) {
+                s.cdfs.insert(k.clone(), c.iter().map(|&us| ms(us as f64)).collect());
+            }
+        }
+        let (mut n, mut total) = (0u64, 0.0);
+        for v in &r.visibility {
+            s.summary(&format!("visibility.{}->{}", v.from, v.to), &v.summary, None);
+            n += v.summary.count;
+            total += v.summary.mean_us * v.summary.count as f64;
+        }
+        if n > 0 {
+            s.metrics.insert("visibility.all.mean_ms".into(), ms(total / n as f64));
+        }
+        for (k, sum) in &r.blocked {
+            s.summary(&format!("blocked.{k}"), sum, None);
+        }
+        s.metrics.insert("stale_reads_pct".into(), r.stale_reads_pct);
+        s.summary("staleness", &r.staleness, None);
+        for (k, v) in [
+            ("msgs_per_op", r.server_msgs_per_op),
+            ("server_bytes_per_op", r.server_bytes_per_op),
+            ("client_bytes_per_op", r.client_bytes_per_op),
+            ("metadata_bytes_per_msg", r.metadata_bytes_per_msg),
+            ("metadata_bytes_per_version", r.metadata_bytes_per_version),
+            ("versions_held", r.versions_held as f64),
+        ] {
+            s.metrics.insert(k.into(), v);
+        }
+        s
+    }
+
+    /// What the network load generator measures: throughput, latency per
+    /// kind and probed visibility (no CDFs, blocking or byte counts).
+    pub fn from_load(r: &LoadReport) -> Sample {
+        let mut s = Sample::default();
+        s.metrics.insert("throughput_ops_s".into(), r.throughput_ops_s);
+        s.metrics.insert("ops_failed".into(), r.errors as f64);
+        for (k, sum) in &r.latency {
+            s.summary(&format!("latency.{k}"), sum, None);
+        }
+        for v in &r.visibility {
+            s.summary(&format!("visibility.{}->{}", v.from, v.to), &v.summary, None);
+        }
+        s
+    }
+}
+
+/// The median of each metric (and each CDF quantile) over the samples that
+/// have it; the mean of the middle two for an even count.
+pub fn median(samples: &[Sample]) -> Sample {
+    let mut out = Sample::default();
+    let names: std::collections::BTreeSet<&String> = samples.iter().flat_map(|s| s.metrics.keys()).collect();
+    for name in names {
+        let xs: Vec<f64> = samples.iter().filter_map(|s| s.metrics.get(name).copied()).collect();
+        out.metrics.insert(name.clone(), median_of(xs));
+    }
+    let cdf_names: std::collections::BTreeSet<&String> = samples.iter().flat_map(|s| s.cdfs.keys()).collect();
+    for name in cdf_names {
+        let cdfs: Vec<&Vec<f64>> = samples.iter().filter_map(|s| s.cdfs.get(name)).collect();
+        let n = cdf_quantiles().count();
+        let med = (0..n).map(|i| median_of(cdfs.iter().filter_map(|c| c.get(i).copied()).collect())).collect();
+        out.cdfs.insert(name.clone(), med);
+    }
+    out
+}
+
+pub fn median_of(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_skip_missing_metrics() {
+        let mk = |v: &[(&str, f64)]| Sample {
+            metrics: v.iter().map(|(k, x)| (k.to_string(), *x)).collect(),
+            cdfs: BTreeMap::new(),
+        };
+        let m = median(&[mk(&[("a", 3.0), ("b", 1.0)]), mk(&[("a", 1.0)]), mk(&[("a", 2.0), ("b", 5.0)])]);
+        assert_eq!(m.metrics["a"], 2.0);
+        assert_eq!(m.metrics["b"], 3.0);
+        assert!(median_of(vec![]).is_nan());
+    }
+}

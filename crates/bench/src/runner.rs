@@ -1,0 +1,208 @@
+//! Running an experiment: every point × repetition, on the simulator (in
+//! parallel, each run single-threaded and deterministic) or on an embedded
+//! network cluster (one at a time: it uses every core itself).
+
+use crate::experiment::{Experiment, ExperimentError, Point, Runtime};
+use crate::measure::{Sample, median};
+use causeway_net::Fsync;
+use causeway_net::embedded::{Embedded, EmbeddedSpec};
+use causeway_net::load::{self, LoadSpec};
+use causeway_protocols::with_protocol;
+use causeway_sim::scenario::Distribution;
+use causeway_sim::{Scenario, run_named};
+use serde::Serialize;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Overrides the file's repetitions.
+    pub repetitions: Option<u32>,
+    /// Overrides the file's runtime.
+    pub runtime: Option<Runtime>,
+    /// Simulator runs in parallel.
+    pub threads: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            repetitions: None,
+            runtime: None,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PointResult {
+    pub point: Point,
+    pub repetitions: Vec<Sample>,
+    pub median: Sample,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    pub experiment: Experiment,
+    pub runtime: Runtime,
+    pub repetitions: u32,
+    pub points: Vec<PointResult>,
+    pub wall_s: f64,
+}
+
+impl Results {
+    pub fn get(&self, p: Point) -> Option<&PointResult> {
+        self.points.iter().find(|r| r.point == p)
+    }
+}
+
+/// Run every point of `exp`. `progress(done, total)` is called after each run.
+pub fn run(
+    exp: &Experiment,
+    opts: &RunOptions,
+    progress: impl Fn(usize, usize) + Sync,
+) -> Result<Results, ExperimentError> {
+    let started = Instant::now();
+    let reps = opts.repetitions.unwrap_or(exp.repetitions).max(1);
+    let runtime = opts.runtime.unwrap_or(exp.runtime);
+    let points = exp.points()?;
+    let jobs: Vec<(usize, u32)> = (0..points.len()).flat_map(|i| (0..reps).map(move |r| (i, r))).collect();
+    let samples: Mutex<Vec<Vec<Option<Sample>>>> = Mutex::new(vec![vec![None; reps as usize]; points.len()]);
+    let done = AtomicUsize::new(0);
+    let first_error: Mutex<Option<ExperimentError>> = Mutex::new(None);
+    let run_one = |i: usize, rep: u32| -> Result<Sample, ExperimentError> {
+        let sc = exp.scenario(points[i], rep)?;
+        match runtime {
+            Runtime::Sim => {
+                let report = run_named(points[i].protocol, sc).map_err(|source| ExperimentError::Scenario {
+                    name: exp.name.clone(),
+                    point: exp.point_name(points[i]),
+                    source,
+                })?;
+                Ok(Sample::from_sim(&report))
+            }
+            Runtime::Network => run_network(exp, points[i], &sc),
+        }
+    };
+    let threads = if runtime == Runtime::Sim { opts.threads.max(1).min(jobs.len()) } else { 1 };
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let j = next.fetch_add(1, Ordering::Relaxed);
+                    if j >= jobs.len() || first_error.lock().expect("no panics while locked").is_some() {
+                        return;
+                    }
+                    let (i, rep) = jobs[j];
+                    match run_one(i, rep) {
+                        Ok(sample) => samples.lock().expect("no panics while locked")[i][rep as usize] = Some(sample),
+                        Err(e) => {
+                            first_error.lock().expect("no panics while locked").get_or_insert(e);
+                            return;
+                        }
+                    }
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, jobs.len());
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().expect("no panics while locked") {
+        return Err(e);
+    }
+    let samples = samples.into_inner().expect("no panics while locked");
+    let points = points
+        .into_iter()
+        .zip(samples)
+        .map(|(point, reps)| {
+            let repetitions: Vec<Sample> = reps.into_iter().map(|s| s.expect("every job ran")).collect();
+            PointResult { point, median: median(&repetitions), repetitions }
+        })
+        .collect();
+    Ok(Results { experiment: exp.clone(), runtime, repetitions: reps, points, wall_s: started.elapsed().as_secs_f64() })
+}
+
+/// The network runtime can express a subset of a scenario: topology, WAN
+/// round trips, and a uniform get/put/ROT mix. Anything else is refused by
+/// name rather than silently dropped.
+fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
+    let w = &sc.workload;
+    let d = causeway_sim::Workload::default();
+    let mut out = Vec::new();
+    let checks: [(&'static str, bool); 14] = [
+        (
+            "clocks (the network runtime uses the host's real clock)",
+            sc.clocks.skew_us > 0 || !sc.clocks.node.is_empty() || sc.clocks.drift_ppm != 0.0,
+        ),
+        ("faults", !sc.faults.is_empty()),
+        ("scripted clients", !sc.scripted.is_empty()),
+        ("cpu.service_us", sc.cpu.service_us > 0),
+        ("network.jitter_pct", sc.network.jitter_pct > 0.0),
+        ("topology.replication (partial)", !sc.topology.replication.eq(&causeway_core::Replication::Full)),
+        ("workload.requestdistribution other than uniform", w.requestdistribution != Distribution::Uniform),
+        ("workload.insertproportion", w.insertproportion > 0.0),
+        ("workload.amplification", w.amplification > 0),
+        ("workload.rot_partitions", w.rot_partitions > 0),
+        ("workload.local_txn_ratio", w.local_txn_ratio.is_some()),
+        ("workload.operationcount", w.operationcount > 0),
+        ("workload.think_time_us", w.think_time_us != d.think_time_us),
+        ("workload.clients_per_dc = 0", w.clients_per_dc == 0),
+    ];
+    for (name, bad) in checks {
+        if bad {
+            out.push(name);
+        }
+    }
+    out
+}
+
+fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, ExperimentError> {
+    let err =
+        |message: String| ExperimentError::Network { name: exp.name.clone(), point: exp.point_name(point), message };
+    let bad = network_unsupported(sc);
+    if !bad.is_empty() {
+        return Err(err(format!("cannot express {}; run it with runtime = \"sim\"", bad.join(", "))));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| err(e.to_string()))?;
+    let dir = std::env::temp_dir().join(format!("causeway-exp-{}-{}", exp.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rtt_ms = sc.network.rtt_ms.clone();
+    if rtt_ms.is_empty() && sc.topology.dcs > 1 {
+        let m = sc.topology.dcs as usize;
+        rtt_ms =
+            (0..m).map(|i| (0..m).map(|j| if i == j { 0.0 } else { sc.network.default_rtt_ms }).collect()).collect();
+    }
+    let spec = EmbeddedSpec {
+        protocol: point.protocol,
+        dcs: sc.topology.dcs,
+        partitions: sc.topology.partitions,
+        rtt_ms,
+        data_dir: dir.clone(),
+        // Experiments measure protocols, not disks.
+        fsync: Fsync::Never,
+        params: sc.protocol.clone(),
+    };
+    let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
+    let w = &sc.workload;
+    let ls = LoadSpec {
+        sessions_per_dc: w.clients_per_dc,
+        dcs: w.dcs.iter().map(|d| causeway_core::DcId(*d)).collect(),
+        duration: Duration::from_millis(sc.duration_ms.saturating_sub(sc.warmup_ms)),
+        warmup: Duration::from_millis(sc.warmup_ms),
+        keys: w.recordcount,
+        value_size: w.fieldlength,
+        read: w.readproportion,
+        update: w.updateproportion,
+        rot: w.rotproportion,
+        rot_size: w.rot_size,
+        record_history: false,
+        visibility_probes: sc.topology.dcs > 1,
+        seed: sc.seed,
+    };
+    let c = cluster.cluster.clone();
+    let report = rt.block_on(async { with_protocol!(point.protocol, P => load::run::<P>(c, ls, |_| {}).await) });
+    cluster.stop().map_err(|e| err(e.to_string()))?;
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(Sample::from_load(&report))
+}

@@ -1,0 +1,113 @@
+//! An experiment file in, every output out: the way `causeway experiment`
+//! runs it, on both runtimes.
+
+use causeway_bench::experiment::{Experiment, Runtime};
+use causeway_bench::runner::RunOptions;
+use causeway_bench::{report, run};
+
+const SKEW: &str = r#"
+name = "skew"
+title = "PUT latency against skew"
+protocols = ["gentlerain", "causalspartanx"]
+repetitions = 2
+metrics = ["latency.put.mean_ms"]
+[sweep]
+param = "clocks.node.0.offset_us"
+values = [2000, 10000]
+x = [2, 10]
+x_label = "skew (ms)"
+[scenario]
+duration_ms = 2_000
+drain_ms = 100
+[scenario.topology]
+dcs = 1
+partitions = 2
+[[scenario.clocks.node]]
+node = 1
+[scenario.workload]
+clients_per_dc = 1
+readproportion = 0.0
+updateproportion = 1.0
+amplification = 10
+recordcount = 100
+[[plot]]
+kind = "line"
+y = "latency.put.mean_ms"
+[[plot]]
+kind = "bar"
+y = "latency.put.mean_ms"
+[[plot]]
+kind = "cdf"
+y = "put"
+point = 1
+"#;
+
+fn out_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("causeway-bench-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_sim_experiment_writes_csv_json_plots_and_a_report() {
+    let exp = Experiment::from_toml_str(SKEW, "skew.toml").unwrap();
+    let r = run(&exp, &RunOptions { threads: 2, ..Default::default() }, |_, _| {}).unwrap();
+    assert_eq!(r.points.len(), 4);
+    assert!(r.points.iter().all(|p| p.repetitions.len() == 2));
+    // GentleRain waits out the skew; CausalSpartanX does not.
+    let mean = |proto: usize, x: usize| r.points[proto * 2 + x].median.metrics["latency.put.mean_ms"];
+    assert!(mean(0, 1) > mean(0, 0) + 2.0, "GR {} → {}", mean(0, 0), mean(0, 1));
+    assert!((mean(1, 1) - mean(1, 0)).abs() < 0.05, "CSX {} → {}", mean(1, 0), mean(1, 1));
+
+    let dir = out_dir("sim");
+    let w = report::write_all(&r, &dir, "causeway experiment skew.toml", "2026-11-22").unwrap();
+    assert_eq!(w.files.len(), 2 + 3 + 1, "csv, json, three plots, markdown");
+    let md = std::fs::read_to_string(&w.markdown).unwrap();
+    assert!(md.contains("| skew (ms) | gentlerain | causalspartanx | gentlerain / causalspartanx |"), "{md}");
+    assert!(md.contains("![PUT latency against skew](skew-0.svg)"), "{md}");
+    let csv = std::fs::read_to_string(dir.join("skew.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.starts_with("gentlerain,,10,10,latency.put.mean_ms,")), "{csv}");
+    for i in 0..3 {
+        let svg = std::fs::read_to_string(dir.join(format!("skew-{i}.svg"))).unwrap();
+        assert!(svg.contains("gentlerain") && svg.contains("causalspartanx"), "plot {i}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("skew.json")).unwrap()).unwrap();
+    assert_eq!(json["points"].as_array().unwrap().len(), 4);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_network_runtime_runs_what_it_can_express_and_names_what_it_cannot() {
+    let exp = Experiment::from_toml_str(SKEW, "skew.toml").unwrap();
+    let opts = RunOptions { runtime: Some(Runtime::Network), repetitions: Some(1), ..Default::default() };
+    let e = run(&exp, &opts, |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("clocks") && e.contains("workload.amplification"), "{e}");
+
+    let small = r#"
+        name = "load"
+        protocols = ["eventual"]
+        repetitions = 1
+        runtime = "network"
+        [sweep]
+        param = "workload.clients_per_dc"
+        values = [1, 2]
+        [scenario]
+        duration_ms = 600
+        warmup_ms = 100
+        [scenario.topology]
+        dcs = 2
+        partitions = 1
+        [scenario.network]
+        default_rtt_ms = 10
+        [scenario.workload]
+        clients_per_dc = 1
+        recordcount = 50
+    "#;
+    let exp = Experiment::from_toml_str(small, "load.toml").unwrap();
+    let r = run(&exp, &RunOptions::default(), |_, _| {}).unwrap();
+    for p in &r.points {
+        assert!(p.median.metrics["throughput_ops_s"] > 10.0, "{:?}", p.median.metrics);
+        assert!(p.median.metrics.contains_key("latency.get.p50_ms"));
+    }
+}

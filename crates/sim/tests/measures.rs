@@ -1,0 +1,82 @@
+//! The benchmark measures beyond latency: staleness, whole-request latency,
+//! the split of ROTs around a slowed node, and metadata bytes. Each test has
+//! a run where the measure must be zero (or absent) and one where it must not.
+
+mod common;
+
+use causeway_core::{Key, Op, tagged_value};
+use causeway_protocols::causal_spartan_x::CausalSpartanX;
+use causeway_protocols::eventual::Eventual;
+use causeway_protocols::gentlerain::GentleRain;
+use causeway_sim::{Fault, FaultKind, ScriptedClient, ScriptedOp, Sim};
+
+/// A write in DC 0, then reads of the same key in DC 1 before and long after
+/// it replicates (100 ms round trip).
+fn remote_reads(reads_at_us: &[u64]) -> causeway_sim::SimReport {
+    let mut sc = common::base(2, 1, 1_000, 1);
+    sc.network.default_rtt_ms = 100.0;
+    let k = Key::from("k");
+    let put = ScriptedOp { at_us: 1_000, op: Op::Put { key: k.clone(), value: tagged_value(1, 16) } };
+    sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put] });
+    let gets = reads_at_us.iter().map(|&at_us| ScriptedOp { at_us, op: Op::Get { key: k.clone() } }).collect();
+    sc.scripted.push(ScriptedClient { dc: 1, ops: gets });
+    Sim::<Eventual>::new(sc).unwrap().run()
+}
+
+#[test]
+fn a_read_that_misses_an_acknowledged_write_is_stale() {
+    // At 20 ms the write (acknowledged at ~1.5 ms) has not reached DC 1.
+    let r = remote_reads(&[20_000]);
+    assert_eq!(r.stale_reads_pct, 100.0);
+    let stale_ms = r.staleness.mean_us / 1_000.0;
+    assert!((18.0..19.0).contains(&stale_ms), "stale for ~18.5 ms, got {stale_ms}");
+    // At 200 ms it has.
+    let r = remote_reads(&[200_000]);
+    assert_eq!(r.stale_reads_pct, 0.0);
+    assert_eq!(r.staleness.count, 0);
+}
+
+#[test]
+fn amplified_requests_and_slowed_rots_are_reported_apart() {
+    let mut sc = common::base(1, 4, 2_000, 2);
+    sc.workload.clients_per_dc = 4;
+    sc.workload.recordcount = 100;
+    sc.workload.readproportion = 0.5;
+    sc.workload.updateproportion = 0.3;
+    sc.workload.rotproportion = 0.2;
+    sc.workload.rot_size = 2;
+    sc.workload.amplification = 4;
+    let plain = Sim::<CausalSpartanX>::new(sc.clone()).unwrap().run();
+    assert!(!plain.latency.contains_key("rot_touching_slow"));
+    let amplified = plain.latency["amplified"].mean_us;
+    let put = plain.latency["put"].mean_us;
+    assert!(amplified > 3.5 * put, "a request of 4 PUTs takes about 4 PUTs: {amplified} vs {put}");
+
+    sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Slow { node: 0, extra_ms: 50 } });
+    let slowed = Sim::<CausalSpartanX>::new(sc).unwrap().run();
+    let touching = slowed.latency["rot_touching_slow"].mean_us;
+    let other = slowed.latency["rot_not_touching_slow"].mean_us;
+    assert!(touching > 50_000.0 && other < 5_000.0, "touching {touching} µs, not touching {other} µs");
+}
+
+#[test]
+fn metadata_bytes_reflect_what_each_protocol_carries() {
+    let mut sc = common::base(3, 2, 500, 3);
+    sc.workload.clients_per_dc = 4;
+    sc.workload.recordcount = 50;
+    let ev = Sim::<Eventual>::new(sc.clone()).unwrap().run();
+    let gr = Sim::<GentleRain>::new(sc.clone()).unwrap().run();
+    let csx = Sim::<CausalSpartanX>::new(sc).unwrap().run();
+    for r in [&ev, &gr, &csx] {
+        assert!(r.versions_held > 0 && r.metadata_bytes_per_version > 0.0, "{}", r.protocol);
+        assert!(r.metadata_bytes_per_msg > 0.0, "{}", r.protocol);
+    }
+    // CausalSpartanX stores a dependency set with every version; GentleRain
+    // and Eventual only a timestamp and a DC.
+    assert!(
+        csx.metadata_bytes_per_version > gr.metadata_bytes_per_version + 4.0,
+        "CSX {} vs GR {} bytes per version",
+        csx.metadata_bytes_per_version,
+        gr.metadata_bytes_per_version
+    );
+}
