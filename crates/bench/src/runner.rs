@@ -38,8 +38,15 @@ impl Default for RunOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct PointResult {
     pub point: Point,
+    /// Serialised without their CDFs: the median's CDF is kept, and one per
+    /// repetition would multiply the file's size for little use.
+    #[serde(serialize_with = "metrics_only")]
     pub repetitions: Vec<Sample>,
     pub median: Sample,
+}
+
+fn metrics_only<S: serde::Serializer>(reps: &[Sample], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(reps.iter().map(|r| &r.metrics))
 }
 
 #[derive(Clone, Debug, Serialize)]
