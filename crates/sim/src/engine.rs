@@ -614,7 +614,9 @@ impl<P: Protocol> Sim<P> {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
             let failed = matches!(result, OpResult::Failed(_));
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
-            self.metrics.staleness(&op, &result, invoke_us, self.now);
+            if self.sc.measure_staleness {
+                self.metrics.staleness(&op, &result, invoke_us, self.now);
+            }
             if let Op::Rot { keys } = &op {
                 self.classify_rot(c, keys, invoke_us, failed);
             }

@@ -104,10 +104,11 @@ pub(crate) struct Metrics {
     pub server_bytes: u64,
     pub server_payload: u64,
     pub client_bytes: u64,
-    /// Acknowledged writes per key, in acknowledgement order, and each
-    /// write's acknowledgement time, for staleness.
-    acked: FxHashMap<Key, Vec<(u64, u64)>>,
-    ack_us: FxHashMap<u64, u64>,
+    /// Per key, the last write acknowledged and when the first was; per
+    /// write, when the next write to its key was acknowledged. Enough for
+    /// staleness at two hash lookups a write and one a read.
+    last_acked: FxHashMap<Key, (u64, u64)>,
+    superseded_us: FxHashMap<u64, u64>,
     pub reads: u64,
     pub staleness: Histogram<u64>,
 }
@@ -129,8 +130,8 @@ impl Metrics {
             server_bytes: 0,
             server_payload: 0,
             client_bytes: 0,
-            acked: FxHashMap::default(),
-            ack_us: FxHashMap::default(),
+            last_acked: FxHashMap::default(),
+            superseded_us: FxHashMap::default(),
             reads: 0,
             staleness: histogram(),
         }
@@ -171,8 +172,15 @@ impl Metrics {
         match (op, result) {
             (Op::Put { key, value }, OpResult::Put) => {
                 if let Some(id) = write_id_of(value) {
-                    self.acked.entry(key.clone()).or_default().push((complete_us, id));
-                    self.ack_us.insert(id, complete_us);
+                    match self.last_acked.get_mut(key) {
+                        Some((last, _)) => {
+                            self.superseded_us.insert(*last, complete_us);
+                            *last = id;
+                        }
+                        None => {
+                            self.last_acked.insert(key.clone(), (id, complete_us));
+                        }
+                    }
                 }
             }
             (Op::Get { key }, OpResult::Get(v)) if self.in_window(invoke_us) => self.read(key, v.as_deref(), invoke_us),
@@ -187,22 +195,13 @@ impl Metrics {
 
     fn read(&mut self, key: &Key, value: Option<&[u8]>, invoke_us: u64) {
         self.reads += 1;
-        let Some(writes) = self.acked.get(key) else { return };
-        // The first write acknowledged after the one returned.
-        let after = match value {
-            None => 0,
-            Some(v) => {
-                let Some(id) = write_id_of(v) else { return };
-                // Not acknowledged yet: nothing was acknowledged after it.
-                let Some(&at) = self.ack_us.get(&id) else { return };
-                let start = writes.partition_point(|&(t, _)| t < at);
-                match writes[start..].iter().position(|&(_, w)| w == id) {
-                    Some(i) => start + i + 1,
-                    None => return,
-                }
-            }
+        // When the first write after the one returned was acknowledged. A
+        // write not yet acknowledged, or still the last, has none.
+        let newer_us = match value {
+            None => self.last_acked.get(key).map(|&(_, first_us)| first_us),
+            Some(v) => write_id_of(v).and_then(|id| self.superseded_us.get(&id).copied()),
         };
-        if let Some(&(newer_us, _)) = writes.get(after)
+        if let Some(newer_us) = newer_us
             && newer_us < invoke_us
         {
             let _ = self.staleness.record((invoke_us - newer_us).max(1));

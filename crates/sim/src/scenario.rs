@@ -80,6 +80,10 @@ pub struct Scenario {
     /// Count bytes per message (costs a size computation per message).
     #[serde(default = "yes")]
     pub count_bytes: bool,
+    /// Measure read staleness (costs about a tenth of the engine's speed on
+    /// a write-heavy run: two hash-map updates per write).
+    #[serde(default = "yes")]
+    pub measure_staleness: bool,
 }
 
 fn default_name() -> String {
@@ -500,6 +504,7 @@ impl Scenario {
             scripted: Vec::new(),
             record_history: false,
             count_bytes: true,
+            measure_staleness: true,
         }
     }
 
