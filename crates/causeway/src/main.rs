@@ -8,7 +8,7 @@
 //!
 //! - `causeway server --config C --node N` — one node of a cluster over TCP.
 //! - `causeway up` — an embedded cluster on loopback, kept running.
-//! - `causeway get/put/rot` — a client against a running cluster.
+//! - `causeway get/put/rot/wot` — a client against a running cluster.
 
 mod net;
 mod run;
@@ -154,6 +154,14 @@ enum Cmd {
     /// Read several keys as one causally consistent snapshot.
     Rot {
         keys: Vec<String>,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
+    /// Write several keys as one atomic write-only transaction, e.g.
+    /// `causeway wot x=1 y=2` (protocols without them refuse it).
+    Wot {
+        #[arg(required = true, value_parser = parse_write)]
+        writes: Vec<(String, String)>,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -358,6 +366,13 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             at.dc,
             causeway_core::Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() },
         )?,
+        Cmd::Wot { writes, at } => net::client_op(
+            &at.config,
+            at.dc,
+            causeway_core::Op::Wot {
+                writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
+            },
+        )?,
         Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json } => {
             let fsync = match fsync.as_str() {
                 "always" => causeway_net::Fsync::Always,
@@ -394,11 +409,14 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn parse_level(s: &str) -> Result<causeway_check::Level, String> {
-    match s {
-        "eventual" => Ok(causeway_check::Level::Eventual),
-        "causal" => Ok(causeway_check::Level::Causal),
-        "causal_plus" | "causal+" => Ok(causeway_check::Level::CausalPlus),
-        other => Err(format!("the level must be eventual, causal or causal_plus, not {other:?}")),
+    s.parse()
+}
+
+/// `key=value` of `causeway wot`.
+fn parse_write(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected key=value, got {s:?}")),
     }
 }
 

@@ -53,6 +53,12 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     w.rot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
     w.think_time_us = rng.random_range(0..=2_000);
     w.fieldlength = 16;
+    // Write-only transactions where the protocol offers them (drawn only
+    // then, so other protocols' seeds replay as before).
+    if with_protocol!(p, P => <P as Protocol>::OPS.contains(&causeway_core::OpKind::Wot)) {
+        w.wotproportion = rng.random_range(0.0..=0.2);
+        w.wot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
+    }
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
     let mut c = chaos_for(p);
     for w in without {

@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo run --release -p causeway-check --example check_100k            # 3 DCs × 16 clients
 //! cargo run --release -p causeway-check --example check_100k -- 64 200000   # 3 DCs × 64 clients, 200k ops
+//! cargo run --release -p causeway-check --example check_100k -- 16 100000 0.1  # 10% write-only transactions
 //! ```
 //!
 //! Simulates Eventual (with ROTs, clock skew and a partition, so the history
@@ -18,9 +19,10 @@ use causeway_sim::{Fault, FaultKind, Scenario, Sim};
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<u64> = std::env::args().skip(1).map(|a| a.parse().expect("numbers")).collect();
+    let args: Vec<u64> = std::env::args().skip(1).take(2).map(|a| a.parse().expect("numbers")).collect();
     let clients_per_dc = args.first().copied().unwrap_or(16) as u32;
     let want = args.get(1).copied().unwrap_or(100_000) as usize;
+    let wots: f64 = std::env::args().nth(3).map(|a| a.parse().expect("a proportion")).unwrap_or(0.0);
 
     // A short probe run first, then one scaled to the wanted size.
     let mut sc = Scenario::new(TopologySpec::full(3, 8), 50);
@@ -33,6 +35,8 @@ fn main() {
     sc.workload.clients_per_dc = clients_per_dc;
     sc.workload.recordcount = 10_000;
     sc.workload.rotproportion = 0.1;
+    sc.workload.wotproportion = wots;
+    sc.workload.wot_size = 3;
     sc.clocks.skew_us = 2_000;
     sc.drain_ms = 200;
     let history = loop {

@@ -16,9 +16,8 @@
 //! causal+'s. Cost: O(reads after T + writes · distinct final values).
 
 use crate::clock::Clocks;
-use crate::model::{Model, NONE, ReadEv, Source};
+use crate::model::{Model, ReadEv, Source};
 use crate::violation::{Collector, Kind, Raw};
-use causeway_core::Op;
 use std::collections::BTreeMap;
 
 /// Run both checks; `Err` says why the premise does not hold (a write in
@@ -26,10 +25,11 @@ use std::collections::BTreeMap;
 pub fn check_convergence(m: &Model<'_>, c: &Clocks, t: u64, out: &mut Collector) -> Result<(), String> {
     let ops = &m.history.ops;
     if let Some((i, r)) =
-        ops.iter().enumerate().find(|(_, r)| matches!(r.op, Op::Put { .. }) && (r.invoke_us >= t || r.complete_us > t))
+        ops.iter().enumerate().find(|(_, r)| !r.op.writes().is_empty() && (r.invoke_us >= t || r.complete_us > t))
     {
         return Err(format!(
-            "op #{i} (a put by client {} invoked at {}) is in flight at or after the quiescence time {}",
+            "op #{i} (a {} by client {} invoked at {}) is in flight at or after the quiescence time {}",
+            r.op.kind().name(),
             r.client,
             crate::explain::ms(r.invoke_us),
             crate::explain::ms(t)
@@ -45,9 +45,11 @@ pub fn check_convergence(m: &Model<'_>, c: &Clocks, t: u64, out: &mut Collector)
         return Ok(());
     }
     let mut acked_writes: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for (i, &k) in m.write_key.iter().enumerate() {
-        if k != NONE && m.acked[i] && by_key.contains_key(&k) {
-            acked_writes.entry(k).or_default().push(i as u32);
+    for i in 0..m.n_ops() as u32 {
+        for &k in m.keys_written(i) {
+            if m.acked[i as usize] && by_key.contains_key(&k) {
+                acked_writes.entry(k).or_default().push(i);
+            }
         }
     }
     for (key, reads) in &by_key {

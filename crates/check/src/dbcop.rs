@@ -20,16 +20,20 @@
 //! - each client session (by client id) → one dbcop session, operations in
 //!   session order;
 //! - each `Get` or `Put` → a single-event committed transaction; each `Rot` →
-//!   one read-only transaction with its reads in request order;
+//!   one read-only transaction with its reads in request order; each `Wot` →
+//!   one write-only transaction with its writes in request order (so dbcop
+//!   holds it to atomic visibility, as its transactional causal consistency
+//!   does);
 //! - keys → variables `0..K` in byte order of the keys ([`DbcopExport::variables`]);
-//! - values → versions: the tagged write ids when every write is tagged with
+//! - values → versions, one per write event (a `Wot` has one per key): the
+//!   tagged write ids when every write is tagged with
 //!   a distinct non-zero id (dbcop needs versions unique across the whole
 //!   history, and treats version 0 specially), otherwise dense ids `1..=W` in
-//!   history order ([`DbcopExport::versions`] maps them back);
+//!   history order ([`DbcopExport::versions`] maps them back to operations);
 //! - a read of ∅ → `"version": null`, dbcop's read of the initial state;
 //! - a failed `Get` or `Rot` → nothing (it returned nothing); a failed `Put`
-//!   nobody read → an uncommitted transaction (`"committed": false`) in its
-//!   session; a failed `Put` some read returned → a committed transaction in
+//!   or `Wot` nobody read → an uncommitted transaction (`"committed": false`) in its
+//!   session; a failed `Put` or `Wot` some read returned → a committed transaction in
 //!   a session of its own, appended after the client sessions, because it
 //!   happened but its client never learned so (the same treatment as
 //!   [`crate::model`]'s phantom sessions);
@@ -63,6 +67,7 @@ use crate::error::ModelError;
 use crate::explain::key_name;
 use crate::model::{Model, Source};
 use causeway_core::{History, Op, OpResult, write_id_of};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -104,7 +109,7 @@ pub struct DbcopExport {
     pub history: DbcopHistory,
     /// Variable id → key (printable).
     pub variables: Vec<String>,
-    /// Version → op index of the write, ascending by version.
+    /// Version → op index of the write (a `Wot` owns several), ascending by version.
     pub versions: Vec<(u64, usize)>,
     /// Whether versions are the tagged write ids (else dense ids).
     pub tagged_versions: bool,
@@ -124,24 +129,25 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
     let m = Model::build(history)?;
     let ops = &history.ops;
 
-    // Versions.
-    let writes: Vec<usize> = (0..ops.len()).filter(|&i| m.is_write(i as u32)).collect();
-    let ids: Vec<Option<u64>> = writes
-        .iter()
-        .map(|&i| match &ops[i].op {
-            Op::Put { value, .. } => write_id_of(value).filter(|&id| id != 0),
-            _ => None,
+    // Versions: one per write event, a `Wot` having one per key.
+    let events: Vec<(u32, u32, Option<u64>)> = (0..ops.len() as u32)
+        .flat_map(|i| {
+            let ids: Vec<Option<u64>> =
+                ops[i as usize].op.writes().iter().map(|(_, v)| write_id_of(v).filter(|&id| id != 0)).collect();
+            m.keys_written(i).iter().zip(ids).map(move |(&k, id)| (i, k, id)).collect::<Vec<_>>()
         })
         .collect();
-    let mut distinct: Vec<u64> = ids.iter().flatten().copied().collect();
+    let mut distinct: Vec<u64> = events.iter().filter_map(|e| e.2).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    let tagged = ids.iter().all(|id| id.is_some()) && distinct.len() == writes.len();
-    let mut version = vec![0u64; ops.len()];
-    for (n, (&i, id)) in writes.iter().zip(&ids).enumerate() {
-        version[i] = if tagged { id.expect("all tagged") } else { n as u64 + 1 };
+    let tagged = events.iter().all(|e| e.2.is_some()) && distinct.len() == events.len();
+    let mut version: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    let mut versions: Vec<(u64, usize)> = Vec::with_capacity(events.len());
+    for (n, &(i, k, id)) in events.iter().enumerate() {
+        let v = if tagged { id.expect("all tagged") } else { n as u64 + 1 };
+        version.insert((i, k), v);
+        versions.push((v, i as usize));
     }
-    let mut versions: Vec<(u64, usize)> = writes.iter().map(|&i| (version[i], i)).collect();
     versions.sort_unstable();
 
     let read_event = |i: usize| -> Result<Vec<DbcopEvent>, ExportError> {
@@ -150,13 +156,18 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
             .map(|rd| match rd.source {
                 Source::Init => Ok(DbcopEvent::Read { variable: rd.key as u64, version: None }),
                 Source::Write(w) => {
-                    Ok(DbcopEvent::Read { variable: rd.key as u64, version: Some(version[w as usize]) })
+                    Ok(DbcopEvent::Read { variable: rd.key as u64, version: Some(version[&(w, rd.key)]) })
                 }
                 Source::ThinAir => Err(ExportError::ThinAirRead { op: i, key: key_name(&m.keys[rd.key as usize]) }),
             })
             .collect()
     };
-    let write_event = |i: usize| DbcopEvent::Write { variable: m.write_key[i] as u64, version: version[i] };
+    let write_events = |i: usize| -> Vec<DbcopEvent> {
+        m.keys_written(i as u32)
+            .iter()
+            .map(|&k| DbcopEvent::Write { variable: k as u64, version: version[&(i as u32, k)] })
+            .collect()
+    };
 
     // Sessions in the model's order: clients ascending, ops by invoke time.
     let mut by_client: BTreeMap<causeway_core::ClientId, Vec<usize>> = BTreeMap::new();
@@ -173,12 +184,14 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
                 (Op::Get { .. } | Op::Rot { .. }, OpResult::Get(_) | OpResult::Rot(_)) => {
                     DbcopTransaction { events: read_event(i)?, committed: true }
                 }
-                (Op::Put { .. }, OpResult::Put) => DbcopTransaction { events: vec![write_event(i)], committed: true },
-                (Op::Put { .. }, _) if m.is_node[i] => {
+                (Op::Put { .. } | Op::Wot { .. }, OpResult::Put | OpResult::Wot) => {
+                    DbcopTransaction { events: write_events(i), committed: true }
+                }
+                (Op::Put { .. } | Op::Wot { .. }, _) if m.is_node[i] => {
                     read_failed.push(i);
                     continue;
                 }
-                (Op::Put { .. }, _) => DbcopTransaction { events: vec![write_event(i)], committed: false },
+                (Op::Put { .. } | Op::Wot { .. }, _) => DbcopTransaction { events: write_events(i), committed: false },
                 _ => continue, // a failed read returned nothing
             };
             session.push(txn);
@@ -187,7 +200,7 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
     }
     read_failed.sort_unstable();
     for i in read_failed {
-        data.push(vec![DbcopTransaction { events: vec![write_event(i)], committed: true }]);
+        data.push(vec![DbcopTransaction { events: write_events(i), committed: true }]);
     }
 
     let start = ops.iter().map(|r| r.invoke_us).min().unwrap_or(0);

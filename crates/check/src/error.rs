@@ -32,8 +32,8 @@ pub enum ModelError {
     ResultMismatch { index: usize, op: OpKind, result: &'static str },
     #[error("op #{index} is a ROT over {keys} keys but returned {values} values")]
     RotArity { index: usize, keys: usize, values: usize },
-    #[error("op #{index} is a ROT that names key {key} twice")]
-    RotDuplicateKey { index: usize, key: String },
+    #[error("op #{index} is a {} that names key {key} twice", op.name())]
+    DuplicateKey { index: usize, op: OpKind, key: String },
     #[error("the history has {0} operations; the checker indexes them with 32 bits")]
     TooLarge(usize),
 }

@@ -69,6 +69,11 @@ pub enum Action {
     Rot {
         reads: Vec<(String, ValueName)>,
     },
+    /// A write-only transaction.
+    Wot {
+        writes: Vec<(String, ValueName)>,
+        acknowledged: bool,
+    },
     /// A `Get` or `Rot` that failed (returned nothing).
     Failed {
         what: String,
@@ -100,15 +105,29 @@ impl fmt::Display for Action {
             Action::Put { key, value, acknowledged: false } => write!(f, "put {key}={value} (failed)"),
             Action::Get { key, value } => write!(f, "get {key}={value}"),
             Action::Rot { reads } => {
-                f.write_str("rot {")?;
-                for (i, (k, v)) in reads.iter().enumerate() {
-                    write!(f, "{}{k}={v}", if i > 0 { ", " } else { "" })?;
+                f.write_str("rot ")?;
+                pairs(f, reads)
+            }
+            Action::Wot { writes, acknowledged } => {
+                f.write_str("wot ")?;
+                pairs(f, writes)?;
+                if !acknowledged {
+                    f.write_str(" (failed)")?;
                 }
-                f.write_str("}")
+                Ok(())
             }
             Action::Failed { what } => write!(f, "{what} (failed)"),
         }
     }
+}
+
+/// "{x=w1, y=∅}"
+fn pairs(f: &mut fmt::Formatter<'_>, kvs: &[(String, ValueName)]) -> fmt::Result {
+    f.write_str("{")?;
+    for (i, (k, v)) in kvs.iter().enumerate() {
+        write!(f, "{}{k}={v}", if i > 0 { ", " } else { "" })?;
+    }
+    f.write_str("}")
 }
 
 /// One operation of the history, named.
@@ -228,6 +247,10 @@ impl<'a, 'h> Explainer<'a, 'h> {
                 acknowledged: matches!(res, OpResult::Put),
             },
             (Op::Get { key }, OpResult::Get(v)) => Action::Get { key: key_name(key), value: value_name(v.as_deref()) },
+            (Op::Wot { writes }, res) => Action::Wot {
+                writes: writes.iter().map(|(k, v)| (key_name(k), value_name(Some(v)))).collect(),
+                acknowledged: matches!(res, OpResult::Wot),
+            },
             (Op::Rot { keys }, OpResult::Rot(vals)) => Action::Rot {
                 reads: keys.iter().zip(vals).map(|(k, v)| (key_name(k), value_name(v.as_deref()))).collect(),
             },

@@ -4,8 +4,9 @@
 //! invoked and saw, from the simulator or the network runtime) and decides
 //! whether it is eventually consistent, causally consistent, causal+
 //! (convergent), whether sessions got read-your-writes, monotonic reads,
-//! monotonic writes and writes-follow-reads, and whether read-only
-//! transactions read causal snapshots. Each violation names the few
+//! monotonic writes and writes-follow-reads, whether read-only
+//! transactions read causal snapshots, and whether write-only transactions
+//! are atomically visible (no fractured reads). Each violation names the few
 //! operations that show it, as a sentence a person can check by hand. It also
 //! exports histories to dbcop's JSON format ([`dbcop`]).
 //!
@@ -23,6 +24,7 @@
 //! ```
 
 pub mod arbitration;
+pub mod atomic;
 pub mod causal;
 pub mod clock;
 pub mod convergence;
@@ -95,6 +97,7 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
     let Pass { mut out, causal, .. } = pass;
 
     cycles::check_cyclic_co(&m, &clocks, &mut out);
+    atomic::check_fractured(&m, &clocks, &mut out);
     let cf_preds = arbitration::check_cyclic_cf(&m, &clocks, &causal.cf, &mut out);
     let convergence = cfg.quiescent_after_us.map(|t| convergence::check_convergence(&m, &clocks, t, &mut out));
 

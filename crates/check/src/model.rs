@@ -3,10 +3,12 @@
 //!
 //! - **Sessions** are the operations of one [`ClientId`] ordered by invoke
 //!   time (a session is sequential, so this is its program order).
-//! - **Writes** are `Put`s. A write is identified by its key and value: values
-//!   are unique per write (runtime values carry a unique tagged write id;
-//!   untagged values are compared as bytes). Two writes of one value to one
-//!   key are a [`ModelError::DuplicateWrite`].
+//! - **Writes** are `Put`s and `Wot`s. A write is identified by its key and
+//!   value: values are unique per write (runtime values carry a unique tagged
+//!   write id; untagged values are compared as bytes). Two writes of one value
+//!   to one key are a [`ModelError::DuplicateWrite`]. A `Wot` is one node of
+//!   the causal order that writes several keys: a read of any of its keys
+//!   reads from the whole transaction, as atomic visibility demands.
 //! - **Reads** are `Get`s and each key of a `Rot`; a `Rot` stays one unit (one
 //!   node of the causal order) with several reads. `None` reads the initial
 //!   state. A value that no write of that key wrote is a thin-air read.
@@ -80,8 +82,10 @@ pub struct Model<'h> {
     /// A phantom write's predecessor is the last member of its client's
     /// session invoked before it.
     pub so_pred: Vec<u32>,
-    /// Per op: the key a `Put` writes (NONE for other ops).
-    pub write_key: Vec<u32>,
+    /// The keys each op writes (one for a `Put`, several for a `Wot`):
+    /// `write_keys[write_start[i]..write_start[i + 1]]` are op `i`'s.
+    write_keys: Vec<u32>,
+    write_start: Vec<u32>,
     /// Per op: the `Put` completed successfully.
     pub acked: Vec<bool>,
     /// All reads of nodes, grouped by op in op order.
@@ -120,6 +124,11 @@ impl<'h> Model<'h> {
                         key_set.insert(k, 0);
                     }
                 }
+                Op::Wot { writes } => {
+                    for (k, _) in writes {
+                        key_set.insert(k, 0);
+                    }
+                }
             }
         }
         let mut keys = Vec::with_capacity(key_set.len());
@@ -130,14 +139,16 @@ impl<'h> Model<'h> {
         }
 
         // Writes by (key, value).
-        let mut write_key = vec![NONE; n];
+        let mut write_keys = Vec::new();
+        let mut write_start = Vec::with_capacity(n + 1);
         let mut acked = vec![false; n];
         let mut by_value: FxHashMap<(u32, &[u8]), u32> = FxHashMap::default();
         for (i, r) in ops.iter().enumerate() {
-            if let Op::Put { key, value } = &r.op {
+            write_start.push(write_keys.len() as u32);
+            acked[i] = matches!(r.result, OpResult::Put | OpResult::Wot);
+            for (key, value) in r.op.writes() {
                 let k = key_id[key.as_ref()];
-                write_key[i] = k;
-                acked[i] = matches!(r.result, OpResult::Put);
+                write_keys.push(k);
                 if let Some(&first) = by_value.get(&(k, value.as_ref())) {
                     return Err(ModelError::DuplicateWrite {
                         key: key_name(key),
@@ -149,6 +160,7 @@ impl<'h> Model<'h> {
                 by_value.insert((k, value), i as u32);
             }
         }
+        write_start.push(write_keys.len() as u32);
 
         // Reads, resolved against the writes.
         let mut reads = Vec::new();
@@ -247,8 +259,7 @@ impl<'h> Model<'h> {
         let mut writes_by: FxHashMap<(u32, u32), Vec<(u32, u32)>> = FxHashMap::default();
         for s in &sessions {
             for &i in &s.ops {
-                let k = write_key[i as usize];
-                if k != NONE {
+                for &k in &write_keys[write_start[i as usize] as usize..write_start[i as usize + 1] as usize] {
                     let sid = session_of[i as usize];
                     let list = writes_by.entry((sid, k)).or_default();
                     if list.is_empty() {
@@ -282,7 +293,8 @@ impl<'h> Model<'h> {
             session_of,
             pos,
             so_pred,
-            write_key,
+            write_keys,
+            write_start,
             acked,
             reads,
             read_start,
@@ -329,8 +341,19 @@ impl<'h> Model<'h> {
         })
     }
 
+    /// The keys op `i` writes: one for a `Put`, each key of a `Wot`, none
+    /// for reads.
+    pub fn keys_written(&self, i: u32) -> &[u32] {
+        &self.write_keys[self.write_start[i as usize] as usize..self.write_start[i as usize + 1] as usize]
+    }
+
     pub fn is_write(&self, i: u32) -> bool {
-        self.write_key[i as usize] != NONE
+        !self.keys_written(i).is_empty()
+    }
+
+    /// Whether op `i` writes key `k`.
+    pub fn writes_key(&self, i: u32, k: u32) -> bool {
+        self.keys_written(i).contains(&k)
     }
 }
 
@@ -341,24 +364,30 @@ fn validate_shapes(history: &History) -> Result<(), ModelError> {
             OpResult::Get(_) => "get",
             OpResult::Put => "put",
             OpResult::Rot(_) => "rot",
+            OpResult::Wot => "wot",
             OpResult::Failed(_) => continue,
         };
         let fits = matches!(
             (&r.op, &r.result),
-            (Op::Get { .. }, OpResult::Get(_)) | (Op::Put { .. }, OpResult::Put) | (Op::Rot { .. }, OpResult::Rot(_))
+            (Op::Get { .. }, OpResult::Get(_))
+                | (Op::Put { .. }, OpResult::Put)
+                | (Op::Rot { .. }, OpResult::Rot(_))
+                | (Op::Wot { .. }, OpResult::Wot)
         );
         if !fits {
             return Err(ModelError::ResultMismatch { index, op: r.op.kind(), result });
         }
-        if let (Op::Rot { keys }, OpResult::Rot(vals)) = (&r.op, &r.result) {
-            if keys.len() != vals.len() {
-                return Err(ModelError::RotArity { index, keys: keys.len(), values: vals.len() });
-            }
-            let mut sorted: Vec<&Key> = keys.iter().collect();
-            sorted.sort();
-            if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-                return Err(ModelError::RotDuplicateKey { index, key: key_name(w[0]) });
-            }
+        // A transaction names each key once; a failed one may not have (the
+        // protocol refused it), so only successful ones are held to it.
+        let mut keys: Vec<&Key> = r.op.keys();
+        keys.sort();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(ModelError::DuplicateKey { index, op: r.op.kind(), key: key_name(w[0]) });
+        }
+        if let (Op::Rot { keys }, OpResult::Rot(vals)) = (&r.op, &r.result)
+            && keys.len() != vals.len()
+        {
+            return Err(ModelError::RotArity { index, keys: keys.len(), values: vals.len() });
         }
     }
     Ok(())

@@ -22,8 +22,8 @@ pub enum Level {
     Eventual,
     /// Causal consistency: the above, plus an acyclic causal order, no read of
     /// a causally overwritten value or of ∅ after a causally preceding write,
-    /// the four session guarantees, and causal snapshots for read-only
-    /// transactions.
+    /// the four session guarantees, causal snapshots for read-only
+    /// transactions and atomic visibility of write-only ones.
     Causal,
     /// Causal+ (causal convergence, CCv): causal, plus one arbitration order
     /// of writes that explains every read — what last-writer-wins over
@@ -131,6 +131,8 @@ pub struct Stats {
     pub gets: usize,
     pub puts: usize,
     pub rots: usize,
+    /// Write-only transactions.
+    pub wots: usize,
     pub failed: usize,
     pub sessions: usize,
     pub dcs: usize,
@@ -165,12 +167,16 @@ impl Stats {
                     s.rots += 1;
                     keys.extend(ks);
                 }
+                Op::Wot { writes } => {
+                    s.wots += 1;
+                    keys.extend(writes.iter().map(|(k, _)| k));
+                }
             }
             match &r.result {
                 OpResult::Failed(_) => s.failed += 1,
                 OpResult::Get(_) => s.reads += 1,
                 OpResult::Rot(v) => s.reads += v.len(),
-                OpResult::Put => {}
+                OpResult::Put | OpResult::Wot => {}
             }
         }
         s.sessions = clients.len();
@@ -244,11 +250,13 @@ impl fmt::Display for CheckReport {
         )?;
         writeln!(
             f,
-            "  {} ops ({} get, {} put, {} rot; {} failed) by {} sessions in {} DCs over {} keys, {} of true time",
+            "  {} ops ({} get, {} put, {} rot, {} wot; {} failed) by {} sessions in {} DCs over {} keys, {} of true \
+             time",
             thousands(s.ops),
             thousands(s.gets),
             thousands(s.puts),
             thousands(s.rots),
+            thousands(s.wots),
             thousands(s.failed),
             s.sessions,
             s.dcs,

@@ -71,11 +71,27 @@ impl RotCheck {
                 continue;
             }
             let past = &others[j];
-            let newer = m.latest_writes(y.key, |s| past[s as usize]).find(|&w| match y.source {
+            // A session's last write of y in that past may be a write-only
+            // transaction the ROT read another key from: it is not strictly
+            // before that read, but the session's previous write of y is.
+            let candidates = m.latest_writes(y.key, |s| past[s as usize]).flat_map(|w| {
+                let read_elsewhere = reads.iter().enumerate().any(|(i, x)| i != j && x.source == Source::Write(w));
+                let before = read_elsewhere
+                    .then(|| m.last_write(m.session_of[w as usize], y.key, m.pos[w as usize] - 1))
+                    .flatten();
+                std::iter::once(w).chain(before)
+            });
+            let overwrites = |w: u32| match y.source {
                 Source::Init => true,
                 Source::Write(wy) => c.co(m, wy, w),
                 Source::ThinAir => false,
-            });
+            };
+            let precedes_another = |w: u32| {
+                reads.iter().enumerate().any(|(i, x)| {
+                    i != j && matches!(x.source, Source::Write(wx) if vcs[i].is_some() && c.co(m, w, wx))
+                })
+            };
+            let newer = candidates.filter(|&w| overwrites(w)).find(|&w| precedes_another(w));
             if let Some(newer) = newer {
                 // The other read whose write the newer y precedes.
                 let x = reads

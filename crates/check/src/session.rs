@@ -63,8 +63,8 @@ pub struct SessionCheck {
     seen_from: FxHashMap<u32, BTreeMap<u32, (u32, Seen)>>,
 }
 
-/// `v` is overwritten by write `w`.
-fn overwritten(m: &Model<'_>, c: &Clocks, v: Source, w: u32) -> bool {
+/// `v` is overwritten by write `w`: `v = ∅`, or `v ⇝ w` (so `v ≠ w`).
+pub(crate) fn overwritten(m: &Model<'_>, c: &Clocks, v: Source, w: u32) -> bool {
     match v {
         Source::Init => true,
         Source::Write(v) => c.co(m, v, w),

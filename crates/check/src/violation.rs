@@ -4,9 +4,8 @@
 //! Checks record violations cheaply as [`Raw`] (op indices only) through a
 //! [`Collector`] that counts every violation but keeps the first N of each
 //! kind; those are rendered into [`Violation`]s, with causal paths, once the
-//! causal order is complete. A new kind (say, fractured reads of write-only
-//! transactions) is one [`Kind`], one [`Violation`] variant and one [`Raw`]
-//! variant; both enums are `#[non_exhaustive]` so adding one breaks no caller.
+//! causal order is complete. A new kind is one [`Kind`], one [`Violation`]
+//! variant and one [`Raw`] variant; both enums are `#[non_exhaustive]` so adding one breaks no caller.
 
 use crate::explain::{Explainer, OpRef, Path, ValueName};
 use crate::model::{ReadEv, Source};
@@ -35,6 +34,8 @@ pub enum Kind {
     WritesFollowReads,
     /// A read-only transaction did not read a causal snapshot.
     RotSnapshot,
+    /// A reader saw part of a write-only transaction and missed the rest.
+    FracturedRead,
     /// After quiescence, reads of one key disagree.
     Divergence,
     /// After quiescence, a read returns a value an acknowledged write of the key causally overwrote.
@@ -42,7 +43,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::ThinAirRead,
         Kind::CyclicCausalOrder,
         Kind::WriteCoRead,
@@ -53,6 +54,7 @@ impl Kind {
         Kind::MonotonicWrites,
         Kind::WritesFollowReads,
         Kind::RotSnapshot,
+        Kind::FracturedRead,
         Kind::Divergence,
         Kind::NotEventuallyVisible,
     ];
@@ -70,6 +72,7 @@ impl Kind {
             Kind::MonotonicWrites => "monotonic writes",
             Kind::WritesFollowReads => "writes-follow-reads",
             Kind::RotSnapshot => "read-only transaction snapshot",
+            Kind::FracturedRead => "write-only transaction atomicity (fractured reads)",
             Kind::Divergence => "convergence after quiescence",
             Kind::NotEventuallyVisible => "eventual visibility",
         }
@@ -176,6 +179,19 @@ pub enum Violation {
         /// newer ⇝ other
         seen: Path,
     },
+    FracturedRead {
+        read: OpRef,
+        key: String,
+        returned: Option<OpRef>,
+        /// The write-only transaction, which also wrote `key`.
+        wot: OpRef,
+        /// How the reader had seen `wot`: the read itself (another key of
+        /// the same read-only transaction), an earlier op of its session
+        /// that read it, or `wot` itself (its own write).
+        via: OpRef,
+        /// returned ⇝ wot
+        overwritten: Option<Path>,
+    },
     Divergence {
         key: String,
         first: OpRef,
@@ -208,6 +224,7 @@ impl Violation {
             Violation::MonotonicWrites { .. } => Kind::MonotonicWrites,
             Violation::WritesFollowReads { .. } => Kind::WritesFollowReads,
             Violation::RotSnapshot { .. } => Kind::RotSnapshot,
+            Violation::FracturedRead { .. } => Kind::FracturedRead,
             Violation::Divergence { .. } => Kind::Divergence,
             Violation::NotEventuallyVisible { .. } => Kind::NotEventuallyVisible,
         }
@@ -223,6 +240,7 @@ impl Violation {
             | Violation::MonotonicReads { read, .. }
             | Violation::MonotonicWrites { read, .. }
             | Violation::WritesFollowReads { read, .. }
+            | Violation::FracturedRead { read, .. }
             | Violation::NotEventuallyVisible { read, .. } => read.index,
             Violation::CyclicCausalOrder { cycle, .. } | Violation::CyclicArbitration { cycle, .. } => {
                 cycle.start.index
@@ -383,6 +401,25 @@ impl fmt::Display for Violation {
                     put_value(other)
                 )
             }
+            Violation::FracturedRead { read, key, returned, wot, via, overwritten } => {
+                write!(f, "{} read {} ({}) ", read.who(), kv(key, returned), read.at())?;
+                if via.index == read.index {
+                    write!(f, "in the same read-only transaction that read another key from ")?;
+                } else if via.index == wot.index {
+                    write!(f, "after writing ")?;
+                } else {
+                    write!(f, "after {} ({}) had read from ", via.action, via.at())?;
+                }
+                write!(
+                    f,
+                    "the write-only transaction {} ({} by {}), which also wrote {key}: it saw the transaction only \
+                     in part (fractured read){}",
+                    wot.action,
+                    wot.at(),
+                    wot.who(),
+                    overwrite_clause(returned, wot, overwritten)
+                )
+            }
             Violation::Divergence { key, first, first_value, second, second_value, quiescent_after_us } => write!(
                 f,
                 "after quiescence ({}) reads of {key} disagree: {} read {key}={first_value} ({}) but {} read \
@@ -423,6 +460,7 @@ pub enum Raw {
     Mw { read: ReadEv, earlier: u32, seen: u32, older: u32 },
     Wfr { read: ReadEv, earlier: u32, seen: u32, writer_read: u32, writer_saw: u32 },
     Rot { y: ReadEv, x: ReadEv, newer: u32 },
+    Fractured { read: ReadEv, wot: u32, via: u32 },
     Divergence { first: ReadEv, second: ReadEv, t: u64 },
     NotVisible { read: ReadEv, write: u32, t: u64 },
 }
@@ -523,6 +561,14 @@ impl Raw {
                     seen: ex.co_path(*newer, wx),
                 }
             }
+            Raw::Fractured { read, wot, via } => Violation::FracturedRead {
+                read: ex.op(read.op),
+                key: ex.key(read.key),
+                returned: ex.source(read.source),
+                wot: ex.op(*wot),
+                via: ex.op(*via),
+                overwritten: ex.overwritten(read.source, *wot),
+            },
             Raw::Divergence { first, second, t } => Violation::Divergence {
                 key: ex.key(first.key),
                 first: ex.op(first.op),

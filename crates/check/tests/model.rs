@@ -7,7 +7,7 @@ mod common;
 use bytes::Bytes;
 use causeway_check::dbcop::{DbcopEvent, ExportError, to_dbcop, to_dbcop_json};
 use causeway_check::{CheckConfig, CheckError, ModelError, Status, check, load_history};
-use causeway_core::{ClientId, DcId, History, Op, OpRecord, OpResult};
+use causeway_core::{ClientId, DcId, History, Op, OpKind, OpRecord, OpResult};
 use common::{H, k};
 
 fn model_error(h: &History) -> ModelError {
@@ -83,7 +83,7 @@ fn results_must_fit_their_ops() {
 
     let mut h = H::new();
     h.rot(0, &[("x", None), ("x", None)]);
-    assert_eq!(model_error(&h.history()), ModelError::RotDuplicateKey { index: 0, key: "x".into() });
+    assert_eq!(model_error(&h.history()), ModelError::DuplicateKey { index: 0, op: OpKind::Rot, key: "x".into() });
 }
 
 fn temp(name: &str, contents: &[u8]) -> std::path::PathBuf {

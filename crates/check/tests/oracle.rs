@@ -22,6 +22,7 @@ fn verdict(r: &CheckReport) -> Verdict {
         mw: r.count(Kind::MonotonicWrites),
         wfr: r.count(Kind::WritesFollowReads),
         rot: r.count(Kind::RotSnapshot),
+        fractured: r.count(Kind::FracturedRead),
         ccv_cycle: r.count(Kind::CyclicArbitration) > 0,
         co_cycle: r.count(Kind::CyclicCausalOrder) > 0,
     }
@@ -108,19 +109,27 @@ fn random_history(steps: &[(u8, u8, u8, u8)]) -> History {
             let i = p as usize % (ws.len() + 1);
             (i < ws.len()).then(|| ws[i])
         };
-        match kind % 5 {
+        match kind % 6 {
             0 | 1 => {
                 h.put(c, keys[k], next);
                 written[k].push(next);
                 next += 1;
             }
+            5 => {
+                let k2 = (k + 1 + pick as usize % 2) % 3;
+                h.wot(c, &[(keys[k], next), (keys[k2], next + 1)]);
+                written[k].push(next);
+                written[k2].push(next + 1);
+                next += 2;
+            }
             2 | 3 => {
                 h.get(c, keys[k], pick_of(&written[k], pick));
             }
-            _ => {
+            4 => {
                 let k2 = (k + 1) % 3;
                 h.rot(c, &[(keys[k], pick_of(&written[k], pick)), (keys[k2], pick_of(&written[k2], pick / 3))]);
             }
+            _ => unreachable!("kind % 6"),
         }
     }
     h.history()
@@ -148,7 +157,7 @@ fn causal_history(steps: &[(u8, u8, u8, u8)]) -> (History, u64) {
             let closure = writes[w].2.clone();
             known[s].extend(closure);
         }
-        match kind % 3 {
+        match kind % 4 {
             0 => {
                 let id = writes.len() as u64 + 1;
                 let mut closure = known[s].clone();
@@ -157,15 +166,27 @@ fn causal_history(steps: &[(u8, u8, u8, u8)]) -> (History, u64) {
                 writes.push((k, id, closure));
                 h.put(s as u32, keys[k], id);
             }
+            3 => {
+                // A write-only transaction: two writes with one closure, so
+                // whoever knows one knows both.
+                let (first, k2) = (writes.len(), (k + 1) % keys.len());
+                let mut closure = known[s].clone();
+                closure.extend([first, first + 1]);
+                known[s].extend([first, first + 1]);
+                writes.push((k, first as u64 + 1, closure.clone()));
+                writes.push((k2, first as u64 + 2, closure));
+                h.wot(s as u32, &[(keys[k], first as u64 + 1), (keys[k2], first as u64 + 2)]);
+            }
             1 => {
                 h.get(s as u32, keys[k], latest(&known[s], &writes, k));
             }
-            _ => {
+            2 => {
                 let ks = [k, (k + 1) % keys.len(), (k + 2) % keys.len()];
                 let reads: Vec<(&str, Option<u64>)> =
                     ks.iter().map(|&k| (keys[k], latest(&known[s], &writes, k))).collect();
                 h.rot(s as u32, &reads);
             }
+            _ => unreachable!("kind % 4"),
         }
     }
     // Quiescence: everyone learns everything, then reads every key.

@@ -112,6 +112,33 @@ fn eventual_multi_get_rot_is_not_a_snapshot() {
     assert!(v.contains("w10") && v.contains("w13") && v.contains("w12"), "{v}");
 }
 
+/// Eventual's write-only transaction is parallel puts: with the link that
+/// carries y's replica slowed, a remote ROT sees the new x and the old y.
+#[test]
+fn eventual_wot_is_caught_as_fractured() {
+    let mut sc = base(2, 4, 1_500, 5);
+    let t = Topology::new(sc.topology.clone()).unwrap();
+    let (x, y) = keys_on_different_partitions(&t, "x", "y");
+    let from = t.server_for_key(DcId(0), &y).unwrap();
+    let to = t.server_for_key(DcId(1), &y).unwrap();
+    sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
+    let v = |id| tagged_value(id, 16);
+    sc.scripted.push(ScriptedClient {
+        dc: 0,
+        ops: vec![ScriptedOp { at_us: 1_000, op: Op::Wot { writes: vec![(x.clone(), v(1)), (y.clone(), v(2))] } }],
+    });
+    let reader =
+        (0..300).map(|i| ScriptedOp { at_us: 1_000 + i * 3_000, op: Op::Rot { keys: vec![x.clone(), y.clone()] } });
+    sc.scripted.push(ScriptedClient { dc: 1, ops: reader.collect() });
+    let h = run(sc);
+    let r = check(&h, &CheckConfig::at(Level::Causal));
+    assert!(r.count(Kind::FracturedRead) > 0, "{r}");
+    let text = r.of_kind(Kind::FracturedRead).next().unwrap().to_string();
+    assert!(text.contains("in the same read-only transaction") && text.contains("w1") && text.contains("w2"), "{text}");
+    // Not required of an eventual protocol, but shown.
+    assert!(check(&h, &CheckConfig::at(Level::Eventual)).passed);
+}
+
 /// A loaded run with skew, drift, a partition, a pause and a latency spike
 /// (the simulator's own determinism scenario).
 fn faulty(seed: u64, rots: f64) -> Scenario {
@@ -154,6 +181,20 @@ fn randomized_faulty_eventual_run_is_flagged() {
             assert!(!json.contains("\"arbitration\""), "{json}");
         }
     }
+}
+
+#[test]
+fn randomized_faulty_eventual_run_with_write_transactions_has_fractured_reads() {
+    let mut sc = faulty(8, 0.1);
+    sc.workload.wotproportion = 0.1;
+    sc.workload.wot_size = 3;
+    // Few keys, so readers often meet a transaction's keys.
+    sc.workload.recordcount = 30;
+    let h = run(sc);
+    assert!(h.ops.iter().any(|o| matches!(o.op, Op::Wot { .. })));
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(r.count(Kind::FracturedRead) > 0, "{r}");
+    assert_eq!(r.count(Kind::ThinAirRead) + r.count(Kind::CyclicCausalOrder), 0, "{r}");
 }
 
 #[test]

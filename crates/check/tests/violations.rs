@@ -333,6 +333,83 @@ fn rot_reads_are_also_judged_against_the_session() {
     assert_eq!(failed(&r), vec![Kind::WriteCoInitRead, Kind::ReadYourWrites], "{r}");
 }
 
+/// A write-only transaction moving money: x and y change together.
+fn transfer() -> H {
+    let mut h = H::new();
+    h.put(0, "x", 1);
+    h.put(0, "y", 2);
+    h.wot(0, &[("x", 3), ("y", 4)]);
+    h
+}
+
+#[test]
+fn rot_that_sees_part_of_a_write_only_transaction_is_fractured() {
+    for ok in [
+        [("x", Some(3)), ("y", Some(4))],
+        [("x", Some(1)), ("y", Some(2))],
+        [("x", None), ("y", None)],
+        [("x", Some(1)), ("y", None)],
+    ] {
+        let mut h = transfer();
+        h.rot(1, &ok);
+        assert_clean(&run(&h));
+    }
+    let mut h = transfer();
+    h.rot(1, &[("x", Some(3)), ("y", Some(2))]);
+    let r = run_at(&h, Level::Causal, None);
+    // (The arbitration check, not required at this level, objects too: the
+    // snapshot holds w4 and returns the older w2.)
+    assert_eq!(failed(&r), vec![Kind::CyclicArbitration, Kind::FracturedRead], "{r}");
+    assert!(!r.passed);
+    let v = r.of_kind(Kind::FracturedRead).next().unwrap();
+    let Violation::FracturedRead { key, wot, via, read, .. } = v else { panic!() };
+    assert_eq!((key.as_str(), wot.index, via.index, read.index), ("y", 2, 3, 3));
+    let text = v.to_string();
+    assert!(
+        text.contains(
+            "read y=w2 (op #3 at 0.040 ms) in the same read-only transaction that read another key from the \
+                       write-only transaction wot {x=w3, y=w4}"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("fractured read"), "{text}");
+    // y=∅ with x from the transaction: fractured, and also not a snapshot
+    // (y=w2 was written before the transaction).
+    let mut h = transfer();
+    h.rot(1, &[("x", Some(3)), ("y", None)]);
+    assert_eq!(failed(&run_at(&h, Level::Causal, None)), vec![Kind::RotSnapshot, Kind::FracturedRead]);
+    // Informational only at the eventual level.
+    let mut h = transfer();
+    h.rot(1, &[("x", Some(3)), ("y", Some(2))]);
+    let r = run_at(&h, Level::Eventual, None);
+    assert!(r.passed && r.count(Kind::FracturedRead) == 1, "{r}");
+}
+
+#[test]
+fn session_that_saw_a_write_only_transaction_must_see_all_of_it() {
+    // Read x from the transaction, then y from before it.
+    let mut h = transfer();
+    h.get(1, "x", Some(3));
+    h.get(1, "y", Some(2));
+    let r = run(&h);
+    assert!(failed(&r).contains(&Kind::FracturedRead), "{r}");
+    let text = r.of_kind(Kind::FracturedRead).next().unwrap().to_string();
+    assert!(text.contains("after get x=w3 (op #3 at 0.040 ms) had read from the write-only transaction"), "{text}");
+    // The writer itself.
+    let mut h = transfer();
+    h.get(0, "y", Some(2));
+    let r = run(&h);
+    assert!(failed(&r).contains(&Kind::FracturedRead), "{r}");
+    assert!(r.of_kind(Kind::FracturedRead).next().unwrap().to_string().contains("after writing the write-only"));
+    // A write of y concurrent with the transaction may win: not fractured.
+    let mut h = transfer();
+    h.put(2, "y", 9);
+    h.get(1, "x", Some(3));
+    h.get(1, "y", Some(9));
+    h.rot(3, &[("x", Some(3)), ("y", Some(9))]);
+    assert_clean(&run(&h));
+}
+
 #[test]
 fn divergence_after_quiescence() {
     let mut h = H::new();

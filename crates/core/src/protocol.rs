@@ -55,15 +55,18 @@ pub enum OpKind {
     Put,
     /// Read-only transaction over a set of keys.
     Rot,
+    /// Write-only transaction: several puts made visible atomically.
+    Wot,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 3] = [OpKind::Get, OpKind::Put, OpKind::Rot];
+    pub const ALL: [OpKind; 4] = [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Get => "get",
             OpKind::Put => "put",
             OpKind::Rot => "rot",
+            OpKind::Wot => "wot",
         }
     }
 }
@@ -84,6 +87,13 @@ pub enum Op {
     Rot {
         keys: Vec<Key>,
     },
+    /// Write every pair as one transaction: a reader sees all of its writes
+    /// or none of them (atomic visibility, seed 001's Eiger write-only
+    /// transactions), and the transaction is one event of the causal order.
+    /// Keys are distinct.
+    Wot {
+        writes: Vec<(Key, Value)>,
+    },
 }
 
 impl Op {
@@ -92,6 +102,25 @@ impl Op {
             Op::Get { .. } => OpKind::Get,
             Op::Put { .. } => OpKind::Put,
             Op::Rot { .. } => OpKind::Rot,
+            Op::Wot { .. } => OpKind::Wot,
+        }
+    }
+
+    /// The keys the operation names, in request order.
+    pub fn keys(&self) -> Vec<&Key> {
+        match self {
+            Op::Get { key } | Op::Put { key, .. } => vec![key],
+            Op::Rot { keys } => keys.iter().collect(),
+            Op::Wot { writes } => writes.iter().map(|(k, _)| k).collect(),
+        }
+    }
+
+    /// The (key, value) pairs the operation writes, in request order.
+    pub fn writes(&self) -> Vec<(&Key, &Value)> {
+        match self {
+            Op::Put { key, value } => vec![(key, value)],
+            Op::Wot { writes } => writes.iter().map(|(k, v)| (k, v)).collect(),
+            Op::Get { .. } | Op::Rot { .. } => Vec::new(),
         }
     }
 }
@@ -105,6 +134,8 @@ pub enum OpResult {
     Put,
     /// One entry per requested key, in request order.
     Rot(Vec<Option<Value>>),
+    /// Every write of the transaction was applied.
+    Wot,
     Failed(OpError),
 }
 

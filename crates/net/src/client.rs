@@ -175,16 +175,10 @@ impl<P: Protocol> Session<P> {
                 Ok(())
             }
         };
-        match op {
-            Op::Get { key: k } => key(k),
-            Op::Put { key: k, value } => {
-                key(k)?;
-                if value.len() > l.max_value_bytes {
-                    return Err(ClientError::ValueTooLarge { len: value.len(), max: l.max_value_bytes });
-                }
-                Ok(())
-            }
-            Op::Rot { keys } => keys.iter().try_for_each(|k| key(k)),
+        op.keys().into_iter().try_for_each(|k| key(k))?;
+        match op.writes().into_iter().map(|(_, v)| v.len()).max() {
+            Some(len) if len > l.max_value_bytes => Err(ClientError::ValueTooLarge { len, max: l.max_value_bytes }),
+            _ => Ok(()),
         }
     }
 
@@ -260,6 +254,16 @@ impl<P: Protocol> Session<P> {
             OpResult::Put => Ok(()),
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a put answered {other:?}"),
+        }
+    }
+
+    /// Write every pair atomically (a write-only transaction); protocols
+    /// without them answer [`OpError::Unsupported`](causeway_core::OpError).
+    pub async fn wot(&mut self, writes: Vec<(bytes::Bytes, bytes::Bytes)>) -> Result<(), ClientError> {
+        match self.execute(Op::Wot { writes }).await? {
+            OpResult::Wot => Ok(()),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a wot answered {other:?}"),
         }
     }
 

@@ -8,8 +8,11 @@
 //! converge, but nothing orders a version after the versions it depends on:
 //! a remote reader can see an album entry before the photo it points to.
 //!
-//! A ROT here is a parallel multi-get with no snapshot, offered so that the
-//! baseline runs the same workloads; it promises nothing.
+//! A ROT here is a parallel multi-get with no snapshot, and a WOT a set of
+//! parallel puts applied and replicated one by one, offered so that the
+//! baseline runs the same workloads; they promise nothing. A reader can see
+//! part of such a WOT, which makes the baseline the checker's standing proof
+//! that fractured reads are caught.
 
 use crate::common::{client_server_for, fail_unsupported};
 use causeway_core::{
@@ -27,7 +30,7 @@ pub struct Config {}
 
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
     const CAUSAL: bool = false;
     type Msg = Msg;
     type Version = Version;
@@ -177,7 +180,15 @@ pub struct EventualClient {
 enum Pending {
     Get,
     Put,
-    Rot { keys: Vec<Key>, values: Vec<Option<Value>>, missing: usize },
+    Rot {
+        keys: Vec<Key>,
+        values: Vec<Option<Value>>,
+        missing: usize,
+    },
+    /// Puts not yet acknowledged.
+    Wot {
+        missing: usize,
+    },
 }
 
 impl Client for EventualClient {
@@ -211,6 +222,21 @@ impl Client for EventualClient {
                 let n = keys.len();
                 self.pending = Some(Pending::Rot { keys, values: vec![None; n], missing: n });
             }
+            Op::Wot { writes } => {
+                let mut targets = Vec::with_capacity(writes.len());
+                for (k, _) in &writes {
+                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
+                    targets.push(to);
+                }
+                if writes.is_empty() {
+                    env.complete(OpResult::Wot);
+                    return;
+                }
+                self.pending = Some(Pending::Wot { missing: writes.len() });
+                for ((key, value), to) in writes.into_iter().zip(targets) {
+                    env.send(to, Msg::PutReq { key, value });
+                }
+            }
             #[allow(unreachable_patterns)]
             other => fail_unsupported(env, other.kind()),
         }
@@ -231,6 +257,10 @@ impl Client for EventualClient {
                     self.pending = Some(Pending::Rot { keys, values, missing });
                 }
             }
+            (Some(Pending::Wot { missing }), Msg::PutReply) => match missing - 1 {
+                0 => env.complete(OpResult::Wot),
+                missing => self.pending = Some(Pending::Wot { missing }),
+            },
             (p, _) => self.pending = p, // a stray reply: ignore it
         }
     }

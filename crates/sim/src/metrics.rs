@@ -170,8 +170,9 @@ impl Metrics {
     /// either way.
     pub fn staleness(&mut self, op: &Op, result: &OpResult, invoke_us: u64, complete_us: u64) {
         match (op, result) {
-            (Op::Put { key, value }, OpResult::Put) => {
-                if let Some(id) = write_id_of(value) {
+            (Op::Put { .. } | Op::Wot { .. }, OpResult::Put | OpResult::Wot) => {
+                for (key, value) in op.writes() {
+                    let Some(id) = write_id_of(value) else { continue };
                     match self.last_acked.get_mut(key) {
                         Some((last, _)) => {
                             self.superseded_us.insert(*last, complete_us);

@@ -216,10 +216,18 @@ pub struct Workload {
     #[serde(default = "default_rot")]
     pub rot_size: usize,
     /// Partitions each ROT spans (0: wherever its keys fall). When set,
-    /// partitions are chosen first and keys uniformly inside them.
+    /// partitions are chosen first and keys uniformly inside them. A WOT
+    /// spans `min(rot_partitions, wot_size)` by the same rule.
     #[serde(default)]
     pub rot_partitions: u32,
-    /// Under partial replication, the fraction of ROTs whose partitions are
+    /// Write-only transactions (atomic multi-key writes), for protocols that
+    /// offer them; the others fail them as unsupported.
+    #[serde(default)]
+    pub wotproportion: f64,
+    /// Keys per WOT (distinct).
+    #[serde(default = "default_rot")]
+    pub wot_size: usize,
+    /// Under partial replication, the fraction of transactions whose partitions are
     /// all stored in the client's DC (the rest reach at least one remote
     /// partition). Unset: keys fall where they fall.
     #[serde(default)]
@@ -288,6 +296,8 @@ impl Default for Workload {
             rotproportion: 0.0,
             rot_size: default_rot(),
             rot_partitions: 0,
+            wotproportion: 0.0,
+            wot_size: default_rot(),
             local_txn_ratio: None,
             amplification: 0,
             requestdistribution: Distribution::Uniform,
@@ -314,12 +324,13 @@ impl Workload {
 
     /// Check the workload against the topology; the message names the field.
     pub fn validate(&self, topology: &causeway_core::Topology) -> Result<(), String> {
-        let props = [self.readproportion, self.updateproportion, self.insertproportion, self.rotproportion];
+        let props =
+            [self.readproportion, self.updateproportion, self.insertproportion, self.rotproportion, self.wotproportion];
         let total: f64 = props.iter().sum();
         if total.is_nan() || total <= 0.0 || props.iter().any(|p| *p < 0.0) {
-            return Err(
-                "readproportion, updateproportion, insertproportion and rotproportion must be ≥ 0 and not all 0".into(),
-            );
+            return Err("readproportion, updateproportion, insertproportion, rotproportion and wotproportion must be \
+                        ≥ 0 and not all 0"
+                .into());
         }
         if let Some(d) = self.dcs.iter().find(|d| **d as usize >= topology.dcs()) {
             return Err(format!("dcs names DC {d}, but the topology has {} DCs", topology.dcs()));
@@ -341,6 +352,9 @@ impl Workload {
         }
         if self.rotproportion > 0.0 && (self.rot_size == 0 || self.rot_size as u64 > keys) {
             return Err(format!("rot_size must be between 1 and the number of keys ({keys}), got {}", self.rot_size));
+        }
+        if self.wotproportion > 0.0 && (self.wot_size == 0 || self.wot_size as u64 > keys) {
+            return Err(format!("wot_size must be between 1 and the number of keys ({keys}), got {}", self.wot_size));
         }
         if self.rot_partitions as usize > topology.partitions() || self.rot_partitions as usize > self.rot_size.max(1) {
             return Err(format!(

@@ -147,7 +147,7 @@ impl Generator {
         rng: &mut ChaCha8Rng,
         mut write_id: impl FnMut() -> u64,
     ) -> Request {
-        let total = w.readproportion + w.updateproportion + w.insertproportion + w.rotproportion;
+        let total = w.readproportion + w.updateproportion + w.insertproportion + w.rotproportion + w.wotproportion;
         let x = rng.random::<f64>() * total;
         let one = |op| Request { ops: VecDeque::from([op]), name: None };
         if x < w.readproportion {
@@ -166,7 +166,12 @@ impl Generator {
             };
             return one(Op::Put { key, value: tagged_value(write_id(), w.fieldlength) });
         }
-        one(Op::Rot { keys: self.rot_keys(w, client, dc, rng) })
+        let x = x - w.updateproportion - w.insertproportion;
+        if x < w.rotproportion {
+            return one(Op::Rot { keys: self.txn_keys(w, w.rot_size, client, dc, rng) });
+        }
+        let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
+        one(Op::Wot { writes: keys.into_iter().map(|k| (k, tagged_value(write_id(), w.fieldlength))).collect() })
     }
 
     /// DKVF's amplified insert (seed 000 §8, Fig 5.2): `amplification` PUTs
@@ -194,15 +199,15 @@ impl Generator {
         Request { ops, name: Some(AMPLIFIED) }
     }
 
-    /// The keys of a ROT: `rot_size` distinct keys, from exactly
-    /// `rot_partitions` partitions when that is set, and under partial
-    /// replication local (all partitions stored in the client's DC) with
-    /// probability `local_txn_ratio`.
-    fn rot_keys(&self, w: &Workload, client: u64, dc: DcId, rng: &mut ChaCha8Rng) -> Vec<Key> {
-        let mut ks: Vec<Key> = Vec::with_capacity(w.rot_size);
+    /// The keys of a transaction: `size` distinct keys, from exactly
+    /// `min(rot_partitions, size)` partitions when that is set, and under
+    /// partial replication local (all partitions stored in the client's DC)
+    /// with probability `local_txn_ratio`.
+    fn txn_keys(&self, w: &Workload, size: usize, client: u64, dc: DcId, rng: &mut ChaCha8Rng) -> Vec<Key> {
+        let mut ks: Vec<Key> = Vec::with_capacity(size);
         let local = w.local_txn_ratio.map(|r| rng.random::<f64>() < r);
         if w.rot_partitions == 0 && local.is_none() {
-            while ks.len() < w.rot_size {
+            while ks.len() < size {
                 let k = self.keys.pick(w, client, rng);
                 if !ks.contains(k) {
                     ks.push(k.clone());
@@ -210,13 +215,13 @@ impl Generator {
             }
             return ks;
         }
-        let want = if w.rot_partitions == 0 { w.rot_size } else { w.rot_partitions as usize };
+        let want = if w.rot_partitions == 0 { size } else { (w.rot_partitions as usize).min(size) };
         let parts = self.choose_partitions(want, dc, local, rng);
         // Spread the keys round-robin over the chosen partitions; a partition
         // with too few keys left lends its turn to the others.
         let mut stuck = 0;
         let mut i = 0;
-        while ks.len() < w.rot_size && stuck < 64 * w.rot_size {
+        while ks.len() < size && stuck < 64 * size {
             let p = parts[i % parts.len()];
             i += 1;
             match self.keys.pick_in(p, rng) {
@@ -224,7 +229,7 @@ impl Generator {
                 _ => stuck += 1,
             }
         }
-        while ks.len() < w.rot_size {
+        while ks.len() < size {
             let k = self.keys.pick(w, client, rng);
             if !ks.contains(k) {
                 ks.push(k.clone());

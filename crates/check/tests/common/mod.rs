@@ -48,6 +48,11 @@ impl H {
         self.push(client, Op::Put { key: k(key), value: v(id) }, OpResult::Failed(OpError::Aborted("timeout".into())))
     }
 
+    /// A write-only transaction writing each key with its id.
+    pub fn wot(&mut self, client: u32, writes: &[(&str, u64)]) -> usize {
+        self.push(client, Op::Wot { writes: writes.iter().map(|&(key, id)| (k(key), v(id))).collect() }, OpResult::Wot)
+    }
+
     /// `id: None` reads ∅.
     pub fn get(&mut self, client: u32, key: &str, id: Option<u64>) -> usize {
         self.push(client, Op::Get { key: k(key) }, OpResult::Get(id.map(v)))

@@ -4,7 +4,9 @@
 //!
 //! It answers, per read, whether it violates CC (WriteCORead or
 //! WriteCOInitRead), each session guarantee, and per (ROT, key) whether the
-//! snapshot is broken; and whether co ∪ cf has a cycle (CCv).
+//! snapshot is broken, per read whether it is fractured (it misses part of
+//! a write-only transaction it observed); and whether co ∪ cf has a cycle
+//! (CCv).
 
 use causeway_core::{History, Op, OpResult};
 use std::collections::{BTreeMap, HashMap};
@@ -17,6 +19,7 @@ pub struct Verdict {
     pub mw: usize,
     pub wfr: usize,
     pub rot: usize,
+    pub fractured: usize,
     pub ccv_cycle: bool,
     pub co_cycle: bool,
 }
@@ -48,7 +51,7 @@ pub fn oracle(h: &History) -> Verdict {
     assert!(ops.iter().all(|o| !matches!(o.result, OpResult::Failed(_))), "the oracle takes no failed ops");
     let mut writer: HashMap<(Vec<u8>, Vec<u8>), usize> = HashMap::new();
     for (i, o) in ops.iter().enumerate() {
-        if let Op::Put { key, value } = &o.op {
+        for (key, value) in o.op.writes() {
             writer.insert((key.to_vec(), value.to_vec()), i);
         }
     }
@@ -120,17 +123,12 @@ pub fn oracle(h: &History) -> Verdict {
         return v;
     }
     let co = |a: usize, b: usize| past[b].get(a);
-    let put_key: Vec<Option<Vec<u8>>> = ops
-        .iter()
-        .map(|o| match &o.op {
-            Op::Put { key, .. } => Some(key.to_vec()),
-            _ => None,
-        })
-        .collect();
-    let key_of = |w: usize| put_key[w].as_ref();
+    let put_keys: Vec<Vec<Vec<u8>>> =
+        ops.iter().map(|o| o.op.writes().iter().map(|(k, _)| k.to_vec()).collect()).collect();
+    let writes_key = |w: usize, k: &Vec<u8>| put_keys[w].contains(k);
     let mut writes_by_key: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
-    for (w, k) in put_key.iter().enumerate() {
-        if let Some(k) = k {
+    for (w, ks) in put_keys.iter().enumerate() {
+        for k in ks {
             writes_by_key.entry(k.clone()).or_default().push(w);
         }
     }
@@ -162,7 +160,7 @@ pub fn oracle(h: &History) -> Verdict {
                 }
             }
             let earlier: Vec<usize> = sessions[&session_of[i]].iter().copied().take_while(|&j| j != i).collect();
-            if earlier.iter().any(|&w| key_of(w) == Some(key) && overwritten(*src, w)) {
+            if earlier.iter().any(|&w| writes_key(w, key) && overwritten(*src, w)) {
                 v.ryw += 1;
             }
             let earlier_reads: Vec<&Read> = earlier.iter().flat_map(|&j| reads_of[j].iter()).collect();
@@ -173,7 +171,7 @@ pub fn oracle(h: &History) -> Verdict {
                 earlier_reads.iter().filter_map(|r| r.2).filter(|&w| session_of[w] != session_of[i]).collect();
             let mw = seen.iter().any(|&w2| {
                 let s2 = &sessions[&session_of[w2]];
-                s2.iter().take_while(|&&j| j != w2).any(|&w| key_of(w) == Some(key) && overwritten(*src, w))
+                s2.iter().take_while(|&&j| j != w2).any(|&w| writes_key(w, key) && overwritten(*src, w))
             });
             if mw {
                 v.mw += 1;
@@ -187,6 +185,17 @@ pub fn oracle(h: &History) -> Verdict {
             });
             if wfr {
                 v.wfr += 1;
+            }
+            // Fractured: a multi-key write of `key` this op (through another
+            // key) or an earlier op of the session (by reading it, or by
+            // being it) observed, which overwrites what the read returned.
+            let txn = |t: usize| put_keys[t].len() > 1 && writes_key(t, key);
+            let observed_txn = |t: usize| {
+                reads_of[i].iter().any(|r| r.1 != *key && r.2 == Some(t))
+                    || earlier.iter().any(|&j| j == t || reads_of[j].iter().any(|r| r.2 == Some(t)))
+            };
+            if (0..n).any(|t| txn(t) && observed_txn(t) && overwritten(*src, t)) {
+                v.fractured += 1;
             }
         }
         // Snapshot: per key y of a ROT.
