@@ -87,9 +87,10 @@ impl RotCheck {
                 Source::ThinAir => false,
             };
             let precedes_another = |w: u32| {
-                reads.iter().enumerate().any(|(i, x)| {
-                    i != j && matches!(x.source, Source::Write(wx) if vcs[i].is_some() && c.co(m, w, wx))
-                })
+                reads
+                    .iter()
+                    .enumerate()
+                    .any(|(i, x)| i != j && matches!(x.source, Source::Write(wx) if vcs[i].is_some() && c.co(m, w, wx)))
             };
             let newer = candidates.filter(|&w| overwrites(w)).find(|&w| precedes_another(w));
             if let Some(newer) = newer {

@@ -187,3 +187,24 @@ fn dbcop_export_refuses_thin_air_and_ambiguous_histories() {
     h.put(0, "x", 3);
     assert!(matches!(to_dbcop(&h.history()).unwrap_err(), ExportError::Model(ModelError::DuplicateWrite { .. })));
 }
+
+#[test]
+fn dbcop_export_makes_a_write_only_transaction_one_transaction() {
+    let mut h = H::new();
+    h.wot(0, &[("y", 3), ("x", 4)]); // #0
+    h.rot(1, &[("x", Some(4)), ("y", Some(3))]); // #1
+    let e = to_dbcop(&h.history()).unwrap();
+    assert_eq!(
+        e.history.data[0][0].events,
+        vec![DbcopEvent::Write { variable: 1, version: 3 }, DbcopEvent::Write { variable: 0, version: 4 }]
+    );
+    assert_eq!(
+        e.history.data[1][0].events,
+        vec![DbcopEvent::Read { variable: 0, version: Some(4) }, DbcopEvent::Read { variable: 1, version: Some(3) }]
+    );
+    assert_eq!(e.versions, vec![(3, 0), (4, 0)], "both versions map back to the one op");
+    // A WOT naming a key twice is refused by name.
+    let mut h = H::new();
+    h.wot(0, &[("x", 1), ("x", 2)]);
+    assert_eq!(model_error(&h.history()), ModelError::DuplicateKey { index: 0, op: OpKind::Wot, key: "x".into() });
+}
