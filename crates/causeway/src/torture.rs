@@ -53,11 +53,21 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     w.rot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
     w.think_time_us = rng.random_range(0..=2_000);
     w.fieldlength = 16;
-    // Write-only transactions where the protocol offers them (drawn only
-    // then, so other protocols' seeds replay as before).
-    if with_protocol!(p, P => <P as Protocol>::OPS.contains(&causeway_core::OpKind::Wot)) {
+    // Write-only and read-write transactions where the protocol offers them
+    // (drawn only then, so other protocols' seeds replay as before).
+    // Only where they are transactions: the eventual baseline's are parallel
+    // puts, which the checker's model (a transaction is one event) does not
+    // describe, so its eventual-visibility rule would misjudge them (a WOT
+    // write applied after a causally later one wins last-writer-wins).
+    let offers = |k| with_protocol!(p, P => <P as Protocol>::CAUSAL && <P as Protocol>::OPS.contains(&k));
+    if offers(causeway_core::OpKind::Wot) {
         w.wotproportion = rng.random_range(0.0..=0.2);
         w.wot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
+    }
+    if offers(causeway_core::OpKind::Txn) {
+        w.txnproportion = rng.random_range(0.0..=0.2);
+        w.txn_reads = rng.random_range(0..=4usize).min(w.recordcount as usize);
+        w.txn_writes = rng.random_range(1..=3usize).min(w.recordcount as usize);
     }
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
     let mut c = chaos_for(p);

@@ -1,6 +1,7 @@
 //! Write-only transactions must be atomically visible: no fractured reads.
 //!
-//! A `Wot` `T` writes several keys as one event. A reader that has observed
+//! A `Wot` `T` (or a read-write `Txn`, through its writes) writes several
+//! keys as one event. A reader that has observed
 //! `T` — it read one of `T`'s keys from `T` in the same read-only
 //! transaction, or earlier in its session, or it wrote `T` itself — and then
 //! reads another key `y` of `T` must see `T`'s write of `y` or one that

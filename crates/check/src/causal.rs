@@ -25,8 +25,9 @@
 //! A second scan collects the arbitration constraints of causal+
 //! ([`crate::arbitration`]): every other write of `x` that the operation
 //! observed must be arbitrated before `w1`. For a `Get` that is its causal
-//! past; for a `Rot` it is the whole snapshot (the op's clock), as in
-//! transactional causal+ (Cure, Contrarian) and dbcop's causal level.
+//! past; for a `Rot` or `Txn` it is the whole snapshot (the op's clock
+//! without the op's own writes), as in transactional causal+ (Cure,
+//! Contrarian) and dbcop's causal level.
 
 use crate::clock::Clocks;
 use crate::model::{Model, Source};
@@ -66,8 +67,12 @@ impl CausalCheck {
                     // Arbitration: a read returns the last write of its key
                     // in what it observed. For a ROT that is its whole
                     // snapshot — the causal past of everything it returned —
-                    // so its clock `vc`, not the per-key past used above.
-                    for w in m.latest_writes(rd.key, |s| vc[s as usize]) {
+                    // so its clock `vc`, not the per-key past used above —
+                    // less the op itself: a `Txn` reads before it writes.
+                    let own = m.session_of[op as usize];
+                    let observed =
+                        |s: u32| if s == own { vc[s as usize].min(m.pos[op as usize] - 1) } else { vc[s as usize] };
+                    for w in m.latest_writes(rd.key, observed) {
                         if w != w1 && !c.co(m, w, w1) {
                             self.cf.entry((w, w1)).or_insert(op);
                         }

@@ -23,7 +23,8 @@
 //!   one read-only transaction with its reads in request order; each `Wot` →
 //!   one write-only transaction with its writes in request order (so dbcop
 //!   holds it to atomic visibility, as its transactional causal consistency
-//!   does);
+//!   does); each `Txn` → one transaction, its reads then its writes (the
+//!   order they happen in);
 //! - keys → variables `0..K` in byte order of the keys ([`DbcopExport::variables`]);
 //! - values → versions, one per write event (a `Wot` has one per key): the
 //!   tagged write ids when every write is tagged with
@@ -31,12 +32,14 @@
 //!   history, and treats version 0 specially), otherwise dense ids `1..=W` in
 //!   history order ([`DbcopExport::versions`] maps them back to operations);
 //! - a read of ∅ → `"version": null`, dbcop's read of the initial state;
-//! - a failed `Get` or `Rot` → nothing (it returned nothing); a failed `Put`
-//!   or `Wot` nobody read → an uncommitted transaction (`"committed": false`) in its
-//!   session; a failed `Put` or `Wot` some read returned → a committed transaction in
-//!   a session of its own, appended after the client sessions, because it
-//!   happened but its client never learned so (the same treatment as
-//!   [`crate::model`]'s phantom sessions);
+//! - a failed `Get` or `Rot` → nothing (it returned nothing); a failed
+//!   `Put`, `Wot` or `Txn` nobody read → an uncommitted transaction
+//!   (`"committed": false`) of its writes in its session; one some read
+//!   returned → a committed transaction of its writes in a session of its
+//!   own, appended after the client sessions, because it happened but its
+//!   client never learned so (the same treatment as [`crate::model`]'s
+//!   phantom sessions); a failed `Txn` returned no reads, so only its writes
+//!   are known;
 //! - `start`/`end` → the first invocation and last completion, as RFC 3339
 //!   times counted from the Unix epoch (simulated histories start at 0).
 //!
@@ -187,12 +190,19 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
                 (Op::Put { .. } | Op::Wot { .. }, OpResult::Put | OpResult::Wot) => {
                     DbcopTransaction { events: write_events(i), committed: true }
                 }
-                (Op::Put { .. } | Op::Wot { .. }, _) if m.is_node[i] => {
+                (Op::Txn { .. }, OpResult::Txn(_)) => {
+                    let mut events = read_event(i)?;
+                    events.extend(write_events(i));
+                    DbcopTransaction { events, committed: true }
+                }
+                (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) if m.is_node[i] => {
                     read_failed.push(i);
                     continue;
                 }
-                (Op::Put { .. } | Op::Wot { .. }, _) => DbcopTransaction { events: write_events(i), committed: false },
-                _ => continue, // a failed read returned nothing
+                (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) => {
+                    DbcopTransaction { events: write_events(i), committed: false }
+                }
+                (Op::Get { .. } | Op::Rot { .. }, _) => continue, // a failed read returned nothing
             };
             session.push(txn);
         }

@@ -30,7 +30,7 @@ pub enum ModelError {
     OverlappingSession { client: ClientId, first: usize, second: usize },
     #[error("op #{index} is a {op:?} but its result is a {result}")]
     ResultMismatch { index: usize, op: OpKind, result: &'static str },
-    #[error("op #{index} is a ROT over {keys} keys but returned {values} values")]
+    #[error("op #{index} is a transaction reading {keys} keys but returned {values} values")]
     RotArity { index: usize, keys: usize, values: usize },
     #[error("op #{index} is a {} that names key {key} twice", op.name())]
     DuplicateKey { index: usize, op: OpKind, key: String },

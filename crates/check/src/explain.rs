@@ -74,7 +74,12 @@ pub enum Action {
         writes: Vec<(String, ValueName)>,
         acknowledged: bool,
     },
-    /// A `Get` or `Rot` that failed (returned nothing).
+    /// A read-write transaction: what it read, then what it wrote.
+    Txn {
+        reads: Vec<(String, ValueName)>,
+        writes: Vec<(String, ValueName)>,
+    },
+    /// An operation that failed and was not read from (returned nothing).
     Failed {
         what: String,
     },
@@ -107,6 +112,12 @@ impl fmt::Display for Action {
             Action::Rot { reads } => {
                 f.write_str("rot ")?;
                 pairs(f, reads)
+            }
+            Action::Txn { reads, writes } => {
+                f.write_str("txn read ")?;
+                pairs(f, reads)?;
+                f.write_str(" wrote ")?;
+                pairs(f, writes)
             }
             Action::Wot { writes, acknowledged } => {
                 f.write_str("wot ")?;
@@ -142,6 +153,32 @@ pub struct OpRef {
 }
 
 impl OpRef {
+    /// The value a write wrote ("w42"); a transaction, which wrote several,
+    /// by its kind and index ("wot #17"), as the paths show it in full.
+    pub fn value_text(&self) -> String {
+        match &self.action {
+            Action::Wot { .. } => format!("wot #{}", self.index),
+            Action::Txn { .. } => format!("txn #{}", self.index),
+            other => other.value_text(),
+        }
+    }
+
+    /// The value this write wrote to `key`: "w42", or "w42 of wot #17".
+    pub fn value_for(&self, key: &str) -> String {
+        let of = |writes: &[(String, ValueName)], kind: &str| {
+            writes
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| format!("{v} of {kind} #{}", self.index))
+                .unwrap_or_else(|| self.value_text())
+        };
+        match &self.action {
+            Action::Wot { writes, .. } => of(writes, "wot"),
+            Action::Txn { writes, .. } => of(writes, "txn"),
+            other => other.value_text(),
+        }
+    }
+
     /// "client c3 in dc1"
     pub fn who(&self) -> String {
         format!("client {} in {}", self.client, self.dc)
@@ -196,8 +233,8 @@ impl fmt::Display for Path {
                 Link::Arbitration { read } => write!(
                     f,
                     ", which must be arbitrated before {op} (op #{read} returned {} with {} in its causal past)",
-                    op.action.value_text(),
-                    prev.action.value_text()
+                    op.value_text(),
+                    prev.value_text()
                 )?,
             }
             prev = op;
@@ -251,6 +288,10 @@ impl<'a, 'h> Explainer<'a, 'h> {
                 writes: writes.iter().map(|(k, v)| (key_name(k), value_name(Some(v)))).collect(),
                 acknowledged: matches!(res, OpResult::Wot),
             },
+            (Op::Txn { reads, writes }, OpResult::Txn(vals)) => Action::Txn {
+                reads: reads.iter().zip(vals).map(|(k, v)| (key_name(k), value_name(v.as_deref()))).collect(),
+                writes: writes.iter().map(|(k, v)| (key_name(k), value_name(Some(v)))).collect(),
+            },
             (Op::Rot { keys }, OpResult::Rot(vals)) => Action::Rot {
                 reads: keys.iter().zip(vals).map(|(k, v)| (key_name(k), value_name(v.as_deref()))).collect(),
             },
@@ -271,7 +312,7 @@ impl<'a, 'h> Explainer<'a, 'h> {
     pub fn returned(&self, rd: &crate::model::ReadEv) -> ValueName {
         let v = match &self.m.history.ops[rd.op as usize].result {
             OpResult::Get(v) => v.as_deref(),
-            OpResult::Rot(vs) => vs[rd.slot as usize].as_deref(),
+            OpResult::Rot(vs) | OpResult::Txn(vs) => vs[rd.slot as usize].as_deref(),
             _ => None,
         };
         value_name(v)

@@ -10,7 +10,9 @@
 //!   the causal order that writes several keys: a read of any of its keys
 //!   reads from the whole transaction, as atomic visibility demands.
 //! - **Reads** are `Get`s and each key of a `Rot`; a `Rot` stays one unit (one
-//!   node of the causal order) with several reads. `None` reads the initial
+//!   node of the causal order) with several reads. A read-write `Txn` is one
+//!   node with both: its reads (from its snapshot, before its own writes)
+//!   and its writes. `None` reads the initial
 //!   state. A value that no write of that key wrote is a thin-air read.
 //! - **Failed operations** returned nothing and are dropped, except a failed
 //!   `Put` whose value some read returned: it may have happened, so it is a
@@ -115,20 +117,8 @@ impl<'h> Model<'h> {
         // Keys, sorted for deterministic ids.
         let mut key_set: BTreeMap<&[u8], u32> = BTreeMap::new();
         for r in ops {
-            match &r.op {
-                Op::Get { key } | Op::Put { key, .. } => {
-                    key_set.insert(key, 0);
-                }
-                Op::Rot { keys } => {
-                    for k in keys {
-                        key_set.insert(k, 0);
-                    }
-                }
-                Op::Wot { writes } => {
-                    for (k, _) in writes {
-                        key_set.insert(k, 0);
-                    }
-                }
+            for k in r.op.reads().into_iter().chain(r.op.writes().into_iter().map(|(k, _)| k)) {
+                key_set.insert(k, 0);
             }
         }
         let mut keys = Vec::with_capacity(key_set.len());
@@ -145,7 +135,7 @@ impl<'h> Model<'h> {
         let mut by_value: FxHashMap<(u32, &[u8]), u32> = FxHashMap::default();
         for (i, r) in ops.iter().enumerate() {
             write_start.push(write_keys.len() as u32);
-            acked[i] = matches!(r.result, OpResult::Put | OpResult::Wot);
+            acked[i] = matches!(r.result, OpResult::Put | OpResult::Wot | OpResult::Txn(_));
             for (key, value) in r.op.writes() {
                 let k = key_id[key.as_ref()];
                 write_keys.push(k);
@@ -179,7 +169,7 @@ impl<'h> Model<'h> {
                     let k = key_id[key.as_ref()];
                     reads.push(ReadEv { op: i as u32, slot: 0, key: k, source: resolve(k, v) });
                 }
-                (Op::Rot { keys }, OpResult::Rot(vals)) => {
+                (Op::Rot { keys } | Op::Txn { reads: keys, .. }, OpResult::Rot(vals) | OpResult::Txn(vals)) => {
                     for (slot, (key, v)) in keys.iter().zip(vals).enumerate() {
                         let k = key_id[key.as_ref()];
                         reads.push(ReadEv { op: i as u32, slot: slot as u32, key: k, source: resolve(k, v) });
@@ -365,6 +355,7 @@ fn validate_shapes(history: &History) -> Result<(), ModelError> {
             OpResult::Put => "put",
             OpResult::Rot(_) => "rot",
             OpResult::Wot => "wot",
+            OpResult::Txn(_) => "txn",
             OpResult::Failed(_) => continue,
         };
         let fits = matches!(
@@ -373,18 +364,23 @@ fn validate_shapes(history: &History) -> Result<(), ModelError> {
                 | (Op::Put { .. }, OpResult::Put)
                 | (Op::Rot { .. }, OpResult::Rot(_))
                 | (Op::Wot { .. }, OpResult::Wot)
+                | (Op::Txn { .. }, OpResult::Txn(_))
         );
         if !fits {
             return Err(ModelError::ResultMismatch { index, op: r.op.kind(), result });
         }
-        // A transaction names each key once; a failed one may not have (the
-        // protocol refused it), so only successful ones are held to it.
-        let mut keys: Vec<&Key> = r.op.keys();
-        keys.sort();
-        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
-            return Err(ModelError::DuplicateKey { index, op: r.op.kind(), key: key_name(w[0]) });
+        // A transaction names each key once per side; a failed one may not
+        // have (the protocol refused it), so only successful ones are held
+        // to it.
+        let written: Vec<&Key> = r.op.writes().into_iter().map(|(k, _)| k).collect();
+        for mut keys in [r.op.reads(), written] {
+            keys.sort();
+            if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                return Err(ModelError::DuplicateKey { index, op: r.op.kind(), key: key_name(w[0]) });
+            }
         }
-        if let (Op::Rot { keys }, OpResult::Rot(vals)) = (&r.op, &r.result)
+        if let (Op::Rot { keys } | Op::Txn { reads: keys, .. }, OpResult::Rot(vals) | OpResult::Txn(vals)) =
+            (&r.op, &r.result)
             && keys.len() != vals.len()
         {
             return Err(ModelError::RotArity { index, keys: keys.len(), values: vals.len() });

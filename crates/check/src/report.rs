@@ -133,11 +133,14 @@ pub struct Stats {
     pub rots: usize,
     /// Write-only transactions.
     pub wots: usize,
+    /// Read-write transactions.
+    pub txns: usize,
     pub failed: usize,
     pub sessions: usize,
     pub dcs: usize,
     pub keys: usize,
-    /// Reads: one per `Get`, one per key of each `Rot` (successful ops).
+    /// Reads: one per `Get`, one per read key of each `Rot` and `Txn`
+    /// (successful ops).
     pub reads: usize,
     pub first_invoke_us: u64,
     pub last_complete_us: u64,
@@ -171,11 +174,15 @@ impl Stats {
                     s.wots += 1;
                     keys.extend(writes.iter().map(|(k, _)| k));
                 }
+                Op::Txn { reads, writes } => {
+                    s.txns += 1;
+                    keys.extend(reads.iter().chain(writes.iter().map(|(k, _)| k)));
+                }
             }
             match &r.result {
                 OpResult::Failed(_) => s.failed += 1,
                 OpResult::Get(_) => s.reads += 1,
-                OpResult::Rot(v) => s.reads += v.len(),
+                OpResult::Rot(v) | OpResult::Txn(v) => s.reads += v.len(),
                 OpResult::Put | OpResult::Wot => {}
             }
         }
@@ -250,13 +257,14 @@ impl fmt::Display for CheckReport {
         )?;
         writeln!(
             f,
-            "  {} ops ({} get, {} put, {} rot, {} wot; {} failed) by {} sessions in {} DCs over {} keys, {} of true \
-             time",
+            "  {} ops ({} get, {} put, {} rot, {} wot, {} txn; {} failed) by {} sessions in {} DCs over {} keys, {} \
+             of true time",
             thousands(s.ops),
             thousands(s.gets),
             thousands(s.puts),
             thousands(s.rots),
             thousands(s.wots),
+            thousands(s.txns),
             thousands(s.failed),
             s.sessions,
             s.dcs,

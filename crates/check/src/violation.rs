@@ -34,7 +34,7 @@ pub enum Kind {
     WritesFollowReads,
     /// A read-only transaction did not read a causal snapshot.
     RotSnapshot,
-    /// A reader saw part of a write-only transaction and missed the rest.
+    /// A reader saw part of a transaction's writes and missed the rest.
     FracturedRead,
     /// After quiescence, reads of one key disagree.
     Divergence,
@@ -72,7 +72,7 @@ impl Kind {
             Kind::MonotonicWrites => "monotonic writes",
             Kind::WritesFollowReads => "writes-follow-reads",
             Kind::RotSnapshot => "read-only transaction snapshot",
-            Kind::FracturedRead => "write-only transaction atomicity (fractured reads)",
+            Kind::FracturedRead => "atomic visibility of transactions' writes (fractured reads)",
             Kind::Divergence => "convergence after quiescence",
             Kind::NotEventuallyVisible => "eventual visibility",
         }
@@ -183,7 +183,7 @@ pub enum Violation {
         read: OpRef,
         key: String,
         returned: Option<OpRef>,
-        /// The write-only transaction, which also wrote `key`.
+        /// The transaction (a `Wot`, or a `Txn`'s writes), which also wrote `key`.
         wot: OpRef,
         /// How the reader had seen `wot`: the read itself (another key of
         /// the same read-only transaction), an earlier op of its session
@@ -255,12 +255,12 @@ impl Violation {
 fn kv(key: &str, returned: &Option<OpRef>) -> String {
     match returned {
         None => format!("{key}=∅"),
-        Some(w) => format!("{key}={}", put_value(w)),
+        Some(w) => format!("{key}={}", w.value_for(key)),
     }
 }
 
 fn put_value(w: &OpRef) -> String {
-    w.action.value_text()
+    w.value_text()
 }
 
 /// "; w41 ⇝ w43: <path>", or nothing when the read returned ∅ (nothing to
@@ -404,7 +404,7 @@ impl fmt::Display for Violation {
             Violation::FracturedRead { read, key, returned, wot, via, overwritten } => {
                 write!(f, "{} read {} ({}) ", read.who(), kv(key, returned), read.at())?;
                 if via.index == read.index {
-                    write!(f, "in the same read-only transaction that read another key from ")?;
+                    write!(f, "in a transaction that read another key from ")?;
                 } else if via.index == wot.index {
                     write!(f, "after writing ")?;
                 } else {
@@ -412,8 +412,8 @@ impl fmt::Display for Violation {
                 }
                 write!(
                     f,
-                    "the write-only transaction {} ({} by {}), which also wrote {key}: it saw the transaction only \
-                     in part (fractured read){}",
+                    "the transaction {} ({} by {}), which also wrote {key}: it saw that transaction only in part \
+                     (fractured read){}",
                     wot.action,
                     wot.at(),
                     wot.who(),

@@ -109,7 +109,7 @@ fn random_history(steps: &[(u8, u8, u8, u8)]) -> History {
             let i = p as usize % (ws.len() + 1);
             (i < ws.len()).then(|| ws[i])
         };
-        match kind % 6 {
+        match kind % 7 {
             0 | 1 => {
                 h.put(c, keys[k], next);
                 written[k].push(next);
@@ -129,7 +129,19 @@ fn random_history(steps: &[(u8, u8, u8, u8)]) -> History {
                 let k2 = (k + 1) % 3;
                 h.rot(c, &[(keys[k], pick_of(&written[k], pick)), (keys[k2], pick_of(&written[k2], pick / 3))]);
             }
-            _ => unreachable!("kind % 6"),
+            6 => {
+                // Read k and k2, then write k2 and k3.
+                let (k2, k3) = ((k + 1) % 3, (k + 2) % 3);
+                h.txn(
+                    c,
+                    &[(keys[k], pick_of(&written[k], pick)), (keys[k2], pick_of(&written[k2], pick / 3))],
+                    &[(keys[k2], next), (keys[k3], next + 1)],
+                );
+                written[k2].push(next);
+                written[k3].push(next + 1);
+                next += 2;
+            }
+            _ => unreachable!("kind % 7"),
         }
     }
     h.history()
@@ -157,7 +169,7 @@ fn causal_history(steps: &[(u8, u8, u8, u8)]) -> (History, u64) {
             let closure = writes[w].2.clone();
             known[s].extend(closure);
         }
-        match kind % 4 {
+        match kind % 5 {
             0 => {
                 let id = writes.len() as u64 + 1;
                 let mut closure = known[s].clone();
@@ -186,7 +198,21 @@ fn causal_history(steps: &[(u8, u8, u8, u8)]) -> (History, u64) {
                     ks.iter().map(|&k| (keys[k], latest(&known[s], &writes, k))).collect();
                 h.rot(s as u32, &reads);
             }
-            _ => unreachable!("kind % 4"),
+            4 => {
+                // A read-write transaction: read two keys, then write the
+                // second and a third as one event.
+                let (k2, k3) = ((k + 1) % keys.len(), (k + 2) % keys.len());
+                let reads: Vec<(&str, Option<u64>)> =
+                    [k, k2].iter().map(|&k| (keys[k], latest(&known[s], &writes, k))).collect();
+                let first = writes.len();
+                let mut closure = known[s].clone();
+                closure.extend([first, first + 1]);
+                known[s].extend([first, first + 1]);
+                writes.push((k2, first as u64 + 1, closure.clone()));
+                writes.push((k3, first as u64 + 2, closure));
+                h.txn(s as u32, &reads, &[(keys[k2], first as u64 + 1), (keys[k3], first as u64 + 2)]);
+            }
+            _ => unreachable!("kind % 5"),
         }
     }
     // Quiescence: everyone learns everything, then reads every key.

@@ -134,9 +134,37 @@ fn eventual_wot_is_caught_as_fractured() {
     let r = check(&h, &CheckConfig::at(Level::Causal));
     assert!(r.count(Kind::FracturedRead) > 0, "{r}");
     let text = r.of_kind(Kind::FracturedRead).next().unwrap().to_string();
-    assert!(text.contains("in the same read-only transaction") && text.contains("w1") && text.contains("w2"), "{text}");
+    assert!(
+        text.contains("in a transaction that read another key") && text.contains("w1") && text.contains("w2"),
+        "{text}"
+    );
     // Not required of an eventual protocol, but shown.
     assert!(check(&h, &CheckConfig::at(Level::Eventual)).passed);
+}
+
+/// The same with Eventual's read-write transaction: a remote reader's
+/// transaction sees x from the writer's transaction and y from before it.
+#[test]
+fn eventual_read_write_transaction_is_caught_as_fractured() {
+    let mut sc = base(2, 4, 1_500, 6);
+    let t = Topology::new(sc.topology.clone()).unwrap();
+    let (x, y) = keys_on_different_partitions(&t, "x", "y");
+    let from = t.server_for_key(DcId(0), &y).unwrap();
+    let to = t.server_for_key(DcId(1), &y).unwrap();
+    sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
+    let v = |id| tagged_value(id, 16);
+    let txn = |reads: Vec<Key>, writes| Op::Txn { reads, writes };
+    sc.scripted.push(ScriptedClient {
+        dc: 0,
+        ops: vec![ScriptedOp { at_us: 1_000, op: txn(vec![x.clone()], vec![(x.clone(), v(1)), (y.clone(), v(2))]) }],
+    });
+    let reader = (0..300).map(|i| ScriptedOp { at_us: 1_000 + i * 3_000, op: txn(vec![x.clone(), y.clone()], vec![]) });
+    sc.scripted.push(ScriptedClient { dc: 1, ops: reader.collect() });
+    let h = run(sc);
+    let r = check(&h, &CheckConfig::at(Level::Causal));
+    assert!(r.count(Kind::FracturedRead) > 0, "{r}");
+    let text = r.of_kind(Kind::FracturedRead).next().unwrap().to_string();
+    assert!(text.contains("wrote {x0=w1, y0=w2}") && text.contains("read y0=∅"), "{text}");
 }
 
 /// A loaded run with skew, drift, a partition, a pause and a latency spike
@@ -194,6 +222,26 @@ fn randomized_faulty_eventual_run_with_write_transactions_has_fractured_reads() 
     assert!(h.ops.iter().any(|o| matches!(o.op, Op::Wot { .. })));
     let r = check(&h, &CheckConfig::at(Level::CausalPlus));
     assert!(r.count(Kind::FracturedRead) > 0, "{r}");
+    assert_eq!(r.count(Kind::ThinAirRead) + r.count(Kind::CyclicCausalOrder), 0, "{r}");
+}
+
+/// Read-write transactions from the simulator: the model takes them (no
+/// shape errors), and the baseline's snapshot-less ones break snapshots,
+/// which the checker finds.
+#[test]
+fn randomized_eventual_run_with_read_write_transactions_is_checked() {
+    let mut sc = faulty(9, 0.0);
+    sc.workload.txnproportion = 0.2;
+    sc.workload.txn_reads = 3;
+    sc.workload.txn_writes = 2;
+    sc.workload.recordcount = 1_000;
+    let h = run(sc);
+    let txns = h.ops.iter().filter(|o| matches!(o.op, Op::Txn { .. })).count();
+    assert!(txns > 1_000, "{txns} transactions");
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(r.invalid.is_none(), "{r}");
+    assert_eq!(r.stats.txns, txns);
+    assert!(r.count(Kind::WriteCoRead) > 0 && r.count(Kind::RotSnapshot) > 0, "{r}");
     assert_eq!(r.count(Kind::ThinAirRead) + r.count(Kind::CyclicCausalOrder), 0, "{r}");
 }
 

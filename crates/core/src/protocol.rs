@@ -57,16 +57,19 @@ pub enum OpKind {
     Rot,
     /// Write-only transaction: several puts made visible atomically.
     Wot,
+    /// Read-write transaction: reads from one snapshot, then atomic writes.
+    Txn,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 4] = [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
+    pub const ALL: [OpKind; 5] = [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Get => "get",
             OpKind::Put => "put",
             OpKind::Rot => "rot",
             OpKind::Wot => "wot",
+            OpKind::Txn => "txn",
         }
     }
 }
@@ -94,6 +97,16 @@ pub enum Op {
     Wot {
         writes: Vec<(Key, Value)>,
     },
+    /// A read-write transaction in the shape seed 003 (PaRiS) evaluates: all
+    /// reads from one causal snapshot, in parallel, then all writes, in
+    /// parallel and atomically visible, the transaction being one event of
+    /// the causal order. Reads do not see the transaction's own writes (they
+    /// come first). Keys are distinct within `reads` and within `writes`; a
+    /// key may be in both (read-modify-write).
+    Txn {
+        reads: Vec<Key>,
+        writes: Vec<(Key, Value)>,
+    },
 }
 
 impl Op {
@@ -103,15 +116,16 @@ impl Op {
             Op::Put { .. } => OpKind::Put,
             Op::Rot { .. } => OpKind::Rot,
             Op::Wot { .. } => OpKind::Wot,
+            Op::Txn { .. } => OpKind::Txn,
         }
     }
 
-    /// The keys the operation names, in request order.
-    pub fn keys(&self) -> Vec<&Key> {
+    /// The keys the operation reads, in request order.
+    pub fn reads(&self) -> Vec<&Key> {
         match self {
-            Op::Get { key } | Op::Put { key, .. } => vec![key],
-            Op::Rot { keys } => keys.iter().collect(),
-            Op::Wot { writes } => writes.iter().map(|(k, _)| k).collect(),
+            Op::Get { key } => vec![key],
+            Op::Rot { keys } | Op::Txn { reads: keys, .. } => keys.iter().collect(),
+            Op::Put { .. } | Op::Wot { .. } => Vec::new(),
         }
     }
 
@@ -119,7 +133,7 @@ impl Op {
     pub fn writes(&self) -> Vec<(&Key, &Value)> {
         match self {
             Op::Put { key, value } => vec![(key, value)],
-            Op::Wot { writes } => writes.iter().map(|(k, v)| (k, v)).collect(),
+            Op::Wot { writes } | Op::Txn { writes, .. } => writes.iter().map(|(k, v)| (k, v)).collect(),
             Op::Get { .. } | Op::Rot { .. } => Vec::new(),
         }
     }
@@ -136,6 +150,9 @@ pub enum OpResult {
     Rot(Vec<Option<Value>>),
     /// Every write of the transaction was applied.
     Wot,
+    /// A read-write transaction committed: the values read, one per read
+    /// key in request order (its writes were applied).
+    Txn(Vec<Option<Value>>),
     Failed(OpError),
 }
 

@@ -175,7 +175,7 @@ impl<P: Protocol> Session<P> {
                 Ok(())
             }
         };
-        op.keys().into_iter().try_for_each(|k| key(k))?;
+        op.reads().into_iter().chain(op.writes().into_iter().map(|(k, _)| k)).try_for_each(|k| key(k))?;
         match op.writes().into_iter().map(|(_, v)| v.len()).max() {
             Some(len) if len > l.max_value_bytes => Err(ClientError::ValueTooLarge { len, max: l.max_value_bytes }),
             _ => Ok(()),
@@ -264,6 +264,21 @@ impl<P: Protocol> Session<P> {
             OpResult::Wot => Ok(()),
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a wot answered {other:?}"),
+        }
+    }
+
+    /// A read-write transaction: read `reads` from one snapshot, then write
+    /// `writes` atomically; returns the values read. Protocols without them
+    /// answer [`OpError::Unsupported`](causeway_core::OpError).
+    pub async fn txn(
+        &mut self,
+        reads: Vec<bytes::Bytes>,
+        writes: Vec<(bytes::Bytes, bytes::Bytes)>,
+    ) -> Result<Vec<Option<bytes::Bytes>>, ClientError> {
+        match self.execute(Op::Txn { reads, writes }).await? {
+            OpResult::Txn(v) => Ok(v),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a txn answered {other:?}"),
         }
     }
 

@@ -8,9 +8,10 @@
 //! converge, but nothing orders a version after the versions it depends on:
 //! a remote reader can see an album entry before the photo it points to.
 //!
-//! A ROT here is a parallel multi-get with no snapshot, and a WOT a set of
-//! parallel puts applied and replicated one by one, offered so that the
-//! baseline runs the same workloads; they promise nothing. A reader can see
+//! A ROT here is a parallel multi-get with no snapshot, a WOT a set of
+//! parallel puts applied and replicated one by one, and a read-write
+//! transaction the one then the other, offered so that the baseline runs the
+//! same workloads; they promise nothing. A reader can see
 //! part of such a WOT, which makes the baseline the checker's standing proof
 //! that fractured reads are caught.
 
@@ -30,7 +31,7 @@ pub struct Config {}
 
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
     const CAUSAL: bool = false;
     type Msg = Msg;
     type Version = Version;
@@ -185,10 +186,38 @@ enum Pending {
         values: Vec<Option<Value>>,
         missing: usize,
     },
-    /// Puts not yet acknowledged.
+    /// Puts not yet acknowledged; `read` holds a read-write transaction's
+    /// values.
     Wot {
         missing: usize,
+        read: Option<Vec<Option<Value>>>,
     },
+    /// A read-write transaction's reads, its writes waiting for them.
+    TxnReads {
+        keys: Vec<Key>,
+        values: Vec<Option<Value>>,
+        missing: usize,
+        writes: Vec<(Key, Value)>,
+    },
+}
+
+impl EventualClient {
+    /// Send every write to its key's server; finish when all are
+    /// acknowledged, as a WOT, or as a read-write transaction with `read`.
+    fn put_all(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>, read: Option<Vec<Option<Value>>>) {
+        let mut targets = Vec::with_capacity(writes.len());
+        for (k, _) in &writes {
+            let Some(to) = client_server_for(&self.ctx, env, k) else { return };
+            targets.push(to);
+        }
+        if writes.is_empty() {
+            return env.complete(read.map_or(OpResult::Wot, OpResult::Txn));
+        }
+        self.pending = Some(Pending::Wot { missing: writes.len(), read });
+        for ((key, value), to) in writes.into_iter().zip(targets) {
+            env.send(to, Msg::PutReq { key, value });
+        }
+    }
 }
 
 impl Client for EventualClient {
@@ -222,20 +251,21 @@ impl Client for EventualClient {
                 let n = keys.len();
                 self.pending = Some(Pending::Rot { keys, values: vec![None; n], missing: n });
             }
-            Op::Wot { writes } => {
-                let mut targets = Vec::with_capacity(writes.len());
-                for (k, _) in &writes {
+            Op::Wot { writes } => self.put_all(env, writes, None),
+            Op::Txn { reads, writes } => {
+                let mut targets = Vec::with_capacity(reads.len());
+                for k in &reads {
                     let Some(to) = client_server_for(&self.ctx, env, k) else { return };
                     targets.push(to);
                 }
-                if writes.is_empty() {
-                    env.complete(OpResult::Wot);
-                    return;
+                if reads.is_empty() {
+                    return self.put_all(env, writes, Some(Vec::new()));
                 }
-                self.pending = Some(Pending::Wot { missing: writes.len() });
-                for ((key, value), to) in writes.into_iter().zip(targets) {
-                    env.send(to, Msg::PutReq { key, value });
+                for (k, to) in reads.iter().zip(targets) {
+                    env.send(to, Msg::GetReq { key: k.clone() });
                 }
+                let n = reads.len();
+                self.pending = Some(Pending::TxnReads { keys: reads, values: vec![None; n], missing: n, writes });
             }
             #[allow(unreachable_patterns)]
             other => fail_unsupported(env, other.kind()),
@@ -257,10 +287,22 @@ impl Client for EventualClient {
                     self.pending = Some(Pending::Rot { keys, values, missing });
                 }
             }
-            (Some(Pending::Wot { missing }), Msg::PutReply) => match missing - 1 {
-                0 => env.complete(OpResult::Wot),
-                missing => self.pending = Some(Pending::Wot { missing }),
+            (Some(Pending::Wot { missing, read }), Msg::PutReply) => match (missing - 1, read) {
+                (0, None) => env.complete(OpResult::Wot),
+                (0, Some(values)) => env.complete(OpResult::Txn(values)),
+                (missing, read) => self.pending = Some(Pending::Wot { missing, read }),
             },
+            (Some(Pending::TxnReads { keys, mut values, mut missing, writes }), Msg::GetReply { key, value }) => {
+                if let Some(i) = keys.iter().position(|k| *k == key) {
+                    values[i] = value;
+                    missing -= 1;
+                }
+                if missing == 0 {
+                    self.put_all(env, writes, Some(values));
+                } else {
+                    self.pending = Some(Pending::TxnReads { keys, values, missing, writes });
+                }
+            }
             (p, _) => self.pending = p, // a stray reply: ignore it
         }
     }

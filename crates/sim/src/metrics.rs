@@ -170,7 +170,14 @@ impl Metrics {
     /// either way.
     pub fn staleness(&mut self, op: &Op, result: &OpResult, invoke_us: u64, complete_us: u64) {
         match (op, result) {
-            (Op::Put { .. } | Op::Wot { .. }, OpResult::Put | OpResult::Wot) => {
+            (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, OpResult::Put | OpResult::Wot | OpResult::Txn(_)) => {
+                if let (Op::Txn { reads, .. }, OpResult::Txn(vs)) = (op, result)
+                    && self.in_window(invoke_us)
+                {
+                    for (k, v) in reads.iter().zip(vs) {
+                        self.read(k, v.as_deref(), invoke_us);
+                    }
+                }
                 for (key, value) in op.writes() {
                     let Some(id) = write_id_of(value) else { continue };
                     match self.last_acked.get_mut(key) {

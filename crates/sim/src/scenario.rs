@@ -227,6 +227,16 @@ pub struct Workload {
     /// Keys per WOT (distinct).
     #[serde(default = "default_rot")]
     pub wot_size: usize,
+    /// Read-write transactions in seed 003's shape: `txn_reads` reads from
+    /// one snapshot, then `txn_writes` atomic writes (PaRiS: 19 + 1 for its
+    /// 95:5 mix, 10 + 10 for 50:50). Their keys follow `rot_partitions` and
+    /// `local_txn_ratio` like a ROT's.
+    #[serde(default)]
+    pub txnproportion: f64,
+    #[serde(default = "default_txn_reads")]
+    pub txn_reads: usize,
+    #[serde(default = "default_txn_writes")]
+    pub txn_writes: usize,
     /// Under partial replication, the fraction of transactions whose partitions are
     /// all stored in the client's DC (the rest reach at least one remote
     /// partition). Unset: keys fall where they fall.
@@ -263,6 +273,12 @@ fn half() -> f64 {
 fn default_rot() -> usize {
     4
 }
+fn default_txn_reads() -> usize {
+    19
+}
+fn default_txn_writes() -> usize {
+    1
+}
 fn default_zipf() -> f64 {
     0.99
 }
@@ -298,6 +314,9 @@ impl Default for Workload {
             rot_partitions: 0,
             wotproportion: 0.0,
             wot_size: default_rot(),
+            txnproportion: 0.0,
+            txn_reads: default_txn_reads(),
+            txn_writes: default_txn_writes(),
             local_txn_ratio: None,
             amplification: 0,
             requestdistribution: Distribution::Uniform,
@@ -324,12 +343,18 @@ impl Workload {
 
     /// Check the workload against the topology; the message names the field.
     pub fn validate(&self, topology: &causeway_core::Topology) -> Result<(), String> {
-        let props =
-            [self.readproportion, self.updateproportion, self.insertproportion, self.rotproportion, self.wotproportion];
+        let props = [
+            self.readproportion,
+            self.updateproportion,
+            self.insertproportion,
+            self.rotproportion,
+            self.wotproportion,
+            self.txnproportion,
+        ];
         let total: f64 = props.iter().sum();
         if total.is_nan() || total <= 0.0 || props.iter().any(|p| *p < 0.0) {
-            return Err("readproportion, updateproportion, insertproportion, rotproportion and wotproportion must be \
-                        ≥ 0 and not all 0"
+            return Err("readproportion, updateproportion, insertproportion, rotproportion, wotproportion and \
+                        txnproportion must be ≥ 0 and not all 0"
                 .into());
         }
         if let Some(d) = self.dcs.iter().find(|d| **d as usize >= topology.dcs()) {
@@ -355,6 +380,14 @@ impl Workload {
         }
         if self.wotproportion > 0.0 && (self.wot_size == 0 || self.wot_size as u64 > keys) {
             return Err(format!("wot_size must be between 1 and the number of keys ({keys}), got {}", self.wot_size));
+        }
+        if self.txnproportion > 0.0
+            && (self.txn_reads as u64 > keys || self.txn_writes as u64 > keys || self.txn_reads + self.txn_writes == 0)
+        {
+            return Err(format!(
+                "txn_reads and txn_writes must each be at most the number of keys ({keys}) and not both 0, got {} and {}",
+                self.txn_reads, self.txn_writes
+            ));
         }
         if self.rot_partitions as usize > topology.partitions() || self.rot_partitions as usize > self.rot_size.max(1) {
             return Err(format!(

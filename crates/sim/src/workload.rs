@@ -147,7 +147,12 @@ impl Generator {
         rng: &mut ChaCha8Rng,
         mut write_id: impl FnMut() -> u64,
     ) -> Request {
-        let total = w.readproportion + w.updateproportion + w.insertproportion + w.rotproportion + w.wotproportion;
+        let total = w.readproportion
+            + w.updateproportion
+            + w.insertproportion
+            + w.rotproportion
+            + w.wotproportion
+            + w.txnproportion;
         let x = rng.random::<f64>() * total;
         let one = |op| Request { ops: VecDeque::from([op]), name: None };
         if x < w.readproportion {
@@ -170,8 +175,15 @@ impl Generator {
         if x < w.rotproportion {
             return one(Op::Rot { keys: self.txn_keys(w, w.rot_size, client, dc, rng) });
         }
-        let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
-        one(Op::Wot { writes: keys.into_iter().map(|k| (k, tagged_value(write_id(), w.fieldlength))).collect() })
+        let x = x - w.rotproportion;
+        let mut writes = |keys: Vec<Key>| -> Vec<(Key, causeway_core::Value)> {
+            keys.into_iter().map(|k| (k, tagged_value(write_id(), w.fieldlength))).collect()
+        };
+        if x < w.wotproportion {
+            return one(Op::Wot { writes: writes(self.txn_keys(w, w.wot_size, client, dc, rng)) });
+        }
+        let reads = self.txn_keys(w, w.txn_reads, client, dc, rng);
+        one(Op::Txn { reads, writes: writes(self.txn_keys(w, w.txn_writes, client, dc, rng)) })
     }
 
     /// DKVF's amplified insert (seed 000 §8, Fig 5.2): `amplification` PUTs
@@ -356,6 +368,54 @@ mod tests {
             parts.dedup();
             assert_eq!(parts.len(), 2, "{keys:?}");
         }
+    }
+
+    #[test]
+    fn write_and_read_write_transactions_have_their_shape() {
+        let topology = TopologySpec::full(1, 8);
+        let w = Workload {
+            recordcount: 800,
+            readproportion: 0.0,
+            updateproportion: 0.0,
+            wotproportion: 0.5,
+            wot_size: 3,
+            txnproportion: 0.5,
+            txn_reads: 19,
+            txn_writes: 1,
+            rot_partitions: 4,
+            ..Default::default()
+        };
+        let mut g = generator(&w, topology, 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut wots, mut txns) = (0, 0);
+        for _ in 0..200 {
+            let r = request(&mut g, &w, 0, &mut rng);
+            let op = r.ops.front().expect("one op");
+            // (The runtime makes ids unique per run; `request` counts per request.)
+            let mut ids: Vec<u64> = op.writes().iter().map(|(_, v)| causeway_core::write_id_of(v).unwrap()).collect();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), op.writes().len(), "each write of a transaction has its own id");
+            match op {
+                Op::Wot { writes } => {
+                    wots += 1;
+                    let mut k: Vec<_> = writes.iter().map(|(k, _)| k).collect();
+                    k.sort();
+                    k.dedup();
+                    assert_eq!(k.len(), 3);
+                }
+                Op::Txn { reads, writes } => {
+                    txns += 1;
+                    assert_eq!((reads.len(), writes.len()), (19, 1));
+                    let mut parts: Vec<_> = reads.iter().map(|k| g.topology.partition_of(k)).collect();
+                    parts.sort();
+                    parts.dedup();
+                    assert_eq!(parts.len(), 4, "PaRiS's partitions per transaction");
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(wots > 60 && txns > 60, "{wots} wots, {txns} txns");
     }
 
     #[test]

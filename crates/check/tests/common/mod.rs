@@ -53,6 +53,18 @@ impl H {
         self.push(client, Op::Wot { writes: writes.iter().map(|&(key, id)| (k(key), v(id))).collect() }, OpResult::Wot)
     }
 
+    /// A read-write transaction: its reads (`None`: ∅), then its writes.
+    pub fn txn(&mut self, client: u32, reads: &[(&str, Option<u64>)], writes: &[(&str, u64)]) -> usize {
+        self.push(
+            client,
+            Op::Txn {
+                reads: reads.iter().map(|(key, _)| k(key)).collect(),
+                writes: writes.iter().map(|&(key, id)| (k(key), v(id))).collect(),
+            },
+            OpResult::Txn(reads.iter().map(|(_, id)| id.map(v)).collect()),
+        )
+    }
+
     /// `id: None` reads ∅.
     pub fn get(&mut self, client: u32, key: &str, id: Option<u64>) -> usize {
         self.push(client, Op::Get { key: k(key) }, OpResult::Get(id.map(v)))

@@ -61,7 +61,7 @@ pub fn oracle(h: &History) -> Verdict {
             (Op::Get { key }, OpResult::Get(v)) => {
                 reads_of[i].push((i, key.to_vec(), v.as_ref().map(|v| writer[&(key.to_vec(), v.to_vec())])))
             }
-            (Op::Rot { keys }, OpResult::Rot(vs)) => {
+            (Op::Rot { keys } | Op::Txn { reads: keys, .. }, OpResult::Rot(vs) | OpResult::Txn(vs)) => {
                 for (key, v) in keys.iter().zip(vs) {
                     reads_of[i].push((i, key.to_vec(), v.as_ref().map(|v| writer[&(key.to_vec(), v.to_vec())])));
                 }
