@@ -137,7 +137,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
     let d = causeway_sim::Workload::default();
     let mut out = Vec::new();
-    let checks: [(&'static str, bool); 14] = [
+    let checks: [(&'static str, bool); 16] = [
         (
             "clocks (the network runtime uses the host's real clock)",
             sc.clocks.skew_us > 0 || !sc.clocks.node.is_empty() || sc.clocks.drift_ppm != 0.0,
@@ -151,6 +151,8 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         ("workload.insertproportion", w.insertproportion > 0.0),
         ("workload.amplification", w.amplification > 0),
         ("workload.rot_partitions", w.rot_partitions > 0),
+        ("workload.wotproportion", w.wotproportion > 0.0),
+        ("workload.txnproportion", w.txnproportion > 0.0),
         ("workload.local_txn_ratio", w.local_txn_ratio.is_some()),
         ("workload.operationcount", w.operationcount > 0),
         ("workload.think_time_us", w.think_time_us != d.think_time_us),
