@@ -112,58 +112,54 @@ fn eventual_multi_get_rot_is_not_a_snapshot() {
     assert!(v.contains("w10") && v.contains("w13") && v.contains("w12"), "{v}");
 }
 
-/// Eventual's write-only transaction is parallel puts: with the link that
-/// carries y's replica slowed, a remote ROT sees the new x and the old y.
-#[test]
-fn eventual_wot_is_caught_as_fractured() {
-    let mut sc = base(2, 4, 1_500, 5);
+/// A writer in dc0 writes x and y in one transaction (`write`); a reader in
+/// dc1 repeats `read`, while the link carrying y's replica to dc1 is slow.
+fn slow_y(seed: u64, write: impl Fn(&Key, &Key) -> Op, read: impl Fn(&Key, &Key) -> Op) -> History {
+    let mut sc = base(2, 4, 1_500, seed);
     let t = Topology::new(sc.topology.clone()).unwrap();
     let (x, y) = keys_on_different_partitions(&t, "x", "y");
     let from = t.server_for_key(DcId(0), &y).unwrap();
     let to = t.server_for_key(DcId(1), &y).unwrap();
     sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
-    let v = |id| tagged_value(id, 16);
-    sc.scripted.push(ScriptedClient {
-        dc: 0,
-        ops: vec![ScriptedOp { at_us: 1_000, op: Op::Wot { writes: vec![(x.clone(), v(1)), (y.clone(), v(2))] } }],
-    });
-    let reader =
-        (0..300).map(|i| ScriptedOp { at_us: 1_000 + i * 3_000, op: Op::Rot { keys: vec![x.clone(), y.clone()] } });
+    sc.scripted.push(ScriptedClient { dc: 0, ops: vec![ScriptedOp { at_us: 1_000, op: write(&x, &y) }] });
+    let reader = (0..300).map(|i| ScriptedOp { at_us: 1_000 + i * 3_000, op: read(&x, &y) });
     sc.scripted.push(ScriptedClient { dc: 1, ops: reader.collect() });
-    let h = run(sc);
-    let r = check(&h, &CheckConfig::at(Level::Causal));
+    run(sc)
+}
+
+fn first_fractured(h: &History) -> String {
+    let r = check(h, &CheckConfig::at(Level::Causal));
     assert!(r.count(Kind::FracturedRead) > 0, "{r}");
-    let text = r.of_kind(Kind::FracturedRead).next().unwrap().to_string();
-    assert!(
-        text.contains("in a transaction that read another key") && text.contains("w1") && text.contains("w2"),
-        "{text}"
+    r.of_kind(Kind::FracturedRead).next().unwrap().to_string()
+}
+
+/// Eventual's write-only transaction is parallel puts: a remote ROT sees the
+/// new x and the old y.
+#[test]
+fn eventual_wot_is_caught_as_fractured() {
+    let v = |id| tagged_value(id, 16);
+    let h = slow_y(
+        5,
+        |x, y| Op::Wot { writes: vec![(x.clone(), v(1)), (y.clone(), v(2))] },
+        |x, y| Op::Rot { keys: vec![x.clone(), y.clone()] },
     );
+    let text = first_fractured(&h);
+    assert!(text.contains("read y0=∅ (op #8 at 22.000 ms) in a transaction that read another key from the transaction wot {x0=w1, y0=w2}"), "{text}");
     // Not required of an eventual protocol, but shown.
     assert!(check(&h, &CheckConfig::at(Level::Eventual)).passed);
 }
 
-/// The same with Eventual's read-write transaction: a remote reader's
-/// transaction sees x from the writer's transaction and y from before it.
+/// The same with Eventual's read-write transaction, which reads without a
+/// snapshot and writes without atomicity.
 #[test]
 fn eventual_read_write_transaction_is_caught_as_fractured() {
-    let mut sc = base(2, 4, 1_500, 6);
-    let t = Topology::new(sc.topology.clone()).unwrap();
-    let (x, y) = keys_on_different_partitions(&t, "x", "y");
-    let from = t.server_for_key(DcId(0), &y).unwrap();
-    let to = t.server_for_key(DcId(1), &y).unwrap();
-    sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
     let v = |id| tagged_value(id, 16);
-    let txn = |reads: Vec<Key>, writes| Op::Txn { reads, writes };
-    sc.scripted.push(ScriptedClient {
-        dc: 0,
-        ops: vec![ScriptedOp { at_us: 1_000, op: txn(vec![x.clone()], vec![(x.clone(), v(1)), (y.clone(), v(2))]) }],
-    });
-    let reader = (0..300).map(|i| ScriptedOp { at_us: 1_000 + i * 3_000, op: txn(vec![x.clone(), y.clone()], vec![]) });
-    sc.scripted.push(ScriptedClient { dc: 1, ops: reader.collect() });
-    let h = run(sc);
-    let r = check(&h, &CheckConfig::at(Level::Causal));
-    assert!(r.count(Kind::FracturedRead) > 0, "{r}");
-    let text = r.of_kind(Kind::FracturedRead).next().unwrap().to_string();
+    let h = slow_y(
+        6,
+        |x, y| Op::Txn { reads: vec![x.clone()], writes: vec![(x.clone(), v(1)), (y.clone(), v(2))] },
+        |x, y| Op::Txn { reads: vec![x.clone(), y.clone()], writes: vec![] },
+    );
+    let text = first_fractured(&h);
     assert!(text.contains("wrote {x0=w1, y0=w2}") && text.contains("read y0=∅"), "{text}");
 }
 
