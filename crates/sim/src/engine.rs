@@ -528,6 +528,11 @@ impl<P: Protocol> Sim<P> {
             out: &mut self.out,
             obs: &mut self.obs,
         };
+        let per_kib = self.sc.cpu.us_per_kib;
+        let in_bytes = match &input {
+            Some(Input::Peer(_, msg) | Input::Client(_, msg)) if per_kib > 0.0 => wire_size(msg),
+            _ => 0,
+        };
         let tag = match input {
             None => {
                 n.server.on_start(&mut env);
@@ -548,8 +553,9 @@ impl<P: Protocol> Sim<P> {
                 token.rotate_left(17)
             }
         };
-        if self.sc.cpu.service_us > 0 {
-            n.busy_until = self.now + self.sc.cpu.service_us;
+        let busy_us = self.sc.cpu.service_us + (in_bytes as f64 / 1024.0 * per_kib).round() as u64;
+        if busy_us > 0 {
+            n.busy_until = self.now + busy_us;
         }
         self.events += 1;
         self.trace = mix(self.trace, self.now ^ ((node.0 as u64) << 40));

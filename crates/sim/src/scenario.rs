@@ -25,6 +25,7 @@
 //!
 //! [cpu]
 //! service_us = 0            # CPU time per message a server handles; 0 = infinitely fast
+//! us_per_kib = 0.0          # plus this per KiB of the message (metadata costs CPU)
 //!
 //! [workload]                # see Workload
 //! clients_per_dc = 64
@@ -163,6 +164,11 @@ impl NodeClock {
 pub struct CpuSpec {
     #[serde(default)]
     pub service_us: u64,
+    /// Extra CPU time per KiB of the message handled (its wire size), so
+    /// that metadata costs: seed 001 attributes COPS-GT's lower throughput
+    /// to its dependency lists. 0: size is free.
+    #[serde(default)]
+    pub us_per_kib: f64,
 }
 
 /// Key popularity.
@@ -518,6 +524,8 @@ pub enum ScenarioError {
     Fault { index: usize, message: String },
     #[error("scenario clocks.node: node {0} is not in the topology")]
     ClockNode(u32),
+    #[error("scenario cpu.us_per_kib must be a finite number ≥ 0, got {0}")]
+    CpuPerKib(f64),
     #[error("scenario scripted client #{index}: dc {dc} is not in the topology")]
     ScriptDc { index: usize, dc: u16 },
 }
@@ -585,6 +593,9 @@ impl Scenario {
     pub fn validate(&self) -> Result<causeway_core::Topology, ScenarioError> {
         let topology = causeway_core::Topology::new(self.topology.clone())?;
         self.one_way_us()?;
+        if !(self.cpu.us_per_kib >= 0.0 && self.cpu.us_per_kib.is_finite()) {
+            return Err(ScenarioError::CpuPerKib(self.cpu.us_per_kib));
+        }
         let w = &self.workload;
         if w.clients_per_dc > 0 {
             w.validate(&topology).map_err(ScenarioError::Workload)?;

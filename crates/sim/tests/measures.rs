@@ -80,3 +80,24 @@ fn metadata_bytes_reflect_what_each_protocol_carries() {
         gr.metadata_bytes_per_version
     );
 }
+
+/// Saturated servers: CPU time per KiB makes big messages cost throughput,
+/// and a negative rate is refused by name.
+#[test]
+fn cpu_time_per_kib_slows_servers_that_handle_big_messages() {
+    let run = |fieldlength: usize, us_per_kib: f64| {
+        let mut sc = common::base(1, 1, 1_000, 4);
+        sc.workload.clients_per_dc = 32;
+        sc.workload.recordcount = 100;
+        sc.workload.fieldlength = fieldlength;
+        sc.cpu.service_us = 20;
+        sc.cpu.us_per_kib = us_per_kib;
+        Sim::<Eventual>::new(sc).unwrap().run().throughput_ops_s
+    };
+    let (small, big_free, big_costly) = (run(16, 0.0), run(4_096, 0.0), run(4_096, 20.0));
+    assert!((big_free / small - 1.0).abs() < 0.05, "size alone is free: {small} vs {big_free} ops/s");
+    assert!(big_costly < 0.6 * big_free, "4 KiB at 20 µs/KiB costs: {big_costly} vs {big_free} ops/s");
+    let mut sc = common::base(1, 1, 10, 1);
+    sc.cpu.us_per_kib = -1.0;
+    assert!(Sim::<Eventual>::new(sc).err().unwrap().to_string().contains("cpu.us_per_kib"));
+}
