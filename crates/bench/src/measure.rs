@@ -8,6 +8,8 @@
 //! - `visibility.<from>-><to>.{mean,p50,p95,p99}_ms` per DC pair, and
 //!   `visibility.all.mean_ms` weighted over pairs
 //! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`
+//! - `<sample>.{mean,p99,max}` for each protocol sample, e.g.
+//!   `deps_per_write.mean` (COPS, COPS-GT)
 //! - `stale_reads_pct`, `staleness.{mean,p99}_ms`
 //! - `msgs_per_op`, `server_bytes_per_op`, `client_bytes_per_op`,
 //!   `metadata_bytes_per_msg`, `metadata_bytes_per_version`, `versions_held`
@@ -70,6 +72,11 @@ impl Sample {
         }
         for (k, sum) in &r.blocked {
             s.summary(&format!("blocked.{k}"), sum, None);
+        }
+        for (k, sum) in r.samples.iter().filter(|(_, s)| s.count > 0) {
+            s.metrics.insert(format!("{k}.mean"), sum.mean_us);
+            s.metrics.insert(format!("{k}.p99"), sum.p99_us as f64);
+            s.metrics.insert(format!("{k}.max"), sum.max_us as f64);
         }
         s.metrics.insert("stale_reads_pct".into(), r.stale_reads_pct);
         s.summary("staleness", &r.staleness, None);

@@ -192,6 +192,10 @@ pub enum Observation<'a> {
     /// A request (or replicated update) waited `waited_us` of this node's
     /// clock inside the server before it could proceed.
     Blocked { what: &'static str, waited_us: u64 },
+    /// One sample of a protocol-specific quantity worth a mean and tail in
+    /// reports, e.g. `deps_per_write` (the dependencies a client write
+    /// carried, which seed 001 reports for COPS and COPS-GT).
+    Sample { what: &'static str, value: u64 },
 }
 
 /// What a server may do. Implemented by each runtime.

@@ -33,6 +33,8 @@ pub struct NodeMetrics {
     pub remote_visible: AtomicU64,
     pub blocked: AtomicU64,
     pub blocked_us: AtomicU64,
+    /// Per protocol sample name (`deps_per_write` …): (count, sum).
+    pub samples: Mutex<std::collections::BTreeMap<&'static str, (u64, u64)>>,
     pub versions: AtomicU64,
     pub keys: AtomicU64,
     pub wal_bytes: AtomicU64,
@@ -55,6 +57,7 @@ impl NodeMetrics {
             remote_visible: AtomicU64::new(0),
             blocked: AtomicU64::new(0),
             blocked_us: AtomicU64::new(0),
+            samples: Mutex::new(Default::default()),
             versions: AtomicU64::new(0),
             keys: AtomicU64::new(0),
             wal_bytes: AtomicU64::new(0),
@@ -152,6 +155,12 @@ impl NodeMetrics {
             "counter",
             self.blocked_us.load(Ordering::Relaxed),
         );
+        if let Ok(samples) = self.samples.lock() {
+            for (what, (count, sum)) in samples.iter() {
+                g(&mut s, &format!("sample_{what}_count"), "Protocol samples taken.", "counter", *count);
+                g(&mut s, &format!("sample_{what}_sum"), "Sum of the protocol samples.", "counter", *sum);
+            }
+        }
         g(&mut s, "store_versions", "Versions held.", "gauge", self.versions.load(Ordering::Relaxed));
         g(&mut s, "store_keys", "Keys held.", "gauge", self.keys.load(Ordering::Relaxed));
         g(&mut s, "wal_bytes", "Bytes in the write-ahead log.", "gauge", self.wal_bytes.load(Ordering::Relaxed));

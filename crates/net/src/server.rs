@@ -529,6 +529,13 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
                 self.metrics.blocked.fetch_add(1, Ordering::Relaxed);
                 self.metrics.blocked_us.fetch_add(waited_us, Ordering::Relaxed);
             }
+            Observation::Sample { what, value } => {
+                if let Ok(mut m) = self.metrics.samples.lock() {
+                    let e = m.entry(what).or_default();
+                    e.0 += 1;
+                    e.1 += value;
+                }
+            }
         }
     }
 }

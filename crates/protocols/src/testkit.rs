@@ -86,7 +86,7 @@ impl<M, V: causeway_core::Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> 
                 Seen::Visible { node: self.node, key: key.to_vec(), value: value.to_vec() }
             }
             Observation::Blocked { what, waited_us } => Seen::Blocked { node: self.node, what, waited_us },
-            Observation::Stable { .. } => return,
+            Observation::Stable { .. } | Observation::Sample { .. } => return,
         });
     }
 }

@@ -147,6 +147,10 @@ enum ObsRec {
         what: &'static str,
         waited_us: u64,
     },
+    Sample {
+        what: &'static str,
+        value: u64,
+    },
 }
 
 struct SEnv<'a, M, V> {
@@ -189,6 +193,7 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
                 }
             }
             Observation::Blocked { what, waited_us } => self.obs.push(ObsRec::Blocked { what, waited_us }),
+            Observation::Sample { what, value } => self.obs.push(ObsRec::Sample { what, value }),
             // The simulator measures visibility and stability in true time.
             Observation::Stable { .. } => {}
         }
@@ -463,6 +468,7 @@ impl<P: Protocol> Sim<P> {
                     self.metrics.visible(write, origin, dc, self.now, remote_dcs)
                 }
                 ObsRec::Blocked { what, waited_us } => self.metrics.blocked(what, waited_us, self.now),
+                ObsRec::Sample { what, value } => self.metrics.sample(what, value, self.now),
             }
         }
         self.obs = obs;
@@ -844,6 +850,7 @@ impl<P: Protocol> Sim<P> {
             stale_reads_pct: 100.0 * m.staleness.len() as f64 / m.reads.max(1) as f64,
             staleness: Summary::of(&m.staleness),
             blocked: m.blocked.iter().map(|(k, h)| (k.to_string(), Summary::of(h))).collect(),
+            samples: m.samples.iter().map(|(k, h)| (k.to_string(), Summary::of(h))).collect(),
             messages: messages.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             server_msgs_per_op: m.server_msgs as f64 / ops,
             server_bytes_per_op: m.server_bytes as f64 / ops,

@@ -53,6 +53,9 @@ pub struct SimReport {
     /// For stale reads: how long the newer version had been acknowledged.
     pub staleness: Summary,
     pub blocked: BTreeMap<String, Summary>,
+    /// Protocol-specific samples ([`causeway_core::Observation::Sample`]),
+    /// e.g. `deps_per_write`; a summary's `_us` fields hold plain values.
+    pub samples: BTreeMap<String, Summary>,
     pub messages: BTreeMap<String, MessageCount>,
     pub server_msgs_per_op: f64,
     pub server_bytes_per_op: f64,
@@ -99,6 +102,7 @@ pub(crate) struct Metrics {
     visibility: Vec<Vec<Histogram<u64>>>,
     pending: FxHashMap<u64, PendingWrite>,
     pub blocked: BTreeMap<&'static str, Histogram<u64>>,
+    pub samples: BTreeMap<&'static str, Histogram<u64>>,
     pub messages: FxHashMap<&'static str, MessageCount>,
     pub server_msgs: u64,
     pub server_bytes: u64,
@@ -125,6 +129,7 @@ impl Metrics {
             visibility: (0..dcs).map(|_| (0..dcs).map(|_| histogram()).collect()).collect(),
             pending: FxHashMap::default(),
             blocked: BTreeMap::new(),
+            samples: BTreeMap::new(),
             messages: FxHashMap::default(),
             server_msgs: 0,
             server_bytes: 0,
@@ -246,6 +251,12 @@ impl Metrics {
     pub fn blocked(&mut self, what: &'static str, waited_us: u64, now_us: u64) {
         if self.in_window(now_us) {
             let _ = self.blocked.entry(what).or_insert_with(histogram).record(waited_us.max(1));
+        }
+    }
+
+    pub fn sample(&mut self, what: &'static str, value: u64, now_us: u64) {
+        if self.in_window(now_us) {
+            let _ = self.samples.entry(what).or_insert_with(histogram).record(value);
         }
     }
 

@@ -59,6 +59,13 @@ pub fn render(r: &SimReport) -> String {
             summary_row(&mut s, k, l);
         }
     }
+    for (k, v) in &r.samples {
+        let _ = writeln!(
+            s,
+            "  {k}: mean {:.2}, p50 {}, p99 {}, max {} ({} samples)",
+            v.mean_us, v.p50_us, v.p99_us, v.max_us, v.count
+        );
+    }
     let _ = writeln!(s, "  update visibility, true time (ms)   count      p50      p95      p99  never");
     for v in &r.visibility {
         let _ = writeln!(
