@@ -24,6 +24,12 @@ pub fn chaos_for(p: ProtocolName) -> Chaos {
         // Seed 000 §5.6: GentleRain is not safe when clocks step back.
         ProtocolName::GentleRain => Chaos { backward_jumps: false, ..Chaos::default() },
         ProtocolName::CausalSpartanX => Chaos::default(),
+        // Lamport clocks: physical skew and jumps do not matter.
+        ProtocolName::Cops => Chaos::default(),
+        // Lamport clocks too, but trans_time is a duration on physical
+        // clocks: a jump larger than its margin can collect too early
+        // (cops_gt.rs, deviation 4). Skew is harmless.
+        ProtocolName::CopsGt => Chaos { backward_jumps: false, ..Chaos::default() },
     }
 }
 
@@ -87,7 +93,8 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         }
     }
     let s = chaos::draw(seed, &topology, load_ms, c);
-    sc.protocol = opts.params.clone();
+    sc.protocol = garbage_collection_params(p, seed);
+    sc.protocol.extend(opts.params.clone());
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
     // After the load and the faults, one reader per DC reads every key:
@@ -103,6 +110,22 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         sc.scripted.push(ScriptedClient { dc, ops });
     }
     Ok((sc, quiet_us))
+}
+
+/// COPS-GT's garbage collection waits `trans_time` (5 s by default), longer
+/// than a torture run: draw it between 50 and 400 ms, and the GC period
+/// between 10 and 50 ms, so that version, dependency and client-metadata
+/// collection all run under the faults. From its own random stream, so the
+/// other protocols' seeds replay as before. `--param` overrides.
+fn garbage_collection_params(p: ProtocolName, seed: u64) -> toml::Table {
+    let mut t = toml::Table::new();
+    if p == ProtocolName::CopsGt {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6c_u64);
+        t.insert("trans_time_ms".into(), toml::Value::Integer(rng.random_range(50..=400)));
+        t.insert("gc_interval_ms".into(), toml::Value::Integer(rng.random_range(10..=50)));
+        t.insert("clock_margin_ms".into(), toml::Value::Integer(10));
+    }
+    t
 }
 
 /// One run: simulate and check.

@@ -14,9 +14,16 @@ fn torture(args: &[&str]) -> (bool, String) {
 fn every_protocol_passes_a_bounded_torture() {
     let (ok, out) = torture(&["--runs", "15", "--seed", "500"]);
     assert!(ok, "torture failed:\n{out}");
-    for p in ["eventual", "gentlerain", "causalspartanx"] {
+    for p in ["eventual", "gentlerain", "causalspartanx", "cops"] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }
+}
+
+#[test]
+fn a_cops_that_skips_dep_check_is_caught() {
+    let (ok, out) = torture(&["-p", "cops", "--param", "mutant_skip_dep_check=true", "--runs", "20"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("FAILED; replay: causeway torture -p cops --runs 1 --seed"), "{out}");
 }
 
 #[test]

@@ -38,11 +38,22 @@ pub struct MvStore<V> {
     versions: usize,
     value_bytes: usize,
     journal: Option<Vec<(Key, V)>>,
+    /// The protocol's durable metadata (see [`MvStore::set_meta`]) and
+    /// whether it changed since the runtime last logged it.
+    meta: Option<Vec<u8>>,
+    meta_dirty: bool,
 }
 
 impl<V> Default for MvStore<V> {
     fn default() -> Self {
-        MvStore { chains: FxHashMap::default(), versions: 0, value_bytes: 0, journal: None }
+        MvStore {
+            chains: FxHashMap::default(),
+            versions: 0,
+            value_bytes: 0,
+            journal: None,
+            meta: None,
+            meta_dirty: false,
+        }
     }
 }
 
@@ -95,6 +106,50 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.versions += 1;
         self.value_bytes += bytes;
         if newest { Inserted::Newest } else { Inserted::Older }
+    }
+
+    /// Overwrite the version of `key` with the same order as `v` (a
+    /// protocol changing a version's state in place, e.g. COPS committing a
+    /// replicated write it stored as pending). Journaled like an insert.
+    /// Returns false, changing nothing, when no such version is stored.
+    pub fn replace(&mut self, key: &[u8], v: V) -> bool {
+        let order = v.order();
+        let Some(c) = self.chains.get_mut(key) else { return false };
+        let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
+        self.value_bytes = self.value_bytes - c.versions[i].value().len() + v.value().len();
+        if let Some(j) = self.journal.as_mut() {
+            j.push((Key::copy_from_slice(key), v.clone()));
+        }
+        c.versions[i] = v;
+        true
+    }
+
+    /// Recovery: put back a logged version, the later record winning when
+    /// one with the same order is already there (it was replaced).
+    pub fn restore(&mut self, key: Key, v: V) {
+        if !self.replace(&key, v.clone()) {
+            self.insert(key, v);
+        }
+    }
+
+    /// Set the protocol's durable metadata: a small blob (a few hundred
+    /// bytes) the runtime logs with this turn's versions and hands back
+    /// after a restart through [`MvStore::meta`]. For state that is not a
+    /// version but must survive a crash together with the versions, such as
+    /// COPS's per-origin "committed through" table.
+    pub fn set_meta(&mut self, meta: Vec<u8>) {
+        self.meta = Some(meta);
+        self.meta_dirty = true;
+    }
+
+    /// The metadata last set (or recovered).
+    pub fn meta(&self) -> Option<&[u8]> {
+        self.meta.as_deref()
+    }
+
+    /// For the runtime: the metadata, if it changed since the last call.
+    pub fn take_dirty_meta(&mut self) -> Option<Vec<u8>> {
+        if std::mem::take(&mut self.meta_dirty) { self.meta.clone() } else { None }
     }
 
     /// The latest version of `key`.
@@ -223,6 +278,32 @@ mod tests {
         assert_eq!(s.value_bytes(), 6);
         // Nothing stable: nothing dropped.
         assert_eq!(s.gc_key(b"k", |_| false), 0);
+    }
+
+    #[test]
+    fn replace_overwrites_in_place_and_is_journaled() {
+        let mut s = MvStore::new();
+        s.insert(k(), v(1));
+        s.enable_journal();
+        assert!(s.replace(b"k", V(1, Bytes::from_static(b"changed"))));
+        assert!(!s.replace(b"k", v(2)), "no version 2 to replace");
+        assert_eq!(s.exact(b"k", 1).unwrap().1, Bytes::from_static(b"changed"));
+        assert_eq!(s.value_bytes(), 7);
+        assert_eq!(s.drain_journal().len(), 1);
+        s.restore(k(), V(1, Bytes::from_static(b"again")));
+        s.restore(k(), v(3));
+        assert_eq!(s.versions(b"k").len(), 2);
+        assert_eq!(s.exact(b"k", 1).unwrap().1, Bytes::from_static(b"again"));
+    }
+
+    #[test]
+    fn meta_is_dirty_once_per_change() {
+        let mut s: MvStore<V> = MvStore::new();
+        assert_eq!(s.take_dirty_meta(), None);
+        s.set_meta(vec![1, 2]);
+        assert_eq!(s.take_dirty_meta(), Some(vec![1, 2]));
+        assert_eq!(s.take_dirty_meta(), None);
+        assert_eq!(s.meta(), Some(&[1u8, 2][..]));
     }
 
     #[test]

@@ -199,7 +199,11 @@ pub fn spawn<P: Protocol>(
         (0..n).map(|i| cluster.wan_one_way_us[dc.idx()][cluster.topology.dc_of(NodeId(i as u32)).idx()]).collect();
     let mut store = MvStore::new();
     for (k, v) in recovered.versions {
-        store.insert(k, v);
+        store.restore(k, v);
+    }
+    if let Some(meta) = recovered.meta {
+        store.set_meta(meta);
+        store.take_dirty_meta();
     }
     store.enable_journal();
     let mut next_seq = vec![1u64; n];
@@ -682,6 +686,9 @@ impl<P: Protocol> ProtocolLoop<P> {
                 for (k, v) in env.store.drain_journal() {
                     let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
                 }
+                if let Some(bytes) = env.store.take_dirty_meta() {
+                    let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Meta { bytes });
+                }
                 let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
             }
             Input::Stop => self.stopping = true,
@@ -704,6 +711,9 @@ impl<P: Protocol> ProtocolLoop<P> {
     fn commit(&mut self) {
         for (k, v) in self.store.drain_journal() {
             self.log(LogRecord::Version { key: k, version: v });
+        }
+        if let Some(bytes) = self.store.take_dirty_meta() {
+            self.log(LogRecord::Meta { bytes });
         }
         // Acknowledgements the links received since the last turn.
         for i in 0..self.acked.len() {
@@ -809,6 +819,7 @@ impl<P: Protocol> ProtocolLoop<P> {
             .filter(|(_, d)| **d > 0)
             .map(|(i, &seq)| LogRecord::Delivered { from: NodeId(i as u32), seq });
         let floor = std::iter::once(LogRecord::ClockFloor { us: self.persisted_floor_us });
+        let meta = store.meta().map(|m| LogRecord::Meta { bytes: m.to_vec() });
         // The next sequence number per peer must survive even when nothing is
         // unacknowledged (no outbox record would carry it): an empty outbox
         // means everything below `next_seq` is acknowledged, so say that.
@@ -819,7 +830,9 @@ impl<P: Protocol> ProtocolLoop<P> {
             .filter(|(i, s)| **s > 1 && self.outbox[*i].is_empty())
             .map(|(i, &s)| LogRecord::Acked { to: NodeId(i as u32), next_seq: s })
             .collect();
-        let result = self.wal.checkpoint(versions.chain(outbox).chain(acked).chain(next).chain(delivered).chain(floor));
+        let result = self
+            .wal
+            .checkpoint(versions.chain(outbox).chain(acked).chain(next).chain(delivered).chain(floor).chain(meta));
         match result {
             Ok(()) => {
                 self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);

@@ -48,6 +48,9 @@ pub enum LogRecord<V, M> {
     Delivered { from: NodeId, seq: u64 },
     /// No clock reading handed out before the crash exceeds `us`.
     ClockFloor { us: u64 },
+    /// The protocol's durable metadata ([`causeway_core::MvStore::set_meta`]);
+    /// the last record wins.
+    Meta { bytes: Vec<u8> },
 }
 
 #[derive(Debug, Error)]
@@ -69,6 +72,8 @@ pub struct Recovered<V, M> {
     /// Per source, the last sequence number handled.
     pub delivered: BTreeMap<NodeId, u64>,
     pub clock_floor_us: u64,
+    /// The protocol's metadata as last logged.
+    pub meta: Option<Vec<u8>>,
     pub records: u64,
     pub torn_tail_bytes: u64,
 }
@@ -98,6 +103,7 @@ impl Wal {
             next_seq: BTreeMap::new(),
             delivered: BTreeMap::new(),
             clock_floor_us: 0,
+            meta: None,
             records: 0,
             torn_tail_bytes: 0,
         };
@@ -178,6 +184,7 @@ fn replay<V: DeserializeOwned, M: DeserializeOwned>(
                 postcard::from_bytes(payload).map_err(|e| corrupt(off, format!("undecodable record: {e}")))?;
             match r {
                 LogRecord::Version { key, version } => rec.versions.push((key, version)),
+                LogRecord::Meta { bytes } => rec.meta = Some(bytes),
                 LogRecord::Outbox { to, seq, msg } => {
                     if seq >= acked.get(&to).copied().unwrap_or(0) {
                         outbox.entry(to).or_default().insert(seq, msg);

@@ -11,6 +11,9 @@
 
 pub mod causal_spartan_x;
 pub mod common;
+pub mod cops;
+pub mod cops_gt;
+pub mod dep_check;
 pub mod eventual;
 pub mod gentlerain;
 pub mod stable_tree;
@@ -25,17 +28,26 @@ pub enum ProtocolName {
     Eventual,
     GentleRain,
     CausalSpartanX,
+    Cops,
+    CopsGt,
 }
 
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] =
-        &[ProtocolName::Eventual, ProtocolName::GentleRain, ProtocolName::CausalSpartanX];
+    pub const ALL: &'static [ProtocolName] = &[
+        ProtocolName::Eventual,
+        ProtocolName::GentleRain,
+        ProtocolName::CausalSpartanX,
+        ProtocolName::Cops,
+        ProtocolName::CopsGt,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolName::Eventual => "eventual",
             ProtocolName::GentleRain => "gentlerain",
             ProtocolName::CausalSpartanX => "causalspartanx",
+            ProtocolName::Cops => "cops",
+            ProtocolName::CopsGt => "copsgt",
         }
     }
 }
@@ -94,6 +106,14 @@ macro_rules! with_protocol {
             }
             $crate::ProtocolName::CausalSpartanX => {
                 type $P = $crate::causal_spartan_x::CausalSpartanX;
+                $body
+            }
+            $crate::ProtocolName::Cops => {
+                type $P = $crate::cops::Cops;
+                $body
+            }
+            $crate::ProtocolName::CopsGt => {
+                type $P = $crate::cops_gt::CopsGt;
                 $body
             }
         }

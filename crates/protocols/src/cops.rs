@@ -1,0 +1,413 @@
+//! # COPS: causal+ from explicit one-hop dependencies
+//!
+//! COPS (Lloyd, Freedman, Kaminsky, Andersen, SOSP 2011) as seed 001
+//! describes it (dissertation Ch. 4 and §6.1; notes 001 §2). Where the
+//! stabilization protocols (GentleRain, CausalSpartanX) make a remote version
+//! visible once a stable time passes it, COPS names each write's
+//! dependencies and checks them, one by one, before applying it:
+//!
+//! - **Timestamps** (§2.5): Lamport clocks, a version's timestamp
+//!   ([`Stamp`]) carrying the stamping node's id in its low bits, so stamps
+//!   are unique and order each key's versions last-writer-wins consistently
+//!   with causality.
+//! - **Client context** (§2.3): ⟨key, stamp⟩ of everything read since the
+//!   session's last write, plus that write. A write sends the context as its
+//!   *one-hop* dependencies, then the context shrinks to the write alone:
+//!   what the write depended on is now covered through it.
+//! - **`write_after`** (§2.6): the key's server in the client's DC stamps
+//!   the write above every dependency, applies it, acknowledges, and queues
+//!   it for its equivalents in the other DCs.
+//! - **`dep_check`** (§2.7): an equivalent receiving the write asks, for each
+//!   dependency, the local server owning that key whether it has committed
+//!   that version, waiting until it has; then it commits the write. Only the
+//!   replication path ever waits: reads and local writes never block.
+//!
+//! COPS has no read-only transactions ([`cops_gt`](crate::cops_gt) adds
+//! them), so [`Op::Rot`] fails as unsupported.
+//!
+//! ## Choices and deviations from the paper
+//!
+//! 1. **What satisfies a `dep_check`**, durability and retries: see
+//!    [`dep_check`](crate::dep_check), shared with COPS-GT.
+//! 2. **The context keeps one stamp per key *and origin***, not per key
+//!    (§2.3 says "the most recent timestamp of each key"). A session that
+//!    read x@5 (accepted in DC A, depending on y@3) and then a concurrent
+//!    x@7 (accepted in DC B) depends on both: keeping only x@7, its next
+//!    write could commit in a third DC where x@5, and so y@3, have not
+//!    arrived, and a reader there would see the write with an old y.
+//!    Versions of one key from one origin commit in stamp order, so the
+//!    newest per origin covers the rest: at most one entry per DC per key.
+//! 3. **Full replication, one server per partition** ([`Protocol::validate`]).
+//! 4. **One stored version per key** (§2.2) *plus* pending replicated
+//!    writes newer than it, which wait for their checks in the store so that
+//!    a crash cannot lose them.
+//! 5. **Measurement**: a replicate carries the origin's clock reading
+//!    (`written_us`, not stored) so the network runtime can estimate
+//!    visibility latency; the simulator uses true time. Each client write
+//!    reports its dependency count as the sample `deps_per_write`.
+//!
+//! Clients are trusted library code, as in the paper: a forged dependency on
+//! a version that was never written stalls replication from its origin.
+
+use crate::common::{client_server_for, fail_unsupported, payload};
+use crate::dep_check::{Dep, DepMsg, DepNode, DepVersion, Stamp, validate_topology};
+use causeway_core::{
+    Client, ClientCtx, ClientEnv, ClientId, Key, Message, NodeCtx, NodeId, Observation, Op, OpError, OpKind, OpResult,
+    Protocol, Server, ServerEnv, Topology, Value, Versioned,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub struct Cops;
+
+/// COPS's one tunable, and a deliberately broken variant for tests.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Re-send a `dep_check` unanswered for this long (§2.7 step 4).
+    pub dep_check_retry_ms: u64,
+    /// Test only: commit replicated writes without checking their
+    /// dependencies, which the checker and torture must catch.
+    pub mutant_skip_dep_check: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { dep_check_retry_ms: 1_000, mutant_skip_dep_check: false }
+    }
+}
+
+impl Protocol for Cops {
+    const NAME: &'static str = "cops";
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put];
+    const CAUSAL: bool = true;
+    type Msg = Msg;
+    type Version = Version;
+    type Config = Config;
+    type Server = CopsServer;
+    type Client = CopsClient;
+
+    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
+        if cfg.dep_check_retry_ms == 0 {
+            return Err("dep_check_retry_ms must be at least 1".into());
+        }
+        validate_topology("cops", topology)
+    }
+
+    fn server(cfg: &Config, ctx: NodeCtx) -> CopsServer {
+        let mut node = DepNode::new(&ctx);
+        node.skip_checks = cfg.mutant_skip_dep_check;
+        node.retry_us = cfg.dep_check_retry_ms * 1_000;
+        CopsServer { node }
+    }
+
+    fn client(_cfg: &Config, ctx: ClientCtx) -> CopsClient {
+        CopsClient { ctx, context: BTreeMap::new(), pending: None }
+    }
+}
+
+/// Every message of the protocol.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// `read_by_time(key, LATEST)`.
+    GetReq {
+        key: Key,
+    },
+    /// The latest version, or `Stamp::NONE` and no value.
+    GetReply {
+        value: Option<Value>,
+        stamp: Stamp,
+    },
+    /// `write_after(key, value, one_hop)`.
+    PutReq {
+        key: Key,
+        value: Value,
+        deps: Vec<Dep>,
+    },
+    /// The write's stamp, or why it was refused.
+    PutReply {
+        result: Result<Stamp, String>,
+    },
+    /// `write_after(key, value, one_hop, stamp)` to an equivalent node.
+    Replicate {
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        deps: Vec<Dep>,
+        written_us: u64,
+    },
+    /// `dep_check` of every dependency the receiver owns; answered by
+    /// [`Msg::DepOk`] with the same `id` once all are committed there.
+    DepCheck {
+        id: u64,
+        deps: Vec<Dep>,
+    },
+    DepOk {
+        id: u64,
+    },
+}
+
+impl Message for Msg {
+    fn kind(&self) -> &'static str {
+        match self {
+            Msg::GetReq { .. } => "get_req",
+            Msg::GetReply { .. } => "get_reply",
+            Msg::PutReq { .. } => "put_req",
+            Msg::PutReply { .. } => "put_reply",
+            Msg::Replicate { .. } => "replicate",
+            Msg::DepCheck { .. } => "dep_check",
+            Msg::DepOk { .. } => "dep_ok",
+        }
+    }
+    fn is_client(&self) -> bool {
+        matches!(self, Msg::GetReq { .. } | Msg::GetReply { .. } | Msg::PutReq { .. } | Msg::PutReply { .. })
+    }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        match self {
+            Msg::GetReq { key } => (key.len(), 0),
+            Msg::PutReq { key, value, deps } => {
+                (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
+            }
+            _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        // Dependency keys are metadata: they name other writes.
+        match self {
+            Msg::GetReq { key } => key.len(),
+            Msg::GetReply { value, .. } => payload(value.iter().map(|v| &v[..])),
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } => key.len() + value.len(),
+            Msg::PutReply { .. } | Msg::DepCheck { .. } | Msg::DepOk { .. } => 0,
+        }
+    }
+}
+
+impl DepMsg for Msg {
+    fn dep_check(id: u64, deps: Vec<Dep>) -> Msg {
+        Msg::DepCheck { id, deps }
+    }
+    fn dep_ok(id: u64) -> Msg {
+        Msg::DepOk { id }
+    }
+}
+
+/// A stored version: ⟨stamp, value⟩ (§2.2), and while it is a replicated
+/// write waiting for its checks, the dependencies to check.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Version {
+    pub value: Value,
+    pub stamp: Stamp,
+    pub pending: Option<Vec<Dep>>,
+}
+
+impl Version {
+    fn committed(&self) -> bool {
+        self.pending.is_none()
+    }
+}
+
+impl Versioned for Version {
+    type Order = Stamp;
+    fn order(&self) -> Stamp {
+        self.stamp
+    }
+    fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl DepVersion for Version {
+    fn pending_checks(&self) -> Option<&[Dep]> {
+        self.pending.as_deref()
+    }
+}
+
+// ---------------------------------------------------------------- client
+
+/// A session (the paper's actor): its context of one-hop dependencies.
+pub struct CopsClient {
+    ctx: ClientCtx,
+    /// (key, origin) → the newest stamp of it read or written since the
+    /// last write (deviation 2).
+    context: BTreeMap<(Key, NodeId), Stamp>,
+    pending: Option<Pending>,
+}
+
+enum Pending {
+    Get { key: Key },
+    Put { key: Key },
+}
+
+impl Client for CopsClient {
+    type Msg = Msg;
+
+    fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        match op {
+            // read(key): read_by_time(key, LATEST) at the local owner (§2.8).
+            Op::Get { key } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                self.pending = Some(Pending::Get { key: key.clone() });
+                env.send(to, Msg::GetReq { key });
+            }
+            // write(key, value): the context is the write's one-hop
+            // dependencies (§2.6 step 1).
+            Op::Put { key, value } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                let deps = self.context.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+                self.pending = Some(Pending::Put { key: key.clone() });
+                env.send(to, Msg::PutReq { key, value, deps });
+            }
+            other => fail_unsupported(env, other.kind()),
+        }
+    }
+
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
+        match (self.pending.take(), msg) {
+            (Some(Pending::Get { key }), Msg::GetReply { value, stamp }) => {
+                if value.is_some() {
+                    let e = self.context.entry((key, stamp.origin())).or_default();
+                    *e = (*e).max(stamp);
+                }
+                env.complete(OpResult::Get(value));
+            }
+            // Clear the context and repopulate it with the write alone
+            // (§2.3): it covers everything it depended on.
+            (Some(Pending::Put { key }), Msg::PutReply { result }) => match result {
+                Ok(stamp) => {
+                    self.context.clear();
+                    self.context.insert((key, stamp.origin()), stamp);
+                    env.complete(OpResult::Put);
+                }
+                Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
+            },
+            (p, _) => self.pending = p, // a stray reply: ignore it
+        }
+    }
+}
+
+// ---------------------------------------------------------------- server
+
+pub struct CopsServer {
+    node: DepNode,
+}
+
+/// The one timer: re-send unanswered checks.
+const RETRY_TIMER: u64 = 0;
+
+impl Server for CopsServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.node.serving {
+            return;
+        }
+        self.node.recover(env);
+        self.commit_ready(env);
+        env.set_timer(self.node.retry_us, RETRY_TIMER);
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        if !self.node.serving {
+            return;
+        }
+        match msg {
+            Msg::GetReq { key } => {
+                let (value, stamp) = match env.store().latest_where(&key, Version::committed) {
+                    Some(v) => (Some(v.value.clone()), v.stamp),
+                    None => (None, Stamp::NONE),
+                };
+                env.reply(from, Msg::GetReply { value, stamp });
+            }
+            Msg::PutReq { key, value, deps } => {
+                if let Err(why) = self.node.check_request(&key, &deps) {
+                    return env.reply(from, Msg::PutReply { result: Err(why) });
+                }
+                // write_after at the local owner (§2.6 step 2): stamp above
+                // every dependency, commit, acknowledge, queue for the
+                // equivalents.
+                env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
+                let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
+                let written_us = env.now_us();
+                let version = Version { value: value.clone(), stamp, pending: None };
+                env.store().insert(key.clone(), version);
+                publish(env, &key, stamp, written_us, &self.node);
+                env.reply(from, Msg::PutReply { result: Ok(stamp) });
+                for &to in &self.node.equivalents {
+                    let msg = Msg::Replicate {
+                        key: key.clone(),
+                        value: value.clone(),
+                        stamp,
+                        deps: deps.clone(),
+                        written_us,
+                    };
+                    env.send(to, msg);
+                }
+            }
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        if !self.node.serving || !self.node.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::Replicate { key, value, stamp, deps, written_us } => {
+                // Only the origin replicates its writes, each once.
+                if stamp.origin() != from
+                    || !self.node.equivalents.contains(&from)
+                    || stamp <= self.node.through(from)
+                    || env.store().exact(&key, stamp).is_some()
+                {
+                    return;
+                }
+                env.store().insert(key.clone(), Version { value, stamp, pending: Some(deps.clone()) });
+                self.node.on_replicate(env, key, stamp, &deps, written_us);
+            }
+            Msg::DepCheck { id, deps } => self.node.on_dep_check(env, from, id, deps),
+            Msg::DepOk { id } => self.node.on_dep_ok(id),
+            _ => {}
+        }
+        self.commit_ready(env);
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        if token == RETRY_TIMER {
+            self.node.retry_checks(env);
+            env.set_timer(self.node.retry_us, RETRY_TIMER);
+        }
+    }
+}
+
+impl CopsServer {
+    /// Commit every replicated write whose checks passed (§2.7 step 5).
+    fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        while let Some(r) = self.node.take_ready(env.now_us()) {
+            if r.waited_us > 0 {
+                env.observe(Observation::Blocked { what: "dep_check", waited_us: r.waited_us });
+            }
+            // The pending version may already be gone: it lost
+            // last-writer-wins to a committed one and was collected.
+            if let Some(v) = env.store().exact(&r.key, r.stamp).cloned() {
+                env.store().replace(&r.key, Version { pending: None, ..v });
+                publish(env, &r.key, r.stamp, r.written_us, &self.node);
+            }
+            self.node.committed(env, r.stamp);
+        }
+    }
+}
+
+/// A version was committed: report it when it is what a read now returns
+/// (a last-writer-wins loser is never read), and keep one committed version
+/// per key (§2.2), with any pending ones newer than it.
+fn publish(env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64, node: &DepNode) {
+    let newest = env.store().latest_where(key, Version::committed).map(|v| (v.stamp, v.value.clone()));
+    if let Some((s, value)) = newest
+        && s == stamp
+    {
+        let origin = node.topology.dc_of(stamp.origin());
+        env.observe(Observation::Visible { key, value: &value, origin, written_us });
+    }
+    env.store().gc_key(key, Version::committed);
+}
