@@ -20,6 +20,14 @@
 //! values = [1, 100]
 //! labels = ["x1", "x100"]
 //!
+//! # Either sweep may set several parameters per point instead: `params`
+//! # names them (replacing `param`), and each value is an array with one
+//! # entry per name, in order. Label such points (or give their x).
+//! # [sweep]
+//! # params = ["workload.updateproportion", "workload.readproportion"]
+//! # values = [[0.8, 0.2], [0.2, 0.8]]
+//! # labels = ["4:1", "1:4"]
+//!
 //! [scenario]                          # a `causeway sim` scenario, inline
 //! duration_ms = 10_000
 //! # …
@@ -78,11 +86,17 @@ pub enum Runtime {
     Network,
 }
 
-/// One varied parameter.
+/// One varied parameter, or several varied together.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sweep {
+    /// The parameter's dotted path; empty when `params` is used.
+    #[serde(default)]
     pub param: String,
+    /// Several parameters set at each point: each value is then an array
+    /// holding one entry per parameter, in this order.
+    #[serde(default)]
+    pub params: Vec<String>,
     pub values: Vec<toml::Value>,
     /// Names of the values in tables and legends (default: the values).
     #[serde(default)]
@@ -95,6 +109,25 @@ pub struct Sweep {
 }
 
 impl Sweep {
+    /// What is varied, for headers and messages: `param`, or `params` joined.
+    pub fn name(&self) -> String {
+        if self.params.is_empty() { self.param.clone() } else { self.params.join(" + ") }
+    }
+
+    /// The (dotted path, value) pairs that value `i` sets.
+    pub fn assignments(&self, i: usize) -> Result<Vec<(&str, toml::Value)>, String> {
+        let v = &self.values[i];
+        if self.params.is_empty() {
+            return Ok(vec![(self.param.as_str(), v.clone())]);
+        }
+        match v {
+            toml::Value::Array(a) if a.len() == self.params.len() => {
+                Ok(self.params.iter().map(String::as_str).zip(a.iter().cloned()).collect())
+            }
+            _ => Err(format!("value #{i} must be an array of {} entries, one per params entry", self.params.len())),
+        }
+    }
+
     pub fn label(&self, i: usize) -> String {
         match self.labels.get(i) {
             Some(l) => l.clone(),
@@ -217,9 +250,9 @@ impl Experiment {
 
     /// A readable name of a point, for errors and progress.
     pub fn point_name(&self, p: Point) -> String {
-        let mut s = format!("{} {}={}", p.protocol, self.sweep.param, self.sweep.label(p.x));
+        let mut s = format!("{} {}={}", p.protocol, self.sweep.name(), self.sweep.label(p.x));
         if let (Some(i), Some(series)) = (p.series, &self.series) {
-            s.push_str(&format!(" {}={}", series.param, series.label(i)));
+            s.push_str(&format!(" {}={}", series.name(), series.label(i)));
         }
         s
     }
@@ -228,7 +261,10 @@ impl Experiment {
     pub fn scenario(&self, point: Point, rep: u32) -> Result<Scenario, ExperimentError> {
         let mut t = self.scenario.clone();
         let set = |t: &mut toml::Table, sweep: &Sweep, i: usize| {
-            set_path(t, &sweep.param, sweep.values[i].clone()).map_err(|m| self.invalid(m))
+            for (path, v) in sweep.assignments(i).map_err(|m| self.invalid(m))? {
+                set_path(t, path, v).map_err(|m| self.invalid(m))?;
+            }
+            Ok::<(), ExperimentError>(())
         };
         set(&mut t, &self.sweep, point.x)?;
         if let (Some(s), Some(i)) = (&self.series, point.series) {
@@ -257,6 +293,9 @@ impl Experiment {
         for (what, s) in std::iter::once(("sweep", &self.sweep)).chain(self.series.iter().map(|s| ("series", s))) {
             if s.values.is_empty() {
                 return Err(self.invalid(format!("{what}.values must not be empty")));
+            }
+            if s.param.is_empty() == s.params.is_empty() {
+                return Err(self.invalid(format!("{what} must set exactly one of param and params")));
             }
             for (field, n) in [("labels", s.labels.len()), ("x", s.x.len())] {
                 if n != 0 && n != s.values.len() {
@@ -367,5 +406,27 @@ mod tests {
         let e =
             Experiment::from_toml_str(&BASE.replace("name = \"t\"", "name = \"t\"\nbogus = 1"), "t.toml").unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn a_sweep_can_set_several_parameters_per_point() {
+        let multi = BASE.replace(
+            "param = \"clocks.node.0.offset_us\"\n        values = [1000, 2000]",
+            "params = [\"workload.updateproportion\", \"workload.readproportion\"]\n        \
+             values = [[0.8, 0.2], [0.25, 0.75]]\n        labels = [\"4:1\", \"1:3\"]",
+        );
+        let e = Experiment::from_toml_str(&multi, "t.toml").unwrap();
+        assert_eq!(e.sweep.name(), "workload.updateproportion + workload.readproportion");
+        let pts = e.points().unwrap();
+        let sc = e.scenario(pts[1], 0).unwrap();
+        assert_eq!((sc.workload.updateproportion, sc.workload.readproportion), (0.25, 0.75));
+        assert_eq!(sc.workload.amplification, 1);
+        assert!(e.point_name(pts[1]).contains("1:3"), "{}", e.point_name(pts[1]));
+        // A value that is not one entry per parameter, and param with params.
+        let e = Experiment::from_toml_str(&multi.replace("[0.25, 0.75]", "0.25"), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("value #1"), "{e}");
+        let both = multi.replace("params = [", "param = \"workload.amplification\"\n        params = [");
+        let e = Experiment::from_toml_str(&both, "t.toml").unwrap_err();
+        assert!(e.to_string().contains("exactly one of param and params"), "{e}");
     }
 }

@@ -93,7 +93,7 @@ pub fn chart(r: &Results, spec: &PlotSpec) -> Chart {
             Chart {
                 kind: if bar { ChartKind::Bar } else { ChartKind::Line },
                 title,
-                x_label: if e.sweep.x_label.is_empty() { e.sweep.param.clone() } else { e.sweep.x_label.clone() },
+                x_label: if e.sweep.x_label.is_empty() { e.sweep.name() } else { e.sweep.x_label.clone() },
                 y_label,
                 categories: (0..e.sweep.values.len()).map(|i| e.sweep.label(i)).collect(),
                 series,
@@ -199,7 +199,7 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
     let two = curves.len() == 2;
     for m in &e.metrics {
         let _ = writeln!(s, "**{m}** (median)\n");
-        let mut head = format!("| {} |", if e.sweep.x_label.is_empty() { &e.sweep.param } else { &e.sweep.x_label });
+        let mut head = format!("| {} |", if e.sweep.x_label.is_empty() { e.sweep.name() } else { e.sweep.x_label.clone() });
         let mut rule = String::from("|---|");
         for (name, _) in &curves {
             head.push_str(&format!(" {name} |"));
