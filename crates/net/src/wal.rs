@@ -298,10 +298,13 @@ mod tests {
         w.append(&R::Acked { to: NodeId(2), next_seq: 2 }).unwrap();
         w.append(&R::Delivered { from: NodeId(3), seq: 9 }).unwrap();
         w.append(&R::ClockFloor { us: 1234 }).unwrap();
+        w.append(&R::Meta { bytes: vec![1] }).unwrap();
+        w.append(&R::Meta { bytes: vec![2, 3] }).unwrap();
         w.flush(true).unwrap();
         drop(w);
         let (_, r) = Wal::open::<u64, String>(&d).unwrap();
         assert_eq!(r.versions, vec![(Bytes::from_static(b"k"), 7)]);
+        assert_eq!(r.meta, Some(vec![2, 3]), "the last metadata record wins");
         assert_eq!(r.outbox[&NodeId(2)], vec![(2, "b".to_string())]);
         assert_eq!(r.next_seq[&NodeId(2)], 3);
         assert_eq!(r.delivered[&NodeId(3)], 9);

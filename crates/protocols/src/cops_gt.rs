@@ -1094,11 +1094,15 @@ mod tests {
             let mut c = CopsGt::client(&Config::default(), ctx);
             c.checkpoint = rng.random_range(0..3);
             let key = |i: u32| bytes(&format!("k{i}"));
-            let stamp = |rng: &mut rand_chacha::ChaCha8Rng| Stamp::new(rng.random_range(1..6), NodeId(rng.random_range(0..2)));
+            let stamp =
+                |rng: &mut rand_chacha::ChaCha8Rng| Stamp::new(rng.random_range(1..6), NodeId(rng.random_range(0..2)));
             for _ in 0..rng.random_range(0..5) {
-                let mut deps: Vec<Dep> =
-                    (0..rng.random_range(0..6)).map(|_| Dep { key: key(rng.random_range(0..4)), stamp: stamp(&mut rng) }).collect();
-                deps.sort_by(|a, b| (&a.key, a.stamp.origin()).cmp(&(&b.key, b.stamp.origin())).then(a.stamp.cmp(&b.stamp)));
+                let mut deps: Vec<Dep> = (0..rng.random_range(0..6))
+                    .map(|_| Dep { key: key(rng.random_range(0..4)), stamp: stamp(&mut rng) })
+                    .collect();
+                deps.sort_by(|a, b| {
+                    (&a.key, a.stamp.origin()).cmp(&(&b.key, b.stamp.origin())).then(a.stamp.cmp(&b.stamp))
+                });
                 deps.dedup_by(|b, a| a.key == b.key && a.stamp.origin() == b.stamp.origin()); // keeps the older: fine for a test
                 let s = stamp(&mut rng);
                 c.heads.insert((key(rng.random_range(0..4)), s.origin()), (s, deps.into()));

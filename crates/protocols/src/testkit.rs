@@ -175,6 +175,17 @@ impl<P: Protocol> TestNet<P> {
         )
     }
 
+    /// Crash and restart `node`: a new server object over the same store
+    /// (what its write-ahead log would give back), its timers and the
+    /// messages it had received forgotten; `on_start` runs again.
+    pub fn restart(&mut self, node: NodeId, cfg: &P::Config) {
+        let ctx = NodeCtx { id: node, role: self.topology.role(node), topology: self.topology.clone() };
+        self.servers[node.idx()] = P::server(cfg, ctx);
+        self.timers.retain(|(d, _)| *d != Dest::Node(node));
+        let (server, mut env) = self.split(node);
+        server.on_start(&mut env);
+    }
+
     /// The primary of `key`'s partition in `dc`.
     pub fn server_for(&self, dc: DcId, key: &[u8]) -> NodeId {
         self.topology.server_for_key(dc, key).expect("dc stores key")
