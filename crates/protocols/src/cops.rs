@@ -200,12 +200,6 @@ pub struct Version {
     pub pending: Option<Vec<Dep>>,
 }
 
-impl Version {
-    fn committed(&self) -> bool {
-        self.pending.is_none()
-    }
-}
-
 impl Versioned for Version {
     type Order = Stamp;
     fn order(&self) -> Stamp {
@@ -219,6 +213,9 @@ impl Versioned for Version {
 impl DepVersion for Version {
     fn pending_checks(&self) -> Option<&[Dep]> {
         self.pending.as_deref()
+    }
+    fn commit(self, _now_us: u64) -> Self {
+        Version { pending: None, ..self }
     }
 }
 
@@ -354,12 +351,7 @@ impl Server for CopsServer {
         }
         match msg {
             Msg::Replicate { key, value, stamp, deps, written_us } => {
-                // Only the origin replicates its writes, each once.
-                if stamp.origin() != from
-                    || !self.node.equivalents.contains(&from)
-                    || stamp <= self.node.through(from)
-                    || env.store().exact(&key, stamp).is_some()
-                {
+                if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
                     return;
                 }
                 env.store().insert(key.clone(), Version { value, stamp, pending: Some(deps.clone()) });
@@ -383,32 +375,16 @@ impl Server for CopsServer {
 impl CopsServer {
     /// Commit every replicated write whose checks passed (§2.7 step 5).
     fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        while let Some(r) = self.node.take_ready(env.now_us()) {
-            if r.waited_us > 0 {
-                env.observe(Observation::Blocked { what: "dep_check", waited_us: r.waited_us });
-            }
-            // The pending version may already be gone: it lost
-            // last-writer-wins to a committed one and was collected.
-            if let Some(v) = env.store().exact(&r.key, r.stamp).cloned() {
-                env.store().replace(&r.key, Version { pending: None, ..v });
-                publish(env, &r.key, r.stamp, r.written_us, &self.node);
-            }
-            self.node.committed(env, r.stamp);
+        for r in self.node.commit_ready(env) {
+            publish(env, &r.key, r.stamp, r.written_us, &self.node);
         }
     }
 }
 
-/// A version was committed: report it when it is what a read now returns
-/// (a last-writer-wins loser is never read), and keep one committed version
-/// per key (§2.2), with any pending ones newer than it.
+/// A version was committed: report it when a read now returns it, and keep
+/// one committed version per key (§2.2), with any pending ones newer than it.
 fn publish(env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64, node: &DepNode) {
-    let newest = env.store().latest_where(key, Version::committed).map(|v| (v.stamp, v.value.clone()));
-    if let Some((s, value)) = newest
-        && s == stamp
-    {
-        let origin = node.topology.dc_of(stamp.origin());
-        env.observe(Observation::Visible { key, value: &value, origin, written_us });
-    }
+    node.report_if_newest(env, key, stamp, written_us);
     env.store().gc_key(key, Version::committed);
 }
 

@@ -334,9 +334,6 @@ pub struct Version {
 }
 
 impl Version {
-    fn committed(&self) -> bool {
-        matches!(self.state, State::Committed { .. })
-    }
     fn read(&self) -> Read {
         let never_depend = matches!(self.state, State::Committed { never_depend: true, .. });
         Read { value: self.value.clone(), stamp: self.stamp, deps: self.deps.clone(), never_depend }
@@ -359,6 +356,9 @@ impl DepVersion for Version {
             State::Pending { nearest } => Some(nearest),
             State::Committed { .. } => None,
         }
+    }
+    fn commit(self, now_us: u64) -> Self {
+        Version { state: State::Committed { at_us: now_us, never_depend: false }, ..self }
     }
 }
 
@@ -710,11 +710,7 @@ impl Server for CopsGtServer {
         let equivalent = self.node.equivalents.contains(&from);
         match msg {
             Msg::Replicate { key, value, stamp, deps, nearest, written_us } => {
-                if stamp.origin() != from
-                    || !equivalent
-                    || stamp <= self.node.through(from)
-                    || env.store().exact(&key, stamp).is_some()
-                {
+                if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
                     return;
                 }
                 let check: Vec<Dep> = nearest.iter().filter_map(|&i| deps.get(i as usize).cloned()).collect();
@@ -822,30 +818,15 @@ impl CopsGtServer {
 
     /// Commit every replicated write whose checks passed (§2.7 step 5).
     fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        while let Some(r) = self.node.take_ready(env.now_us()) {
-            if r.waited_us > 0 {
-                env.observe(Observation::Blocked { what: "dep_check", waited_us: r.waited_us });
-            }
-            let now = env.now_us();
-            if let Some(v) = env.store().exact(&r.key, r.stamp).cloned() {
-                env.store()
-                    .replace(&r.key, Version { state: State::Committed { at_us: now, never_depend: false }, ..v });
-                self.publish(env, &r.key, r.stamp, r.written_us);
-            }
-            self.node.committed(env, r.stamp);
+        for r in self.node.commit_ready(env) {
+            self.publish(env, &r.key, r.stamp, r.written_us);
         }
     }
 
     /// A version was committed here: report it if a read now returns it,
     /// and schedule collection of what it overwrote and of its dependencies.
     fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
-        let newest = env.store().latest_where(key, Version::committed).map(|v| (v.stamp, v.value.clone()));
-        if let Some((s, value)) = newest
-            && s == stamp
-        {
-            let origin = self.node.topology.dc_of(stamp.origin());
-            env.observe(Observation::Visible { key, value: &value, origin, written_us });
-        }
+        self.node.report_if_newest(env, key, stamp, written_us);
         if env.store().versions(key).len() > 1 {
             self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
         }

@@ -39,7 +39,7 @@
 //! One `dep_check` message per owning node carries all the dependencies that
 //! node owns, answered once all hold.
 
-use causeway_core::{Key, NodeCtx, NodeId, NodeRole, ServerEnv, Topology, Versioned};
+use causeway_core::{Key, MvStore, NodeCtx, NodeId, NodeRole, Observation, ServerEnv, Topology, Versioned};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -75,10 +75,15 @@ pub struct Dep {
 }
 
 /// What the replication path needs from a variant's stored version.
-pub trait DepVersion: Versioned<Order = Stamp> {
+pub trait DepVersion: Versioned<Order = Stamp> + Clone {
     /// The dependencies still to check while the version is a pending
     /// replicated write; `None` once committed.
     fn pending_checks(&self) -> Option<&[Dep]>;
+    /// The same version, committed at `now_us` of this node's clock.
+    fn commit(self, now_us: u64) -> Self;
+    fn committed(&self) -> bool {
+        self.pending_checks().is_none()
+    }
 }
 
 /// The messages [`DepNode`] sends, in a variant's wire format.
@@ -229,7 +234,7 @@ impl DepNode {
     /// the store's metadata, and every pending version queued again with its
     /// checks re-sent. Pending versions are taken in (origin, stamp) order,
     /// the order they arrived in.
-    pub fn recover<M: DepMsg, V: DepVersion + Clone>(&mut self, env: &mut impl ServerEnv<M, V>) {
+    pub fn recover<M: DepMsg, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) {
         if let Some(meta) = env.store().meta() {
             self.through = decode_table(meta);
         }
@@ -247,6 +252,54 @@ impl DepNode {
         for (stamp, key, deps) in pending {
             // written_us is only a measurement; a recovered write reports 0.
             self.on_replicate(env, key, stamp, &deps, 0);
+        }
+    }
+
+    /// Whether a `Replicate` of `key`@`stamp` from `from` is new: only the
+    /// write's origin, an equivalent, replicates it, and each write once.
+    pub fn accepts_replicate<V: DepVersion>(&self, from: NodeId, key: &Key, stamp: Stamp, store: &MvStore<V>) -> bool {
+        stamp.origin() == from
+            && self.equivalents.contains(&from)
+            && stamp > self.through(from)
+            && store.exact(key, stamp).is_none()
+    }
+
+    /// Commit every replicated write whose checks passed (§2.7 step 5),
+    /// switching its stored version to committed, and return them for the
+    /// variant's bookkeeping. A pending version may already be gone: it
+    /// lost last-writer-wins to a committed one and was collected.
+    pub fn commit_ready<M: DepMsg, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) -> Vec<Ready> {
+        let mut done = Vec::new();
+        while let Some(r) = self.take_ready(env.now_us()) {
+            if r.waited_us > 0 {
+                env.observe(Observation::Blocked { what: "dep_check", waited_us: r.waited_us });
+            }
+            let now = env.now_us();
+            let stamp = r.stamp;
+            if let Some(v) = env.store().exact(&r.key, stamp).cloned() {
+                env.store().replace(&r.key, v.commit(now));
+                done.push(r);
+            }
+            self.committed(env, stamp);
+        }
+        done
+    }
+
+    /// Report `key`@`stamp`, just committed, as visible if it is what a read
+    /// now returns (a last-writer-wins loser is never read).
+    pub fn report_if_newest<M, V: DepVersion>(
+        &self,
+        env: &mut impl ServerEnv<M, V>,
+        key: &Key,
+        stamp: Stamp,
+        written_us: u64,
+    ) {
+        let newest = env.store().latest_where(key, V::committed).map(|v| (v.order(), v.value().clone()));
+        if let Some((s, value)) = newest
+            && s == stamp
+        {
+            let origin = self.topology.dc_of(stamp.origin());
+            env.observe(Observation::Visible { key, value: &value, origin, written_us });
         }
     }
 
