@@ -27,9 +27,13 @@
 //!   first round to every partition, computes `ccv` and sends the second round
 //!   of `get_by_version` with explicit versions, then completes. `dep_check`
 //!   is a peer message that the owning server parks until the dependency is
-//!   committed. Old versions are kept for `trans_time` with
-//!   [`MvStore::gc_key`] and a timer; a reply that finds its version pruned
-//!   ([`MvStore::was_pruned`]) makes the client restart the transaction.
+//!   committed. A replicated write waits for its checks *in the store*, as a
+//!   pending version switched to committed with [`MvStore::replace`]
+//!   (journaled, so a crash cannot lose it), and the per-origin table of
+//!   what is committed is the store's durable metadata
+//!   ([`MvStore::set_meta`]). Old versions are kept for `trans_time` with
+//!   [`MvStore::gc_key`] and a timer; a reply that finds its version gone
+//!   makes the client restart the transaction.
 //! - **Eiger**: a ROT or WOT coordinator is simply the partition server the
 //!   client picked; pending write transactions are protocol state, and
 //!   2PC-PCI rounds are peer messages. Logical time is an [`Hlc`] or a Lamport

@@ -173,12 +173,6 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.chains.get(key).map(|c| c.versions.as_slice()).unwrap_or(&[])
     }
 
-    /// Mutable access for protocols that rewrite metadata in place (COPS-GT
-    /// dropping dependency lists once they are no longer needed).
-    pub fn versions_mut(&mut self, key: &[u8]) -> Option<&mut [V]> {
-        self.chains.get_mut(key).map(|c| c.versions.as_mut_slice())
-    }
-
     /// Whether GC has dropped versions of `key`.
     pub fn was_pruned(&self, key: &[u8]) -> bool {
         self.chains.get(key).is_some_and(|c| c.pruned)
