@@ -91,7 +91,7 @@ pub enum NodeRole {
     /// and peers address by default (the primary; a Raft group's initial leader).
     Partition { dc: DcId, partition: PartitionId, replica: u16 },
     /// Instance `index` of service number `service` (an index into
-    /// [`Topology::services`]) in `dc`.
+    /// [`Topology::service_nodes`]) in `dc`.
     Service { dc: DcId, service: u16, index: u16 },
 }
 
