@@ -199,7 +199,8 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
     let two = curves.len() == 2;
     for m in &e.metrics {
         let _ = writeln!(s, "**{m}** (median)\n");
-        let mut head = format!("| {} |", if e.sweep.x_label.is_empty() { e.sweep.name() } else { e.sweep.x_label.clone() });
+        let mut head =
+            format!("| {} |", if e.sweep.x_label.is_empty() { e.sweep.name() } else { e.sweep.x_label.clone() });
         let mut rule = String::from("|---|");
         for (name, _) in &curves {
             head.push_str(&format!(" {name} |"));
