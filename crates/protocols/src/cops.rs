@@ -22,6 +22,11 @@
 //!   that version, waiting until it has; then it commits the write. Only the
 //!   replication path ever waits: reads and local writes never block.
 //!
+//! - **Never-depend** (§6.1): once a version is committed in every DC
+//!   ([`settle`](crate::settle)) it is flagged, and a client that reads it
+//!   adds nothing to its context, so contexts stay at a few entries even
+//!   when a session reads many keys between writes.
+//!
 //! COPS has no read-only transactions ([`cops_gt`](crate::cops_gt) adds
 //! them), so [`Op::Rot`] fails as unsupported.
 //!
@@ -51,6 +56,7 @@
 
 use crate::common::{client_server_for, fail_unsupported, payload};
 use crate::dep_check::{Dep, DepMsg, DepNode, DepVersion, Stamp, validate_topology};
+use crate::settle::{Settle, SettleMsg};
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, Key, Message, NodeCtx, NodeId, Observation, Op, OpError, OpKind, OpResult,
     Protocol, Server, ServerEnv, Topology, Value, Versioned,
@@ -66,6 +72,9 @@ pub struct Cops;
 pub struct Config {
     /// Re-send a `dep_check` unanswered for this long (§2.7 step 4).
     pub dep_check_retry_ms: u64,
+    /// How often servers exchange what they have committed, to flag
+    /// versions committed in every DC never-depend (§6.1; COPS: 10×/s).
+    pub settle_interval_ms: u64,
     /// Test only: commit replicated writes without checking their
     /// dependencies, which the checker and torture must catch.
     pub mutant_skip_dep_check: bool,
@@ -73,7 +82,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { dep_check_retry_ms: 1_000, mutant_skip_dep_check: false }
+        Config { dep_check_retry_ms: 1_000, settle_interval_ms: 100, mutant_skip_dep_check: false }
     }
 }
 
@@ -88,8 +97,8 @@ impl Protocol for Cops {
     type Client = CopsClient;
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        if cfg.dep_check_retry_ms == 0 {
-            return Err("dep_check_retry_ms must be at least 1".into());
+        if cfg.dep_check_retry_ms == 0 || cfg.settle_interval_ms == 0 {
+            return Err("dep_check_retry_ms and settle_interval_ms must be at least 1".into());
         }
         validate_topology("cops", topology)
     }
@@ -98,7 +107,8 @@ impl Protocol for Cops {
         let mut node = DepNode::new(&ctx);
         node.skip_checks = cfg.mutant_skip_dep_check;
         node.retry_us = cfg.dep_check_retry_ms * 1_000;
-        CopsServer { node }
+        let settle_us = cfg.settle_interval_ms * 1_000;
+        CopsServer { node, settle: Settle::new(0, settle_us), settle_us }
     }
 
     fn client(_cfg: &Config, ctx: ClientCtx) -> CopsClient {
@@ -113,10 +123,12 @@ pub enum Msg {
     GetReq {
         key: Key,
     },
-    /// The latest version, or `Stamp::NONE` and no value.
+    /// The latest version, or `Stamp::NONE` and no value; `never_depend`
+    /// when it is committed in every DC (§6.1).
     GetReply {
         value: Option<Value>,
         stamp: Stamp,
+        never_depend: bool,
     },
     /// `write_after(key, value, one_hop)`.
     PutReq {
@@ -145,6 +157,15 @@ pub enum Msg {
     DepOk {
         id: u64,
     },
+    /// To an origin: its writes are committed here through `stamp`.
+    Through {
+        stamp: Stamp,
+    },
+    /// From an origin: its writes through `through` are committed in every
+    /// DC; flag them never-depend.
+    Settled {
+        through: Stamp,
+    },
 }
 
 impl Message for Msg {
@@ -157,6 +178,8 @@ impl Message for Msg {
             Msg::Replicate { .. } => "replicate",
             Msg::DepCheck { .. } => "dep_check",
             Msg::DepOk { .. } => "dep_ok",
+            Msg::Through { .. } => "through",
+            Msg::Settled { .. } => "settled",
         }
     }
     fn is_client(&self) -> bool {
@@ -177,7 +200,7 @@ impl Message for Msg {
             Msg::GetReq { key } => key.len(),
             Msg::GetReply { value, .. } => payload(value.iter().map(|v| &v[..])),
             Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } => key.len() + value.len(),
-            Msg::PutReply { .. } | Msg::DepCheck { .. } | Msg::DepOk { .. } => 0,
+            _ => 0,
         }
     }
 }
@@ -191,6 +214,15 @@ impl DepMsg for Msg {
     }
 }
 
+impl SettleMsg for Msg {
+    fn through(stamp: Stamp) -> Msg {
+        Msg::Through { stamp }
+    }
+    fn settled(through: Stamp) -> Msg {
+        Msg::Settled { through }
+    }
+}
+
 /// A stored version: ⟨stamp, value⟩ (§2.2), and while it is a replicated
 /// write waiting for its checks, the dependencies to check.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -198,6 +230,8 @@ pub struct Version {
     pub value: Value,
     pub stamp: Stamp,
     pub pending: Option<Vec<Dep>>,
+    /// Committed in every DC (§6.1).
+    pub never_depend: bool,
 }
 
 impl Versioned for Version {
@@ -260,8 +294,9 @@ impl Client for CopsClient {
 
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
         match (self.pending.take(), msg) {
-            (Some(Pending::Get { key }), Msg::GetReply { value, stamp }) => {
-                if value.is_some() {
+            (Some(Pending::Get { key }), Msg::GetReply { value, stamp, never_depend }) => {
+                // A version committed everywhere constrains no write (§6.1).
+                if value.is_some() && !never_depend {
                     let e = self.context.entry((key, stamp.origin())).or_default();
                     *e = (*e).max(stamp);
                 }
@@ -286,10 +321,15 @@ impl Client for CopsClient {
 
 pub struct CopsServer {
     node: DepNode,
+    /// Which writes are committed everywhere ([`crate::settle`]).
+    settle: Settle,
+    settle_us: u64,
 }
 
-/// The one timer: re-send unanswered checks.
+/// Re-send unanswered checks.
 const RETRY_TIMER: u64 = 0;
+/// Exchange what is committed; flag settled versions.
+const SETTLE_TIMER: u64 = 1;
 
 impl Server for CopsServer {
     type Msg = Msg;
@@ -300,8 +340,18 @@ impl Server for CopsServer {
             return;
         }
         self.node.recover(env);
+        let mut unsettled = Vec::new();
+        for key in env.store().keys_sorted() {
+            for v in env.store().versions(&key) {
+                if v.pending.is_none() && !v.never_depend {
+                    unsettled.push((v.stamp, key.clone()));
+                }
+            }
+        }
+        self.settle.rebuild(self.node.me, unsettled);
         self.commit_ready(env);
         env.set_timer(self.node.retry_us, RETRY_TIMER);
+        env.set_timer(self.settle_us, SETTLE_TIMER);
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
@@ -310,11 +360,11 @@ impl Server for CopsServer {
         }
         match msg {
             Msg::GetReq { key } => {
-                let (value, stamp) = match env.store().latest_where(&key, Version::committed) {
-                    Some(v) => (Some(v.value.clone()), v.stamp),
-                    None => (None, Stamp::NONE),
+                let (value, stamp, never_depend) = match env.store().latest_where(&key, Version::committed) {
+                    Some(v) => (Some(v.value.clone()), v.stamp, v.never_depend),
+                    None => (None, Stamp::NONE, false),
                 };
-                env.reply(from, Msg::GetReply { value, stamp });
+                env.reply(from, Msg::GetReply { value, stamp, never_depend });
             }
             Msg::PutReq { key, value, deps } => {
                 if let Err(why) = self.node.check_request(&key, &deps) {
@@ -326,9 +376,10 @@ impl Server for CopsServer {
                 env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
                 let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
                 let written_us = env.now_us();
-                let version = Version { value: value.clone(), stamp, pending: None };
+                let version = Version { value: value.clone(), stamp, pending: None, never_depend: false };
                 env.store().insert(key.clone(), version);
-                publish(env, &key, stamp, written_us, &self.node);
+                self.settle.own_write(stamp);
+                self.publish(env, &key, stamp, written_us);
                 env.reply(from, Msg::PutReply { result: Ok(stamp) });
                 for &to in &self.node.equivalents {
                     let msg = Msg::Replicate {
@@ -354,20 +405,39 @@ impl Server for CopsServer {
                 if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
                     return;
                 }
-                env.store().insert(key.clone(), Version { value, stamp, pending: Some(deps.clone()) });
+                let v = Version { value, stamp, pending: Some(deps.clone()), never_depend: false };
+                env.store().insert(key.clone(), v);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
             }
             Msg::DepCheck { id, deps } => self.node.on_dep_check(env, from, id, deps),
             Msg::DepOk { id } => self.node.on_dep_ok(id),
+            Msg::Through { stamp } if self.node.equivalents.contains(&from) => {
+                self.settle.on_through(&self.node, from, stamp, env.now_us())
+            }
+            Msg::Settled { through } if self.node.equivalents.contains(&from) => self.flag(env, from, through),
             _ => {}
         }
         self.commit_ready(env);
     }
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
-        if token == RETRY_TIMER {
-            self.node.retry_checks(env);
-            env.set_timer(self.node.retry_us, RETRY_TIMER);
+        match token {
+            RETRY_TIMER => {
+                self.node.retry_checks(env);
+                env.set_timer(self.node.retry_us, RETRY_TIMER);
+            }
+            SETTLE_TIMER => {
+                let mut out = Vec::new();
+                if let Some(s) = self.settle.tick(&self.node, env.now_us(), &mut |to, m| out.push((to, m))) {
+                    let me = self.node.me;
+                    self.flag(env, me, s);
+                }
+                for (to, m) in out {
+                    env.send(to, m);
+                }
+                env.set_timer(self.settle_us, SETTLE_TIMER);
+            }
+            _ => {}
         }
     }
 }
@@ -376,16 +446,30 @@ impl CopsServer {
     /// Commit every replicated write whose checks passed (§2.7 step 5).
     fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         for r in self.node.commit_ready(env) {
-            publish(env, &r.key, r.stamp, r.written_us, &self.node);
+            self.publish(env, &r.key, r.stamp, r.written_us);
         }
     }
-}
 
-/// A version was committed: report it when a read now returns it, and keep
-/// one committed version per key (§2.2), with any pending ones newer than it.
-fn publish(env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64, node: &DepNode) {
-    node.report_if_newest(env, key, stamp, written_us);
-    env.store().gc_key(key, Version::committed);
+    /// A version was committed: report it when a read now returns it, and
+    /// keep one committed version per key (§2.2), with any pending ones
+    /// newer than it.
+    fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
+        self.node.report_if_newest(env, key, stamp, written_us);
+        env.store().gc_key(key, Version::committed);
+        self.settle.committed(stamp, key.clone());
+    }
+
+    /// `origin`'s writes through `through` are committed in every DC: flag
+    /// the ones still stored never-depend.
+    fn flag(&mut self, env: &mut impl ServerEnv<Msg, Version>, origin: NodeId, through: Stamp) {
+        for (s, key) in self.settle.settle(origin, through) {
+            if let Some(v) = env.store().exact(&key, s).cloned()
+                && v.pending.is_none()
+            {
+                env.store().replace(&key, Version { never_depend: true, ..v });
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -42,15 +42,15 @@
 //!    `read_trans`, `ccv[k]` is the newest stamp of `k` in any dependency
 //!    list, as in Fig 4.3: under last-writer-wins a newer version of `k`
 //!    supersedes an older concurrent one.
-//! 2. **Knowing "committed in all DCs"**: each server tells the origin of
-//!    writes, every GC tick, how far it has committed that origin's writes
-//!    (one stamp: [`dep_check`](crate::dep_check) commits them in order).
-//!    The origin waits `trans_time` after learning that every DC has a
-//!    write, then tells all DCs, again with one stamp, to drop the
-//!    dependencies of its writes through it. The paper has each remote DC
-//!    wait `trans_time` itself and notify per version; waiting at the
-//!    origin after the last DC's commit is later, so it is at least as safe,
-//!    and it costs O(1) messages per tick instead of per write.
+//! 2. **Knowing "committed in all DCs"** ([`settle`](crate::settle), shared
+//!    with COPS): each server tells the origin of writes, every GC tick, how
+//!    far it has committed that origin's writes (one stamp), and the origin,
+//!    `trans_time` after learning that every DC has a write, tells all DCs,
+//!    again with one stamp, to drop the dependencies of its writes through
+//!    it. The paper has each remote DC wait `trans_time` itself and notify
+//!    per version; waiting at the origin after the last DC's commit is
+//!    later, so it is at least as safe, and it costs O(1) messages per tick
+//!    instead of per write.
 //! 3. **The checkpoint's per-node bound** is the Lamport time of the node's
 //!    oldest own write not yet committed everywhere, or its clock + 1 when
 //!    there is none (the paper: "the oldest Lamport timestamp of any pending
@@ -75,6 +75,7 @@
 
 use crate::common::{client_server_for, fail_unsupported, payload};
 use crate::dep_check::{Dep, DepMsg, DepNode, DepVersion, Stamp, validate_topology};
+use crate::settle::{Settle, SettleMsg};
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, Key, Message, NodeCtx, NodeId, Observation, Op, OpError, OpKind, OpResult,
     Protocol, Server, ServerEnv, Topology, Value, Versioned,
@@ -159,12 +160,7 @@ impl Protocol for CopsGt {
             cfg: cfg.clone(),
             node,
             dc_peers,
-            reported: BTreeMap::new(),
-            sent_through: BTreeMap::new(),
-            ticks: 0,
-            own_unreplicated: VecDeque::new(),
-            own_collectable: VecDeque::new(),
-            uncollected: BTreeMap::new(),
+            settle: Settle::new(cfg.hold_us(), cfg.gc_interval_ms * 1_000),
             eq_bounds: BTreeMap::new(),
             dc_bounds: BTreeMap::new(),
             checkpoints: VecDeque::new(),
@@ -309,6 +305,15 @@ impl DepMsg for Msg {
     }
     fn dep_ok(id: u64) -> Msg {
         Msg::DepOk { id }
+    }
+}
+
+impl SettleMsg for Msg {
+    fn through(stamp: Stamp) -> Msg {
+        Msg::Through { stamp }
+    }
+    fn settled(through: Stamp) -> Msg {
+        Msg::Collect { through }
     }
 }
 
@@ -639,19 +644,8 @@ pub struct CopsGtServer {
     node: DepNode,
     /// The other partition servers of this DC (checkpoint gossip).
     dc_peers: Vec<NodeId>,
-    /// Per equivalent: how far it has committed this node's writes.
-    reported: BTreeMap<NodeId, Stamp>,
-    /// Per equivalent: the `Through` last sent to it.
-    sent_through: BTreeMap<NodeId, Stamp>,
-    ticks: u64,
-    /// This node's writes not yet known committed in every DC, in stamp order.
-    own_unreplicated: VecDeque<Stamp>,
-    /// Own writes committed everywhere, with the time (this node's clock)
-    /// from which their dependencies may be collected.
-    own_collectable: VecDeque<(Stamp, u64)>,
-    /// Per origin: committed versions whose dependencies are not yet
-    /// collected, in stamp order.
-    uncollected: BTreeMap<NodeId, VecDeque<(Stamp, Key)>>,
+    /// Which writes are committed everywhere, and since when (deviation 2).
+    settle: Settle,
     /// Checkpoint gossip: bounds heard from equivalents and DC peers.
     eq_bounds: BTreeMap<NodeId, u64>,
     dc_bounds: BTreeMap<NodeId, u64>,
@@ -720,11 +714,7 @@ impl Server for CopsGtServer {
             }
             Msg::DepCheck { id, deps } => self.node.on_dep_check(env, from, id, deps),
             Msg::DepOk { id } => self.node.on_dep_ok(id),
-            Msg::Through { stamp } if equivalent => {
-                let r = self.reported.entry(from).or_default();
-                *r = (*r).max(stamp);
-                self.advance_replicated(env.now_us());
-            }
+            Msg::Through { stamp } if equivalent => self.settle.on_through(&self.node, from, stamp, env.now_us()),
             Msg::Collect { through } if equivalent => self.collect(env, from, through),
             Msg::NodeBound { lamport } if equivalent => {
                 self.node.witness(lamport);
@@ -812,8 +802,7 @@ impl CopsGtServer {
             };
             env.send(to, msg);
         }
-        self.own_unreplicated.push_back(stamp);
-        self.advance_replicated(now);
+        self.settle.own_write(stamp);
     }
 
     /// Commit every replicated write whose checks passed (§2.7 step 5).
@@ -830,30 +819,13 @@ impl CopsGtServer {
         if env.store().versions(key).len() > 1 {
             self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
         }
-        self.uncollected.entry(stamp.origin()).or_default().push_back((stamp, key.clone()));
-    }
-
-    /// Own writes the equivalents have all committed become collectable
-    /// `trans_time` later (deviation 2).
-    fn advance_replicated(&mut self, now_us: u64) {
-        let everywhere = self.node.equivalents.iter().map(|e| self.reported.get(e).copied().unwrap_or_default()).min();
-        while let Some(&s) = self.own_unreplicated.front() {
-            if everywhere.is_some_and(|e| e < s) {
-                break;
-            }
-            self.own_unreplicated.pop_front();
-            self.own_collectable.push_back((s, now_us + self.cfg.hold_us()));
-        }
+        self.settle.committed(stamp, key.clone());
     }
 
     /// Drop the stored dependencies of `origin`'s versions through `through`
     /// and flag them never-depend (§6.1).
     fn collect(&mut self, env: &mut impl ServerEnv<Msg, Version>, origin: NodeId, through: Stamp) {
-        let Some(q) = self.uncollected.get_mut(&origin) else { return };
-        while let Some((s, _)) = q.front()
-            && *s <= through
-        {
-            let (s, key) = q.pop_front().expect("front exists");
+        for (s, key) in self.settle.settle(origin, through) {
             if let Some(v) = env.store().exact(&key, s).cloned()
                 && let State::Committed { at_us, never_depend: false } = v.state
             {
@@ -867,36 +839,18 @@ impl CopsGtServer {
     /// dependencies that may go, gossip the checkpoint, collect versions.
     fn gc_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let now = env.now_us();
-        self.ticks += 1;
-        // Report how far each origin's writes are committed here: when it
-        // moved, and every second regardless (the origin may have restarted).
-        let refresh = self.ticks.is_multiple_of((1_000 / self.cfg.gc_interval_ms).max(1));
-        for &e in &self.node.equivalents {
-            let t = self.node.through(e);
-            if refresh || self.sent_through.get(&e) != Some(&t) {
-                self.sent_through.insert(e, t);
-                env.send(e, Msg::Through { stamp: t });
-            }
-        }
-        // Own writes committed everywhere trans_time ago: collect their deps
-        // here and in every DC.
-        self.advance_replicated(now);
-        let mut through = None;
-        while let Some(&(s, at)) = self.own_collectable.front()
-            && at <= now
-        {
-            self.own_collectable.pop_front();
-            through = Some(s);
-        }
-        if let Some(s) = through {
+        // Report commits to origins; collect own writes settled everywhere,
+        // here and (the message is sent) in every DC.
+        let mut out = Vec::new();
+        if let Some(s) = self.settle.tick(&self.node, now, &mut |to, m| out.push((to, m))) {
             let me = self.node.me;
             self.collect(env, me, s);
-            for &e in &self.node.equivalents {
-                env.send(e, Msg::Collect { through: s });
-            }
+        }
+        for (to, m) in out {
+            env.send(to, m);
         }
         // The global checkpoint (deviation 3).
-        let own = self.own_unreplicated.front().map_or(self.node.lamport() + 1, |s| s.lamport());
+        let own = self.settle.oldest_unreplicated().map_or(self.node.lamport() + 1, |s| s.lamport());
         for &e in &self.node.equivalents {
             env.send(e, Msg::NodeBound { lamport: own });
         }
@@ -929,8 +883,7 @@ impl CopsGtServer {
     /// After a restart: what awaits collection, from the store (deviation 6).
     fn rebuild_gc_state(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let now = env.now_us();
-        let me = self.node.me;
-        let mut found: Vec<(Stamp, Key)> = Vec::new();
+        let mut unsettled: Vec<(Stamp, Key)> = Vec::new();
         for key in env.store().keys_sorted() {
             let versions = env.store().versions(&key);
             if versions.len() > 1 {
@@ -938,17 +891,11 @@ impl CopsGtServer {
             }
             for v in versions {
                 if matches!(v.state, State::Committed { never_depend: false, .. }) {
-                    found.push((v.stamp, key.clone()));
+                    unsettled.push((v.stamp, key.clone()));
                 }
             }
         }
-        found.sort();
-        for (s, key) in found {
-            if s.origin() == me {
-                self.own_unreplicated.push_back(s);
-            }
-            self.uncollected.entry(s.origin()).or_default().push_back((s, key));
-        }
+        self.settle.rebuild(self.node.me, unsettled);
     }
 }
 

@@ -16,6 +16,7 @@ pub mod cops_gt;
 pub mod dep_check;
 pub mod eventual;
 pub mod gentlerain;
+pub mod settle;
 pub mod stable_tree;
 pub mod testkit;
 

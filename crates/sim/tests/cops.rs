@@ -127,3 +127,32 @@ fn copsgt_garbage_collection_keeps_versions_and_dependencies_flat() {
     assert!(kept[2].0 > 2 * kept[0].0 + 100, "without collection versions must grow: {kept:?}");
     assert!(kept[2].0 > 4 * gc[2].0, "collection must make a difference: {gc:?} vs {kept:?}");
 }
+
+/// Mean dependencies per COPS write in a read-heavy run (1 write : 16
+/// reads over key groups): with never-depend flags (settling every 100 ms),
+/// and with settling held off for longer than the run.
+fn cops_deps_per_write(settle_interval_ms: i64) -> f64 {
+    let mut sc = common::base(2, 4, 6_000, 3);
+    sc.record_history = false;
+    sc.workload.clients_per_dc = 16;
+    sc.workload.requestdistribution = causeway_sim::scenario::Distribution::Keygroup;
+    sc.workload.keys_per_group = 64;
+    sc.workload.keygroup_variance = 1.0;
+    sc.workload.readproportion = 16.0 / 17.0;
+    sc.workload.updateproportion = 1.0 / 17.0;
+    sc.workload.think_time_us = 1_000;
+    sc.protocol.insert("settle_interval_ms".into(), settle_interval_ms.into());
+    let r = Sim::<Cops>::new(sc).expect("valid scenario").run();
+    r.samples["deps_per_write"].mean_us
+}
+
+/// Seed 001 §7.2: COPS's average dependencies per write stay at 1–4,
+/// because reads of versions committed everywhere add nothing (§6.1).
+#[test]
+fn cops_contexts_stay_small_with_never_depend() {
+    let settled = cops_deps_per_write(100);
+    let unsettled = cops_deps_per_write(3_600_000);
+    eprintln!("COPS deps per write at 1:16: {settled:.2} with never-depend, {unsettled:.2} without");
+    assert!(settled <= 4.0, "{settled}");
+    assert!(unsettled > 2.0 * settled, "never-depend must make the difference: {settled} vs {unsettled}");
+}

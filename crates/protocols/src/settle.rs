@@ -1,0 +1,150 @@
+//! # Settling: knowing when a write is committed in every DC
+//!
+//! Seed 001 §6.1 (notes 001 §2.10) collects metadata once a write is
+//! committed in all DCs: the write is flagged **never-depend**, clients drop
+//! it from their contexts, and (COPS-GT) its stored dependency list is
+//! dropped. The dissertation has each remote DC notify the write's origin per
+//! version. Here (a deviation) every server tells each origin, once per tick,
+//! how far it has committed that origin's writes — one stamp, since
+//! [`dep_check`](crate::dep_check) commits one origin's writes in stamp
+//! order — and the origin, `hold_us` after every DC has a write, tells all
+//! DCs, again with one stamp, that its writes through it are settled. O(1)
+//! messages per tick instead of per write.
+//!
+//! `hold_us` is 0 for COPS (a dependency on a write committed everywhere
+//! never needs checking) and `trans_time` for COPS-GT (a transaction still
+//! running may need the dependency list, §6.1).
+
+use crate::dep_check::{DepNode, Stamp};
+use causeway_core::{Key, NodeId};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The two messages settling sends, in a variant's wire format.
+pub trait SettleMsg {
+    /// To an origin: its writes are committed here through `stamp`.
+    fn through(stamp: Stamp) -> Self;
+    /// From an origin: its writes through `stamp` are settled.
+    fn settled(through: Stamp) -> Self;
+}
+
+/// One partition server's settling state.
+#[derive(Default)]
+pub struct Settle {
+    /// Wait this long after a write is everywhere before settling it.
+    pub hold_us: u64,
+    /// Send `Through` unchanged every this many ticks (the origin may have
+    /// restarted and forgotten).
+    pub refresh_ticks: u64,
+    ticks: u64,
+    /// Per equivalent: how far it has committed this node's writes.
+    reported: BTreeMap<NodeId, Stamp>,
+    /// Per equivalent: the `Through` last sent to it.
+    sent_through: BTreeMap<NodeId, Stamp>,
+    /// This node's writes not yet known committed in every DC, in stamp order.
+    unreplicated: VecDeque<Stamp>,
+    /// Own writes committed everywhere, with the time (this node's clock)
+    /// from which they are settled.
+    holding: VecDeque<(Stamp, u64)>,
+    /// Per origin: committed versions not yet settled, in stamp order.
+    unsettled: BTreeMap<NodeId, VecDeque<(Stamp, Key)>>,
+}
+
+impl Settle {
+    pub fn new(hold_us: u64, tick_us: u64) -> Settle {
+        Settle { hold_us, refresh_ticks: (1_000_000 / tick_us.max(1)).max(1), ..Settle::default() }
+    }
+
+    /// This node stamped a write.
+    pub fn own_write(&mut self, stamp: Stamp) {
+        self.unreplicated.push_back(stamp);
+    }
+
+    /// A version was committed here (own or replicated).
+    pub fn committed(&mut self, stamp: Stamp, key: Key) {
+        self.unsettled.entry(stamp.origin()).or_default().push_back((stamp, key));
+    }
+
+    /// The oldest own write not yet committed everywhere.
+    pub fn oldest_unreplicated(&self) -> Option<Stamp> {
+        self.unreplicated.front().copied()
+    }
+
+    /// An equivalent reported how far it committed this node's writes.
+    pub fn on_through(&mut self, node: &DepNode, from: NodeId, stamp: Stamp, now_us: u64) {
+        let r = self.reported.entry(from).or_default();
+        *r = (*r).max(stamp);
+        self.advance(node, now_us);
+    }
+
+    fn advance(&mut self, node: &DepNode, now_us: u64) {
+        let everywhere = node.equivalents.iter().map(|e| self.reported.get(e).copied().unwrap_or_default()).min();
+        while let Some(&s) = self.unreplicated.front() {
+            if everywhere.is_some_and(|e| e < s) {
+                break;
+            }
+            self.unreplicated.pop_front();
+            self.holding.push_back((s, now_us + self.hold_us));
+        }
+    }
+
+    /// One tick: report to each origin how far its writes are committed
+    /// here, and when this node's own writes are settled through a newer
+    /// stamp, tell the equivalents and return it: the caller settles them
+    /// here too.
+    pub fn tick<M: SettleMsg>(
+        &mut self,
+        node: &DepNode,
+        now_us: u64,
+        send: &mut impl FnMut(NodeId, M),
+    ) -> Option<Stamp> {
+        self.ticks += 1;
+        let refresh = self.ticks.is_multiple_of(self.refresh_ticks);
+        for &e in &node.equivalents {
+            let t = node.through(e);
+            if refresh || self.sent_through.get(&e) != Some(&t) {
+                self.sent_through.insert(e, t);
+                send(e, M::through(t));
+            }
+        }
+        self.advance(node, now_us);
+        let mut through = None;
+        while let Some(&(s, at)) = self.holding.front()
+            && at <= now_us
+        {
+            self.holding.pop_front();
+            through = Some(s);
+        }
+        if let Some(s) = through {
+            for &e in &node.equivalents {
+                send(e, M::settled(s));
+            }
+        }
+        through
+    }
+
+    /// `origin`'s writes through `through` are settled: the versions to
+    /// flag, oldest first (some may since have been collected).
+    pub fn settle(&mut self, origin: NodeId, through: Stamp) -> Vec<(Stamp, Key)> {
+        let mut out = Vec::new();
+        let Some(q) = self.unsettled.get_mut(&origin) else { return out };
+        while let Some((s, _)) = q.front()
+            && *s <= through
+        {
+            out.push(q.pop_front().expect("front exists"));
+        }
+        out
+    }
+
+    /// After a restart: the committed versions not flagged yet, sorted by
+    /// stamp; own ones are treated as not yet everywhere until the
+    /// equivalents' next reports.
+    pub fn rebuild(&mut self, me: NodeId, mut unsettled: Vec<(Stamp, Key)>) {
+        unsettled.sort();
+        for (s, key) in unsettled {
+            if s.origin() == me {
+                self.unreplicated.push_back(s);
+            }
+            self.committed(s, key);
+        }
+    }
+}
