@@ -224,14 +224,14 @@ impl SettleMsg for Msg {
 }
 
 /// A stored version: ⟨stamp, value⟩ (§2.2), and while it is a replicated
-/// write waiting for its checks, the dependencies to check.
+/// write waiting for its checks, the dependencies to check. Its never-depend
+/// flag (§6.1) is not stored: it is "stamp ≤ what its origin has settled",
+/// one comparison at read time and no rewrite of every version.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Version {
     pub value: Value,
     pub stamp: Stamp,
     pub pending: Option<Vec<Dep>>,
-    /// Committed in every DC (§6.1).
-    pub never_depend: bool,
 }
 
 impl Versioned for Version {
@@ -340,15 +340,6 @@ impl Server for CopsServer {
             return;
         }
         self.node.recover(env);
-        let mut unsettled = Vec::new();
-        for key in env.store().keys_sorted() {
-            for v in env.store().versions(&key) {
-                if v.pending.is_none() && !v.never_depend {
-                    unsettled.push((v.stamp, key.clone()));
-                }
-            }
-        }
-        self.settle.rebuild(self.node.me, unsettled);
         self.commit_ready(env);
         env.set_timer(self.node.retry_us, RETRY_TIMER);
         env.set_timer(self.settle_us, SETTLE_TIMER);
@@ -361,7 +352,7 @@ impl Server for CopsServer {
         match msg {
             Msg::GetReq { key } => {
                 let (value, stamp, never_depend) = match env.store().latest_where(&key, Version::committed) {
-                    Some(v) => (Some(v.value.clone()), v.stamp, v.never_depend),
+                    Some(v) => (Some(v.value.clone()), v.stamp, self.settle.is_settled(v.stamp)),
                     None => (None, Stamp::NONE, false),
                 };
                 env.reply(from, Msg::GetReply { value, stamp, never_depend });
@@ -376,7 +367,7 @@ impl Server for CopsServer {
                 env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
                 let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
                 let written_us = env.now_us();
-                let version = Version { value: value.clone(), stamp, pending: None, never_depend: false };
+                let version = Version { value: value.clone(), stamp, pending: None };
                 env.store().insert(key.clone(), version);
                 self.settle.own_write(stamp);
                 self.publish(env, &key, stamp, written_us);
@@ -405,7 +396,7 @@ impl Server for CopsServer {
                 if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
                     return;
                 }
-                let v = Version { value, stamp, pending: Some(deps.clone()), never_depend: false };
+                let v = Version { value, stamp, pending: Some(deps.clone()) };
                 env.store().insert(key.clone(), v);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
             }
@@ -414,7 +405,9 @@ impl Server for CopsServer {
             Msg::Through { stamp } if self.node.equivalents.contains(&from) => {
                 self.settle.on_through(&self.node, from, stamp, env.now_us())
             }
-            Msg::Settled { through } if self.node.equivalents.contains(&from) => self.flag(env, from, through),
+            Msg::Settled { through } if self.node.equivalents.contains(&from) => {
+                self.settle.settle(from, through);
+            }
             _ => {}
         }
         self.commit_ready(env);
@@ -429,8 +422,7 @@ impl Server for CopsServer {
             SETTLE_TIMER => {
                 let mut out = Vec::new();
                 if let Some(s) = self.settle.tick(&self.node, env.now_us(), &mut |to, m| out.push((to, m))) {
-                    let me = self.node.me;
-                    self.flag(env, me, s);
+                    self.settle.settle(self.node.me, s);
                 }
                 for (to, m) in out {
                     env.send(to, m);
@@ -456,19 +448,6 @@ impl CopsServer {
     fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
         self.node.report_if_newest(env, key, stamp, written_us);
         env.store().gc_key(key, Version::committed);
-        self.settle.committed(stamp, key.clone());
-    }
-
-    /// `origin`'s writes through `through` are committed in every DC: flag
-    /// the ones still stored never-depend.
-    fn flag(&mut self, env: &mut impl ServerEnv<Msg, Version>, origin: NodeId, through: Stamp) {
-        for (s, key) in self.settle.settle(origin, through) {
-            if let Some(v) = env.store().exact(&key, s).cloned()
-                && v.pending.is_none()
-            {
-                env.store().replace(&key, Version { never_depend: true, ..v });
-            }
-        }
     }
 }
 

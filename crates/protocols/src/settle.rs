@@ -45,8 +45,11 @@ pub struct Settle {
     /// Own writes committed everywhere, with the time (this node's clock)
     /// from which they are settled.
     holding: VecDeque<(Stamp, u64)>,
-    /// Per origin: committed versions not yet settled, in stamp order.
+    /// Per origin: committed versions not yet settled, in stamp order
+    /// (only for variants that rewrite settled versions: COPS-GT).
     unsettled: BTreeMap<NodeId, VecDeque<(Stamp, Key)>>,
+    /// Per origin: its writes through this stamp are settled.
+    settled: BTreeMap<NodeId, Stamp>,
 }
 
 impl Settle {
@@ -59,7 +62,8 @@ impl Settle {
         self.unreplicated.push_back(stamp);
     }
 
-    /// A version was committed here (own or replicated).
+    /// A version was committed here (own or replicated) and will need
+    /// rewriting when settled ([`Settle::settle`] returns it).
     pub fn committed(&mut self, stamp: Stamp, key: Key) {
         self.unsettled.entry(stamp.origin()).or_default().push_back((stamp, key));
     }
@@ -122,9 +126,19 @@ impl Settle {
         through
     }
 
-    /// `origin`'s writes through `through` are settled: the versions to
-    /// flag, oldest first (some may since have been collected).
+    /// Whether the write stamped `stamp` is settled: committed in every DC
+    /// (for `hold_us`). After a restart this is false until the origin next
+    /// reports, which is merely conservative.
+    pub fn is_settled(&self, stamp: Stamp) -> bool {
+        self.settled.get(&stamp.origin()).is_some_and(|&t| stamp <= t)
+    }
+
+    /// `origin`'s writes through `through` are settled: the versions
+    /// recorded with [`Settle::committed`] to rewrite, oldest first (some
+    /// may since have been collected).
     pub fn settle(&mut self, origin: NodeId, through: Stamp) -> Vec<(Stamp, Key)> {
+        let t = self.settled.entry(origin).or_default();
+        *t = (*t).max(through);
         let mut out = Vec::new();
         let Some(q) = self.unsettled.get_mut(&origin) else { return out };
         while let Some((s, _)) = q.front()
