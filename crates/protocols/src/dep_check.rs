@@ -250,6 +250,16 @@ impl DepNode {
         }
         pending.sort_by_key(|(s, _, _)| (s.origin(), *s));
         for (stamp, key, deps) in pending {
+            if stamp <= self.through(stamp.origin()) {
+                // Committed before the crash, though its switch to committed
+                // was not logged: the table and the versions are logged in
+                // the same turn, so this takes a damaged log. Finish it.
+                let now = env.now_us();
+                if let Some(v) = env.store().exact(&key, stamp).cloned() {
+                    env.store().replace(&key, v.commit(now));
+                }
+                continue;
+            }
             // written_us is only a measurement; a recovered write reports 0.
             self.on_replicate(env, key, stamp, &deps, 0);
         }
