@@ -117,3 +117,108 @@ fn kill_9_loses_no_acknowledged_write() {
         crash_restart(p);
     }
 }
+
+/// COPS and COPS-GT hold a replicated write whose dependency has not
+/// arrived: it must survive `kill -9` of the node holding it, although its
+/// sender already counts it delivered. Three DCs × one partition; DC0→DC2 is
+/// 1 s one way, the other links 1 ms. x is written in DC0 and read in DC1,
+/// then y is written in DC1: y reaches DC2 at once and waits there for x.
+/// DC2's server is killed while y waits, and restarted.
+fn pending_write_survives_kill_9(p: ProtocolName) {
+    let dir = std::env::temp_dir().join(format!("causeway-pending-{p}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("cluster.toml");
+    let text = format!(
+        "cluster_id = \"pending-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\n\
+         nodes = [\"127.0.0.1:{}\", \"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
+         [topology]\ndcs = 3\npartitions = 1\n[storage]\nfsync = \"always\"\n\
+         [wan]\nrtt_ms = [[0, 2, 2000], [2, 0, 2], [2000, 2, 0]]\n",
+        dir.join("data").display(),
+        free_port(),
+        free_port(),
+        free_port()
+    );
+    std::fs::write(&config_path, text).unwrap();
+    let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
+    let mut nodes = Nodes((0..3).map(|n| start(&config_path, n)).collect());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (x, y) = (Bytes::from_static(b"x"), Bytes::from_static(b"y"));
+    let deadline = || Instant::now() + Duration::from_secs(15);
+    rt.block_on(async {
+        with_protocol!(p, P => {
+            let session = |dc: u16, id: u32| {
+                let mut s = Session::<P>::new(cluster.clone(), DcId(dc), id).unwrap();
+                s.timeout = Duration::from_secs(2);
+                s
+            };
+            let mut s0 = session(0, 1);
+            let until = deadline();
+            while s0.put(x.clone(), x.clone()).await.is_err() {
+                assert!(Instant::now() < until, "{p}: dc0 never accepted the write");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                s0 = session(0, 1);
+            }
+            let mut s1 = session(1, 2);
+            let until = deadline();
+            loop {
+                match s1.get(x.clone()).await {
+                    Ok(Some(v)) if v == x => break,
+                    Ok(_) => {}
+                    Err(_) => s1 = session(1, 2), // dc1 still starting
+                }
+                assert!(Instant::now() < until, "{p}: x never reached dc1");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            s1.put(y.clone(), y.clone()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let until = deadline();
+            let seen = loop {
+                if let Ok(v) = session(2, 3).get(y.clone()).await {
+                    break v;
+                }
+                assert!(Instant::now() < until, "{p}: dc2 never answered");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            assert_eq!(seen, None, "{p}: y must wait at dc2 for x");
+        })
+    });
+    nodes.0[2].kill().unwrap(); // SIGKILL while y waits
+    nodes.0[2].wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    nodes.0[2] = start(&config_path, 2);
+    rt.block_on(async {
+        with_protocol!(p, P => {
+            let until = deadline();
+            loop {
+                let mut s2 = Session::<P>::new(cluster.clone(), DcId(2), 4).unwrap();
+                s2.timeout = Duration::from_secs(2);
+                if let (Ok(Some(gy)), Ok(Some(gx))) = (s2.get(y.clone()).await, s2.get(x.clone()).await) {
+                    assert_eq!((gx, gy), (x.clone(), y.clone()));
+                    break;
+                }
+                assert!(Instant::now() < until, "{p}: the write waiting at dc2 was lost in the crash");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
+}
+
+/// Server processes, killed however the test ends (a failed assertion
+/// must not leave them running).
+struct Nodes(Vec<Child>);
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for n in &mut self.0 {
+            let _ = n.kill();
+            let _ = n.wait();
+        }
+    }
+}
+
+#[test]
+fn a_write_waiting_for_its_dependencies_survives_kill_9() {
+    pending_write_survives_kill_9(ProtocolName::Cops);
+    pending_write_survives_kill_9(ProtocolName::CopsGt);
+}
