@@ -84,7 +84,7 @@ impl Variant for CopsGt {
         // A session's context after its own writes: each write depends on
         // the one before it, so only the newest is a nearest dependency.
         let nearest = if deps.is_empty() { vec![] } else { vec![deps.len() as u32 - 1] };
-        cops_gt::Msg::PutReq { key, value, deps, nearest }
+        cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest }
     }
     fn get(key: Key) -> cops_gt::Msg {
         cops_gt::Msg::Read { attempt: 0, idx: 0, key, at: None }

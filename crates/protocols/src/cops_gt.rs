@@ -217,7 +217,7 @@ pub enum Msg {
     PutReq {
         key: Key,
         value: Value,
-        deps: Vec<Dep>,
+        deps: Arc<[Dep]>,
         nearest: Vec<u32>,
     },
     /// The write's stamp and the usable global checkpoint (a Lamport time),
@@ -393,7 +393,7 @@ type Head = (Stamp, Arc<[Dep]>);
 
 enum InFlight {
     Get { key: Key },
-    Put { key: Key, deps: Vec<Dep> },
+    Put { key: Key, deps: Arc<[Dep]> },
     Trans(Trans),
 }
 
@@ -548,6 +548,7 @@ impl Client for CopsGtClient {
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let (deps, nearest) = self.write_deps();
+                let deps: Arc<[Dep]> = deps.into();
                 env.send(to, Msg::PutReq { key: key.clone(), value, deps: deps.clone(), nearest });
                 self.op = Some(InFlight::Put { key, deps });
             }
@@ -575,7 +576,11 @@ impl Client for CopsGtClient {
                     // the checkpoint is committed everywhere (§6.1).
                     self.checkpoint = self.checkpoint.max(checkpoint);
                     let cp = self.checkpoint;
-                    let deps: Arc<[Dep]> = deps.into_iter().filter(|d| d.stamp.lamport() >= cp).collect();
+                    let deps = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
+                        deps
+                    } else {
+                        deps.iter().filter(|d| d.stamp.lamport() >= cp).cloned().collect()
+                    };
                     self.heads.clear();
                     self.heads.insert((key, stamp.origin()), (stamp, deps));
                     env.complete(OpResult::Put);
@@ -755,7 +760,7 @@ impl CopsGtServer {
         from: ClientId,
         key: Key,
         value: Value,
-        deps: Vec<Dep>,
+        deps: Arc<[Dep]>,
         nearest: Vec<u32>,
     ) {
         if let Err(why) = self.node.check_request(&key, &deps) {
@@ -766,21 +771,26 @@ impl CopsGtServer {
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
         let cp = self.usable_checkpoint;
-        let mut kept = Vec::with_capacity(deps.len());
-        let mut near = Vec::with_capacity(nearest.len());
-        let is_nearest: BTreeSet<u32> = nearest.into_iter().collect();
-        for (i, d) in deps.into_iter().enumerate() {
-            if d.stamp.lamport() >= cp {
-                if is_nearest.contains(&(i as u32)) {
-                    near.push(kept.len() as u32);
+        // The list is shared, not copied, unless the checkpoint drops some.
+        let (kept, near): (Arc<[Dep]>, Vec<u32>) = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
+            (deps, nearest)
+        } else {
+            let mut kept = Vec::with_capacity(deps.len());
+            let mut near = Vec::with_capacity(nearest.len());
+            let is_nearest: BTreeSet<u32> = nearest.into_iter().collect();
+            for (i, d) in deps.iter().enumerate() {
+                if d.stamp.lamport() >= cp {
+                    if is_nearest.contains(&(i as u32)) {
+                        near.push(kept.len() as u32);
+                    }
+                    kept.push(d.clone());
                 }
-                kept.push(d);
             }
-        }
+            (kept.into(), near)
+        };
         env.observe(Observation::Sample { what: "deps_per_write", value: kept.len() as u64 });
         env.observe(Observation::Sample { what: "nearest_per_write", value: near.len() as u64 });
         let stamp = self.node.next_stamp(kept.iter().map(|d| d.stamp));
-        let kept: Arc<[Dep]> = kept.into();
         let now = env.now_us();
         let v = Version {
             value: value.clone(),
