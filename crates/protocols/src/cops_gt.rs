@@ -981,6 +981,43 @@ mod tests {
         assert_eq!(second_round, 0);
     }
 
+    /// §6.1: a transaction that outlives `trans_time` restarts, and a
+    /// second-round read of a version collected meanwhile is refused, not
+    /// answered with something else. The ACL race again, but Alice then
+    /// closes the ACL, and the reader's second round (for the friends-only
+    /// ACL) arrives after `trans_time`, when that version is collected.
+    #[test]
+    fn a_read_trans_that_outlives_trans_time_restarts() {
+        let cfg = Config { trans_time_ms: 50, clock_margin_ms: 0, gc_interval_ms: 10, ..Config::default() };
+        let mut net = TestNet::<CopsGt>::new(1, 2, 2, cfg);
+        let (acl, album) = acl_and_album(&net);
+        put(&mut net, ALICE, &acl, "public");
+        put(&mut net, ALICE, &album, "old");
+        let (acl_server, album_server) = (net.server_for(DcId(0), &acl), net.server_for(DcId(0), &album));
+        net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
+        let held = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.to == Dest::Node(album_server);
+        net.deliver_while(|m| client_traffic(m) && !held(m));
+        for (k, v) in [(&acl, "friends"), (&album, "personal"), (&acl, "closed")] {
+            net.invoke(ALICE, Op::Put { key: k.clone(), value: bytes(v) });
+            net.deliver_while(|m| client_traffic(m) && !held(m));
+            assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
+        }
+        // The album read: round one ends, and the second round asks for the
+        // friends-only ACL by version. Hold it; let trans_time pass and the
+        // ACL server collect the overwritten version.
+        let second = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.msg.kind() == "read_at_req";
+        net.deliver_while(|m| client_traffic(m) && !second(m));
+        assert_eq!(second_round_reads(&net), 1);
+        net.advance_clocks(200_000);
+        net.fire_timers(acl_server);
+        assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+        net.deliver_while(client_traffic);
+        let r = net.take_result(READER).expect("the restarted transaction completes");
+        let OpResult::Rot(vs) = r else { panic!("{r:?}") };
+        let got: Vec<Option<String>> = vs.into_iter().map(text).collect();
+        assert_eq!(got, vec![Some("closed".into()), Some("personal".into())]);
+    }
+
     /// No write concurrent with the transaction: one round only.
     #[test]
     fn a_quiet_read_trans_takes_one_round() {
