@@ -491,11 +491,6 @@ impl DepNode {
             }
         }
     }
-
-    /// Replicated writes received and not yet committed.
-    pub fn queued(&self) -> usize {
-        self.queues.values().map(VecDeque::len).sum()
-    }
 }
 
 /// `through` as store metadata: 12 bytes per origin (node id, stamp), little-endian.

@@ -31,10 +31,10 @@ pub trait SettleMsg {
 #[derive(Default)]
 pub struct Settle {
     /// Wait this long after a write is everywhere before settling it.
-    pub hold_us: u64,
+    hold_us: u64,
     /// Send `Through` unchanged every this many ticks (the origin may have
     /// restarted and forgotten).
-    pub refresh_ticks: u64,
+    refresh_ticks: u64,
     ticks: u64,
     /// Per equivalent: how far it has committed this node's writes.
     reported: BTreeMap<NodeId, Stamp>,
