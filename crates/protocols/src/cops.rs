@@ -55,8 +55,8 @@
 //! a version that was never written stalls replication from its origin.
 
 use crate::common::{client_server_for, fail_unsupported, payload};
-use crate::dep_check::{Dep, DepMsg, DepNode, DepVersion, Stamp, validate_topology};
-use crate::settle::{Settle, SettleMsg};
+use crate::dep_check::{Dep, DepNode, DepVersion, PathMsg, Stamp, validate_topology};
+use crate::settle::Settle;
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, Key, Message, NodeCtx, NodeId, Observation, Op, OpError, OpKind, OpResult,
     Protocol, Server, ServerEnv, Topology, Value, Versioned,
@@ -120,52 +120,18 @@ impl Protocol for Cops {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// `read_by_time(key, LATEST)`.
-    GetReq {
-        key: Key,
-    },
+    GetReq { key: Key },
     /// The latest version, or `Stamp::NONE` and no value; `never_depend`
     /// when it is committed in every DC (§6.1).
-    GetReply {
-        value: Option<Value>,
-        stamp: Stamp,
-        never_depend: bool,
-    },
+    GetReply { value: Option<Value>, stamp: Stamp, never_depend: bool },
     /// `write_after(key, value, one_hop)`.
-    PutReq {
-        key: Key,
-        value: Value,
-        deps: Vec<Dep>,
-    },
+    PutReq { key: Key, value: Value, deps: Vec<Dep> },
     /// The write's stamp, or why it was refused.
-    PutReply {
-        result: Result<Stamp, String>,
-    },
+    PutReply { result: Result<Stamp, String> },
     /// `write_after(key, value, one_hop, stamp)` to an equivalent node.
-    Replicate {
-        key: Key,
-        value: Value,
-        stamp: Stamp,
-        deps: Vec<Dep>,
-        written_us: u64,
-    },
-    /// `dep_check` of every dependency the receiver owns; answered by
-    /// [`Msg::DepOk`] with the same `id` once all are committed there.
-    DepCheck {
-        id: u64,
-        deps: Vec<Dep>,
-    },
-    DepOk {
-        id: u64,
-    },
-    /// To an origin: its writes are committed here through `stamp`.
-    Through {
-        stamp: Stamp,
-    },
-    /// From an origin: its writes through `through` are committed in every
-    /// DC; flag them never-depend.
-    Settled {
-        through: Stamp,
-    },
+    Replicate { key: Key, value: Value, stamp: Stamp, deps: Vec<Dep>, written_us: u64 },
+    /// The shared replication path: `dep_check` and settling.
+    Path(PathMsg),
 }
 
 impl Message for Msg {
@@ -176,10 +142,7 @@ impl Message for Msg {
             Msg::PutReq { .. } => "put_req",
             Msg::PutReply { .. } => "put_reply",
             Msg::Replicate { .. } => "replicate",
-            Msg::DepCheck { .. } => "dep_check",
-            Msg::DepOk { .. } => "dep_ok",
-            Msg::Through { .. } => "through",
-            Msg::Settled { .. } => "settled",
+            Msg::Path(p) => p.kind(),
         }
     }
     fn is_client(&self) -> bool {
@@ -205,21 +168,9 @@ impl Message for Msg {
     }
 }
 
-impl DepMsg for Msg {
-    fn dep_check(id: u64, deps: Vec<Dep>) -> Msg {
-        Msg::DepCheck { id, deps }
-    }
-    fn dep_ok(id: u64) -> Msg {
-        Msg::DepOk { id }
-    }
-}
-
-impl SettleMsg for Msg {
-    fn through(stamp: Stamp) -> Msg {
-        Msg::Through { stamp }
-    }
-    fn settled(through: Stamp) -> Msg {
-        Msg::Settled { through }
+impl From<PathMsg> for Msg {
+    fn from(p: PathMsg) -> Msg {
+        Msg::Path(p)
     }
 }
 
@@ -400,13 +351,10 @@ impl Server for CopsServer {
                 env.store().insert(key.clone(), v);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
             }
-            Msg::DepCheck { id, deps } => self.node.on_dep_check(env, from, id, deps),
-            Msg::DepOk { id } => self.node.on_dep_ok(id),
-            Msg::Through { stamp } if self.node.equivalents.contains(&from) => {
-                self.settle.on_through(&self.node, from, stamp, env.now_us())
-            }
-            Msg::Settled { through } if self.node.equivalents.contains(&from) => {
-                self.settle.settle(from, through);
+            // COPS stores nothing per settled version: never-depend is
+            // computed from the settled stamps at read time.
+            Msg::Path(p) => {
+                self.node.on_path(&mut self.settle, env, from, p);
             }
             _ => {}
         }
@@ -420,13 +368,7 @@ impl Server for CopsServer {
                 env.set_timer(self.node.retry_us, RETRY_TIMER);
             }
             SETTLE_TIMER => {
-                let mut out = Vec::new();
-                if let Some(s) = self.settle.tick(&self.node, env.now_us(), &mut |to, m| out.push((to, m))) {
-                    self.settle.settle(self.node.me, s);
-                }
-                for (to, m) in out {
-                    env.send(to, m);
-                }
+                self.settle.tick(&self.node, env);
                 env.set_timer(self.settle_us, SETTLE_TIMER);
             }
             _ => {}

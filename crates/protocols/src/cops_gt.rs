@@ -74,8 +74,8 @@
 //! so reads without a snapshot) and `mutant_skip_dep_check`.
 
 use crate::common::{client_server_for, fail_unsupported, payload};
-use crate::dep_check::{Dep, DepMsg, DepNode, DepVersion, Stamp, validate_topology};
-use crate::settle::{Settle, SettleMsg};
+use crate::dep_check::{Dep, DepNode, DepVersion, PathMsg, Stamp, validate_topology};
+use crate::settle::Settle;
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, Key, Message, NodeCtx, NodeId, Observation, Op, OpError, OpKind, OpResult,
     Protocol, Server, ServerEnv, Topology, Value, Versioned,
@@ -200,64 +200,25 @@ pub enum Msg {
     /// `read_by_time(key, at)`: the newest committed version (`at: None`,
     /// LATEST) or exactly version `at`. `attempt` and `idx` name the
     /// operation attempt and the key's place in it.
-    Read {
-        attempt: u32,
-        idx: u32,
-        key: Key,
-        at: Option<Stamp>,
-    },
+    Read { attempt: u32, idx: u32, key: Key, at: Option<Stamp> },
     /// `Ok(None)`: the key has no version; `Err(())`: version `at` was
     /// garbage-collected (the transaction restarts).
-    ReadReply {
-        attempt: u32,
-        idx: u32,
-        read: Result<Option<Read>, ()>,
-    },
+    ReadReply { attempt: u32, idx: u32, read: Result<Option<Read>, ()> },
     /// `write_after(key, value, deps, nearest)`; `nearest` indexes `deps`.
-    PutReq {
-        key: Key,
-        value: Value,
-        deps: Arc<[Dep]>,
-        nearest: Vec<u32>,
-    },
+    PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32> },
     /// The write's stamp and the usable global checkpoint (a Lamport time),
     /// or why the write was refused.
-    PutReply {
-        result: Result<(Stamp, u64), String>,
-    },
+    PutReply { result: Result<(Stamp, u64), String> },
     /// The write shipped to an equivalent node; `nearest` indexes `deps`.
-    Replicate {
-        key: Key,
-        value: Value,
-        stamp: Stamp,
-        deps: Arc<[Dep]>,
-        nearest: Vec<u32>,
-        written_us: u64,
-    },
-    DepCheck {
-        id: u64,
-        deps: Vec<Dep>,
-    },
-    DepOk {
-        id: u64,
-    },
-    /// To an origin: its writes are committed here through `stamp`.
-    Through {
-        stamp: Stamp,
-    },
-    /// From an origin: its writes through `stamp` are committed in every DC
-    /// and `trans_time` has passed; drop their dependencies.
-    Collect {
-        through: Stamp,
-    },
+    Replicate { key: Key, value: Value, stamp: Stamp, deps: Arc<[Dep]>, nearest: Vec<u32>, written_us: u64 },
+    /// The shared replication path: `dep_check`, and settling, where
+    /// `Settled` tells equivalents to drop the dependencies of the origin's
+    /// writes through a stamp.
+    Path(PathMsg),
     /// Checkpoint gossip: a node's own bound, to its equivalents.
-    NodeBound {
-        lamport: u64,
-    },
+    NodeBound { lamport: u64 },
     /// Checkpoint gossip: a key range's bound (over all DCs), within a DC.
-    RangeBound {
-        lamport: u64,
-    },
+    RangeBound { lamport: u64 },
 }
 
 impl Message for Msg {
@@ -269,10 +230,7 @@ impl Message for Msg {
             Msg::PutReq { .. } => "put_req",
             Msg::PutReply { .. } => "put_reply",
             Msg::Replicate { .. } => "replicate",
-            Msg::DepCheck { .. } => "dep_check",
-            Msg::DepOk { .. } => "dep_ok",
-            Msg::Through { .. } => "through",
-            Msg::Collect { .. } => "collect",
+            Msg::Path(p) => p.kind(),
             Msg::NodeBound { .. } => "node_bound",
             Msg::RangeBound { .. } => "range_bound",
         }
@@ -299,21 +257,9 @@ impl Message for Msg {
     }
 }
 
-impl DepMsg for Msg {
-    fn dep_check(id: u64, deps: Vec<Dep>) -> Msg {
-        Msg::DepCheck { id, deps }
-    }
-    fn dep_ok(id: u64) -> Msg {
-        Msg::DepOk { id }
-    }
-}
-
-impl SettleMsg for Msg {
-    fn through(stamp: Stamp) -> Msg {
-        Msg::Through { stamp }
-    }
-    fn settled(through: Stamp) -> Msg {
-        Msg::Collect { through }
+impl From<PathMsg> for Msg {
+    fn from(p: PathMsg) -> Msg {
+        Msg::Path(p)
     }
 }
 
@@ -717,10 +663,10 @@ impl Server for CopsGtServer {
                 env.store().insert(key.clone(), v);
                 self.node.on_replicate(env, key, stamp, &check, written_us);
             }
-            Msg::DepCheck { id, deps } => self.node.on_dep_check(env, from, id, deps),
-            Msg::DepOk { id } => self.node.on_dep_ok(id),
-            Msg::Through { stamp } if equivalent => self.settle.on_through(&self.node, from, stamp, env.now_us()),
-            Msg::Collect { through } if equivalent => self.collect(env, from, through),
+            Msg::Path(p) => {
+                let settled = self.node.on_path(&mut self.settle, env, from, p);
+                self.collect(env, settled);
+            }
             Msg::NodeBound { lamport } if equivalent => {
                 self.node.witness(lamport);
                 let b = self.eq_bounds.entry(from).or_default();
@@ -832,10 +778,10 @@ impl CopsGtServer {
         self.settle.committed(stamp, key.clone());
     }
 
-    /// Drop the stored dependencies of `origin`'s versions through `through`
-    /// and flag them never-depend (§6.1).
-    fn collect(&mut self, env: &mut impl ServerEnv<Msg, Version>, origin: NodeId, through: Stamp) {
-        for (s, key) in self.settle.settle(origin, through) {
+    /// Drop the stored dependencies of settled versions and flag them
+    /// never-depend (§6.1).
+    fn collect(&mut self, env: &mut impl ServerEnv<Msg, Version>, settled: Vec<(Stamp, Key)>) {
+        for (s, key) in settled {
             if let Some(v) = env.store().exact(&key, s).cloned()
                 && let State::Committed { at_us, never_depend: false } = v.state
             {
@@ -851,14 +797,8 @@ impl CopsGtServer {
         let now = env.now_us();
         // Report commits to origins; collect own writes settled everywhere,
         // here and (the message is sent) in every DC.
-        let mut out = Vec::new();
-        if let Some(s) = self.settle.tick(&self.node, now, &mut |to, m| out.push((to, m))) {
-            let me = self.node.me;
-            self.collect(env, me, s);
-        }
-        for (to, m) in out {
-            env.send(to, m);
-        }
+        let settled = self.settle.tick(&self.node, env);
+        self.collect(env, settled);
         // The global checkpoint (deviation 3).
         let own = self.settle.oldest_unreplicated().map_or(self.node.lamport() + 1, |s| s.lamport());
         for &e in &self.node.equivalents {

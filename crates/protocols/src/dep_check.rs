@@ -28,8 +28,8 @@
 //!
 //! A replicated write is stored at once, as *pending*, and switched to
 //! committed in place ([`MvStore::replace`](causeway_core::MvStore::replace))
-//! when its checks pass; `through` is saved as the store's metadata at every
-//! commit. Both are logged before the runtime marks the message delivered,
+//! when its checks pass; `through` is saved as the store's metadata after each
+//! batch of commits. Both are logged before the runtime marks the message delivered,
 //! so after a crash [`DepNode::recover`] rebuilds the queues from the
 //! pending versions and the table, and re-sends their checks. A check sent
 //! to a node that crashed before answering is lost with that node's memory,
@@ -39,6 +39,7 @@
 //! One `dep_check` message per owning node carries all the dependencies that
 //! node owns, answered once all hold.
 
+use crate::settle::Settle;
 use causeway_core::{Key, MvStore, NodeCtx, NodeId, NodeRole, Observation, ServerEnv, Topology, Versioned};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -86,10 +87,41 @@ pub trait DepVersion: Versioned<Order = Stamp> + Clone {
     }
 }
 
-/// The messages [`DepNode`] sends, in a variant's wire format.
-pub trait DepMsg {
-    fn dep_check(id: u64, deps: Vec<Dep>) -> Self;
-    fn dep_ok(id: u64) -> Self;
+/// The messages of the shared replication path between servers: the
+/// `dep_check` exchange, and settling ([`crate::settle`]). Each variant's
+/// message enum carries them in one variant (`Msg::Path`), so `M:
+/// From<PathMsg>` is all this module needs of it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum PathMsg {
+    /// `dep_check` of every dependency the receiver owns; answered by
+    /// [`PathMsg::DepOk`] with the same `id` once all are committed there.
+    DepCheck {
+        id: u64,
+        deps: Vec<Dep>,
+    },
+    DepOk {
+        id: u64,
+    },
+    /// To an origin: its writes are committed here through `stamp`.
+    Through {
+        stamp: Stamp,
+    },
+    /// From an origin: its writes through `through` are committed in every
+    /// DC (and have been for the variant's hold time).
+    Settled {
+        through: Stamp,
+    },
+}
+
+impl PathMsg {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PathMsg::DepCheck { .. } => "dep_check",
+            PathMsg::DepOk { .. } => "dep_ok",
+            PathMsg::Through { .. } => "through",
+            PathMsg::Settled { .. } => "settled",
+        }
+    }
 }
 
 /// The topology both COPS variants need: the paper's equivalent nodes
@@ -234,7 +266,7 @@ impl DepNode {
     /// the store's metadata, and every pending version queued again with its
     /// checks re-sent. Pending versions are taken in (origin, stamp) order,
     /// the order they arrived in.
-    pub fn recover<M: DepMsg, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) {
+    pub fn recover<M: From<PathMsg>, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) {
         if let Some(meta) = env.store().meta() {
             self.through = decode_table(meta);
         }
@@ -278,9 +310,11 @@ impl DepNode {
     /// switching its stored version to committed, and return them for the
     /// variant's bookkeeping. A pending version may already be gone: it
     /// lost last-writer-wins to a committed one and was collected.
-    pub fn commit_ready<M: DepMsg, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) -> Vec<Ready> {
+    pub fn commit_ready<M: From<PathMsg>, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) -> Vec<Ready> {
         let mut done = Vec::new();
+        let mut any = false;
         while let Some(r) = self.take_ready(env.now_us()) {
+            any = true;
             if r.waited_us > 0 {
                 env.observe(Observation::Blocked { what: "dep_check", waited_us: r.waited_us });
             }
@@ -291,6 +325,11 @@ impl DepNode {
                 done.push(r);
             }
             self.committed(env, stamp);
+        }
+        // The table is saved once per batch: the runtime logs it with the
+        // batch's versions, in the same turn.
+        if any {
+            env.store().set_meta(encode_table(&self.through));
         }
         done
     }
@@ -344,7 +383,7 @@ impl DepNode {
     /// A replicated write arrived (§2.7), already stored as pending: check
     /// its dependencies — here for keys this node owns, by `DepCheck` for
     /// the others — and queue it behind earlier writes from its origin.
-    pub fn on_replicate<M: DepMsg, V>(
+    pub fn on_replicate<M: From<PathMsg>, V>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         key: Key,
@@ -379,7 +418,7 @@ impl DepNode {
             let id = self.next_check;
             self.next_check += 1;
             w.missing += 1;
-            env.send(to, M::dep_check(id, deps.clone()));
+            env.send(to, PathMsg::DepCheck { id, deps: deps.clone() }.into());
             self.sent_checks.insert(id, SentCheck { to, origin, seq, deps, sent_us: now });
         }
         self.queues.entry(origin).or_default().push_back((seq, w));
@@ -389,7 +428,7 @@ impl DepNode {
     /// `dep_check` handler (§2.7 step 3): answer at once if every
     /// dependency is committed here, else when the last one is. A repeated
     /// check (a retry) that is already waiting is ignored.
-    pub fn on_dep_check<M: DepMsg, V>(
+    pub fn on_dep_check<M: From<PathMsg>, V>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         from: NodeId,
@@ -409,7 +448,7 @@ impl DepNode {
             }
         }
         if missing == 0 {
-            env.send(from, M::dep_ok(id));
+            env.send(from, PathMsg::DepOk { id }.into());
         } else {
             self.remote_checks.insert((from, id), missing);
         }
@@ -452,14 +491,12 @@ impl DepNode {
     }
 
     /// A replicated write from `stamp.origin()` was committed: advance
-    /// `through`, save it durably, and release every waiter that needed no
-    /// more.
-    pub fn committed<M: DepMsg, V: Clone + Versioned>(&mut self, env: &mut impl ServerEnv<M, V>, stamp: Stamp) {
+    /// `through` and release every waiter that needed no more.
+    fn committed<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>, stamp: Stamp) {
         let o = stamp.origin();
         let t = self.through.entry(o).or_default();
         assert!(*t < stamp, "commits from one origin are in stamp order");
         *t = stamp;
-        env.store().set_meta(encode_table(&self.through));
         self.maybe_ready.insert(o);
         let Some(w) = self.waiting.get_mut(&o) else { return };
         let rest = w.split_off(&(Stamp(stamp.0 + 1), Waiter::Local { origin: NodeId(0), seq: 0 }));
@@ -472,7 +509,7 @@ impl DepNode {
                         *n -= 1;
                         if *n == 0 {
                             self.remote_checks.remove(&(from, id));
-                            env.send(from, M::dep_ok(id));
+                            env.send(from, PathMsg::DepOk { id }.into());
                         }
                     }
                 }
@@ -480,14 +517,35 @@ impl DepNode {
         }
     }
 
+    /// Handle a message of the shared path. Returns the versions a
+    /// `Settled` from an origin settled here, which a variant that keeps
+    /// per-version metadata rewrites (COPS-GT; COPS has none).
+    pub fn on_path<M: From<PathMsg>, V>(
+        &mut self,
+        settle: &mut Settle,
+        env: &mut impl ServerEnv<M, V>,
+        from: NodeId,
+        msg: PathMsg,
+    ) -> Vec<(Stamp, Key)> {
+        let equivalent = self.equivalents.contains(&from);
+        match msg {
+            PathMsg::DepCheck { id, deps } => self.on_dep_check(env, from, id, deps),
+            PathMsg::DepOk { id } => self.on_dep_ok(id),
+            PathMsg::Through { stamp } if equivalent => settle.on_through(self, from, stamp, env.now_us()),
+            PathMsg::Settled { through } if equivalent => return settle.settle(from, through),
+            _ => {}
+        }
+        Vec::new()
+    }
+
     /// Re-send every check unanswered for `retry_us` (the receiver may have
     /// crashed and forgotten it).
-    pub fn retry_checks<M: DepMsg, V>(&mut self, env: &mut impl ServerEnv<M, V>) {
+    pub fn retry_checks<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>) {
         let now = env.now_us();
         for (&id, c) in self.sent_checks.iter_mut() {
             if now.saturating_sub(c.sent_us) >= self.retry_us {
                 c.sent_us = now;
-                env.send(c.to, M::dep_check(id, c.deps.clone()));
+                env.send(c.to, PathMsg::DepCheck { id, deps: c.deps.clone() }.into());
             }
         }
     }

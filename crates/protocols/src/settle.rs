@@ -15,17 +15,9 @@
 //! never needs checking) and `trans_time` for COPS-GT (a transaction still
 //! running may need the dependency list, §6.1).
 
-use crate::dep_check::{DepNode, Stamp};
-use causeway_core::{Key, NodeId};
+use crate::dep_check::{DepNode, PathMsg, Stamp};
+use causeway_core::{Key, NodeId, ServerEnv};
 use std::collections::{BTreeMap, VecDeque};
-
-/// The two messages settling sends, in a variant's wire format.
-pub trait SettleMsg {
-    /// To an origin: its writes are committed here through `stamp`.
-    fn through(stamp: Stamp) -> Self;
-    /// From an origin: its writes through `stamp` are settled.
-    fn settled(through: Stamp) -> Self;
-}
 
 /// One partition server's settling state.
 #[derive(Default)]
@@ -92,22 +84,18 @@ impl Settle {
     }
 
     /// One tick: report to each origin how far its writes are committed
-    /// here, and when this node's own writes are settled through a newer
-    /// stamp, tell the equivalents and return it: the caller settles them
-    /// here too.
-    pub fn tick<M: SettleMsg>(
-        &mut self,
-        node: &DepNode,
-        now_us: u64,
-        send: &mut impl FnMut(NodeId, M),
-    ) -> Option<Stamp> {
+    /// here; when this node's own writes are settled through a newer stamp,
+    /// tell the equivalents and settle them here too, returning the versions
+    /// to rewrite (as [`Settle::settle`]).
+    pub fn tick<M: From<PathMsg>, V>(&mut self, node: &DepNode, env: &mut impl ServerEnv<M, V>) -> Vec<(Stamp, Key)> {
+        let now_us = env.now_us();
         self.ticks += 1;
         let refresh = self.ticks.is_multiple_of(self.refresh_ticks);
         for &e in &node.equivalents {
             let t = node.through(e);
             if refresh || self.sent_through.get(&e) != Some(&t) {
                 self.sent_through.insert(e, t);
-                send(e, M::through(t));
+                env.send(e, PathMsg::Through { stamp: t }.into());
             }
         }
         self.advance(node, now_us);
@@ -118,12 +106,11 @@ impl Settle {
             self.holding.pop_front();
             through = Some(s);
         }
-        if let Some(s) = through {
-            for &e in &node.equivalents {
-                send(e, M::settled(s));
-            }
+        let Some(s) = through else { return Vec::new() };
+        for &e in &node.equivalents {
+            env.send(e, PathMsg::Settled { through: s }.into());
         }
-        through
+        self.settle(node.me, s)
     }
 
     /// Whether the write stamped `stamp` is settled: committed in every DC
