@@ -39,7 +39,7 @@
 //! One `dep_check` message per owning node carries all the dependencies that
 //! node owns, answered once all hold.
 
-use crate::settle::Settle;
+use crate::explicit_deps::settle::Settle;
 use causeway_core::{Key, MvStore, NodeCtx, NodeId, NodeRole, Observation, ServerEnv, Topology, Versioned};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -88,7 +88,7 @@ pub trait DepVersion: Versioned<Order = Stamp> + Clone {
 }
 
 /// The messages of the shared replication path between servers: the
-/// `dep_check` exchange, and settling ([`crate::settle`]). Each variant's
+/// `dep_check` exchange, and settling ([`settle`](crate::explicit_deps::settle)). Each variant's
 /// message enum carries them in one variant (`Msg::Path`), so `M:
 /// From<PathMsg>` is all this module needs of it.
 #[derive(Clone, Debug, Serialize, Deserialize)]

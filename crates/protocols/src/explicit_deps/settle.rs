@@ -6,7 +6,7 @@
 //! dropped. The dissertation has each remote DC notify the write's origin per
 //! version. Here (a deviation) every server tells each origin, once per tick,
 //! how far it has committed that origin's writes — one stamp, since
-//! [`dep_check`](crate::dep_check) commits one origin's writes in stamp
+//! [`dep_check`](crate::explicit_deps::dep_check) commits one origin's writes in stamp
 //! order — and the origin, `hold_us` after every DC has a write, tells all
 //! DCs, again with one stamp, that its writes through it are settled. O(1)
 //! messages per tick instead of per write.
@@ -15,7 +15,7 @@
 //! never needs checking) and `trans_time` for COPS-GT (a transaction still
 //! running may need the dependency list, §6.1).
 
-use crate::dep_check::{DepNode, PathMsg, Stamp};
+use crate::explicit_deps::dep_check::{DepNode, PathMsg, Stamp};
 use causeway_core::{Key, NodeId, ServerEnv};
 use std::collections::{BTreeMap, VecDeque};
 

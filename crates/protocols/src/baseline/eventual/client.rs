@@ -1,0 +1,145 @@
+use super::config::*;
+use super::msg::*;
+use crate::kit::client::{client_server_for, fail_unsupported};
+use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpResult, Value};
+
+pub struct EventualClient {
+    ctx: ClientCtx,
+    pending: Option<Pending>,
+}
+
+impl EventualClient {
+    pub(super) fn new(_cfg: &Config, ctx: ClientCtx) -> EventualClient {
+        EventualClient { ctx, pending: None }
+    }
+}
+
+pub(super) enum Pending {
+    Get,
+    Put,
+    Rot {
+        keys: Vec<Key>,
+        values: Vec<Option<Value>>,
+        missing: usize,
+    },
+    /// Puts not yet acknowledged; `read` holds a read-write transaction's
+    /// values.
+    Wot {
+        missing: usize,
+        read: Option<Vec<Option<Value>>>,
+    },
+    /// A read-write transaction's reads, its writes waiting for them.
+    TxnReads {
+        keys: Vec<Key>,
+        values: Vec<Option<Value>>,
+        missing: usize,
+        writes: Vec<(Key, Value)>,
+    },
+}
+
+impl EventualClient {
+    /// Send every write to its key's server; finish when all are
+    /// acknowledged, as a WOT, or as a read-write transaction with `read`.
+    fn put_all(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>, read: Option<Vec<Option<Value>>>) {
+        let mut targets = Vec::with_capacity(writes.len());
+        for (k, _) in &writes {
+            let Some(to) = client_server_for(&self.ctx, env, k) else { return };
+            targets.push(to);
+        }
+        if writes.is_empty() {
+            return env.complete(read.map_or(OpResult::Wot, OpResult::Txn));
+        }
+        self.pending = Some(Pending::Wot { missing: writes.len(), read });
+        for ((key, value), to) in writes.into_iter().zip(targets) {
+            env.send(to, Msg::PutReq { key, value });
+        }
+    }
+}
+
+impl Client for EventualClient {
+    type Msg = Msg;
+
+    fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        match op {
+            Op::Get { key } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                self.pending = Some(Pending::Get);
+                env.send(to, Msg::GetReq { key });
+            }
+            Op::Put { key, value } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                self.pending = Some(Pending::Put);
+                env.send(to, Msg::PutReq { key, value });
+            }
+            Op::Rot { keys } => {
+                let mut targets = Vec::with_capacity(keys.len());
+                for k in &keys {
+                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
+                    targets.push(to);
+                }
+                if keys.is_empty() {
+                    env.complete(OpResult::Rot(Vec::new()));
+                    return;
+                }
+                for (k, to) in keys.iter().zip(targets) {
+                    env.send(to, Msg::GetReq { key: k.clone() });
+                }
+                let n = keys.len();
+                self.pending = Some(Pending::Rot { keys, values: vec![None; n], missing: n });
+            }
+            Op::Wot { writes } => self.put_all(env, writes, None),
+            Op::Txn { reads, writes } => {
+                let mut targets = Vec::with_capacity(reads.len());
+                for k in &reads {
+                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
+                    targets.push(to);
+                }
+                if reads.is_empty() {
+                    return self.put_all(env, writes, Some(Vec::new()));
+                }
+                for (k, to) in reads.iter().zip(targets) {
+                    env.send(to, Msg::GetReq { key: k.clone() });
+                }
+                let n = reads.len();
+                self.pending = Some(Pending::TxnReads { keys: reads, values: vec![None; n], missing: n, writes });
+            }
+            #[allow(unreachable_patterns)]
+            other => fail_unsupported(env, other.kind()),
+        }
+    }
+
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
+        match (self.pending.take(), msg) {
+            (Some(Pending::Get), Msg::GetReply { value, .. }) => env.complete(OpResult::Get(value)),
+            (Some(Pending::Put), Msg::PutReply) => env.complete(OpResult::Put),
+            (Some(Pending::Rot { keys, mut values, mut missing }), Msg::GetReply { key, value }) => {
+                if let Some(i) = keys.iter().position(|k| *k == key) {
+                    values[i] = value;
+                    missing -= 1;
+                }
+                if missing == 0 {
+                    env.complete(OpResult::Rot(values));
+                } else {
+                    self.pending = Some(Pending::Rot { keys, values, missing });
+                }
+            }
+            (Some(Pending::Wot { missing, read }), Msg::PutReply) => match (missing - 1, read) {
+                (0, None) => env.complete(OpResult::Wot),
+                (0, Some(values)) => env.complete(OpResult::Txn(values)),
+                (missing, read) => self.pending = Some(Pending::Wot { missing, read }),
+            },
+            (Some(Pending::TxnReads { keys, mut values, mut missing, writes }), Msg::GetReply { key, value }) => {
+                if let Some(i) = keys.iter().position(|k| *k == key) {
+                    values[i] = value;
+                    missing -= 1;
+                }
+                if missing == 0 {
+                    self.put_all(env, writes, Some(values));
+                } else {
+                    self.pending = Some(Pending::TxnReads { keys, values, missing, writes });
+                }
+            }
+            (p, _) => self.pending = p, // a stray reply: ignore it
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! # Eventual consistency with last-writer-wins
+//!
+//! The baseline of seed 000 (DKVF's "Eventual", 95 lines of server) and of
+//! seed 002 (Riak-style): a PUT is timestamped with the local physical clock,
+//! applied, acknowledged, and replicated asynchronously to every other DC
+//! storing the key; a replicated version is visible the moment it arrives.
+//! Every replica keeps the version with the highest ⟨ts, dc⟩, so replicas
+//! converge, but nothing orders a version after the versions it depends on:
+//! a remote reader can see an album entry before the photo it points to.
+//!
+//! A ROT here is a parallel multi-get with no snapshot, a WOT a set of
+//! parallel puts applied and replicated one by one, and a read-write
+//! transaction the one then the other, offered so that the baseline runs the
+//! same workloads; they promise nothing. A reader can see
+//! part of such a WOT, which makes the baseline the checker's standing proof
+//! that fractured reads are caught.
+
+mod client;
+mod config;
+mod msg;
+mod server;
+
+pub use client::*;
+pub use config::*;
+pub use msg::*;
+pub use server::*;
+
+use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol};
+
+pub struct Eventual;
+
+impl Protocol for Eventual {
+    const NAME: &'static str = "eventual";
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
+    const CAUSAL: bool = false;
+    type Msg = Msg;
+    type Version = Version;
+    type Config = Config;
+    type Server = EventualServer;
+    type Client = EventualClient;
+
+    fn server(cfg: &Config, ctx: NodeCtx) -> EventualServer {
+        EventualServer::new(cfg, ctx)
+    }
+    fn client(cfg: &Config, ctx: ClientCtx) -> EventualClient {
+        EventualClient::new(cfg, ctx)
+    }
+}

@@ -1,0 +1,61 @@
+use causeway_core::{DcId, Key, Message, Value, Versioned};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    GetReq { key: Key },
+    GetReply { key: Key, value: Option<Value> },
+    PutReq { key: Key, value: Value },
+    PutReply,
+    Replicate { key: Key, version: Version },
+}
+
+impl Message for Msg {
+    fn kind(&self) -> &'static str {
+        match self {
+            Msg::GetReq { .. } => "get_req",
+            Msg::GetReply { .. } => "get_reply",
+            Msg::PutReq { .. } => "put_req",
+            Msg::PutReply => "put_reply",
+            Msg::Replicate { .. } => "replicate",
+        }
+    }
+    fn is_client(&self) -> bool {
+        !matches!(self, Msg::Replicate { .. })
+    }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        match self {
+            Msg::GetReq { key } => (key.len(), 0),
+            Msg::PutReq { key, value } => (key.len(), value.len()),
+            _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        match self {
+            Msg::GetReq { key } => key.len(),
+            Msg::GetReply { key, value } => key.len() + value.as_ref().map_or(0, |v| v.len()),
+            Msg::PutReq { key, value } | Msg::Replicate { key, version: Version { value, .. } } => {
+                key.len() + value.len()
+            }
+            Msg::PutReply => 0,
+        }
+    }
+}
+
+/// A stored version: the value and its last-writer-wins position ⟨ts, dc⟩.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Version {
+    pub value: Value,
+    pub ts: u64,
+    pub dc: DcId,
+}
+
+impl Versioned for Version {
+    type Order = (u64, DcId);
+    fn order(&self) -> (u64, DcId) {
+        (self.ts, self.dc)
+    }
+    fn value(&self) -> &Value {
+        &self.value
+    }
+}

@@ -1,0 +1,73 @@
+use super::config::*;
+use super::msg::*;
+use causeway_core::{ClientId, DcId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Topology};
+use std::sync::Arc;
+
+pub struct EventualServer {
+    dc: DcId,
+    /// Timestamps are unique per server: max(clock, last + 1).
+    last_ts: u64,
+    topology: Arc<Topology>,
+}
+
+impl EventualServer {
+    pub(super) fn new(_cfg: &Config, ctx: NodeCtx) -> EventualServer {
+        EventualServer { dc: ctx.role.dc(), last_ts: 0, topology: ctx.topology }
+    }
+}
+
+impl EventualServer {
+    /// Insert, then forget everything but the winner: last-writer-wins needs
+    /// one version per key, and reads never ask for an older one.
+    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> causeway_core::Inserted {
+        let store = env.store();
+        let outcome = store.insert(key.clone(), version);
+        store.gc_key(&key, |_| true);
+        outcome
+    }
+}
+
+impl Server for EventualServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        match msg {
+            Msg::GetReq { key } => {
+                let value = env.store().latest(&key).map(|v| v.value.clone());
+                env.reply(from, Msg::GetReply { key, value });
+            }
+            Msg::PutReq { key, value } => {
+                self.last_ts = env.now_us().max(self.last_ts + 1);
+                let version = Version { value, ts: self.last_ts, dc: self.dc };
+                Self::apply(env, key.clone(), version.clone());
+                env.observe(Observation::Visible {
+                    key: &key,
+                    value: &version.value,
+                    origin: self.dc,
+                    written_us: version.ts,
+                });
+                env.reply(from, Msg::PutReply);
+                let p = self.topology.partition_of(&key);
+                let peers: Vec<NodeId> =
+                    self.topology.equivalents(p).filter(|&(d, _)| d != self.dc).map(|(_, n)| n).collect();
+                for n in peers {
+                    env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
+                }
+            }
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, _from: NodeId, msg: Msg) {
+        if let Msg::Replicate { key, version } = msg {
+            let (origin, written_us) = (version.dc, version.ts);
+            let value = version.value.clone();
+            if Self::apply(env, key.clone(), version) == causeway_core::Inserted::Newest {
+                env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
+            }
+        }
+    }
+
+    fn on_timer(&mut self, _env: &mut impl ServerEnv<Msg, Version>, _token: u64) {}
+}

@@ -1,0 +1,21 @@
+use serde::{Deserialize, Serialize};
+
+/// COPS's one tunable, and a deliberately broken variant for tests.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Re-send a `dep_check` unanswered for this long (§2.7 step 4).
+    pub dep_check_retry_ms: u64,
+    /// How often servers exchange what they have committed, to flag
+    /// versions committed in every DC never-depend (§6.1; COPS: 10×/s).
+    pub settle_interval_ms: u64,
+    /// Test only: commit replicated writes without checking their
+    /// dependencies, which the checker and torture must catch.
+    pub mutant_skip_dep_check: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { dep_check_retry_ms: 1_000, settle_interval_ms: 100, mutant_skip_dep_check: false }
+    }
+}

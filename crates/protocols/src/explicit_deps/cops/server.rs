@@ -1,0 +1,138 @@
+use super::config::*;
+use super::msg::*;
+use crate::explicit_deps::dep_check::{DepNode, DepVersion, Stamp};
+use crate::explicit_deps::settle::Settle;
+use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv};
+
+pub struct CopsServer {
+    node: DepNode,
+    /// Which writes are committed everywhere ([`settle`](crate::explicit_deps::settle)).
+    settle: Settle,
+    settle_us: u64,
+}
+
+impl CopsServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> CopsServer {
+        let mut node = DepNode::new(&ctx);
+        node.skip_checks = cfg.mutant_skip_dep_check;
+        node.retry_us = cfg.dep_check_retry_ms * 1_000;
+        let settle_us = cfg.settle_interval_ms * 1_000;
+        CopsServer { node, settle: Settle::new(0, settle_us), settle_us }
+    }
+}
+
+/// Re-send unanswered checks.
+pub(super) const RETRY_TIMER: u64 = 0;
+/// Exchange what is committed; flag settled versions.
+pub(super) const SETTLE_TIMER: u64 = 1;
+
+impl Server for CopsServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.node.serving {
+            return;
+        }
+        self.node.recover(env);
+        self.commit_ready(env);
+        env.set_timer(self.node.retry_us, RETRY_TIMER);
+        env.set_timer(self.settle_us, SETTLE_TIMER);
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        if !self.node.serving {
+            return;
+        }
+        match msg {
+            Msg::GetReq { key } => {
+                let (value, stamp, never_depend) = match env.store().latest_where(&key, Version::committed) {
+                    Some(v) => (Some(v.value.clone()), v.stamp, self.settle.is_settled(v.stamp)),
+                    None => (None, Stamp::NONE, false),
+                };
+                env.reply(from, Msg::GetReply { value, stamp, never_depend });
+            }
+            Msg::PutReq { key, value, deps } => {
+                if let Err(why) = self.node.check_request(&key, &deps) {
+                    return env.reply(from, Msg::PutReply { result: Err(why) });
+                }
+                // write_after at the local owner (§2.6 step 2): stamp above
+                // every dependency, commit, acknowledge, queue for the
+                // equivalents.
+                env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
+                let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
+                let written_us = env.now_us();
+                let version = Version { value: value.clone(), stamp, pending: None };
+                env.store().insert(key.clone(), version);
+                self.settle.own_write(stamp);
+                self.publish(env, &key, stamp, written_us);
+                env.reply(from, Msg::PutReply { result: Ok(stamp) });
+                for &to in &self.node.equivalents {
+                    let msg = Msg::Replicate {
+                        key: key.clone(),
+                        value: value.clone(),
+                        stamp,
+                        deps: deps.clone(),
+                        written_us,
+                    };
+                    env.send(to, msg);
+                }
+            }
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        if !self.node.serving || !self.node.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::Replicate { key, value, stamp, deps, written_us } => {
+                if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
+                    return;
+                }
+                let v = Version { value, stamp, pending: Some(deps.clone()) };
+                env.store().insert(key.clone(), v);
+                self.node.on_replicate(env, key, stamp, &deps, written_us);
+            }
+            // COPS stores nothing per settled version: never-depend is
+            // computed from the settled stamps at read time.
+            Msg::Path(p) => {
+                self.node.on_path(&mut self.settle, env, from, p);
+            }
+            _ => {}
+        }
+        self.commit_ready(env);
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        match token {
+            RETRY_TIMER => {
+                self.node.retry_checks(env);
+                env.set_timer(self.node.retry_us, RETRY_TIMER);
+            }
+            SETTLE_TIMER => {
+                self.settle.tick(&self.node, env);
+                env.set_timer(self.settle_us, SETTLE_TIMER);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl CopsServer {
+    /// Commit every replicated write whose checks passed (§2.7 step 5).
+    fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        for r in self.node.commit_ready(env) {
+            self.publish(env, &r.key, r.stamp, r.written_us);
+        }
+    }
+
+    /// A version was committed: report it when a read now returns it, and
+    /// keep one committed version per key (§2.2), with any pending ones
+    /// newer than it.
+    fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
+        self.node.report_if_newest(env, key, stamp, written_us);
+        env.store().gc_key(key, Version::committed);
+    }
+}

@@ -1,0 +1,294 @@
+use super::config::*;
+use super::msg::*;
+use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::kit::client::{client_server_for, fail_unsupported};
+use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A session (actor, §2.3).
+pub struct CopsGtClient {
+    ctx: ClientCtx,
+    trans_time_us: u64,
+    one_round: bool,
+    /// Versions read since the last write, and that write, each with its
+    /// stored dependencies. The context (§2.3) is these and everything they
+    /// depend on; it is merged only when a write needs it, so a read costs
+    /// O(1) however long the lists are.
+    pub(super) heads: BTreeMap<(Key, NodeId), Head>,
+    /// The checkpoint the last write returned: older dependencies are
+    /// committed everywhere and are left out (§6.1).
+    pub(super) checkpoint: u64,
+    /// Numbers operation attempts, so a late reply to an abandoned attempt
+    /// is recognised and dropped.
+    attempt: u32,
+    op: Option<InFlight>,
+}
+
+impl CopsGtClient {
+    pub(super) fn new(cfg: &Config, ctx: ClientCtx) -> CopsGtClient {
+        CopsGtClient {
+            ctx,
+            trans_time_us: cfg.trans_time_us(),
+            one_round: cfg.mutant_one_round_rot,
+            heads: BTreeMap::new(),
+            checkpoint: 0,
+            attempt: 0,
+            op: None,
+        }
+    }
+}
+
+/// A version in the context with its stored dependency list.
+pub(super) type Head = (Stamp, Arc<[Dep]>);
+
+pub(super) enum InFlight {
+    Get { key: Key },
+    Put { key: Key, deps: Arc<[Dep]> },
+    Trans(Trans),
+}
+
+/// A `read_trans` in progress (Fig 4.3).
+pub(super) struct Trans {
+    keys: Vec<Key>,
+    started_us: u64,
+    /// Replies still awaited in the current round.
+    awaited: usize,
+    second_round: bool,
+    results: Vec<Option<Read>>,
+    /// A second-round version had been collected: start over.
+    restart: bool,
+}
+
+impl CopsGtClient {
+    fn next_attempt(&mut self) -> u32 {
+        self.attempt = self.attempt.wrapping_add(1);
+        self.attempt
+    }
+
+    /// Add a version read (and so what it depends on) to the context,
+    /// unless it is never-depend: committed everywhere, it constrains
+    /// nothing (§6.1).
+    fn add_to_context(&mut self, key: &Key, r: &Read) {
+        if r.never_depend {
+            return;
+        }
+        let slot = (key.clone(), r.stamp.origin());
+        if self.heads.get(&slot).is_none_or(|(s, _)| *s < r.stamp) {
+            self.heads.insert(slot, (r.stamp, r.deps.clone()));
+        }
+    }
+
+    /// The write's dependencies, the whole context but what the checkpoint
+    /// covers, and, as indices into them, the nearest: heads no other head
+    /// depends on (§2.3, Fig 4.2).
+    pub(super) fn write_deps(&self) -> (Vec<Dep>, Vec<u32>) {
+        let cp = self.checkpoint;
+        // Every stored list is sorted by (key, origin) (this function made
+        // it), so the context is a linear merge of the heads' lists: they
+        // can hold thousands of entries, and this runs on every write.
+        type Entry<'a> = (&'a Key, NodeId, Stamp);
+        let mut merged: Vec<Entry> = Vec::new();
+        for (_, hdeps) in self.heads.values() {
+            let next = hdeps.iter().filter(|d| d.stamp.lamport() >= cp).map(|d| (&d.key, d.stamp.origin(), d.stamp));
+            merged = merge_newest(&merged, next);
+        }
+        // The heads themselves: nearest unless some head depends on them.
+        let heads = self.heads.iter().filter(|(_, (s, _))| s.lamport() >= cp).map(|((k, o), (s, _))| (k, *o, *s));
+        let mut deps = Vec::with_capacity(merged.len() + self.heads.len());
+        let mut nearest = Vec::new();
+        let mut m = merged.into_iter().peekable();
+        for (k, o, s) in heads {
+            while let Some(&(mk, mo, ms)) = m.peek()
+                && (mk, mo) < (k, o)
+            {
+                deps.push(Dep { key: mk.clone(), stamp: ms });
+                m.next();
+            }
+            // The newest stamp of this key and origin some head depends on.
+            let covered = match m.peek() {
+                Some(&(mk, mo, ms)) if (mk, mo) == (k, o) => {
+                    m.next();
+                    ms
+                }
+                _ => Stamp::NONE,
+            };
+            if covered < s {
+                nearest.push(deps.len() as u32);
+            }
+            deps.push(Dep { key: k.clone(), stamp: covered.max(s) });
+        }
+        deps.extend(m.map(|(k, _, s)| Dep { key: k.clone(), stamp: s }));
+        (deps, nearest)
+    }
+
+    fn start_trans(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, started_us: u64) {
+        if keys.is_empty() {
+            return env.complete(OpResult::Rot(Vec::new()));
+        }
+        let attempt = self.next_attempt();
+        for (i, key) in keys.iter().enumerate() {
+            let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), at: None });
+        }
+        let n = keys.len();
+        self.op = Some(InFlight::Trans(Trans {
+            keys,
+            started_us,
+            awaited: n,
+            second_round: false,
+            results: vec![None; n],
+            restart: false,
+        }));
+    }
+
+    /// Both rounds' replies are in: run the second round, finish, or
+    /// restart (§2.9, §6.1).
+    fn round_done(&mut self, env: &mut impl ClientEnv<Msg>, mut t: Trans) {
+        let now = env.now_us();
+        if t.restart || now.saturating_sub(t.started_us) > self.trans_time_us {
+            return self.start_trans(env, t.keys, now);
+        }
+        if !t.second_round && !self.one_round {
+            // The causally correct version of each key: the newest stamp
+            // seen for it in any first-round result or dependency list.
+            let mut ccv: Vec<Stamp> = t.results.iter().map(|r| r.as_ref().map_or(Stamp::NONE, |r| r.stamp)).collect();
+            for r in t.results.iter().flatten() {
+                for d in r.deps.iter() {
+                    if let Some(i) = t.keys.iter().position(|k| *k == d.key) {
+                        ccv[i] = ccv[i].max(d.stamp);
+                    }
+                }
+            }
+            let attempt = self.attempt;
+            t.second_round = true;
+            for (i, key) in t.keys.iter().enumerate() {
+                let have = t.results[i].as_ref().map_or(Stamp::NONE, |r| r.stamp);
+                if ccv[i] > have {
+                    let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+                    env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), at: Some(ccv[i]) });
+                    t.awaited += 1;
+                }
+            }
+            if t.awaited > 0 {
+                self.op = Some(InFlight::Trans(t));
+                return;
+            }
+        }
+        for (k, r) in t.keys.iter().zip(&t.results) {
+            if let Some(r) = r {
+                self.add_to_context(k, r);
+            }
+        }
+        env.complete(OpResult::Rot(t.results.into_iter().map(|r| r.map(|r| r.value)).collect()));
+    }
+}
+
+impl Client for CopsGtClient {
+    type Msg = Msg;
+
+    fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        match op {
+            Op::Get { key } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                let attempt = self.next_attempt();
+                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone(), at: None });
+                self.op = Some(InFlight::Get { key });
+            }
+            // write(key, value): all dependencies, the nearest marked (§2.6).
+            Op::Put { key, value } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                let (deps, nearest) = self.write_deps();
+                let deps: Arc<[Dep]> = deps.into();
+                env.send(to, Msg::PutReq { key: key.clone(), value, deps: deps.clone(), nearest });
+                self.op = Some(InFlight::Put { key, deps });
+            }
+            Op::Rot { keys } => {
+                let now = env.now_us();
+                self.start_trans(env, keys, now);
+            }
+            other => fail_unsupported(env, other.kind()),
+        }
+    }
+
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
+        match (self.op.take(), msg) {
+            (Some(InFlight::Get { key }), Msg::ReadReply { attempt, read, .. }) if attempt == self.attempt => {
+                let read = read.ok().flatten();
+                if let Some(r) = &read {
+                    self.add_to_context(&key, r);
+                }
+                env.complete(OpResult::Get(read.map(|r| r.value)));
+            }
+            (Some(InFlight::Put { key, deps }), Msg::PutReply { result }) => match result {
+                Ok((stamp, checkpoint)) => {
+                    // The write now stands for everything in the context
+                    // (§2.3): it is the only head; and everything older than
+                    // the checkpoint is committed everywhere (§6.1).
+                    self.checkpoint = self.checkpoint.max(checkpoint);
+                    let cp = self.checkpoint;
+                    let deps = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
+                        deps
+                    } else {
+                        deps.iter().filter(|d| d.stamp.lamport() >= cp).cloned().collect()
+                    };
+                    self.heads.clear();
+                    self.heads.insert((key, stamp.origin()), (stamp, deps));
+                    env.complete(OpResult::Put);
+                }
+                Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
+            },
+            (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read }) if attempt == self.attempt => {
+                let i = idx as usize;
+                if i >= t.results.len() || t.awaited == 0 {
+                    self.op = Some(InFlight::Trans(t));
+                    return;
+                }
+                match read {
+                    Ok(r) => {
+                        if !t.second_round || r.is_some() {
+                            t.results[i] = r;
+                        } else {
+                            t.restart = true; // the version asked for is gone
+                        }
+                    }
+                    Err(()) => t.restart = true,
+                }
+                t.awaited -= 1;
+                if t.awaited == 0 {
+                    self.round_done(env, t);
+                } else {
+                    self.op = Some(InFlight::Trans(t));
+                }
+            }
+            (op, _) => self.op = op, // a stray or stale reply: ignore it
+        }
+    }
+}
+
+/// Merge two lists sorted by (key, origin), keeping the newest stamp where
+/// both name the same key and origin.
+pub(super) fn merge_newest<'a>(
+    a: &[(&'a Key, NodeId, Stamp)],
+    b: impl Iterator<Item = (&'a Key, NodeId, Stamp)>,
+) -> Vec<(&'a Key, NodeId, Stamp)> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut a = a.iter().copied().peekable();
+    for y in b {
+        while let Some(&x) = a.peek()
+            && (x.0, x.1) < (y.0, y.1)
+        {
+            out.push(x);
+            a.next();
+        }
+        match a.peek() {
+            Some(&x) if (x.0, x.1) == (y.0, y.1) => {
+                out.push((y.0, y.1, x.2.max(y.2)));
+                a.next();
+            }
+            _ => out.push(y),
+        }
+    }
+    out.extend(a);
+    out
+}

@@ -1,0 +1,43 @@
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// How long a read-only transaction may take, and so how long an
+    /// overwritten version is kept (§6.1; the paper's implementation: 5 s).
+    pub trans_time_ms: u64,
+    /// Added to `trans_time` wherever a server waits it out (deviation 4).
+    pub clock_margin_ms: u64,
+    /// Garbage-collection and checkpoint period (COPS: 10×/s).
+    pub gc_interval_ms: u64,
+    /// Re-send a `dep_check` unanswered for this long (§2.7 step 4).
+    pub dep_check_retry_ms: u64,
+    /// Test only: `read_trans` skips its second round.
+    pub mutant_one_round_rot: bool,
+    /// Test only: replicated writes commit without checks.
+    pub mutant_skip_dep_check: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            trans_time_ms: 5_000,
+            clock_margin_ms: 100,
+            gc_interval_ms: 100,
+            dep_check_retry_ms: 1_000,
+            mutant_one_round_rot: false,
+            mutant_skip_dep_check: false,
+        }
+    }
+}
+
+impl Config {
+    pub(super) fn trans_time_us(&self) -> u64 {
+        self.trans_time_ms * 1_000
+    }
+    /// How long a server waits before trusting that no transaction still
+    /// needs something: `trans_time` plus the margin.
+    pub(super) fn hold_us(&self) -> u64 {
+        (self.trans_time_ms + self.clock_margin_ms) * 1_000
+    }
+}

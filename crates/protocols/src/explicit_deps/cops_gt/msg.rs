@@ -1,0 +1,134 @@
+use crate::explicit_deps::dep_check::{Dep, DepVersion, PathMsg, Stamp};
+use crate::kit::client::payload;
+use causeway_core::{Key, Message, Value, Versioned};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// What `read_by_time` returns: ⟨value, timestamp, deps⟩ (§2.4), and the
+/// never-depend flag (§6.1).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Read {
+    pub value: Value,
+    pub stamp: Stamp,
+    pub deps: Arc<[Dep]>,
+    pub never_depend: bool,
+}
+
+/// Every message of the protocol.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// `read_by_time(key, at)`: the newest committed version (`at: None`,
+    /// LATEST) or exactly version `at`. `attempt` and `idx` name the
+    /// operation attempt and the key's place in it.
+    Read { attempt: u32, idx: u32, key: Key, at: Option<Stamp> },
+    /// `Ok(None)`: the key has no version; `Err(())`: version `at` was
+    /// garbage-collected (the transaction restarts).
+    ReadReply { attempt: u32, idx: u32, read: Result<Option<Read>, ()> },
+    /// `write_after(key, value, deps, nearest)`; `nearest` indexes `deps`.
+    PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32> },
+    /// The write's stamp and the usable global checkpoint (a Lamport time),
+    /// or why the write was refused.
+    PutReply { result: Result<(Stamp, u64), String> },
+    /// The write shipped to an equivalent node; `nearest` indexes `deps`.
+    Replicate { key: Key, value: Value, stamp: Stamp, deps: Arc<[Dep]>, nearest: Vec<u32>, written_us: u64 },
+    /// The shared replication path: `dep_check`, and settling, where
+    /// `Settled` tells equivalents to drop the dependencies of the origin's
+    /// writes through a stamp.
+    Path(PathMsg),
+    /// Checkpoint gossip: a node's own bound, to its equivalents.
+    NodeBound { lamport: u64 },
+    /// Checkpoint gossip: a key range's bound (over all DCs), within a DC.
+    RangeBound { lamport: u64 },
+}
+
+impl Message for Msg {
+    fn kind(&self) -> &'static str {
+        match self {
+            Msg::Read { at: None, .. } => "read_req",
+            Msg::Read { at: Some(_), .. } => "read_at_req",
+            Msg::ReadReply { .. } => "read_reply",
+            Msg::PutReq { .. } => "put_req",
+            Msg::PutReply { .. } => "put_reply",
+            Msg::Replicate { .. } => "replicate",
+            Msg::Path(p) => p.kind(),
+            Msg::NodeBound { .. } => "node_bound",
+            Msg::RangeBound { .. } => "range_bound",
+        }
+    }
+    fn is_client(&self) -> bool {
+        matches!(self, Msg::Read { .. } | Msg::ReadReply { .. } | Msg::PutReq { .. } | Msg::PutReply { .. })
+    }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        match self {
+            Msg::Read { key, .. } => (key.len(), 0),
+            Msg::PutReq { key, value, deps, .. } => {
+                (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
+            }
+            _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        match self {
+            Msg::Read { key, .. } => key.len(),
+            Msg::ReadReply { read, .. } => payload(read.iter().flatten().map(|r| &r.value[..])),
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } => key.len() + value.len(),
+            _ => 0,
+        }
+    }
+}
+
+impl From<PathMsg> for Msg {
+    fn from(p: PathMsg) -> Msg {
+        Msg::Path(p)
+    }
+}
+
+/// Where a stored version stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum State {
+    /// A replicated write waiting for its nearest dependencies.
+    Pending { nearest: Vec<Dep> },
+    /// Committed here at `at_us` of this node's clock; `never_depend` once
+    /// its dependencies were collected.
+    Committed { at_us: u64, never_depend: bool },
+}
+
+/// A stored version: ⟨stamp, value, deps⟩ (§2.2). The dependency list is
+/// shared, not copied, between the store, replies and replicates: it can
+/// hold thousands of entries (§7.2.3).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Version {
+    pub value: Value,
+    pub stamp: Stamp,
+    pub deps: Arc<[Dep]>,
+    pub state: State,
+}
+
+impl Version {
+    pub(super) fn read(&self) -> Read {
+        let never_depend = matches!(self.state, State::Committed { never_depend: true, .. });
+        Read { value: self.value.clone(), stamp: self.stamp, deps: self.deps.clone(), never_depend }
+    }
+}
+
+impl Versioned for Version {
+    type Order = Stamp;
+    fn order(&self) -> Stamp {
+        self.stamp
+    }
+    fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl DepVersion for Version {
+    fn pending_checks(&self) -> Option<&[Dep]> {
+        match &self.state {
+            State::Pending { nearest } => Some(nearest),
+            State::Committed { .. } => None,
+        }
+    }
+    fn commit(self, now_us: u64) -> Self {
+        Version { state: State::Committed { at_us: now_us, never_depend: false }, ..self }
+    }
+}

@@ -1,0 +1,286 @@
+use super::config::*;
+use super::msg::*;
+use crate::explicit_deps::dep_check::{Dep, DepNode, DepVersion, Stamp};
+use crate::explicit_deps::settle::Settle;
+use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+pub struct CopsGtServer {
+    cfg: Config,
+    node: DepNode,
+    /// The other partition servers of this DC (checkpoint gossip).
+    dc_peers: Vec<NodeId>,
+    /// Which writes are committed everywhere, and since when (deviation 2).
+    settle: Settle,
+    /// Checkpoint gossip: bounds heard from equivalents and DC peers.
+    eq_bounds: BTreeMap<NodeId, u64>,
+    dc_bounds: BTreeMap<NodeId, u64>,
+    /// Checkpoints computed, (when, Lamport time), not yet usable.
+    checkpoints: VecDeque<(u64, u64)>,
+    /// The newest checkpoint computed at least `trans_time` ago.
+    usable_checkpoint: u64,
+    /// (when, key): a version of `key` was committed; collect the older
+    /// ones from then on.
+    version_gc: VecDeque<(u64, Key)>,
+}
+
+impl CopsGtServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> CopsGtServer {
+        let mut node = DepNode::new(&ctx);
+        node.skip_checks = cfg.mutant_skip_dep_check;
+        node.retry_us = cfg.dep_check_retry_ms * 1_000;
+        let dc_peers = ctx.topology.dc_servers(node.dc).filter(|&n| n != ctx.id).collect();
+        CopsGtServer {
+            cfg: cfg.clone(),
+            node,
+            dc_peers,
+            settle: Settle::new(cfg.hold_us(), cfg.gc_interval_ms * 1_000),
+            eq_bounds: BTreeMap::new(),
+            dc_bounds: BTreeMap::new(),
+            checkpoints: VecDeque::new(),
+            usable_checkpoint: 0,
+            version_gc: VecDeque::new(),
+        }
+    }
+}
+
+pub(super) const RETRY_TIMER: u64 = 0;
+pub(super) const GC_TIMER: u64 = 1;
+
+impl Server for CopsGtServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.node.serving {
+            return;
+        }
+        self.node.recover(env);
+        self.rebuild_gc_state(env);
+        self.commit_ready(env);
+        env.set_timer(self.node.retry_us, RETRY_TIMER);
+        env.set_timer(self.cfg.gc_interval_ms * 1_000, GC_TIMER);
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        if !self.node.serving {
+            return;
+        }
+        match msg {
+            // read_by_time (§2.4, §2.8); reads never block.
+            Msg::Read { attempt, idx, key, at } => {
+                let read = match at {
+                    None => Ok(env.store().latest_where(&key, Version::committed).map(Version::read)),
+                    Some(s) => match env.store().exact(&key, s) {
+                        Some(v) if v.committed() => Ok(Some(v.read())),
+                        _ => Err(()),
+                    },
+                };
+                env.reply(from, Msg::ReadReply { attempt, idx, read });
+            }
+            Msg::PutReq { key, value, deps, nearest } => self.on_put(env, from, key, value, deps, nearest),
+            _ => {} // the runtime refuses peer messages on client connections
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        if !self.node.serving || !self.node.topology.contains(from) {
+            return;
+        }
+        let equivalent = self.node.equivalents.contains(&from);
+        match msg {
+            Msg::Replicate { key, value, stamp, deps, nearest, written_us } => {
+                if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
+                    return;
+                }
+                let check: Vec<Dep> = nearest.iter().filter_map(|&i| deps.get(i as usize).cloned()).collect();
+                let v = Version { value, stamp, deps, state: State::Pending { nearest: check.clone() } };
+                env.store().insert(key.clone(), v);
+                self.node.on_replicate(env, key, stamp, &check, written_us);
+            }
+            Msg::Path(p) => {
+                let settled = self.node.on_path(&mut self.settle, env, from, p);
+                self.collect(env, settled);
+            }
+            Msg::NodeBound { lamport } if equivalent => {
+                self.node.witness(lamport);
+                let b = self.eq_bounds.entry(from).or_default();
+                *b = (*b).max(lamport);
+            }
+            Msg::RangeBound { lamport } if self.dc_peers.contains(&from) => {
+                self.node.witness(lamport);
+                let b = self.dc_bounds.entry(from).or_default();
+                *b = (*b).max(lamport);
+            }
+            _ => {}
+        }
+        self.commit_ready(env);
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        match token {
+            RETRY_TIMER => {
+                self.node.retry_checks(env);
+                env.set_timer(self.node.retry_us, RETRY_TIMER);
+            }
+            GC_TIMER => {
+                self.gc_tick(env);
+                env.set_timer(self.cfg.gc_interval_ms * 1_000, GC_TIMER);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl CopsGtServer {
+    /// `write_after` at the local owner (§2.6 step 2), dropping dependencies
+    /// older than the checkpoint (§6.1).
+    fn on_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: ClientId,
+        key: Key,
+        value: Value,
+        deps: Arc<[Dep]>,
+        nearest: Vec<u32>,
+    ) {
+        if let Err(why) = self.node.check_request(&key, &deps) {
+            return env.reply(from, Msg::PutReply { result: Err(why) });
+        }
+        if let Some(&bad) = nearest.iter().find(|&&i| i as usize >= deps.len()) {
+            let why = format!("nearest dependency index {bad} is out of range ({} dependencies)", deps.len());
+            return env.reply(from, Msg::PutReply { result: Err(why) });
+        }
+        let cp = self.usable_checkpoint;
+        // The list is shared, not copied, unless the checkpoint drops some.
+        let (kept, near): (Arc<[Dep]>, Vec<u32>) = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
+            (deps, nearest)
+        } else {
+            let mut kept = Vec::with_capacity(deps.len());
+            let mut near = Vec::with_capacity(nearest.len());
+            let is_nearest: BTreeSet<u32> = nearest.into_iter().collect();
+            for (i, d) in deps.iter().enumerate() {
+                if d.stamp.lamport() >= cp {
+                    if is_nearest.contains(&(i as u32)) {
+                        near.push(kept.len() as u32);
+                    }
+                    kept.push(d.clone());
+                }
+            }
+            (kept.into(), near)
+        };
+        env.observe(Observation::Sample { what: "deps_per_write", value: kept.len() as u64 });
+        env.observe(Observation::Sample { what: "nearest_per_write", value: near.len() as u64 });
+        let stamp = self.node.next_stamp(kept.iter().map(|d| d.stamp));
+        let now = env.now_us();
+        let v = Version {
+            value: value.clone(),
+            stamp,
+            deps: kept.clone(),
+            state: State::Committed { at_us: now, never_depend: false },
+        };
+        env.store().insert(key.clone(), v);
+        self.publish(env, &key, stamp, now);
+        env.reply(from, Msg::PutReply { result: Ok((stamp, cp)) });
+        for &to in &self.node.equivalents {
+            let msg = Msg::Replicate {
+                key: key.clone(),
+                value: value.clone(),
+                stamp,
+                deps: kept.clone(),
+                nearest: near.clone(),
+                written_us: now,
+            };
+            env.send(to, msg);
+        }
+        self.settle.own_write(stamp);
+    }
+
+    /// Commit every replicated write whose checks passed (§2.7 step 5).
+    fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        for r in self.node.commit_ready(env) {
+            self.publish(env, &r.key, r.stamp, r.written_us);
+        }
+    }
+
+    /// A version was committed here: report it if a read now returns it,
+    /// and schedule collection of what it overwrote and of its dependencies.
+    fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
+        self.node.report_if_newest(env, key, stamp, written_us);
+        if env.store().versions(key).len() > 1 {
+            self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
+        }
+        self.settle.committed(stamp, key.clone());
+    }
+
+    /// Drop the stored dependencies of settled versions and flag them
+    /// never-depend (§6.1).
+    fn collect(&mut self, env: &mut impl ServerEnv<Msg, Version>, settled: Vec<(Stamp, Key)>) {
+        for (s, key) in settled {
+            if let Some(v) = env.store().exact(&key, s).cloned()
+                && let State::Committed { at_us, never_depend: false } = v.state
+            {
+                let state = State::Committed { at_us, never_depend: true };
+                env.store().replace(&key, Version { deps: Arc::from([]), state, ..v });
+            }
+        }
+    }
+
+    /// Ten times a second (§6.1): report commits to origins, collect
+    /// dependencies that may go, gossip the checkpoint, collect versions.
+    fn gc_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let now = env.now_us();
+        // Report commits to origins; collect own writes settled everywhere,
+        // here and (the message is sent) in every DC.
+        let settled = self.settle.tick(&self.node, env);
+        self.collect(env, settled);
+        // The global checkpoint (deviation 3).
+        let own = self.settle.oldest_unreplicated().map_or(self.node.lamport() + 1, |s| s.lamport());
+        for &e in &self.node.equivalents {
+            env.send(e, Msg::NodeBound { lamport: own });
+        }
+        let range =
+            self.node.equivalents.iter().map(|e| self.eq_bounds.get(e).copied().unwrap_or(0)).fold(own, u64::min);
+        for &p in &self.dc_peers {
+            env.send(p, Msg::RangeBound { lamport: range });
+        }
+        let checkpoint =
+            self.dc_peers.iter().map(|p| self.dc_bounds.get(p).copied().unwrap_or(0)).fold(range, u64::min);
+        if self.checkpoints.back().is_none_or(|&(_, c)| c < checkpoint) {
+            self.checkpoints.push_back((now, checkpoint));
+        }
+        while let Some(&(at, c)) = self.checkpoints.front()
+            && at + self.cfg.hold_us() <= now
+        {
+            self.checkpoints.pop_front();
+            self.usable_checkpoint = self.usable_checkpoint.max(c);
+        }
+        // Versions overwritten for trans_time (§6.1).
+        let hold_us = self.cfg.hold_us();
+        while let Some((at, _)) = self.version_gc.front()
+            && *at <= now
+        {
+            let (_, key) = self.version_gc.pop_front().expect("front exists");
+            env.store().gc_key(&key, |v| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now));
+        }
+    }
+
+    /// After a restart: what awaits collection, from the store (deviation 6).
+    fn rebuild_gc_state(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let now = env.now_us();
+        let mut unsettled: Vec<(Stamp, Key)> = Vec::new();
+        for key in env.store().keys_sorted() {
+            let versions = env.store().versions(&key);
+            if versions.len() > 1 {
+                self.version_gc.push_back((now + self.cfg.hold_us(), key.clone()));
+            }
+            for v in versions {
+                if matches!(v.state, State::Committed { never_depend: false, .. }) {
+                    unsettled.push((v.stamp, key.clone()));
+                }
+            }
+        }
+        self.settle.rebuild(self.node.me, unsettled);
+    }
+}

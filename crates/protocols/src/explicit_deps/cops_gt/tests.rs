@@ -1,0 +1,209 @@
+use super::*;
+use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, client_traffic, put, rot, text};
+use causeway_core::DcId;
+use causeway_core::{ClientCtx, ClientId, Key, Message, NodeId, Op, OpResult, Protocol, Topology};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+const ALICE: ClientId = ClientId(0);
+const READER: ClientId = ClientId(1);
+
+/// Two keys of one DC on different partitions.
+fn acl_and_album(net: &TestNet<CopsGt>) -> (Key, Key) {
+    for i in 0..100 {
+        let (a, b) = (bytes(&format!("acl{i}")), bytes(&format!("album{i}")));
+        if net.topology.partition_of(&a) != net.topology.partition_of(&b) {
+            return (a, b);
+        }
+    }
+    unreachable!()
+}
+
+fn second_round_reads(net: &TestNet<CopsGt>) -> usize {
+    net.queue.iter().filter(|m| m.msg.kind() == "read_at_req").count()
+}
+
+/// The ACL/album race of §2.9, forced step by step in one DC: the
+/// reader's `read_trans` reads the ACL (public); then Alice makes the ACL
+/// friends-only and posts to the album; then the reader's read of the
+/// album arrives and returns the new post. The first round alone gives
+/// ⟨public ACL, personal album⟩; the album's dependency list names the
+/// new ACL, so a second round fetches it. Returns the ROT's values and
+/// how many second-round reads it sent.
+fn acl_race(cfg: Config) -> (Vec<Option<String>>, usize) {
+    let mut net = TestNet::<CopsGt>::new(1, 2, 2, cfg);
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "public");
+    put(&mut net, ALICE, &album, "old");
+    let album_server = net.server_for(DcId(0), &album);
+    net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
+    let held = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.to == Dest::Node(album_server);
+    net.deliver_while(|m| client_traffic(m) && !held(m));
+    for (k, v) in [(&acl, "friends"), (&album, "personal")] {
+        net.invoke(ALICE, Op::Put { key: k.clone(), value: bytes(v) });
+        net.deliver_while(|m| client_traffic(m) && !held(m));
+        assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
+    }
+    let mut second_round = 0;
+    loop {
+        if let Some(r) = net.take_result(READER) {
+            let OpResult::Rot(vs) = r else { panic!("ROT returned {r:?}") };
+            return (vs.into_iter().map(text).collect(), second_round);
+        }
+        let before = second_round_reads(&net);
+        assert!(net.deliver_first(client_traffic), "the ROT must complete");
+        second_round += second_round_reads(&net).saturating_sub(before);
+    }
+}
+
+#[test]
+fn read_trans_never_returns_the_public_acl_with_the_personal_album() {
+    let (got, second_round) = acl_race(Config::default());
+    assert_eq!(got, vec![Some("friends".into()), Some("personal".into())]);
+    assert_eq!(second_round, 1, "exactly the ACL is read again, by explicit version");
+}
+
+/// The same race catches a `read_trans` without its second round.
+#[test]
+fn a_one_round_read_trans_returns_the_anomaly() {
+    let (got, second_round) = acl_race(Config { mutant_one_round_rot: true, ..Config::default() });
+    assert_eq!(got, vec![Some("public".into()), Some("personal".into())]);
+    assert_eq!(second_round, 0);
+}
+
+/// §6.1: a transaction that outlives `trans_time` restarts, and a
+/// second-round read of a version collected meanwhile is refused, not
+/// answered with something else. The ACL race again, but Alice then
+/// closes the ACL, and the reader's second round (for the friends-only
+/// ACL) arrives after `trans_time`, when that version is collected.
+#[test]
+fn a_read_trans_that_outlives_trans_time_restarts() {
+    let cfg = Config { trans_time_ms: 50, clock_margin_ms: 0, gc_interval_ms: 10, ..Config::default() };
+    let mut net = TestNet::<CopsGt>::new(1, 2, 2, cfg);
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "public");
+    put(&mut net, ALICE, &album, "old");
+    let (acl_server, album_server) = (net.server_for(DcId(0), &acl), net.server_for(DcId(0), &album));
+    net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
+    let held = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.to == Dest::Node(album_server);
+    net.deliver_while(|m| client_traffic(m) && !held(m));
+    for (k, v) in [(&acl, "friends"), (&album, "personal"), (&acl, "closed")] {
+        net.invoke(ALICE, Op::Put { key: k.clone(), value: bytes(v) });
+        net.deliver_while(|m| client_traffic(m) && !held(m));
+        assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
+    }
+    // The album read: round one ends, and the second round asks for the
+    // friends-only ACL by version. Hold it; let trans_time pass and the
+    // ACL server collect the overwritten version.
+    let second = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.msg.kind() == "read_at_req";
+    net.deliver_while(|m| client_traffic(m) && !second(m));
+    assert_eq!(second_round_reads(&net), 1);
+    net.advance_clocks(200_000);
+    net.fire_timers(acl_server);
+    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+    net.deliver_while(client_traffic);
+    let r = net.take_result(READER).expect("the restarted transaction completes");
+    let OpResult::Rot(vs) = r else { panic!("{r:?}") };
+    let got: Vec<Option<String>> = vs.into_iter().map(text).collect();
+    assert_eq!(got, vec![Some("closed".into()), Some("personal".into())]);
+}
+
+/// No write concurrent with the transaction: one round only.
+#[test]
+fn a_quiet_read_trans_takes_one_round() {
+    let mut net = TestNet::<CopsGt>::new(1, 2, 2, Config::default());
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "friends");
+    put(&mut net, ALICE, &album, "personal");
+    net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
+    let mut second_round = 0;
+    while net.take_result(READER).is_none() {
+        assert!(net.deliver_first(client_traffic));
+        second_round += second_round_reads(&net);
+    }
+    assert_eq!(second_round, 0);
+    assert_eq!(rot(&mut net, READER, &[&acl, &album]), vec![Some("friends".into()), Some("personal".into())]);
+}
+
+/// A write's dependencies are the whole context; its nearest are the
+/// heads nothing else in the context depends on (Fig 4.2: after w1 read
+/// and w3 written, w3 is nearest and w1 is covered by it).
+#[test]
+fn nearest_dependencies_exclude_what_another_dependency_covers() {
+    let mut net = TestNet::<CopsGt>::new(1, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    put(&mut net, ALICE, &x, "w1");
+    // The reader reads x (w1), then writes y (w3): w3 depends on w1.
+    assert_eq!(crate::kit::testkit::get(&mut net, READER, &x), Some("w1".into()));
+    put(&mut net, READER, &y, "w3");
+    // Alice reads y (w3, whose stored deps name w1) and x (w1).
+    crate::kit::testkit::get(&mut net, ALICE, &y);
+    crate::kit::testkit::get(&mut net, ALICE, &x);
+    let client = &net.clients[ALICE.idx()];
+    let (deps, nearest) = client.write_deps();
+    let names: Vec<&[u8]> = deps.iter().map(|d| &d.key[..]).collect();
+    assert!(names.contains(&&x[..]) && names.contains(&&y[..]), "{deps:?}");
+    let nearest: Vec<&[u8]> = nearest.iter().map(|&i| &deps[i as usize].key[..]).collect();
+    assert_eq!(nearest, vec![&y[..]], "x is covered by y's dependency list");
+}
+
+/// `write_deps` against a direct computation from the definition, on
+/// random contexts.
+#[test]
+fn write_deps_match_the_definition() {
+    use rand::{Rng, SeedableRng};
+    for seed in 0..200u64 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let topology = Arc::new(Topology::new(causeway_core::TopologySpec::full(2, 2)).unwrap());
+        let ctx = ClientCtx { id: ClientId(0), dc: DcId(0), topology };
+        let mut c = CopsGt::client(&Config::default(), ctx);
+        c.checkpoint = rng.random_range(0..3);
+        let key = |i: u32| bytes(&format!("k{i}"));
+        let stamp =
+            |rng: &mut rand_chacha::ChaCha8Rng| Stamp::new(rng.random_range(1..6), NodeId(rng.random_range(0..2)));
+        for _ in 0..rng.random_range(0..5) {
+            let mut deps: Vec<Dep> = (0..rng.random_range(0..6))
+                .map(|_| Dep { key: key(rng.random_range(0..4)), stamp: stamp(&mut rng) })
+                .collect();
+            deps.sort_by(|a, b| {
+                (&a.key, a.stamp.origin()).cmp(&(&b.key, b.stamp.origin())).then(a.stamp.cmp(&b.stamp))
+            });
+            deps.dedup_by(|b, a| a.key == b.key && a.stamp.origin() == b.stamp.origin()); // keeps the older: fine for a test
+            let s = stamp(&mut rng);
+            c.heads.insert((key(rng.random_range(0..4)), s.origin()), (s, deps.into()));
+        }
+        // The definition.
+        let cp = c.checkpoint;
+        let mut want: BTreeMap<(Key, NodeId), Stamp> = BTreeMap::new();
+        let mut covered: BTreeMap<(Key, NodeId), Stamp> = BTreeMap::new();
+        for (_, (_, ds)) in c.heads.iter() {
+            for d in ds.iter().filter(|d| d.stamp.lamport() >= cp) {
+                let e = covered.entry((d.key.clone(), d.stamp.origin())).or_default();
+                *e = (*e).max(d.stamp);
+            }
+        }
+        for (slot, &s) in &covered {
+            want.insert(slot.clone(), s);
+        }
+        let mut want_nearest = BTreeSet::new();
+        for ((k, o), (s, _)) in &c.heads {
+            if s.lamport() < cp {
+                continue;
+            }
+            let e = want.entry((k.clone(), *o)).or_default();
+            *e = (*e).max(*s);
+            if covered.get(&(k.clone(), *o)).is_none_or(|c| c < s) {
+                want_nearest.insert((k.clone(), *s));
+            }
+        }
+        let (deps, nearest) = c.write_deps();
+        let got: BTreeMap<(Key, NodeId), Stamp> =
+            deps.iter().map(|d| ((d.key.clone(), d.stamp.origin()), d.stamp)).collect();
+        assert_eq!(got.len(), deps.len(), "seed {seed}: one entry per key and origin");
+        assert_eq!(got, want, "seed {seed}");
+        let got_nearest: BTreeSet<(Key, Stamp)> =
+            nearest.iter().map(|&i| (deps[i as usize].key.clone(), deps[i as usize].stamp)).collect();
+        assert_eq!(got_nearest, want_nearest, "seed {seed}");
+    }
+}

@@ -1,0 +1,171 @@
+//! # CausalSpartanX: causal++ consistency on hybrid logical clocks
+//!
+//! Seed 000 Ch. 5 (Roohitavaf; the basic operations are CausalSpartan, SRDS
+//! 2017). Like GentleRain, every partition server replicates its writes to its
+//! equivalents in the other DCs, and a remote version becomes readable once a
+//! DC-wide stable time says everything it depends on has arrived. CausalSpartanX
+//! improves on GentleRain in three ways, and this module keeps all three:
+//!
+//! 1. **Hybrid logical clocks.** A PUT takes `ut = updateHLC(dt)` where `dt` is
+//!    the client's dependency time, so it never waits for the physical clock to
+//!    pass `dt` (GentleRain does), and causality survives clocks that are skewed
+//!    or step backwards.
+//! 2. **Data center Stable Vectors.** `DSV[j] = t` at DC i means DC i has received
+//!    every write DC j made up to `t`. One entry per DC instead of GentleRain's
+//!    scalar GST, so a slow or distant DC only delays versions that depend on it.
+//!    Each DC computes it over [`StableTree`](crate::stabilization::stable_tree::StableTree) every θ: entry-wise min of the
+//!    partitions' version vectors `VV`, pushed down from the root.
+//! 3. **ROTX.** A read-only transaction takes one client round and never blocks.
+//!    A coordinator fixes a snapshot vector `sv` and sends it to the partitions
+//!    of the keys (Alg 5.4). Each partition returns the newest version whose
+//!    dependencies, *including its own ⟨sr, ut⟩*, are ≤ `sv`.
+//!
+//! The code follows Alg 5.1 (client), 5.2 (GET/PUT/replicate), 5.3 (DSV and
+//! heartbeats) and 5.4 (ROTX). Line numbers in comments are the thesis's, as
+//! used by its proofs (notes `000_roohitavaf.md` §5.3–5.4). Paper names are
+//! kept: `VV`, `DSV`, `DS`, `ut`, `sr`, `ds`, `sv`, `maxDS` ([`DepSet::merge`](causeway_core::DepSet::merge)),
+//! `updateHLC` ([`Hlc::update`](causeway_core::Hlc::update), [`Hlc::tick`](causeway_core::Hlc::tick)).
+//!
+//! ## Deviations from the printed pseudo-code, and why
+//!
+//! - **§5.5 "inferred concern": the client's DS is not merged into the DSV.**
+//!   Line 7 (PUT) and line 10 (ROTX) print `DSV = maxDS(DSV, ds)`. A DS entry for
+//!   a remote DC j is the `ut` of some version the client *read*, and that
+//!   version can reach its own partition before other partitions of this DC
+//!   have received older writes from j. Merging the entry makes `DSV[j]` exceed
+//!   what the DC has received (`DSV_real`, Obs 10/11), and a ROTX can then
+//!   return `⟨w, old x⟩` with `w` depending on `x` (the notes' scenario, and the
+//!   test `paper_dsv_merge_returns_a_non_causal_snapshot_and_the_default_does_not`).
+//!   Our rule:
+//!   1. Remote entries never come from a DS. Only genuine DSVs are merged: the
+//!      server's own, its tree's, and the client's `DSVc`, which came from this
+//!      DC's servers (clients are sticky).
+//!   2. The local entry `m` is merged (`DSV[m] = max(DSV[m], DS[m])`, `sv[m]`
+//!      likewise). Local versions exist at their partition from the moment they
+//!      are written, and line 21 plus line 8 give any later local PUT at a sliced
+//!      partition `ut > sv[m]`, so this cannot admit a missing version. It is what
+//!      lets a ROTX see the client's own writes.
+//!   3. Dropping the DS from `sv` costs monotonic reads and read-your-writes in
+//!      ROTX whenever the client has seen a version whose dependencies are not
+//!      yet covered by its `DSVc`. The client keeps a **cache** of such versions
+//!      instead, and merges it into ROTX results: remote versions read by GET
+//!      whose own ⟨sr, ut⟩ is uncovered, and also the client's own writes whose
+//!      remote dependencies are uncovered. The local entry of rule 2 alone does
+//!      not give read-your-writes when the write depends on such a read. One
+//!      case cannot be cached soundly: a GET of *another* client's local write
+//!      with uncovered remote dependencies. It "taints" the client until the
+//!      DSV catches up; a ROTX in that window waits for it (rule 6). The argument that
+//!      cache ∪ slices is a causal snapshot, and the taint rule, are at
+//!      [`CsxClient`].
+//!   4. `paper_dsv_merge = true` restores the printed lines 7 and 10 for every
+//!      entry and disables the cache, so tests can show the anomaly.
+//!   5. **A PUT carries the client's `DSVc`**, and the server merges it (what
+//!      the printed line 7 achieved through the DS, done with a genuine
+//!      vector; "deviation 12" in the code). Found by `causeway torture`: a
+//!      client read x through a ROTX slice admitted by the coordinator's
+//!      higher DSV, then wrote y at a partition whose DSV lagged; a second
+//!      client read y (local, so visible at once) and then x's key at a
+//!      lagging partition, and got a version older than x. With the writer's
+//!      DSVc merged where y is written, the reader of y inherits it.
+//!   6. **A tainted client's ROTX waits** (deviation 13, also found by
+//!      `causeway torture`). The taint window of rule 3 let a ROTX return a
+//!      version older than one in the client's causal past, which violates
+//!      causal consistency for ROTX. The request now carries the taint; the
+//!      coordinator parks it until its DSV covers the taint (about one
+//!      stabilization round), reports `Blocked { what: "rot_taint_wait" }`,
+//!      and then reads a snapshot that includes everything the tainted read
+//!      depends on. A ROTX of an untainted client — the common case — still
+//!      never waits and takes one round.
+//! - **Replies carry ⟨ut, sr⟩ per value.** The GET reply, the slice reply and the
+//!   ROTX reply carry each value's ⟨ut, sr⟩ so the client can compare them with
+//!   its cache. The printed replies carry only values.
+//! - **The ROTX reply carries `sv`**, not the coordinator's DSV at reply time.
+//!   Both are genuine; `sv` is the vector the snapshot was read at. The
+//!   coordinator starts `ds` empty instead of from the client's DS, because the
+//!   client merges the reply into its DS anyway.
+//! - **The coordinator reads its own slice in place** instead of messaging
+//!   itself.
+//! - **`VV[k] = max(VV[k], ut)`** on Replicate and Heartbeat, not plain
+//!   assignment. Under FIFO channels and strictly increasing `ut` per server the
+//!   two are equal. `max` also stays sound if a message is replayed.
+//! - **Heartbeats.** The thesis sends a heartbeat if no Replicate went out "in
+//!   the past Δ". We send one on each Δ tick that had no Replicate since the
+//!   previous tick. Peers' `VV[m]` may then lag up to 2Δ instead of Δ, but a
+//!   clock that steps back cannot silence heartbeats.
+//! - **DSV tree.** The root pushes the aggregate of the VVs, not its own DSV
+//!   (which client vectors may have raised). Nodes forward a push as soon as it
+//!   arrives rather than at their next tick.
+//! - **Garbage collection** is not in the thesis. Every θ, on keys written
+//!   recently (the dirty list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop
+//!   every version older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is
+//!   covered by a DSV this server held at least `gc_grace_us` ago. That version
+//!   is GET-visible, and slice-visible for any `sv` ≥ that DSV, so GETs never
+//!   change and current snapshots never lose a version. A slice that finds no eligible version of a key that GC has
+//!   pruned fails the ROTX with `Aborted("snapshot pruned")`. It never returns
+//!   data older than the snapshot.
+//! - **Observations.** A remote version is reported [`Observation::Visible`](causeway_core::Observation::Visible)
+//!   once, when the GET rule (line 3) first admits it *and* it is the version a
+//!   GET would return. Last-writer-wins losers are never reported, as in
+//!   [`crate::eventual`]. Nothing is ever reported `Blocked`: no handler waits.
+//! - **Topology.** The thesis assumes full replication and one server per
+//!   partition per DC. [`Protocol::validate`] rejects anything else, because a
+//!   DSV entry for a DC that does not store a partition would never advance.
+//!   Service nodes are allowed and stay inert.
+//! - **Bad input.** A request with a vector of the wrong length, a malformed
+//!   dependency set, an HLC counter beyond [`HLC_COUNTER_LIMIT`] (which could
+//!   overflow `updateHLC`), or a key of another partition is refused with
+//!   `BadRequest`. Malformed peer messages are dropped.
+
+mod client;
+mod config;
+mod msg;
+mod server;
+#[cfg(test)]
+mod tests;
+
+pub use client::*;
+pub use config::*;
+pub use msg::*;
+pub use server::*;
+
+use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+
+pub struct CausalSpartanX;
+
+impl Protocol for CausalSpartanX {
+    const NAME: &'static str = "causalspartanx";
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
+    const CAUSAL: bool = true;
+    type Msg = Msg;
+    type Version = Version;
+    type Config = Config;
+    type Server = CsxServer;
+    type Client = CsxClient;
+
+    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
+        if cfg.heartbeat_interval_us == 0 {
+            return Err("protocol.heartbeat_interval_us must be positive".into());
+        }
+        if cfg.stabilization_interval_us == 0 {
+            return Err("protocol.stabilization_interval_us must be positive".into());
+        }
+        if cfg.tree_fanout == 0 {
+            return Err("protocol.tree_fanout must be at least 1".into());
+        }
+        if !topology.is_full_replication() {
+            return Err("causalspartanx needs full replication: a DSV entry for a DC that does not store a \
+                        partition would never advance"
+                .into());
+        }
+        if topology.spec().replicas_per_partition != 1 {
+            return Err("causalspartanx runs one server per partition per DC (replicas_per_partition = 1)".into());
+        }
+        Ok(())
+    }
+    fn server(cfg: &Config, ctx: NodeCtx) -> CsxServer {
+        CsxServer::new(cfg, ctx)
+    }
+    fn client(cfg: &Config, ctx: ClientCtx) -> CsxClient {
+        CsxClient::new(cfg, ctx)
+    }
+}

@@ -1,0 +1,203 @@
+use crate::kit::client::payload;
+use causeway_core::{DcId, DepSet, Hlc, Key, Message, OpError, Value, Versioned};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// Alg 5.1 GET → line 1.
+    GetReq { key: Key, dsv: Vec<Hlc> },
+    /// Line 5: ⟨v, ds, DSV⟩, plus the value's ⟨ut, sr⟩.
+    GetReply(Result<GetOk, OpError>),
+    /// Alg 5.1 PUT → line 6.
+    /// Plus the client's DSVc (deviation 12): the stability the client has
+    /// seen travels with its write, as line 7 intended, without merging DS.
+    PutReq { key: Key, value: Value, ds: DepSet<Hlc>, dsv: Vec<Hlc> },
+    /// ⟨PutReply ut, sr⟩.
+    PutReply(Result<Stamp, OpError>),
+    /// Alg 5.4 line 9: ⟨ROTX kset, DSVc, DSc⟩.
+    /// Plus `wait`: the client's taint (deviation 13); zeros when untainted.
+    RotReq { keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc>, wait: Vec<Hlc> },
+    /// ⟨ROTXReply vset, dsv, ds⟩, values in request order.
+    RotReply(Result<RotOk, OpError>),
+    /// Line 20: ⟨SliceReq keys, sv⟩ for the keys of one partition.
+    SliceReq { rot: u64, keys: Vec<Key>, sv: Vec<Hlc> },
+    /// Line 23, one item per requested key.
+    SliceReply { rot: u64, slice: Result<SliceOk, OpError> },
+    /// Line 19.
+    Replicate { key: Key, version: Version },
+    /// Alg 5.3: `⟨Heartbeat VV[m]⟩`.
+    Heartbeat { hlc: Hlc },
+    /// Entry-wise min of the VVs of a subtree, sent to the parent.
+    StableReport { vv_min: Vec<Hlc> },
+    /// The DC's stable vector, pushed down from the root.
+    StablePush { dsv: Vec<Hlc> },
+}
+
+impl Message for Msg {
+    fn kind(&self) -> &'static str {
+        match self {
+            Msg::GetReq { .. } => "get_req",
+            Msg::GetReply(_) => "get_reply",
+            Msg::PutReq { .. } => "put_req",
+            Msg::PutReply(_) => "put_reply",
+            Msg::RotReq { .. } => "rot_req",
+            Msg::RotReply(_) => "rot_reply",
+            Msg::SliceReq { .. } => "slice_req",
+            Msg::SliceReply { .. } => "slice_reply",
+            Msg::Replicate { .. } => "replicate",
+            Msg::Heartbeat { .. } => "heartbeat",
+            Msg::StableReport { .. } => "stable_report",
+            Msg::StablePush { .. } => "stable_push",
+        }
+    }
+    fn is_client(&self) -> bool {
+        matches!(
+            self,
+            Msg::GetReq { .. }
+                | Msg::GetReply(_)
+                | Msg::PutReq { .. }
+                | Msg::PutReply(_)
+                | Msg::RotReq { .. }
+                | Msg::RotReply(_)
+        )
+    }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        match self {
+            Msg::GetReq { key, .. } => (key.len(), 0),
+            Msg::PutReq { key, value, .. } => (key.len(), value.len()),
+            Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
+            _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        let items = |items: &[Option<ReadItem>]| payload(items.iter().flatten().map(|i| &i.value[..]));
+        match self {
+            Msg::GetReq { key, .. } => key.len(),
+            Msg::GetReply(Ok(GetOk { item, .. })) => item.as_ref().map_or(0, |i| i.value.len()),
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
+                key.len() + value.len()
+            }
+            Msg::RotReq { keys, .. } | Msg::SliceReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
+            Msg::RotReply(Ok(r)) => items(&r.items),
+            Msg::SliceReply { slice: Ok(s), .. } => items(&s.items),
+            Msg::GetReply(Err(_))
+            | Msg::PutReply(_)
+            | Msg::RotReply(Err(_))
+            | Msg::SliceReply { slice: Err(_), .. }
+            | Msg::Heartbeat { .. }
+            | Msg::StableReport { .. }
+            | Msg::StablePush { .. } => 0,
+        }
+    }
+}
+
+/// A value as a reader receives it, with its last-writer-wins position ⟨ut, sr⟩.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadItem {
+    pub value: Value,
+    pub ut: Hlc,
+    pub sr: DcId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetOk {
+    /// `None` when no version of the key is visible.
+    pub item: Option<ReadItem>,
+    /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})` (line 4); empty with no item.
+    pub ds: DepSet<Hlc>,
+    pub dsv: Vec<Hlc>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub ut: Hlc,
+    pub sr: DcId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RotOk {
+    pub items: Vec<Option<ReadItem>>,
+    /// The snapshot vector `sv`.
+    pub dsv: Vec<Hlc>,
+    /// maxDS of the returned versions' `maxDS(d.ds, {⟨d.sr, d.ut⟩})`.
+    pub ds: DepSet<Hlc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceOk {
+    pub items: Vec<Option<ReadItem>>,
+    pub ds: DepSet<Hlc>,
+}
+
+/// A stored version (§5.2): value, update time `ut` (HLC), source DC `sr`,
+/// and dependency set `ds`, the writer's DS (at most one entry per DC).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    pub value: Value,
+    pub ut: Hlc,
+    pub sr: DcId,
+    pub ds: DepSet<Hlc>,
+}
+
+impl Versioned for Version {
+    /// Lexicographic ⟨ut, sr⟩: ties on `ut` go to the higher DC id (Obs 8).
+    type Order = (Hlc, DcId);
+    fn order(&self) -> (Hlc, DcId) {
+        (self.ut, self.sr)
+    }
+    fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl Version {
+    /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})`: the version and everything it depends on.
+    pub(super) fn full_ds(&self) -> DepSet<Hlc> {
+        let mut ds = self.ds.clone();
+        ds.raise(self.sr, self.ut);
+        ds
+    }
+    pub(super) fn read_item(&self) -> ReadItem {
+        ReadItem { value: self.value.clone(), ut: self.ut, sr: self.sr }
+    }
+}
+
+/// GET visibility (Alg 5.2 line 3): local, or every dependency stable.
+pub(super) fn get_visible(d: &Version, m: DcId, dsv: &[Hlc]) -> bool {
+    d.sr == m || d.ds.covered_by(dsv)
+}
+
+/// Slice visibility (Alg 5.4 line 22): the version itself and every dependency
+/// are within the snapshot, `maxDS(d.ds, {⟨d.sr, d.ut⟩}) ≤ sv`.
+pub(super) fn slice_visible(d: &Version, sv: &[Hlc]) -> bool {
+    sv.get(d.sr.idx()).is_some_and(|&t| d.ut <= t) && d.ds.covered_by(sv)
+}
+
+/// Every entry of `ds` except DC `m`'s is ≤ `dsv`: whatever `ds` names from
+/// remote DCs has reached every partition of this DC.
+pub(super) fn covered_remote(ds: &DepSet<Hlc>, dsv: &[Hlc], m: DcId) -> bool {
+    ds.entries().iter().all(|&(dc, t)| dc == m || dsv.get(dc.idx()).is_some_and(|&v| t <= v))
+}
+
+/// HLC counters at or above this, from outside, are refused: `updateHLC` adds 1
+/// to the counter and would overflow near `u32::MAX`.
+pub const HLC_COUNTER_LIMIT: u32 = u32::MAX / 2;
+
+pub(super) fn sane(t: Hlc) -> bool {
+    t.c < HLC_COUNTER_LIMIT
+}
+
+/// A dependency set as [`DepSet`] assumes it: sorted by DC, one entry each, DCs
+/// in range. Deserialisation does not guarantee any of that.
+pub(super) fn valid_ds(ds: &DepSet<Hlc>, dcs: usize) -> bool {
+    let e = ds.entries();
+    e.iter().all(|&(dc, t)| dc.idx() < dcs && sane(t)) && e.windows(2).all(|w| w[0].0 < w[1].0)
+}
+
+pub(super) fn valid_vector(v: &[Hlc], dcs: usize) -> bool {
+    v.len() == dcs && v.iter().all(|&t| sane(t))
+}
+
+pub(super) fn malformed(what: &str) -> OpError {
+    OpError::Aborted(format!("malformed {what}"))
+}

@@ -1,0 +1,635 @@
+use super::config::*;
+use super::msg::*;
+use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use causeway_core::{
+    ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, NodeRole, Observation, OpError, PartitionId, Server,
+    ServerEnv, Topology, Value, Versioned,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+/// Timer tokens.
+pub(super) const TIMER_HEARTBEAT: u64 = 1;
+pub(super) const TIMER_STABILIZE: u64 = 2;
+
+/// Keys GC examines per θ tick at most.
+pub const GC_KEYS_PER_TICK: usize = 64;
+
+/// Partition server p^m_n (§5.2).
+pub struct CsxServer {
+    cfg: Config,
+    topology: Arc<Topology>,
+    /// m, this server's DC.
+    m: DcId,
+    /// n, this server's partition.
+    partition: PartitionId,
+    /// The equivalents p^k_n, k ≠ m, in DC order.
+    peers: Vec<NodeId>,
+    /// VV: `VV[k]`, k ≠ m, is the latest timestamp received from p^k_n;
+    /// `VV[m]` is the local HLC, the highest `ut` assigned here.
+    pub(super) vv: Vec<Hlc>,
+    /// DSV: `DSV[j] = t` means this DC has received every write DC j made up to `t`.
+    pub(super) dsv: Vec<Hlc>,
+    /// This server's place in the DC's aggregation tree. `None` on service
+    /// nodes, which take no part in the protocol.
+    pub(super) tree: Option<StableTree<Hlc>>,
+    /// Whether a Replicate went out since the last heartbeat tick.
+    replicated_since_heartbeat: bool,
+    /// Remote versions stored but not yet admitted by line 3, indexed by
+    /// the DSV entry that holds each back: `pending_visible[i]` is a min-heap
+    /// on the `ds[i]` that must be reached. Growing `DSV[i]` pops only what it
+    /// unblocks, so admitting versions costs O(log n) each, not a scan per
+    /// DSV change.
+    pending_visible: Vec<BinaryHeap<Reverse<(Hlc, u64)>>>,
+    pending_slab: BTreeMap<u64, PendingVisible>,
+    next_pending: u64,
+    /// ROTXs this server coordinates, by id.
+    rots: BTreeMap<u64, RotInProgress>,
+    next_rot: u64,
+    /// ROTXs of tainted clients, waiting for the DSV (deviation 13).
+    parked_rots: Vec<ParkedRot>,
+    gc: Gc,
+}
+
+pub(super) struct PendingVisible {
+    key: Key,
+    order: (Hlc, DcId),
+    value: Value,
+    ds: DepSet<Hlc>,
+}
+
+/// A tainted client's ROTX waiting for the DSV to cover its taint.
+pub(super) struct ParkedRot {
+    from: ClientId,
+    keys: Vec<Key>,
+    wait: Vec<Hlc>,
+    since_us: u64,
+}
+
+/// A ROTX waiting for slices.
+pub(super) struct RotInProgress {
+    client: ClientId,
+    /// Line 12: the snapshot vector.
+    sv: Vec<Hlc>,
+    /// Results so far, in request order.
+    items: Vec<Option<ReadItem>>,
+    ds: DepSet<Hlc>,
+    /// Slices not yet answered: the server and the request positions it reads.
+    waiting: Vec<(NodeId, Vec<usize>)>,
+}
+
+impl RotInProgress {
+    fn absorb(&mut self, positions: &[usize], slice: SliceOk, dcs: usize) -> Result<(), OpError> {
+        if slice.items.len() != positions.len() || !valid_ds(&slice.ds, dcs) {
+            return Err(malformed("slice reply"));
+        }
+        for (&i, item) in positions.iter().zip(slice.items) {
+            self.items[i] = item;
+        }
+        self.ds.merge(&slice.ds);
+        Ok(())
+    }
+}
+
+pub(super) struct Gc {
+    /// `(local µs, DSV then)`, oldest first, one entry per θ tick in which the
+    /// DSV changed. Once any entry is `gc_grace_us` old, the front is the newest
+    /// such entry: the GC horizon.
+    history: VecDeque<(u64, Vec<Hlc>)>,
+    /// The largest `now_us` seen, so the history stays sorted when the clock
+    /// steps back. A step back pauses GC; it cannot make it early.
+    clock_us: u64,
+    /// Keys that had more than one version when last written, oldest first.
+    dirty: VecDeque<Key>,
+    dirty_set: BTreeSet<Key>,
+}
+
+impl CsxServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> Self {
+        let m = ctx.role.dc();
+        let dcs = ctx.topology.dcs();
+        let (partition, tree, peers) = match ctx.role {
+            NodeRole::Partition { partition, replica: 0, .. } => {
+                let tree = StableTree::new(&ctx.topology, ctx.id, cfg.tree_fanout);
+                let peers = ctx.topology.equivalents(partition).filter(|&(d, _)| d != m).map(|(_, n)| n).collect();
+                (partition, Some(tree), peers)
+            }
+            _ => (PartitionId(0), None, Vec::new()),
+        };
+        CsxServer {
+            cfg: cfg.clone(),
+            topology: ctx.topology,
+            m,
+            partition,
+            peers,
+            vv: vec![Hlc::ZERO; dcs],
+            dsv: vec![Hlc::ZERO; dcs],
+            tree,
+            replicated_since_heartbeat: false,
+            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
+            pending_slab: BTreeMap::new(),
+            next_pending: 0,
+            rots: BTreeMap::new(),
+            next_rot: 0,
+            parked_rots: Vec::new(),
+            gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
+        }
+    }
+}
+
+impl Server for CsxServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if self.tree.is_some() {
+            env.set_timer(self.cfg.heartbeat_interval_us, TIMER_HEARTBEAT);
+            env.set_timer(self.cfg.stabilization_interval_us, TIMER_STABILIZE);
+        }
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        match msg {
+            Msg::GetReq { key, dsv } => self.on_get(env, from, key, dsv),
+            Msg::PutReq { key, value, ds, dsv } => self.on_put(env, from, key, value, ds, dsv),
+            Msg::RotReq { keys, dsv, ds, wait } => self.on_rot(env, from, keys, dsv, ds, wait),
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        if self.tree.is_none() || !self.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::Replicate { key, version } => self.on_replicate(env, from, key, version),
+            Msg::Heartbeat { hlc } => self.on_heartbeat(from, hlc),
+            Msg::SliceReq { rot, keys, sv } => self.on_slice_req(env, from, rot, keys, sv),
+            Msg::SliceReply { rot, slice } => self.on_slice_reply(env, from, rot, slice),
+            Msg::StableReport { vv_min } => self.on_stable_report(from, vv_min),
+            Msg::StablePush { dsv } => self.on_stable_push(env, from, dsv),
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        match token {
+            TIMER_HEARTBEAT => self.heartbeat(env),
+            TIMER_STABILIZE => self.stabilize(env),
+            _ => {}
+        }
+    }
+}
+
+impl CsxServer {
+    /// Alg 5.2 lines 1–5.
+    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, key: Key, dsv: Vec<Hlc>) {
+        if let Err(e) = self.check_key(&key).and_then(|()| self.check_vector(&dsv)) {
+            env.reply(from, Msg::GetReply(Err(e)));
+            return;
+        }
+        // Line 2: DSV = max(DSV, dsv). The client's DSV is genuine: it came from this DC.
+        self.raise_dsv(env, dsv.iter().copied().enumerate());
+        // Line 3: the latest version that is local or whose dependencies are all stable.
+        let (m, dsv) = (self.m, &self.dsv);
+        let skip = self.cfg.mutant_skip_visibility_check;
+        let d = env.store().latest_where(&key, |d| skip || get_visible(d, m, dsv));
+        // Line 4: ds = maxDS(d.ds, {⟨d.sr, d.ut⟩}).
+        let (item, ds) = match d {
+            Some(d) => (Some(d.read_item()), d.full_ds()),
+            None => (None, DepSet::new()),
+        };
+        // Line 5.
+        env.reply(from, Msg::GetReply(Ok(GetOk { item, ds, dsv: self.dsv.clone() })));
+    }
+
+    /// Alg 5.2 lines 6–19. Never waits: the HLC moves past the dependency time.
+    fn on_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: ClientId,
+        key: Key,
+        value: Value,
+        ds: DepSet<Hlc>,
+        dsv: Vec<Hlc>,
+    ) {
+        if let Err(e) = self.check_key(&key).and_then(|()| self.check_ds(&ds)).and_then(|()| self.check_vector(&dsv)) {
+            env.reply(from, Msg::PutReply(Err(e)));
+            return;
+        }
+        // Line 7, as decided for §5.5: only the local entry of DS (see
+        // merge_client_ds), and instead the client's DSVc, a genuine DSV of
+        // this DC (deviation 12). Without it, a reader of this write could
+        // miss what the writer saw: the writer read x through a ROTX slice
+        // admitted by the coordinator's higher DSV, then wrote y here; a
+        // reader of y (visible at once, being local) then reads x's key at a
+        // partition whose DSV lags and gets an older x. The printed line 7
+        // closed that by merging DS, which §5.5 shows unsafe; DSVc is safe.
+        self.raise_dsv(env, dsv.iter().copied().enumerate());
+        self.merge_client_ds(env, &ds);
+        // Line 8: dt = max{ds values ∪ {DSV[m]}}. Including DSV[m] is what gives
+        // this write ut > sv[m] of any slice already read here (line 21).
+        let m = self.m.idx();
+        let dt = ds.max_value().unwrap_or(Hlc::ZERO).max(self.dsv[m]);
+        // Line 9: updateHLCforPut(dt), the HLC receive rule on VV[m].
+        let ut = self.vv[m].update(env.now_us(), dt);
+        let version = Version { value, ut, sr: self.m, ds };
+        self.apply(env, key.clone(), version.clone());
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ut.l });
+        env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));
+        // Line 19. Sent in ut order on FIFO channels, so a peer may set VV[m] = ut.
+        for &peer in &self.peers {
+            env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
+        }
+        self.replicated_since_heartbeat |= !self.peers.is_empty();
+    }
+
+    /// Alg 5.2 line 20: insert, and VV[k] = d.ut.
+    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+        let k = self.topology.dc_of(from);
+        let well_formed = self.peers.contains(&from)
+            && version.sr == k
+            && sane(version.ut)
+            && valid_ds(&version.ds, self.dsv.len())
+            && self.check_key(&key).is_ok();
+        if !well_formed {
+            return;
+        }
+        let (order, value, ds) = (version.order(), version.value.clone(), version.ds.clone());
+        let inserted = self.apply(env, key.clone(), version);
+        if order.0 > self.vv[k.idx()] {
+            self.vv[k.idx()] = order.0;
+        }
+        if inserted == Inserted::Duplicate {
+            return;
+        }
+        self.admit_or_park(env, PendingVisible { key, order, value, ds });
+    }
+
+    /// Report `p` visible if line 3 admits it, or park it on the first DSV
+    /// entry that still holds it back.
+    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
+        match p.ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]) {
+            None => self.report_if_read(env, &p.key, p.order, &p.value),
+            Some(&(dc, h)) => {
+                let id = self.next_pending;
+                self.next_pending += 1;
+                self.pending_visible[dc.idx()].push(Reverse((h, id)));
+                self.pending_slab.insert(id, p);
+            }
+        }
+    }
+
+    /// Alg 5.3: on ⟨Heartbeat hlc⟩ from p^k_n, VV[k] = hlc.
+    fn on_heartbeat(&mut self, from: NodeId, hlc: Hlc) {
+        if self.peers.contains(&from) && sane(hlc) {
+            let k = self.topology.dc_of(from).idx();
+            if hlc > self.vv[k] {
+                self.vv[k] = hlc;
+            }
+        }
+    }
+
+    /// Alg 5.4 lines 9–18: the ROTX coordinator.
+    fn on_rot(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: ClientId,
+        keys: Vec<Key>,
+        dsv: Vec<Hlc>,
+        ds: DepSet<Hlc>,
+        wait: Vec<Hlc>,
+    ) {
+        let checked = keys
+            .first()
+            .map_or(Ok(()), |k| self.check_key(k))
+            .and_then(|()| self.check_vector(&dsv))
+            .and_then(|()| self.check_vector(&wait))
+            .and_then(|()| self.check_ds(&ds));
+        if let Err(e) = checked {
+            env.reply(from, Msg::RotReply(Err(e)));
+            return;
+        }
+        // Line 10, as decided for §5.5: DSV = max(DSV, dsv), and DS only for the
+        // local entry (paper_dsv_merge: for every entry).
+        self.raise_dsv(env, dsv.iter().copied().enumerate());
+        self.merge_client_ds(env, &ds);
+        // Deviation 13: a tainted client's ROTX waits until this DSV covers
+        // the taint, so the snapshot includes what the tainted read depends on.
+        if wait.iter().zip(&self.dsv).any(|(w, d)| w > d) {
+            self.parked_rots.push(ParkedRot { from, keys, wait, since_us: env.now_us() });
+            return;
+        }
+        self.start_rot(env, from, keys);
+    }
+
+    /// Alg 5.4 lines 12–18: take the snapshot and ask the partitions.
+    fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, keys: Vec<Key>) {
+        // Line 12.
+        let sv = self.dsv.clone();
+        // Lines 13–17, one SliceReq per partition involved.
+        let mut by_partition: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            by_partition.entry(self.topology.partition_of(k)).or_default().push(i);
+        }
+        let mut rot =
+            RotInProgress { client: from, sv, items: vec![None; keys.len()], ds: DepSet::new(), waiting: Vec::new() };
+        if let Some(mine) = by_partition.remove(&self.partition) {
+            let mine_keys: Vec<Key> = mine.iter().map(|&i| keys[i].clone()).collect();
+            let dcs = self.dsv.len();
+            let read = self.slice(env, &mine_keys, &rot.sv).and_then(|s| rot.absorb(&mine, s, dcs));
+            if let Err(e) = read {
+                env.reply(from, Msg::RotReply(Err(e)));
+                return;
+            }
+        }
+        let mut targets = Vec::with_capacity(by_partition.len());
+        for (p, positions) in by_partition {
+            match self.topology.server(self.m, p) {
+                Some(node) => targets.push((node, positions)),
+                None => {
+                    env.reply(from, Msg::RotReply(Err(OpError::NoReplica)));
+                    return;
+                }
+            }
+        }
+        let id = self.next_rot;
+        self.next_rot += 1;
+        for (node, positions) in targets {
+            let keys = positions.iter().map(|&i| keys[i].clone()).collect();
+            env.send(node, Msg::SliceReq { rot: id, keys, sv: rot.sv.clone() });
+            rot.waiting.push((node, positions));
+        }
+        if rot.waiting.is_empty() {
+            Self::finish_rot(env, rot);
+        } else {
+            self.rots.insert(id, rot);
+        }
+    }
+
+    /// Alg 5.4 line 20, at a partition asked for a slice.
+    fn on_slice_req(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        rot: u64,
+        keys: Vec<Key>,
+        sv: Vec<Hlc>,
+    ) {
+        if self.topology.dc_of(from) != self.m {
+            return;
+        }
+        let slice = self
+            .check_vector(&sv)
+            .and_then(|()| keys.iter().try_for_each(|k| self.check_key(k)))
+            .and_then(|()| self.slice(env, &keys, &sv));
+        env.send(from, Msg::SliceReply { rot, slice });
+    }
+
+    /// Alg 5.4 lines 21–23.
+    fn slice(&mut self, env: &mut impl ServerEnv<Msg, Version>, keys: &[Key], sv: &[Hlc]) -> Result<SliceOk, OpError> {
+        // Line 21: DSV[m] = max(DSV[m], sv[m]). With line 8, any later local PUT here gets ut > sv[m].
+        let m = self.m.idx();
+        self.raise_dsv(env, [(m, sv[m])]);
+        let store = env.store();
+        let mut items = Vec::with_capacity(keys.len());
+        let mut ds = DepSet::new();
+        for key in keys {
+            // Line 22: the latest d with maxDS(d.ds, {⟨d.sr, d.ut⟩}) ≤ sv.
+            match store.latest_where(key, |d| slice_visible(d, sv)) {
+                Some(d) => {
+                    // Line 23.
+                    ds.merge(&d.full_ds());
+                    items.push(Some(d.read_item()));
+                }
+                // GC dropped what this snapshot would have read: fail rather than
+                // pretend the key had no version.
+                None if store.was_pruned(key) => return Err(OpError::Aborted("snapshot pruned".into())),
+                None => items.push(None),
+            }
+        }
+        Ok(SliceOk { items, ds })
+    }
+
+    /// Alg 5.4 lines 15–18, at the coordinator.
+    fn on_slice_reply(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        rot: u64,
+        slice: Result<SliceOk, OpError>,
+    ) {
+        let dcs = self.dsv.len();
+        let Some(st) = self.rots.get_mut(&rot) else { return };
+        let Some(pos) = st.waiting.iter().position(|w| w.0 == from) else { return };
+        let (_, positions) = st.waiting.swap_remove(pos);
+        let outcome = slice.and_then(|s| st.absorb(&positions, s, dcs));
+        let done = outcome.is_err() || st.waiting.is_empty();
+        if !done {
+            return;
+        }
+        let Some(st) = self.rots.remove(&rot) else { return };
+        match outcome {
+            Ok(()) => Self::finish_rot(env, st),
+            Err(e) => env.reply(st.client, Msg::RotReply(Err(e))),
+        }
+    }
+
+    /// Line 18: ⟨ROTXReply vset, sv, ds⟩.
+    fn finish_rot(env: &mut impl ServerEnv<Msg, Version>, rot: RotInProgress) {
+        env.reply(rot.client, Msg::RotReply(Ok(RotOk { items: rot.items, dsv: rot.sv, ds: rot.ds })));
+    }
+
+    /// A child's entry-wise min of its subtree's VVs.
+    fn on_stable_report(&mut self, from: NodeId, vv_min: Vec<Hlc>) {
+        if let Some(tree) = &mut self.tree
+            && valid_vector(&vv_min, self.dsv.len())
+        {
+            tree.on_report(from, vv_min);
+        }
+    }
+
+    /// The DC's stable vector from the parent: DSV = max(DSV, pushed); pass it down.
+    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, dsv: Vec<Hlc>) {
+        if self.topology.dc_of(from) != self.m || !valid_vector(&dsv, self.dsv.len()) {
+            return;
+        }
+        self.raise_dsv(env, dsv.iter().copied().enumerate());
+        self.push_down(env, &dsv);
+    }
+
+    // ------------------------------------------------------------ shared steps
+
+    /// Lines 7 and 10 for the client's DS. By default only `DSV[m]` (the
+    /// §5.5 decision: remote DS entries are reads, not stability, and merging
+    /// them can make DSV exceed DSV_real). `paper_dsv_merge` merges every entry
+    /// as printed.
+    fn merge_client_ds(&mut self, env: &mut impl ServerEnv<Msg, Version>, ds: &DepSet<Hlc>) {
+        if self.cfg.paper_dsv_merge {
+            self.raise_dsv(env, ds.entries().iter().map(|&(dc, t)| (dc.idx(), t)));
+        } else if let Some(t) = ds.get(self.m) {
+            self.raise_dsv(env, [(self.m.idx(), t)]);
+        }
+    }
+
+    /// Raise DSV entries; if any grew, admit pending remote versions.
+    fn raise_dsv(&mut self, env: &mut impl ServerEnv<Msg, Version>, entries: impl IntoIterator<Item = (usize, Hlc)>) {
+        let mut grew = false;
+        for (i, t) in entries {
+            if let Some(e) = self.dsv.get_mut(i)
+                && t > *e
+            {
+                *e = t;
+                grew = true;
+            }
+        }
+        if grew && let Some(least) = self.dsv.iter().map(|t| t.l).min() {
+            env.observe(Observation::Stable { stable_us: least });
+        }
+        if grew && !self.parked_rots.is_empty() {
+            let dsv = &self.dsv;
+            let (ready, parked): (Vec<ParkedRot>, Vec<ParkedRot>) = std::mem::take(&mut self.parked_rots)
+                .into_iter()
+                .partition(|r| r.wait.iter().zip(dsv).all(|(w, d)| w <= d));
+            self.parked_rots = parked;
+            for r in ready {
+                let waited_us = env.now_us().saturating_sub(r.since_us);
+                env.observe(Observation::Blocked { what: "rot_taint_wait", waited_us });
+                self.start_rot(env, r.from, r.keys);
+            }
+        }
+        if grew && !self.pending_slab.is_empty() {
+            let mut unblocked = Vec::new();
+            for (i, heap) in self.pending_visible.iter_mut().enumerate() {
+                while let Some(&Reverse((h, id))) = heap.peek() {
+                    if h > self.dsv[i] {
+                        break;
+                    }
+                    heap.pop();
+                    unblocked.push(id);
+                }
+            }
+            // Ascending ids: versions are reported in arrival order.
+            unblocked.sort_unstable();
+            for id in unblocked {
+                if let Some(p) = self.pending_slab.remove(&id) {
+                    self.admit_or_park(env, p);
+                }
+            }
+        }
+    }
+
+    /// Report a version admitted by line 3 if it is what a GET returns now.
+    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, order: (Hlc, DcId), value: &Value) {
+        let (m, dsv) = (self.m, &self.dsv);
+        let read = env.store().latest_where(key, |d| get_visible(d, m, dsv)).map(Versioned::order);
+        if read == Some(order) {
+            env.observe(Observation::Visible { key, value, origin: order.1, written_us: order.0.l });
+        }
+    }
+
+    /// Insert into the store and note the key for GC.
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
+        let store = env.store();
+        let inserted = store.insert(key.clone(), version);
+        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.gc.dirty_set.insert(key.clone()) {
+            self.gc.dirty.push_back(key);
+        }
+        inserted
+    }
+
+    fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, dsv: &[Hlc]) {
+        if let Some(tree) = &self.tree {
+            for &child in tree.children() {
+                env.send(child, Msg::StablePush { dsv: dsv.to_vec() });
+            }
+        }
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
+        if self.tree.is_some() && self.topology.partition_of(key) == self.partition {
+            Ok(())
+        } else {
+            Err(OpError::BadRequest(format!("key not stored at this server ({:?} of {:?})", self.partition, self.m)))
+        }
+    }
+
+    fn check_vector(&self, v: &[Hlc]) -> Result<(), OpError> {
+        if valid_vector(v, self.dsv.len()) {
+            Ok(())
+        } else {
+            Err(OpError::BadRequest(format!("a DSV needs {} entries with HLC counters below 2^31", self.dsv.len())))
+        }
+    }
+
+    fn check_ds(&self, ds: &DepSet<Hlc>) -> Result<(), OpError> {
+        if valid_ds(ds, self.dsv.len()) { Ok(()) } else { Err(OpError::BadRequest("malformed dependency set".into())) }
+    }
+
+    // ------------------------------------------------------------ timers
+
+    /// Every Δ (Alg 5.3): if no Replicate went out since the last tick,
+    /// updateHLC() and send `⟨Heartbeat VV[m]⟩` to every p^k_n, k ≠ m. The tick
+    /// happens even with no peers (M = 1): it is what moves DSV[m] on an idle
+    /// partition.
+    fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.replicated_since_heartbeat {
+            let hlc = self.vv[self.m.idx()].tick(env.now_us());
+            for &peer in &self.peers {
+                env.send(peer, Msg::Heartbeat { hlc });
+            }
+        }
+        self.replicated_since_heartbeat = false;
+        env.set_timer(self.cfg.heartbeat_interval_us, TIMER_HEARTBEAT);
+    }
+
+    /// Every θ (Alg 5.3): DSV = max(DSV, entry-wise min of the DC's VVs),
+    /// computed over the tree; then a bounded GC step.
+    fn stabilize(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let step = match &self.tree {
+            Some(tree) => tree.step(&self.vv),
+            None => return,
+        };
+        match step {
+            TreeStep::Report { parent, aggregate } => env.send(parent, Msg::StableReport { vv_min: aggregate }),
+            TreeStep::Stable(dsv) => {
+                self.raise_dsv(env, dsv.iter().copied().enumerate());
+                self.push_down(env, &dsv);
+            }
+            TreeStep::Waiting => {}
+        }
+        self.collect_garbage(env);
+        env.set_timer(self.cfg.stabilization_interval_us, TIMER_STABILIZE);
+    }
+
+    /// Record the DSV; then, on at most [`GC_KEYS_PER_TICK`] dirty keys, drop
+    /// versions older than the newest one slice-visible at the horizon (the
+    /// newest DSV at least `gc_grace_us` old).
+    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let g = &mut self.gc;
+        g.clock_us = g.clock_us.max(env.now_us());
+        let now_us = g.clock_us;
+        match g.history.back_mut() {
+            Some((at_us, dsv)) if *at_us == now_us => dsv.clone_from(&self.dsv),
+            Some((_, dsv)) if *dsv == self.dsv => {}
+            _ => g.history.push_back((now_us, self.dsv.clone())),
+        }
+        let grace_us = self.cfg.gc_grace_us;
+        let Some(h) = g.history.iter().rposition(|(at_us, _)| at_us.saturating_add(grace_us) <= now_us) else {
+            return;
+        };
+        g.history.drain(..h);
+        let horizon = &g.history[0].1;
+        let store = env.store();
+        for _ in 0..GC_KEYS_PER_TICK.min(g.dirty.len()) {
+            let Some(key) = g.dirty.pop_front() else { break };
+            store.gc_key(&key, |v| slice_visible(v, horizon));
+            if store.versions(&key).len() > 1 {
+                g.dirty.push_back(key);
+            } else {
+                g.dirty_set.remove(&key);
+            }
+        }
+    }
+}

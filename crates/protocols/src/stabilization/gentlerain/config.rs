@@ -1,0 +1,33 @@
+use serde::{Deserialize, Serialize};
+
+/// GentleRain's parameters (the `[protocol]` table).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Δ: a partition that sent no replicate since its previous heartbeat
+    /// tick sends its clock to its equivalents every Δ.
+    pub heartbeat_interval_us: u64,
+    /// θ: how often each partition runs a step of the GST tree (and GC).
+    pub stabilization_interval_us: u64,
+    /// Children per node of the per-DC GST aggregation tree.
+    pub tree_fanout: usize,
+    /// Versions are dropped only below a GST at least this old (local clock),
+    /// so ROTs whose snapshot is slightly behind still find their versions.
+    pub gc_grace_us: u64,
+    /// A ROT whose `dt` is more than this ahead of the coordinator's GST would
+    /// fall back to Eiger in the paper; here it fails with
+    /// [`OpError::Aborted`](causeway_core::OpError::Aborted). `u64::MAX` (the default): always wait.
+    pub rot_wait_threshold_us: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            heartbeat_interval_us: 10_000,
+            stabilization_interval_us: 5_000,
+            tree_fanout: 4,
+            gc_grace_us: 1_000_000,
+            rot_wait_threshold_us: u64::MAX,
+        }
+    }
+}

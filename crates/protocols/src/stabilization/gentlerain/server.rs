@@ -1,0 +1,575 @@
+use super::config::*;
+use super::msg::*;
+use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use causeway_core::{
+    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, NodeRole, Observation, PartitionId, Server, ServerEnv, Topology,
+    Value, vmin_entry,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// Timer tokens. Parked PUTs use `PUT_WAIT_TOKEN_BASE + id`.
+pub(super) const HEARTBEAT_TOKEN: u64 = 0;
+pub(super) const STABILIZE_TOKEN: u64 = 1;
+pub(super) const PUT_WAIT_TOKEN_BASE: u64 = 2;
+
+/// At most this many GC candidates are processed per stabilization tick.
+pub(super) const GC_KEYS_PER_TICK: usize = 512;
+
+/// A GentleRain node. Only partition primaries take part; any other node of
+/// a shared topology (a service node) ignores every input.
+pub struct GentleRainServer {
+    pub(super) part: Option<PartitionServer>,
+}
+
+impl GentleRainServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> GentleRainServer {
+        let part = match ctx.role {
+            NodeRole::Partition { dc, partition, replica: 0 } if ctx.topology.server(dc, partition) == Some(ctx.id) => {
+                Some(PartitionServer::new(cfg, &ctx, dc, partition))
+            }
+            _ => None,
+        };
+        GentleRainServer { part }
+    }
+}
+
+/// Partition server p^m_n.
+pub(super) struct PartitionServer {
+    cfg: Config,
+    topology: Arc<Topology>,
+    me: NodeId,
+    /// m: this server's DC.
+    dc: DcId,
+    /// n: this server's partition.
+    partition: PartitionId,
+    /// p^k_n for every k ≠ m, in DC order.
+    equivalents: Vec<(DcId, NodeId)>,
+    /// VV^m_n: entry k ≠ m is the latest `ut` or heartbeat received from
+    /// p^k_n; entry m is this server's clock (at the last stabilization tick
+    /// or local PUT).
+    pub(super) vv: Vec<TimeUs>,
+    /// GST^m_n: every version with `ut ≤ gst` has reached this DC (C2).
+    pub(super) gst: TimeUs,
+    pub(super) tree: StableTree<TimeUs>,
+    /// The tree parent, the only node whose [`Msg::StablePush`] is accepted.
+    tree_parent: Option<NodeId>,
+    /// Remote versions present but not yet admitted by GST, ⟨ut, sr, key⟩ →
+    /// value, so [`Observation::Visible`] fires exactly when GST passes them.
+    not_yet_visible: BTreeMap<(TimeUs, DcId, Key), Value>,
+    /// Whether a replicate went out since the last heartbeat tick.
+    replicated_since_heartbeat: bool,
+    /// PUTs waiting for the clock to pass their `dt` (C1), by id.
+    parked_puts: BTreeMap<u64, ParkedPut>,
+    next_put_id: u64,
+    /// ROTs waiting for `GST ≥ dt`, by ⟨dt, id⟩.
+    parked_rots: BTreeMap<(TimeUs, u64), ParkedRot>,
+    /// ROTs this server coordinates whose slices are outstanding, by id.
+    rots: BTreeMap<u64, RotInProgress>,
+    next_rot_id: u64,
+    /// ⟨local clock, GST⟩ each time GST rose, oldest first, trimmed to the
+    /// newest sample at least `gc_grace_us` old.
+    gst_history: VecDeque<(TimeUs, TimeUs)>,
+    /// ⟨ut, key⟩ of versions inserted and not yet considered by GC.
+    gc_queue: BTreeSet<(TimeUs, Key)>,
+}
+
+pub(super) struct ParkedPut {
+    client: ClientId,
+    key: Key,
+    value: Value,
+    dt: TimeUs,
+    parked_at_us: TimeUs,
+}
+
+pub(super) struct ParkedRot {
+    client: ClientId,
+    keys: Vec<Key>,
+    parked_at_us: TimeUs,
+}
+
+pub(super) struct RotInProgress {
+    client: ClientId,
+    /// One entry per requested key; `None` until its slice answers.
+    reads: Vec<Option<SliceRead>>,
+    /// Servers whose slice is outstanding, with the key positions they read.
+    awaiting: BTreeMap<NodeId, Vec<usize>>,
+    malformed: bool,
+}
+
+impl PartitionServer {
+    pub(super) fn new(cfg: &Config, ctx: &NodeCtx, dc: DcId, partition: PartitionId) -> Self {
+        let topology = ctx.topology.clone();
+        let fanout = cfg.tree_fanout.max(1);
+        let servers: Vec<NodeId> = topology.dc_servers(dc).collect();
+        let tree_parent =
+            servers.iter().position(|&n| n == ctx.id).filter(|&i| i > 0).map(|i| servers[(i - 1) / fanout]);
+        PartitionServer {
+            cfg: cfg.clone(),
+            me: ctx.id,
+            dc,
+            partition,
+            equivalents: topology.equivalents(partition).filter(|&(d, _)| d != dc).collect(),
+            vv: vec![0; topology.dcs()],
+            gst: 0,
+            tree: StableTree::new(&topology, ctx.id, fanout),
+            tree_parent,
+            not_yet_visible: BTreeMap::new(),
+            replicated_since_heartbeat: false,
+            parked_puts: BTreeMap::new(),
+            next_put_id: 0,
+            parked_rots: BTreeMap::new(),
+            rots: BTreeMap::new(),
+            next_rot_id: 0,
+            gst_history: VecDeque::new(),
+            gc_queue: BTreeSet::new(),
+            topology,
+        }
+    }
+
+    /// The DC of `from` if it is one of this partition's equivalents.
+    fn equivalent_dc(&self, from: NodeId) -> Option<DcId> {
+        self.equivalents.iter().find(|&&(_, n)| n == from).map(|&(d, _)| d)
+    }
+
+    /// GST = max(GST, g), for any `g` that is a stable time of this DC (a
+    /// tree result, or a GST a client or coordinator got from this DC).
+    /// Remote versions it admits become visible; parked ROTs it satisfies start.
+    /// Report a remote version visible if it is what a GET returns now: a
+    /// version that lost last-writer-wins to one already visible is never
+    /// read, so it is never reported (the meaning of `Observation::Visible`).
+    fn report_if_read(
+        &self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: &Key,
+        value: &Value,
+        origin: DcId,
+        written_us: TimeUs,
+    ) {
+        let (m, gst) = (self.dc, self.gst);
+        let read = env.store().latest_where(key, |d| d.sr == m || d.ut <= gst).map(|d| (d.ut, d.sr));
+        if read == Some((written_us, origin)) {
+            env.observe(Observation::Visible { key, value, origin, written_us });
+        }
+    }
+
+    fn raise_gst(&mut self, env: &mut impl ServerEnv<Msg, Version>, g: TimeUs) {
+        if g <= self.gst {
+            return;
+        }
+        self.gst = g;
+        env.observe(Observation::Stable { stable_us: g });
+        while let Some(e) = self.not_yet_visible.first_entry()
+            && e.key().0 <= g
+        {
+            let ((written_us, origin, key), value) = e.remove_entry();
+            self.report_if_read(env, &key, &value, origin, written_us);
+        }
+        while let Some(e) = self.parked_rots.first_entry()
+            && e.key().0 <= g
+        {
+            let ((_, id), rot) = e.remove_entry();
+            let waited_us = env.now_us().saturating_sub(rot.parked_at_us);
+            env.observe(Observation::Blocked { what: "rot_gst_wait", waited_us });
+            self.start_rot(env, id, rot.client, rot.keys);
+        }
+    }
+
+    // ------------------------------------------------------------ GET
+
+    /// ⟨GetReq k, gst⟩: GST = max(GST, gst) — the client's GST came from this
+    /// DC, so it is a real stable time — and return the latest version that
+    /// is local or stable.
+    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, key: Key, gst: TimeUs) {
+        self.raise_gst(env, gst);
+        let (m, gst) = (self.dc, self.gst);
+        let found = env.store().latest_where(&key, |d| d.sr == m || d.ut <= gst).map(|d| (d.value.clone(), d.ut));
+        let (value, ut) = match found {
+            Some((v, ut)) => (Some(v), ut),
+            None => (None, 0),
+        };
+        env.reply(client, Msg::GetReply { value, ut, gst });
+    }
+
+    // ------------------------------------------------------------ PUT
+
+    /// ⟨PutReq k, v, dt, gst⟩: GST = max(GST, gst) (deviation 1: the
+    /// writer's GST_c is a stable time of this DC, and readers of the new
+    /// version must learn it); wait until the clock exceeds dt (C1), then
+    /// write. The wait parks the request and sets a timer for the remaining skew.
+    fn on_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        key: Key,
+        value: Value,
+        dt: TimeUs,
+        gst: TimeUs,
+    ) {
+        if self.topology.partition_of(&key) != self.partition {
+            return; // misrouted (our client never does this); there is no error reply for a PUT
+        }
+        self.raise_gst(env, gst);
+        let now = env.now_us();
+        if self.may_write(env, &key, dt, now) {
+            self.apply_put(env, client, key, value, None);
+        } else {
+            let id = self.next_put_id;
+            self.next_put_id += 1;
+            env.set_timer(put_wait_us(dt, now), PUT_WAIT_TOKEN_BASE + id);
+            self.parked_puts.insert(id, ParkedPut { client, key, value, dt, parked_at_us: now });
+        }
+    }
+
+    /// C1 (`clock > dt`), and no version of `key` already carries ⟨now, m⟩.
+    fn may_write(&self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], dt: TimeUs, now: TimeUs) -> bool {
+        now > dt && env.store().exact(key, (now, self.dc)).is_none()
+    }
+
+    /// A parked PUT's timer fired: proceed if the clock has now passed `dt`,
+    /// otherwise wait again (the clock may drift, or have jumped).
+    fn recheck_parked_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64) {
+        let Some(p) = self.parked_puts.remove(&id) else { return };
+        let now = env.now_us();
+        if self.may_write(env, &p.key, p.dt, now) {
+            self.apply_put(env, p.client, p.key, p.value, Some(p.parked_at_us));
+        } else {
+            env.set_timer(put_wait_us(p.dt, now), PUT_WAIT_TOKEN_BASE + id);
+            self.parked_puts.insert(id, p);
+        }
+    }
+
+    /// Stamp with the clock, insert, acknowledge, replicate.
+    fn apply_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        key: Key,
+        value: Value,
+        parked_at_us: Option<TimeUs>,
+    ) {
+        // ut = the physical clock, as read now. NO guard against a clock that
+        // went backwards (no max with VV[m] or with the last ut): GentleRain
+        // has none, and a clock stepped back below a GST computed elsewhere
+        // breaks C2 (seed 000 §5.1.1, notes §5.6). The tests demonstrate it.
+        let ut = env.now_us();
+        if let Some(t0) = parked_at_us {
+            env.observe(Observation::Blocked { what: "put_clock_wait", waited_us: ut.saturating_sub(t0) });
+        }
+        let version = Version { value, ut, sr: self.dc };
+        env.store().insert(key.clone(), version.clone());
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: ut });
+        self.vv[self.dc.idx()] = ut;
+        env.reply(client, Msg::PutReply { ut });
+        // Sent as the version is created, so each FIFO channel carries this
+        // server's versions in `ut` order while the clock runs forwards.
+        for &(_, n) in &self.equivalents {
+            env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
+            self.replicated_since_heartbeat = true;
+        }
+        self.gc_queue.insert((ut, key));
+    }
+
+    // ------------------------------------------------------------ replication
+
+    /// ⟨Replicate d⟩ from p^k_n: insert d; `VV[k] = d.ut` (sound because the
+    /// channel is FIFO and p^k_n sends in `ut` order).
+    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+        let Some(k) = self.equivalent_dc(from) else { return };
+        if version.sr != k {
+            return; // GentleRain only replicates from the origin
+        }
+        self.vv[k.idx()] = version.ut;
+        let (ut, value) = (version.ut, version.value.clone());
+        if env.store().insert(key.clone(), version) == Inserted::Duplicate {
+            return;
+        }
+        self.gc_queue.insert((ut, key.clone()));
+        if ut <= self.gst {
+            self.report_if_read(env, &key, &value, k, ut);
+        } else {
+            self.not_yet_visible.insert((ut, k, key), value);
+        }
+    }
+
+    /// ⟨Heartbeat t⟩ from p^k_n: `VV[k] = t`.
+    fn on_heartbeat(&mut self, from: NodeId, clock: TimeUs) {
+        if let Some(k) = self.equivalent_dc(from) {
+            self.vv[k.idx()] = clock;
+        }
+    }
+
+    // ------------------------------------------------------------ GST tree
+
+    fn on_stable_report(&mut self, from: NodeId, vv: Vec<TimeUs>) {
+        if vv.len() == self.vv.len() {
+            self.tree.on_report(from, vv); // reports from non-children are ignored
+        }
+    }
+
+    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, gst: TimeUs) {
+        if Some(from) == self.tree_parent {
+            self.raise_gst(env, gst);
+            self.push_gst(env);
+        }
+    }
+
+    fn push_gst(&self, env: &mut impl ServerEnv<Msg, Version>) {
+        for &c in self.tree.children() {
+            env.send(c, Msg::StablePush { gst: self.gst });
+        }
+    }
+
+    // ------------------------------------------------------------ GET-ROTX
+
+    /// ⟨RotReq keys, dt, gst⟩ at the coordinator: wait until GST ≥ dt (the
+    /// snapshot must include everything the client depends on), then read.
+    fn on_rot(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        keys: Vec<Key>,
+        dt: TimeUs,
+        gst: TimeUs,
+    ) {
+        self.raise_gst(env, gst);
+        let id = self.next_rot_id;
+        self.next_rot_id += 1;
+        if dt <= self.gst {
+            self.start_rot(env, id, client, keys);
+        } else if dt - self.gst > self.cfg.rot_wait_threshold_us {
+            // The paper runs Eiger's ROT here; that fallback is not implemented.
+            let reason = format!(
+                "dt is {} µs ahead of GST, above rot_wait_threshold_us (the Eiger fallback is not implemented)",
+                dt - self.gst
+            );
+            env.reply(client, Msg::RotReply { outcome: RotOutcome::Aborted { reason }, gst: self.gst });
+        } else {
+            self.parked_rots.insert((dt, id), ParkedRot { client, keys, parked_at_us: env.now_us() });
+        }
+    }
+
+    /// snapshot = GST; ask every partition of this DC holding some of the
+    /// keys (this one directly) for its versions at the snapshot.
+    fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64, client: ClientId, keys: Vec<Key>) {
+        let snapshot = self.gst;
+        let mut slices: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            match self.topology.server_for_key(self.dc, k) {
+                Some(n) => slices.entry(n).or_default().push(i),
+                None => {
+                    let reason = "a key's partition is not stored in this DC".to_string();
+                    env.reply(client, Msg::RotReply { outcome: RotOutcome::Aborted { reason }, gst: self.gst });
+                    return;
+                }
+            }
+        }
+        let mut rot =
+            RotInProgress { client, reads: vec![None; keys.len()], awaiting: BTreeMap::new(), malformed: false };
+        let local = slices.remove(&self.me);
+        for (n, idx) in slices {
+            env.send(n, Msg::SliceReq { rot: id, keys: idx.iter().map(|&i| keys[i].clone()).collect(), snapshot });
+            rot.awaiting.insert(n, idx);
+        }
+        if let Some(idx) = local {
+            let mine: Vec<Key> = idx.iter().map(|&i| keys[i].clone()).collect();
+            let reads = read_slice(env, &mine, snapshot);
+            for (i, r) in idx.into_iter().zip(reads) {
+                rot.reads[i] = Some(r);
+            }
+        }
+        if rot.awaiting.is_empty() {
+            self.finish_rot(env, rot);
+        } else {
+            self.rots.insert(id, rot);
+        }
+    }
+
+    /// ⟨SliceReq keys, snapshot⟩ from a coordinator of this DC.
+    fn on_slice_req(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        rot: u64,
+        keys: Vec<Key>,
+        snapshot: TimeUs,
+    ) {
+        if self.topology.dc_of(from) != self.dc {
+            return;
+        }
+        self.raise_gst(env, snapshot);
+        let reads = read_slice(env, &keys, snapshot);
+        env.send(from, Msg::SliceReply { rot, reads });
+    }
+
+    fn on_slice_reply(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: u64, reads: Vec<SliceRead>) {
+        let Some(rot) = self.rots.get_mut(&id) else { return };
+        let Some(idx) = rot.awaiting.remove(&from) else { return };
+        if reads.len() == idx.len() {
+            for (i, r) in idx.into_iter().zip(reads) {
+                rot.reads[i] = Some(r);
+            }
+        } else {
+            rot.malformed = true;
+        }
+        if rot.awaiting.is_empty()
+            && let Some(rot) = self.rots.remove(&id)
+        {
+            self.finish_rot(env, rot);
+        }
+    }
+
+    /// ⟨RotReply values, GST⟩, or an abort if a slice was pruned.
+    fn finish_rot(&self, env: &mut impl ServerEnv<Msg, Version>, rot: RotInProgress) {
+        let mut values = Vec::with_capacity(rot.reads.len());
+        let mut max_ut = 0;
+        let mut outcome = None;
+        for r in rot.reads {
+            match r {
+                Some(SliceRead::Found { value, ut }) => {
+                    max_ut = max_ut.max(ut);
+                    values.push(Some(value));
+                }
+                Some(SliceRead::Absent) => values.push(None),
+                Some(SliceRead::Pruned) => outcome = Some("snapshot pruned"),
+                None => outcome = Some("malformed slice reply"),
+            }
+        }
+        if rot.malformed {
+            outcome = Some("malformed slice reply");
+        }
+        let outcome = match outcome {
+            Some(reason) => RotOutcome::Aborted { reason: reason.to_string() },
+            None => RotOutcome::Read { values, max_ut },
+        };
+        env.reply(rot.client, Msg::RotReply { outcome, gst: self.gst });
+    }
+
+    // ------------------------------------------------------------ timers
+
+    /// Every Δ: if no replicate went out since the last tick, send
+    /// ⟨Heartbeat clock⟩ so the equivalents' VV entries keep moving.
+    fn heartbeat_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.replicated_since_heartbeat {
+            let clock = env.now_us();
+            for &(_, n) in &self.equivalents {
+                env.send(n, Msg::Heartbeat { clock });
+            }
+        }
+        self.replicated_since_heartbeat = false;
+        env.set_timer(self.cfg.heartbeat_interval_us, HEARTBEAT_TOKEN);
+    }
+
+    /// Every θ: `VV[m] = clock`; one step of the GST tree (report the subtree's
+    /// entry-wise min up; at the root, GST = max(GST, min of all entries) and
+    /// push it down); then a bounded round of GC.
+    fn stabilization_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let now = env.now_us();
+        self.vv[self.dc.idx()] = now; // as read: a clock stepped back reports its lower value
+        match self.tree.step(&self.vv) {
+            TreeStep::Report { parent, aggregate } => env.send(parent, Msg::StableReport { vv: aggregate }),
+            TreeStep::Stable(aggregate) => {
+                self.raise_gst(env, vmin_entry(&aggregate).unwrap_or(0));
+                self.push_gst(env);
+            }
+            TreeStep::Waiting => {}
+        }
+        self.collect_garbage(env, now);
+        env.set_timer(self.cfg.stabilization_interval_us, STABILIZE_TOKEN);
+    }
+
+    /// Drop versions no reader can need: for up to [`GC_KEYS_PER_TICK`] keys
+    /// that received a version with `ut ≤ old_gst`, where `old_gst` is the GST
+    /// of at least `gc_grace_us` ago, keep the newest version with
+    /// `ut ≤ old_gst` and everything after it. GETs never read below it (GST
+    /// only grows), and ROTs only if their snapshot is older than `old_gst` —
+    /// their slice then answers [`SliceRead::Pruned`].
+    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>, now: TimeUs) {
+        if self.gst_history.back().is_none_or(|&(_, g)| g < self.gst) {
+            self.gst_history.push_back((now, self.gst));
+        }
+        let Some(cutoff) = now.checked_sub(self.cfg.gc_grace_us) else { return };
+        while self.gst_history.len() >= 2 && self.gst_history[1].0 <= cutoff {
+            self.gst_history.pop_front();
+        }
+        let old_gst = match self.gst_history.front() {
+            Some(&(at, g)) if at <= cutoff => g,
+            _ => return,
+        };
+        for _ in 0..GC_KEYS_PER_TICK {
+            match self.gc_queue.first() {
+                Some(&(ut, _)) if ut <= old_gst => {}
+                _ => break,
+            }
+            let Some((_, key)) = self.gc_queue.pop_first() else { break };
+            env.store().gc_key(&key, |d| d.ut <= old_gst);
+        }
+    }
+}
+
+/// How long a PUT with dependency time `dt` still has to wait at `now`.
+pub(super) fn put_wait_us(dt: TimeUs, now: TimeUs) -> u64 {
+    dt.saturating_sub(now) + 1
+}
+
+/// Each key's latest version with `ut ≤ snapshot`, of any origin: local
+/// versions newer than the snapshot are excluded too, or a later local write
+/// could appear without what it depends on. The client's own writes have
+/// `ut ≤ dt ≤ snapshot`, so it reads them.
+pub(super) fn read_slice(env: &mut impl ServerEnv<Msg, Version>, keys: &[Key], snapshot: TimeUs) -> Vec<SliceRead> {
+    let store = env.store();
+    keys.iter()
+        .map(|k| match store.latest_where(k, |d| d.ut <= snapshot) {
+            Some(d) => SliceRead::Found { value: d.value.clone(), ut: d.ut },
+            None if store.was_pruned(k) => SliceRead::Pruned,
+            None => SliceRead::Absent,
+        })
+        .collect()
+}
+
+impl Server for GentleRainServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let Some(s) = self.part.as_mut() else { return };
+        s.vv[s.dc.idx()] = env.now_us();
+        env.set_timer(s.cfg.heartbeat_interval_us, HEARTBEAT_TOKEN);
+        env.set_timer(s.cfg.stabilization_interval_us, STABILIZE_TOKEN);
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        let Some(s) = self.part.as_mut() else { return };
+        match msg {
+            Msg::GetReq { key, gst } => s.on_get(env, from, key, gst),
+            Msg::PutReq { key, value, dt, gst } => s.on_put(env, from, key, value, dt, gst),
+            Msg::RotReq { keys, dt, gst } => s.on_rot(env, from, keys, dt, gst),
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        let Some(s) = self.part.as_mut() else { return };
+        if !s.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::Replicate { key, version } => s.on_replicate(env, from, key, version),
+            Msg::Heartbeat { clock } => s.on_heartbeat(from, clock),
+            Msg::StableReport { vv } => s.on_stable_report(from, vv),
+            Msg::StablePush { gst } => s.on_stable_push(env, from, gst),
+            Msg::SliceReq { rot, keys, snapshot } => s.on_slice_req(env, from, rot, keys, snapshot),
+            Msg::SliceReply { rot, reads } => s.on_slice_reply(env, from, rot, reads),
+            _ => {} // client traffic never comes from peers
+        }
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        let Some(s) = self.part.as_mut() else { return };
+        match token {
+            HEARTBEAT_TOKEN => s.heartbeat_tick(env),
+            STABILIZE_TOKEN => s.stabilization_tick(env),
+            t => s.recheck_parked_put(env, t - PUT_WAIT_TOKEN_BASE),
+        }
+    }
+}
