@@ -42,7 +42,7 @@ use causeway_core::{
 use causeway_net::frame::{Wire, decode, encode};
 use causeway_protocols::cops::{self, Cops};
 use causeway_protocols::cops_gt::{self, CopsGt};
-use causeway_protocols::explicit_deps::dep_check::{Dep, Stamp};
+use causeway_protocols::explicit_deps::replication::{Dep, Stamp};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::cmp::Reverse;

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, fail_unsupported};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-use crate::explicit_deps::dep_check::{Dep, DepVersion, PathMsg, Stamp};
+use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
 use crate::kit::client::payload;
 use causeway_core::{Key, Message, Value, Versioned};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 use super::*;
-use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, client_traffic, put, rot, text};
 use causeway_core::DcId;
 use causeway_core::{ClientCtx, ClientId, Key, Message, NodeId, Op, OpResult, Protocol, Topology};
