@@ -19,12 +19,6 @@ pub fn client_server_for<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: &
     }
 }
 
-/// Bytes of the keys and values given: a message's user payload, for
-/// [`causeway_core::Message::payload_bytes`].
-pub fn payload<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> usize {
-    parts.into_iter().map(<[u8]>::len).sum()
-}
-
 /// Complete an operation the protocol does not implement with a typed error.
 pub fn fail_unsupported<M>(env: &mut impl ClientEnv<M>, kind: OpKind) {
     env.complete(OpResult::Failed(OpError::Unsupported(kind)));

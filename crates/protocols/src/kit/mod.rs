@@ -3,4 +3,5 @@
 //! network the step-by-step tests drive.
 
 pub mod client;
+pub mod msg;
 pub mod testkit;

@@ -1,4 +1,4 @@
-use causeway_core::{DcId, Key, Message, Value, Versioned};
+use causeway_core::{DcId, Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -10,18 +10,11 @@ pub enum Msg {
     Replicate { key: Key, version: Version },
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply { .. } => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply => "put_reply",
-            Msg::Replicate { .. } => "replicate",
-        }
-    }
-    fn is_client(&self) -> bool {
-        !matches!(self, Msg::Replicate { .. })
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, PutReq, PutReply;
+        peer: Replicate;
+        nested: ;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {

@@ -1,6 +1,6 @@
 use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
-use crate::kit::client::payload;
-use causeway_core::{Key, Message, Value, Versioned};
+use crate::kit::msg::payload;
+use causeway_core::{Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 /// Every message of the protocol.
@@ -21,19 +21,11 @@ pub enum Msg {
     Path(PathMsg),
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply { .. } => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply { .. } => "put_reply",
-            Msg::Replicate { .. } => "replicate",
-            Msg::Path(p) => p.kind(),
-        }
-    }
-    fn is_client(&self) -> bool {
-        matches!(self, Msg::GetReq { .. } | Msg::GetReply { .. } | Msg::PutReq { .. } | Msg::PutReply { .. })
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, PutReq, PutReply;
+        peer: Replicate;
+        nested: Path;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {

@@ -129,7 +129,7 @@ impl CopsGtClient {
         let attempt = self.next_attempt();
         for (i, key) in keys.iter().enumerate() {
             let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), at: None });
+            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone() });
         }
         let n = keys.len();
         self.op = Some(InFlight::Trans(Trans {
@@ -166,7 +166,7 @@ impl CopsGtClient {
                 let have = t.results[i].as_ref().map_or(Stamp::NONE, |r| r.stamp);
                 if ccv[i] > have {
                     let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-                    env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), at: Some(ccv[i]) });
+                    env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at: ccv[i] });
                     t.awaited += 1;
                 }
             }
@@ -192,7 +192,7 @@ impl Client for CopsGtClient {
             Op::Get { key } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let attempt = self.next_attempt();
-                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone(), at: None });
+                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone() });
                 self.op = Some(InFlight::Get { key });
             }
             // write(key, value): all dependencies, the nearest marked (§2.6).

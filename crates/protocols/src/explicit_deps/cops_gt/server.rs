@@ -67,13 +67,14 @@ impl Server for CopsGtServer {
         }
         match msg {
             // read_by_time (§2.4, §2.8); reads never block.
-            Msg::Read { attempt, idx, key, at } => {
-                let read = match at {
-                    None => Ok(env.store().latest_where(&key, Version::committed).map(Version::read)),
-                    Some(s) => match env.store().exact(&key, s) {
-                        Some(v) if v.committed() => Ok(Some(v.read())),
-                        _ => Err(()),
-                    },
+            Msg::Read { attempt, idx, key } => {
+                let read = Ok(env.store().latest_where(&key, Version::committed).map(Version::read));
+                env.reply(from, Msg::ReadReply { attempt, idx, read });
+            }
+            Msg::ReadAt { attempt, idx, key, at } => {
+                let read = match env.store().exact(&key, at) {
+                    Some(v) if v.committed() => Ok(Some(v.read())),
+                    _ => Err(()),
                 };
                 env.reply(from, Msg::ReadReply { attempt, idx, read });
             }

@@ -72,16 +72,7 @@ pub enum PathMsg {
     },
 }
 
-impl PathMsg {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            PathMsg::DepCheck { .. } => "dep_check",
-            PathMsg::DepOk { .. } => "dep_ok",
-            PathMsg::Through { .. } => "through",
-            PathMsg::Settled { .. } => "settled",
-        }
-    }
-}
+crate::impl_kinds!(PathMsg: DepCheck, DepOk, Through, Settled);
 
 /// The topology both COPS variants need: the paper's equivalent nodes
 /// replicate every key range to every DC, one logical server per range.

@@ -1,5 +1,5 @@
-use crate::kit::client::payload;
-use causeway_core::{DcId, Key, Message, Value, Versioned};
+use crate::kit::msg::payload;
+use causeway_core::{DcId, Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 /// A physical-clock time in µs. Every GentleRain timestamp — a version's
@@ -61,33 +61,11 @@ pub enum SliceRead {
     Pruned,
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply { .. } => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply { .. } => "put_reply",
-            Msg::RotReq { .. } => "rot_req",
-            Msg::RotReply { .. } => "rot_reply",
-            Msg::SliceReq { .. } => "slice_req",
-            Msg::SliceReply { .. } => "slice_reply",
-            Msg::Replicate { .. } => "replicate",
-            Msg::Heartbeat { .. } => "heartbeat",
-            Msg::StableReport { .. } => "stable_report",
-            Msg::StablePush { .. } => "stable_push",
-        }
-    }
-    fn is_client(&self) -> bool {
-        matches!(
-            self,
-            Msg::GetReq { .. }
-                | Msg::GetReply { .. }
-                | Msg::PutReq { .. }
-                | Msg::PutReply { .. }
-                | Msg::RotReq { .. }
-                | Msg::RotReply { .. }
-        )
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, PutReq, PutReply, RotReq, RotReply;
+        peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
+        nested: ;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
