@@ -2,7 +2,7 @@ use super::*;
 use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, client_traffic, put, rot, text};
 use causeway_core::DcId;
-use causeway_core::{ClientCtx, ClientId, Key, Message, NodeId, Op, OpResult, Protocol, Topology};
+use causeway_core::{ClientCtx, ClientId, Key, NodeId, Op, OpResult, Protocol, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
