@@ -4,4 +4,5 @@
 
 pub mod client;
 pub mod msg;
+pub mod node;
 pub mod testkit;

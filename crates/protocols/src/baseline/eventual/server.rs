@@ -1,5 +1,6 @@
 use super::config::*;
 use super::msg::*;
+use crate::kit::node::equivalents_elsewhere;
 use causeway_core::{ClientId, DcId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Topology};
 use std::sync::Arc;
 
@@ -49,9 +50,7 @@ impl Server for EventualServer {
                 });
                 env.reply(from, Msg::PutReply);
                 let p = self.topology.partition_of(&key);
-                let peers: Vec<NodeId> =
-                    self.topology.equivalents(p).filter(|&(d, _)| d != self.dc).map(|(_, n)| n).collect();
-                for n in peers {
+                for n in equivalents_elsewhere(&self.topology, p, self.dc) {
                     env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
                 }
             }

@@ -33,7 +33,8 @@
 
 use super::msg::{Dep, DepVersion, PathMsg, Stamp};
 use super::settle::Settle;
-use causeway_core::{Key, MvStore, NodeCtx, NodeId, NodeRole, Observation, ServerEnv, Topology};
+use crate::kit::node::{equivalents_elsewhere, served_partition};
+use causeway_core::{Key, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -118,12 +119,9 @@ impl DepNode {
     /// before it is settled (see [`Settle::new`]).
     pub fn new(ctx: &NodeCtx, settle: Settle) -> DepNode {
         let topology = ctx.topology.clone();
-        let (dc, serving, equivalents) = match ctx.role {
-            NodeRole::Partition { dc, partition, replica: 0 } if topology.server(dc, partition) == Some(ctx.id) => {
-                let eq = topology.equivalents(partition).filter(|&(d, _)| d != dc).map(|(_, n)| n).collect();
-                (dc, true, eq)
-            }
-            role => (role.dc(), false, Vec::new()),
+        let (dc, serving, equivalents) = match served_partition(ctx) {
+            Some((dc, partition)) => (dc, true, equivalents_elsewhere(&topology, partition, dc)),
+            None => (ctx.role.dc(), false, Vec::new()),
         };
         DepNode {
             topology,

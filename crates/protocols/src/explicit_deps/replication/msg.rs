@@ -77,15 +77,11 @@ crate::impl_kinds!(PathMsg: DepCheck, DepOk, Through, Settled);
 /// The topology both COPS variants need: the paper's equivalent nodes
 /// replicate every key range to every DC, one logical server per range.
 pub fn validate_topology(name: &str, topology: &Topology) -> Result<(), String> {
-    if !topology.is_full_replication() {
-        return Err(format!(
-            "{name} needs full replication (topology.replication = full): a remote write's dependencies are \
-             checked at their keys' servers in the receiving DC"
-        ));
-    }
-    if topology.spec().replicas_per_partition != 1 {
-        return Err(format!("{name} has no intra-DC replication: topology.replicas_per_partition must be 1"));
-    }
+    crate::kit::node::require_full_replication(
+        name,
+        topology,
+        "a remote write's dependencies are checked at their keys' servers in the receiving DC",
+    )?;
     if topology.nodes() > 1 << Stamp::NODE_BITS {
         return Err(format!("{name} stamps carry a {}-bit node id: at most 65 536 nodes", Stamp::NODE_BITS));
     }

@@ -1,9 +1,10 @@
 use super::config::*;
 use super::msg::*;
+use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
-    ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, NodeRole, Observation, OpError, PartitionId, Server,
-    ServerEnv, Topology, Value, Versioned,
+    ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
+    Topology, Value, Versioned,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -109,13 +110,12 @@ impl CsxServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> Self {
         let m = ctx.role.dc();
         let dcs = ctx.topology.dcs();
-        let (partition, tree, peers) = match ctx.role {
-            NodeRole::Partition { partition, replica: 0, .. } => {
+        let (partition, tree, peers) = match served_partition(&ctx) {
+            Some((_, partition)) => {
                 let tree = StableTree::new(&ctx.topology, ctx.id, cfg.tree_fanout);
-                let peers = ctx.topology.equivalents(partition).filter(|&(d, _)| d != m).map(|(_, n)| n).collect();
-                (partition, Some(tree), peers)
+                (partition, Some(tree), equivalents_elsewhere(&ctx.topology, partition, m))
             }
-            _ => (PartitionId(0), None, Vec::new()),
+            None => (PartitionId(0), None, Vec::new()),
         };
         CsxServer {
             cfg: cfg.clone(),

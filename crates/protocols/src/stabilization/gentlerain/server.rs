@@ -1,9 +1,10 @@
 use super::config::*;
 use super::msg::*;
+use crate::kit::node::served_partition;
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
-    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, NodeRole, Observation, PartitionId, Server, ServerEnv, Topology,
-    Value, vmin_entry,
+    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology, Value,
+    vmin_entry,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -24,12 +25,7 @@ pub struct GentleRainServer {
 
 impl GentleRainServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> GentleRainServer {
-        let part = match ctx.role {
-            NodeRole::Partition { dc, partition, replica: 0 } if ctx.topology.server(dc, partition) == Some(ctx.id) => {
-                Some(PartitionServer::new(cfg, &ctx, dc, partition))
-            }
-            _ => None,
-        };
+        let part = served_partition(&ctx).map(|(dc, partition)| PartitionServer::new(cfg, &ctx, dc, partition));
         GentleRainServer { part }
     }
 }
