@@ -19,6 +19,17 @@ pub fn client_server_for<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: &
     }
 }
 
+/// The server of each key, in order, or `None` (the operation failed with
+/// [`OpError::NoReplica`]) before anything is sent: a fan-out either
+/// reaches every key's server or does not start.
+pub fn client_servers_for<'a, M>(
+    ctx: &ClientCtx,
+    env: &mut impl ClientEnv<M>,
+    keys: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<Vec<NodeId>> {
+    keys.into_iter().map(|k| client_server_for(ctx, env, k)).collect()
+}
+
 /// Complete an operation the protocol does not implement with a typed error.
 pub fn fail_unsupported<M>(env: &mut impl ClientEnv<M>, kind: OpKind) {
     env.complete(OpResult::Failed(OpError::Unsupported(kind)));

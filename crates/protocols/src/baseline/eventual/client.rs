@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::kit::client::{client_server_for, fail_unsupported};
+use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpResult, Value};
 
 pub struct EventualClient {
@@ -41,11 +41,7 @@ impl EventualClient {
     /// Send every write to its key's server; finish when all are
     /// acknowledged, as a WOT, or as a read-write transaction with `read`.
     fn put_all(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>, read: Option<Vec<Option<Value>>>) {
-        let mut targets = Vec::with_capacity(writes.len());
-        for (k, _) in &writes {
-            let Some(to) = client_server_for(&self.ctx, env, k) else { return };
-            targets.push(to);
-        }
+        let Some(targets) = client_servers_for(&self.ctx, env, writes.iter().map(|(k, _)| &k[..])) else { return };
         if writes.is_empty() {
             return env.complete(read.map_or(OpResult::Wot, OpResult::Txn));
         }
@@ -72,11 +68,7 @@ impl Client for EventualClient {
                 env.send(to, Msg::PutReq { key, value });
             }
             Op::Rot { keys } => {
-                let mut targets = Vec::with_capacity(keys.len());
-                for k in &keys {
-                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
-                    targets.push(to);
-                }
+                let Some(targets) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
                 if keys.is_empty() {
                     env.complete(OpResult::Rot(Vec::new()));
                     return;
@@ -89,11 +81,7 @@ impl Client for EventualClient {
             }
             Op::Wot { writes } => self.put_all(env, writes, None),
             Op::Txn { reads, writes } => {
-                let mut targets = Vec::with_capacity(reads.len());
-                for k in &reads {
-                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
-                    targets.push(to);
-                }
+                let Some(targets) = client_servers_for(&self.ctx, env, reads.iter().map(|k| &k[..])) else { return };
                 if reads.is_empty() {
                     return self.put_all(env, writes, Some(Vec::new()));
                 }
