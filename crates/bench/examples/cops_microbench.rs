@@ -87,7 +87,7 @@ impl Variant for CopsGt {
         cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest }
     }
     fn get(key: Key) -> cops_gt::Msg {
-        cops_gt::Msg::Read { attempt: 0, idx: 0, key, at: None }
+        cops_gt::Msg::Read { attempt: 0, idx: 0, key }
     }
     fn put_stamp(reply: &cops_gt::Msg) -> Option<Stamp> {
         match reply {

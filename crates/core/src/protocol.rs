@@ -280,6 +280,14 @@ pub trait Protocol: 'static {
     type Server: Server<Msg = Self::Msg, Version = Self::Version> + Send + 'static;
     type Client: Client<Msg = Self::Msg> + Send + 'static;
 
+    /// Deliberately broken variants: names of boolean `Config` fields that
+    /// each switch off a check the protocol's safety rests on. The
+    /// conformance suite (`crates/sim/tests/conformance.rs`) runs every
+    /// registered protocol with each of them set and fails unless its
+    /// scenarios catch the breakage — the proof that those scenarios can
+    /// fail at all. Empty for a protocol that promises nothing to break.
+    const MUTANTS: &'static [&'static str] = &[];
+
     /// Check a config against a topology before any node starts.
     fn validate(_cfg: &Self::Config, _topology: &Topology) -> Result<(), String> {
         Ok(())

@@ -3,16 +3,33 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
-    GetReq { key: Key },
-    GetReply { key: Key, value: Option<Value> },
-    PutReq { key: Key, value: Value },
+    GetReq {
+        key: Key,
+    },
+    GetReply {
+        key: Key,
+        value: Option<Value>,
+    },
+    PutReq {
+        key: Key,
+        value: Value,
+    },
     PutReply,
-    Replicate { key: Key, version: Version },
+    /// The server does not store `key` (the client's placement is wrong):
+    /// the request is refused, never silently dropped or misapplied.
+    Refused {
+        key: Key,
+        reason: String,
+    },
+    Replicate {
+        key: Key,
+        version: Version,
+    },
 }
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReq, PutReply;
+        client: GetReq, GetReply, PutReq, PutReply, Refused;
         peer: Replicate;
         nested: ;
     }
@@ -30,6 +47,7 @@ crate::impl_message! {
             Msg::PutReq { key, value } | Msg::Replicate { key, version: Version { value, .. } } => {
                 key.len() + value.len()
             }
+            Msg::Refused { key, .. } => key.len(),
             Msg::PutReply => 0,
         }
     }

@@ -68,6 +68,7 @@ impl Client for CopsClient {
                 }
                 Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },
+            (Some(_), Msg::Refused { reason }) => env.complete(OpResult::Failed(OpError::BadRequest(reason))),
             (p, _) => self.pending = p, // a stray reply: ignore it
         }
     }

@@ -75,6 +75,7 @@ impl Protocol for Cops {
     const NAME: &'static str = "cops";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;

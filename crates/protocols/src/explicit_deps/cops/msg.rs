@@ -11,6 +11,8 @@ pub enum Msg {
     /// The latest version, or `Stamp::NONE` and no value; `never_depend`
     /// when it is committed in every DC (§6.1).
     GetReply { value: Option<Value>, stamp: Stamp, never_depend: bool },
+    /// A read refused: this server does not own the key.
+    Refused { reason: String },
     /// `write_after(key, value, one_hop)`.
     PutReq { key: Key, value: Value, deps: Vec<Dep> },
     /// The write's stamp, or why it was refused.
@@ -23,7 +25,7 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReq, PutReply;
+        client: GetReq, GetReply, Refused, PutReq, PutReply;
         peer: Replicate;
         nested: Path;
     }

@@ -43,6 +43,9 @@ impl Server for CopsServer {
         }
         match msg {
             Msg::GetReq { key } => {
+                if let Err(reason) = self.node.check_owner(&key) {
+                    return env.reply(from, Msg::Refused { reason });
+                }
                 let (value, stamp, never_depend) = match env.store().latest_where(&key, Version::committed) {
                     Some(v) => (Some(v.value.clone()), v.stamp, self.node.settle.is_settled(v.stamp)),
                     None => (None, Stamp::NONE, false),

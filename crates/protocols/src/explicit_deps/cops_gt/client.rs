@@ -261,6 +261,12 @@ impl Client for CopsGtClient {
                     self.op = Some(InFlight::Trans(t));
                 }
             }
+            // The rest of a refused attempt's replies are stale: ignored.
+            (Some(InFlight::Get { .. } | InFlight::Trans(_)), Msg::Refused { attempt, reason })
+                if attempt == self.attempt =>
+            {
+                env.complete(OpResult::Failed(OpError::BadRequest(reason)))
+            }
             (op, _) => self.op = op, // a stray or stale reply: ignore it
         }
     }

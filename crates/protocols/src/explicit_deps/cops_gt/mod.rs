@@ -94,6 +94,7 @@ impl Protocol for CopsGt {
     const NAME: &'static str = "copsgt";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;

@@ -27,6 +27,9 @@ pub enum Msg {
     /// `Ok(None)`: the key has no version; `Err(())`: version `at` was
     /// garbage-collected (the transaction restarts).
     ReadReply { attempt: u32, idx: u32, read: Result<Option<Read>, ()> },
+    /// A read refused: this server does not own the key. Fails the
+    /// operation attempt `attempt`.
+    Refused { attempt: u32, reason: String },
     /// `write_after(key, value, deps, nearest)`; `nearest` indexes `deps`.
     PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32> },
     /// The write's stamp and the usable global checkpoint (a Lamport time),
@@ -46,7 +49,7 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: Read, ReadAt, ReadReply, PutReq, PutReply;
+        client: Read, ReadAt, ReadReply, Refused, PutReq, PutReply;
         peer: Replicate, NodeBound, RangeBound;
         nested: Path;
     }

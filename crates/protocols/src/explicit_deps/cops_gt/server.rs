@@ -65,6 +65,11 @@ impl Server for CopsGtServer {
         if !self.node.serving {
             return;
         }
+        if let Msg::Read { attempt, key, .. } | Msg::ReadAt { attempt, key, .. } = &msg
+            && let Err(reason) = self.node.check_owner(key)
+        {
+            return env.reply(from, Msg::Refused { attempt: *attempt, reason });
+        }
         match msg {
             // read_by_time (§2.4, §2.8); reads never block.
             Msg::Read { attempt, idx, key } => {

@@ -251,12 +251,21 @@ impl DepNode {
         }
     }
 
+    /// Refuse a request for a key this node does not own: the client's
+    /// placement is wrong, and an answer would mislead it (an empty read, a
+    /// write no correctly placed reader would find).
+    pub fn check_owner(&self, key: &Key) -> Result<(), String> {
+        if self.topology.server_for_key(self.dc, key) == Some(self.me) {
+            Ok(())
+        } else {
+            Err(format!("node {} does not own this key", self.me))
+        }
+    }
+
     /// Refuse a write whose key this node does not own, or whose
     /// dependencies name nodes that cannot have stamped them.
     pub fn check_request(&self, key: &Key, deps: &[Dep]) -> Result<(), String> {
-        if self.topology.server_for_key(self.dc, key) != Some(self.me) {
-            return Err("this node does not own the key".into());
-        }
+        self.check_owner(key)?;
         for d in deps {
             let p = self.topology.partition_of(&d.key);
             let origin = d.stamp.origin();

@@ -137,6 +137,7 @@ impl Protocol for CausalSpartanX {
     const NAME: &'static str = "causalspartanx";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_visibility_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;

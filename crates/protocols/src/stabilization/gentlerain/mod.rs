@@ -104,6 +104,7 @@ impl Protocol for GentleRain {
     const NAME: &'static str = "gentlerain";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_gst_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;

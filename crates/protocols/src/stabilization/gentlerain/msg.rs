@@ -17,6 +17,8 @@ pub enum Msg {
     PutReq { key: Key, value: Value, dt: TimeUs, gst: TimeUs },
     /// ⟨PutReply ut⟩.
     PutReply { ut: TimeUs },
+    /// A GET or PUT refused: this server does not store the key.
+    Refused { reason: String },
     /// GET-ROTX ⟨keys, DT_c, GST_c⟩ to the coordinator.
     RotReq { keys: Vec<Key>, dt: TimeUs, gst: TimeUs },
     /// The ROT's outcome and the coordinator's GST.
@@ -63,7 +65,7 @@ pub enum SliceRead {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReq, PutReply, RotReq, RotReply;
+        client: GetReq, GetReply, PutReq, PutReply, Refused, RotReq, RotReply;
         peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }
@@ -92,6 +94,7 @@ crate::impl_message! {
             })),
             Msg::RotReply { outcome: RotOutcome::Aborted { .. }, .. }
             | Msg::PutReply { .. }
+            | Msg::Refused { .. }
             | Msg::Heartbeat { .. }
             | Msg::StableReport { .. }
             | Msg::StablePush { .. } => 0,

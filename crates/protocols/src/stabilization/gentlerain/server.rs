@@ -178,7 +178,7 @@ impl PartitionServer {
     /// is local or stable.
     fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, key: Key, gst: TimeUs) {
         self.raise_gst(env, gst);
-        let (m, gst) = (self.dc, self.gst);
+        let (m, gst) = (self.dc, if self.cfg.mutant_skip_gst_check { TimeUs::MAX } else { self.gst });
         let found = env.store().latest_where(&key, |d| d.sr == m || d.ut <= gst).map(|d| (d.value.clone(), d.ut));
         let (value, ut) = match found {
             Some((v, ut)) => (Some(v), ut),
@@ -536,6 +536,12 @@ impl Server for GentleRainServer {
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
         let Some(s) = self.part.as_mut() else { return };
+        if let Msg::GetReq { key, .. } | Msg::PutReq { key, .. } = &msg
+            && s.topology.server_for_key(s.dc, key) != Some(env.node())
+        {
+            let reason = format!("node {} does not store this key", env.node());
+            return env.reply(from, Msg::Refused { reason });
+        }
         match msg {
             Msg::GetReq { key, gst } => s.on_get(env, from, key, gst),
             Msg::PutReq { key, value, dt, gst } => s.on_put(env, from, key, value, dt, gst),
