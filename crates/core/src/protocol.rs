@@ -8,6 +8,32 @@
 //! [`ClientEnv::complete`]. Neither may touch sockets, threads, the wall clock
 //! or a global random source, so the simulator and the network runtime drive
 //! the same code, and the simulator replays it exactly.
+//!
+//! ## Interface decisions (compared with quinn-proto and etcd's raft)
+//!
+//! Both keep the algorithm apart from I/O, as this interface does; they
+//! differ in four details, decided here for Causeway:
+//!
+//! - **Timers** stay a `u64` token at this boundary: runtimes only store and
+//!   return it. A protocol with more than one timer names them with its own
+//!   enum and maps it to and from the token in one place (GentleRain's
+//!   `Timer { Heartbeat, Stabilize, PutWait(id) }`), so no handler does
+//!   arithmetic on tokens. An associated `Timer` type would have given every
+//!   runtime a third type parameter for what is, to them, an opaque number.
+//! - **One message type** per protocol, not separate request, reply and peer
+//!   types: one codec and one bound for every runtime. The direction is not
+//!   hand-kept: `impl_message!` in `causeway-protocols` derives
+//!   [`Message::is_client`] and the kind from lists of variants.
+//! - **No outbox to poll.** quinn-proto's `poll_transmit` lets its caller pull
+//!   packets; here the environment *is* the outbox: both runtimes buffer what
+//!   a handler sends and act on it after the handler returns (the simulator
+//!   schedules deliveries, the network runtime logs the turn and then
+//!   releases it). Polling would move the same buffer into every protocol.
+//! - **Persist before send** is the runtimes' rule, stated on
+//!   [`ServerEnv::send`] and [`ServerEnv::reply`], where a protocol author
+//!   reads it: a handler writes its store first and sends second, and may
+//!   rely on every store change of a turn being durable before any message
+//!   of that turn leaves the node.
 
 use crate::data::{Key, Value};
 use crate::ids::{ClientId, DcId, NodeId};
@@ -205,8 +231,16 @@ pub trait ServerEnv<M, V> {
     /// This node's physical clock in µs. May be skewed, drift, or jump back.
     fn now_us(&self) -> u64;
     /// Send to another node over a reliable FIFO channel.
+    ///
+    /// Persist before send: the message leaves the node only after every
+    /// store change ([`MvStore::insert`], [`MvStore::replace`], durable
+    /// metadata) made in this same turn is durable, so a peer never learns
+    /// of a state this node could forget in a crash. The network runtime
+    /// logs the turn, syncs, then releases its messages; the simulator's
+    /// store is its log.
     fn send(&mut self, to: NodeId, msg: M);
-    /// Answer a client.
+    /// Answer a client. The same rule as [`ServerEnv::send`]: an
+    /// acknowledgement never leaves before what it acknowledges is durable.
     fn reply(&mut self, to: ClientId, msg: M);
     /// Call [`Server::on_timer`] with `token` after `after_us` µs.
     fn set_timer(&mut self, after_us: u64, token: u64);

@@ -234,6 +234,10 @@ impl CsxServer {
         let dt = ds.max_value().unwrap_or(Hlc::ZERO).max(self.dsv[m]);
         // Line 9: updateHLCforPut(dt), the HLC receive rule on VV[m].
         let ut = self.vv[m].update(env.now_us(), dt);
+        // Invariant (Roohitavaf, thesis §5.2, Alg 5.2 line 9): a version's
+        // timestamp exceeds every dependency's and every snapshot already
+        // read here (`dt` bounds both), whatever the physical clock did.
+        assert!(ut > dt, "CausalSpartanX: a PUT stamped {ut:?} does not exceed its dependency time {dt:?}");
         let version = Version { value, ut, sr: self.m, ds };
         self.apply(env, key.clone(), version.clone());
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ut.l });
@@ -482,6 +486,20 @@ impl CsxServer {
             {
                 *e = t;
                 grew = true;
+            }
+        }
+        // Invariant: the DSV never claims more of a remote DC than this
+        // partition has received from it. Each entry is a minimum of the
+        // DC's partitions' VV entries, all of which only grow (thesis §5.2).
+        // The printed line 7 (`paper_dsv_merge`, §5.5 of the notes) breaks
+        // exactly this, by merging read dependencies into the DSV.
+        if grew && !self.cfg.paper_dsv_merge {
+            for (j, (d, v)) in self.dsv.iter().zip(&self.vv).enumerate() {
+                assert!(
+                    j == self.m.idx() || d <= v,
+                    "CausalSpartanX: DSV[{j}] = {d:?} exceeds what partition {:?} received from DC {j} ({v:?})",
+                    self.partition
+                );
             }
         }
         if grew && let Some(least) = self.dsv.iter().map(|t| t.l).min() {

@@ -9,10 +9,34 @@ use causeway_core::{
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-/// Timer tokens. Parked PUTs use `PUT_WAIT_TOKEN_BASE + id`.
-pub(super) const HEARTBEAT_TOKEN: u64 = 0;
-pub(super) const STABILIZE_TOKEN: u64 = 1;
-pub(super) const PUT_WAIT_TOKEN_BASE: u64 = 2;
+/// The server's timers, mapped to the runtime's opaque `u64` token here
+/// and nowhere else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// Δ: send the clock to the equivalents if nothing was replicated.
+    Heartbeat,
+    /// θ: a step of the GST tree, and GC.
+    Stabilize,
+    /// Re-check parked PUT `id` (its client's `dt` is still ahead of the clock).
+    PutWait(u64),
+}
+
+impl Timer {
+    fn token(self) -> u64 {
+        match self {
+            Timer::Heartbeat => 0,
+            Timer::Stabilize => 1,
+            Timer::PutWait(id) => 2 + id,
+        }
+    }
+    fn from_token(token: u64) -> Timer {
+        match token {
+            0 => Timer::Heartbeat,
+            1 => Timer::Stabilize,
+            t => Timer::PutWait(t - 2),
+        }
+    }
+}
 
 /// At most this many GC candidates are processed per stabilization tick.
 pub(super) const GC_KEYS_PER_TICK: usize = 512;
@@ -208,11 +232,11 @@ impl PartitionServer {
         self.raise_gst(env, gst);
         let now = env.now_us();
         if self.may_write(env, &key, dt, now) {
-            self.apply_put(env, client, key, value, None);
+            self.apply_put(env, client, key, value, dt, None);
         } else {
             let id = self.next_put_id;
             self.next_put_id += 1;
-            env.set_timer(put_wait_us(dt, now), PUT_WAIT_TOKEN_BASE + id);
+            env.set_timer(put_wait_us(dt, now), Timer::PutWait(id).token());
             self.parked_puts.insert(id, ParkedPut { client, key, value, dt, parked_at_us: now });
         }
     }
@@ -228,9 +252,9 @@ impl PartitionServer {
         let Some(p) = self.parked_puts.remove(&id) else { return };
         let now = env.now_us();
         if self.may_write(env, &p.key, p.dt, now) {
-            self.apply_put(env, p.client, p.key, p.value, Some(p.parked_at_us));
+            self.apply_put(env, p.client, p.key, p.value, p.dt, Some(p.parked_at_us));
         } else {
-            env.set_timer(put_wait_us(p.dt, now), PUT_WAIT_TOKEN_BASE + id);
+            env.set_timer(put_wait_us(p.dt, now), Timer::PutWait(id).token());
             self.parked_puts.insert(id, p);
         }
     }
@@ -242,6 +266,7 @@ impl PartitionServer {
         client: ClientId,
         key: Key,
         value: Value,
+        dt: TimeUs,
         parked_at_us: Option<TimeUs>,
     ) {
         // ut = the physical clock, as read now. NO guard against a clock that
@@ -249,6 +274,10 @@ impl PartitionServer {
         // has none, and a clock stepped back below a GST computed elsewhere
         // breaks C2 (seed 000 §5.1.1, notes §5.6). The tests demonstrate it.
         let ut = env.now_us();
+        // Invariant (C1, Du et al., GentleRain, §4.2): a version's timestamp
+        // exceeds every dependency's, the client's `dt`. `may_write` admitted
+        // this PUT only at a clock past `dt`, read in this same turn.
+        assert!(ut > dt, "GentleRain C1: a PUT stamped {ut} does not exceed its dependency time {dt}");
         if let Some(t0) = parked_at_us {
             env.observe(Observation::Blocked { what: "put_clock_wait", waited_us: ut.saturating_sub(t0) });
         }
@@ -453,7 +482,7 @@ impl PartitionServer {
             }
         }
         self.replicated_since_heartbeat = false;
-        env.set_timer(self.cfg.heartbeat_interval_us, HEARTBEAT_TOKEN);
+        env.set_timer(self.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
     }
 
     /// Every θ: `VV[m] = clock`; one step of the GST tree (report the subtree's
@@ -471,7 +500,7 @@ impl PartitionServer {
             TreeStep::Waiting => {}
         }
         self.collect_garbage(env, now);
-        env.set_timer(self.cfg.stabilization_interval_us, STABILIZE_TOKEN);
+        env.set_timer(self.cfg.stabilization_interval_us, Timer::Stabilize.token());
     }
 
     /// Drop versions no reader can need: for up to [`GC_KEYS_PER_TICK`] keys
@@ -530,8 +559,8 @@ impl Server for GentleRainServer {
     fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let Some(s) = self.part.as_mut() else { return };
         s.vv[s.dc.idx()] = env.now_us();
-        env.set_timer(s.cfg.heartbeat_interval_us, HEARTBEAT_TOKEN);
-        env.set_timer(s.cfg.stabilization_interval_us, STABILIZE_TOKEN);
+        env.set_timer(s.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
+        env.set_timer(s.cfg.stabilization_interval_us, Timer::Stabilize.token());
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
@@ -568,10 +597,10 @@ impl Server for GentleRainServer {
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
         let Some(s) = self.part.as_mut() else { return };
-        match token {
-            HEARTBEAT_TOKEN => s.heartbeat_tick(env),
-            STABILIZE_TOKEN => s.stabilization_tick(env),
-            t => s.recheck_parked_put(env, t - PUT_WAIT_TOKEN_BASE),
+        match Timer::from_token(token) {
+            Timer::Heartbeat => s.heartbeat_tick(env),
+            Timer::Stabilize => s.stabilization_tick(env),
+            Timer::PutWait(id) => s.recheck_parked_put(env, id),
         }
     }
 }
