@@ -1,6 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::served_partition;
+use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
     ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology, Value,
@@ -84,9 +85,8 @@ pub(super) struct PartitionServer {
     next_put_id: u64,
     /// ROTs waiting for `GST ≥ dt`, by ⟨dt, id⟩.
     parked_rots: BTreeMap<(TimeUs, u64), ParkedRot>,
-    /// ROTs this server coordinates whose slices are outstanding, by id.
-    rots: BTreeMap<u64, RotInProgress>,
-    next_rot_id: u64,
+    /// ROTs this server coordinates whose slices are outstanding.
+    rots: Gathering<RotInProgress>,
     /// ⟨local clock, GST⟩ each time GST rose, oldest first, trimmed to the
     /// newest sample at least `gc_grace_us` old.
     gst_history: VecDeque<(TimeUs, TimeUs)>,
@@ -112,8 +112,6 @@ pub(super) struct RotInProgress {
     client: ClientId,
     /// One entry per requested key; `None` until its slice answers.
     reads: Vec<Option<SliceRead>>,
-    /// Servers whose slice is outstanding, with the key positions they read.
-    awaiting: BTreeMap<NodeId, Vec<usize>>,
     malformed: bool,
 }
 
@@ -139,8 +137,7 @@ impl PartitionServer {
             parked_puts: BTreeMap::new(),
             next_put_id: 0,
             parked_rots: BTreeMap::new(),
-            rots: BTreeMap::new(),
-            next_rot_id: 0,
+            rots: Gathering::default(),
             gst_history: VecDeque::new(),
             gc_queue: BTreeSet::new(),
             topology,
@@ -358,8 +355,7 @@ impl PartitionServer {
         gst: TimeUs,
     ) {
         self.raise_gst(env, gst);
-        let id = self.next_rot_id;
-        self.next_rot_id += 1;
+        let id = self.rots.next_id();
         if dt <= self.gst {
             self.start_rot(env, id, client, keys);
         } else if dt - self.gst > self.cfg.rot_wait_threshold_us {
@@ -378,35 +374,21 @@ impl PartitionServer {
     /// keys (this one directly) for its versions at the snapshot.
     fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64, client: ClientId, keys: Vec<Key>) {
         let snapshot = self.gst;
-        let mut slices: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-        for (i, k) in keys.iter().enumerate() {
-            match self.topology.server_for_key(self.dc, k) {
-                Some(n) => slices.entry(n).or_default().push(i),
-                None => {
-                    let reason = "a key's partition is not stored in this DC".to_string();
-                    env.reply(client, Msg::RotReply { outcome: RotOutcome::Aborted { reason }, gst: self.gst });
-                    return;
-                }
-            }
+        let Some(split) = slices::split(&self.topology, self.dc, self.me, &keys) else {
+            let reason = "a key's partition is not stored in this DC".to_string();
+            env.reply(client, Msg::RotReply { outcome: RotOutcome::Aborted { reason }, gst: self.gst });
+            return;
+        };
+        let mut rot = RotInProgress { client, reads: vec![None; keys.len()], malformed: false };
+        for (n, idx) in &split.remote {
+            env.send(*n, Msg::SliceReq { rot: id, keys: slices::keys_at(&keys, idx), snapshot });
         }
-        let mut rot =
-            RotInProgress { client, reads: vec![None; keys.len()], awaiting: BTreeMap::new(), malformed: false };
-        let local = slices.remove(&self.me);
-        for (n, idx) in slices {
-            env.send(n, Msg::SliceReq { rot: id, keys: idx.iter().map(|&i| keys[i].clone()).collect(), snapshot });
-            rot.awaiting.insert(n, idx);
+        let reads = read_slice(env, &slices::keys_at(&keys, &split.local), snapshot);
+        for (&i, r) in split.local.iter().zip(reads) {
+            rot.reads[i] = Some(r);
         }
-        if let Some(idx) = local {
-            let mine: Vec<Key> = idx.iter().map(|&i| keys[i].clone()).collect();
-            let reads = read_slice(env, &mine, snapshot);
-            for (i, r) in idx.into_iter().zip(reads) {
-                rot.reads[i] = Some(r);
-            }
-        }
-        if rot.awaiting.is_empty() {
+        if let Some(rot) = self.rots.open(id, rot, split.remote) {
             self.finish_rot(env, rot);
-        } else {
-            self.rots.insert(id, rot);
         }
     }
 
@@ -428,8 +410,7 @@ impl PartitionServer {
     }
 
     fn on_slice_reply(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: u64, reads: Vec<SliceRead>) {
-        let Some(rot) = self.rots.get_mut(&id) else { return };
-        let Some(idx) = rot.awaiting.remove(&from) else { return };
+        let Some((rot, idx, last)) = self.rots.answer(id, from) else { return };
         if reads.len() == idx.len() {
             for (i, r) in idx.into_iter().zip(reads) {
                 rot.reads[i] = Some(r);
@@ -437,9 +418,7 @@ impl PartitionServer {
         } else {
             rot.malformed = true;
         }
-        if rot.awaiting.is_empty()
-            && let Some(rot) = self.rots.remove(&id)
-        {
+        if last && let Some(rot) = self.rots.close(id) {
             self.finish_rot(env, rot);
         }
     }
