@@ -58,6 +58,16 @@ pub struct Embedded {
 impl Embedded {
     /// Bind a loopback port for every node, write nothing yet, start them all.
     pub fn start(spec: EmbeddedSpec, rt: &tokio::runtime::Handle) -> Result<Embedded, EmbeddedError> {
+        Self::start_with_limits(spec, Limits::default(), rt)
+    }
+
+    /// [`Embedded::start`] with other limits (a tiny `peer_queue` makes an
+    /// outage's effects show within seconds).
+    pub fn start_with_limits(
+        spec: EmbeddedSpec,
+        limits: Limits,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<Embedded, EmbeddedError> {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
@@ -81,7 +91,7 @@ impl Embedded {
             topology,
             params: spec.params.clone(),
             storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },
-            limits: Limits::default(),
+            limits,
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
         };
         let cluster = Arc::new(config.validate()?);

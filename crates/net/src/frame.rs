@@ -49,6 +49,13 @@ pub enum Wire<M> {
     },
     Request(M),
     Reply(M),
+    /// A peer message outside the sequence ([`causeway_core::Message::ephemeral`]):
+    /// the receiver applies it only once it has delivered every sequenced
+    /// message below `after_seq`, the ones sent before it.
+    Ephemeral {
+        after_seq: u64,
+        msg: M,
+    },
     /// The other side refuses something; a refusal of the hello closes the
     /// connection.
     Refused(WireError),

@@ -49,10 +49,28 @@ pub enum NodeError {
 const CLOCK_LEASE_US: u64 = 1_000_000;
 
 enum Input<M> {
-    ClientHello { client: ClientId, tx: mpsc::UnboundedSender<Vec<u8>> },
-    Client { client: ClientId, msg: M },
-    ClientGone { client: ClientId },
-    Peer { from: NodeId, seq: u64, msg: M },
+    ClientHello {
+        client: ClientId,
+        tx: mpsc::UnboundedSender<Vec<u8>>,
+    },
+    Client {
+        client: ClientId,
+        msg: M,
+    },
+    ClientGone {
+        client: ClientId,
+    },
+    Peer {
+        from: NodeId,
+        seq: u64,
+        msg: M,
+    },
+    /// An unsequenced message from `from`, sent after its `after_seq - 1`.
+    PeerEphemeral {
+        from: NodeId,
+        after_seq: u64,
+        msg: M,
+    },
     Stop,
 }
 
@@ -127,7 +145,7 @@ pub fn spawn<P: Protocol>(
         Arc::new((0..n).map(|i| AtomicU64::new(*recovered.delivered.get(&NodeId(i as u32)).unwrap_or(&0))).collect());
 
     // Peer links.
-    let mut links: Vec<Option<mpsc::Sender<LinkItem<P::Msg>>>> = Vec::with_capacity(n);
+    let mut links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>> = Vec::with_capacity(n);
     let mut acked: Vec<Arc<AtomicU64>> = Vec::with_capacity(n);
     for i in 0..n {
         let to = NodeId(i as u32);
@@ -137,7 +155,7 @@ pub fn spawn<P: Protocol>(
             links.push(None);
             continue;
         }
-        let (tx, rx) = mpsc::channel(cluster.config.limits.peer_queue);
+        let (tx, rx) = mpsc::unbounded_channel();
         let params = LinkParams {
             cluster_id: cluster.config.cluster_id.clone(),
             me: node,
@@ -145,8 +163,10 @@ pub fn spawn<P: Protocol>(
             addr: cluster.addrs[i],
             cap: cluster.config.limits.peer_queue,
             max_frame: cluster.config.limits.max_frame_bytes,
+            spill_path: dir.join(format!("spill-to-{i}")),
             acked: a,
             depth: metrics.peer_depth[i].clone(),
+            spilled: metrics.peer_spilled[i].clone(),
         };
         rt.spawn(link::run::<P::Msg>(params, rx, stop_rx.clone()));
         links.push(Some(tx));
@@ -210,6 +230,17 @@ pub fn spawn<P: Protocol>(
     for (to, s) in &recovered.next_seq {
         next_seq[to.idx()] = *s;
     }
+    // What each peer has acknowledged, as far as the log knows: the first
+    // message still in the outbox, or everything below the next number.
+    let logged_acked: Vec<u64> = (0..n)
+        .map(|i| match recovered.outbox.get(&NodeId(i as u32)).and_then(|v| v.first()) {
+            Some((seq, _)) => *seq,
+            None => next_seq[i],
+        })
+        .collect();
+    for (a, &l) in acked.iter().zip(&logged_acked) {
+        a.store(l, Ordering::Relaxed);
+    }
     let mut delivered = vec![0u64; n];
     for (from, s) in &recovered.delivered {
         delivered[from.idx()] = *s;
@@ -226,7 +257,7 @@ pub fn spawn<P: Protocol>(
         clients: FxHashMap::default(),
         links,
         acked,
-        logged_acked: vec![0; n],
+        logged_acked,
         wan_us: wan,
         next_seq,
         delivered,
@@ -240,7 +271,6 @@ pub fn spawn<P: Protocol>(
         last_sync: Instant::now(),
         metrics: metrics.clone(),
         stopping: false,
-        outbox: vec![std::collections::BTreeMap::new(); n],
         snapshot_bytes: cluster.config.storage.snapshot_bytes.max(1),
         in_progress: FxHashMap::default(),
     };
@@ -378,6 +408,15 @@ impl<M: Message> Acceptor<M> {
                 Err(e) => Err(e),
             };
             match frame {
+                Ok(Wire::Ephemeral { after_seq, msg }) => {
+                    let g = self.source_locks[from.idx()].lock().await;
+                    if *g != my_gen {
+                        break;
+                    }
+                    if self.input.send(Input::PeerEphemeral { from, after_seq, msg }).is_err() {
+                        break;
+                    }
+                }
                 Ok(Wire::Peer { first_seq, msgs }) => {
                     let g = self.source_locks[from.idx()].lock().await;
                     if *g != my_gen {
@@ -483,6 +522,7 @@ enum Out<M> {
 /// Output of a committed turn, waiting for release.
 enum Release<M> {
     Peer { to: NodeId, seq: u64, msg: M },
+    Ephemeral { to: NodeId, after_seq: u64, msg: M },
     Reply(ClientId, M),
 }
 
@@ -564,7 +604,7 @@ struct ProtocolLoop<P: Protocol> {
     group: Duration,
     inputs: smpsc::Receiver<Input<P::Msg>>,
     clients: FxHashMap<ClientId, mpsc::UnboundedSender<Vec<u8>>>,
-    links: Vec<Option<mpsc::Sender<LinkItem<P::Msg>>>>,
+    links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>>,
     acked: Vec<Arc<AtomicU64>>,
     logged_acked: Vec<u64>,
     wan_us: Vec<u64>,
@@ -582,9 +622,6 @@ struct ProtocolLoop<P: Protocol> {
     last_sync: Instant,
     metrics: Arc<NodeMetrics>,
     stopping: bool,
-    /// Messages sent to each peer and not yet acknowledged: what a snapshot
-    /// must keep so they are resent after a restart.
-    outbox: Vec<std::collections::BTreeMap<u64, P::Msg>>,
     snapshot_bytes: u64,
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
@@ -602,9 +639,8 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (to, msgs) in outbox {
             if let Some(Some(link)) = self.links.get(to.idx()) {
                 for (seq, msg) in msgs {
-                    self.outbox[to.idx()].insert(seq, msg.clone());
                     let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
-                    if link.blocking_send(LinkItem { seq, msg, due }).is_err() {
+                    if link.send(LinkItem::Seq { seq, msg, due }).is_err() {
                         return;
                     }
                 }
@@ -691,6 +727,23 @@ impl<P: Protocol> ProtocolLoop<P> {
                 }
                 let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
             }
+            Input::PeerEphemeral { from, after_seq, msg } => {
+                if !msg.ephemeral() {
+                    tracing::warn!(
+                        node = self.node.0,
+                        from = from.0,
+                        kind = msg.kind(),
+                        "a sequenced message arrived unsequenced; dropped"
+                    );
+                    return;
+                }
+                // Only after everything its sender sent before it.
+                if self.delivered[from.idx()] + 1 < after_seq {
+                    return;
+                }
+                self.metrics.peer_in.fetch_add(1, Ordering::Relaxed);
+                self.server.on_peer(&mut env, from, msg);
+            }
             Input::Stop => self.stopping = true,
         }
     }
@@ -720,7 +773,6 @@ impl<P: Protocol> ProtocolLoop<P> {
             let a = self.acked[i].load(Ordering::Relaxed);
             if a > self.logged_acked[i] {
                 self.logged_acked[i] = a;
-                self.outbox[i] = self.outbox[i].split_off(&a);
                 self.log(LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
             }
         }
@@ -746,10 +798,15 @@ impl<P: Protocol> ProtocolLoop<P> {
                         tracing::error!(node = self.node.0, to = to.0, "protocol sent to an invalid node; dropped");
                         continue;
                     }
+                    if msg.ephemeral() {
+                        // Not journaled: a newer one supersedes it, and the
+                        // protocol sends another on its next tick.
+                        release.push(Release::Ephemeral { to, after_seq: self.next_seq[to.idx()], msg });
+                        continue;
+                    }
                     let seq = self.next_seq[to.idx()];
                     self.next_seq[to.idx()] += 1;
                     self.log(LogRecord::Outbox { to, seq, msg: msg.clone() });
-                    self.outbox[to.idx()].insert(seq, msg.clone());
                     release.push(Release::Peer { to, seq, msg });
                 }
                 Out::Reply(c, msg) => release.push(Release::Reply(c, msg)),
@@ -792,6 +849,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         self.metrics.versions.store(self.store.version_count() as u64, Ordering::Relaxed);
         self.metrics.keys.store(self.store.key_count() as u64, Ordering::Relaxed);
         self.metrics.wal_bytes.store(self.wal.bytes, Ordering::Relaxed);
+        self.metrics.wal_syncs.store(self.wal.syncs, Ordering::Relaxed);
     }
 
     /// Compact the log: everything durable about this node, as one snapshot.
@@ -803,15 +861,17 @@ impl<P: Protocol> ProtocolLoop<P> {
         let versions = keys
             .iter()
             .flat_map(|k| store.versions(k).iter().map(|v| LogRecord::Version { key: k.clone(), version: v.clone() }));
-        let outbox = self.outbox.iter().enumerate().flat_map(|(i, m)| {
-            m.iter().map(move |(&seq, msg)| LogRecord::Outbox { to: NodeId(i as u32), seq, msg: msg.clone() })
-        });
-        let acked = self
-            .logged_acked
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| **a > 0)
-            .map(|(i, &a)| LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
+        // Every peer's acknowledgement mark. With nothing unacknowledged it
+        // equals the next sequence number, which must survive (the restarted
+        // node must not resend from 1, or its peer would drop everything new
+        // as duplicates); otherwise the copied outbox records carry it.
+        let logged_acked = &self.logged_acked;
+        let acked =
+            logged_acked
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| **a > 1)
+                .map(|(i, &a)| LogRecord::<P::Version, P::Msg>::Acked { to: NodeId(i as u32), next_seq: a });
         let delivered = self
             .delivered
             .iter()
@@ -820,19 +880,9 @@ impl<P: Protocol> ProtocolLoop<P> {
             .map(|(i, &seq)| LogRecord::Delivered { from: NodeId(i as u32), seq });
         let floor = std::iter::once(LogRecord::ClockFloor { us: self.persisted_floor_us });
         let meta = store.meta().map(|m| LogRecord::Meta { bytes: m.to_vec() });
-        // The next sequence number per peer must survive even when nothing is
-        // unacknowledged (no outbox record would carry it): an empty outbox
-        // means everything below `next_seq` is acknowledged, so say that.
-        let next: Vec<LogRecord<P::Version, P::Msg>> = self
-            .next_seq
-            .iter()
-            .enumerate()
-            .filter(|(i, s)| **s > 1 && self.outbox[*i].is_empty())
-            .map(|(i, &s)| LogRecord::Acked { to: NodeId(i as u32), next_seq: s })
-            .collect();
         let result = self
             .wal
-            .checkpoint(versions.chain(outbox).chain(acked).chain(next).chain(delivered).chain(floor).chain(meta));
+            .checkpoint(versions.chain(acked).chain(delivered).chain(floor).chain(meta), |to| logged_acked[to.idx()]);
         match result {
             Ok(()) => {
                 self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);
@@ -863,8 +913,16 @@ impl<P: Protocol> ProtocolLoop<P> {
                 let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
                 self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
                 if let Some(link) = &self.links[to.idx()] {
-                    // Blocks when the link is full: backpressure.
-                    let _ = link.blocking_send(LinkItem { seq, msg, due });
+                    // Never blocks: the link spills to disk what it cannot
+                    // keep in memory.
+                    let _ = link.send(LinkItem::Seq { seq, msg, due });
+                }
+            }
+            Release::Ephemeral { to, after_seq, msg } => {
+                let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
+                self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
+                if let Some(link) = &self.links[to.idx()] {
+                    let _ = link.send(LinkItem::Ephemeral { after_seq, msg, due });
                 }
             }
             Release::Reply(client, msg) => {

@@ -246,6 +246,12 @@ impl Message for Msg {
             Msg::StablePush { .. } => "stable_push",
         }
     }
+    /// Heartbeats and the stable-time tree's reports and pushes are sent
+    /// every tick and their handlers keep the maximum (or the newest from
+    /// each sender): the newest one of each kind says all the older ones did.
+    fn ephemeral(&self) -> bool {
+        matches!(self, Msg::Heartbeat { .. } | Msg::StableReport { .. } | Msg::StablePush { .. })
+    }
     fn is_client(&self) -> bool {
         matches!(
             self,
