@@ -172,6 +172,8 @@ pub enum ConfigError {
     MetricsCount { expected: usize, got: usize },
     #[error("config: {field}[{index}] = {value:?} is not a socket address (host:port)")]
     BadAddress { field: &'static str, index: usize, value: String },
+    #[error("config: nodes[{first}] and nodes[{second}] are both {addr}; every node needs its own address")]
+    DuplicateAddress { first: usize, second: usize, addr: SocketAddr },
     #[error("config: wan.rtt_ms must be {dcs}×{dcs} with non-negative entries")]
     Wan { dcs: usize },
     #[error("config: limits: {0}")]
@@ -197,10 +199,18 @@ impl ClusterConfig {
         toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
     }
 
+    /// Read a config file. A relative `data_dir` is resolved against the
+    /// file's directory, not the current one: a node started from another
+    /// directory must find its own log, not come up empty.
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: p.clone(), source: e })?;
-        Self::parse(&text, &p)
+        let mut c = Self::parse(&text, &p)?;
+        if c.data_dir.is_relative() {
+            let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            c.data_dir = base.join(&c.data_dir);
+        }
+        Ok(c)
     }
 
     /// Check the config and derive the topology, addresses and delays.
@@ -223,6 +233,12 @@ impl ClusterConfig {
                 .collect()
         };
         let addrs = parse_addrs("nodes", &self.nodes)?;
+        // Two nodes on one address would each take the other's traffic.
+        for (j, a) in addrs.iter().enumerate() {
+            if let Some(i) = addrs[..j].iter().position(|b| b == a) {
+                return Err(ConfigError::DuplicateAddress { first: i, second: j, addr: *a });
+            }
+        }
         if !self.metrics.is_empty() && self.metrics.len() != topology.nodes() {
             return Err(ConfigError::MetricsCount { expected: topology.nodes(), got: self.metrics.len() });
         }
@@ -312,6 +328,18 @@ mod tests {
         assert_eq!(again.addrs, c.addrs);
     }
 
+    /// A node started from another directory finds the same data.
+    #[test]
+    fn a_relative_data_dir_is_relative_to_the_config_file() {
+        let d = std::env::temp_dir().join(format!("causeway-config-rel-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("c.toml");
+        std::fs::write(&path, format!("data_dir = \"data\"\n{GOOD}")).unwrap();
+        assert_eq!(ClusterConfig::load(&path).unwrap().data_dir, d.join("data"));
+        std::fs::write(&path, format!("data_dir = \"/abs/data\"\n{GOOD}")).unwrap();
+        assert_eq!(ClusterConfig::load(&path).unwrap().data_dir, PathBuf::from("/abs/data"));
+    }
+
     #[test]
     fn bad_configs_name_the_problem() {
         let e = ClusterConfig::parse(&GOOD.replace("cluster_id", "clusterid"), "c.toml").unwrap_err().to_string();
@@ -323,6 +351,11 @@ mod tests {
         assert!(matches!(e, ConfigError::BadAddress { field: "nodes", index: 1, .. }), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace(", \"127.0.0.1:2\"", ""), "c.toml").unwrap().validate().unwrap_err();
         assert!(matches!(e, ConfigError::NodeCount { expected: 2, got: 1 }), "{e}");
+        let e = ClusterConfig::parse(&GOOD.replace("127.0.0.1:2", "127.0.0.1:1"), "c.toml")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::DuplicateAddress { first: 0, second: 1, .. }), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace("eventual", "paxos"), "c.toml").unwrap().validate().unwrap_err();
         assert!(e.to_string().contains("paxos"), "{e}");
         let e =

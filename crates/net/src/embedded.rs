@@ -82,10 +82,15 @@ impl Embedded {
             .map(|l| l.local_addr().map(|a| a.to_string()))
             .collect::<Result<_, _>>()
             .map_err(EmbeddedError::Bind)?;
+        // Absolute, so the config written for clients and `causeway server`
+        // means the same directory wherever it is read from.
+        let data_dir = std::path::absolute(&spec.data_dir).unwrap_or_else(|_| spec.data_dir.clone());
         let config = ClusterConfig {
-            cluster_id: format!("embedded-{}-{}", spec.protocol, std::process::id()),
+            // Stable across runs, so `causeway up` restarts on its own data
+            // dir; naming the protocol refuses a dir another protocol wrote.
+            cluster_id: format!("embedded-{}", spec.protocol),
             protocol: spec.protocol.as_str().into(),
-            data_dir: spec.data_dir.clone(),
+            data_dir,
             nodes,
             metrics: Vec::new(),
             topology,

@@ -80,6 +80,10 @@ pub struct LinkParams {
     pub max_frame: usize,
     /// Where messages beyond `cap` wait (a cache, recreated on start).
     pub spill_path: PathBuf,
+    /// This node's incarnation, said in every hello.
+    pub incarnation: u64,
+    /// Peers' incarnations: a welcome from another one than known is refused.
+    pub peers: Arc<crate::identity::PeerIncarnations>,
     /// Where the link reports acknowledgements (so the protocol thread can
     /// log them) — the latest `next_seq` acknowledged.
     pub acked: Arc<AtomicU64>,
@@ -427,7 +431,12 @@ async fn session<M: Message>(
 ) -> Result<(), End> {
     let (rd, mut wr) = stream.into_split();
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
-    let hello = encode::<M>(&Wire::HelloPeer { cluster_id: p.cluster_id.clone(), from: p.me, to: p.to });
+    let hello = encode::<M>(&Wire::HelloPeer {
+        cluster_id: p.cluster_id.clone(),
+        from: p.me,
+        to: p.to,
+        incarnation: p.incarnation,
+    });
     write_all(&mut wr, &hello, q, rx, stop).await?;
     let body = {
         let welcome = timeout(WELCOME_TIMEOUT, read_frame(&mut rd, p.max_frame));
@@ -444,7 +453,21 @@ async fn session<M: Message>(
         .map_err(|_| FrameError::Malformed(format!("no welcome within {WELCOME_TIMEOUT:?}")))??
         .ok_or(FrameError::Truncated)?;
     let mut next_send = match decode::<M>(&body)? {
-        Wire::Welcome { next_seq } => next_seq,
+        Wire::Welcome { next_seq, incarnation } => {
+            if let Err(known) = p.peers.check(p.to, incarnation) {
+                // Its acknowledgements were for another life: resending from
+                // its `next_seq` would skip or repeat messages silently.
+                tracing::error!(
+                    from = p.me.0,
+                    to = p.to.0,
+                    known = format!("{known:x}"),
+                    got = format!("{incarnation:x}"),
+                    "peer came back as another incarnation (lost its data dir?); not replicating to it"
+                );
+                return Err(FrameError::Malformed(format!("peer is incarnation {incarnation:x}, not {known:x}")).into());
+            }
+            next_seq
+        }
         Wire::Refused(e) => {
             tracing::error!(from = p.me.0, to = p.to.0, "peer refused the link: {e}");
             return Err(FrameError::Malformed(format!("refused: {e}")).into());

@@ -14,6 +14,7 @@
 
 use crate::config::{Cluster, Fsync};
 use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
+use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
 use crate::wal::{LogRecord, Wal, WalError};
@@ -39,6 +40,8 @@ pub enum NodeError {
     Bind { node: u32, addr: SocketAddr, source: std::io::Error },
     #[error("node {node}: {source}")]
     Wal { node: u32, source: WalError },
+    #[error("node {node}: {source}")]
+    DataDir { node: u32, source: IdentityError },
     #[error("node {node}: the protocol thread panicked")]
     Panicked { node: u32 },
 }
@@ -123,6 +126,9 @@ pub fn spawn<P: Protocol>(
     listener.set_nonblocking(true).map_err(|source| NodeError::Bind { node: node.0, addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let dir = cluster.node_dir(node);
+    let node_dir = NodeDir::open(&dir, &cluster.config.cluster_id, node)
+        .map_err(|source| NodeError::DataDir { node: node.0, source })?;
+    let incarnation = node_dir.identity.incarnation;
     let (wal, recovered) =
         Wal::open::<P::Version, P::Msg>(&dir).map_err(|source| NodeError::Wal { node: node.0, source })?;
     if recovered.torn_tail_bytes > 0 {
@@ -139,6 +145,7 @@ pub fn spawn<P: Protocol>(
 
     let n = cluster.topology.nodes();
     let metrics = Arc::new(NodeMetrics::new(n));
+    let peers = Arc::new(PeerIncarnations::new(n, &recovered.peer_incarnations));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (in_tx, in_rx) = smpsc::channel::<Input<P::Msg>>();
     let durable_delivered: Arc<Vec<AtomicU64>> =
@@ -164,6 +171,8 @@ pub fn spawn<P: Protocol>(
             cap: cluster.config.limits.peer_queue,
             max_frame: cluster.config.limits.max_frame_bytes,
             spill_path: dir.join(format!("spill-to-{i}")),
+            incarnation,
+            peers: peers.clone(),
             acked: a,
             depth: metrics.peer_depth[i].clone(),
             spilled: metrics.peer_spilled[i].clone(),
@@ -181,6 +190,8 @@ pub fn spawn<P: Protocol>(
         next_client: Arc::new(AtomicU32::new(1)),
         source_locks: Arc::new((0..n).map(|_| Mutex::new(0u64)).collect()),
         metrics: metrics.clone(),
+        incarnation,
+        peers: peers.clone(),
     };
     let mut stop_accept = stop_rx.clone();
     let (acceptor_done_tx, acceptor_done) = smpsc::channel::<()>();
@@ -271,6 +282,9 @@ pub fn spawn<P: Protocol>(
         last_sync: Instant::now(),
         metrics: metrics.clone(),
         stopping: false,
+        logged_peers: (0..n).map(|i| recovered.peer_incarnations.get(&NodeId(i as u32)).copied()).collect(),
+        peers,
+        _node_dir: node_dir,
         snapshot_bytes: cluster.config.storage.snapshot_bytes.max(1),
         in_progress: FxHashMap::default(),
     };
@@ -309,6 +323,8 @@ struct Acceptor<M> {
     /// reader can never interleave with its replacement's.
     source_locks: Arc<Vec<Mutex<u64>>>,
     metrics: Arc<NodeMetrics>,
+    incarnation: u64,
+    peers: Arc<PeerIncarnations>,
 }
 
 impl<M> Clone for Acceptor<M> {
@@ -321,6 +337,8 @@ impl<M> Clone for Acceptor<M> {
             next_client: self.next_client.clone(),
             source_locks: self.source_locks.clone(),
             metrics: self.metrics.clone(),
+            incarnation: self.incarnation,
+            peers: self.peers.clone(),
         }
     }
 }
@@ -340,10 +358,10 @@ impl<M: Message> Acceptor<M> {
         };
         let cluster_id = &self.cluster.config.cluster_id;
         match hello {
-            Ok(Wire::HelloPeer { cluster_id: got, from, to }) => {
+            Ok(Wire::HelloPeer { cluster_id: got, from, to, incarnation }) => {
                 if &got != cluster_id {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    return refuse::<M>(&mut s, WireError::WrongCluster { expected: cluster_id.clone(), got }).await;
+                    return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
                 if !self.cluster.topology.contains(from) {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
@@ -353,12 +371,25 @@ impl<M: Message> Acceptor<M> {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                     return refuse::<M>(&mut s, WireError::NotForMe { me: self.node.0, to: to.0 }).await;
                 }
+                if let Err(known) = self.peers.check(from, incarnation) {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        node = self.node.0,
+                        from = from.0,
+                        known = format!("{known:x}"),
+                        got = format!("{incarnation:x}"),
+                        "refusing a peer that came back as another incarnation (lost data dir, or an impostor); \
+                         its sequence numbers no longer match this node's marks"
+                    );
+                    return refuse::<M>(&mut s, WireError::StaleIncarnation { node: from.0, known, got: incarnation })
+                        .await;
+                }
                 self.serve_peer(s, from).await
             }
             Ok(Wire::HelloClient { cluster_id: got }) => {
                 if &got != cluster_id {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    return refuse::<M>(&mut s, WireError::WrongCluster { expected: cluster_id.clone(), got }).await;
+                    return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
                 self.serve_client(s).await
             }
@@ -383,7 +414,7 @@ impl<M: Message> Acceptor<M> {
             *g
         };
         let next = self.delivered[from.idx()].load(Ordering::Acquire) + 1;
-        if wr.write_all(&encode::<M>(&Wire::Welcome { next_seq: next })).await.is_err() {
+        if wr.write_all(&encode::<M>(&Wire::Welcome { next_seq: next, incarnation: self.incarnation })).await.is_err() {
             return;
         }
         // Acknowledge durable progress every few milliseconds.
@@ -622,6 +653,11 @@ struct ProtocolLoop<P: Protocol> {
     last_sync: Instant,
     metrics: Arc<NodeMetrics>,
     stopping: bool,
+    /// Peer incarnations as logged; the shared table may know newer ones.
+    logged_peers: Vec<Option<u64>>,
+    peers: Arc<PeerIncarnations>,
+    /// Holds the data directory's lock for as long as the protocol runs.
+    _node_dir: NodeDir,
     snapshot_bytes: u64,
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
@@ -768,6 +804,15 @@ impl<P: Protocol> ProtocolLoop<P> {
         if let Some(bytes) = self.store.take_dirty_meta() {
             self.log(LogRecord::Meta { bytes });
         }
+        // Peer incarnations learned by a hello or a welcome.
+        for (i, inc) in self.peers.snapshot().into_iter().enumerate() {
+            if let Some(incarnation) = inc
+                && self.logged_peers[i] != inc
+            {
+                self.logged_peers[i] = inc;
+                self.log(LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation });
+            }
+        }
         // Acknowledgements the links received since the last turn.
         for i in 0..self.acked.len() {
             let a = self.acked[i].load(Ordering::Relaxed);
@@ -880,9 +925,13 @@ impl<P: Protocol> ProtocolLoop<P> {
             .map(|(i, &seq)| LogRecord::Delivered { from: NodeId(i as u32), seq });
         let floor = std::iter::once(LogRecord::ClockFloor { us: self.persisted_floor_us });
         let meta = store.meta().map(|m| LogRecord::Meta { bytes: m.to_vec() });
-        let result = self
-            .wal
-            .checkpoint(versions.chain(acked).chain(delivered).chain(floor).chain(meta), |to| logged_acked[to.idx()]);
+        let peers = self.logged_peers.iter().enumerate().filter_map(|(i, inc)| {
+            inc.map(|incarnation| LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation })
+        });
+        let result =
+            self.wal.checkpoint(versions.chain(acked).chain(delivered).chain(floor).chain(meta).chain(peers), |to| {
+                logged_acked[to.idx()]
+            });
         match result {
             Ok(()) => {
                 self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);

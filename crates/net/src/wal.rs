@@ -51,6 +51,9 @@ pub enum LogRecord<V, M> {
     /// The protocol's durable metadata ([`causeway_core::MvStore::set_meta`]);
     /// the last record wins.
     Meta { bytes: Vec<u8> },
+    /// Node `node` (a peer) is incarnation `incarnation`: what this node's
+    /// delivery and acknowledgement marks for it refer to.
+    PeerIncarnation { node: NodeId, incarnation: u64 },
 }
 
 #[derive(Debug, Error)]
@@ -74,6 +77,8 @@ pub struct Recovered<V, M> {
     pub clock_floor_us: u64,
     /// The protocol's metadata as last logged.
     pub meta: Option<Vec<u8>>,
+    /// Each peer's incarnation, as last logged.
+    pub peer_incarnations: BTreeMap<NodeId, u64>,
     pub records: u64,
     pub torn_tail_bytes: u64,
 }
@@ -109,6 +114,7 @@ impl Wal {
             delivered: BTreeMap::new(),
             clock_floor_us: 0,
             meta: None,
+            peer_incarnations: BTreeMap::new(),
             records: 0,
             torn_tail_bytes: 0,
         };
@@ -221,6 +227,9 @@ fn replay<V: DeserializeOwned, M: DeserializeOwned>(
                     *d = (*d).max(seq);
                 }
                 LogRecord::ClockFloor { us } => rec.clock_floor_us = rec.clock_floor_us.max(us),
+                LogRecord::PeerIncarnation { node, incarnation } => {
+                    rec.peer_incarnations.insert(node, incarnation);
+                }
             }
             rec.records += 1;
             off = end;
