@@ -157,3 +157,50 @@ fn the_client_commands_as_scripts_use_them() {
     assert!(o.status.success(), "{o:?}");
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// At the file-descriptor limit the accept loop backs off and logs once per
+/// episode, instead of spinning a core and logging thousands of lines a
+/// second; once descriptors are free again it serves.
+#[test]
+fn a_server_out_of_file_descriptors_backs_off_and_recovers() {
+    let dir = tmp("fds");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let cfg = config(&dir, &addr);
+    let script =
+        format!("ulimit -n 48 && exec {} server --config {} --node 0", env!("CARGO_BIN_EXE_causeway"), cfg.display());
+    let log_path = dir.join("server.log");
+    let server = Server(
+        Command::new("sh")
+            .args(["-c", &script])
+            .env("CAUSEWAY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log_path).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Hold more connections than it has descriptors, for two seconds.
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        if let Ok(s) = std::net::TcpStream::connect(&addr) {
+            flood.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(flood);
+    let cfg_s = cfg.to_str().unwrap();
+    let start = Instant::now();
+    while !run(&["put", "after", "1", "--config", cfg_s, "--timeout-ms", "2000"], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the server never served again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(server);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let accept_lines = log.lines().filter(|l| l.contains("accept")).count();
+    assert!(log.contains("accept failed"), "the descriptor limit was never reached:\n{log}");
+    assert!(accept_lines < 20, "{accept_lines} lines about accept errors:\n{}", &log[..log.len().min(2000)]);
+}

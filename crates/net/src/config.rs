@@ -120,6 +120,15 @@ pub struct Limits {
     /// sender stops taking new work: backpressure instead of unbounded queues.
     #[serde(default = "default_peer_queue")]
     pub peer_queue: usize,
+    /// Connections a node holds open at most (clients and peers); more are
+    /// refused with a typed error, so a connection flood cannot take every
+    /// file descriptor.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A client connection with no request for this long is closed: an idle
+    /// client that finished its hello must not hold a descriptor forever.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
 }
 
 fn default_key() -> usize {
@@ -134,6 +143,12 @@ fn default_frame() -> usize {
 fn default_peer_queue() -> usize {
     65_536
 }
+fn default_max_connections() -> usize {
+    4_096
+}
+fn default_idle_timeout_ms() -> u64 {
+    300_000
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -142,6 +157,8 @@ impl Default for Limits {
             max_value_bytes: default_value(),
             max_frame_bytes: default_frame(),
             peer_queue: default_peer_queue(),
+            max_connections: default_max_connections(),
+            idle_timeout_ms: default_idle_timeout_ms(),
         }
     }
 }
@@ -262,8 +279,16 @@ impl ClusterConfig {
             }
         }
         let l = &self.limits;
-        if l.max_key_bytes == 0 || l.max_value_bytes == 0 || l.peer_queue == 0 {
-            return Err(ConfigError::Limits("max_key_bytes, max_value_bytes and peer_queue must be positive".into()));
+        if l.max_key_bytes == 0
+            || l.max_value_bytes == 0
+            || l.peer_queue == 0
+            || l.max_connections == 0
+            || l.idle_timeout_ms == 0
+        {
+            return Err(ConfigError::Limits(
+                "max_key_bytes, max_value_bytes, peer_queue, max_connections and idle_timeout_ms must be positive"
+                    .into(),
+            ));
         }
         if l.max_frame_bytes < l.max_key_bytes + l.max_value_bytes + 1024 {
             return Err(ConfigError::Limits(format!(

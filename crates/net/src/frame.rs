@@ -95,6 +95,8 @@ pub enum WireError {
     NotAClientRequest(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("the node has {max} connections open, its limit; try again later")]
+    TooManyConnections { max: usize },
 }
 
 #[derive(Debug, Error)]

@@ -192,6 +192,7 @@ pub fn spawn<P: Protocol>(
         metrics: metrics.clone(),
         incarnation,
         peers: peers.clone(),
+        stop: stop_rx.clone(),
     };
     let mut stop_accept = stop_rx.clone();
     let (acceptor_done_tx, acceptor_done) = smpsc::channel::<()>();
@@ -204,14 +205,49 @@ pub fn spawn<P: Protocol>(
                 return;
             }
         };
+        let max_conns = acceptor.cluster.config.limits.max_connections;
+        let permits = Arc::new(tokio::sync::Semaphore::new(max_conns));
+        // Accept errors (EMFILE, ENFILE, ENOBUFS…) repeat at once while their
+        // cause lasts: back off, and log once per episode, not per retry.
+        let mut backoff = Duration::ZERO;
+        let mut failures = 0u64;
         loop {
             tokio::select! {
                 r = listener.accept() => match r {
-                    Ok((s, _)) => {
+                    Ok((mut s, _)) => {
+                        if failures > 0 {
+                            tracing::info!(node = node.0, failures, "accepting connections again");
+                        }
+                        backoff = Duration::ZERO;
+                        failures = 0;
                         let a = acceptor.clone();
-                        tokio::spawn(async move { a.serve(s).await });
+                        match permits.clone().try_acquire_owned() {
+                            Ok(permit) => {
+                                tokio::spawn(async move {
+                                    a.serve(s).await;
+                                    drop(permit);
+                                });
+                            }
+                            Err(_) => {
+                                a.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                                tokio::spawn(async move {
+                                    let e = WireError::TooManyConnections { max: max_conns };
+                                    let _ = tokio::time::timeout(Duration::from_secs(1), refuse::<P::Msg>(&mut s, e)).await;
+                                });
+                            }
+                        }
                     }
-                    Err(e) => tracing::warn!(node = node.0, "accept: {e}"),
+                    Err(e) => {
+                        if failures == 0 {
+                            tracing::warn!(node = node.0, "accept failed: {e}; backing off until it works again");
+                        }
+                        failures += 1;
+                        backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = stop_accept.changed() => return,
+                        }
+                    }
                 },
                 _ = stop_accept.changed() => return,
             }
@@ -325,6 +361,9 @@ struct Acceptor<M> {
     metrics: Arc<NodeMetrics>,
     incarnation: u64,
     peers: Arc<PeerIncarnations>,
+    /// Connections end with the node: a stopped node (restarted in the same
+    /// process) must not leave readers that swallow its peers' frames.
+    stop: watch::Receiver<bool>,
 }
 
 impl<M> Clone for Acceptor<M> {
@@ -339,6 +378,7 @@ impl<M> Clone for Acceptor<M> {
             metrics: self.metrics.clone(),
             incarnation: self.incarnation,
             peers: self.peers.clone(),
+            stop: self.stop.clone(),
         }
     }
 }
@@ -405,6 +445,7 @@ impl<M: Message> Acceptor<M> {
     }
 
     async fn serve_peer(self, s: TcpStream, from: NodeId) {
+        let mut stop = self.stop.clone();
         let max = self.cluster.config.limits.max_frame_bytes;
         let (rd, mut wr) = s.into_split();
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
@@ -433,7 +474,11 @@ impl<M: Message> Acceptor<M> {
             }
         });
         loop {
-            let frame = match read_frame(&mut rd, max).await {
+            let read = tokio::select! {
+                r = read_frame(&mut rd, max) => r,
+                _ = stop.changed() => break,
+            };
+            let frame = match read {
                 Ok(Some(b)) => decode::<M>(&b),
                 Ok(None) => break,
                 Err(e) => Err(e),
@@ -475,6 +520,7 @@ impl<M: Message> Acceptor<M> {
     }
 
     async fn serve_client(self, s: TcpStream) {
+        let mut stop = self.stop.clone();
         let limits = self.cluster.config.limits.clone();
         let (rd, mut wr) = s.into_split();
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
@@ -494,11 +540,22 @@ impl<M: Message> Acceptor<M> {
             return;
         }
         self.metrics.clients.fetch_add(1, Ordering::Relaxed);
+        let idle = Duration::from_millis(limits.idle_timeout_ms);
         loop {
-            let frame = match read_frame(&mut rd, limits.max_frame_bytes).await {
-                Ok(Some(b)) => decode::<M>(&b),
-                Ok(None) => break,
-                Err(e) => Err(e),
+            // Closing mid-frame is fine: a client that sends half a frame and
+            // stalls for the idle timeout is gone either way.
+            let read = tokio::select! {
+                r = tokio::time::timeout(idle, read_frame(&mut rd, limits.max_frame_bytes)) => r,
+                _ = stop.changed() => break,
+            };
+            let frame = match read {
+                Err(_) => {
+                    tracing::debug!(node = self.node.0, client = client.0, "closing an idle client connection");
+                    break;
+                }
+                Ok(Ok(Some(b))) => decode::<M>(&b),
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => Err(e),
             };
             let refusal = match frame {
                 Ok(Wire::Request(msg)) => {

@@ -31,6 +31,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
 }
 
 async fn outage(p: ProtocolName) {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let rt = tokio::runtime::Handle::current();
     let limits = Limits { peer_queue: PEER_QUEUE, ..Limits::default() };
     let cluster = Embedded::start_with_limits(spec(p), limits, &rt).unwrap();
