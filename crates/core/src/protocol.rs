@@ -65,6 +65,18 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     /// wire size is the protocol's metadata, which the benchmarks report per
     /// message. No default: a wrong answer would silently skew that figure.
     fn payload_bytes(&self) -> usize;
+    /// Whether this is a periodic summary (a heartbeat, a stable-time
+    /// report) that a later message of the same [`kind`](Message::kind) to
+    /// the same node supersedes. The network runtime neither journals nor
+    /// sequences such messages and keeps only the newest per kind for a
+    /// peer that is away, so an unreachable DC costs no memory or disk for
+    /// them. Only valid when the receiver's handling is monotone (the newest
+    /// implies everything the older ones said) and the protocol sends them
+    /// again on a timer (one may be lost on a reconnect or a crash). The
+    /// runtime still delivers it after every message sent before it.
+    fn ephemeral(&self) -> bool {
+        false
+    }
 }
 
 /// Size of a message in the compact binary codec the network runtime uses

@@ -69,6 +69,12 @@ crate::impl_message! {
         peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }
+    /// Heartbeats and the stable-time tree's reports and pushes are sent
+    /// every tick and their handlers keep the maximum (or the newest from
+    /// each sender): the newest one of each kind says all the older ones did.
+    fn ephemeral(&self) -> bool {
+        matches!(self, Msg::Heartbeat { .. } | Msg::StableReport { .. } | Msg::StablePush { .. })
+    }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
             Msg::GetReq { key, .. } => (key.len(), 0),
