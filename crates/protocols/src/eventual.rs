@@ -33,11 +33,21 @@ impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
     const CAUSAL: bool = false;
+    /// Every write is local and last-writer-wins needs no clock property
+    /// for eventual consistency; a restart loses only `last_ts`, which the
+    /// clock (or the store) bounds.
+    const TOLERATES: causeway_core::Faults = causeway_core::Faults::ALL;
+    const AVAILABLE_UNDER_PARTITIONS: bool = true;
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
     type Server = EventualServer;
     type Client = EventualClient;
+    /// Every operation is answered by servers of the client's own DC
+    /// without waiting for anything.
+    fn liveness_bound_us(_cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+        10_000 + 8 * env.intra_dc_rtt_us
+    }
 
     fn server(_cfg: &Config, ctx: NodeCtx) -> EventualServer {
         EventualServer { dc: ctx.role.dc(), last_ts: 0, topology: ctx.topology }
