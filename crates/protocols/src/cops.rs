@@ -399,7 +399,9 @@ impl CopsServer {
     /// newer than it.
     fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
         self.node.report_if_newest(env, key, stamp, written_us);
-        env.store().gc_key(key, Version::committed);
+        // Pending versions stay until committed: after a crash the store is
+        // all recovery has, and a later write may depend on one.
+        env.store().gc_key_keeping(key, Version::committed, |v| !v.committed());
     }
 }
 

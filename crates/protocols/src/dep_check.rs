@@ -267,6 +267,14 @@ impl DepNode {
     /// checks re-sent. Pending versions are taken in (origin, stamp) order,
     /// the order they arrived in.
     pub fn recover<M: From<PathMsg>, V: DepVersion>(&mut self, env: &mut impl ServerEnv<M, V>) {
+        // Check ids must not repeat across a restart: a peer may still hold
+        // a pre-crash check under its id (and ignore a new one reusing it
+        // as a retry), and a pre-crash answer may still be on its way (and
+        // would answer the new check). Start above every id a previous
+        // incarnation can have used: the clock in µs never falls below the
+        // number of checks sent so far (the runtime keeps it from going
+        // back across a restart). Found by simulated crash-restart.
+        self.next_check = self.next_check.max(env.now_us());
         if let Some(meta) = env.store().meta() {
             self.through = decode_table(meta);
         }
