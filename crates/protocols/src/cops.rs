@@ -78,11 +78,19 @@ pub struct Config {
     /// Test only: commit replicated writes without checking their
     /// dependencies, which the checker and torture must catch.
     pub mutant_skip_dep_check: bool,
+    /// Test only: restart without recovering pending replicated writes and
+    /// the committed-through table, which crash-restart torture must catch.
+    pub mutant_skip_recovery: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { dep_check_retry_ms: 1_000, settle_interval_ms: 100, mutant_skip_dep_check: false }
+        Config {
+            dep_check_retry_ms: 1_000,
+            settle_interval_ms: 100,
+            mutant_skip_dep_check: false,
+            mutant_skip_recovery: false,
+        }
     }
 }
 
@@ -116,6 +124,7 @@ impl Protocol for Cops {
     fn server(cfg: &Config, ctx: NodeCtx) -> CopsServer {
         let mut node = DepNode::new(&ctx);
         node.skip_checks = cfg.mutant_skip_dep_check;
+        node.skip_recovery = cfg.mutant_skip_recovery;
         node.retry_us = cfg.dep_check_retry_ms * 1_000;
         let settle_us = cfg.settle_interval_ms * 1_000;
         CopsServer { node, settle: Settle::new(0, settle_us), settle_us }

@@ -117,6 +117,10 @@ pub struct Config {
     /// fall back to Eiger in the paper; here it fails with
     /// [`OpError::Aborted`]. `u64::MAX` (the default): always wait.
     pub rot_wait_threshold_us: u64,
+    /// Test only: never send heartbeats, so GST moves only with replicated
+    /// writes and stops when they do — a stall torture's liveness check
+    /// must catch.
+    pub mutant_drop_heartbeats: bool,
 }
 
 impl Default for Config {
@@ -127,6 +131,7 @@ impl Default for Config {
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
             rot_wait_threshold_us: u64::MAX,
+            mutant_drop_heartbeats: false,
         }
     }
 }
@@ -840,7 +845,7 @@ impl PartitionServer {
     /// Every Δ: if no replicate went out since the last tick, send
     /// ⟨Heartbeat clock⟩ so the equivalents' VV entries keep moving.
     fn heartbeat_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        if !self.replicated_since_heartbeat {
+        if !self.replicated_since_heartbeat && !self.cfg.mutant_drop_heartbeats {
             let clock = env.now_us();
             for &(_, n) in &self.equivalents {
                 env.send(n, Msg::Heartbeat { clock });
