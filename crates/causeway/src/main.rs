@@ -344,9 +344,11 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
             let protocols = if protocol.is_empty() { ProtocolName::ALL.to_vec() } else { protocol };
             let mut failed = Vec::new();
+            let liveness_kinds = [causeway_check::Kind::Unfinished, causeway_check::Kind::SlowOperation];
             for p in protocols {
                 let started = Instant::now();
                 let mut ops = 0;
+                let mut stalled = 0;
                 for i in 0..runs {
                     let s = seed + i;
                     let (report, history) = torture::run_one(p, s, &opts)?;
@@ -362,9 +364,30 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                             println!("history written to {}", path.display());
                         }
                         failed.push((p, s));
+                    } else if liveness_kinds.iter().any(|&k| report.count(k) > 0) {
+                        let n: usize = liveness_kinds.iter().map(|&k| report.count(k)).sum();
+                        println!(
+                            "{p}: run with seed {s} has {n} liveness violation{} (reported, not judged: --without \
+                             liveness); see: {}",
+                            if n == 1 { "" } else { "s" },
+                            replay_command(
+                                p,
+                                s,
+                                &torture::Options {
+                                    without: opts.without.iter().filter(|w| *w != "liveness").cloned().collect(),
+                                    ..opts.clone()
+                                }
+                            )
+                        );
+                        stalled += 1;
                     }
                 }
                 let secs = started.elapsed().as_secs_f64();
+                if stalled > 0 {
+                    println!(
+                        "{p}: {stalled} runs with liveness violations reported but not judged (--without liveness)"
+                    );
+                }
                 println!(
                     "{p}: {runs} runs, {ops} operations checked, {} failed, {:.1} s ({:.0} runs/min)",
                     failed.iter().filter(|f| f.0 == p).count(),

@@ -140,7 +140,7 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
 /// decides for safety kinds; liveness kinds need a deadline to judge by.
 fn required(cfg: &CheckConfig, kind: Kind) -> bool {
     match kind {
-        Kind::Unfinished | Kind::SlowOperation => cfg.liveness.is_some(),
+        Kind::Unfinished | Kind::SlowOperation => cfg.liveness.as_ref().is_some_and(|l| l.required),
         _ => cfg.level.requires(kind),
     }
 }

@@ -39,7 +39,7 @@ use causeway_core::{OpError, OpResult};
 use serde::{Deserialize, Serialize};
 
 /// What the liveness checks hold operations to.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Liveness {
     /// How long an operation may take after its invocation, or after the end
     /// of the last excusing fault window it overlapped (µs). The protocol
@@ -48,6 +48,15 @@ pub struct Liveness {
     /// The run's fault windows, in true time.
     #[serde(default)]
     pub faults: Vec<FaultWindow>,
+    /// Whether a liveness violation fails the history. False reports them
+    /// for information only (torture's `--without liveness`, meant for
+    /// known stalls awaiting a fix, not as a setting to keep).
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A fault active over `[from_us, to_us)` of true time.
@@ -80,7 +89,7 @@ impl Liveness {
             })
             .into_iter()
             .collect();
-        Liveness { bound_us, faults }
+        Liveness { bound_us, faults, required: true }
     }
 
     /// The deadline of an operation invoked at `t`, and whether it ran into

@@ -966,6 +966,8 @@ impl<P: Protocol> Sim<P> {
     /// result is [`causeway_core::OpError::Pending`] and whose `complete_us`
     /// is now: a blocked or livelocked operation stays in the history.
     pub fn pending_records(&self) -> Vec<OpRecord> {
+        // With nothing left to happen the operations wait to the run's end.
+        let now = if self.heap.is_empty() { self.now.max(self.end_us) } else { self.now };
         self.clients
             .iter()
             .enumerate()
@@ -978,7 +980,7 @@ impl<P: Protocol> Sim<P> {
                     op,
                     result: OpResult::Failed(causeway_core::OpError::Pending),
                     invoke_us,
-                    complete_us: self.now,
+                    complete_us: now,
                 })
             })
             .collect()
