@@ -81,6 +81,15 @@ enum Cmd {
         /// convergence and eventual-visibility checks.
         #[arg(long)]
         quiescent_after_ms: Option<u64>,
+        /// With --quiescent-after-ms: every operation invoked after it must
+        /// complete within this many ms (default: the bound the history's
+        /// protocol declares for its default config, with --max-rtt-ms).
+        #[arg(long)]
+        liveness_bound_ms: Option<u64>,
+        /// The worst round trip between DCs the history was recorded over,
+        /// for the protocol's declared liveness bound.
+        #[arg(long, default_value_t = 200)]
+        max_rtt_ms: u64,
         #[arg(long)]
         json: bool,
         /// Also export the history in dbcop's JSON format to this file.
@@ -97,7 +106,8 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Leave out fault kinds (to bisect a failure): partitions, pauses,
-        /// spikes, slow_links, skew, jumps.
+        /// spikes, slow_links, slow_nodes, skew, drift, jumps, forward_jumps,
+        /// backward_jumps, crashes; `liveness` skips the liveness checks.
         #[arg(long, value_delimiter = ',')]
         without: Vec<String>,
         /// Write each failing run's history to DIR/<protocol>-<seed>.json.
@@ -320,11 +330,22 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let written = causeway_bench::report::write_all(&results, &out, &command, &today())?;
             println!("{} files written; report: {}", written.files.len(), written.markdown.display());
         }
-        Cmd::Check { history, level, quiescent_after_ms, json, dbcop } => {
+        Cmd::Check { history, level, quiescent_after_ms, liveness_bound_ms, max_rtt_ms, json, dbcop } => {
             let level = parse_level(&level)?;
             let h = causeway_check::load_history(&history)?;
             let mut cfg = causeway_check::CheckConfig::at(level);
             cfg.quiescent_after_us = quiescent_after_ms.map(|ms| ms * 1_000);
+            if let Some(quiet_ms) = quiescent_after_ms {
+                let bound_us = match liveness_bound_ms {
+                    Some(ms) => ms * 1_000,
+                    None => declared_bound_us(&h.protocol, max_rtt_ms)?,
+                };
+                cfg.liveness = Some(causeway_check::Liveness::after_quiescence(quiet_ms * 1_000, bound_us));
+            } else if liveness_bound_ms.is_some() {
+                return Err(
+                    "--liveness-bound-ms needs --quiescent-after-ms (the time after which no fault is active)".into()
+                );
+            }
             let started = Instant::now();
             let report = causeway_check::check(&h, &cfg);
             let took = started.elapsed();
@@ -353,16 +374,19 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
             let protocols = if protocol.is_empty() { ProtocolName::ALL.to_vec() } else { protocol };
             let mut failed = Vec::new();
+            let liveness_kinds = [causeway_check::Kind::Unfinished, causeway_check::Kind::SlowOperation];
             for p in protocols {
                 let started = Instant::now();
                 let mut ops = 0;
+                let mut stalled = 0;
                 for i in 0..runs {
                     let s = seed + i;
                     let (report, history) = torture::run_one(p, s, &opts)?;
                     ops += report.stats.ops;
                     if !report.passed {
-                        println!("{p}: run with seed {s} FAILED; replay: causeway torture -p {p} --runs 1 --seed {s}");
+                        println!("{p}: run with seed {s} FAILED; replay: {}", replay_command(p, s, &opts));
                         print!("{report}");
+                        print!("{}", torture::describe(p, s, &opts)?);
                         if let Some(dir) = &dump {
                             std::fs::create_dir_all(dir)?;
                             let path = dir.join(format!("{p}-{s}.json"));
@@ -370,9 +394,30 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                             println!("history written to {}", path.display());
                         }
                         failed.push((p, s));
+                    } else if liveness_kinds.iter().any(|&k| report.count(k) > 0) {
+                        let n: usize = liveness_kinds.iter().map(|&k| report.count(k)).sum();
+                        println!(
+                            "{p}: run with seed {s} has {n} liveness violation{} (reported, not judged: --without \
+                             liveness); see: {}",
+                            if n == 1 { "" } else { "s" },
+                            replay_command(
+                                p,
+                                s,
+                                &torture::Options {
+                                    without: opts.without.iter().filter(|w| *w != "liveness").cloned().collect(),
+                                    ..opts.clone()
+                                }
+                            )
+                        );
+                        stalled += 1;
                     }
                 }
                 let secs = started.elapsed().as_secs_f64();
+                if stalled > 0 {
+                    println!(
+                        "{p}: {stalled} runs with liveness violations reported but not judged (--without liveness)"
+                    );
+                }
                 println!(
                     "{p}: {runs} runs, {ops} operations checked, {} failed, {:.1} s ({:.0} runs/min)",
                     failed.iter().filter(|f| f.0 == p).count(),
@@ -446,6 +491,34 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// The command that replays run `seed` exactly, options included.
+fn replay_command(p: ProtocolName, seed: u64, opts: &torture::Options) -> String {
+    let mut c = format!("causeway torture -p {p} --runs 1 --seed {seed}");
+    if !opts.without.is_empty() {
+        c.push_str(&format!(" --without {}", opts.without.join(",")));
+    }
+    for (k, v) in &opts.params {
+        c.push_str(&format!(" --param '{k}={v}'"));
+    }
+    if let Some(l) = opts.level {
+        c.push_str(&format!(" --level {}", l.name()));
+    }
+    c
+}
+
+/// The liveness bound the history's protocol declares for its default
+/// config, with `max_rtt_ms` between DCs and an intra-DC round trip of 1 ms.
+fn declared_bound_us(protocol: &str, max_rtt_ms: u64) -> Result<u64, String> {
+    let p: ProtocolName = protocol
+        .parse()
+        .map_err(|e| format!("the history's protocol {protocol:?} is not known ({e}); give --liveness-bound-ms"))?;
+    let env =
+        causeway_core::LivenessEnv { max_rtt_us: max_rtt_ms * 1_000, intra_dc_rtt_us: 1_000, max_clock_skew_us: 0 };
+    Ok(causeway_protocols::with_protocol!(p, P => {
+        <P as causeway_core::Protocol>::liveness_bound_us(&Default::default(), &env)
+    }))
 }
 
 fn parse_level(s: &str) -> Result<causeway_check::Level, String> {

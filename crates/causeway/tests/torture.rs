@@ -65,3 +65,59 @@ fn a_failure_replays_from_its_seed() {
     let strip = |s: &str| s.lines().filter(|l| !l.contains(" s (")).collect::<Vec<_>>().join("\n");
     assert_eq!(strip(&a), strip(&b), "the same seed must give the same verdict and violations");
 }
+
+#[test]
+fn a_cops_that_skips_recovery_is_caught_by_crash_restart_torture() {
+    // Crash-restart cycles are drawn for COPS (it declares it survives
+    // them); a restart that forgets the journaled pending writes and the
+    // committed-through table must fail, while the real recovery passes the
+    // same seeds.
+    let (ok, out) = torture(&["-p", "cops", "--param", "mutant_skip_recovery=true", "--runs", "30"]);
+    assert!(!ok, "a COPS without recovery must fail crash-restart torture:\n{out}");
+    assert!(out.contains("node ") && out.contains("crashed"), "the failure shows the crash:\n{out}");
+    assert!(
+        out.contains("replay: causeway torture -p cops --runs 1 --seed")
+            && out.contains("--param 'mutant_skip_recovery=true'"),
+        "the replay hint carries the parameter:\n{out}"
+    );
+    let (ok, out) = torture(&["-p", "cops", "--runs", "30"]);
+    assert!(ok, "the real recovery passes the same seeds:\n{out}");
+    let (ok, out) =
+        torture(&["-p", "cops", "--param", "mutant_skip_recovery=true", "--runs", "30", "--without", "crashes"]);
+    assert!(ok, "without crashes the mutant is indistinguishable, so it is the restarts that catch it:\n{out}");
+}
+
+#[test]
+fn a_gentlerain_that_drops_its_heartbeats_is_caught_by_the_liveness_check() {
+    // Without heartbeats GST moves only with replicated writes: ROTs wait
+    // for it far longer than GentleRain's declared bound, in calm periods.
+    let (ok, out) = torture(&["-p", "gentlerain", "--param", "mutant_drop_heartbeats=true", "--runs", "10"]);
+    assert!(!ok, "the stalling mutant must fail torture:\n{out}");
+    assert!(out.contains("FAIL  liveness"), "the liveness check catches it:\n{out}");
+    assert!(out.contains("--param 'mutant_drop_heartbeats=true'"), "{out}");
+    let (ok, out) = torture(&["-p", "gentlerain", "--runs", "10"]);
+    assert!(ok, "GentleRain with its heartbeats passes the same seeds:\n{out}");
+}
+
+#[test]
+fn the_replay_hint_replays_options_too() {
+    let (ok, out) = torture(&[
+        "-p",
+        "eventual",
+        "--level",
+        "causal_plus",
+        "--without",
+        "crashes,skew",
+        "--runs",
+        "3",
+        "--seed",
+        "5",
+    ]);
+    assert!(!ok, "{out}");
+    let hint = out.lines().find(|l| l.contains("replay: ")).expect("a replay hint");
+    let cmd = hint.split("replay: causeway torture ").nth(1).expect("command");
+    assert!(cmd.contains("--without crashes,skew") && cmd.contains("--level causal+"), "{cmd}");
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    let (replayed_ok, replayed) = torture(&args);
+    assert!(!replayed_ok, "the hint must reproduce the failure:\n{replayed}");
+}

@@ -14,6 +14,15 @@
 //!
 //! These are the only guarantees of eventual consistency, and the tail of
 //! causal+'s. Cost: O(reads after T + writes · distinct final values).
+//!
+//! **At the eventual level** the arbitration order is not tied to causality:
+//! last-writer-wins on skewed physical clocks may stamp a causally later
+//! write below the write it overwrote, and then the older value wins
+//! everywhere. Eventual consistency allows that (every replica agrees, and
+//! the "lost" write was superseded by arbitration), so there only a read of
+//! ∅ after an acknowledged write of the key shows a write that never became
+//! visible; `v co w` is a loss only at the causal levels, whose arbitration
+//! must extend the causal order.
 
 use crate::clock::Clocks;
 use crate::model::{Model, ReadEv, Source};
@@ -22,7 +31,13 @@ use std::collections::BTreeMap;
 
 /// Run both checks; `Err` says why the premise does not hold (a write in
 /// flight after T), in which case nothing is checked.
-pub fn check_convergence(m: &Model<'_>, c: &Clocks, t: u64, out: &mut Collector) -> Result<(), String> {
+pub fn check_convergence(
+    m: &Model<'_>,
+    c: &Clocks,
+    t: u64,
+    causal_arbitration: bool,
+    out: &mut Collector,
+) -> Result<(), String> {
     let ops = &m.history.ops;
     if let Some((i, r)) =
         ops.iter().enumerate().find(|(_, r)| !r.op.writes().is_empty() && (r.invoke_us >= t || r.complete_us > t))
@@ -67,7 +82,7 @@ pub fn check_convergence(m: &Model<'_>, c: &Clocks, t: u64, out: &mut Collector)
         for read in distinct {
             let lost = writes.iter().copied().find(|&w| match read.source {
                 Source::Init => true,
-                Source::Write(v) => c.co(m, v, w),
+                Source::Write(v) => causal_arbitration && c.co(m, v, w),
                 Source::ThinAir => false,
             });
             if let Some(write) = lost {

@@ -6,7 +6,8 @@
 //! (convergent), whether sessions got read-your-writes, monotonic reads,
 //! monotonic writes and writes-follow-reads, whether read-only
 //! transactions read causal snapshots, and whether write-only transactions
-//! are atomically visible (no fractured reads). Each violation names the few
+//! are atomically visible (no fractured reads), and whether every operation
+//! finished within the protocol's liveness bound ([`liveness`]). Each violation names the few
 //! operations that show it, as a sentence a person can check by hand. It also
 //! exports histories to dbcop's JSON format ([`dbcop`]).
 //!
@@ -32,6 +33,7 @@ pub mod cycles;
 pub mod dbcop;
 pub mod error;
 pub mod explain;
+pub mod liveness;
 pub mod model;
 pub mod names;
 pub mod report;
@@ -41,6 +43,7 @@ pub mod violation;
 
 pub use error::{CheckError, ModelError};
 pub use explain::{Action, Link, OpRef, Path};
+pub use liveness::{FaultWindow, Liveness};
 pub use model::Model;
 pub use names::ValueName;
 pub use report::{CheckConfig, CheckReport, CheckResult, Level, Stats, Status};
@@ -76,7 +79,7 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
                 .map(|&kind| CheckResult {
                     kind,
                     name: kind.name(),
-                    required: cfg.level.requires(kind),
+                    required: required(cfg, kind),
                     status: Status::Skipped { reason: "the history cannot be modelled".into() },
                 })
                 .collect();
@@ -101,7 +104,10 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
     cycles::check_cyclic_co(&m, &clocks, &mut out);
     atomic::check_fractured(&m, &clocks, &mut out);
     let cf_preds = arbitration::check_cyclic_cf(&m, &clocks, &causal.cf, &mut out);
-    let convergence = cfg.quiescent_after_us.map(|t| convergence::check_convergence(&m, &clocks, t, &mut out));
+    let causal_arbitration = cfg.level >= Level::Causal;
+    let convergence =
+        cfg.quiescent_after_us.map(|t| convergence::check_convergence(&m, &clocks, t, causal_arbitration, &mut out));
+    liveness::check_liveness(&m, cfg.liveness.as_ref(), &mut out);
 
     // Render the kept violations, with paths, in kind then history order.
     let mut ex = Explainer::new(&m, &clocks);
@@ -124,12 +130,21 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
                     n => Status::Fail { violations: n },
                 },
             };
-            CheckResult { kind, name: kind.name(), required: cfg.level.requires(kind), status }
+            CheckResult { kind, name: kind.name(), required: required(cfg, kind), status }
         })
         .collect();
     report.passed = report.checks.iter().all(|c| !c.required || !matches!(c.status, Status::Fail { .. }));
     report.violations = violations;
     report
+}
+
+/// Whether a violation of `kind` fails the history under `cfg`: the level
+/// decides for safety kinds; liveness kinds need a deadline to judge by.
+fn required(cfg: &CheckConfig, kind: Kind) -> bool {
+    match kind {
+        Kind::Unfinished | Kind::SlowOperation => cfg.liveness.as_ref().is_some_and(|l| l.required),
+        _ => cfg.level.requires(kind),
+    }
 }
 
 /// Read a history written by `serde_json::to_writer(&history)`.

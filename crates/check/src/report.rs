@@ -50,7 +50,13 @@ impl Level {
     /// Whether a violation of `kind` fails a history at this level.
     pub fn requires(self, kind: Kind) -> bool {
         match kind {
-            Kind::ThinAirRead | Kind::Divergence | Kind::NotEventuallyVisible => true,
+            // Liveness kinds are required whenever a liveness spec is given
+            // (`check` decides that; see `CheckConfig::liveness`).
+            Kind::ThinAirRead
+            | Kind::Divergence
+            | Kind::NotEventuallyVisible
+            | Kind::Unfinished
+            | Kind::SlowOperation => true,
             Kind::CyclicArbitration => self == Level::CausalPlus,
             _ => self >= Level::Causal,
         }
@@ -83,11 +89,16 @@ pub struct CheckConfig {
     pub quiescent_after_us: Option<u64>,
     /// Violations shown per kind (all are counted).
     pub max_reported: usize,
+    /// Deadlines for operations ([`crate::liveness`]). With one, the
+    /// liveness checks are required at every level; without, operations
+    /// still pending at the end of the run are only listed.
+    #[serde(default)]
+    pub liveness: Option<crate::liveness::Liveness>,
 }
 
 impl Default for CheckConfig {
     fn default() -> Self {
-        CheckConfig { level: Level::default(), quiescent_after_us: None, max_reported: 10 }
+        CheckConfig { level: Level::default(), quiescent_after_us: None, max_reported: 10, liveness: None }
     }
 }
 
@@ -97,6 +108,10 @@ impl CheckConfig {
     }
     pub fn quiescent_after(mut self, us: u64) -> Self {
         self.quiescent_after_us = Some(us);
+        self
+    }
+    pub fn with_liveness(mut self, liveness: crate::liveness::Liveness) -> Self {
+        self.liveness = Some(liveness);
         self
     }
 }

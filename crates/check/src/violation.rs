@@ -40,10 +40,15 @@ pub enum Kind {
     Divergence,
     /// After quiescence, a read returns a value an acknowledged write of the key causally overwrote.
     NotEventuallyVisible,
+    /// An operation never completed (pending at the end of the run, or
+    /// timed out) although its liveness deadline had passed.
+    Unfinished,
+    /// An operation completed after its liveness deadline.
+    SlowOperation,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 15] = [
         Kind::ThinAirRead,
         Kind::CyclicCausalOrder,
         Kind::WriteCoRead,
@@ -57,6 +62,8 @@ impl Kind {
         Kind::FracturedRead,
         Kind::Divergence,
         Kind::NotEventuallyVisible,
+        Kind::Unfinished,
+        Kind::SlowOperation,
     ];
 
     /// A short name for summaries.
@@ -75,6 +82,8 @@ impl Kind {
             Kind::FracturedRead => "atomic visibility of transactions' writes (fractured reads)",
             Kind::Divergence => "convergence after quiescence",
             Kind::NotEventuallyVisible => "eventual visibility",
+            Kind::Unfinished => "liveness: every operation completes",
+            Kind::SlowOperation => "liveness: operations complete within the protocol's bound",
         }
     }
 }
@@ -209,6 +218,68 @@ pub enum Violation {
         overwritten: Option<Path>,
         quiescent_after_us: u64,
     },
+    /// An operation that did not complete (by its deadline, if one is known).
+    Unfinished(Stall),
+    /// An operation that completed after its deadline.
+    SlowOperation(Stall),
+}
+
+/// An operation that missed its liveness deadline, with what the history
+/// tells about what it waited for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Stall {
+    pub op: OpRef,
+    /// "get", "put", "rot", …
+    pub op_kind: String,
+    /// The keys it read or wrote.
+    pub keys: Vec<String>,
+    /// When it had to complete by; `None` when no liveness spec was given.
+    pub deadline_us: Option<u64>,
+    /// When it completed, timed out, or was last seen pending (end of run).
+    pub ended_us: u64,
+    /// "completed", "timed out" or "pending".
+    pub ending: String,
+    /// Its session's previous operation.
+    pub previous: Option<OpRef>,
+    /// Writes from other DCs its session had read before it (the
+    /// dependencies a dependency-tracking protocol may wait for).
+    pub remote_dependencies: Vec<OpRef>,
+    /// The fault windows its run overlapped.
+    pub faults: Vec<String>,
+}
+
+impl fmt::Display for Stall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = &self.op;
+        write!(f, "{} invoked a {} of {{{}}} ({}) that ", op.who(), self.op_kind, self.keys.join(", "), op.at())?;
+        let took = crate::explain::ms(self.ended_us.saturating_sub(op.invoke_us));
+        match self.ending.as_str() {
+            "completed" => write!(f, "took {took}, completing at {}", crate::explain::ms(self.ended_us))?,
+            "timed out" => write!(f, "never completed: its client gave up after {took}")?,
+            _ => write!(f, "never completed: still pending at the end of the run ({took} later)")?,
+        }
+        if let Some(d) = self.deadline_us {
+            write!(f, "; its deadline was {}", crate::explain::ms(d))?;
+        }
+        match &self.previous {
+            Some(p) => write!(f, ". Its session's previous operation: {p}")?,
+            None => write!(f, ". It was its session's first operation")?,
+        }
+        if !self.remote_dependencies.is_empty() {
+            let deps: Vec<String> = self.remote_dependencies.iter().map(|w| w.to_string()).collect();
+            write!(
+                f,
+                "; its session had read these writes from other DCs (it may wait for them): {}",
+                deps.join("; ")
+            )?;
+        }
+        if self.faults.is_empty() {
+            write!(f, "; no fault was active while it ran")?;
+        } else {
+            write!(f, "; faults while it ran: {}", self.faults.join("; "))?;
+        }
+        Ok(())
+    }
 }
 
 impl Violation {
@@ -227,6 +298,8 @@ impl Violation {
             Violation::FracturedRead { .. } => Kind::FracturedRead,
             Violation::Divergence { .. } => Kind::Divergence,
             Violation::NotEventuallyVisible { .. } => Kind::NotEventuallyVisible,
+            Violation::Unfinished(_) => Kind::Unfinished,
+            Violation::SlowOperation(_) => Kind::SlowOperation,
         }
     }
 
@@ -247,6 +320,7 @@ impl Violation {
             }
             Violation::RotSnapshot { rot, .. } => rot.index,
             Violation::Divergence { second, .. } => second.index,
+            Violation::Unfinished(s) | Violation::SlowOperation(s) => s.op.index,
         }
     }
 }
@@ -443,6 +517,7 @@ impl fmt::Display for Violation {
                 write.who(),
                 overwrite_clause(returned, write, overwritten)
             ),
+            Violation::Unfinished(s) | Violation::SlowOperation(s) => write!(f, "{s}"),
         }
     }
 }
@@ -450,19 +525,78 @@ impl fmt::Display for Violation {
 /// A violation as op indices, rendered later.
 #[derive(Clone, Debug)]
 pub enum Raw {
-    ThinAir { read: ReadEv },
-    CyclicCo { write: u32, reader: u32, ops_involved: usize, members: Vec<u32> },
-    WriteCoRead { read: ReadEv, newer: u32 },
-    WriteCoInitRead { read: ReadEv, write: u32 },
-    CyclicCf { from: u32, to: u32, read: u32, members: Vec<u32> },
-    Ryw { read: ReadEv, own: u32 },
-    Mr { read: ReadEv, earlier: u32, value: u32 },
-    Mw { read: ReadEv, earlier: u32, seen: u32, older: u32 },
-    Wfr { read: ReadEv, earlier: u32, seen: u32, writer_read: u32, writer_saw: u32 },
-    Rot { y: ReadEv, x: ReadEv, newer: u32 },
-    Fractured { read: ReadEv, wot: u32, via: u32 },
-    Divergence { first: ReadEv, second: ReadEv, t: u64 },
-    NotVisible { read: ReadEv, write: u32, t: u64 },
+    ThinAir {
+        read: ReadEv,
+    },
+    CyclicCo {
+        write: u32,
+        reader: u32,
+        ops_involved: usize,
+        members: Vec<u32>,
+    },
+    WriteCoRead {
+        read: ReadEv,
+        newer: u32,
+    },
+    WriteCoInitRead {
+        read: ReadEv,
+        write: u32,
+    },
+    CyclicCf {
+        from: u32,
+        to: u32,
+        read: u32,
+        members: Vec<u32>,
+    },
+    Ryw {
+        read: ReadEv,
+        own: u32,
+    },
+    Mr {
+        read: ReadEv,
+        earlier: u32,
+        value: u32,
+    },
+    Mw {
+        read: ReadEv,
+        earlier: u32,
+        seen: u32,
+        older: u32,
+    },
+    Wfr {
+        read: ReadEv,
+        earlier: u32,
+        seen: u32,
+        writer_read: u32,
+        writer_saw: u32,
+    },
+    Rot {
+        y: ReadEv,
+        x: ReadEv,
+        newer: u32,
+    },
+    Fractured {
+        read: ReadEv,
+        wot: u32,
+        via: u32,
+    },
+    Divergence {
+        first: ReadEv,
+        second: ReadEv,
+        t: u64,
+    },
+    NotVisible {
+        read: ReadEv,
+        write: u32,
+        t: u64,
+    },
+    /// A liveness violation: op `op` missed `deadline_us` (None: no spec).
+    Stall {
+        op: u32,
+        deadline_us: Option<u64>,
+        ending: crate::liveness::Ending,
+        faults: Vec<String>,
+    },
 }
 
 impl Raw {
@@ -589,6 +723,38 @@ impl Raw {
                     write: ex.op(*write),
                     overwritten,
                     quiescent_after_us: *t,
+                }
+            }
+            Raw::Stall { op, deadline_us, ending, faults } => {
+                use crate::liveness::Ending;
+                let r = &ex.m.history.ops[*op as usize];
+                let mut keys: Vec<String> = r.op.reads().into_iter().map(|k| crate::explain::key_name(k)).collect();
+                for (k, _) in r.op.writes() {
+                    let k = crate::explain::key_name(k);
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+                let (previous, remote) = crate::liveness::context(ex.m, *op, 3);
+                let stall = Stall {
+                    op: ex.op(*op),
+                    op_kind: r.op.kind().name().into(),
+                    keys,
+                    deadline_us: *deadline_us,
+                    ended_us: r.complete_us,
+                    ending: match ending {
+                        Ending::Completed => "completed",
+                        Ending::TimedOut => "timed out",
+                        Ending::Pending => "pending",
+                    }
+                    .into(),
+                    previous: previous.map(|p| ex.op(p)),
+                    remote_dependencies: remote.into_iter().map(|w| ex.op(w)).collect(),
+                    faults: faults.clone(),
+                };
+                match ending {
+                    Ending::Completed => Violation::SlowOperation(stall),
+                    _ => Violation::Unfinished(stall),
                 }
             }
         }

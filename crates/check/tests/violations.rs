@@ -470,11 +470,18 @@ fn acknowledged_write_must_become_visible() {
     h.get(1, "x", Some(1));
     h.get(3, "x", Some(1));
     h.get(1, "y", None);
-    let r = run_at(&h, Level::Eventual, Some(1_000));
+    let r = run_at(&h, Level::CausalPlus, Some(1_000));
     assert_eq!(failed(&r), vec![Kind::NotEventuallyVisible], "{r}");
     assert_eq!(r.count(Kind::NotEventuallyVisible), 2);
     let text = r.violations[0].to_string();
     assert!(text.contains("acknowledged write x=w2 (op #1"), "{text}");
+    // At the eventual level arbitration need not follow causality (x=w1
+    // may win last-writer-wins over the later w2), but y=∅ after the
+    // acknowledged y=w3 is still a lost write.
+    let r = run_at(&h, Level::Eventual, Some(1_000));
+    assert_eq!(failed(&r), vec![Kind::NotEventuallyVisible], "{r}");
+    assert_eq!(r.count(Kind::NotEventuallyVisible), 1);
+    assert!(r.violations[0].to_string().contains("acknowledged write y=w3"), "{r}");
 }
 
 #[test]

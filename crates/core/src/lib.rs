@@ -76,8 +76,8 @@ pub use data::{Key, Value, stable_hash, tagged_value, write_id_of};
 pub use history::{History, OpRecord};
 pub use ids::{ClientId, DcId, NodeId, PartitionId};
 pub use protocol::{
-    Client, ClientCtx, ClientEnv, Message, NodeCtx, Observation, Op, OpError, OpKind, OpResult, Protocol, Server,
-    ServerEnv, wire_size,
+    Client, ClientCtx, ClientEnv, Faults, LivenessEnv, Message, NodeCtx, Observation, Op, OpError, OpKind, OpResult,
+    Protocol, Server, ServerEnv, wire_size,
 };
 pub use store::{Inserted, MvStore, Versioned};
 pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};

@@ -204,6 +204,26 @@ pub enum OpError {
     Aborted(String),
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// The client stopped waiting after `after_ms` (the runtime's operation
+    /// deadline, e.g. because the server it asked crashed). The outcome is
+    /// unknown: a timed-out write may have been applied, so the checker
+    /// treats it as possibly applied, like any failed write.
+    #[error("timed out after {after_ms} ms; the operation may or may not have taken effect")]
+    TimedOut { after_ms: u64 },
+    /// The operation had not completed when the run (or the recording)
+    /// ended: its record's `complete_us` is that end, not a completion. Its
+    /// outcome is unknown, as for [`OpError::TimedOut`]; the checker's
+    /// liveness checks report it.
+    #[error("never completed: still in progress when the run ended")]
+    Pending,
+}
+
+impl OpError {
+    /// Whether the operation did not finish (timed out, or still pending at
+    /// the end of the run) rather than being answered with a refusal.
+    pub fn is_unfinished(&self) -> bool {
+        matches!(self, OpError::TimedOut { .. } | OpError::Pending)
+    }
 }
 
 /// Something a server reports for measurement and checking. Reporting is
@@ -309,6 +329,84 @@ pub struct ClientCtx {
     pub topology: Arc<Topology>,
 }
 
+/// Fault kinds the simulator can inject. A protocol declares, in
+/// [`Protocol::TOLERATES`], the ones under which it keeps its promises
+/// (safety at [`Protocol::CAUSAL`]'s level, and liveness as
+/// [`Protocol::liveness_bound_us`] says); torture draws only those, so a
+/// failure under a declared fault is a bug and a missing declaration is a
+/// visible, reviewable claim rather than a setting hidden in the harness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Faults {
+    /// DC pairs cut off from each other, later healed (reliable channels
+    /// hold the messages meanwhile).
+    pub partitions: bool,
+    /// A node stops handling inputs for a while (its inputs queue).
+    pub pauses: bool,
+    /// Extra latency between two DCs for a while.
+    pub spikes: bool,
+    /// Extra latency on one node-to-node link (replication or intra-DC).
+    pub slow_links: bool,
+    /// Every message a node sends is slower for a while.
+    pub slow_nodes: bool,
+    /// Static per-node clock offsets.
+    pub skew: bool,
+    /// Clocks running fast or slow (ppm).
+    pub drift: bool,
+    /// A clock steps forward.
+    pub forward_jumps: bool,
+    /// A clock steps backward.
+    pub backward_jumps: bool,
+    /// A node crashes, losing all volatile state, and restarts from what it
+    /// journaled (store versions and [`MvStore::set_meta`]); its peer links
+    /// keep their durable outbox, client requests in flight to it are lost.
+    pub crash_restart: bool,
+}
+
+impl Faults {
+    /// Every fault kind.
+    pub const ALL: Faults = Faults {
+        partitions: true,
+        pauses: true,
+        spikes: true,
+        slow_links: true,
+        slow_nodes: true,
+        skew: true,
+        drift: true,
+        forward_jumps: true,
+        backward_jumps: true,
+        crash_restart: true,
+    };
+    /// Network and scheduling faults only: what any protocol on reliable
+    /// FIFO channels must survive. Clock faults and crash-restart need the
+    /// protocol's own care (clock rules, recovery code), so they are opt-in.
+    pub const NETWORK: Faults = Faults {
+        partitions: true,
+        pauses: true,
+        spikes: true,
+        slow_links: true,
+        slow_nodes: true,
+        skew: false,
+        drift: false,
+        forward_jumps: false,
+        backward_jumps: false,
+        crash_restart: false,
+    };
+}
+
+/// What a liveness bound may depend on besides the protocol's config: the
+/// deployment's worst round trip and worst clock disagreement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LivenessEnv {
+    /// The largest round-trip time between two DCs, µs.
+    pub max_rtt_us: u64,
+    /// The round-trip time inside a DC (client to server, server to
+    /// server), µs.
+    pub intra_dc_rtt_us: u64,
+    /// The largest difference between two servers' clocks, µs (skew plus
+    /// what drift and jumps add over the run).
+    pub max_clock_skew_us: u64,
+}
+
 /// A protocol: its message, version and config types and both halves.
 pub trait Protocol: 'static {
     /// The name used on the command line and in reports.
@@ -333,6 +431,32 @@ pub trait Protocol: 'static {
     /// scenarios catch the breakage — the proof that those scenarios can
     /// fail at all. Empty for a protocol that promises nothing to break.
     const MUTANTS: &'static [&'static str] = &[];
+
+    /// The faults under which the protocol keeps its promises. Default:
+    /// [`Faults::NETWORK`] (clock faults and crash-restart are claims a
+    /// protocol makes explicitly, once it handles them).
+    const TOLERATES: Faults = Faults::NETWORK;
+    /// Whether the protocol promises that a client's operations on keys its
+    /// own DC stores complete while that DC is cut off from other DCs (the
+    /// "available under partition" claim of COPS, GentleRain and
+    /// CausalSpartanX). The checker then holds operations invoked during a
+    /// partition to [`Protocol::liveness_bound_us`] too. Default: false (no
+    /// claim; an operation may wait for a partition to heal).
+    const AVAILABLE_UNDER_PARTITIONS: bool = false;
+
+    /// How long an operation may take when no fault is active (or only
+    /// partitions, for a protocol [available under
+    /// partitions](Protocol::AVAILABLE_UNDER_PARTITIONS)), counted from its
+    /// invocation or from the end of the last fault it overlapped, whichever
+    /// is later. The checker reports an operation that takes longer, or never
+    /// completes, as a liveness violation. It depends on the config (timer
+    /// intervals) and on `env`. Default: two worst round trips, the clock
+    /// skew, plus one second of slack — generous, so a default catches a
+    /// stall (an operation that waits forever or for a whole partition), not
+    /// a slow path.
+    fn liveness_bound_us(_cfg: &Self::Config, env: &LivenessEnv) -> u64 {
+        2 * env.max_rtt_us + env.max_clock_skew_us + 1_000_000
+    }
 
     /// Check a config against a topology before any node starts.
     fn validate(_cfg: &Self::Config, _topology: &Topology) -> Result<(), String> {

@@ -195,6 +195,42 @@ impl<V: Versioned + Clone> MvStore<V> {
         keep_from
     }
 
+    /// [`MvStore::gc_key`], but versions matching `keep` survive wherever
+    /// they are. For a protocol whose older, not-yet-applied versions still
+    /// have work to do: COPS keeps a pending replicated write that lost
+    /// last-writer-wins until its dependency checks pass, because after a
+    /// crash the store is all that recovery has, and a later write from the
+    /// same origin may depend on it.
+    pub fn gc_key_keeping(
+        &mut self,
+        key: &[u8],
+        mut stable: impl FnMut(&V) -> bool,
+        mut keep: impl FnMut(&V) -> bool,
+    ) -> usize {
+        let Some(c) = self.chains.get_mut(key) else { return 0 };
+        let Some(keep_from) = c.versions.iter().rposition(&mut stable) else { return 0 };
+        let mut freed = 0;
+        let mut dropped = 0;
+        let mut i = 0;
+        c.versions.retain(|v| {
+            let old = i < keep_from;
+            i += 1;
+            if old && !keep(v) {
+                freed += v.value().len();
+                dropped += 1;
+                false
+            } else {
+                true
+            }
+        });
+        if dropped > 0 {
+            c.pruned = true;
+            self.versions -= dropped;
+            self.value_bytes -= freed;
+        }
+        dropped
+    }
+
     /// Keys in byte order (for convergence checks and snapshots; O(n log n)).
     pub fn keys_sorted(&self) -> Vec<Key> {
         let mut k: Vec<Key> = self.chains.keys().cloned().collect();

@@ -1,15 +1,17 @@
 //! Random fault schedules for torture runs: DC partitions and heals, node
-//! pauses, delay spikes, slow replication links, clock skew and backward
-//! clock jumps — drawn from one seed, so a failing run is replayed by its seed.
+//! pauses, delay spikes, slow links (replication and intra-DC), slow nodes,
+//! crash-restart cycles, clock skew, drift, and forward and backward clock
+//! jumps — drawn from one seed, so a failing run is replayed by its seed.
 //!
-//! Faults that a protocol does not claim to tolerate are left out by the
-//! [`Chaos`] switches (a GentleRain run, for instance, gets no backward jumps:
-//! seed 000 §5.6 shows it cannot survive them). Every cut is healed and every
-//! pause ends before the load stops, so convergence can be demanded after the
-//! drain.
+//! Faults that a protocol does not claim to tolerate
+//! ([`causeway_core::Protocol::TOLERATES`]) are left out by the [`Chaos`]
+//! switches (a GentleRain run, for instance, gets no backward jumps: seed 000
+//! §5.6 shows it cannot survive them). Every cut is healed, every pause,
+//! slowdown and crash ends before the load stops, so convergence and
+//! liveness can be demanded after the drain.
 
 use crate::scenario::{Fault, FaultKind, NodeClock};
-use causeway_core::{ClockJump, NodeRole, Topology};
+use causeway_core::{ClockJump, Faults, NodeRole, Topology};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -19,15 +21,42 @@ pub struct Chaos {
     pub partitions: bool,
     pub pauses: bool,
     pub spikes: bool,
+    /// Slow node-to-node links: replication links between DCs, and links
+    /// between servers of one DC (the stabilization tree's).
     pub slow_links: bool,
+    /// Nodes whose every message is slower for a while.
+    pub slow_nodes: bool,
     /// Random per-node clock offsets up to this width (µs); 0 disables.
     pub skew_us: u64,
+    /// Random per-node drift up to ± this (ppm); 0 disables.
+    pub drift_ppm: f64,
+    pub forward_jumps: bool,
     pub backward_jumps: bool,
+    /// Crash a node and restart it from its journal.
+    pub crash_restarts: bool,
 }
 
 impl Default for Chaos {
     fn default() -> Self {
-        Chaos { partitions: true, pauses: true, spikes: true, slow_links: true, skew_us: 20_000, backward_jumps: true }
+        Chaos::of(&Faults::ALL)
+    }
+}
+
+impl Chaos {
+    /// Draw every fault kind `faults` allows, at torture's sizes.
+    pub fn of(faults: &Faults) -> Chaos {
+        Chaos {
+            partitions: faults.partitions,
+            pauses: faults.pauses,
+            spikes: faults.spikes,
+            slow_links: faults.slow_links,
+            slow_nodes: faults.slow_nodes,
+            skew_us: if faults.skew { 20_000 } else { 0 },
+            drift_ppm: if faults.drift { 200.0 } else { 0.0 },
+            forward_jumps: faults.forward_jumps,
+            backward_jumps: faults.backward_jumps,
+            crash_restarts: faults.crash_restart,
+        }
     }
 }
 
@@ -109,6 +138,66 @@ pub fn draw(seed: u64, topology: &Topology, duration_ms: u64, chaos: Chaos) -> S
             }
         }
     }
+    // Kinds added later are drawn after the older ones, from the same
+    // stream, so a schedule without them is what it was before they existed.
+    if chaos.slow_links {
+        for _ in 0..rng.random_range(0..=2) {
+            // A link between two servers of one DC (the stabilization tree's).
+            let from = rng.random_range(0..n);
+            let dc = topology.dc_of(causeway_core::NodeId(from));
+            let others: Vec<u32> =
+                (0..n).filter(|&x| x != from && topology.dc_of(causeway_core::NodeId(x)) == dc).collect();
+            if others.is_empty() {
+                continue;
+            }
+            let to = others[rng.random_range(0..others.len())];
+            let (start, len) = window(&mut rng);
+            let extra_ms = rng.random_range(5..=100);
+            s.faults.push(Fault { at_ms: start, at_us: 0, kind: FaultKind::SlowLink { from, to, extra_ms } });
+            s.faults.push(Fault { at_ms: start + len, at_us: 0, kind: FaultKind::SlowLink { from, to, extra_ms: 0 } });
+        }
+    }
+    if chaos.slow_nodes {
+        for _ in 0..rng.random_range(0..=1) {
+            let node = rng.random_range(0..n);
+            let (start, len) = window(&mut rng);
+            let extra_ms = rng.random_range(5..=100);
+            s.faults.push(Fault { at_ms: start, at_us: 0, kind: FaultKind::Slow { node, extra_ms } });
+            s.faults.push(Fault { at_ms: start + len, at_us: 0, kind: FaultKind::Slow { node, extra_ms: 0 } });
+        }
+    }
+    if chaos.crash_restarts {
+        for _ in 0..rng.random_range(0..=2) {
+            let node = rng.random_range(0..n);
+            let (start, len) = window(&mut rng);
+            s.faults.push(Fault { at_ms: start, at_us: 0, kind: FaultKind::Crash { node, for_ms: len } });
+        }
+    }
+    if chaos.forward_jumps || chaos.drift_ppm > 0.0 {
+        for node in 0..n {
+            let jump = chaos.forward_jumps && rng.random_bool(0.2);
+            let at_us = rng.random_range(0..horizon) * 1_000;
+            let step_us = rng.random_range(1_000..=100_000i64);
+            let drift_ppm =
+                if chaos.drift_ppm > 0.0 { rng.random_range(-chaos.drift_ppm..=chaos.drift_ppm) } else { 0.0 };
+            if !jump && drift_ppm == 0.0 {
+                continue;
+            }
+            let i = match s.clocks.iter().position(|c| c.node == node) {
+                Some(i) => i,
+                None => {
+                    s.clocks.push(NodeClock { node, offset_us: 0, drift_ppm: 0.0, jumps: Vec::new() });
+                    s.clocks.len() - 1
+                }
+            };
+            let c = &mut s.clocks[i];
+            c.drift_ppm = drift_ppm;
+            if jump {
+                c.jumps.push(ClockJump { at_us, step_us });
+                c.jumps.sort_by_key(|j| j.at_us);
+            }
+        }
+    }
     s.faults.sort_by_key(|f| f.time_us());
     s
 }
@@ -125,15 +214,26 @@ mod tests {
         let b = draw(5, &t, 1_000, Chaos::default());
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         let mut any_jump = false;
+        let mut any_crash = false;
         for seed in 0..50 {
             let s = draw(seed, &t, 1_000, Chaos::default());
             any_jump |= s.clocks.iter().any(|c| !c.jumps.is_empty());
             for f in &s.faults {
                 assert!(f.time_us() <= 800_000, "fault after 80% of the load: {f:?}");
             }
-            let calm = draw(seed, &t, 1_000, Chaos { backward_jumps: false, ..Chaos::default() });
+            let calm = draw(seed, &t, 1_000, Chaos { backward_jumps: false, forward_jumps: false, ..Chaos::default() });
             assert!(calm.clocks.iter().all(|c| c.jumps.is_empty()));
+            let none = draw(seed, &t, 1_000, Chaos::of(&Faults::NETWORK));
+            assert!(none.clocks.is_empty(), "no clock faults unless claimed");
+            assert!(none.faults.iter().all(|f| !matches!(f.kind, FaultKind::Crash { .. })));
+            for f in &s.faults {
+                if let FaultKind::Crash { for_ms, .. } = f.kind {
+                    any_crash = true;
+                    assert!(f.time_us() + for_ms * 1_000 <= 800_000, "a crash lasting past 80% of the load: {f:?}");
+                }
+            }
         }
         assert!(any_jump);
+        assert!(any_crash);
     }
 }

@@ -33,9 +33,12 @@ enum Ev<M> {
         to: Addr,
         msg: M,
     },
+    /// A node's timer; ignored if the node crashed since it was set
+    /// (`incarnation` counts the node's restarts).
     Timer {
         node: NodeId,
         token: u64,
+        incarnation: u32,
     },
     ClientTimer {
         client: ClientId,
@@ -51,6 +54,15 @@ enum Ev<M> {
     },
     Fault {
         index: usize,
+    },
+    /// A crashed node restarts (a `crash` fault with `for_ms`).
+    Restart {
+        node: NodeId,
+    },
+    /// The client's deadline for its `op_no`-th operation.
+    ClientDeadline {
+        client: ClientId,
+        op_no: u64,
     },
     /// A spike ends.
     SpikeEnd {
@@ -76,6 +88,11 @@ struct Node<P: Protocol> {
     paused_until: u64,
     wake_at: Option<u64>,
     crashed: bool,
+    /// Restarts so far: timers set by an earlier incarnation are void.
+    incarnation: u32,
+    /// Peer messages for this node while it is down, in arrival order: the
+    /// senders' durable outboxes, delivered after the restart.
+    held_while_down: VecDeque<(NodeId, P::Msg)>,
     slow_extra_us: u64,
 }
 
@@ -92,6 +109,11 @@ struct Session<P: Protocol> {
     /// name and start time.
     pending: VecDeque<Op>,
     request: Option<(&'static str, u64)>,
+    /// Operations invoked so far, to match a deadline with its operation.
+    op_no: u64,
+    /// Replaced by a new session after a timeout: replies and timers for it
+    /// are dropped.
+    dead: bool,
 }
 
 enum Out<M> {
@@ -103,6 +125,7 @@ enum Out<M> {
 /// A simulation of protocol `P` on a scenario.
 pub struct Sim<P: Protocol> {
     sc: Scenario,
+    cfg: P::Config,
     topology: Arc<Topology>,
     now: u64,
     seq: u64,
@@ -272,6 +295,8 @@ impl<P: Protocol> Sim<P> {
                     paused_until: 0,
                     wake_at: None,
                     crashed: false,
+                    incarnation: 0,
+                    held_while_down: VecDeque::new(),
                     slow_extra_us: 0,
                 }
             })
@@ -290,6 +315,8 @@ impl<P: Protocol> Sim<P> {
                 workload_index: id.0 as u64,
                 pending: VecDeque::new(),
                 request: None,
+                op_no: 0,
+                dead: false,
             });
         };
         for d in topology.dc_ids().filter(|d| sc.workload.runs_in(*d)) {
@@ -335,6 +362,7 @@ impl<P: Protocol> Sim<P> {
             obs: Vec::new(),
             done: None,
             sc,
+            cfg,
         };
         let fault_times: Vec<u64> = sim.sc.faults.iter().map(|f| f.time_us()).collect();
         for (index, t) in fault_times.into_iter().enumerate() {
@@ -448,7 +476,7 @@ impl<P: Protocol> Sim<P> {
                 Out::Timer(after, token) => {
                     let at = self.now + after;
                     let ev = match from {
-                        Addr::Node(node) => Ev::Timer { node, token },
+                        Addr::Node(node) => Ev::Timer { node, token, incarnation: self.nodes[node.idx()].incarnation },
                         Addr::Client(client) => Ev::ClientTimer { client, token },
                     };
                     self.schedule(at, ev);
@@ -478,6 +506,11 @@ impl<P: Protocol> Sim<P> {
     fn node_input(&mut self, node: NodeId, input: Input<P::Msg>) {
         let n = &mut self.nodes[node.idx()];
         if n.crashed {
+            // Peer messages wait in their senders' durable outboxes; client
+            // requests are lost (the client's deadline covers them).
+            if let Input::Peer(from, msg) = input {
+                n.held_while_down.push_back((from, msg));
+            }
             return;
         }
         let ready = n.busy_until.max(n.paused_until);
@@ -570,7 +603,7 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn client_next(&mut self, c: ClientId) {
-        if self.clients[c.idx()].busy.is_some() {
+        if self.clients[c.idx()].busy.is_some() || self.clients[c.idx()].dead {
             return;
         }
         let op = {
@@ -615,8 +648,13 @@ impl<P: Protocol> Sim<P> {
         self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
         let s = &mut self.clients[c.idx()];
         s.busy = Some((op.clone(), self.now));
+        s.op_no += 1;
+        let op_no = s.op_no;
         let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
         s.proto.invoke(&mut env, op);
+        if self.sc.client_timeout_ms > 0 {
+            self.schedule(self.now + self.sc.client_timeout_ms * 1_000, Ev::ClientDeadline { client: c, op_no });
+        }
         self.after_client(c);
     }
 
@@ -673,6 +711,100 @@ impl<P: Protocol> Sim<P> {
         self.metrics.request_done(name, invoke_us, self.now, failed);
     }
 
+    /// Crash a node: its server's fields, timers and queued client requests
+    /// are gone; queued peer messages go back to their senders' outboxes
+    /// (the network runtime marks a peer message delivered only once it has
+    /// been handled, so unhandled ones are resent).
+    fn crash(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.idx()];
+        if n.crashed {
+            return;
+        }
+        n.crashed = true;
+        n.incarnation += 1;
+        n.wake_at = None;
+        let mut back = VecDeque::new();
+        for input in n.inbox.drain(..) {
+            if let Input::Peer(from, msg) = input {
+                back.push_back((from, msg));
+            }
+        }
+        back.append(&mut n.held_while_down);
+        n.held_while_down = back;
+        self.trace = mix(self.trace, 0xc7a5 ^ self.now ^ ((node.0 as u64) << 40));
+    }
+
+    /// Restart a crashed node from its journal: a fresh server over the
+    /// versions and durable metadata it had written (what the network
+    /// runtime's write-ahead log gives back; the simulator's store is the
+    /// journal, as if every turn were logged before its messages left),
+    /// then `on_start`, then the peer messages that waited for it.
+    fn restart(&mut self, node: NodeId) {
+        if !self.nodes[node.idx()].crashed {
+            return;
+        }
+        let ctx = NodeCtx { id: node, role: self.topology.role(node), topology: self.topology.clone() };
+        let server = P::server(&self.cfg, ctx);
+        let n = &mut self.nodes[node.idx()];
+        let mut store = MvStore::new();
+        for key in n.store.keys_sorted() {
+            for v in n.store.versions(&key) {
+                store.restore(key.clone(), v.clone());
+            }
+        }
+        if let Some(meta) = n.store.meta() {
+            store.set_meta(meta.to_vec());
+            store.take_dirty_meta();
+        }
+        n.store = store;
+        n.server = server;
+        n.crashed = false;
+        n.busy_until = self.now;
+        let held = std::mem::take(&mut n.held_while_down);
+        self.trace = mix(self.trace, 0x5e57 ^ self.now ^ ((node.0 as u64) << 40));
+        self.run_node(node, None);
+        for (from, msg) in held {
+            self.node_input(node, Input::Peer(from, msg));
+        }
+    }
+
+    /// A client's deadline: if its `op_no`-th operation is still running,
+    /// record it as timed out (outcome unknown) and continue the session as
+    /// a new client, since the old one's causal context may be ahead of
+    /// what it was told (replies for the old one are dropped).
+    fn deadline(&mut self, c: ClientId, op_no: u64) {
+        let s = &self.clients[c.idx()];
+        if s.dead || s.op_no != op_no || s.busy.is_none() {
+            return;
+        }
+        let after_ms = self.sc.client_timeout_ms;
+        self.done = Some(OpResult::Failed(causeway_core::OpError::TimedOut { after_ms }));
+        // Recorded like a completion, under the old session; the request it
+        // belonged to fails with it.
+        self.clients[c.idx()].dead = true;
+        self.after_client(c);
+        let id = ClientId(self.clients.len() as u32);
+        let old = &mut self.clients[c.idx()];
+        let dc = old.dc;
+        let replacement = Session {
+            proto: P::client(&self.cfg, ClientCtx { id, dc, topology: self.topology.clone() }),
+            dc,
+            rng: old.rng.clone(),
+            busy: None,
+            scripted: old.scripted.take(),
+            writes: old.writes,
+            workload_index: old.workload_index,
+            pending: VecDeque::new(),
+            request: None,
+            op_no: 0,
+            dead: false,
+        };
+        let think = if replacement.scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
+        self.clients.push(replacement);
+        self.trace = mix(self.trace, 0x71e0 ^ self.now ^ ((c.0 as u64) << 24));
+        self.schedule(self.now + think, Ev::ClientNext { client: id });
+    }
+
     fn fault(&mut self, index: usize) {
         let kind = self.sc.faults[index].kind.clone();
         match kind {
@@ -693,11 +825,13 @@ impl<P: Protocol> Sim<P> {
                 let n = &mut self.nodes[node as usize];
                 n.paused_until = n.paused_until.max(self.now + for_ms * 1_000);
             }
-            FaultKind::Crash { node } => {
-                let n = &mut self.nodes[node as usize];
-                n.crashed = true;
-                n.inbox.clear();
+            FaultKind::Crash { node, for_ms } => {
+                self.crash(NodeId(node));
+                if for_ms > 0 {
+                    self.schedule(self.now + for_ms * 1_000, Ev::Restart { node: NodeId(node) });
+                }
             }
+            FaultKind::Restart { node } => self.restart(NodeId(node)),
             FaultKind::Slow { node, extra_ms } => {
                 let n = &mut self.nodes[node as usize];
                 let was = n.slow_extra_us > 0;
@@ -743,6 +877,7 @@ impl<P: Protocol> Sim<P> {
             Ev::Deliver { from, to, msg } => match (from, to) {
                 (Addr::Node(f), Addr::Node(n)) => self.node_input(n, Input::Peer(f, msg)),
                 (Addr::Client(f), Addr::Node(n)) => self.node_input(n, Input::Client(f, msg)),
+                (Addr::Node(_), Addr::Client(c)) if self.clients[c.idx()].dead => {}
                 (Addr::Node(f), Addr::Client(c)) => {
                     self.events += 1;
                     self.trace = mix(self.trace, self.now ^ 0xcc ^ ((c.0 as u64) << 24));
@@ -753,8 +888,15 @@ impl<P: Protocol> Sim<P> {
                 }
                 (Addr::Client(_), Addr::Client(_)) => unreachable!("clients never address clients"),
             },
-            Ev::Timer { node, token } => self.node_input(node, Input::Timer(token)),
+            Ev::Timer { node, token, incarnation } => {
+                if incarnation == self.nodes[node.idx()].incarnation {
+                    self.node_input(node, Input::Timer(token))
+                }
+            }
             Ev::ClientTimer { client, token } => {
+                if self.clients[client.idx()].dead {
+                    return true;
+                }
                 self.events += 1;
                 let s = &mut self.clients[client.idx()];
                 let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
@@ -764,6 +906,8 @@ impl<P: Protocol> Sim<P> {
             Ev::ClientNext { client } => self.client_next(client),
             Ev::Wake { node } => self.on_wake(node),
             Ev::Fault { index } => self.fault(index),
+            Ev::Restart { node } => self.restart(node),
+            Ev::ClientDeadline { client, op_no } => self.deadline(client, op_no),
             Ev::SpikeEnd { a, b, extra_us } => {
                 self.extra_us[a as usize][b as usize] -= extra_us;
                 self.extra_us[b as usize][a as usize] -= extra_us;
@@ -805,11 +949,41 @@ impl<P: Protocol> Sim<P> {
     pub fn store(&self, node: NodeId) -> &MvStore<P::Version> {
         &self.nodes[node.idx()].store
     }
+    /// The history recorded so far: completed (and timed-out) operations
+    /// only; [`Sim::take_history`] adds the pending ones.
     pub fn history(&self) -> Option<&History> {
         self.history.as_ref()
     }
+    /// The recorded history, every invoked operation in it: those still in
+    /// progress are appended as pending ([`Sim::pending_records`]).
     pub fn take_history(&mut self) -> Option<History> {
-        self.history.take()
+        let mut h = self.history.take()?;
+        h.ops.extend(self.pending_records());
+        Some(h)
+    }
+
+    /// The operations invoked and not completed by now, as records whose
+    /// result is [`causeway_core::OpError::Pending`] and whose `complete_us`
+    /// is now: a blocked or livelocked operation stays in the history.
+    pub fn pending_records(&self) -> Vec<OpRecord> {
+        // With nothing left to happen the operations wait to the run's end.
+        let now = if self.heap.is_empty() { self.now.max(self.end_us) } else { self.now };
+        self.clients
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.dead)
+            .filter_map(|(i, s)| {
+                let (op, invoke_us) = s.busy.clone()?;
+                Some(OpRecord {
+                    client: ClientId(i as u32),
+                    dc: s.dc,
+                    op,
+                    result: OpResult::Failed(causeway_core::OpError::Pending),
+                    invoke_us,
+                    complete_us: now,
+                })
+            })
+            .collect()
     }
 
     pub fn report(&self) -> SimReport {

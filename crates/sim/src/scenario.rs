@@ -35,7 +35,7 @@
 //!
 //! [[faults]]
 //! at_ms = 3_000
-//! kind = "cut"              # cut | heal | pause | crash | slow | slow_link | spike | clock_jump
+//! kind = "cut"              # cut | heal | pause | crash | restart | slow | slow_link | spike | clock_jump
 //! a = 0
 //! b = 1
 //! ```
@@ -78,6 +78,15 @@ pub struct Scenario {
     /// Record every operation for the checker.
     #[serde(default)]
     pub record_history: bool,
+    /// A client gives up on an operation after this long (true time) and
+    /// records it as failed with [`causeway_core::OpError::TimedOut`], its
+    /// outcome unknown; the session then continues as a new client (its
+    /// causal context is gone, as the network load generator does). 0 (the
+    /// default): clients wait forever, and an operation still waiting at the
+    /// end of the run is recorded as pending. Needed with crashes, which
+    /// lose the requests in flight to the crashed node.
+    #[serde(default)]
+    pub client_timeout_ms: u64,
     /// Count bytes per message (costs a size computation per message).
     #[serde(default = "yes")]
     pub count_bytes: bool,
@@ -475,8 +484,24 @@ pub enum FaultKind {
         node: u32,
         for_ms: u64,
     },
-    /// The node stops for good; messages to it are lost.
+    /// The node crashes: all its volatile state (server fields, timers,
+    /// queued inputs) is lost. Peer links are reliable FIFO with a durable
+    /// outbox, as in the network runtime: messages to the crashed node wait
+    /// at their senders and are delivered, in order, after it restarts;
+    /// messages it sent before the crash are not lost. Client requests to it
+    /// are lost (clients need `client_timeout_ms` not to wait forever). With
+    /// `for_ms` > 0 it restarts after that long (as by a `restart` fault);
+    /// with 0 (the default) it stays down unless a `restart` fault follows.
     Crash {
+        node: u32,
+        #[serde(default)]
+        for_ms: u64,
+    },
+    /// A crashed node restarts from what it journaled: a fresh server over
+    /// the store's versions and durable metadata, as the network runtime
+    /// rebuilds one from its write-ahead log, then `on_start`, then the
+    /// peer messages that waited for it. A no-op on a running node.
+    Restart {
         node: u32,
     },
     /// Every message the node sends takes `extra_ms` longer (seed 000's
@@ -558,6 +583,7 @@ impl Scenario {
             faults: Vec::new(),
             scripted: Vec::new(),
             record_history: false,
+            client_timeout_ms: 0,
             count_bytes: true,
             measure_staleness: true,
         }
@@ -611,7 +637,8 @@ impl Scenario {
                     }
                 }
                 FaultKind::Pause { node, .. }
-                | FaultKind::Crash { node }
+                | FaultKind::Crash { node, .. }
+                | FaultKind::Restart { node }
                 | FaultKind::Slow { node, .. }
                 | FaultKind::ClockJump { node, .. } => {
                     if node >= n {
@@ -693,7 +720,7 @@ mod tests {
         s.network.rtt_ms = vec![vec![0.0, 1.0]];
         assert!(matches!(s.validate(), Err(ScenarioError::Rtt { dcs: 2 })));
         let mut s = Scenario::new(TopologySpec::full(2, 1), 10);
-        s.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Crash { node: 9 } });
+        s.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Crash { node: 9, for_ms: 0 } });
         assert!(s.validate().unwrap_err().to_string().contains("node 9"));
         let e = Scenario::from_toml_str(
             "duration_ms = 1\n[topology]\ndcs = 2\npartitions = 1\n[[faults]]\nkind = \"cut\"\na = 0\nb = 1\nc = 2\n",

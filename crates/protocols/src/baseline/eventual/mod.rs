@@ -25,7 +25,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol};
+use causeway_core::{ClientCtx, Faults, LivenessEnv, NodeCtx, OpKind, Protocol};
 
 pub struct Eventual;
 
@@ -33,11 +33,21 @@ impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
     const CAUSAL: bool = false;
+    /// Every write is local and last-writer-wins needs no clock property
+    /// for eventual consistency; a restart recovers `last_ts` from the store.
+    const TOLERATES: Faults = Faults::ALL;
+    const AVAILABLE_UNDER_PARTITIONS: bool = true;
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
     type Server = EventualServer;
     type Client = EventualClient;
+
+    /// Every operation is answered by servers of the client's own DC
+    /// without waiting for anything.
+    fn liveness_bound_us(_cfg: &Config, env: &LivenessEnv) -> u64 {
+        10_000 + 8 * env.intra_dc_rtt_us
+    }
 
     fn server(cfg: &Config, ctx: NodeCtx) -> EventualServer {
         EventualServer::new(cfg, ctx)

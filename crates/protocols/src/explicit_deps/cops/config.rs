@@ -12,10 +12,18 @@ pub struct Config {
     /// Test only: commit replicated writes without checking their
     /// dependencies, which the checker and torture must catch.
     pub mutant_skip_dep_check: bool,
+    /// Test only: restart without recovering pending replicated writes and
+    /// the committed-through table, which crash-restart torture must catch.
+    pub mutant_skip_recovery: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { dep_check_retry_ms: 1_000, settle_interval_ms: 100, mutant_skip_dep_check: false }
+        Config {
+            dep_check_retry_ms: 1_000,
+            settle_interval_ms: 100,
+            mutant_skip_dep_check: false,
+            mutant_skip_recovery: false,
+        }
     }
 }

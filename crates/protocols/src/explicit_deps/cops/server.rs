@@ -13,6 +13,7 @@ impl CopsServer {
         let settle_us = cfg.settle_interval_ms * 1_000;
         let mut node = DepNode::new(&ctx, Settle::new(0, settle_us));
         node.skip_checks = cfg.mutant_skip_dep_check;
+        node.skip_recovery = cfg.mutant_skip_recovery;
         node.retry_us = cfg.dep_check_retry_ms * 1_000;
         CopsServer { node, settle_us }
     }
@@ -133,6 +134,8 @@ impl CopsServer {
     /// newer than it.
     fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
         self.node.report_if_newest(env, key, stamp, written_us);
-        env.store().gc_key(key, Version::committed);
+        // Pending versions stay until committed: after a crash the store is
+        // all recovery has, and a later write may depend on one.
+        env.store().gc_key_keeping(key, Version::committed, |v| !v.committed());
     }
 }

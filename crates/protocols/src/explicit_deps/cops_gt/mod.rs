@@ -95,11 +95,23 @@ impl Protocol for CopsGt {
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
+    /// Lamport clocks, but `trans_time` is a duration on physical clocks: a
+    /// jump larger than its margin can collect too early (deviation 4).
+    /// Skew and drift (far below the margin) are harmless; recovery as COPS.
+    const TOLERATES: causeway_core::Faults =
+        causeway_core::Faults { backward_jumps: false, forward_jumps: false, ..causeway_core::Faults::ALL };
+    /// Both rounds of a get_trans are served by the client's own DC.
+    const AVAILABLE_UNDER_PARTITIONS: bool = true;
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
     type Server = CopsGtServer;
     type Client = CopsGtClient;
+
+    /// Two local rounds; a round that lost its version restarts once more.
+    fn liveness_bound_us(_cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+        10_000 + 16 * env.intra_dc_rtt_us
+    }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         for (name, v) in [

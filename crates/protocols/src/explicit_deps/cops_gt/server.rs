@@ -266,7 +266,12 @@ impl CopsGtServer {
             && *at <= now
         {
             let (_, key) = self.version_gc.pop_front().expect("front exists");
-            env.store().gc_key(&key, |v| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now));
+            // Pending versions stay until committed (recovery needs them).
+            env.store().gc_key_keeping(
+                &key,
+                |v| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now),
+                |v| matches!(v.state, State::Pending { .. }),
+            );
         }
     }
 

@@ -138,11 +138,27 @@ impl Protocol for CausalSpartanX {
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_visibility_check"];
+    /// HLCs: skew, drift and jumps either way are harmless to safety.
+    const TOLERATES: causeway_core::Faults = causeway_core::Faults::ALL;
+    /// The thesis: a ROTX never blocks and local writes are visible to local
+    /// reads at once, so local operations complete during partitions.
+    const AVAILABLE_UNDER_PARTITIONS: bool = true;
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
     type Server = CsxServer;
     type Client = CsxClient;
+
+    /// Nothing should wait for remote DCs; allow a few DSV rounds anyway
+    /// (a heartbeat and tree rounds) plus the skew an HLC may absorb.
+    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+        20_000
+            + env.max_rtt_us
+            + 2 * env.max_clock_skew_us
+            + 2 * cfg.heartbeat_interval_us
+            + 8 * cfg.stabilization_interval_us
+            + 8 * env.intra_dc_rtt_us
+    }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         if cfg.heartbeat_interval_us == 0 {

@@ -22,6 +22,10 @@ pub struct Config {
     /// whatever the GST (the visibility rule of Alg. 4.2 switched off).
     /// The conformance suite and torture must catch it.
     pub mutant_skip_gst_check: bool,
+    /// Test only: never send heartbeats, so GST moves only with replicated
+    /// writes and stops when they do — a stall torture's liveness check
+    /// must catch.
+    pub mutant_drop_heartbeats: bool,
 }
 
 impl Default for Config {
@@ -33,6 +37,7 @@ impl Default for Config {
             gc_grace_us: 1_000_000,
             rot_wait_threshold_us: u64::MAX,
             mutant_skip_gst_check: false,
+            mutant_drop_heartbeats: false,
         }
     }
 }

@@ -105,11 +105,31 @@ impl Protocol for GentleRain {
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_gst_check"];
+    /// Roohitavaf §5.1.1: not safe when a clock steps back (C2 breaks), so
+    /// no backward jumps; forward jumps and drift keep clocks monotonic.
+    const TOLERATES: causeway_core::Faults =
+        causeway_core::Faults { backward_jumps: false, ..causeway_core::Faults::ALL };
+    /// A GET-ROTX waits until GST reaches the client's `dt` (deviation 4),
+    /// and GST stops while any DC is cut off: not available under partitions
+    /// (the paper falls back to Eiger there).
+    const AVAILABLE_UNDER_PARTITIONS: bool = false;
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
     type Server = GentleRainServer;
     type Client = GentleRainClient;
+
+    /// A PUT waits out the clock skew (C1); a ROT waits for GST to pass the
+    /// client's `dt`: one one-way trip plus a heartbeat for VV, then a few
+    /// tree rounds of θ for the GST to reach the coordinator.
+    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+        20_000
+            + env.max_rtt_us
+            + 2 * env.max_clock_skew_us
+            + 2 * cfg.heartbeat_interval_us
+            + 8 * cfg.stabilization_interval_us
+            + 8 * env.intra_dc_rtt_us
+    }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         require_full_replication(

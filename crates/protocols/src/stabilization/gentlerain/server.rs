@@ -454,7 +454,7 @@ impl PartitionServer {
     /// Every Δ: if no replicate went out since the last tick, send
     /// ⟨Heartbeat clock⟩ so the equivalents' VV entries keep moving.
     fn heartbeat_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        if !self.replicated_since_heartbeat {
+        if !self.replicated_since_heartbeat && !self.cfg.mutant_drop_heartbeats {
             let clock = env.now_us();
             for &(_, n) in &self.equivalents {
                 env.send(n, Msg::Heartbeat { clock });

@@ -1,0 +1,219 @@
+//! Liveness: every invoked operation finishes, and in time.
+//!
+//! A history holds every invoked operation (see [`causeway_core::OpRecord`]):
+//! one that never completed is recorded as failed with
+//! [`OpError::Pending`](causeway_core::OpError::Pending) and the end of the
+//! run as its `complete_us`, one the client gave up on with
+//! [`OpError::TimedOut`](causeway_core::OpError::TimedOut). Safety checks
+//! treat both as "outcome unknown" (a possibly-applied write); this module
+//! judges them, and slow completions, against a [`Liveness`] spec:
+//!
+//! - An operation invoked at `t` has a **deadline** `t + bound`. Each fault
+//!   window the protocol may wait out (a pause, a crash until its restart, a
+//!   slow link, a partition when the protocol does not promise availability
+//!   under partitions, …) that overlaps `[t, deadline)` pushes the deadline
+//!   to the window's end plus `bound`, repeatedly: the protocol gets `bound`
+//!   after the last fault its operation ran into. Windows that do not excuse
+//!   (partitions, for a protocol that promises availability under them) do
+//!   not move the deadline.
+//! - An operation that **completed** (successfully or with a refusal) after
+//!   its deadline is reported as [`Kind::SlowOperation`].
+//! - An operation that **never completed** (pending at the end of the run,
+//!   or timed out) although its deadline had passed by then is reported as
+//!   [`Kind::Unfinished`] — unless it timed out after overlapping a window
+//!   that loses client requests (a crash): a request the crashed node lost is
+//!   answered by the client's deadline, not by the protocol.
+//!
+//! Without a spec, no deadline is known: every operation still pending at
+//! the end of the run is listed under [`Kind::Unfinished`] for information
+//! (not required, since the run may simply have stopped under it).
+//!
+//! "What it waited for" is told as far as the history can tell: the
+//! operation's session context (its previous operation and the writes from
+//! other DCs its session had read, which a dependency-tracking protocol
+//! waits for) and the fault windows its run overlapped.
+
+use crate::model::{Model, Source};
+use crate::violation::{Collector, Kind, Raw};
+use causeway_core::{OpError, OpResult};
+use serde::{Deserialize, Serialize};
+
+/// What the liveness checks hold operations to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Liveness {
+    /// How long an operation may take after its invocation, or after the end
+    /// of the last excusing fault window it overlapped (µs). The protocol
+    /// declares it ([`causeway_core::Protocol::liveness_bound_us`]).
+    pub bound_us: u64,
+    /// The run's fault windows, in true time.
+    #[serde(default)]
+    pub faults: Vec<FaultWindow>,
+    /// Whether a liveness violation fails the history. False reports them
+    /// for information only (torture's `--without liveness`, meant for
+    /// known stalls awaiting a fix, not as a setting to keep).
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A fault active over `[from_us, to_us)` of true time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    pub from_us: u64,
+    pub to_us: u64,
+    /// "dc0 cut off from dc2", "node 3 crashed", shown in explanations.
+    pub what: String,
+    /// The protocol may wait it out: operations overlapping it get until its
+    /// end plus the bound.
+    pub excuses: bool,
+    /// Client requests in flight may be lost (a crash), so an operation
+    /// overlapping it may end by the client's timeout.
+    #[serde(default)]
+    pub loses_requests: bool,
+}
+
+impl Liveness {
+    /// Everything invoked at or after `quiet_us` must complete within
+    /// `bound_us`; before it, anything goes (one excusing window from 0).
+    pub fn after_quiescence(quiet_us: u64, bound_us: u64) -> Liveness {
+        let faults = (quiet_us > 0)
+            .then(|| FaultWindow {
+                from_us: 0,
+                to_us: quiet_us,
+                what: "the run before the quiescence time".into(),
+                excuses: true,
+                loses_requests: true,
+            })
+            .into_iter()
+            .collect();
+        Liveness { bound_us, faults, required: true }
+    }
+
+    /// The deadline of an operation invoked at `t`, and whether it ran into
+    /// a window that loses requests.
+    pub fn deadline(&self, t: u64) -> (u64, bool) {
+        let mut d = t.saturating_add(self.bound_us);
+        let mut lossy = false;
+        loop {
+            let mut moved = false;
+            for w in &self.faults {
+                if w.from_us < d && w.to_us > t {
+                    lossy |= w.loses_requests;
+                    let until = w.to_us.saturating_add(self.bound_us);
+                    if w.excuses && until > d {
+                        d = until;
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                return (d, lossy);
+            }
+        }
+    }
+
+    /// The windows overlapping `[from, to)`, for explanations.
+    pub fn overlapping(&self, from: u64, to: u64) -> Vec<String> {
+        self.faults
+            .iter()
+            .filter(|w| w.from_us < to.max(from + 1) && w.to_us > from)
+            .map(|w| {
+                format!(
+                    "{} ({} – {}{})",
+                    w.what,
+                    crate::explain::ms(w.from_us),
+                    crate::explain::ms(w.to_us),
+                    if w.excuses { "" } else { ", which the protocol promises to stay available through" }
+                )
+            })
+            .collect()
+    }
+}
+
+/// How an operation that missed its deadline ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Completed,
+    TimedOut,
+    Pending,
+}
+
+/// Run the checks. Returns nothing; violations go to `out`.
+pub fn check_liveness(m: &Model<'_>, spec: Option<&Liveness>, out: &mut Collector) {
+    let ops = &m.history.ops;
+    for (i, r) in ops.iter().enumerate() {
+        let ending = match &r.result {
+            OpResult::Failed(OpError::Pending) => Ending::Pending,
+            OpResult::Failed(OpError::TimedOut { .. }) => Ending::TimedOut,
+            _ => Ending::Completed,
+        };
+        let Some(spec) = spec else {
+            if ending == Ending::Pending {
+                out.add(Kind::Unfinished, || Raw::Stall {
+                    op: i as u32,
+                    deadline_us: None,
+                    ending,
+                    faults: Vec::new(),
+                });
+            }
+            continue;
+        };
+        let (deadline, lossy) = spec.deadline(r.invoke_us);
+        match ending {
+            Ending::Completed if r.complete_us > deadline => out.add(Kind::SlowOperation, || Raw::Stall {
+                op: i as u32,
+                deadline_us: Some(deadline),
+                ending,
+                faults: spec.overlapping(r.invoke_us, r.complete_us),
+            }),
+            Ending::Pending | Ending::TimedOut
+                if r.complete_us >= deadline && !(lossy && ending == Ending::TimedOut) =>
+            {
+                out.add(Kind::Unfinished, || Raw::Stall {
+                    op: i as u32,
+                    deadline_us: Some(deadline),
+                    ending,
+                    faults: spec.overlapping(r.invoke_us, r.complete_us),
+                })
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The session context of op `i`: its previous operation, and the writes
+/// from other DCs its session read before it (most recent last, at most
+/// `max`).
+pub fn context(m: &Model<'_>, i: u32, max: usize) -> (Option<u32>, Vec<u32>) {
+    let ops = &m.history.ops;
+    let me = &ops[i as usize];
+    let mut prev = None;
+    let mut remote = Vec::new();
+    let mut earlier: Vec<u32> = (0..ops.len() as u32)
+        .filter(|&j| {
+            j != i
+                && ops[j as usize].client == me.client
+                && ops[j as usize].invoke_us <= me.invoke_us
+                && m.is_node[j as usize]
+        })
+        .collect();
+    earlier.sort_by_key(|&j| (ops[j as usize].invoke_us, j));
+    if let Some(&p) = earlier.last() {
+        prev = Some(p);
+    }
+    for j in earlier {
+        for rd in m.reads_of(j) {
+            if let Source::Write(w) = rd.source
+                && ops[w as usize].dc != me.dc
+                && !remote.contains(&w)
+            {
+                remote.push(w);
+            }
+        }
+    }
+    let skip = remote.len().saturating_sub(max);
+    (prev, remote.split_off(skip))
+}
