@@ -144,13 +144,20 @@ impl Spill {
     }
 }
 
+/// An ephemeral message waiting: (after_seq, due, msg).
+type Pending<M> = (u64, Instant, M);
+
 /// Everything a link holds for its peer.
 struct Queue<M> {
     /// Unacknowledged messages in memory, contiguous sequence numbers.
     window: VecDeque<Item<M>>,
     spill: Spill,
-    /// The newest ephemeral message of each kind: (after_seq, due, msg).
-    ephemeral: Vec<(u64, Instant, M)>,
+    /// Ephemeral messages by kind, oldest first: (after_seq, due, msg).
+    /// Once one is due, the older ones are dropped (it supersedes them); the
+    /// ones not yet due wait their turn, so a message produced every 10 ms
+    /// over an 80 ms injected delay is not superseded forever before it is
+    /// ever due. At most delay ÷ period + 1 per kind.
+    ephemeral: Vec<(&'static str, VecDeque<Pending<M>>)>,
     cap: usize,
     epoch: Instant,
     saturated: bool,
@@ -162,7 +169,7 @@ struct Queue<M> {
 
 impl<M: Message> Queue<M> {
     fn is_empty(&self) -> bool {
-        self.window.is_empty() && self.spill.count == 0 && self.ephemeral.is_empty()
+        self.window.is_empty() && self.spill.count == 0 && self.ephemeral.iter().all(|(_, q)| q.is_empty())
     }
 
     fn gauges(&self) {
@@ -202,9 +209,18 @@ impl<M: Message> Queue<M> {
             }
             LinkItem::Ephemeral { after_seq, msg, due } => {
                 let kind = msg.kind();
-                match self.ephemeral.iter_mut().find(|(_, _, m)| m.kind() == kind) {
-                    Some(slot) => *slot = (after_seq, due, msg),
-                    None => self.ephemeral.push((after_seq, due, msg)),
+                let i = match self.ephemeral.iter().position(|(k, _)| *k == kind) {
+                    Some(i) => i,
+                    None => {
+                        self.ephemeral.push((kind, VecDeque::new()));
+                        self.ephemeral.len() - 1
+                    }
+                };
+                let q = &mut self.ephemeral[i].1;
+                q.push_back((after_seq, due, msg));
+                let now = Instant::now();
+                while q.len() >= 2 && q[1].1 <= now {
+                    q.pop_front();
                 }
             }
         }
@@ -531,18 +547,21 @@ async fn session<M: Message>(
                 write_all(&mut wr, &encode(&Wire::Peer { first_seq, msgs }), q, rx, stop).await?;
             }
             // Then the ephemeral messages whose predecessors are all out.
+            // Of each kind, only the newest sendable one goes out.
             let mut ready = Vec::new();
-            let mut i = 0;
-            while i < q.ephemeral.len() {
-                let (after_seq, due, _) = q.ephemeral[i];
-                if after_seq <= next_send && due <= now {
-                    ready.push(q.ephemeral.swap_remove(i));
-                } else {
-                    if after_seq <= next_send {
-                        next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
+            for (_, eq) in q.ephemeral.iter_mut() {
+                let mut newest = None;
+                while let Some(&(after_seq, due, _)) = eq.front() {
+                    if after_seq <= next_send && due <= now {
+                        newest = eq.pop_front();
+                    } else {
+                        if after_seq <= next_send {
+                            next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
+                        }
+                        break;
                     }
-                    i += 1;
                 }
+                ready.extend(newest);
             }
             for (after_seq, _, msg) in ready {
                 write_all(&mut wr, &encode(&Wire::Ephemeral { after_seq, msg }), q, rx, stop).await?;

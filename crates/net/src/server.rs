@@ -322,6 +322,7 @@ pub fn spawn<P: Protocol>(
         peers,
         _node_dir: node_dir,
         snapshot_bytes: cluster.config.storage.snapshot_bytes.max(1),
+        compaction: None,
         in_progress: FxHashMap::default(),
     };
     let outbox = recovered.outbox;
@@ -716,6 +717,8 @@ struct ProtocolLoop<P: Protocol> {
     /// Holds the data directory's lock for as long as the protocol runs.
     _node_dir: NodeDir,
     snapshot_bytes: u64,
+    /// The thread writing a snapshot, while it runs.
+    compaction: Option<std::thread::JoinHandle<Result<(), WalError>>>,
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
     in_progress: FxHashMap<ClientId, (&'static str, Instant)>,
@@ -779,9 +782,12 @@ impl<P: Protocol> ProtocolLoop<P> {
             self.fire_timers();
             self.commit();
         }
-        // Everything handled so far is made durable before the thread ends.
+        // Everything handled so far is made durable before the thread ends,
+        // and a snapshot being written is finished (a restart must not open
+        // the log while it is).
         self.fsync = Fsync::Always;
         self.commit();
+        self.reap_compaction(true);
     }
 
     fn handle(&mut self, input: Input<P::Msg>) {
@@ -945,6 +951,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (i, d) in self.delivered.iter().enumerate() {
             self.durable_delivered[i].store(*d, Ordering::Release);
         }
+        self.reap_compaction(false);
         if self.wal.bytes > self.snapshot_bytes {
             self.checkpoint();
         }
@@ -956,51 +963,93 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     /// Compact the log: everything durable about this node, as one snapshot.
     /// Runs after a commit, so every record it replaces is already synced.
+    /// Only the copy of the state happens here; the snapshot is written by a
+    /// thread of its own, so requests are not held up by it (a 43 600-key
+    /// snapshot written inline stopped the node for a second).
     fn checkpoint(&mut self) {
+        if self.compaction.is_some() {
+            return;
+        }
         let started = Instant::now();
+        let pending = match self.wal.begin_checkpoint() {
+            Ok(Some(p)) => p,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(node = self.node.0, "snapshot failed: {e}; stopping the node");
+                self.stopping = true;
+                return;
+            }
+        };
         let store = &self.store;
         let keys = store.keys_sorted();
-        let versions = keys
-            .iter()
-            .flat_map(|k| store.versions(k).iter().map(|v| LogRecord::Version { key: k.clone(), version: v.clone() }));
+        let mut records: Vec<LogRecord<P::Version, P::Msg>> = Vec::with_capacity(store.version_count() + 16);
+        for k in &keys {
+            records.extend(store.versions(k).iter().map(|v| LogRecord::Version { key: k.clone(), version: v.clone() }));
+        }
         // Every peer's acknowledgement mark. With nothing unacknowledged it
         // equals the next sequence number, which must survive (the restarted
         // node must not resend from 1, or its peer would drop everything new
         // as duplicates); otherwise the copied outbox records carry it.
-        let logged_acked = &self.logged_acked;
-        let acked =
-            logged_acked
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| **a > 1)
-                .map(|(i, &a)| LogRecord::<P::Version, P::Msg>::Acked { to: NodeId(i as u32), next_seq: a });
-        let delivered = self
-            .delivered
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| **d > 0)
-            .map(|(i, &seq)| LogRecord::Delivered { from: NodeId(i as u32), seq });
-        let floor = std::iter::once(LogRecord::ClockFloor { us: self.persisted_floor_us });
-        let meta = store.meta().map(|m| LogRecord::Meta { bytes: m.to_vec() });
-        let peers = self.logged_peers.iter().enumerate().filter_map(|(i, inc)| {
-            inc.map(|incarnation| LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation })
-        });
-        let result =
-            self.wal.checkpoint(versions.chain(acked).chain(delivered).chain(floor).chain(meta).chain(peers), |to| {
-                logged_acked[to.idx()]
-            });
-        match result {
-            Ok(()) => {
-                self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    node = self.node.0,
-                    keys = keys.len(),
-                    ms = started.elapsed().as_millis() as u64,
-                    "log compacted into a snapshot"
-                );
+        for (i, &a) in self.logged_acked.iter().enumerate() {
+            if a > 1 {
+                records.push(LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
             }
+        }
+        for (i, &seq) in self.delivered.iter().enumerate() {
+            if seq > 0 {
+                records.push(LogRecord::Delivered { from: NodeId(i as u32), seq });
+            }
+        }
+        records.push(LogRecord::ClockFloor { us: self.persisted_floor_us });
+        if let Some(m) = store.meta() {
+            records.push(LogRecord::Meta { bytes: m.to_vec() });
+        }
+        for (i, inc) in self.logged_peers.iter().enumerate() {
+            if let Some(incarnation) = *inc {
+                records.push(LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation });
+            }
+        }
+        let logged_acked = self.logged_acked.clone();
+        let copy_ms = started.elapsed().as_millis() as u64;
+        let node = self.node.0;
+        let handle = std::thread::Builder::new().name(format!("causeway-snapshot-{node}")).spawn(move || {
+            let n = keys.len();
+            pending.write(records.into_iter(), |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
+            tracing::info!(
+                node,
+                keys = n,
+                copy_ms,
+                ms = started.elapsed().as_millis() as u64,
+                "log compacted into a snapshot in the background"
+            );
+            Ok(())
+        });
+        match handle {
+            Ok(h) => self.compaction = Some(h),
             Err(e) => {
+                tracing::error!(node, "cannot start the snapshot thread: {e}; stopping the node");
+                self.stopping = true;
+            }
+        }
+    }
+
+    /// Collect a finished background snapshot (or wait for it with `wait`).
+    fn reap_compaction(&mut self, wait: bool) {
+        let done = self.compaction.as_ref().is_some_and(|h| h.is_finished());
+        if !(done || wait) {
+            return;
+        }
+        let Some(h) = self.compaction.take() else { return };
+        match h.join() {
+            Ok(Ok(())) => {
+                self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
                 tracing::error!(node = self.node.0, "snapshot failed: {e}; stopping the node");
+                self.stopping = true;
+            }
+            Err(_) => {
+                tracing::error!(node = self.node.0, "the snapshot thread panicked; stopping the node");
                 self.stopping = true;
             }
         }

@@ -17,14 +17,18 @@
 //! truncated away; a checksum failure anywhere else is corruption and a
 //! typed [`WalError::Corrupt`], never silent loss.
 //!
-//! Compaction: once the log passes a size, [`Wal::checkpoint`] writes the
-//! node's whole durable state (every version the store still holds, the
-//! unacknowledged outbox, the delivery marks, the clock floor) as records to
-//! `snapshot.tmp`, syncs it, renames it over `snapshot`, and truncates the
-//! log. Recovery replays `snapshot` then `wal.log`. Every record is
+//! Compaction: once the log passes a size, [`Wal::begin_checkpoint`] sets
+//! the log aside as `wal.old` and starts a fresh `wal.log`, and a
+//! [`PendingCheckpoint`] then writes the node's whole durable state as of
+//! that moment (every version the store held, the unacknowledged outbox
+//! copied from disk, the delivery marks, the clock floor) as records to
+//! `snapshot.tmp` — on another thread, so request handling never waits for
+//! it — syncs it, renames it over `snapshot`, and deletes `wal.old`.
+//! Recovery replays `snapshot`, then `wal.log`; a `wal.old` left by a crash
+//! mid-checkpoint is first put back in front of `wal.log`. Every record is
 //! idempotent (versions deduplicate by order, outbox entries by sequence
 //! number, marks and floors take the maximum), so a crash between the rename
-//! and the truncation only replays some records twice.
+//! and the deletion only replays some records twice.
 
 use causeway_core::{Key, NodeId};
 use serde::de::DeserializeOwned;
@@ -103,6 +107,7 @@ impl Wal {
     /// Open (creating if needed) the log in `dir` and recover its contents.
     pub fn open<V: DeserializeOwned, M: DeserializeOwned>(dir: &Path) -> Result<(Wal, Recovered<V, M>), WalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        merge_old_log(dir)?;
         let path = dir.join("wal.log");
         let mut file = OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(io_err(&path))?;
         let mut data = Vec::new();
@@ -258,31 +263,30 @@ impl Wal {
         records: impl Iterator<Item = LogRecord<V, M>>,
         acked: impl Fn(NodeId) -> u64,
     ) -> Result<(), WalError> {
-        self.flush(true)?;
-        let tmp = self.dir.join("snapshot.tmp");
-        let fin = self.dir.join("snapshot");
-        {
-            let f = File::create(&tmp).map_err(io_err(&tmp))?;
-            let mut w = BufWriter::with_capacity(1 << 20, f);
-            for src in [&fin, &self.path] {
-                copy_outbox(src, &mut w, &tmp, &acked)?;
-            }
-            for r in records {
-                let (head, payload) = frame_record(&r);
-                w.write_all(&head).map_err(io_err(&tmp))?;
-                w.write_all(&payload).map_err(io_err(&tmp))?;
-            }
-            w.flush().map_err(io_err(&tmp))?;
-            w.get_ref().sync_all().map_err(io_err(&tmp))?;
+        match self.begin_checkpoint()? {
+            Some(pending) => pending.write(records, acked),
+            None => Ok(()),
         }
-        std::fs::rename(&tmp, &fin).map_err(io_err(&fin))?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir))?;
-        let file = self.out.get_mut();
-        file.set_len(0).map_err(io_err(&self.path))?;
-        file.seek(SeekFrom::Start(0)).map_err(io_err(&self.path))?;
-        file.sync_all().map_err(io_err(&self.path))?;
+    }
+
+    /// Start a checkpoint of the state as of now: the log so far is set
+    /// aside as `wal.old` and new records go to a fresh `wal.log`, so the
+    /// snapshot can be written by another thread while this one keeps
+    /// logging. `None` while a previous checkpoint is still being written.
+    pub fn begin_checkpoint(&mut self) -> Result<Option<PendingCheckpoint>, WalError> {
+        let old = self.dir.join(OLD_LOG);
+        if old.exists() {
+            return Ok(None);
+        }
+        self.flush(true)?;
+        std::fs::rename(&self.path, &old).map_err(io_err(&old))?;
+        let file =
+            OpenOptions::new().create(true).read(true).append(true).open(&self.path).map_err(io_err(&self.path))?;
+        sync_dir(&self.dir)?;
+        self.out = BufWriter::with_capacity(1 << 20, file);
         self.bytes = 0;
-        Ok(())
+        self.unsynced = false;
+        Ok(Some(PendingCheckpoint { dir: self.dir.clone(), old }))
     }
 
     /// Hand buffered records to the OS, and force them to disk if `sync`.
@@ -295,6 +299,80 @@ impl Wal {
         }
         Ok(())
     }
+}
+
+const OLD_LOG: &str = "wal.old";
+
+fn sync_dir(dir: &Path) -> Result<(), WalError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
+}
+
+/// A snapshot to write, of the state when [`Wal::begin_checkpoint`] set the
+/// log aside. Until it is written, recovery reads the previous snapshot,
+/// `wal.old` and `wal.log`, which together hold everything.
+#[must_use]
+pub struct PendingCheckpoint {
+    dir: PathBuf,
+    old: PathBuf,
+}
+
+impl PendingCheckpoint {
+    /// Write the snapshot: the still-unacknowledged outbox records of the
+    /// previous snapshot and of the set-aside log, then `records`; sync it,
+    /// rename it into place, and drop the set-aside log.
+    pub fn write<V: Serialize, M: Serialize>(
+        self,
+        records: impl Iterator<Item = LogRecord<V, M>>,
+        acked: impl Fn(NodeId) -> u64,
+    ) -> Result<(), WalError> {
+        let tmp = self.dir.join("snapshot.tmp");
+        let fin = self.dir.join("snapshot");
+        {
+            let f = File::create(&tmp).map_err(io_err(&tmp))?;
+            let mut w = BufWriter::with_capacity(1 << 20, f);
+            for src in [&fin, &self.old] {
+                copy_outbox(src, &mut w, &tmp, &acked)?;
+            }
+            for r in records {
+                let (head, payload) = frame_record(&r);
+                w.write_all(&head).map_err(io_err(&tmp))?;
+                w.write_all(&payload).map_err(io_err(&tmp))?;
+            }
+            w.flush().map_err(io_err(&tmp))?;
+            w.get_ref().sync_all().map_err(io_err(&tmp))?;
+        }
+        std::fs::rename(&tmp, &fin).map_err(io_err(&fin))?;
+        sync_dir(&self.dir)?;
+        std::fs::remove_file(&self.old).map_err(io_err(&self.old))?;
+        sync_dir(&self.dir)
+    }
+}
+
+/// A checkpoint interrupted by a crash left `wal.old`: put its records back
+/// in front of `wal.log` (in order), so recovery and the next checkpoint see
+/// one log again.
+fn merge_old_log(dir: &Path) -> Result<(), WalError> {
+    let old = dir.join(OLD_LOG);
+    if !old.exists() {
+        return Ok(());
+    }
+    let log = dir.join("wal.log");
+    let tmp = dir.join("wal.merge");
+    let mut data = std::fs::read(&old).map_err(io_err(&old))?;
+    match std::fs::read(&log) {
+        Ok(d) => data.extend_from_slice(&d),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(&log)(e)),
+    }
+    {
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(&data).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+    }
+    std::fs::rename(&tmp, &log).map_err(io_err(&log))?;
+    sync_dir(dir)?;
+    std::fs::remove_file(&old).map_err(io_err(&old))?;
+    sync_dir(dir)
 }
 
 /// Copy the still-unacknowledged outbox records of the log file `src` to `w`
@@ -455,6 +533,32 @@ mod tests {
         assert_eq!(r.outbox[&NodeId(1)], vec![(5, "a5".to_string()), (6, "a6".to_string())]);
         assert!(!r.outbox.contains_key(&NodeId(2)));
         assert!(r.versions.is_empty(), "versions come from the caller's records, not the old log");
+    }
+
+    /// A crash while a background snapshot is being written (after the log
+    /// was set aside) loses nothing, and the next checkpoint works.
+    #[test]
+    fn a_checkpoint_interrupted_by_a_crash_loses_nothing() {
+        let d = dir("interrupted");
+        let (mut w, _) = Wal::open::<u64, String>(&d).unwrap();
+        w.append(&R::Version { key: Bytes::from_static(b"before"), version: 1 }).unwrap();
+        w.append(&R::Outbox { to: NodeId(1), seq: 1, msg: "m1".into() }).unwrap();
+        let pending = w.begin_checkpoint().unwrap().expect("no checkpoint in progress");
+        assert!(w.begin_checkpoint().unwrap().is_none(), "one checkpoint at a time");
+        w.append(&R::Version { key: Bytes::from_static(b"after"), version: 2 }).unwrap();
+        w.flush(true).unwrap();
+        drop(pending); // the crash: the snapshot was never written
+        drop(w);
+        let (mut w, r) = Wal::open::<u64, String>(&d).unwrap();
+        let keys: Vec<&[u8]> = r.versions.iter().map(|(k, _)| &k[..]).collect();
+        assert_eq!(keys, vec![&b"before"[..], &b"after"[..]], "the set-aside log is read first");
+        assert_eq!(r.outbox[&NodeId(1)], vec![(1, "m1".to_string())]);
+        assert!(!d.join(OLD_LOG).exists());
+        w.checkpoint(r.versions.into_iter().map(|(key, version)| R::Version { key, version }), |_| 0).unwrap();
+        drop(w);
+        let (_, r) = Wal::open::<u64, String>(&d).unwrap();
+        assert_eq!(r.versions.len(), 2);
+        assert_eq!(r.outbox[&NodeId(1)].len(), 1);
     }
 
     #[test]

@@ -134,3 +134,38 @@ async fn write_only_transactions_are_applied_or_refused_by_name() {
         tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
     }
 }
+
+/// Heartbeats and stable-time messages are coalesced in the link (only the
+/// newest matters), but with an injected delay longer than their period a
+/// newer one arrives before the older is due: each must still go out when
+/// due, or stable time stops at the last replicated write and a remote ROT
+/// never sees the writes after it (it did: the newest replaced the pending
+/// one and pushed its due time forever ahead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stable_time_keeps_moving_under_an_injected_delay() {
+    for p in [ProtocolName::CausalSpartanX, ProtocolName::GentleRain] {
+        let rt = tokio::runtime::Handle::current();
+        let mut s = spec(p, "stable");
+        s.rtt_ms = vec![vec![0.0, 100.0], vec![100.0, 0.0]];
+        let cluster = Embedded::start(s, &rt).unwrap();
+        with_protocol!(p, P => {
+            let mut w = Session::<P>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+            // Keys on both partitions, so stable time needs both to move.
+            let keys: Vec<Bytes> = (0..8).map(|i| Bytes::from(format!("k{i}"))).collect();
+            for k in &keys {
+                w.put(k.clone(), k.clone()).await.unwrap();
+            }
+            let mut r = Session::<P>::new(cluster.cluster.clone(), DcId(1), 2).unwrap();
+            let start = Instant::now();
+            loop {
+                let got = r.rot(keys.clone()).await.unwrap();
+                if got.iter().zip(&keys).all(|(v, k)| v.as_ref() == Some(k)) {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(10), "{p}: a remote ROT still reads {got:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+    }
+}
