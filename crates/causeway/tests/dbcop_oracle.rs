@@ -97,8 +97,8 @@ fn biswas_enea_causal(h: &DbcopHistory) -> Result<(), String> {
     let co = |a: usize, b: usize| past[b * words + a / 64] >> (a % 64) & 1 == 1;
     // One pass of arbitration edges, then acyclicity of co ∪ ww.
     let mut all = preds.clone();
-    for t3 in 0..n {
-        for &(x, t1) in &reads[t3] {
+    for (t3, rs) in reads.iter().enumerate() {
+        for &(x, t1) in rs {
             for &t2 in &writers_of[&x] {
                 if t2 != t1 && t2 != t3 && co(t2, t3) {
                     all[t1].push(t2);
