@@ -106,8 +106,12 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Leave out fault kinds (to bisect a failure): partitions, pauses,
-        /// spikes, slow_links, slow_nodes, skew, drift, jumps, forward_jumps,
-        /// backward_jumps, crashes; `liveness` skips the liveness checks.
+        /// spikes, slow_links (also intra_dc_links), intra_dc_links,
+        /// slow_nodes, skew, drift, jumps, forward_jumps, backward_jumps,
+        /// crashes; `liveness` reports liveness violations without failing
+        /// the run (temporary, for known stalls). Leaving out crashes,
+        /// slow_nodes, drift, forward_jumps and intra_dc_links replays the
+        /// runs of seeds from before those kinds existed.
         #[arg(long, value_delimiter = ',')]
         without: Vec<String>,
         /// Write each failing run's history to DIR/<protocol>-<seed>.json.

@@ -25,6 +25,7 @@ pub const WITHOUT: &[&str] = &[
     "pauses",
     "spikes",
     "slow_links",
+    "intra_dc_links",
     "slow_nodes",
     "skew",
     "drift",
@@ -39,10 +40,17 @@ pub const WITHOUT: &[&str] = &[
 pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario, u64), String> {
     let without = &opts.without;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x70_27_u64);
-    // Up to 5 DCs and 12 partitions, so a DC's stabilization tree (fanout
-    // 4 by default) is deeper than one level.
-    let dcs = rng.random_range(2..=5);
-    let partitions = rng.random_range(1..=12);
+    let mut dcs = rng.random_range(2..=3);
+    let mut partitions = rng.random_range(1..=4);
+    // A third of the runs are larger, up to 5 DCs and 12 partitions, so a
+    // DC's stabilization tree (fanout 4 by default) is deeper than one
+    // level. From a stream of its own, so the other runs keep the draws
+    // they had before larger topologies existed.
+    let mut big = ChaCha8Rng::seed_from_u64(seed ^ 0xb16_70b0);
+    if big.random_bool(1.0 / 3.0) {
+        dcs = big.random_range(4..=5);
+        partitions = big.random_range(5..=12);
+    }
     let load_ms = rng.random_range(600..=1_500);
     let mut sc = Scenario::new(TopologySpec::full(dcs, partitions), load_ms);
     sc.name = format!("torture-{seed}");
@@ -86,7 +94,8 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
             "partitions" => c.partitions = false,
             "pauses" => c.pauses = false,
             "spikes" => c.spikes = false,
-            "slow_links" => c.slow_links = false,
+            "slow_links" => (c.slow_links, c.intra_dc_links) = (false, false),
+            "intra_dc_links" => c.intra_dc_links = false,
             "slow_nodes" => c.slow_nodes = false,
             "skew" => c.skew_us = 0,
             "drift" => c.drift_ppm = 0.0,

@@ -31,15 +31,24 @@
 //!   a distinct non-zero id (dbcop needs versions unique across the whole
 //!   history, and treats version 0 specially), otherwise dense ids `1..=W` in
 //!   history order ([`DbcopExport::versions`] maps them back to operations);
-//! - a read of ∅ → `"version": null`, dbcop's read of the initial state;
+//! - the initial state → an explicit first transaction, alone in session 0,
+//!   writing every key (versions above every write's) and a marker variable
+//!   that the first transaction of every other session reads, so it is
+//!   ordered before every session; a read of ∅ reads its version of the key.
+//!   (dbcop's own implicit initial state, `"version": null`, is a root that
+//!   its write-write rule never orders, so a read of ∅ after a causally
+//!   earlier write — the photo-then-album anomaly, the README's seed-17
+//!   failure — used to pass dbcop.)
 //! - a failed `Get` or `Rot` → nothing (it returned nothing); a failed
-//!   `Put`, `Wot` or `Txn` nobody read → an uncommitted transaction
-//!   (`"committed": false`) of its writes in its session; one some read
-//!   returned → a committed transaction of its writes in a session of its
-//!   own, appended after the client sessions, because it happened but its
-//!   client never learned so (the same treatment as [`crate::model`]'s
-//!   phantom sessions); a failed `Txn` returned no reads, so only its writes
-//!   are known;
+//!   `Put`, `Wot` or `Txn` nobody read → nothing (dbcop treats even an
+//!   uncommitted transaction as a writer, which rejected correct histories
+//!   with refused writes); one some read returned → a committed transaction
+//!   of its writes in a session of its own, appended after the client
+//!   sessions, because it happened but its client never learned so (the
+//!   same treatment as [`crate::model`]'s phantom sessions). It keeps its
+//!   place after its own session's earlier operations: the transaction
+//!   before it writes a fresh marker variable that it reads first. A failed
+//!   `Txn` returned no reads, so only its writes are known;
 //! - `start`/`end` → the first invocation and last completion, as RFC 3339
 //!   times counted from the Unix epoch (simulated histories start at 0).
 //!
@@ -47,20 +56,21 @@
 //! total commit order makes it the transactional counterpart of this crate's
 //! causal+ level (plus read-only transaction snapshots).
 //!
-//! Confidence: the structs are read from dbcop's current sources, and its
-//! `dbcop verify --consistency causal` (built from those sources) reads these
-//! files and agrees with this crate's causal+ verdict on the hand-built
-//! histories of the tests — except where dbcop itself differs:
+//! Confidence: the structs are read from dbcop's current sources, and the
+//! export is tested (`crates/causeway/tests/dbcop_oracle.rs`) against an
+//! oracle written from Biswas & Enea's published causal check, in its single
+//! pass: `co = (so ∪ wr)⁺` acyclic, then one round of arbitration edges
+//! (a writer of `x` in the causal past of a read of `x` is ordered before
+//! the write it read) and `co ∪ ww` acyclic. The seed-17 failure and a
+//! fractured read against the initial state are rejected, a correct history
+//! with refused writes is accepted.
 //!
-//! - dbcop does not constrain reads of the initial state (its synthetic root
-//!   transaction is not a writer in its write-write rule), so a history whose
-//!   only anomaly is a read of ∅ after a causally preceding write (the
-//!   photo-then-album anomaly) passes dbcop;
-//! - its saturation adds derived write-write edges to the visibility relation
-//!   and derives again from them, which rejects some histories that are
-//!   causally consistent by Biswas & Enea's own definition, e.g. sessions
-//!   `[y:=5] [x:=2 y:=20]`, `[x:=1 y==5]`, `[y==20] [x==1]` (causal+: order
-//!   the writes y:=5, x:=2, x:=1).
+//! dbcop's current `causal` level differs from the published algorithm: its
+//! saturation adds derived write-write edges to the visibility relation and
+//! derives again from them until a fixpoint, which rejects some histories
+//! that are causally consistent by Biswas & Enea's own definition, e.g.
+//! sessions `[y:=5] [x:=2 y:=20]`, `[x:=1 y==5]`, `[y==20] [x==1]` (causal+:
+//! order the writes y:=5, x:=2, x:=1). The single pass does not.
 //!
 //! So a dbcop verdict is a second opinion, not an oracle. The original 2019
 //! artifact used a different, bincode-encoded layout
@@ -110,9 +120,12 @@ pub struct DbcopHistory {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DbcopExport {
     pub history: DbcopHistory,
-    /// Variable id → key (printable).
+    /// Variable id → key (printable), then the initial-state marker and one
+    /// marker per read failed write.
     pub variables: Vec<String>,
-    /// Version → op index of the write (a `Wot` owns several), ascending by version.
+    /// Version → op index of the write (a `Wot` owns several), ascending by
+    /// version; the initial transaction's and the markers' versions are
+    /// above all of these and not listed.
     pub versions: Vec<(u64, usize)>,
     /// Whether versions are the tagged write ids (else dense ids).
     pub tagged_versions: bool,
@@ -153,11 +166,19 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
     }
     versions.sort_unstable();
 
+    // Versions of the synthetic variables, above every write's: the initial
+    // transaction's version of each key, its marker, one marker per phantom.
+    let k_count = m.keys.len() as u64;
+    let base = versions.last().map(|v| v.0).unwrap_or(0) + 1;
+    let init_version = |k: u32| base + k as u64;
+    let init_marker = (k_count, base + k_count);
+    let phantom_marker = |j: usize| (k_count + 1 + j as u64, base + k_count + 1 + j as u64);
+
     let read_event = |i: usize| -> Result<Vec<DbcopEvent>, ExportError> {
         m.reads_of(i as u32)
             .iter()
             .map(|rd| match rd.source {
-                Source::Init => Ok(DbcopEvent::Read { variable: rd.key as u64, version: None }),
+                Source::Init => Ok(DbcopEvent::Read { variable: rd.key as u64, version: Some(init_version(rd.key)) }),
                 Source::Write(w) => {
                     Ok(DbcopEvent::Read { variable: rd.key as u64, version: Some(version[&(w, rd.key)]) })
                 }
@@ -172,16 +193,30 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
             .collect()
     };
 
+    // The initial state as a transaction writing every key (and a marker),
+    // alone in the first session, and read by the first transaction of every
+    // other session: dbcop then orders it before everything and judges reads
+    // of ∅ like any other read (its own synthetic root constrains nothing).
+    let mut init: Vec<DbcopEvent> =
+        (0..k_count as u32).map(|k| DbcopEvent::Write { variable: k as u64, version: init_version(k) }).collect();
+    init.push(DbcopEvent::Write { variable: init_marker.0, version: init_marker.1 });
+    let starts = || DbcopTransaction {
+        events: vec![DbcopEvent::Read { variable: init_marker.0, version: Some(init_marker.1) }],
+        committed: true,
+    };
+    let mut data: Vec<Vec<DbcopTransaction>> = vec![vec![DbcopTransaction { events: init, committed: true }]];
+
     // Sessions in the model's order: clients ascending, ops by invoke time.
     let mut by_client: BTreeMap<causeway_core::ClientId, Vec<usize>> = BTreeMap::new();
     for (i, r) in ops.iter().enumerate() {
         by_client.entry(r.client).or_default().push(i);
     }
-    let mut data: Vec<Vec<DbcopTransaction>> = Vec::new();
-    let mut read_failed: Vec<usize> = Vec::new();
+    // Failed writes some read returned: (op, session index in `data`, the
+    // position of the transaction it follows in that session).
+    let mut phantoms: Vec<(usize, usize, usize)> = Vec::new();
     for (_, mut idx) in by_client {
         idx.sort_by_key(|&i| (ops[i].invoke_us, ops[i].complete_us, i));
-        let mut session = Vec::new();
+        let mut session = vec![starts()];
         for i in idx {
             let txn = match (&ops[i].op, &ops[i].result) {
                 (Op::Get { .. } | Op::Rot { .. }, OpResult::Get(_) | OpResult::Rot(_)) => {
@@ -195,23 +230,36 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
                     events.extend(write_events(i));
                     DbcopTransaction { events, committed: true }
                 }
+                // It may have happened (someone read it), after its
+                // session's earlier operations, but nothing of its session
+                // is ordered after it (its client never learned).
                 (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) if m.is_node[i] => {
-                    read_failed.push(i);
+                    phantoms.push((i, data.len(), session.len() - 1));
                     continue;
                 }
-                (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) => {
-                    DbcopTransaction { events: write_events(i), committed: false }
-                }
+                // A failed write nobody read is left out: dbcop would treat
+                // even an uncommitted one as a writer.
+                (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) => continue,
                 (Op::Get { .. } | Op::Rot { .. }, _) => continue, // a failed read returned nothing
             };
             session.push(txn);
         }
         data.push(session);
     }
-    read_failed.sort_unstable();
-    for i in read_failed {
-        data.push(vec![DbcopTransaction { events: write_events(i), committed: true }]);
+    // Each phantom in a session of its own, placed after its session's
+    // earlier transactions by reading a marker the one before it writes.
+    phantoms.sort_unstable();
+    for (j, &(i, s, pos)) in phantoms.iter().enumerate() {
+        let (var, v) = phantom_marker(j);
+        data[s][pos].events.push(DbcopEvent::Write { variable: var, version: v });
+        let mut events = vec![DbcopEvent::Read { variable: var, version: Some(v) }];
+        events.extend(write_events(i));
+        data.push(vec![DbcopTransaction { events, committed: true }]);
     }
+    let n_variables = k_count + 1 + phantoms.len() as u64;
+    let mut variables: Vec<String> = m.keys.iter().map(|k| key_name(k)).collect();
+    variables.push("⟨initial state marker⟩".into());
+    variables.extend(phantoms.iter().map(|&(i, _, _)| format!("⟨marker before op #{i}⟩")));
 
     let start = ops.iter().map(|r| r.invoke_us).min().unwrap_or(0);
     let end = ops.iter().map(|r| r.complete_us).max().unwrap_or(0);
@@ -219,7 +267,7 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
         params: DbcopParams {
             id: 0,
             n_node: data.len() as u64,
-            n_variable: m.keys.len() as u64,
+            n_variable: n_variables,
             n_transaction: data.iter().map(|s| s.len()).max().unwrap_or(0) as u64,
             n_event: data.iter().flatten().map(|t| t.events.len()).max().unwrap_or(0) as u64,
         },
@@ -228,12 +276,7 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
         end: rfc3339(end),
         data,
     };
-    Ok(DbcopExport {
-        history,
-        variables: m.keys.iter().map(|k| key_name(k)).collect(),
-        versions,
-        tagged_versions: tagged,
-    })
+    Ok(DbcopExport { history, variables, versions, tagged_versions: tagged })
 }
 
 /// Export a history as dbcop's JSON.

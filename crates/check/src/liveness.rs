@@ -217,3 +217,70 @@ pub fn context(m: &Model<'_>, i: u32, max: usize) -> (Option<u32>, Vec<u32>) {
     let skip = remote.len().saturating_sub(max);
     (prev, remote.split_off(skip))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CheckConfig, Kind, Level, check};
+    use causeway_core::{ClientId, DcId, History, Op, OpRecord};
+
+    fn window(from_us: u64, to_us: u64, excuses: bool, loses_requests: bool) -> FaultWindow {
+        FaultWindow { from_us, to_us, what: "w".into(), excuses, loses_requests }
+    }
+
+    #[test]
+    fn deadlines_extend_through_excusing_windows_only() {
+        let l = Liveness {
+            bound_us: 100,
+            faults: vec![window(50, 400, true, false), window(450, 900, true, false), window(0, 10_000, false, false)],
+            required: true,
+        };
+        // Invoked before the first window: pushed to its end, then (as the
+        // new deadline overlaps it) through the second.
+        assert_eq!(l.deadline(0), (1_000, false));
+        // After both: only the bound; the non-excusing window changes nothing.
+        assert_eq!(l.deadline(2_000), (2_100, false));
+        let crash = Liveness { bound_us: 100, faults: vec![window(150, 160, true, true)], required: true };
+        assert_eq!(crash.deadline(100), (260, true));
+        assert_eq!(crash.deadline(0), (100, false), "a window after the deadline does not apply");
+    }
+
+    fn get(at: u64, done: u64, result: OpResult) -> OpRecord {
+        OpRecord {
+            client: ClientId(0),
+            dc: DcId(1),
+            op: Op::Get { key: bytes::Bytes::from_static(b"k") },
+            result,
+            invoke_us: at,
+            complete_us: done,
+        }
+    }
+
+    #[test]
+    fn slow_unfinished_and_excused_operations() {
+        let h = History {
+            protocol: "t".into(),
+            ops: vec![
+                get(0, 50, OpResult::Get(None)),                                        // in time
+                get(100, 300, OpResult::Get(None)),                                     // slow
+                get(1_000, 1_500, OpResult::Failed(OpError::TimedOut { after_ms: 0 })), // lost to a crash
+                get(2_000, 5_000, OpResult::Failed(OpError::Pending)),                  // stalled
+            ],
+        };
+        let l = Liveness { bound_us: 100, faults: vec![window(1_050, 1_060, true, true)], required: true };
+        let r = check(&h, &CheckConfig::at(Level::Eventual).with_liveness(l.clone()));
+        assert!(!r.passed);
+        assert_eq!((r.count(Kind::SlowOperation), r.count(Kind::Unfinished)), (1, 1), "{r}");
+        let text = r.of_kind(Kind::Unfinished).next().unwrap().to_string();
+        assert!(
+            text.contains("still pending at the end of the run") && text.contains("deadline was 2.100 ms"),
+            "{text}"
+        );
+        // Reported but not judged.
+        let r = check(&h, &CheckConfig::at(Level::Eventual).with_liveness(Liveness { required: false, ..l }));
+        assert!(r.passed && r.count(Kind::Unfinished) == 1, "{r}");
+        // No spec: the pending operation is listed, nothing is judged.
+        let r = check(&h, &CheckConfig::at(Level::Eventual));
+        assert!(r.passed && r.count(Kind::Unfinished) == 1 && r.count(Kind::SlowOperation) == 0, "{r}");
+    }
+}

@@ -5,7 +5,7 @@
 mod common;
 
 use bytes::Bytes;
-use causeway_check::dbcop::{DbcopEvent, ExportError, to_dbcop, to_dbcop_json};
+use causeway_check::dbcop::{DbcopEvent, DbcopTransaction, ExportError, to_dbcop, to_dbcop_json};
 use causeway_check::{CheckConfig, CheckError, ModelError, Status, check, load_history};
 use causeway_core::{ClientId, DcId, History, Op, OpKind, OpRecord, OpResult};
 use common::{H, k};
@@ -123,24 +123,34 @@ fn dbcop_export_has_dbcops_shape() {
     h.get(1, "x", Some(7)); // #1
     h.rot(1, &[("y", None), ("x", Some(7))]); // #2
     let j: serde_json::Value = serde_json::from_str(&to_dbcop_json(&h.history()).unwrap()).unwrap();
+    // The initial state is a transaction of its own (x and y at versions 8
+    // and 9, above every write's, and the marker variable 2 at 10), read by
+    // the first transaction of every session; a read of ∅ reads it.
+    let start = serde_json::json!({ "events": [{ "Read": { "variable": 2, "version": 10 } }], "committed": true });
     assert_eq!(
         j["data"],
         serde_json::json!([
-            [{ "events": [{ "Write": { "variable": 0, "version": 7 } }], "committed": true }],
+            [{ "events": [
+                { "Write": { "variable": 0, "version": 8 } },
+                { "Write": { "variable": 1, "version": 9 } },
+                { "Write": { "variable": 2, "version": 10 } }
+            ], "committed": true }],
+            [start, { "events": [{ "Write": { "variable": 0, "version": 7 } }], "committed": true }],
             [
+                start,
                 { "events": [{ "Read": { "variable": 0, "version": 7 } }], "committed": true },
-                { "events": [{ "Read": { "variable": 1, "version": null } }, { "Read": { "variable": 0, "version": 7 } }], "committed": true }
+                { "events": [{ "Read": { "variable": 1, "version": 9 } }, { "Read": { "variable": 0, "version": 7 } }], "committed": true }
             ]
         ])
     );
     assert_eq!(
         j["params"],
-        serde_json::json!({ "id": 0, "n_node": 2, "n_variable": 2, "n_transaction": 2, "n_event": 2 })
+        serde_json::json!({ "id": 0, "n_node": 3, "n_variable": 3, "n_transaction": 3, "n_event": 3 })
     );
     assert_eq!(j["start"], "1970-01-01T00:00:00.000010000+00:00");
     assert!(j["info"].as_str().unwrap().contains("hand-built"));
     let e = to_dbcop(&h.history()).unwrap();
-    assert_eq!(e.variables, vec!["x", "y"]);
+    assert_eq!(e.variables, vec!["x", "y", "⟨initial state marker⟩"]);
     assert!(e.tagged_versions);
     assert_eq!(e.versions, vec![(7, 0)]);
 }
@@ -167,14 +177,33 @@ fn dbcop_export_handles_untagged_values_and_failed_puts() {
     assert!(!e.tagged_versions);
     assert_eq!(e.versions, vec![(1, 0), (2, 1), (3, 2), (4, 5)]);
     let d = &e.history.data;
-    assert_eq!(d.len(), 4, "three clients and one session for the read failed put");
-    assert_eq!(d[0].len(), 2);
-    assert!(d[0][0].committed && !d[0][1].committed);
-    assert_eq!(d[0][1].events, vec![DbcopEvent::Write { variable: 1, version: 3 }]);
-    assert_eq!(d[1][0].events, vec![DbcopEvent::Read { variable: 0, version: Some(2) }]);
-    assert_eq!(d[3].len(), 1);
-    assert!(d[3][0].committed);
-    assert_eq!(d[3][0].events, vec![DbcopEvent::Write { variable: 0, version: 2 }]);
+    assert_eq!(d.len(), 5, "the initial state, three clients and one session for the read failed put");
+    // Client 0: its start, then x=5; the failed y=8 nobody read is left out,
+    // and the failed x=6 someone read is in a session of its own, ordered
+    // after x=5 by a marker (variable 4: x, y, z, the initial marker, then
+    // this one) that x=5's transaction writes and it reads.
+    assert_eq!(d[1].len(), 2);
+    assert!(d.iter().flatten().all(|t| t.committed));
+    assert_eq!(
+        d[1][1].events,
+        vec![DbcopEvent::Write { variable: 0, version: 1 }, DbcopEvent::Write { variable: 4, version: 9 }]
+    );
+    assert_eq!(d[2][1].events, vec![DbcopEvent::Read { variable: 0, version: Some(2) }]);
+    assert_eq!(
+        d[2][2].events,
+        vec![DbcopEvent::Read { variable: 1, version: Some(6) }],
+        "y=∅ reads y's initial version"
+    );
+    assert_eq!(
+        d[4],
+        vec![DbcopTransaction {
+            events: vec![
+                DbcopEvent::Read { variable: 4, version: Some(9) },
+                DbcopEvent::Write { variable: 0, version: 2 }
+            ],
+            committed: true
+        }]
+    );
 }
 
 #[test]
@@ -194,12 +223,13 @@ fn dbcop_export_makes_a_write_only_transaction_one_transaction() {
     h.wot(0, &[("y", 3), ("x", 4)]); // #0
     h.rot(1, &[("x", Some(4)), ("y", Some(3))]); // #1
     let e = to_dbcop(&h.history()).unwrap();
+    // Session 0 is the initial transaction; each session starts by reading its marker.
     assert_eq!(
-        e.history.data[0][0].events,
+        e.history.data[1][1].events,
         vec![DbcopEvent::Write { variable: 1, version: 3 }, DbcopEvent::Write { variable: 0, version: 4 }]
     );
     assert_eq!(
-        e.history.data[1][0].events,
+        e.history.data[2][1].events,
         vec![DbcopEvent::Read { variable: 0, version: Some(4) }, DbcopEvent::Read { variable: 1, version: Some(3) }]
     );
     assert_eq!(e.versions, vec![(3, 0), (4, 0)], "both versions map back to the one op");

@@ -186,12 +186,20 @@ pub async fn run_with_timeout<P: Protocol>(
                         Err(e) => {
                             res.errors += 1;
                             if spec.record_history {
-                                // The operation may or may not have taken effect.
+                                // The operation may or may not have taken effect; a
+                                // timeout is recorded as one, so the checker's
+                                // liveness checks see the operation that never finished.
+                                let error = match &e {
+                                    crate::client::ClientError::Timeout(d) => {
+                                        causeway_core::OpError::TimedOut { after_ms: d.as_millis() as u64 }
+                                    }
+                                    e => causeway_core::OpError::Aborted(e.to_string()),
+                                };
                                 res.records.push(OpRecord {
                                     client: ClientId(cid),
                                     dc,
                                     op,
-                                    result: OpResult::Failed(causeway_core::OpError::Aborted(e.to_string())),
+                                    result: OpResult::Failed(error),
                                     invoke_us: (t0 - origin).as_micros() as u64,
                                     complete_us: (t1 - origin).as_micros() as u64,
                                 });

@@ -21,9 +21,11 @@ pub struct Chaos {
     pub partitions: bool,
     pub pauses: bool,
     pub spikes: bool,
-    /// Slow node-to-node links: replication links between DCs, and links
-    /// between servers of one DC (the stabilization tree's).
+    /// Slow replication links between DCs.
     pub slow_links: bool,
+    /// Slow links between servers of one DC (drawn after every older kind,
+    /// so switching it and the other newer kinds off replays older seeds).
+    pub intra_dc_links: bool,
     /// Nodes whose every message is slower for a while.
     pub slow_nodes: bool,
     /// Random per-node clock offsets up to this width (µs); 0 disables.
@@ -50,6 +52,7 @@ impl Chaos {
             pauses: faults.pauses,
             spikes: faults.spikes,
             slow_links: faults.slow_links,
+            intra_dc_links: faults.slow_links,
             slow_nodes: faults.slow_nodes,
             skew_us: if faults.skew { 20_000 } else { 0 },
             drift_ppm: if faults.drift { 200.0 } else { 0.0 },
@@ -140,7 +143,7 @@ pub fn draw(seed: u64, topology: &Topology, duration_ms: u64, chaos: Chaos) -> S
     }
     // Kinds added later are drawn after the older ones, from the same
     // stream, so a schedule without them is what it was before they existed.
-    if chaos.slow_links {
+    if chaos.intra_dc_links {
         for _ in 0..rng.random_range(0..=2) {
             // A link between two servers of one DC (the stabilization tree's).
             let from = rng.random_range(0..n);
