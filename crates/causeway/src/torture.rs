@@ -108,7 +108,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         }
     }
     let s = chaos::draw(seed, &topology, load_ms, c);
-    sc.protocol = garbage_collection_params(p, seed);
+    sc.protocol = protocol_params(p, seed);
     sc.protocol.extend(opts.params.clone());
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
@@ -131,20 +131,13 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     Ok((sc, quiet_us))
 }
 
-/// COPS-GT's garbage collection waits `trans_time` (5 s by default), longer
-/// than a torture run: draw it between 50 and 400 ms, and the GC period
-/// between 10 and 50 ms, so that version, dependency and client-metadata
-/// collection all run under the faults. From its own random stream, so the
-/// other protocols' seeds replay as before. `--param` overrides.
-fn garbage_collection_params(p: ProtocolName, seed: u64) -> toml::Table {
-    let mut t = toml::Table::new();
-    if p == ProtocolName::CopsGt {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6c_u64);
-        t.insert("trans_time_ms".into(), toml::Value::Integer(rng.random_range(50..=400)));
-        t.insert("gc_interval_ms".into(), toml::Value::Integer(rng.random_range(10..=50)));
-        t.insert("clock_margin_ms".into(), toml::Value::Integer(10));
-    }
-    t
+/// The parameters the protocol draws for itself
+/// ([`Protocol::torture_params`]), from a random stream of their own.
+fn protocol_params(p: ProtocolName, seed: u64) -> toml::Table {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6c_u64);
+    let mut draw = |lo: u64, hi: u64| rng.random_range(lo..=hi);
+    let params = with_protocol!(p, P => <P as Protocol>::torture_params(&mut draw));
+    params.into_iter().map(|(k, v)| (k.to_string(), toml::Value::Integer(v as i64))).collect()
 }
 
 /// One run: simulate and check.

@@ -458,6 +458,16 @@ pub trait Protocol: 'static {
         2 * env.max_rtt_us + env.max_clock_skew_us + 1_000_000
     }
 
+    /// Protocol parameters torture draws for each run, as (name, value)
+    /// pairs of the `[protocol]` table. `draw(lo, hi)` is a uniform integer
+    /// in `lo..=hi` from the run's seed, on a stream of its own, so
+    /// protocols that draw nothing replay as before. For settings whose
+    /// defaults would keep a code path idle in a short run (COPS-GT's
+    /// garbage collection waits 5 s). `--param` overrides them.
+    fn torture_params(_draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// Check a config against a topology before any node starts.
     fn validate(_cfg: &Self::Config, _topology: &Topology) -> Result<(), String> {
         Ok(())

@@ -113,6 +113,14 @@ impl Protocol for CopsGt {
         10_000 + 16 * env.intra_dc_rtt_us
     }
 
+    /// Garbage collection waits `trans_time` (5 s by default), longer than
+    /// a torture run: draw it between 50 and 400 ms and the GC period
+    /// between 10 and 50 ms, so that version, dependency and client-metadata
+    /// collection all run under the faults.
+    fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
+        vec![("trans_time_ms", draw(50, 400)), ("gc_interval_ms", draw(10, 50)), ("clock_margin_ms", 10)]
+    }
+
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         for (name, v) in [
             ("trans_time_ms", cfg.trans_time_ms),
