@@ -42,7 +42,7 @@ use causeway_core::{
 use causeway_net::frame::{Wire, decode, encode};
 use causeway_protocols::cops::{self, Cops};
 use causeway_protocols::cops_gt::{self, CopsGt};
-use causeway_protocols::explicit_deps::dep_check::{Dep, Stamp};
+use causeway_protocols::explicit_deps::replication::{Dep, Stamp};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::cmp::Reverse;
@@ -87,7 +87,7 @@ impl Variant for CopsGt {
         cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest }
     }
     fn get(key: Key) -> cops_gt::Msg {
-        cops_gt::Msg::Read { attempt: 0, idx: 0, key, at: None }
+        cops_gt::Msg::Read { attempt: 0, idx: 0, key }
     }
     fn put_stamp(reply: &cops_gt::Msg) -> Option<Stamp> {
         match reply {

@@ -122,7 +122,8 @@ enum Cmd {
     /// Start an embedded cluster on loopback (default 3 DCs × 2 partitions,
     /// Virginia/Oregon/Ireland round trips injected) and keep it running.
     Up {
-        #[arg(long, short, default_value = "causalspartanx")]
+        /// The protocol every node runs.
+        #[arg(long, short, default_value = "causalspartanx", value_parser = protocol_parser())]
         protocol: ProtocolName,
         #[arg(long, default_value_t = 3)]
         dcs: u16,
@@ -138,13 +139,15 @@ enum Cmd {
         #[arg(long)]
         no_wan: bool,
     },
-    /// Read a key.
+    /// Read a key: prints its value. A missing key prints nothing and exits
+    /// with status 3 (with --json: `"found": false`).
     Get {
         key: String,
         #[command(flatten)]
         at: ClientArgs,
     },
-    /// Write a key.
+    /// Write a key. VALUE `-` reads the value from standard input, `@FILE`
+    /// from a file (there is no delete: no protocol offers one).
     Put {
         key: String,
         value: String,
@@ -185,7 +188,8 @@ enum Cmd {
     /// Throughput of sets then gets over TCP, like redis-benchmark: against
     /// an embedded 1 DC × 1 partition server, or a running cluster (--config).
     Bench {
-        #[arg(long, short, default_value = "eventual")]
+        /// The protocol of the embedded server (ignored with --config).
+        #[arg(long, short, default_value = "eventual", value_parser = protocol_parser())]
         protocol: ProtocolName,
         #[arg(long)]
         config: Option<PathBuf>,
@@ -202,6 +206,9 @@ enum Cmd {
         fsync: String,
         #[arg(long)]
         json: bool,
+        /// Deadline of each operation, connecting included.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
     },
 }
 
@@ -210,17 +217,38 @@ struct ClientArgs {
     /// The cluster config (what `causeway up` writes).
     #[arg(long, default_value = "causeway-cluster.toml")]
     config: PathBuf,
-    /// The DC to attach to.
-    #[arg(long, default_value_t = 0)]
-    dc: u16,
+    /// The DC to attach to: its number or its name (e.g. `oregon`).
+    #[arg(long, default_value = "0")]
+    dc: String,
+    /// Deadline of the operation, connecting included: a node that does not
+    /// answer is an error after this long, never a hang.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The protocol names, so `--help` lists them.
+fn protocol_parser() -> impl clap::builder::TypedValueParser<Value = ProtocolName> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(ProtocolName::ALL.iter().map(|p| p.as_str()))
+        .map(|s| s.parse::<ProtocolName>().expect("a listed protocol name parses"))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = std::env::var("CAUSEWAY_LOG").ok().and_then(|l| l.parse().ok()).unwrap_or(tracing::Level::INFO);
-    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if net::is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<net::NotFound>().is_some() => ExitCode::from(net::EXIT_NOT_FOUND),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -277,7 +305,9 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let points = exp.points()?.len();
             eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
             let results = causeway_bench::run(&exp, &opts, |done, total| {
-                causeway_bench::progress::bar(&exp.name, done as f64 / total as f64)
+                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    causeway_bench::progress::bar(&exp.name, done as f64 / total as f64)
+                }
             })?;
             let mut command =
                 format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
@@ -357,30 +387,40 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan } => {
             net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan)?
         }
-        Cmd::Get { key, at } => net::client_op(&at.config, at.dc, causeway_core::Op::Get { key: key.into() })?,
+        Cmd::Get { key, at } => net::client_op(&at.into(), causeway_core::Op::Get { key: key.into() })?,
         Cmd::Put { key, value, at } => {
-            net::client_op(&at.config, at.dc, causeway_core::Op::Put { key: key.into(), value: value.into() })?
+            let value = net::read_value(&value)?;
+            net::client_op(&at.into(), causeway_core::Op::Put { key: key.into(), value })?
         }
         Cmd::Rot { keys, at } => net::client_op(
-            &at.config,
-            at.dc,
+            &at.into(),
             causeway_core::Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() },
         )?,
         Cmd::Wot { writes, at } => net::client_op(
-            &at.config,
-            at.dc,
+            &at.into(),
             causeway_core::Op::Wot {
                 writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
             },
         )?,
-        Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json } => {
+        Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json, timeout_ms } => {
             let fsync = match fsync.as_str() {
                 "always" => causeway_net::Fsync::Always,
                 "group" => causeway_net::Fsync::Group,
                 "never" => causeway_net::Fsync::Never,
                 other => return Err(format!("--fsync must be always, group or never, not {other:?}").into()),
             };
-            run::bench(run::BenchArgs { protocol, config, connections, value_size, seconds, keys, fsync, json })?
+            let op_timeout = std::time::Duration::from_millis(timeout_ms);
+            run::bench(run::BenchArgs {
+                protocol,
+                config,
+                connections,
+                value_size,
+                seconds,
+                keys,
+                fsync,
+                json,
+                op_timeout,
+            })?
         }
         Cmd::Demo { seconds, sessions, sim: false, .. } => run::demo_network(seconds, sessions)?,
         Cmd::Demo { seed, seconds, sim: true, .. } => {
@@ -410,6 +450,17 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
 
 fn parse_level(s: &str) -> Result<causeway_check::Level, String> {
     s.parse()
+}
+
+impl From<ClientArgs> for net::ClientOpts {
+    fn from(a: ClientArgs) -> net::ClientOpts {
+        net::ClientOpts {
+            config: a.config,
+            dc: a.dc,
+            timeout: std::time::Duration::from_millis(a.timeout_ms),
+            json: a.json,
+        }
+    }
 }
 
 /// `key=value` of `causeway wot`.

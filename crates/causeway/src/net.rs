@@ -6,6 +6,7 @@ use causeway_net::{ClusterConfig, Session};
 use causeway_protocols::{ProtocolName, with_protocol};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 type Error = Box<dyn std::error::Error>;
 
@@ -72,32 +73,130 @@ pub fn up(
     Ok(())
 }
 
-fn show(v: &Option<bytes::Bytes>) -> String {
-    match v {
-        Some(b) => String::from_utf8_lossy(b).into_owned(),
-        None => "(absent)".into(),
+/// Exit status of `causeway get` for a key with no value, so scripts can
+/// tell it from a stored value (and from an error, status 1).
+pub const EXIT_NOT_FOUND: u8 = 3;
+
+/// The key has no value (the error carries the exit status).
+#[derive(Debug)]
+pub struct NotFound;
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not found")
     }
 }
 
-pub fn client_op(config: &Path, dc: u16, op: Op) -> Result<(), Error> {
-    let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
+impl std::error::Error for NotFound {}
+
+/// A closed stdout (`causeway get k | head -c 10`) is the reader's choice,
+/// not a failure: exit quietly.
+pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// What a client command needs besides its operation.
+pub struct ClientOpts {
+    pub config: PathBuf,
+    /// A DC number or name.
+    pub dc: String,
+    pub timeout: Duration,
+    pub json: bool,
+}
+
+/// `put`'s value: `-` is standard input, `@FILE` a file's contents, anything
+/// else the value itself.
+pub fn read_value(arg: &str) -> Result<bytes::Bytes, Error> {
+    use std::io::Read;
+    if arg == "-" {
+        let mut v = Vec::new();
+        std::io::stdin().read_to_end(&mut v).map_err(|e| format!("reading the value from standard input: {e}"))?;
+        Ok(v.into())
+    } else if let Some(path) = arg.strip_prefix('@') {
+        Ok(std::fs::read(path).map_err(|e| format!("reading the value from {path}: {e}"))?.into())
+    } else {
+        Ok(bytes::Bytes::copy_from_slice(arg.as_bytes()))
+    }
+}
+
+/// `--dc`: a number, or a DC's name in the topology (case-insensitive).
+fn resolve_dc(cluster: &causeway_net::Cluster, dc: &str) -> Result<DcId, Error> {
+    let t = &cluster.topology;
+    if let Ok(n) = dc.parse::<u16>()
+        && (n as usize) < t.dcs()
+    {
+        return Ok(DcId(n));
+    }
+    t.dc_ids().find(|&d| t.dc_name(d).eq_ignore_ascii_case(dc)).ok_or_else(|| {
+        let names: Vec<String> = t.dc_ids().map(|d| format!("{} ({})", d.0, t.dc_name(d))).collect();
+        format!("--dc {dc:?} is not a DC of this cluster; it has {}", names.join(", ")).into()
+    })
+}
+
+fn json_value(v: &Option<bytes::Bytes>) -> serde_json::Value {
+    match v {
+        Some(b) => serde_json::Value::String(String::from_utf8_lossy(b).into_owned()),
+        None => serde_json::Value::Null,
+    }
+}
+
+pub fn client_op(opts: &ClientOpts, op: Op) -> Result<(), Error> {
+    use std::io::Write;
+    let cluster = Arc::new(ClusterConfig::load(&opts.config)?.validate()?);
+    let dc = resolve_dc(&cluster, &opts.dc)?;
     let rt = runtime()?;
     let result = rt.block_on(async {
         with_protocol!(cluster.protocol, P => {
-            let mut s = Session::<P>::new(cluster.clone(), DcId(dc), std::process::id())?;
+            let mut s = Session::<P>::new(cluster.clone(), dc, std::process::id())?;
+            s.timeout = opts.timeout;
             s.execute(op.clone()).await
         })
     })?;
+    let mut out = std::io::stdout().lock();
+    let mut missing = false;
     match (&op, result) {
-        (_, OpResult::Get(v)) => println!("{}", show(&v)),
-        (_, OpResult::Put) => println!("ok"),
-        (Op::Rot { keys }, OpResult::Rot(vs)) => {
-            for (k, v) in keys.iter().zip(vs) {
-                println!("{} = {}", String::from_utf8_lossy(k), show(&v));
+        (_, OpResult::Failed(e)) => return Err(e.into()),
+        (Op::Get { key }, OpResult::Get(v)) => {
+            missing = v.is_none();
+            if opts.json {
+                let j = serde_json::json!({ "key": String::from_utf8_lossy(key), "found": v.is_some(), "value": json_value(&v) });
+                writeln!(out, "{j}")?;
+            } else if let Some(v) = v {
+                out.write_all(&v)?;
+                if !v.ends_with(b"\n") {
+                    out.write_all(b"\n")?;
+                }
             }
         }
-        (_, OpResult::Failed(e)) => return Err(e.into()),
-        (_, other) => println!("{other:?}"),
+        (Op::Put { key, .. }, OpResult::Put) => {
+            if opts.json {
+                writeln!(out, "{}", serde_json::json!({ "key": String::from_utf8_lossy(key), "ok": true }))?;
+            } else {
+                writeln!(out, "ok")?;
+            }
+        }
+        (Op::Rot { keys }, OpResult::Rot(vs)) => {
+            if opts.json {
+                let items: Vec<serde_json::Value> = keys
+                    .iter()
+                    .zip(&vs)
+                    .map(|(k, v)| serde_json::json!({ "key": String::from_utf8_lossy(k), "found": v.is_some(), "value": json_value(v) }))
+                    .collect();
+                writeln!(out, "{}", serde_json::Value::Array(items))?;
+            } else {
+                for (k, v) in keys.iter().zip(vs) {
+                    let shown = v.map_or("(absent)".into(), |b| String::from_utf8_lossy(&b).into_owned());
+                    writeln!(out, "{} = {shown}", String::from_utf8_lossy(k))?;
+                }
+            }
+        }
+        (_, OpResult::Wot) if opts.json => writeln!(out, "{}", serde_json::json!({ "ok": true }))?,
+        (_, OpResult::Wot) => writeln!(out, "ok")?,
+        (_, other) => writeln!(out, "{other:?}")?,
+    }
+    out.flush()?;
+    if missing {
+        return Err(NotFound.into());
     }
     Ok(())
 }

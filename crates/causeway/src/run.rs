@@ -12,8 +12,16 @@ use std::time::Duration;
 
 type Error = Box<dyn std::error::Error>;
 
+/// A progress bar on stderr, only when stderr is a terminal (no `\r`
+/// litter in logs and pipes).
 fn progress_bar(label: &str) -> impl Fn(f64) + '_ {
-    move |f: f64| causeway_bench::progress::bar(label, f)
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    move |f: f64| {
+        if tty {
+            causeway_bench::progress::bar(label, f)
+        }
+    }
 }
 
 use causeway_sim::report::{ms, percentile_ms};
@@ -105,6 +113,7 @@ pub struct BenchArgs {
     pub keys: u64,
     pub fsync: Fsync,
     pub json: bool,
+    pub op_timeout: Duration,
 }
 
 /// Throughput of sets, then gets, with `connections` sessions against a
@@ -141,8 +150,8 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
     let c = cluster.clone();
     let (s, g) = rt.block_on(async {
         with_protocol!(p, P => {
-            let s = load::run::<P>(c.clone(), set, progress_bar("set")).await;
-            let g = load::run::<P>(c, get, progress_bar("get")).await;
+            let s = load::run_with_timeout::<P>(c.clone(), set, a.op_timeout, progress_bar("set")).await;
+            let g = load::run_with_timeout::<P>(c, get, a.op_timeout, progress_bar("get")).await;
             (s, g)
         })
     });

@@ -67,8 +67,8 @@
 //! (`Event { write, variable, value, success }`) that this does not produce.
 
 use crate::error::ModelError;
-use crate::explain::key_name;
 use crate::model::{Model, Source};
+use crate::names::key_name;
 use causeway_core::{History, Op, OpResult, write_id_of};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};

@@ -11,47 +11,12 @@
 
 use crate::clock::Clocks;
 use crate::model::{Model, NONE, Source};
-use causeway_core::{ClientId, DcId, Op, OpResult, write_id_of};
+pub use crate::names::{ValueName, key_name, value_name};
+use causeway_core::{ClientId, DcId, Op, OpResult};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::fmt;
-
-/// A key, printable: UTF-8 (lossy), control characters escaped, truncated.
-pub fn key_name(k: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(k).chars().flat_map(|c| c.escape_debug()).collect();
-    if s.chars().count() > 48 { format!("{}…", s.chars().take(47).collect::<String>()) } else { s }
-}
-
-/// A value, printable: `∅` for the initial state, `w<id>` for a tagged
-/// runtime value, the quoted bytes otherwise.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ValueName {
-    Absent,
-    Write(u64),
-    Bytes(String),
-}
-
-pub fn value_name(v: Option<&[u8]>) -> ValueName {
-    match v {
-        None => ValueName::Absent,
-        Some(v) => match write_id_of(v) {
-            Some(id) => ValueName::Write(id),
-            None => ValueName::Bytes(key_name(v)),
-        },
-    }
-}
-
-impl fmt::Display for ValueName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ValueName::Absent => f.write_str("∅"),
-            ValueName::Write(id) => write!(f, "w{id}"),
-            ValueName::Bytes(s) => write!(f, "\"{s}\""),
-        }
-    }
-}
 
 /// What an operation did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

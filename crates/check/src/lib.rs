@@ -33,14 +33,16 @@ pub mod dbcop;
 pub mod error;
 pub mod explain;
 pub mod model;
+pub mod names;
 pub mod report;
 pub mod rot;
 pub mod session;
 pub mod violation;
 
 pub use error::{CheckError, ModelError};
-pub use explain::{Action, Link, OpRef, Path, ValueName};
+pub use explain::{Action, Link, OpRef, Path};
 pub use model::Model;
+pub use names::ValueName;
 pub use report::{CheckConfig, CheckReport, CheckResult, Level, Stats, Status};
 pub use violation::{Kind, Violation};
 

@@ -27,7 +27,7 @@
 //! `History::ops`, so reports point back into the history.
 
 use crate::error::ModelError;
-use crate::explain::{key_name, value_name};
+use crate::names::{key_name, value_name};
 use causeway_core::{ClientId, History, Key, Op, OpResult};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;

@@ -8,6 +8,32 @@
 //! [`ClientEnv::complete`]. Neither may touch sockets, threads, the wall clock
 //! or a global random source, so the simulator and the network runtime drive
 //! the same code, and the simulator replays it exactly.
+//!
+//! ## Interface decisions (compared with quinn-proto and etcd's raft)
+//!
+//! Both keep the algorithm apart from I/O, as this interface does; they
+//! differ in four details, decided here for Causeway:
+//!
+//! - **Timers** stay a `u64` token at this boundary: runtimes only store and
+//!   return it. A protocol with more than one timer names them with its own
+//!   enum and maps it to and from the token in one place (GentleRain's
+//!   `Timer { Heartbeat, Stabilize, PutWait(id) }`), so no handler does
+//!   arithmetic on tokens. An associated `Timer` type would have given every
+//!   runtime a third type parameter for what is, to them, an opaque number.
+//! - **One message type** per protocol, not separate request, reply and peer
+//!   types: one codec and one bound for every runtime. The direction is not
+//!   hand-kept: `impl_message!` in `causeway-protocols` derives
+//!   [`Message::is_client`] and the kind from lists of variants.
+//! - **No outbox to poll.** quinn-proto's `poll_transmit` lets its caller pull
+//!   packets; here the environment *is* the outbox: both runtimes buffer what
+//!   a handler sends and act on it after the handler returns (the simulator
+//!   schedules deliveries, the network runtime logs the turn and then
+//!   releases it). Polling would move the same buffer into every protocol.
+//! - **Persist before send** is the runtimes' rule, stated on
+//!   [`ServerEnv::send`] and [`ServerEnv::reply`], where a protocol author
+//!   reads it: a handler writes its store first and sends second, and may
+//!   rely on every store change of a turn being durable before any message
+//!   of that turn leaves the node.
 
 use crate::data::{Key, Value};
 use crate::ids::{ClientId, DcId, NodeId};
@@ -39,6 +65,18 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     /// wire size is the protocol's metadata, which the benchmarks report per
     /// message. No default: a wrong answer would silently skew that figure.
     fn payload_bytes(&self) -> usize;
+    /// Whether this is a periodic summary (a heartbeat, a stable-time
+    /// report) that a later message of the same [`kind`](Message::kind) to
+    /// the same node supersedes. The network runtime neither journals nor
+    /// sequences such messages and keeps only the newest per kind for a
+    /// peer that is away, so an unreachable DC costs no memory or disk for
+    /// them. Only valid when the receiver's handling is monotone (the newest
+    /// implies everything the older ones said) and the protocol sends them
+    /// again on a timer (one may be lost on a reconnect or a crash). The
+    /// runtime still delivers it after every message sent before it.
+    fn ephemeral(&self) -> bool {
+        false
+    }
 }
 
 /// Size of a message in the compact binary codec the network runtime uses
@@ -205,8 +243,16 @@ pub trait ServerEnv<M, V> {
     /// This node's physical clock in µs. May be skewed, drift, or jump back.
     fn now_us(&self) -> u64;
     /// Send to another node over a reliable FIFO channel.
+    ///
+    /// Persist before send: the message leaves the node only after every
+    /// store change ([`MvStore::insert`], [`MvStore::replace`], durable
+    /// metadata) made in this same turn is durable, so a peer never learns
+    /// of a state this node could forget in a crash. The network runtime
+    /// logs the turn, syncs, then releases its messages; the simulator's
+    /// store is its log.
     fn send(&mut self, to: NodeId, msg: M);
-    /// Answer a client.
+    /// Answer a client. The same rule as [`ServerEnv::send`]: an
+    /// acknowledgement never leaves before what it acknowledges is durable.
     fn reply(&mut self, to: ClientId, msg: M);
     /// Call [`Server::on_timer`] with `token` after `after_us` µs.
     fn set_timer(&mut self, after_us: u64, token: u64);
@@ -279,6 +325,14 @@ pub trait Protocol: 'static {
     type Config: Clone + Debug + Default + Serialize + DeserializeOwned + Send + Sync + 'static;
     type Server: Server<Msg = Self::Msg, Version = Self::Version> + Send + 'static;
     type Client: Client<Msg = Self::Msg> + Send + 'static;
+
+    /// Deliberately broken variants: names of boolean `Config` fields that
+    /// each switch off a check the protocol's safety rests on. The
+    /// conformance suite (`crates/sim/tests/conformance.rs`) runs every
+    /// registered protocol with each of them set and fails unless its
+    /// scenarios catch the breakage — the proof that those scenarios can
+    /// fail at all. Empty for a protocol that promises nothing to break.
+    const MUTANTS: &'static [&'static str] = &[];
 
     /// Check a config against a topology before any node starts.
     fn validate(_cfg: &Self::Config, _topology: &Topology) -> Result<(), String> {

@@ -29,6 +29,10 @@ pub enum ClientError {
     Connect { node: u32, addr: SocketAddr, source: std::io::Error },
     #[error("node {node} refused: {error}")]
     Refused { node: u32, error: WireError },
+    #[error("cannot connect to node {node} at {addr}: no connection within {after:?}")]
+    ConnectTimeout { node: u32, addr: SocketAddr, after: Duration },
+    #[error("node {node} at {addr} accepted the connection but did not answer the hello within {after:?}")]
+    HelloTimeout { node: u32, addr: SocketAddr, after: Duration },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
     #[error("lost the connection to node {0}")]
@@ -80,6 +84,8 @@ pub struct Session<P: Protocol> {
     events: mpsc::UnboundedReceiver<Event<P::Msg>>,
     timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
     timer_seq: u64,
+    /// Deadline of one operation, connecting and the hello included: a
+    /// session never waits longer for anything.
     pub timeout: Duration,
     broken: bool,
 }
@@ -111,19 +117,30 @@ impl<P: Protocol> Session<P> {
         })
     }
 
-    async fn connect(&mut self, node: NodeId) -> Result<(), ClientError> {
+    async fn connect(&mut self, node: NodeId, deadline: Instant) -> Result<(), ClientError> {
         if self.conns.contains_key(&node) {
             return Ok(());
         }
         let addr = self.cluster.addrs[node.idx()];
-        let s = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let s = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::ConnectTimeout { node: node.0, addr, after: self.timeout })?
+            .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
         let _ = s.set_nodelay(true);
         let (rd, mut wr) = s.into_split();
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let hello = encode::<P::Msg>(&Wire::HelloClient { cluster_id: self.cluster.config.cluster_id.clone() });
-        wr.write_all(&hello).await.map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
+        let hello_timeout = ClientError::HelloTimeout { node: node.0, addr, after: self.timeout };
+        tokio::time::timeout_at(deadline, wr.write_all(&hello))
+            .await
+            .map_err(|_| hello_timeout)?
+            .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
         let max = self.cluster.config.limits.max_frame_bytes;
-        match read_frame(&mut rd, max).await.ok().flatten().map(|b| decode::<P::Msg>(&b)) {
+        let welcome = tokio::time::timeout_at(deadline, read_frame(&mut rd, max))
+            .await
+            .map_err(|_| ClientError::HelloTimeout { node: node.0, addr, after: self.timeout })?;
+        match welcome.ok().flatten().map(|b| decode::<P::Msg>(&b)) {
             Some(Ok(Wire::WelcomeClient { .. })) => {}
             Some(Ok(Wire::Refused(error))) => return Err(ClientError::Refused { node: node.0, error }),
             _ => return Err(ClientError::ConnectionLost(node.0)),
@@ -150,13 +167,13 @@ impl<P: Protocol> Session<P> {
         Ok(())
     }
 
-    async fn flush(&mut self, env: &mut CEnv<P::Msg>) -> Result<(), ClientError> {
+    async fn flush(&mut self, env: &mut CEnv<P::Msg>, deadline: Instant) -> Result<(), ClientError> {
         for (after_us, token) in env.timers.drain(..) {
             self.timer_seq += 1;
             self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, token)));
         }
         for (to, msg) in std::mem::take(&mut env.sends) {
-            self.connect(to).await?;
+            self.connect(to, deadline).await?;
             let sent = self.conns.get(&to).map(|c| c.send(encode(&Wire::Request(msg))).is_ok()).unwrap_or(false);
             if !sent {
                 self.conns.remove(&to);
@@ -200,7 +217,7 @@ impl<P: Protocol> Session<P> {
         let deadline = Instant::now() + self.timeout;
         let mut env = CEnv { now: now_us(), sends: Vec::new(), timers: Vec::new(), done: None };
         self.proto.invoke(&mut env, op);
-        self.flush(&mut env).await?;
+        self.flush(&mut env, deadline).await?;
         loop {
             if let Some(r) = env.done.take() {
                 return Ok(r);
@@ -233,7 +250,7 @@ impl<P: Protocol> Session<P> {
                     }
                 }
             }
-            self.flush(&mut env).await?;
+            self.flush(&mut env, deadline).await?;
         }
     }
 

@@ -120,6 +120,15 @@ pub struct Limits {
     /// sender stops taking new work: backpressure instead of unbounded queues.
     #[serde(default = "default_peer_queue")]
     pub peer_queue: usize,
+    /// Connections a node holds open at most (clients and peers); more are
+    /// refused with a typed error, so a connection flood cannot take every
+    /// file descriptor.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A client connection with no request for this long is closed: an idle
+    /// client that finished its hello must not hold a descriptor forever.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
 }
 
 fn default_key() -> usize {
@@ -134,6 +143,12 @@ fn default_frame() -> usize {
 fn default_peer_queue() -> usize {
     65_536
 }
+fn default_max_connections() -> usize {
+    4_096
+}
+fn default_idle_timeout_ms() -> u64 {
+    300_000
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -142,6 +157,8 @@ impl Default for Limits {
             max_value_bytes: default_value(),
             max_frame_bytes: default_frame(),
             peer_queue: default_peer_queue(),
+            max_connections: default_max_connections(),
+            idle_timeout_ms: default_idle_timeout_ms(),
         }
     }
 }
@@ -172,6 +189,8 @@ pub enum ConfigError {
     MetricsCount { expected: usize, got: usize },
     #[error("config: {field}[{index}] = {value:?} is not a socket address (host:port)")]
     BadAddress { field: &'static str, index: usize, value: String },
+    #[error("config: nodes[{first}] and nodes[{second}] are both {addr}; every node needs its own address")]
+    DuplicateAddress { first: usize, second: usize, addr: SocketAddr },
     #[error("config: wan.rtt_ms must be {dcs}×{dcs} with non-negative entries")]
     Wan { dcs: usize },
     #[error("config: limits: {0}")]
@@ -197,10 +216,18 @@ impl ClusterConfig {
         toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
     }
 
+    /// Read a config file. A relative `data_dir` is resolved against the
+    /// file's directory, not the current one: a node started from another
+    /// directory must find its own log, not come up empty.
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: p.clone(), source: e })?;
-        Self::parse(&text, &p)
+        let mut c = Self::parse(&text, &p)?;
+        if c.data_dir.is_relative() {
+            let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            c.data_dir = base.join(&c.data_dir);
+        }
+        Ok(c)
     }
 
     /// Check the config and derive the topology, addresses and delays.
@@ -223,6 +250,12 @@ impl ClusterConfig {
                 .collect()
         };
         let addrs = parse_addrs("nodes", &self.nodes)?;
+        // Two nodes on one address would each take the other's traffic.
+        for (j, a) in addrs.iter().enumerate() {
+            if let Some(i) = addrs[..j].iter().position(|b| b == a) {
+                return Err(ConfigError::DuplicateAddress { first: i, second: j, addr: *a });
+            }
+        }
         if !self.metrics.is_empty() && self.metrics.len() != topology.nodes() {
             return Err(ConfigError::MetricsCount { expected: topology.nodes(), got: self.metrics.len() });
         }
@@ -246,8 +279,16 @@ impl ClusterConfig {
             }
         }
         let l = &self.limits;
-        if l.max_key_bytes == 0 || l.max_value_bytes == 0 || l.peer_queue == 0 {
-            return Err(ConfigError::Limits("max_key_bytes, max_value_bytes and peer_queue must be positive".into()));
+        if l.max_key_bytes == 0
+            || l.max_value_bytes == 0
+            || l.peer_queue == 0
+            || l.max_connections == 0
+            || l.idle_timeout_ms == 0
+        {
+            return Err(ConfigError::Limits(
+                "max_key_bytes, max_value_bytes, peer_queue, max_connections and idle_timeout_ms must be positive"
+                    .into(),
+            ));
         }
         if l.max_frame_bytes < l.max_key_bytes + l.max_value_bytes + 1024 {
             return Err(ConfigError::Limits(format!(
@@ -312,6 +353,18 @@ mod tests {
         assert_eq!(again.addrs, c.addrs);
     }
 
+    /// A node started from another directory finds the same data.
+    #[test]
+    fn a_relative_data_dir_is_relative_to_the_config_file() {
+        let d = std::env::temp_dir().join(format!("causeway-config-rel-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("c.toml");
+        std::fs::write(&path, format!("data_dir = \"data\"\n{GOOD}")).unwrap();
+        assert_eq!(ClusterConfig::load(&path).unwrap().data_dir, d.join("data"));
+        std::fs::write(&path, format!("data_dir = \"/abs/data\"\n{GOOD}")).unwrap();
+        assert_eq!(ClusterConfig::load(&path).unwrap().data_dir, PathBuf::from("/abs/data"));
+    }
+
     #[test]
     fn bad_configs_name_the_problem() {
         let e = ClusterConfig::parse(&GOOD.replace("cluster_id", "clusterid"), "c.toml").unwrap_err().to_string();
@@ -323,6 +376,11 @@ mod tests {
         assert!(matches!(e, ConfigError::BadAddress { field: "nodes", index: 1, .. }), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace(", \"127.0.0.1:2\"", ""), "c.toml").unwrap().validate().unwrap_err();
         assert!(matches!(e, ConfigError::NodeCount { expected: 2, got: 1 }), "{e}");
+        let e = ClusterConfig::parse(&GOOD.replace("127.0.0.1:2", "127.0.0.1:1"), "c.toml")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::DuplicateAddress { first: 0, second: 1, .. }), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace("eventual", "paxos"), "c.toml").unwrap().validate().unwrap_err();
         assert!(e.to_string().contains("paxos"), "{e}");
         let e =

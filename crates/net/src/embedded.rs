@@ -58,6 +58,16 @@ pub struct Embedded {
 impl Embedded {
     /// Bind a loopback port for every node, write nothing yet, start them all.
     pub fn start(spec: EmbeddedSpec, rt: &tokio::runtime::Handle) -> Result<Embedded, EmbeddedError> {
+        Self::start_with_limits(spec, Limits::default(), rt)
+    }
+
+    /// [`Embedded::start`] with other limits (a tiny `peer_queue` makes an
+    /// outage's effects show within seconds).
+    pub fn start_with_limits(
+        spec: EmbeddedSpec,
+        limits: Limits,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<Embedded, EmbeddedError> {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
@@ -72,16 +82,21 @@ impl Embedded {
             .map(|l| l.local_addr().map(|a| a.to_string()))
             .collect::<Result<_, _>>()
             .map_err(EmbeddedError::Bind)?;
+        // Absolute, so the config written for clients and `causeway server`
+        // means the same directory wherever it is read from.
+        let data_dir = std::path::absolute(&spec.data_dir).unwrap_or_else(|_| spec.data_dir.clone());
         let config = ClusterConfig {
-            cluster_id: format!("embedded-{}-{}", spec.protocol, std::process::id()),
+            // Stable across runs, so `causeway up` restarts on its own data
+            // dir; naming the protocol refuses a dir another protocol wrote.
+            cluster_id: format!("embedded-{}", spec.protocol),
             protocol: spec.protocol.as_str().into(),
-            data_dir: spec.data_dir.clone(),
+            data_dir,
             nodes,
             metrics: Vec::new(),
             topology,
             params: spec.params.clone(),
             storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },
-            limits: Limits::default(),
+            limits,
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
         };
         let cluster = Arc::new(config.validate()?);

@@ -23,6 +23,9 @@ pub enum Wire<M> {
         cluster_id: String,
         from: NodeId,
         to: NodeId,
+        /// The sender's incarnation (see [`crate::identity`]): its sequence
+        /// numbers mean something only within it.
+        incarnation: u64,
     },
     /// First frame of a client connection.
     HelloClient {
@@ -32,6 +35,9 @@ pub enum Wire<M> {
     /// before it has been delivered durably).
     Welcome {
         next_seq: u64,
+        /// The receiver's incarnation: a node that lost its data comes back
+        /// with a new one, and its old acknowledgements no longer hold.
+        incarnation: u64,
     },
     /// Answer to `HelloClient`.
     WelcomeClient {
@@ -49,6 +55,13 @@ pub enum Wire<M> {
     },
     Request(M),
     Reply(M),
+    /// A peer message outside the sequence ([`causeway_core::Message::ephemeral`]):
+    /// the receiver applies it only once it has delivered every sequenced
+    /// message below `after_seq`, the ones sent before it.
+    Ephemeral {
+        after_seq: u64,
+        msg: M,
+    },
     /// The other side refuses something; a refusal of the hello closes the
     /// connection.
     Refused(WireError),
@@ -57,8 +70,15 @@ pub enum Wire<M> {
 /// Why a server refused a connection or a request.
 #[derive(Clone, Debug, Error, Serialize, Deserialize, PartialEq, Eq)]
 pub enum WireError {
-    #[error("this node belongs to cluster {expected:?}, not {got:?}")]
-    WrongCluster { expected: String, got: String },
+    /// Names only what the caller said: the right cluster id is not told to
+    /// whoever asks.
+    #[error("this node does not belong to cluster {got:?}")]
+    WrongCluster { got: String },
+    #[error(
+        "node {node} was known here as incarnation {known:x}, not {got:x}: it lost its data (or is an impostor); \
+         its sequence numbers no longer match, so the link is refused"
+    )]
+    StaleIncarnation { node: u32, known: u64, got: u64 },
     #[error("node {0} is not in this cluster's topology")]
     UnknownNode(u32),
     #[error("this is node {me}, not node {to}")]
@@ -75,6 +95,8 @@ pub enum WireError {
     NotAClientRequest(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("the node has {max} connections open, its limit; try again later")]
+    TooManyConnections { max: usize },
 }
 
 #[derive(Debug, Error)]

@@ -15,6 +15,7 @@ pub mod client;
 pub mod config;
 pub mod embedded;
 pub mod frame;
+pub mod identity;
 pub mod link;
 pub mod load;
 pub mod metrics;

@@ -8,31 +8,66 @@
 //! sequence numbers it has already handled. Nothing is lost or reordered
 //! across a reconnect, and duplicates are suppressed.
 //!
+//! A peer may be away for hours (a DC down for maintenance) while this node
+//! keeps serving at full speed, so nothing here may block the protocol thread
+//! or grow without bound:
+//!
+//! - the protocol thread hands messages over on an unbounded channel that
+//!   this task drains at all times — connected, connecting or backing off —
+//!   so the hand-over never waits;
+//! - at most `cap` unacknowledged messages stay in memory; the rest go to a
+//!   spill file in the node's directory and are read back in order as
+//!   acknowledgements make room. The spill is only a cache: every sequenced
+//!   message is already in the write-ahead log, which is what survives a
+//!   crash (the restarted node resends its outbox from there);
+//! - ephemeral messages (heartbeats, stable-time reports:
+//!   [`Message::ephemeral`]) are not sequenced: only the newest of each kind
+//!   waits, sent once every sequenced message produced before it is out.
+//!
 //! Small messages are coalesced: one frame carries every message that is due,
-//! up to [`MAX_BATCH`]. When `peer_queue` messages are unacknowledged the link
-//! stops taking new ones, its bounded channel fills, and the protocol thread
-//! blocks: backpressure instead of unbounded queues. Injected WAN delay is a
-//! `due` time per message; delays are constant per link, so FIFO holds.
+//! up to [`MAX_BATCH`]. Injected WAN delay is a `due` time per message;
+//! delays are constant per link, so FIFO holds. A link logs one line when its
+//! peer becomes unreachable, one when it is back, and one each time its
+//! in-memory window saturates and drains.
 
 use crate::frame::{FrameError, Wire, decode, encode, read_frame};
 use causeway_core::{Message, NodeId};
 use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until, timeout};
 
 /// Messages per frame at most.
 pub const MAX_BATCH: usize = 512;
 
-pub struct LinkItem<M> {
-    pub seq: u64,
-    pub msg: M,
-    pub due: Instant,
+/// How long a connection attempt or a welcome may take before the link
+/// counts the peer as unreachable and backs off.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// What the protocol thread hands a link.
+pub enum LinkItem<M> {
+    /// A sequenced message: kept until acknowledged.
+    Seq { seq: u64, msg: M, due: Instant },
+    /// An ephemeral message, to follow every sequenced message below
+    /// `after_seq`; a newer one of the same kind replaces it.
+    Ephemeral { after_seq: u64, msg: M, due: Instant },
+}
+
+struct Item<M> {
+    seq: u64,
+    msg: M,
+    due: Instant,
 }
 
 pub struct LinkParams {
@@ -40,87 +75,415 @@ pub struct LinkParams {
     pub me: NodeId,
     pub to: NodeId,
     pub addr: SocketAddr,
+    /// Unacknowledged messages kept in memory at most; the rest spill to disk.
     pub cap: usize,
     pub max_frame: usize,
+    /// Where messages beyond `cap` wait (a cache, recreated on start).
+    pub spill_path: PathBuf,
+    /// This node's incarnation, said in every hello.
+    pub incarnation: u64,
+    /// Peers' incarnations: a welcome from another one than known is refused.
+    pub peers: Arc<crate::identity::PeerIncarnations>,
     /// Where the link reports acknowledgements (so the protocol thread can
     /// log them) — the latest `next_seq` acknowledged.
     pub acked: Arc<AtomicU64>,
     /// Unacknowledged messages, for the metrics endpoint.
     pub depth: Arc<AtomicU64>,
+    /// Of those, the ones in the spill file.
+    pub spilled: Arc<AtomicU64>,
 }
 
-pub async fn run<M: Message>(p: LinkParams, mut rx: mpsc::Receiver<LinkItem<M>>, mut stop: watch::Receiver<bool>) {
-    let mut unacked: VecDeque<LinkItem<M>> = VecDeque::new();
-    let mut backoff = Duration::from_millis(20);
-    loop {
-        if unacked.is_empty() {
-            tokio::select! {
-                it = rx.recv() => match it {
-                    Some(it) => unacked.push_back(it),
-                    None => return,
-                },
-                _ = stop.changed() => return,
+/// Sequenced messages beyond the in-memory window, in order, in a file.
+/// Records are `len: u32 LE | postcard (seq, due_us, msg)`, written and read
+/// at explicit offsets; the file is emptied whenever it has been read out.
+struct Spill {
+    path: PathBuf,
+    file: Option<File>,
+    write_off: u64,
+    read_off: u64,
+    count: u64,
+}
+
+impl Spill {
+    fn file(&mut self) -> std::io::Result<&File> {
+        if self.file.is_none() {
+            let f = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&self.path)?;
+            self.file = Some(f);
+        }
+        Ok(self.file.as_ref().expect("just opened"))
+    }
+
+    fn push<M: Message>(&mut self, seq: u64, due_us: u64, msg: &M) -> std::io::Result<()> {
+        let body = postcard::to_stdvec(&(seq, due_us, msg)).map_err(std::io::Error::other)?;
+        let mut rec = Vec::with_capacity(4 + body.len());
+        rec.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        rec.extend_from_slice(&body);
+        let off = self.write_off;
+        self.file()?.write_all_at(&rec, off)?;
+        self.write_off += rec.len() as u64;
+        self.count += 1;
+        Ok(())
+    }
+
+    fn pop<M: Message>(&mut self) -> std::io::Result<(u64, u64, M)> {
+        let off = self.read_off;
+        let f = self.file()?;
+        let mut len = [0u8; 4];
+        f.read_exact_at(&mut len, off)?;
+        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+        f.read_exact_at(&mut body, off + 4)?;
+        let r = postcard::from_bytes(&body).map_err(std::io::Error::other)?;
+        self.read_off += 4 + body.len() as u64;
+        self.count -= 1;
+        if self.count == 0 {
+            self.read_off = 0;
+            self.write_off = 0;
+            self.file()?.set_len(0)?;
+        }
+        Ok(r)
+    }
+}
+
+/// Everything a link holds for its peer.
+struct Queue<M> {
+    /// Unacknowledged messages in memory, contiguous sequence numbers.
+    window: VecDeque<Item<M>>,
+    spill: Spill,
+    /// The newest ephemeral message of each kind: (after_seq, due, msg).
+    ephemeral: Vec<(u64, Instant, M)>,
+    cap: usize,
+    epoch: Instant,
+    saturated: bool,
+    me: NodeId,
+    to: NodeId,
+    depth: Arc<AtomicU64>,
+    spilled: Arc<AtomicU64>,
+}
+
+impl<M: Message> Queue<M> {
+    fn is_empty(&self) -> bool {
+        self.window.is_empty() && self.spill.count == 0 && self.ephemeral.is_empty()
+    }
+
+    fn gauges(&self) {
+        self.depth.store(self.window.len() as u64 + self.spill.count, Ordering::Relaxed);
+        self.spilled.store(self.spill.count, Ordering::Relaxed);
+    }
+
+    fn accept(&mut self, it: LinkItem<M>) {
+        match it {
+            LinkItem::Seq { seq, msg, due } => {
+                if self.spill.count == 0 && self.window.len() < self.cap {
+                    self.window.push_back(Item { seq, msg, due });
+                } else {
+                    if !self.saturated {
+                        self.saturated = true;
+                        tracing::warn!(
+                            from = self.me.0,
+                            to = self.to.0,
+                            cap = self.cap,
+                            "replication queue full; further messages wait on disk in {}",
+                            self.spill.path.display()
+                        );
+                    }
+                    let due_us = due.saturating_duration_since(self.epoch).as_micros() as u64;
+                    if let Err(e) = self.spill.push(seq, due_us, &msg) {
+                        // Order must hold, so everything after this waits in
+                        // memory too; the log still has it all.
+                        tracing::error!(
+                            from = self.me.0,
+                            to = self.to.0,
+                            "cannot spill to disk: {e}; keeping in memory"
+                        );
+                        self.unspill_all();
+                        self.window.push_back(Item { seq, msg, due });
+                    }
+                }
+            }
+            LinkItem::Ephemeral { after_seq, msg, due } => {
+                let kind = msg.kind();
+                match self.ephemeral.iter_mut().find(|(_, _, m)| m.kind() == kind) {
+                    Some(slot) => *slot = (after_seq, due, msg),
+                    None => self.ephemeral.push((after_seq, due, msg)),
+                }
             }
         }
-        let stream = tokio::select! {
-            s = TcpStream::connect(p.addr) => s,
-            _ = stop.changed() => return,
-        };
-        let Ok(stream) = stream else {
-            tokio::select! {
-                _ = sleep(backoff) => {}
-                _ = stop.changed() => return,
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(1));
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        match session(&p, stream, &mut rx, &mut unacked, &mut stop).await {
-            Ok(()) => return,
-            Err(e) => {
-                tracing::debug!(from = p.me.0, to = p.to.0, "peer link dropped: {e}");
-                backoff = Duration::from_millis(20);
-                tokio::select! {
-                    _ = sleep(backoff) => {}
-                    _ = stop.changed() => return,
+        self.gauges();
+    }
+
+    /// Move everything spilled into memory (only when the disk fails).
+    fn unspill_all(&mut self) {
+        while self.spill.count > 0 {
+            match self.spill.pop::<M>() {
+                Ok((seq, due_us, msg)) => {
+                    self.window.push_back(Item { seq, msg, due: self.epoch + Duration::from_micros(due_us) })
+                }
+                Err(e) => {
+                    tracing::error!(from = self.me.0, to = self.to.0, "spill file unreadable: {e}");
+                    return;
                 }
             }
         }
     }
-}
 
-fn trim<M>(unacked: &mut VecDeque<LinkItem<M>>, next_seq: u64, p: &LinkParams) {
-    while unacked.front().is_some_and(|i| i.seq < next_seq) {
-        unacked.pop_front();
+    /// Drop what the peer acknowledged and refill the window from the spill.
+    fn trim(&mut self, next_seq: u64, acked: &AtomicU64) {
+        while self.window.front().is_some_and(|i| i.seq < next_seq) {
+            self.window.pop_front();
+        }
+        while self.window.len() < self.cap && self.spill.count > 0 {
+            match self.spill.pop::<M>() {
+                Ok((seq, due_us, msg)) => {
+                    self.window.push_back(Item { seq, msg, due: self.epoch + Duration::from_micros(due_us) })
+                }
+                Err(e) => {
+                    tracing::error!(from = self.me.0, to = self.to.0, "spill file unreadable: {e}");
+                    break;
+                }
+            }
+        }
+        if self.saturated && self.spill.count == 0 {
+            self.saturated = false;
+            tracing::info!(from = self.me.0, to = self.to.0, "replication queue drained below its limit");
+        }
+        acked.fetch_max(next_seq, Ordering::Relaxed);
+        self.gauges();
     }
-    p.acked.fetch_max(next_seq, Ordering::Relaxed);
-    p.depth.store(unacked.len() as u64, Ordering::Relaxed);
 }
 
-/// One connection's life. `Ok` only when asked to stop.
+/// Why a session or a wait ended early.
+enum End {
+    /// Asked to stop, or the protocol thread is gone.
+    Stop,
+    Failed(FrameError),
+}
+
+impl From<FrameError> for End {
+    fn from(e: FrameError) -> End {
+        End::Failed(e)
+    }
+}
+
+impl From<std::io::Error> for End {
+    fn from(e: std::io::Error) -> End {
+        End::Failed(FrameError::Io(e))
+    }
+}
+
+/// Take one hand-over (and whatever else is waiting, without waiting).
+fn take<M: Message>(q: &mut Queue<M>, rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>, it: Option<LinkItem<M>>) -> bool {
+    let Some(it) = it else { return false };
+    q.accept(it);
+    while let Ok(it) = rx.try_recv() {
+        q.accept(it);
+    }
+    true
+}
+
+/// Sleep, still taking hand-overs.
+async fn pause<M: Message>(
+    d: Duration,
+    q: &mut Queue<M>,
+    rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), End> {
+    let until = Instant::now() + d;
+    loop {
+        tokio::select! {
+            _ = sleep_until(until) => return Ok(()),
+            it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
+            _ = stop.changed() => return Err(End::Stop),
+        }
+    }
+}
+
+/// Write a whole buffer, still taking hand-overs while the peer is slow to
+/// read (a stopped process keeps its socket open and stops reading).
+async fn write_all<M: Message>(
+    wr: &mut OwnedWriteHalf,
+    buf: &[u8],
+    q: &mut Queue<M>,
+    rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), End> {
+    let mut off = 0;
+    while off < buf.len() {
+        tokio::select! {
+            // `write` is cancel-safe: it either wrote `n` bytes or nothing.
+            n = wr.write(&buf[off..]) => {
+                let n = n?;
+                if n == 0 {
+                    return Err(FrameError::Truncated.into());
+                }
+                off += n;
+            }
+            it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
+            _ = stop.changed() => return Err(End::Stop),
+        }
+    }
+    Ok(())
+}
+
+pub async fn run<M: Message>(
+    p: LinkParams,
+    mut rx: mpsc::UnboundedReceiver<LinkItem<M>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = std::fs::remove_file(&p.spill_path);
+    let mut q = Queue {
+        window: VecDeque::new(),
+        spill: Spill { path: p.spill_path.clone(), file: None, write_off: 0, read_off: 0, count: 0 },
+        ephemeral: Vec::new(),
+        cap: p.cap.max(1),
+        epoch: Instant::now(),
+        saturated: false,
+        me: p.me,
+        to: p.to,
+        depth: p.depth.clone(),
+        spilled: p.spilled.clone(),
+    };
+    let _ = linked(&p, &mut q, &mut rx, &mut stop).await;
+    drop(q.spill.file.take());
+    let _ = std::fs::remove_file(&p.spill_path);
+}
+
+async fn linked<M: Message>(
+    p: &LinkParams,
+    q: &mut Queue<M>,
+    rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), End> {
+    let mut backoff = Duration::from_millis(20);
+    // Since when the peer has been unreachable (logged once per outage).
+    let mut down_since: Option<std::time::Instant> = None;
+    loop {
+        while q.is_empty() {
+            tokio::select! {
+                it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
+                _ = stop.changed() => return Err(End::Stop),
+            }
+        }
+        let connect = timeout(CONNECT_TIMEOUT, TcpStream::connect(p.addr));
+        tokio::pin!(connect);
+        let stream = loop {
+            tokio::select! {
+                r = &mut connect => break r,
+                it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
+                _ = stop.changed() => return Err(End::Stop),
+            }
+        };
+        let stream = match stream {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                note_down(p, &mut down_since, &e, q);
+                pause(backoff, q, rx, stop).await?;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+            Err(_) => {
+                note_down(p, &mut down_since, &format!("no connection within {CONNECT_TIMEOUT:?}"), q);
+                pause(backoff, q, rx, stop).await?;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        match session(p, stream, q, rx, stop, &mut down_since).await {
+            Err(End::Stop) => return Err(End::Stop),
+            Err(End::Failed(e)) => {
+                tracing::debug!(from = p.me.0, to = p.to.0, "peer link dropped: {e}");
+                note_down(p, &mut down_since, &e, q);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                pause(backoff, q, rx, stop).await?;
+            }
+            Ok(()) => {}
+        }
+    }
+}
+
+/// Log once per outage that the peer is unreachable.
+fn note_down<M: Message>(
+    p: &LinkParams,
+    down_since: &mut Option<std::time::Instant>,
+    why: &dyn std::fmt::Display,
+    q: &Queue<M>,
+) {
+    if down_since.is_none() {
+        *down_since = Some(std::time::Instant::now());
+        tracing::warn!(
+            from = p.me.0,
+            to = p.to.0,
+            addr = %p.addr,
+            queued = q.window.len() as u64 + q.spill.count,
+            "peer unreachable ({why}); keeping its messages until it is back"
+        );
+    }
+}
+
+/// One connection's life; it only ends with an error (or a stop).
 async fn session<M: Message>(
     p: &LinkParams,
     stream: TcpStream,
-    rx: &mut mpsc::Receiver<LinkItem<M>>,
-    unacked: &mut VecDeque<LinkItem<M>>,
+    q: &mut Queue<M>,
+    rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>,
     stop: &mut watch::Receiver<bool>,
-) -> Result<(), FrameError> {
+    down_since: &mut Option<std::time::Instant>,
+) -> Result<(), End> {
     let (rd, mut wr) = stream.into_split();
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
-    wr.write_all(&encode::<M>(&Wire::HelloPeer { cluster_id: p.cluster_id.clone(), from: p.me, to: p.to })).await?;
-    let body = timeout(Duration::from_secs(5), read_frame(&mut rd, p.max_frame))
-        .await
-        .map_err(|_| FrameError::Malformed("no welcome within 5 s".into()))??
+    let hello = encode::<M>(&Wire::HelloPeer {
+        cluster_id: p.cluster_id.clone(),
+        from: p.me,
+        to: p.to,
+        incarnation: p.incarnation,
+    });
+    write_all(&mut wr, &hello, q, rx, stop).await?;
+    let body = {
+        let welcome = timeout(WELCOME_TIMEOUT, read_frame(&mut rd, p.max_frame));
+        tokio::pin!(welcome);
+        loop {
+            tokio::select! {
+                r = &mut welcome => break r,
+                it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
+                _ = stop.changed() => return Err(End::Stop),
+            }
+        }
+    };
+    let body = body
+        .map_err(|_| FrameError::Malformed(format!("no welcome within {WELCOME_TIMEOUT:?}")))??
         .ok_or(FrameError::Truncated)?;
     let mut next_send = match decode::<M>(&body)? {
-        Wire::Welcome { next_seq } => next_seq,
+        Wire::Welcome { next_seq, incarnation } => {
+            if let Err(known) = p.peers.check(p.to, incarnation) {
+                // Its acknowledgements were for another life: resending from
+                // its `next_seq` would skip or repeat messages silently.
+                tracing::error!(
+                    from = p.me.0,
+                    to = p.to.0,
+                    known = format!("{known:x}"),
+                    got = format!("{incarnation:x}"),
+                    "peer came back as another incarnation (lost its data dir?); not replicating to it"
+                );
+                return Err(FrameError::Malformed(format!("peer is incarnation {incarnation:x}, not {known:x}")).into());
+            }
+            next_seq
+        }
         Wire::Refused(e) => {
             tracing::error!(from = p.me.0, to = p.to.0, "peer refused the link: {e}");
-            return Err(FrameError::Malformed(format!("refused: {e}")));
+            return Err(FrameError::Malformed(format!("refused: {e}")).into());
         }
-        other => return Err(FrameError::Malformed(format!("expected a welcome, got {other:?}"))),
+        other => return Err(FrameError::Malformed(format!("expected a welcome, got {other:?}")).into()),
     };
-    trim(unacked, next_send, p);
+    if let Some(since) = down_since.take() {
+        tracing::info!(
+            from = p.me.0,
+            to = p.to.0,
+            after_s = since.elapsed().as_secs_f64(),
+            queued = q.window.len() as u64 + q.spill.count,
+            "peer reachable again; resending what it has not acknowledged"
+        );
+    }
+    q.trim(next_send, &p.acked);
     // Acknowledgements arrive on their own task so that reading is never
     // cancelled half-way through a frame.
     let (ack_tx, mut ack_rx) = watch::channel(next_send);
@@ -143,15 +506,15 @@ async fn session<M: Message>(
             // Send everything that is due, in order, in batches.
             let now = Instant::now();
             let mut next_due = None;
-            // Sequence numbers in `unacked` are contiguous.
-            while let Some(front) = unacked.front() {
+            // Sequence numbers in the window are contiguous.
+            while let Some(front) = q.window.front() {
                 let start = next_send.saturating_sub(front.seq) as usize;
-                if start >= unacked.len() {
+                if start >= q.window.len() {
                     break;
                 }
                 let mut msgs = Vec::new();
-                let first_seq = unacked[start].seq;
-                for it in unacked.iter().skip(start) {
+                let first_seq = q.window[start].seq;
+                for it in q.window.iter().skip(start) {
                     if it.due > now {
                         next_due = Some(it.due);
                         break;
@@ -165,33 +528,36 @@ async fn session<M: Message>(
                     break;
                 }
                 next_send = first_seq + msgs.len() as u64;
-                wr.write_all(&encode(&Wire::Peer { first_seq, msgs })).await?;
+                write_all(&mut wr, &encode(&Wire::Peer { first_seq, msgs }), q, rx, stop).await?;
             }
-            let room = unacked.len() < p.cap;
-            tokio::select! {
-                it = rx.recv(), if room => match it {
-                    Some(it) => {
-                        unacked.push_back(it);
-                        // Take whatever else is already queued, without waiting.
-                        while unacked.len() < p.cap {
-                            match rx.try_recv() {
-                                Ok(it) => unacked.push_back(it),
-                                Err(_) => break,
-                            }
-                        }
-                        p.depth.store(unacked.len() as u64, Ordering::Relaxed);
+            // Then the ephemeral messages whose predecessors are all out.
+            let mut ready = Vec::new();
+            let mut i = 0;
+            while i < q.ephemeral.len() {
+                let (after_seq, due, _) = q.ephemeral[i];
+                if after_seq <= next_send && due <= now {
+                    ready.push(q.ephemeral.swap_remove(i));
+                } else {
+                    if after_seq <= next_send {
+                        next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
                     }
-                    None => return Ok(()),
-                },
+                    i += 1;
+                }
+            }
+            for (after_seq, _, msg) in ready {
+                write_all(&mut wr, &encode(&Wire::Ephemeral { after_seq, msg }), q, rx, stop).await?;
+            }
+            tokio::select! {
+                it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
                 changed = ack_rx.changed() => {
                     if changed.is_err() {
-                        return Err(FrameError::Truncated);
+                        return Err(FrameError::Truncated.into());
                     }
                     let n = *ack_rx.borrow_and_update();
-                    trim(unacked, n, p);
+                    q.trim(n, &p.acked);
                 }
                 _ = async { sleep_until(next_due.expect("guarded")).await }, if next_due.is_some() => {}
-                _ = stop.changed() => return Ok(()),
+                _ = stop.changed() => return Err(End::Stop),
             }
         }
     }

@@ -93,6 +93,21 @@ struct SessionResult {
 /// Run the load; `progress` is called about ten times a second with the
 /// fraction done.
 pub async fn run<P: Protocol>(cluster: Arc<Cluster>, spec: LoadSpec, progress: impl Fn(f64)) -> LoadReport {
+    run_with_timeout::<P>(cluster, spec, DEFAULT_OP_TIMEOUT, progress).await
+}
+
+/// A session's default deadline per operation.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`run`] with each operation's deadline (connecting included): a node that
+/// stops answering costs a session at most this, then it counts an error and
+/// reconnects, so the run ends on time.
+pub async fn run_with_timeout<P: Protocol>(
+    cluster: Arc<Cluster>,
+    spec: LoadSpec,
+    op_timeout: Duration,
+    progress: impl Fn(f64),
+) -> LoadReport {
     let dcs: Vec<DcId> = if spec.dcs.is_empty() { cluster.topology.dc_ids().collect() } else { spec.dcs.clone() };
     let origin = Instant::now();
     let measure_from = origin + spec.warmup;
@@ -118,7 +133,10 @@ pub async fn run<P: Protocol>(cluster: Arc<Cluster>, spec: LoadSpec, progress: i
                     let s = match session.as_mut() {
                         Some(s) => s,
                         None => match Session::<P>::new(cluster.clone(), dc, cid) {
-                            Ok(s) => session.insert(s),
+                            Ok(mut s) => {
+                                s.timeout = op_timeout;
+                                session.insert(s)
+                            }
                             Err(_) => return res,
                         },
                     };

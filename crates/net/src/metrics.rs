@@ -29,6 +29,9 @@ pub struct NodeMetrics {
     pub peer_out: AtomicU64,
     /// Unacknowledged messages per destination: the replication queue depth.
     pub peer_depth: Vec<Arc<AtomicU64>>,
+    /// Of those, how many wait in the link's spill file rather than in
+    /// memory (the destination is away or slow).
+    pub peer_spilled: Vec<Arc<AtomicU64>>,
     pub local_writes: AtomicU64,
     pub remote_visible: AtomicU64,
     pub blocked: AtomicU64,
@@ -38,6 +41,8 @@ pub struct NodeMetrics {
     pub versions: AtomicU64,
     pub keys: AtomicU64,
     pub wal_bytes: AtomicU64,
+    /// fsyncs of the log: an idle node should add none.
+    pub wal_syncs: AtomicU64,
     pub snapshots: AtomicU64,
     pub clients: AtomicU64,
     pub refused: AtomicU64,
@@ -53,6 +58,7 @@ impl NodeMetrics {
             peer_in: AtomicU64::new(0),
             peer_out: AtomicU64::new(0),
             peer_depth: (0..nodes).map(|_| Arc::new(AtomicU64::new(0))).collect(),
+            peer_spilled: (0..nodes).map(|_| Arc::new(AtomicU64::new(0))).collect(),
             local_writes: AtomicU64::new(0),
             remote_visible: AtomicU64::new(0),
             blocked: AtomicU64::new(0),
@@ -61,6 +67,7 @@ impl NodeMetrics {
             versions: AtomicU64::new(0),
             keys: AtomicU64::new(0),
             wal_bytes: AtomicU64::new(0),
+            wal_syncs: AtomicU64::new(0),
             snapshots: AtomicU64::new(0),
             clients: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -126,6 +133,17 @@ impl NodeMetrics {
                 let _ = writeln!(s, "causeway_replication_queue{{to=\"{i}\"}} {v}");
             }
         }
+        let _ = writeln!(
+            s,
+            "# HELP causeway_replication_spilled Of the unacknowledged messages, those kept on disk, per destination."
+        );
+        let _ = writeln!(s, "# TYPE causeway_replication_spilled gauge");
+        for (i, d) in self.peer_spilled.iter().enumerate() {
+            let v = d.load(Ordering::Relaxed);
+            if v > 0 {
+                let _ = writeln!(s, "causeway_replication_spilled{{to=\"{i}\"}} {v}");
+            }
+        }
         g(
             &mut s,
             "stable_lag_microseconds",
@@ -164,6 +182,13 @@ impl NodeMetrics {
         g(&mut s, "store_versions", "Versions held.", "gauge", self.versions.load(Ordering::Relaxed));
         g(&mut s, "store_keys", "Keys held.", "gauge", self.keys.load(Ordering::Relaxed));
         g(&mut s, "wal_bytes", "Bytes in the write-ahead log.", "gauge", self.wal_bytes.load(Ordering::Relaxed));
+        g(
+            &mut s,
+            "wal_syncs_total",
+            "fsyncs of the write-ahead log.",
+            "counter",
+            self.wal_syncs.load(Ordering::Relaxed),
+        );
         g(
             &mut s,
             "snapshots_total",

@@ -14,6 +14,7 @@
 
 use crate::config::{Cluster, Fsync};
 use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
+use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
 use crate::wal::{LogRecord, Wal, WalError};
@@ -39,6 +40,8 @@ pub enum NodeError {
     Bind { node: u32, addr: SocketAddr, source: std::io::Error },
     #[error("node {node}: {source}")]
     Wal { node: u32, source: WalError },
+    #[error("node {node}: {source}")]
+    DataDir { node: u32, source: IdentityError },
     #[error("node {node}: the protocol thread panicked")]
     Panicked { node: u32 },
 }
@@ -49,10 +52,28 @@ pub enum NodeError {
 const CLOCK_LEASE_US: u64 = 1_000_000;
 
 enum Input<M> {
-    ClientHello { client: ClientId, tx: mpsc::UnboundedSender<Vec<u8>> },
-    Client { client: ClientId, msg: M },
-    ClientGone { client: ClientId },
-    Peer { from: NodeId, seq: u64, msg: M },
+    ClientHello {
+        client: ClientId,
+        tx: mpsc::UnboundedSender<Vec<u8>>,
+    },
+    Client {
+        client: ClientId,
+        msg: M,
+    },
+    ClientGone {
+        client: ClientId,
+    },
+    Peer {
+        from: NodeId,
+        seq: u64,
+        msg: M,
+    },
+    /// An unsequenced message from `from`, sent after its `after_seq - 1`.
+    PeerEphemeral {
+        from: NodeId,
+        after_seq: u64,
+        msg: M,
+    },
     Stop,
 }
 
@@ -105,6 +126,9 @@ pub fn spawn<P: Protocol>(
     listener.set_nonblocking(true).map_err(|source| NodeError::Bind { node: node.0, addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let dir = cluster.node_dir(node);
+    let node_dir = NodeDir::open(&dir, &cluster.config.cluster_id, node)
+        .map_err(|source| NodeError::DataDir { node: node.0, source })?;
+    let incarnation = node_dir.identity.incarnation;
     let (wal, recovered) =
         Wal::open::<P::Version, P::Msg>(&dir).map_err(|source| NodeError::Wal { node: node.0, source })?;
     if recovered.torn_tail_bytes > 0 {
@@ -121,13 +145,14 @@ pub fn spawn<P: Protocol>(
 
     let n = cluster.topology.nodes();
     let metrics = Arc::new(NodeMetrics::new(n));
+    let peers = Arc::new(PeerIncarnations::new(n, &recovered.peer_incarnations));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (in_tx, in_rx) = smpsc::channel::<Input<P::Msg>>();
     let durable_delivered: Arc<Vec<AtomicU64>> =
         Arc::new((0..n).map(|i| AtomicU64::new(*recovered.delivered.get(&NodeId(i as u32)).unwrap_or(&0))).collect());
 
     // Peer links.
-    let mut links: Vec<Option<mpsc::Sender<LinkItem<P::Msg>>>> = Vec::with_capacity(n);
+    let mut links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>> = Vec::with_capacity(n);
     let mut acked: Vec<Arc<AtomicU64>> = Vec::with_capacity(n);
     for i in 0..n {
         let to = NodeId(i as u32);
@@ -137,7 +162,7 @@ pub fn spawn<P: Protocol>(
             links.push(None);
             continue;
         }
-        let (tx, rx) = mpsc::channel(cluster.config.limits.peer_queue);
+        let (tx, rx) = mpsc::unbounded_channel();
         let params = LinkParams {
             cluster_id: cluster.config.cluster_id.clone(),
             me: node,
@@ -145,8 +170,12 @@ pub fn spawn<P: Protocol>(
             addr: cluster.addrs[i],
             cap: cluster.config.limits.peer_queue,
             max_frame: cluster.config.limits.max_frame_bytes,
+            spill_path: dir.join(format!("spill-to-{i}")),
+            incarnation,
+            peers: peers.clone(),
             acked: a,
             depth: metrics.peer_depth[i].clone(),
+            spilled: metrics.peer_spilled[i].clone(),
         };
         rt.spawn(link::run::<P::Msg>(params, rx, stop_rx.clone()));
         links.push(Some(tx));
@@ -161,6 +190,9 @@ pub fn spawn<P: Protocol>(
         next_client: Arc::new(AtomicU32::new(1)),
         source_locks: Arc::new((0..n).map(|_| Mutex::new(0u64)).collect()),
         metrics: metrics.clone(),
+        incarnation,
+        peers: peers.clone(),
+        stop: stop_rx.clone(),
     };
     let mut stop_accept = stop_rx.clone();
     let (acceptor_done_tx, acceptor_done) = smpsc::channel::<()>();
@@ -173,14 +205,49 @@ pub fn spawn<P: Protocol>(
                 return;
             }
         };
+        let max_conns = acceptor.cluster.config.limits.max_connections;
+        let permits = Arc::new(tokio::sync::Semaphore::new(max_conns));
+        // Accept errors (EMFILE, ENFILE, ENOBUFS…) repeat at once while their
+        // cause lasts: back off, and log once per episode, not per retry.
+        let mut backoff = Duration::ZERO;
+        let mut failures = 0u64;
         loop {
             tokio::select! {
                 r = listener.accept() => match r {
-                    Ok((s, _)) => {
+                    Ok((mut s, _)) => {
+                        if failures > 0 {
+                            tracing::info!(node = node.0, failures, "accepting connections again");
+                        }
+                        backoff = Duration::ZERO;
+                        failures = 0;
                         let a = acceptor.clone();
-                        tokio::spawn(async move { a.serve(s).await });
+                        match permits.clone().try_acquire_owned() {
+                            Ok(permit) => {
+                                tokio::spawn(async move {
+                                    a.serve(s).await;
+                                    drop(permit);
+                                });
+                            }
+                            Err(_) => {
+                                a.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                                tokio::spawn(async move {
+                                    let e = WireError::TooManyConnections { max: max_conns };
+                                    let _ = tokio::time::timeout(Duration::from_secs(1), refuse::<P::Msg>(&mut s, e)).await;
+                                });
+                            }
+                        }
                     }
-                    Err(e) => tracing::warn!(node = node.0, "accept: {e}"),
+                    Err(e) => {
+                        if failures == 0 {
+                            tracing::warn!(node = node.0, "accept failed: {e}; backing off until it works again");
+                        }
+                        failures += 1;
+                        backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = stop_accept.changed() => return,
+                        }
+                    }
                 },
                 _ = stop_accept.changed() => return,
             }
@@ -210,6 +277,17 @@ pub fn spawn<P: Protocol>(
     for (to, s) in &recovered.next_seq {
         next_seq[to.idx()] = *s;
     }
+    // What each peer has acknowledged, as far as the log knows: the first
+    // message still in the outbox, or everything below the next number.
+    let logged_acked: Vec<u64> = (0..n)
+        .map(|i| match recovered.outbox.get(&NodeId(i as u32)).and_then(|v| v.first()) {
+            Some((seq, _)) => *seq,
+            None => next_seq[i],
+        })
+        .collect();
+    for (a, &l) in acked.iter().zip(&logged_acked) {
+        a.store(l, Ordering::Relaxed);
+    }
     let mut delivered = vec![0u64; n];
     for (from, s) in &recovered.delivered {
         delivered[from.idx()] = *s;
@@ -226,7 +304,7 @@ pub fn spawn<P: Protocol>(
         clients: FxHashMap::default(),
         links,
         acked,
-        logged_acked: vec![0; n],
+        logged_acked,
         wan_us: wan,
         next_seq,
         delivered,
@@ -240,7 +318,9 @@ pub fn spawn<P: Protocol>(
         last_sync: Instant::now(),
         metrics: metrics.clone(),
         stopping: false,
-        outbox: vec![std::collections::BTreeMap::new(); n],
+        logged_peers: (0..n).map(|i| recovered.peer_incarnations.get(&NodeId(i as u32)).copied()).collect(),
+        peers,
+        _node_dir: node_dir,
         snapshot_bytes: cluster.config.storage.snapshot_bytes.max(1),
         in_progress: FxHashMap::default(),
     };
@@ -279,6 +359,11 @@ struct Acceptor<M> {
     /// reader can never interleave with its replacement's.
     source_locks: Arc<Vec<Mutex<u64>>>,
     metrics: Arc<NodeMetrics>,
+    incarnation: u64,
+    peers: Arc<PeerIncarnations>,
+    /// Connections end with the node: a stopped node (restarted in the same
+    /// process) must not leave readers that swallow its peers' frames.
+    stop: watch::Receiver<bool>,
 }
 
 impl<M> Clone for Acceptor<M> {
@@ -291,6 +376,9 @@ impl<M> Clone for Acceptor<M> {
             next_client: self.next_client.clone(),
             source_locks: self.source_locks.clone(),
             metrics: self.metrics.clone(),
+            incarnation: self.incarnation,
+            peers: self.peers.clone(),
+            stop: self.stop.clone(),
         }
     }
 }
@@ -310,10 +398,10 @@ impl<M: Message> Acceptor<M> {
         };
         let cluster_id = &self.cluster.config.cluster_id;
         match hello {
-            Ok(Wire::HelloPeer { cluster_id: got, from, to }) => {
+            Ok(Wire::HelloPeer { cluster_id: got, from, to, incarnation }) => {
                 if &got != cluster_id {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    return refuse::<M>(&mut s, WireError::WrongCluster { expected: cluster_id.clone(), got }).await;
+                    return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
                 if !self.cluster.topology.contains(from) {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
@@ -323,12 +411,25 @@ impl<M: Message> Acceptor<M> {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                     return refuse::<M>(&mut s, WireError::NotForMe { me: self.node.0, to: to.0 }).await;
                 }
+                if let Err(known) = self.peers.check(from, incarnation) {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        node = self.node.0,
+                        from = from.0,
+                        known = format!("{known:x}"),
+                        got = format!("{incarnation:x}"),
+                        "refusing a peer that came back as another incarnation (lost data dir, or an impostor); \
+                         its sequence numbers no longer match this node's marks"
+                    );
+                    return refuse::<M>(&mut s, WireError::StaleIncarnation { node: from.0, known, got: incarnation })
+                        .await;
+                }
                 self.serve_peer(s, from).await
             }
             Ok(Wire::HelloClient { cluster_id: got }) => {
                 if &got != cluster_id {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    return refuse::<M>(&mut s, WireError::WrongCluster { expected: cluster_id.clone(), got }).await;
+                    return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
                 self.serve_client(s).await
             }
@@ -344,6 +445,7 @@ impl<M: Message> Acceptor<M> {
     }
 
     async fn serve_peer(self, s: TcpStream, from: NodeId) {
+        let mut stop = self.stop.clone();
         let max = self.cluster.config.limits.max_frame_bytes;
         let (rd, mut wr) = s.into_split();
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
@@ -353,7 +455,7 @@ impl<M: Message> Acceptor<M> {
             *g
         };
         let next = self.delivered[from.idx()].load(Ordering::Acquire) + 1;
-        if wr.write_all(&encode::<M>(&Wire::Welcome { next_seq: next })).await.is_err() {
+        if wr.write_all(&encode::<M>(&Wire::Welcome { next_seq: next, incarnation: self.incarnation })).await.is_err() {
             return;
         }
         // Acknowledge durable progress every few milliseconds.
@@ -372,12 +474,25 @@ impl<M: Message> Acceptor<M> {
             }
         });
         loop {
-            let frame = match read_frame(&mut rd, max).await {
+            let read = tokio::select! {
+                r = read_frame(&mut rd, max) => r,
+                _ = stop.changed() => break,
+            };
+            let frame = match read {
                 Ok(Some(b)) => decode::<M>(&b),
                 Ok(None) => break,
                 Err(e) => Err(e),
             };
             match frame {
+                Ok(Wire::Ephemeral { after_seq, msg }) => {
+                    let g = self.source_locks[from.idx()].lock().await;
+                    if *g != my_gen {
+                        break;
+                    }
+                    if self.input.send(Input::PeerEphemeral { from, after_seq, msg }).is_err() {
+                        break;
+                    }
+                }
                 Ok(Wire::Peer { first_seq, msgs }) => {
                     let g = self.source_locks[from.idx()].lock().await;
                     if *g != my_gen {
@@ -405,6 +520,7 @@ impl<M: Message> Acceptor<M> {
     }
 
     async fn serve_client(self, s: TcpStream) {
+        let mut stop = self.stop.clone();
         let limits = self.cluster.config.limits.clone();
         let (rd, mut wr) = s.into_split();
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
@@ -424,11 +540,22 @@ impl<M: Message> Acceptor<M> {
             return;
         }
         self.metrics.clients.fetch_add(1, Ordering::Relaxed);
+        let idle = Duration::from_millis(limits.idle_timeout_ms);
         loop {
-            let frame = match read_frame(&mut rd, limits.max_frame_bytes).await {
-                Ok(Some(b)) => decode::<M>(&b),
-                Ok(None) => break,
-                Err(e) => Err(e),
+            // Closing mid-frame is fine: a client that sends half a frame and
+            // stalls for the idle timeout is gone either way.
+            let read = tokio::select! {
+                r = tokio::time::timeout(idle, read_frame(&mut rd, limits.max_frame_bytes)) => r,
+                _ = stop.changed() => break,
+            };
+            let frame = match read {
+                Err(_) => {
+                    tracing::debug!(node = self.node.0, client = client.0, "closing an idle client connection");
+                    break;
+                }
+                Ok(Ok(Some(b))) => decode::<M>(&b),
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => Err(e),
             };
             let refusal = match frame {
                 Ok(Wire::Request(msg)) => {
@@ -483,6 +610,7 @@ enum Out<M> {
 /// Output of a committed turn, waiting for release.
 enum Release<M> {
     Peer { to: NodeId, seq: u64, msg: M },
+    Ephemeral { to: NodeId, after_seq: u64, msg: M },
     Reply(ClientId, M),
 }
 
@@ -564,7 +692,7 @@ struct ProtocolLoop<P: Protocol> {
     group: Duration,
     inputs: smpsc::Receiver<Input<P::Msg>>,
     clients: FxHashMap<ClientId, mpsc::UnboundedSender<Vec<u8>>>,
-    links: Vec<Option<mpsc::Sender<LinkItem<P::Msg>>>>,
+    links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>>,
     acked: Vec<Arc<AtomicU64>>,
     logged_acked: Vec<u64>,
     wan_us: Vec<u64>,
@@ -582,9 +710,11 @@ struct ProtocolLoop<P: Protocol> {
     last_sync: Instant,
     metrics: Arc<NodeMetrics>,
     stopping: bool,
-    /// Messages sent to each peer and not yet acknowledged: what a snapshot
-    /// must keep so they are resent after a restart.
-    outbox: Vec<std::collections::BTreeMap<u64, P::Msg>>,
+    /// Peer incarnations as logged; the shared table may know newer ones.
+    logged_peers: Vec<Option<u64>>,
+    peers: Arc<PeerIncarnations>,
+    /// Holds the data directory's lock for as long as the protocol runs.
+    _node_dir: NodeDir,
     snapshot_bytes: u64,
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
@@ -602,9 +732,8 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (to, msgs) in outbox {
             if let Some(Some(link)) = self.links.get(to.idx()) {
                 for (seq, msg) in msgs {
-                    self.outbox[to.idx()].insert(seq, msg.clone());
                     let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
-                    if link.blocking_send(LinkItem { seq, msg, due }).is_err() {
+                    if link.send(LinkItem::Seq { seq, msg, due }).is_err() {
                         return;
                     }
                 }
@@ -691,6 +820,23 @@ impl<P: Protocol> ProtocolLoop<P> {
                 }
                 let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
             }
+            Input::PeerEphemeral { from, after_seq, msg } => {
+                if !msg.ephemeral() {
+                    tracing::warn!(
+                        node = self.node.0,
+                        from = from.0,
+                        kind = msg.kind(),
+                        "a sequenced message arrived unsequenced; dropped"
+                    );
+                    return;
+                }
+                // Only after everything its sender sent before it.
+                if self.delivered[from.idx()] + 1 < after_seq {
+                    return;
+                }
+                self.metrics.peer_in.fetch_add(1, Ordering::Relaxed);
+                self.server.on_peer(&mut env, from, msg);
+            }
             Input::Stop => self.stopping = true,
         }
     }
@@ -715,12 +861,20 @@ impl<P: Protocol> ProtocolLoop<P> {
         if let Some(bytes) = self.store.take_dirty_meta() {
             self.log(LogRecord::Meta { bytes });
         }
+        // Peer incarnations learned by a hello or a welcome.
+        for (i, inc) in self.peers.snapshot().into_iter().enumerate() {
+            if let Some(incarnation) = inc
+                && self.logged_peers[i] != inc
+            {
+                self.logged_peers[i] = inc;
+                self.log(LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation });
+            }
+        }
         // Acknowledgements the links received since the last turn.
         for i in 0..self.acked.len() {
             let a = self.acked[i].load(Ordering::Relaxed);
             if a > self.logged_acked[i] {
                 self.logged_acked[i] = a;
-                self.outbox[i] = self.outbox[i].split_off(&a);
                 self.log(LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
             }
         }
@@ -746,10 +900,15 @@ impl<P: Protocol> ProtocolLoop<P> {
                         tracing::error!(node = self.node.0, to = to.0, "protocol sent to an invalid node; dropped");
                         continue;
                     }
+                    if msg.ephemeral() {
+                        // Not journaled: a newer one supersedes it, and the
+                        // protocol sends another on its next tick.
+                        release.push(Release::Ephemeral { to, after_seq: self.next_seq[to.idx()], msg });
+                        continue;
+                    }
                     let seq = self.next_seq[to.idx()];
                     self.next_seq[to.idx()] += 1;
                     self.log(LogRecord::Outbox { to, seq, msg: msg.clone() });
-                    self.outbox[to.idx()].insert(seq, msg.clone());
                     release.push(Release::Peer { to, seq, msg });
                 }
                 Out::Reply(c, msg) => release.push(Release::Reply(c, msg)),
@@ -792,6 +951,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         self.metrics.versions.store(self.store.version_count() as u64, Ordering::Relaxed);
         self.metrics.keys.store(self.store.key_count() as u64, Ordering::Relaxed);
         self.metrics.wal_bytes.store(self.wal.bytes, Ordering::Relaxed);
+        self.metrics.wal_syncs.store(self.wal.syncs, Ordering::Relaxed);
     }
 
     /// Compact the log: everything durable about this node, as one snapshot.
@@ -803,15 +963,17 @@ impl<P: Protocol> ProtocolLoop<P> {
         let versions = keys
             .iter()
             .flat_map(|k| store.versions(k).iter().map(|v| LogRecord::Version { key: k.clone(), version: v.clone() }));
-        let outbox = self.outbox.iter().enumerate().flat_map(|(i, m)| {
-            m.iter().map(move |(&seq, msg)| LogRecord::Outbox { to: NodeId(i as u32), seq, msg: msg.clone() })
-        });
-        let acked = self
-            .logged_acked
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| **a > 0)
-            .map(|(i, &a)| LogRecord::Acked { to: NodeId(i as u32), next_seq: a });
+        // Every peer's acknowledgement mark. With nothing unacknowledged it
+        // equals the next sequence number, which must survive (the restarted
+        // node must not resend from 1, or its peer would drop everything new
+        // as duplicates); otherwise the copied outbox records carry it.
+        let logged_acked = &self.logged_acked;
+        let acked =
+            logged_acked
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| **a > 1)
+                .map(|(i, &a)| LogRecord::<P::Version, P::Msg>::Acked { to: NodeId(i as u32), next_seq: a });
         let delivered = self
             .delivered
             .iter()
@@ -820,19 +982,13 @@ impl<P: Protocol> ProtocolLoop<P> {
             .map(|(i, &seq)| LogRecord::Delivered { from: NodeId(i as u32), seq });
         let floor = std::iter::once(LogRecord::ClockFloor { us: self.persisted_floor_us });
         let meta = store.meta().map(|m| LogRecord::Meta { bytes: m.to_vec() });
-        // The next sequence number per peer must survive even when nothing is
-        // unacknowledged (no outbox record would carry it): an empty outbox
-        // means everything below `next_seq` is acknowledged, so say that.
-        let next: Vec<LogRecord<P::Version, P::Msg>> = self
-            .next_seq
-            .iter()
-            .enumerate()
-            .filter(|(i, s)| **s > 1 && self.outbox[*i].is_empty())
-            .map(|(i, &s)| LogRecord::Acked { to: NodeId(i as u32), next_seq: s })
-            .collect();
-        let result = self
-            .wal
-            .checkpoint(versions.chain(outbox).chain(acked).chain(next).chain(delivered).chain(floor).chain(meta));
+        let peers = self.logged_peers.iter().enumerate().filter_map(|(i, inc)| {
+            inc.map(|incarnation| LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation })
+        });
+        let result =
+            self.wal.checkpoint(versions.chain(acked).chain(delivered).chain(floor).chain(meta).chain(peers), |to| {
+                logged_acked[to.idx()]
+            });
         match result {
             Ok(()) => {
                 self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);
@@ -863,8 +1019,16 @@ impl<P: Protocol> ProtocolLoop<P> {
                 let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
                 self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
                 if let Some(link) = &self.links[to.idx()] {
-                    // Blocks when the link is full: backpressure.
-                    let _ = link.blocking_send(LinkItem { seq, msg, due });
+                    // Never blocks: the link spills to disk what it cannot
+                    // keep in memory.
+                    let _ = link.send(LinkItem::Seq { seq, msg, due });
+                }
+            }
+            Release::Ephemeral { to, after_seq, msg } => {
+                let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
+                self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
+                if let Some(link) = &self.links[to.idx()] {
+                    let _ = link.send(LinkItem::Ephemeral { after_seq, msg, due });
                 }
             }
             Release::Reply(client, msg) => {

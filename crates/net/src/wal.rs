@@ -51,6 +51,9 @@ pub enum LogRecord<V, M> {
     /// The protocol's durable metadata ([`causeway_core::MvStore::set_meta`]);
     /// the last record wins.
     Meta { bytes: Vec<u8> },
+    /// Node `node` (a peer) is incarnation `incarnation`: what this node's
+    /// delivery and acknowledgement marks for it refer to.
+    PeerIncarnation { node: NodeId, incarnation: u64 },
 }
 
 #[derive(Debug, Error)]
@@ -74,6 +77,8 @@ pub struct Recovered<V, M> {
     pub clock_floor_us: u64,
     /// The protocol's metadata as last logged.
     pub meta: Option<Vec<u8>>,
+    /// Each peer's incarnation, as last logged.
+    pub peer_incarnations: BTreeMap<NodeId, u64>,
     pub records: u64,
     pub torn_tail_bytes: u64,
 }
@@ -83,6 +88,11 @@ pub struct Wal {
     dir: PathBuf,
     out: BufWriter<File>,
     pub bytes: u64,
+    /// Records appended since the last sync: an idle node (nothing logged)
+    /// must not pay an fsync per event-loop turn.
+    unsynced: bool,
+    /// Syncs performed, for the metrics.
+    pub syncs: u64,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
@@ -104,6 +114,7 @@ impl Wal {
             delivered: BTreeMap::new(),
             clock_floor_us: 0,
             meta: None,
+            peer_incarnations: BTreeMap::new(),
             records: 0,
             torn_tail_bytes: 0,
         };
@@ -135,7 +146,14 @@ impl Wal {
             file.sync_all().map_err(io_err(&path))?;
         }
         file.seek(SeekFrom::End(0)).map_err(io_err(&path))?;
-        let wal = Wal { out: BufWriter::with_capacity(1 << 20, file), bytes: off as u64, path, dir: dir.to_path_buf() };
+        let wal = Wal {
+            out: BufWriter::with_capacity(1 << 20, file),
+            bytes: off as u64,
+            path,
+            dir: dir.to_path_buf(),
+            unsynced: false,
+            syncs: 0,
+        };
         Ok((wal, rec))
     }
 }
@@ -209,6 +227,9 @@ fn replay<V: DeserializeOwned, M: DeserializeOwned>(
                     *d = (*d).max(seq);
                 }
                 LogRecord::ClockFloor { us } => rec.clock_floor_us = rec.clock_floor_us.max(us),
+                LogRecord::PeerIncarnation { node, incarnation } => {
+                    rec.peer_incarnations.insert(node, incarnation);
+                }
             }
             rec.records += 1;
             off = end;
@@ -223,13 +244,19 @@ impl Wal {
         self.out.write_all(&head).map_err(io_err(&self.path))?;
         self.out.write_all(&payload).map_err(io_err(&self.path))?;
         self.bytes += 8 + payload.len() as u64;
+        self.unsynced = true;
         Ok(())
     }
 
-    /// Replace the log by a snapshot made of `records` (see the module doc).
+    /// Replace the log by a snapshot made of `records` (see the module doc),
+    /// preceded by every outbox record of the current snapshot and log whose
+    /// sequence number is at least `acked(to)`. The outbox is copied from
+    /// disk, record by record, because it may be far larger than memory
+    /// should hold: a peer away for an hour leaves an hour of messages.
     pub fn checkpoint<V: Serialize, M: Serialize>(
         &mut self,
         records: impl Iterator<Item = LogRecord<V, M>>,
+        acked: impl Fn(NodeId) -> u64,
     ) -> Result<(), WalError> {
         self.flush(true)?;
         let tmp = self.dir.join("snapshot.tmp");
@@ -237,6 +264,9 @@ impl Wal {
         {
             let f = File::create(&tmp).map_err(io_err(&tmp))?;
             let mut w = BufWriter::with_capacity(1 << 20, f);
+            for src in [&fin, &self.path] {
+                copy_outbox(src, &mut w, &tmp, &acked)?;
+            }
             for r in records {
                 let (head, payload) = frame_record(&r);
                 w.write_all(&head).map_err(io_err(&tmp))?;
@@ -258,10 +288,52 @@ impl Wal {
     /// Hand buffered records to the OS, and force them to disk if `sync`.
     pub fn flush(&mut self, sync: bool) -> Result<(), WalError> {
         self.out.flush().map_err(io_err(&self.path))?;
-        if sync {
+        if sync && self.unsynced {
             self.out.get_ref().sync_data().map_err(io_err(&self.path))?;
+            self.unsynced = false;
+            self.syncs += 1;
         }
         Ok(())
+    }
+}
+
+/// Copy the still-unacknowledged outbox records of the log file `src` to `w`
+/// as they are. Only the variant index and the `(to, seq)` fields are
+/// decoded (postcard writes an enum as its variant index, a varint, then
+/// the fields in order), so messages are neither decoded nor re-encoded.
+fn copy_outbox(src: &Path, w: &mut impl Write, tmp: &Path, acked: &impl Fn(NodeId) -> u64) -> Result<(), WalError> {
+    const OUTBOX_VARIANT: u32 = 1;
+    let f = match File::open(src) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(src)(e)),
+    };
+    let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut head = [0u8; 8];
+    let mut payload = Vec::new();
+    loop {
+        match r.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(io_err(src)(e)),
+        }
+        let len = u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        payload.resize(len, 0);
+        match r.read_exact(&mut payload) {
+            Ok(()) => {}
+            // Cannot happen right after a flush; a torn tail holds nothing.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(io_err(src)(e)),
+        }
+        let Ok((variant, rest)) = postcard::take_from_bytes::<u32>(&payload) else { continue };
+        if variant != OUTBOX_VARIANT {
+            continue;
+        }
+        let Ok(((to, seq), _)) = postcard::take_from_bytes::<(NodeId, u64)>(rest) else { continue };
+        if seq >= acked(to) {
+            w.write_all(&head).map_err(io_err(tmp))?;
+            w.write_all(&payload).map_err(io_err(tmp))?;
+        }
     }
 }
 
@@ -323,11 +395,10 @@ mod tests {
         // Only the state still live goes into the snapshot.
         let live = vec![
             R::Version { key: Bytes::from_static(b"k99"), version: 99 },
-            R::Outbox { to: NodeId(1), seq: 1, msg: "old".into() },
             R::Delivered { from: NodeId(2), seq: 4 },
             R::ClockFloor { us: 77 },
         ];
-        w.checkpoint(live.into_iter()).unwrap();
+        w.checkpoint(live.into_iter(), |_| 0).unwrap();
         assert_eq!(w.bytes, 0);
         w.append(&R::Version { key: Bytes::from_static(b"new"), version: 1 }).unwrap();
         w.append(&R::Acked { to: NodeId(1), next_seq: 2 }).unwrap();
@@ -356,11 +427,34 @@ mod tests {
     fn sequence_numbers_survive_a_snapshot_with_an_empty_outbox() {
         let d = dir("seq");
         let (mut w, _) = Wal::open::<u64, String>(&d).unwrap();
-        w.checkpoint(vec![R::Acked { to: NodeId(3), next_seq: 42 }].into_iter()).unwrap();
+        w.checkpoint(vec![R::Acked { to: NodeId(3), next_seq: 42 }].into_iter(), |_| 42).unwrap();
         drop(w);
         let (_, r) = Wal::open::<u64, String>(&d).unwrap();
         assert_eq!(r.next_seq[&NodeId(3)], 42);
         assert!(r.outbox.is_empty());
+    }
+
+    /// The outbox is not held in memory: a snapshot copies the unacknowledged
+    /// messages from the previous snapshot and the log, and only those.
+    #[test]
+    fn checkpoints_copy_the_unacknowledged_outbox_from_disk() {
+        let d = dir("outbox");
+        let (mut w, _) = Wal::open::<u64, String>(&d).unwrap();
+        for seq in 1..=5 {
+            w.append(&R::Outbox { to: NodeId(1), seq, msg: format!("a{seq}") }).unwrap();
+            w.append(&R::Outbox { to: NodeId(2), seq, msg: format!("b{seq}") }).unwrap();
+            w.append(&R::Version { key: Bytes::from_static(b"k"), version: seq }).unwrap();
+        }
+        let acked = |to: NodeId| if to == NodeId(1) { 4 } else { 6 };
+        w.checkpoint(std::iter::empty::<R>(), acked).unwrap();
+        w.append(&R::Outbox { to: NodeId(1), seq: 6, msg: "a6".into() }).unwrap();
+        // A second snapshot reads the first one's copies and the new log.
+        w.checkpoint(std::iter::empty::<R>(), |to| if to == NodeId(1) { 5 } else { 6 }).unwrap();
+        drop(w);
+        let (_, r) = Wal::open::<u64, String>(&d).unwrap();
+        assert_eq!(r.outbox[&NodeId(1)], vec![(5, "a5".to_string()), (6, "a6".to_string())]);
+        assert!(!r.outbox.contains_key(&NodeId(2)));
+        assert!(r.versions.is_empty(), "versions come from the caller's records, not the old log");
     }
 
     #[test]

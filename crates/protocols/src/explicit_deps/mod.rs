@@ -1,10 +1,9 @@
 //! The explicit-dependency family: a write carries the writes it depends
 //! on, and a replicated write commits at a remote DC only once its
-//! dependencies have (`dep_check`, Lloyd, *Stronger Semantics for
+//! dependencies have (`dep_check`; Lloyd, *Stronger Semantics for
 //! Low-Latency Geo-Replicated Storage*, §2). COPS and COPS-GT share the
-//! replication path ([`dep_check`], [`settle`]); Eiger and CC-LO come next.
+//! [`replication`] path; Eiger and CC-LO come next.
 
 pub mod cops;
 pub mod cops_gt;
-pub mod dep_check;
-pub mod settle;
+pub mod replication;

@@ -19,10 +19,15 @@ pub fn client_server_for<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: &
     }
 }
 
-/// Bytes of the keys and values given: a message's user payload, for
-/// [`causeway_core::Message::payload_bytes`].
-pub fn payload<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> usize {
-    parts.into_iter().map(<[u8]>::len).sum()
+/// The server of each key, in order, or `None` (the operation failed with
+/// [`OpError::NoReplica`]) before anything is sent: a fan-out either
+/// reaches every key's server or does not start.
+pub fn client_servers_for<'a, M>(
+    ctx: &ClientCtx,
+    env: &mut impl ClientEnv<M>,
+    keys: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<Vec<NodeId>> {
+    keys.into_iter().map(|k| client_server_for(ctx, env, k)).collect()
 }
 
 /// Complete an operation the protocol does not implement with a typed error.

@@ -3,4 +3,6 @@
 //! network the step-by-step tests drive.
 
 pub mod client;
+pub mod msg;
+pub mod node;
 pub mod testkit;

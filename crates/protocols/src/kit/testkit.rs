@@ -50,6 +50,8 @@ pub struct TestNet<P: Protocol> {
     /// Peer messages an operation needs besides client traffic (a ROT's
     /// slices), for [`run`]; protocol tests set it.
     pub also_op_traffic: fn(&P::Msg) -> bool,
+    /// Sessions per DC: client `d * clients_per_dc + i` is DC d's i-th.
+    pub clients_per_dc: u32,
 }
 
 struct SEnv<'a, M, V> {
@@ -152,6 +154,7 @@ impl<P: Protocol> TestNet<P> {
             timers: Vec::new(),
             seen: Vec::new(),
             also_op_traffic: |_| false,
+            clients_per_dc,
         };
         for i in 0..n {
             let (server, mut env): (&mut P::Server, _) = net.split(NodeId(i as u32));
@@ -184,6 +187,53 @@ impl<P: Protocol> TestNet<P> {
         self.timers.retain(|(d, _)| *d != Dest::Node(node));
         let (server, mut env) = self.split(node);
         server.on_start(&mut env);
+    }
+
+    /// The `i`-th client of DC `dc`.
+    pub fn client(&self, dc: u16, i: u32) -> ClientId {
+        assert!(i < self.clients_per_dc, "DC {dc} has {} clients", self.clients_per_dc);
+        ClientId(dc as u32 * self.clients_per_dc + i)
+    }
+
+    /// The first key (`key0`, `key1`, …) that lives on partition `p`.
+    pub fn key_on(&self, p: u32) -> causeway_core::Key {
+        (0..)
+            .map(|i| bytes(&format!("key{i}")))
+            .find(|k| self.topology.partition_of(k) == causeway_core::PartitionId(p))
+            .expect("some key lands on every partition")
+    }
+
+    /// `n` keys on `n` different partitions.
+    pub fn keys_on_distinct_partitions(&self, n: usize) -> Vec<causeway_core::Key> {
+        assert!(n <= self.topology.partitions(), "only {} partitions", self.topology.partitions());
+        let mut seen = std::collections::BTreeSet::new();
+        (0..)
+            .map(|i| bytes(&format!("key{i}")))
+            .filter(|k| seen.insert(self.topology.partition_of(k)))
+            .take(n)
+            .collect()
+    }
+
+    /// The newest stored version of `k` at `node`, visible or not.
+    pub fn latest(&self, node: NodeId, k: &[u8]) -> P::Version {
+        self.stores[node.idx()].latest(k).expect("a version").clone()
+    }
+
+    /// How many times `node` reported `k` = `v` visible.
+    pub fn visible_reports(&self, node: NodeId, k: &[u8], v: &str) -> usize {
+        let want = Seen::Visible { node, key: k.to_vec(), value: v.as_bytes().to_vec() };
+        self.seen.iter().filter(|s| **s == want).count()
+    }
+
+    /// Every `Blocked { what }` observation: (node, waited µs).
+    pub fn blocked(&self, what: &str) -> Vec<(NodeId, u64)> {
+        self.seen
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Blocked { node, what: w, waited_us } if *w == what => Some((*node, *waited_us)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The primary of `key`'s partition in `dc`.

@@ -6,4 +6,5 @@
 
 pub mod causal_spartan_x;
 pub mod gentlerain;
+pub mod slices;
 pub mod stable_tree;

@@ -103,7 +103,16 @@ pub fn photo_then_album_with<P: Protocol>(
 /// over {acl, album} must never return ⟨public, new album⟩. Returns
 /// (violations, how many ROTs saw the new album).
 pub fn acl_album_rot<P: Protocol>(seed: u64) -> (usize, usize) {
+    acl_album_rot_with::<P>(seed, "")
+}
+
+/// [`acl_album_rot`] with the boolean protocol parameter `flag` set (none
+/// when empty): a broken variant.
+pub fn acl_album_rot_with<P: Protocol>(seed: u64, flag: &str) -> (usize, usize) {
     let mut sc = base(2, 4, 2_500, seed);
+    if !flag.is_empty() {
+        sc.protocol.insert(flag.into(), true.into());
+    }
     let t = Topology::new(sc.topology.clone()).unwrap();
     let (acl, album) = keys_on_different_partitions(&t, "acl", "album");
     let from = t.server_for_key(causeway_core::DcId(0), &acl).unwrap();
@@ -165,6 +174,11 @@ pub fn read_your_writes_local<P: Protocol>(seed: u64) -> usize {
 /// the network quiesces, a reader in each DC reads every key. Returns the
 /// keys on which DCs disagree (empty means converged), and how many keys were read.
 pub fn convergence<P: Protocol>(seed: u64) -> (Vec<String>, usize) {
+    convergence_with::<P>(seed, |_| {})
+}
+
+/// [`convergence`] with a hook to add faults or parameters to the scenario.
+pub fn convergence_with<P: Protocol>(seed: u64, tweak: impl FnOnce(&mut Scenario)) -> (Vec<String>, usize) {
     let mut sc = base(3, 4, 2_000, seed);
     sc.workload.clients_per_dc = 8;
     sc.workload.recordcount = 5;
@@ -179,6 +193,7 @@ pub fn convergence<P: Protocol>(seed: u64) -> (Vec<String>, usize) {
             ops: keys.iter().enumerate().map(|(i, k)| get(if i == 0 { 4_000_000 } else { 0 }, k)).collect(),
         });
     }
+    tweak(&mut sc);
     let (h, _) = run::<P>(sc);
     let mut finals: Vec<Vec<Option<Bytes>>> = vec![Vec::new(); 3];
     for r in &h.ops {
@@ -196,4 +211,33 @@ pub fn convergence<P: Protocol>(seed: u64) -> (Vec<String>, usize) {
         }
     }
     (bad, finals[0].len())
+}
+
+/// One writer in DC0 writes `k` 100 times (values tagged 1, 2, …); a reader
+/// in DC1 reads `k` 400 times while the DCs are cut apart and healed. Returns
+/// the reads that went back to an older value than one the reader had
+/// already seen (monotonic reads), and the newest tag it saw.
+pub fn monotonic_reads<P: Protocol>(seed: u64) -> (usize, u64) {
+    let mut sc = base(2, 2, 2_000, seed);
+    let k = Bytes::from_static(b"counter");
+    sc.faults.push(Fault { at_ms: 300, at_us: 0, kind: FaultKind::Cut { a: 0, b: 1 } });
+    sc.faults.push(Fault { at_ms: 700, at_us: 0, kind: FaultKind::Heal { a: 0, b: 1 } });
+    let writes = (1..=100u64).map(|i| put(1_000 + i * 5_000, &k, &tagged_value(i, 16))).collect();
+    sc.scripted.push(ScriptedClient { dc: 0, ops: writes });
+    let reads = (0..400u64).map(|i| get(1_000 + i * 3_000, &k)).collect();
+    sc.scripted.push(ScriptedClient { dc: 1, ops: reads });
+    let (h, _) = run::<P>(sc);
+    let tags: Vec<u64> = (1..=100u64).collect();
+    let tag_of = |v: &Bytes| tags.iter().copied().find(|&i| *v == tagged_value(i, 16)).expect("a written value");
+    let (mut newest, mut regressions) = (0, 0);
+    for r in h.ops.iter().filter(|r| r.dc.0 == 1) {
+        if let OpResult::Get(Some(v)) = &r.result {
+            let t = tag_of(v);
+            if t < newest {
+                regressions += 1;
+            }
+            newest = newest.max(t);
+        }
+    }
+    (regressions, newest)
 }

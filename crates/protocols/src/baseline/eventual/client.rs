@@ -1,16 +1,28 @@
 use super::config::*;
 use super::msg::*;
-use crate::kit::client::{client_server_for, fail_unsupported};
-use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpResult, Value};
+use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
+use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 
 pub struct EventualClient {
     ctx: ClientCtx,
     pending: Option<Pending>,
+    /// Why a server refused part of the operation in progress: it still
+    /// collects every reply (so none is mistaken for the next operation's),
+    /// then fails.
+    refused: Option<String>,
 }
 
 impl EventualClient {
     pub(super) fn new(_cfg: &Config, ctx: ClientCtx) -> EventualClient {
-        EventualClient { ctx, pending: None }
+        EventualClient { ctx, pending: None, refused: None }
+    }
+
+    /// Complete the operation, as refused if any part of it was.
+    fn finish(&mut self, env: &mut impl ClientEnv<Msg>, result: OpResult) {
+        match self.refused.take() {
+            Some(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
+            None => env.complete(result),
+        }
     }
 }
 
@@ -41,11 +53,7 @@ impl EventualClient {
     /// Send every write to its key's server; finish when all are
     /// acknowledged, as a WOT, or as a read-write transaction with `read`.
     fn put_all(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>, read: Option<Vec<Option<Value>>>) {
-        let mut targets = Vec::with_capacity(writes.len());
-        for (k, _) in &writes {
-            let Some(to) = client_server_for(&self.ctx, env, k) else { return };
-            targets.push(to);
-        }
+        let Some(targets) = client_servers_for(&self.ctx, env, writes.iter().map(|(k, _)| &k[..])) else { return };
         if writes.is_empty() {
             return env.complete(read.map_or(OpResult::Wot, OpResult::Txn));
         }
@@ -72,11 +80,7 @@ impl Client for EventualClient {
                 env.send(to, Msg::PutReq { key, value });
             }
             Op::Rot { keys } => {
-                let mut targets = Vec::with_capacity(keys.len());
-                for k in &keys {
-                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
-                    targets.push(to);
-                }
+                let Some(targets) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
                 if keys.is_empty() {
                     env.complete(OpResult::Rot(Vec::new()));
                     return;
@@ -89,11 +93,7 @@ impl Client for EventualClient {
             }
             Op::Wot { writes } => self.put_all(env, writes, None),
             Op::Txn { reads, writes } => {
-                let mut targets = Vec::with_capacity(reads.len());
-                for k in &reads {
-                    let Some(to) = client_server_for(&self.ctx, env, k) else { return };
-                    targets.push(to);
-                }
+                let Some(targets) = client_servers_for(&self.ctx, env, reads.iter().map(|k| &k[..])) else { return };
                 if reads.is_empty() {
                     return self.put_all(env, writes, Some(Vec::new()));
                 }
@@ -109,23 +109,35 @@ impl Client for EventualClient {
     }
 
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
+        // A refusal answers its request like an empty reply, and marks the
+        // operation failed.
+        let msg = match msg {
+            Msg::Refused { key, reason } => {
+                self.refused.get_or_insert(reason);
+                match self.pending {
+                    Some(Pending::Put | Pending::Wot { .. }) => Msg::PutReply,
+                    _ => Msg::GetReply { key, value: None },
+                }
+            }
+            m => m,
+        };
         match (self.pending.take(), msg) {
-            (Some(Pending::Get), Msg::GetReply { value, .. }) => env.complete(OpResult::Get(value)),
-            (Some(Pending::Put), Msg::PutReply) => env.complete(OpResult::Put),
+            (Some(Pending::Get), Msg::GetReply { value, .. }) => self.finish(env, OpResult::Get(value)),
+            (Some(Pending::Put), Msg::PutReply) => self.finish(env, OpResult::Put),
             (Some(Pending::Rot { keys, mut values, mut missing }), Msg::GetReply { key, value }) => {
                 if let Some(i) = keys.iter().position(|k| *k == key) {
                     values[i] = value;
                     missing -= 1;
                 }
                 if missing == 0 {
-                    env.complete(OpResult::Rot(values));
+                    self.finish(env, OpResult::Rot(values));
                 } else {
                     self.pending = Some(Pending::Rot { keys, values, missing });
                 }
             }
             (Some(Pending::Wot { missing, read }), Msg::PutReply) => match (missing - 1, read) {
-                (0, None) => env.complete(OpResult::Wot),
-                (0, Some(values)) => env.complete(OpResult::Txn(values)),
+                (0, None) => self.finish(env, OpResult::Wot),
+                (0, Some(values)) => self.finish(env, OpResult::Txn(values)),
                 (missing, read) => self.pending = Some(Pending::Wot { missing, read }),
             },
             (Some(Pending::TxnReads { keys, mut values, mut missing, writes }), Msg::GetReply { key, value }) => {
@@ -133,7 +145,9 @@ impl Client for EventualClient {
                     values[i] = value;
                     missing -= 1;
                 }
-                if missing == 0 {
+                if missing == 0 && self.refused.is_some() {
+                    self.finish(env, OpResult::Txn(values));
+                } else if missing == 0 {
                     self.put_all(env, writes, Some(values));
                 } else {
                     self.pending = Some(Pending::TxnReads { keys, values, missing, writes });

@@ -1,27 +1,37 @@
-use causeway_core::{DcId, Key, Message, Value, Versioned};
+use causeway_core::{DcId, Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
-    GetReq { key: Key },
-    GetReply { key: Key, value: Option<Value> },
-    PutReq { key: Key, value: Value },
+    GetReq {
+        key: Key,
+    },
+    GetReply {
+        key: Key,
+        value: Option<Value>,
+    },
+    PutReq {
+        key: Key,
+        value: Value,
+    },
     PutReply,
-    Replicate { key: Key, version: Version },
+    /// The server does not store `key` (the client's placement is wrong):
+    /// the request is refused, never silently dropped or misapplied.
+    Refused {
+        key: Key,
+        reason: String,
+    },
+    Replicate {
+        key: Key,
+        version: Version,
+    },
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply { .. } => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply => "put_reply",
-            Msg::Replicate { .. } => "replicate",
-        }
-    }
-    fn is_client(&self) -> bool {
-        !matches!(self, Msg::Replicate { .. })
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, PutReq, PutReply, Refused;
+        peer: Replicate;
+        nested: ;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
@@ -37,6 +47,7 @@ impl Message for Msg {
             Msg::PutReq { key, value } | Msg::Replicate { key, version: Version { value, .. } } => {
                 key.len() + value.len()
             }
+            Msg::Refused { key, .. } => key.len(),
             Msg::PutReply => 0,
         }
     }

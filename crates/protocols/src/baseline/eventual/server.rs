@@ -1,5 +1,6 @@
 use super::config::*;
 use super::msg::*;
+use crate::kit::node::equivalents_elsewhere;
 use causeway_core::{ClientId, DcId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Topology};
 use std::sync::Arc;
 
@@ -31,7 +32,25 @@ impl Server for EventualServer {
     type Msg = Msg;
     type Version = Version;
 
+    /// After a restart, stamp above everything stored: a write in the same
+    /// clock tick as one logged before the crash would otherwise take its
+    /// ⟨ts, dc⟩, be dropped as a duplicate, and still be acknowledged.
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let keys = env.store().keys_sorted();
+        for k in keys {
+            if let Some(v) = env.store().latest(&k) {
+                self.last_ts = self.last_ts.max(v.ts);
+            }
+        }
+    }
+
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        if let Msg::GetReq { key } | Msg::PutReq { key, .. } = &msg
+            && self.topology.server_for_key(self.dc, key) != Some(env.node())
+        {
+            let reason = format!("node {} does not store this key", env.node());
+            return env.reply(from, Msg::Refused { key: key.clone(), reason });
+        }
         match msg {
             Msg::GetReq { key } => {
                 let value = env.store().latest(&key).map(|v| v.value.clone());
@@ -49,9 +68,7 @@ impl Server for EventualServer {
                 });
                 env.reply(from, Msg::PutReply);
                 let p = self.topology.partition_of(&key);
-                let peers: Vec<NodeId> =
-                    self.topology.equivalents(p).filter(|&(d, _)| d != self.dc).map(|(_, n)| n).collect();
-                for n in peers {
+                for n in equivalents_elsewhere(&self.topology, p, self.dc) {
                     env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
                 }
             }

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, fail_unsupported};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
 use std::collections::BTreeMap;
@@ -68,6 +68,7 @@ impl Client for CopsClient {
                 }
                 Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },
+            (Some(_), Msg::Refused { reason }) => env.complete(OpResult::Failed(OpError::BadRequest(reason))),
             (p, _) => self.pending = p, // a stray reply: ignore it
         }
     }

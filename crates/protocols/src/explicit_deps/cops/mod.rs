@@ -7,7 +7,7 @@
 //! dependencies and checks them, one by one, before applying it:
 //!
 //! - **Timestamps** (§2.5): Lamport clocks, a version's timestamp
-//!   ([`Stamp`](crate::explicit_deps::dep_check::Stamp)) carrying the stamping node's id in its low bits, so stamps
+//!   ([`Stamp`](crate::explicit_deps::replication::Stamp)) carrying the stamping node's id in its low bits, so stamps
 //!   are unique and order each key's versions last-writer-wins consistently
 //!   with causality.
 //! - **Client context** (§2.3): ⟨key, stamp⟩ of everything read since the
@@ -23,7 +23,7 @@
 //!   replication path ever waits: reads and local writes never block.
 //!
 //! - **Never-depend** (§6.1): once a version is committed in every DC
-//!   ([`settle`](crate::explicit_deps::settle)) it is flagged, and a client that reads it
+//!   ([`settle`](crate::explicit_deps::replication::settle)) it is flagged, and a client that reads it
 //!   adds nothing to its context, so contexts stay at a few entries even
 //!   when a session reads many keys between writes.
 //!
@@ -33,7 +33,7 @@
 //! ## Choices and deviations from the paper
 //!
 //! 1. **What satisfies a `dep_check`**, durability and retries: see
-//!    [`dep_check`](crate::explicit_deps::dep_check), shared with COPS-GT.
+//!    [`dep_check`](crate::explicit_deps::replication::dep_check), shared with COPS-GT.
 //! 2. **The context keeps one stamp per key *and origin***, not per key
 //!    (§2.3 says "the most recent timestamp of each key"). A session that
 //!    read x@5 (accepted in DC A, depending on y@3) and then a concurrent
@@ -66,7 +66,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::explicit_deps::dep_check::validate_topology;
+use crate::explicit_deps::replication::validate_topology;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct Cops;
@@ -75,6 +75,7 @@ impl Protocol for Cops {
     const NAME: &'static str = "cops";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;

@@ -1,6 +1,6 @@
-use crate::explicit_deps::dep_check::{Dep, DepVersion, PathMsg, Stamp};
-use crate::kit::client::payload;
-use causeway_core::{Key, Message, Value, Versioned};
+use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
+use crate::kit::msg::payload;
+use causeway_core::{Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 /// Every message of the protocol.
@@ -11,6 +11,8 @@ pub enum Msg {
     /// The latest version, or `Stamp::NONE` and no value; `never_depend`
     /// when it is committed in every DC (§6.1).
     GetReply { value: Option<Value>, stamp: Stamp, never_depend: bool },
+    /// A read refused: this server does not own the key.
+    Refused { reason: String },
     /// `write_after(key, value, one_hop)`.
     PutReq { key: Key, value: Value, deps: Vec<Dep> },
     /// The write's stamp, or why it was refused.
@@ -21,19 +23,11 @@ pub enum Msg {
     Path(PathMsg),
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply { .. } => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply { .. } => "put_reply",
-            Msg::Replicate { .. } => "replicate",
-            Msg::Path(p) => p.kind(),
-        }
-    }
-    fn is_client(&self) -> bool {
-        matches!(self, Msg::GetReq { .. } | Msg::GetReply { .. } | Msg::PutReq { .. } | Msg::PutReply { .. })
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, Refused, PutReq, PutReply;
+        peer: Replicate;
+        nested: Path;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {

@@ -1,23 +1,20 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::dep_check::{DepNode, DepVersion, Stamp};
-use crate::explicit_deps::settle::Settle;
+use crate::explicit_deps::replication::{DepNode, DepVersion, Settle, Stamp};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv};
 
 pub struct CopsServer {
     node: DepNode,
-    /// Which writes are committed everywhere ([`settle`](crate::explicit_deps::settle)).
-    settle: Settle,
     settle_us: u64,
 }
 
 impl CopsServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> CopsServer {
-        let mut node = DepNode::new(&ctx);
+        let settle_us = cfg.settle_interval_ms * 1_000;
+        let mut node = DepNode::new(&ctx, Settle::new(0, settle_us));
         node.skip_checks = cfg.mutant_skip_dep_check;
         node.retry_us = cfg.dep_check_retry_ms * 1_000;
-        let settle_us = cfg.settle_interval_ms * 1_000;
-        CopsServer { node, settle: Settle::new(0, settle_us), settle_us }
+        CopsServer { node, settle_us }
     }
 }
 
@@ -46,8 +43,11 @@ impl Server for CopsServer {
         }
         match msg {
             Msg::GetReq { key } => {
+                if let Err(reason) = self.node.check_owner(&key) {
+                    return env.reply(from, Msg::Refused { reason });
+                }
                 let (value, stamp, never_depend) = match env.store().latest_where(&key, Version::committed) {
-                    Some(v) => (Some(v.value.clone()), v.stamp, self.settle.is_settled(v.stamp)),
+                    Some(v) => (Some(v.value.clone()), v.stamp, self.node.settle.is_settled(v.stamp)),
                     None => (None, Stamp::NONE, false),
                 };
                 env.reply(from, Msg::GetReply { value, stamp, never_depend });
@@ -64,7 +64,7 @@ impl Server for CopsServer {
                 let written_us = env.now_us();
                 let version = Version { value: value.clone(), stamp, pending: None };
                 env.store().insert(key.clone(), version);
-                self.settle.own_write(stamp);
+                self.node.settle.own_write(stamp);
                 self.publish(env, &key, stamp, written_us);
                 env.reply(from, Msg::PutReply { result: Ok(stamp) });
                 for &to in &self.node.equivalents {
@@ -98,7 +98,7 @@ impl Server for CopsServer {
             // COPS stores nothing per settled version: never-depend is
             // computed from the settled stamps at read time.
             Msg::Path(p) => {
-                self.node.on_path(&mut self.settle, env, from, p);
+                self.node.on_path(env, from, p);
             }
             _ => {}
         }
@@ -112,7 +112,7 @@ impl Server for CopsServer {
                 env.set_timer(self.node.retry_us, RETRY_TIMER);
             }
             SETTLE_TIMER => {
-                self.settle.tick(&self.node, env);
+                self.node.settle_tick(env);
                 env.set_timer(self.settle_us, SETTLE_TIMER);
             }
             _ => {}

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, fail_unsupported};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
 use std::collections::BTreeMap;
@@ -159,7 +159,7 @@ impl CopsGtClient {
         let attempt = self.next_attempt();
         for (i, key) in keys.iter().enumerate() {
             let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), at: None });
+            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone() });
         }
         let n = keys.len();
         self.op = Some(InFlight::Trans(Trans {
@@ -214,7 +214,7 @@ impl CopsGtClient {
                 let have = t.results[i].as_ref().map_or(Stamp::NONE, |r| r.stamp);
                 if ccv[i] > have {
                     let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-                    env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), at: Some(ccv[i]) });
+                    env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at: ccv[i] });
                     t.awaited += 1;
                 }
             }
@@ -240,7 +240,7 @@ impl Client for CopsGtClient {
             Op::Get { key } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let attempt = self.next_attempt();
-                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone(), at: None });
+                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone() });
                 self.op = Some(InFlight::Get { key });
             }
             // write(key, value): all dependencies, the nearest marked (§2.6).
@@ -308,6 +308,12 @@ impl Client for CopsGtClient {
                 } else {
                     self.op = Some(InFlight::Trans(t));
                 }
+            }
+            // The rest of a refused attempt's replies are stale: ignored.
+            (Some(InFlight::Get { .. } | InFlight::Trans(_)), Msg::Refused { attempt, reason })
+                if attempt == self.attempt =>
+            {
+                env.complete(OpResult::Failed(OpError::BadRequest(reason)))
             }
             (op, _) => self.op = op, // a stray or stale reply: ignore it
         }

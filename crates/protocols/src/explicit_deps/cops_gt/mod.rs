@@ -33,7 +33,7 @@
 //!     it, and the client cleans its context with it.
 //!
 //! Replication and `dep_check` are shared with COPS
-//! ([`dep_check`](crate::explicit_deps::dep_check)).
+//! ([`dep_check`](crate::explicit_deps::replication::dep_check)).
 //!
 //! ## Choices and deviations from the paper
 //!
@@ -42,7 +42,7 @@
 //!    `read_trans`, `ccv[k]` is the newest stamp of `k` in any dependency
 //!    list, as in Fig 4.3: under last-writer-wins a newer version of `k`
 //!    supersedes an older concurrent one.
-//! 2. **Knowing "committed in all DCs"** ([`settle`](crate::explicit_deps::settle), shared
+//! 2. **Knowing "committed in all DCs"** ([`settle`](crate::explicit_deps::replication::settle), shared
 //!    with COPS): each server tells the origin of writes, every GC tick, how
 //!    far it has committed that origin's writes (one stamp), and the origin,
 //!    `trans_time` after learning that every DC has a write, tells all DCs,
@@ -96,7 +96,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::explicit_deps::dep_check::validate_topology;
+use crate::explicit_deps::replication::validate_topology;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct CopsGt;
@@ -105,6 +105,7 @@ impl Protocol for CopsGt {
     const NAME: &'static str = "copsgt";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;

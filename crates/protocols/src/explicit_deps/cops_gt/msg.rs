@@ -1,6 +1,6 @@
-use crate::explicit_deps::dep_check::{Dep, DepVersion, PathMsg, Stamp};
-use crate::kit::client::payload;
-use causeway_core::{Key, Message, Value, Versioned};
+use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
+use crate::kit::msg::payload;
+use causeway_core::{Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -17,13 +17,19 @@ pub struct Read {
 /// Every message of the protocol.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
-    /// `read_by_time(key, at)`: the newest committed version (`at: None`,
-    /// LATEST) or exactly version `at`. `attempt` and `idx` name the
-    /// operation attempt and the key's place in it.
-    Read { attempt: u32, idx: u32, key: Key, at: Option<Stamp> },
+    /// `read_by_time(key, LATEST)`: the newest committed version.
+    /// `attempt` and `idx` name the operation attempt and the key's place
+    /// in it.
+    Read { attempt: u32, idx: u32, key: Key },
+    /// `read_by_time(key, at)`: exactly version `at`, a read transaction's
+    /// second round (§4.3, Fig 4.4).
+    ReadAt { attempt: u32, idx: u32, key: Key, at: Stamp },
     /// `Ok(None)`: the key has no version; `Err(())`: version `at` was
     /// garbage-collected (the transaction restarts).
     ReadReply { attempt: u32, idx: u32, read: Result<Option<Read>, ()> },
+    /// A read refused: this server does not own the key. Fails the
+    /// operation attempt `attempt`.
+    Refused { attempt: u32, reason: String },
     /// `write_after(key, value, deps, nearest)`; `nearest` indexes `deps`.
     PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32> },
     /// The write's stamp and the usable global checkpoint (a Lamport time),
@@ -41,26 +47,15 @@ pub enum Msg {
     RangeBound { lamport: u64 },
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::Read { at: None, .. } => "read_req",
-            Msg::Read { at: Some(_), .. } => "read_at_req",
-            Msg::ReadReply { .. } => "read_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply { .. } => "put_reply",
-            Msg::Replicate { .. } => "replicate",
-            Msg::Path(p) => p.kind(),
-            Msg::NodeBound { .. } => "node_bound",
-            Msg::RangeBound { .. } => "range_bound",
-        }
-    }
-    fn is_client(&self) -> bool {
-        matches!(self, Msg::Read { .. } | Msg::ReadReply { .. } | Msg::PutReq { .. } | Msg::PutReply { .. })
+crate::impl_message! {
+    Msg {
+        client: Read, ReadAt, ReadReply, Refused, PutReq, PutReply;
+        peer: Replicate, NodeBound, RangeBound;
+        nested: Path;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
-            Msg::Read { key, .. } => (key.len(), 0),
+            Msg::Read { key, .. } | Msg::ReadAt { key, .. } => (key.len(), 0),
             Msg::PutReq { key, value, deps, .. } => {
                 (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
             }
@@ -69,7 +64,7 @@ impl Message for Msg {
     }
     fn payload_bytes(&self) -> usize {
         match self {
-            Msg::Read { key, .. } => key.len(),
+            Msg::Read { key, .. } | Msg::ReadAt { key, .. } => key.len(),
             Msg::ReadReply { read, .. } => payload(read.iter().flatten().map(|r| &r.value[..])),
             Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } => key.len() + value.len(),
             _ => 0,

@@ -1,7 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::dep_check::{Dep, DepNode, DepVersion, Stamp};
-use crate::explicit_deps::settle::Settle;
+use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, Settle, Stamp};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -11,8 +10,6 @@ pub struct CopsGtServer {
     node: DepNode,
     /// The other partition servers of this DC (checkpoint gossip).
     dc_peers: Vec<NodeId>,
-    /// Which writes are committed everywhere, and since when (deviation 2).
-    settle: Settle,
     /// Checkpoint gossip: bounds heard from equivalents and DC peers.
     eq_bounds: BTreeMap<NodeId, u64>,
     dc_bounds: BTreeMap<NodeId, u64>,
@@ -27,7 +24,9 @@ pub struct CopsGtServer {
 
 impl CopsGtServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> CopsGtServer {
-        let mut node = DepNode::new(&ctx);
+        // Which writes are committed everywhere, and since when (deviation 2).
+        let settle = Settle::new(cfg.hold_us(), cfg.gc_interval_ms * 1_000);
+        let mut node = DepNode::new(&ctx, settle);
         node.skip_checks = cfg.mutant_skip_dep_check;
         node.retry_us = cfg.dep_check_retry_ms * 1_000;
         let dc_peers = ctx.topology.dc_servers(node.dc).filter(|&n| n != ctx.id).collect();
@@ -35,7 +34,6 @@ impl CopsGtServer {
             cfg: cfg.clone(),
             node,
             dc_peers,
-            settle: Settle::new(cfg.hold_us(), cfg.gc_interval_ms * 1_000),
             eq_bounds: BTreeMap::new(),
             dc_bounds: BTreeMap::new(),
             checkpoints: VecDeque::new(),
@@ -67,15 +65,21 @@ impl Server for CopsGtServer {
         if !self.node.serving {
             return;
         }
+        if let Msg::Read { attempt, key, .. } | Msg::ReadAt { attempt, key, .. } = &msg
+            && let Err(reason) = self.node.check_owner(key)
+        {
+            return env.reply(from, Msg::Refused { attempt: *attempt, reason });
+        }
         match msg {
             // read_by_time (§2.4, §2.8); reads never block.
-            Msg::Read { attempt, idx, key, at } => {
-                let read = match at {
-                    None => Ok(env.store().latest_where(&key, Version::committed).map(Version::read)),
-                    Some(s) => match env.store().exact(&key, s) {
-                        Some(v) if v.committed() => Ok(Some(v.read())),
-                        _ => Err(()),
-                    },
+            Msg::Read { attempt, idx, key } => {
+                let read = Ok(env.store().latest_where(&key, Version::committed).map(Version::read));
+                env.reply(from, Msg::ReadReply { attempt, idx, read });
+            }
+            Msg::ReadAt { attempt, idx, key, at } => {
+                let read = match env.store().exact(&key, at) {
+                    Some(v) if v.committed() => Ok(Some(v.read())),
+                    _ => Err(()),
                 };
                 env.reply(from, Msg::ReadReply { attempt, idx, read });
             }
@@ -100,7 +104,7 @@ impl Server for CopsGtServer {
                 self.node.on_replicate(env, key, stamp, &check, written_us);
             }
             Msg::Path(p) => {
-                let settled = self.node.on_path(&mut self.settle, env, from, p);
+                let settled = self.node.on_path(env, from, p);
                 self.collect(env, settled);
             }
             Msg::NodeBound { lamport } if equivalent => {
@@ -194,7 +198,7 @@ impl CopsGtServer {
             };
             env.send(to, msg);
         }
-        self.settle.own_write(stamp);
+        self.node.settle.own_write(stamp);
     }
 
     /// Commit every replicated write whose checks passed (§2.7 step 5).
@@ -211,7 +215,7 @@ impl CopsGtServer {
         if env.store().versions(key).len() > 1 {
             self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
         }
-        self.settle.committed(stamp, key.clone());
+        self.node.settle.committed(stamp, key.clone());
     }
 
     /// Drop the stored dependencies of settled versions and flag them
@@ -233,10 +237,10 @@ impl CopsGtServer {
         let now = env.now_us();
         // Report commits to origins; collect own writes settled everywhere,
         // here and (the message is sent) in every DC.
-        let settled = self.settle.tick(&self.node, env);
+        let settled = self.node.settle_tick(env);
         self.collect(env, settled);
         // The global checkpoint (deviation 3).
-        let own = self.settle.oldest_unreplicated().map_or(self.node.lamport() + 1, |s| s.lamport());
+        let own = self.node.settle.oldest_unreplicated().map_or(self.node.lamport() + 1, |s| s.lamport());
         for &e in &self.node.equivalents {
             env.send(e, Msg::NodeBound { lamport: own });
         }
@@ -281,6 +285,6 @@ impl CopsGtServer {
                 }
             }
         }
-        self.settle.rebuild(self.node.me, unsettled);
+        self.node.settle.rebuild(self.node.me, unsettled);
     }
 }

@@ -1,8 +1,8 @@
 use super::*;
-use crate::explicit_deps::dep_check::{Dep, Stamp};
+use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, client_traffic, put, rot, text};
 use causeway_core::DcId;
-use causeway_core::{ClientCtx, ClientId, Key, Message, NodeId, Op, OpError, OpResult, Protocol, Topology};
+use causeway_core::{ClientCtx, ClientId, Key, NodeId, Op, OpError, OpResult, Protocol, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ fn acl_and_album(net: &TestNet<CopsGt>) -> (Key, Key) {
 }
 
 fn second_round_reads(net: &TestNet<CopsGt>) -> usize {
-    net.queue.iter().filter(|m| m.msg.kind() == "read_at_req").count()
+    net.queue.iter().filter(|m| matches!(m.msg, Msg::ReadAt { .. })).count()
 }
 
 /// The ACL/album race of §2.9, forced step by step in one DC: the
@@ -96,7 +96,7 @@ fn a_read_trans_that_outlives_trans_time_restarts() {
     // The album read: round one ends, and the second round asks for the
     // friends-only ACL by version. Hold it; let trans_time pass and the
     // ACL server collect the overwritten version.
-    let second = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.msg.kind() == "read_at_req";
+    let second = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && matches!(m.msg, Msg::ReadAt { .. });
     net.deliver_while(|m| client_traffic(m) && !second(m));
     assert_eq!(second_round_reads(&net), 1);
     net.advance_clocks(200_000);

@@ -145,6 +145,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
+use crate::kit::node::require_full_replication;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct CausalSpartanX;
@@ -153,6 +154,7 @@ impl Protocol for CausalSpartanX {
     const NAME: &'static str = "causalspartanx";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_visibility_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
@@ -169,15 +171,11 @@ impl Protocol for CausalSpartanX {
         if cfg.tree_fanout == 0 {
             return Err("protocol.tree_fanout must be at least 1".into());
         }
-        if !topology.is_full_replication() {
-            return Err("causalspartanx needs full replication: a DSV entry for a DC that does not store a \
-                        partition would never advance"
-                .into());
-        }
-        if topology.spec().replicas_per_partition != 1 {
-            return Err("causalspartanx runs one server per partition per DC (replicas_per_partition = 1)".into());
-        }
-        Ok(())
+        require_full_replication(
+            Self::NAME,
+            topology,
+            "a DSV entry for a DC that does not store a partition would never advance",
+        )
     }
     fn server(cfg: &Config, ctx: NodeCtx) -> CsxServer {
         CsxServer::new(cfg, ctx)

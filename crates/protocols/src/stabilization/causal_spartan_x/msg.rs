@@ -1,5 +1,5 @@
-use crate::kit::client::payload;
-use causeway_core::{DcId, DepSet, Hlc, Key, Message, OpError, Value, Versioned};
+use crate::kit::msg::payload;
+use causeway_core::{DcId, DepSet, Hlc, Key, OpError, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -35,33 +35,17 @@ pub enum Msg {
     StablePush { dsv: Vec<Hlc> },
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply(_) => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply(_) => "put_reply",
-            Msg::RotReq { .. } => "rot_req",
-            Msg::RotReply(_) => "rot_reply",
-            Msg::SliceReq { .. } => "slice_req",
-            Msg::SliceReply { .. } => "slice_reply",
-            Msg::Replicate { .. } => "replicate",
-            Msg::Heartbeat { .. } => "heartbeat",
-            Msg::StableReport { .. } => "stable_report",
-            Msg::StablePush { .. } => "stable_push",
-        }
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, PutReq, PutReply, RotReq, RotReply;
+        peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
+        nested: ;
     }
-    fn is_client(&self) -> bool {
-        matches!(
-            self,
-            Msg::GetReq { .. }
-                | Msg::GetReply(_)
-                | Msg::PutReq { .. }
-                | Msg::PutReply(_)
-                | Msg::RotReq { .. }
-                | Msg::RotReply(_)
-        )
+    /// Heartbeats and the stable-time tree's reports and pushes are sent
+    /// every tick and their handlers keep the maximum (or the newest from
+    /// each sender): the newest one of each kind says all the older ones did.
+    fn ephemeral(&self) -> bool {
+        matches!(self, Msg::Heartbeat { .. } | Msg::StableReport { .. } | Msg::StablePush { .. })
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {

@@ -1,9 +1,10 @@
 use super::config::*;
 use super::msg::*;
+use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
-    ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, NodeRole, Observation, OpError, PartitionId, Server,
-    ServerEnv, Topology, Value, Versioned,
+    ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
+    Topology, Value, Versioned,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -99,13 +100,12 @@ impl CsxServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> Self {
         let m = ctx.role.dc();
         let dcs = ctx.topology.dcs();
-        let (partition, tree, peers) = match ctx.role {
-            NodeRole::Partition { partition, replica: 0, .. } => {
+        let (partition, tree, peers) = match served_partition(&ctx) {
+            Some((_, partition)) => {
                 let tree = StableTree::new(&ctx.topology, ctx.id, cfg.tree_fanout);
-                let peers = ctx.topology.equivalents(partition).filter(|&(d, _)| d != m).map(|(_, n)| n).collect();
-                (partition, Some(tree), peers)
+                (partition, Some(tree), equivalents_elsewhere(&ctx.topology, partition, m))
             }
-            _ => (PartitionId(0), None, Vec::new()),
+            None => (PartitionId(0), None, Vec::new()),
         };
         CsxServer {
             cfg: cfg.clone(),
@@ -223,6 +223,10 @@ impl CsxServer {
         let dt = ds.max_value().unwrap_or(Hlc::ZERO).max(self.dsv[m]);
         // Line 9: updateHLCforPut(dt), the HLC receive rule on VV[m].
         let ut = self.vv[m].update(env.now_us(), dt);
+        // Invariant (Roohitavaf, thesis §5.2, Alg 5.2 line 9): a version's
+        // timestamp exceeds every dependency's and every snapshot already
+        // read here (`dt` bounds both), whatever the physical clock did.
+        assert!(ut > dt, "CausalSpartanX: a PUT stamped {ut:?} does not exceed its dependency time {dt:?}");
         // Deviation 14 (Roohitavaf, "Consistency for Distributed Data
         // Stores", §5.4: ROTX never blocks; §5.2: local writes are visible to
         // local GETs at once): keep what of the writer's cache this DSV does
@@ -473,6 +477,20 @@ impl CsxServer {
             {
                 *e = t;
                 grew = true;
+            }
+        }
+        // Invariant: the DSV never claims more of a remote DC than this
+        // partition has received from it. Each entry is a minimum of the
+        // DC's partitions' VV entries, all of which only grow (thesis §5.2).
+        // The printed line 7 (`paper_dsv_merge`, §5.5 of the notes) breaks
+        // exactly this, by merging read dependencies into the DSV.
+        if grew && !self.cfg.paper_dsv_merge {
+            for (j, (d, v)) in self.dsv.iter().zip(&self.vv).enumerate() {
+                assert!(
+                    j == self.m.idx() || d <= v,
+                    "CausalSpartanX: DSV[{j}] = {d:?} exceeds what partition {:?} received from DC {j} ({v:?})",
+                    self.partition
+                );
             }
         }
         if grew && let Some(least) = self.dsv.iter().map(|t| t.l).min() {

@@ -1,5 +1,4 @@
 use super::*;
-use crate::ProtocolName;
 use crate::kit::testkit::{
     Dest, InFlight, Seen, TestNet, bytes, channel, client_traffic, get, put, rot, run, server_to_server, stabilize,
     stabilize_holding,
@@ -8,7 +7,11 @@ use causeway_core::{
     ClientCtx, ClientId, DcId, DepSet, Hlc, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology,
 };
 use causeway_core::{Replication, TopologySpec};
-use std::collections::BTreeSet;
+
+/// The i-th client of DC `dc` (nets here have `PER_DC` clients per DC).
+fn cl(dc: u16, i: u32) -> ClientId {
+    ClientId(dc as u32 * PER_DC + i)
+}
 
 type Net = TestNet<CausalSpartanX>;
 const PER_DC: u32 = 2;
@@ -35,43 +38,9 @@ fn net_spec(spec: TopologySpec, cfg: Config) -> Net {
     n.also_op_traffic = slices;
     n
 }
-/// The i-th client of DC `dc`.
-fn cl(dc: u16, i: u32) -> ClientId {
-    ClientId(dc as u32 * PER_DC + i)
-}
-/// `n` keys on `n` different partitions.
-fn keys_on_distinct_partitions(net: &Net, n: usize) -> Vec<Key> {
-    let mut seen = BTreeSet::new();
-    let mut keys = Vec::new();
-    for i in 0.. {
-        let k = bytes(&format!("key{i}"));
-        if seen.insert(net.topology.partition_of(&k)) {
-            keys.push(k);
-            if keys.len() == n {
-                return keys;
-            }
-        }
-    }
-    unreachable!()
-}
-fn latest(net: &Net, node: NodeId, k: &Key) -> Version {
-    net.stores[node.idx()].latest(k).expect("a version").clone()
-}
-fn visible_reports(net: &Net, node: NodeId, k: &Key, v: &str) -> usize {
-    let want = Seen::Visible { node, key: k.to_vec(), value: v.as_bytes().to_vec() };
-    net.seen.iter().filter(|s| **s == want).count()
-}
 fn assert_never_blocked(net: &Net) {
     let blocked: Vec<&Seen> = net.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
     assert!(blocked.is_empty(), "CausalSpartanX never blocks, saw {blocked:?}");
-}
-
-#[test]
-fn registered_by_name() {
-    assert_eq!("causalspartanx".parse::<ProtocolName>(), Ok(ProtocolName::CausalSpartanX));
-    assert_eq!("Causal-Spartan_X".parse::<ProtocolName>(), Ok(ProtocolName::CausalSpartanX));
-    assert_eq!(ProtocolName::CausalSpartanX.as_str(), CausalSpartanX::NAME);
-    assert!(ProtocolName::ALL.contains(&ProtocolName::CausalSpartanX));
 }
 
 #[test]
@@ -94,7 +63,7 @@ fn local_writes_are_visible_at_once() {
     // Another client of the same DC reads it before any timer or replication.
     assert_eq!(get(&mut net, cl(0, 1), &k), Some("1".into()));
     assert_eq!(rot(&mut net, cl(0, 0), &[&k]), vec![Some("1".into())]);
-    assert_eq!(visible_reports(&net, net.server_for(DC0, &k), &k, "1"), 1);
+    assert_eq!(net.visible_reports(net.server_for(DC0, &k), &k, "1"), 1);
     // Not yet at the other DC.
     assert_eq!(get(&mut net, cl(1, 0), &k), None);
     assert_never_blocked(&net);
@@ -103,7 +72,7 @@ fn local_writes_are_visible_at_once() {
 #[test]
 fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     let mut net = net(2, 2);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (a, b) = (&ks[0], &ks[1]);
     let writer = cl(0, 0);
     put(&mut net, writer, a, "a1");
@@ -113,27 +82,27 @@ fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     stabilize_holding(&mut net, &hold_a);
     // b1 has arrived but depends on a1, which has not.
     assert!(net.stores[b1.idx()].latest(b).is_some());
-    assert!(net.servers[b1.idx()].dsv[0] < latest(&net, a0, a).ut);
+    assert!(net.servers[b1.idx()].dsv[0] < net.latest(a0, a).ut);
     assert_eq!(get(&mut net, cl(1, 0), b), None);
-    assert_eq!(visible_reports(&net, b1, b, "b1"), 0);
+    assert_eq!(net.visible_reports(b1, b, "b1"), 0);
     // a1 arrives: no dependencies, so it is visible (and reported) on arrival.
     net.deliver_while(|m| hold_a(m) && matches!(m.msg, Msg::Replicate { .. }));
-    assert_eq!(visible_reports(&net, a1, a, "a1"), 1);
+    assert_eq!(net.visible_reports(a1, a, "a1"), 1);
     assert_eq!(get(&mut net, cl(1, 0), b), None, "b1 waits for the DSV, not for a1's arrival");
     // Stabilization covers b1.ds: reported once, readable.
     stabilize(&mut net);
-    assert_eq!(visible_reports(&net, b1, b, "b1"), 1);
+    assert_eq!(net.visible_reports(b1, b, "b1"), 1);
     assert_eq!(get(&mut net, cl(1, 0), b), Some("b1".into()));
     assert_eq!(get(&mut net, cl(1, 0), a), Some("a1".into()));
     stabilize(&mut net);
-    assert_eq!(visible_reports(&net, b1, b, "b1"), 1, "reported exactly once");
+    assert_eq!(net.visible_reports(b1, b, "b1"), 1, "reported exactly once");
     assert_never_blocked(&net);
 }
 
 #[test]
 fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     let mut net = net(2, 3);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (photo, album) = (&ks[0], &ks[1]);
     let alice = cl(0, 0);
     put(&mut net, alice, photo, "photo");
@@ -169,7 +138,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
 #[test]
 fn acl_album_rotx_never_returns_public_acl_with_new_album() {
     let mut net = net(2, 3);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (acl, album) = (&ks[0], &ks[1]);
     let (alice, bob) = (cl(0, 0), cl(1, 0));
     put(&mut net, alice, acl, "public");
@@ -209,20 +178,20 @@ fn acl_album_rotx_never_returns_public_acl_with_new_album() {
 #[test]
 fn put_latency_is_independent_of_clock_skew() {
     let mut net = net(2, 2);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (a, b) = (&ks[0], &ks[1]);
     let (fast, slow) = (net.server_for(DC0, a), net.server_for(DC0, b));
     net.clocks[fast.idx()] = 1_000_000_000; // 1000 s ahead of the other server
     net.clocks[slow.idx()] = 1_000;
     let c = cl(0, 0);
     put(&mut net, c, a, "a");
-    let dt = latest(&net, fast, a).ut;
+    let dt = net.latest(fast, a).ut;
     // The dependent PUT lands on a server whose clock is ~1000 s behind dt:
     // GentleRain would wait that long. Here one request and one reply suffice.
     net.invoke(c, Op::Put { key: b.clone(), value: bytes("b") });
     assert_eq!(net.deliver_client_traffic(), 2);
     assert_eq!(net.take_result(c), Some(OpResult::Put));
-    let ut = latest(&net, slow, b).ut;
+    let ut = net.latest(slow, b).ut;
     assert!(ut > dt, "updateHLC moved past dt: {ut:?} > {dt:?}");
     assert_eq!(ut.l, dt.l, "the HLC counts on top of dt instead of waiting for the clock");
     assert_never_blocked(&net);
@@ -235,7 +204,7 @@ fn put_latency_is_independent_of_clock_skew() {
 #[test]
 fn a_backward_clock_jump_does_not_break_causality() {
     let mut net = net(2, 2);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (a, b) = (&ks[0], &ks[1]);
     let (a0, b0, a1, b1) =
         (net.server_for(DC0, a), net.server_for(DC0, b), net.server_for(DC1, a), net.server_for(DC1, b));
@@ -249,7 +218,7 @@ fn a_backward_clock_jump_does_not_break_causality() {
     let c = cl(0, 0);
     put(&mut net, c, a, "a");
     put(&mut net, c, b, "b after a");
-    let (ut_a, ut_b) = (latest(&net, a0, a).ut, latest(&net, b0, b).ut);
+    let (ut_a, ut_b) = (net.latest(a0, a).ut, net.latest(b0, b).ut);
     assert!(ut_a > stable_before, "the HLC keeps ut above the already-stable time");
     assert!(ut_b > ut_a);
     // b reaches DC1, a does not.
@@ -269,7 +238,7 @@ fn a_backward_clock_jump_does_not_break_causality() {
 #[test]
 fn rotx_never_blocks_and_takes_one_client_round() {
     let mut net = net(2, 3);
-    let ks = keys_on_distinct_partitions(&net, 3);
+    let ks = net.keys_on_distinct_partitions(3);
     let writer = cl(0, 0);
     for k in &ks {
         put(&mut net, writer, k, "v");
@@ -305,7 +274,7 @@ fn rotx_never_blocks_and_takes_one_client_round() {
 /// and runs ROTX{k3, k4}.
 fn section_5_5_scenario(paper_dsv_merge: bool) -> (Net, Vec<Key>, Vec<Option<String>>) {
     let mut net = net_with(2, 3, Config { paper_dsv_merge, ..Config::default() });
-    let ks = keys_on_distinct_partitions(&net, 3);
+    let ks = net.keys_on_distinct_partitions(3);
     let (k3, k4, kv) = (&ks[0], &ks[1], &ks[2]);
     let (writer, other, reader) = (cl(0, 0), cl(0, 1), cl(1, 0));
     put(&mut net, other, k3, "w0");
@@ -320,10 +289,10 @@ fn section_5_5_scenario(paper_dsv_merge: bool) -> (Net, Vec<Key>, Vec<Option<Str
     put(&mut net, writer, k3, "w");
     net.clocks[v_j.idx()] = 10_000;
     put(&mut net, other, kv, "v");
-    assert_eq!(latest(&net, w_j, k3).ds.get(DC0), Some(latest(&net, x_j, k4).ut), "w depends on x");
+    assert_eq!(net.latest(w_j, k3).ds.get(DC0), Some(net.latest(x_j, k4).ut), "w depends on x");
     let hold_x = channel(x_j, x_i);
     stabilize_holding(&mut net, &hold_x);
-    assert_eq!(latest(&net, x_i, k4).value, bytes("x0"), "x has not reached DC i");
+    assert_eq!(net.latest(x_i, k4).value, bytes("x0"), "x has not reached DC i");
     assert_eq!(get(&mut net, reader, kv), Some("v".into()));
     let snapshot = rot(&mut net, reader, &[k3, k4]);
     (net, ks, snapshot)
@@ -350,7 +319,7 @@ fn paper_dsv_merge_returns_a_non_causal_snapshot_and_the_default_does_not() {
 #[test]
 fn rotx_keeps_read_your_reads_and_writes_through_the_client_cache() {
     let mut net = net(2, 2);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (x, l) = (&ks[0], &ks[1]);
     put(&mut net, cl(0, 0), x, "x");
     // x reaches DC1 but no stabilization: DSV[0] < x.ut there.
@@ -396,7 +365,7 @@ fn concurrent_writes_to_one_key_in_two_dcs_converge() {
             assert_eq!(rot(&mut net, cl(dc, 1), &[key]), vec![Some(winner.into())]);
         }
         let (s0, s1) = (net.server_for(DC0, key), net.server_for(DC1, key));
-        assert_eq!(latest(&net, s0, key), latest(&net, s1, key));
+        assert_eq!(net.latest(s0, key), net.latest(s1, key));
     }
     assert_never_blocked(&net);
 }
@@ -421,7 +390,7 @@ fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
     let service = net.topology.service_nodes(DC0, 0)[0];
     assert!(net.servers[service.idx()].tree.is_none());
     assert!(net.timers.iter().all(|t| t.0 != Dest::Node(service)));
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     put(&mut net, cl(0, 0), &ks[0], "a");
     put(&mut net, cl(0, 0), &ks[1], "b");
     // With M = 1 there are no heartbeats to send; the HLC ticks alone move DSV[0].
@@ -445,7 +414,7 @@ fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
     // DC1's tree: the root serves partition 0, its only child partition 1.
     let dc1: Vec<NodeId> = net.topology.dc_servers(DC1).collect();
     let (root, child) = (dc1[0], dc1[1]);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (kr, kc) =
         if net.topology.partition_of(&ks[0]) == PartitionId(0) { (&ks[0], &ks[1]) } else { (&ks[1], &ks[0]) };
     // The child never hears the DC's stable vector: a coordinator with a stale
@@ -593,7 +562,7 @@ fn malformed_input_is_refused_without_panicking() {
 #[test]
 fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     let mut net = net(2, 2);
-    let ks = keys_on_distinct_partitions(&net, 2);
+    let ks = net.keys_on_distinct_partitions(2);
     let (x, l) = (&ks[0], &ks[1]);
     put(&mut net, cl(0, 0), x, "x");
     net.deliver_while(server_to_server); // x reaches DC1; then DC0 is cut off

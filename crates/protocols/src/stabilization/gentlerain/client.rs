@@ -82,6 +82,9 @@ impl Client for GentleRainClient {
                     RotOutcome::Aborted { reason } => OpResult::Failed(OpError::Aborted(reason)),
                 });
             }
+            (Some(Pending::Get | Pending::Put), Msg::Refused { reason }) => {
+                env.complete(OpResult::Failed(OpError::BadRequest(reason)))
+            }
             (p, _) => self.pending = p, // a stray reply: ignore it
         }
     }

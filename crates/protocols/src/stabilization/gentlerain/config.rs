@@ -18,6 +18,10 @@ pub struct Config {
     /// fall back to Eiger in the paper; here it fails with
     /// [`OpError::Aborted`](causeway_core::OpError::Aborted). `u64::MAX` (the default): always wait.
     pub rot_wait_threshold_us: u64,
+    /// A deliberately broken variant: GETs return the newest version
+    /// whatever the GST (the visibility rule of Alg. 4.2 switched off).
+    /// The conformance suite and torture must catch it.
+    pub mutant_skip_gst_check: bool,
 }
 
 impl Default for Config {
@@ -28,6 +32,7 @@ impl Default for Config {
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
             rot_wait_threshold_us: u64::MAX,
+            mutant_skip_gst_check: false,
         }
     }
 }

@@ -95,6 +95,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
+use crate::kit::node::require_full_replication;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct GentleRain;
@@ -103,6 +104,7 @@ impl Protocol for GentleRain {
     const NAME: &'static str = "gentlerain";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
     const CAUSAL: bool = true;
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_gst_check"];
     type Msg = Msg;
     type Version = Version;
     type Config = Config;
@@ -110,14 +112,11 @@ impl Protocol for GentleRain {
     type Client = GentleRainClient;
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        if !topology.is_full_replication() {
-            return Err("gentlerain needs full replication (topology.replication = full): GST is a minimum over \
-                        every DC's entry, and a GET-ROTX reads every key inside the client's DC"
-                .into());
-        }
-        if topology.spec().replicas_per_partition != 1 {
-            return Err("gentlerain has no intra-DC replication: topology.replicas_per_partition must be 1".into());
-        }
+        require_full_replication(
+            Self::NAME,
+            topology,
+            "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside the client's DC",
+        )?;
         if cfg.heartbeat_interval_us == 0 || cfg.stabilization_interval_us == 0 {
             return Err("protocol.heartbeat_interval_us and protocol.stabilization_interval_us must be > 0".into());
         }

@@ -1,5 +1,5 @@
-use crate::kit::client::payload;
-use causeway_core::{DcId, Key, Message, Value, Versioned};
+use crate::kit::msg::payload;
+use causeway_core::{DcId, Key, Value, Versioned};
 use serde::{Deserialize, Serialize};
 
 /// A physical-clock time in µs. Every GentleRain timestamp — a version's
@@ -17,6 +17,8 @@ pub enum Msg {
     PutReq { key: Key, value: Value, dt: TimeUs, gst: TimeUs },
     /// ⟨PutReply ut⟩.
     PutReply { ut: TimeUs },
+    /// A GET or PUT refused: this server does not store the key.
+    Refused { reason: String },
     /// GET-ROTX ⟨keys, DT_c, GST_c⟩ to the coordinator.
     RotReq { keys: Vec<Key>, dt: TimeUs, gst: TimeUs },
     /// The ROT's outcome and the coordinator's GST.
@@ -61,33 +63,17 @@ pub enum SliceRead {
     Pruned,
 }
 
-impl Message for Msg {
-    fn kind(&self) -> &'static str {
-        match self {
-            Msg::GetReq { .. } => "get_req",
-            Msg::GetReply { .. } => "get_reply",
-            Msg::PutReq { .. } => "put_req",
-            Msg::PutReply { .. } => "put_reply",
-            Msg::RotReq { .. } => "rot_req",
-            Msg::RotReply { .. } => "rot_reply",
-            Msg::SliceReq { .. } => "slice_req",
-            Msg::SliceReply { .. } => "slice_reply",
-            Msg::Replicate { .. } => "replicate",
-            Msg::Heartbeat { .. } => "heartbeat",
-            Msg::StableReport { .. } => "stable_report",
-            Msg::StablePush { .. } => "stable_push",
-        }
+crate::impl_message! {
+    Msg {
+        client: GetReq, GetReply, PutReq, PutReply, Refused, RotReq, RotReply;
+        peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
+        nested: ;
     }
-    fn is_client(&self) -> bool {
-        matches!(
-            self,
-            Msg::GetReq { .. }
-                | Msg::GetReply { .. }
-                | Msg::PutReq { .. }
-                | Msg::PutReply { .. }
-                | Msg::RotReq { .. }
-                | Msg::RotReply { .. }
-        )
+    /// Heartbeats and the stable-time tree's reports and pushes are sent
+    /// every tick and their handlers keep the maximum (or the newest from
+    /// each sender): the newest one of each kind says all the older ones did.
+    fn ephemeral(&self) -> bool {
+        matches!(self, Msg::Heartbeat { .. } | Msg::StableReport { .. } | Msg::StablePush { .. })
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
@@ -114,6 +100,7 @@ impl Message for Msg {
             })),
             Msg::RotReply { outcome: RotOutcome::Aborted { .. }, .. }
             | Msg::PutReply { .. }
+            | Msg::Refused { .. }
             | Msg::Heartbeat { .. }
             | Msg::StableReport { .. }
             | Msg::StablePush { .. } => 0,

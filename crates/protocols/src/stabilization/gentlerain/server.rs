@@ -1,17 +1,43 @@
 use super::config::*;
 use super::msg::*;
+use crate::kit::node::served_partition;
+use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
-    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, NodeRole, Observation, PartitionId, Server, ServerEnv, Topology,
-    Value, vmin_entry,
+    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology, Value,
+    vmin_entry,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-/// Timer tokens. Parked PUTs use `PUT_WAIT_TOKEN_BASE + id`.
-pub(super) const HEARTBEAT_TOKEN: u64 = 0;
-pub(super) const STABILIZE_TOKEN: u64 = 1;
-pub(super) const PUT_WAIT_TOKEN_BASE: u64 = 2;
+/// The server's timers, mapped to the runtime's opaque `u64` token here
+/// and nowhere else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// Δ: send the clock to the equivalents if nothing was replicated.
+    Heartbeat,
+    /// θ: a step of the GST tree, and GC.
+    Stabilize,
+    /// Re-check parked PUT `id` (its client's `dt` is still ahead of the clock).
+    PutWait(u64),
+}
+
+impl Timer {
+    fn token(self) -> u64 {
+        match self {
+            Timer::Heartbeat => 0,
+            Timer::Stabilize => 1,
+            Timer::PutWait(id) => 2 + id,
+        }
+    }
+    fn from_token(token: u64) -> Timer {
+        match token {
+            0 => Timer::Heartbeat,
+            1 => Timer::Stabilize,
+            t => Timer::PutWait(t - 2),
+        }
+    }
+}
 
 /// At most this many GC candidates are processed per stabilization tick.
 pub(super) const GC_KEYS_PER_TICK: usize = 512;
@@ -24,12 +50,7 @@ pub struct GentleRainServer {
 
 impl GentleRainServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> GentleRainServer {
-        let part = match ctx.role {
-            NodeRole::Partition { dc, partition, replica: 0 } if ctx.topology.server(dc, partition) == Some(ctx.id) => {
-                Some(PartitionServer::new(cfg, &ctx, dc, partition))
-            }
-            _ => None,
-        };
+        let part = served_partition(&ctx).map(|(dc, partition)| PartitionServer::new(cfg, &ctx, dc, partition));
         GentleRainServer { part }
     }
 }
@@ -64,9 +85,8 @@ pub(super) struct PartitionServer {
     next_put_id: u64,
     /// ROTs waiting for `GST ≥ dt`, by ⟨dt, id⟩.
     parked_rots: BTreeMap<(TimeUs, u64), ParkedRot>,
-    /// ROTs this server coordinates whose slices are outstanding, by id.
-    rots: BTreeMap<u64, RotInProgress>,
-    next_rot_id: u64,
+    /// ROTs this server coordinates whose slices are outstanding.
+    rots: Gathering<RotInProgress>,
     /// ⟨local clock, GST⟩ each time GST rose, oldest first, trimmed to the
     /// newest sample at least `gc_grace_us` old.
     gst_history: VecDeque<(TimeUs, TimeUs)>,
@@ -92,8 +112,6 @@ pub(super) struct RotInProgress {
     client: ClientId,
     /// One entry per requested key; `None` until its slice answers.
     reads: Vec<Option<SliceRead>>,
-    /// Servers whose slice is outstanding, with the key positions they read.
-    awaiting: BTreeMap<NodeId, Vec<usize>>,
     malformed: bool,
 }
 
@@ -119,8 +137,7 @@ impl PartitionServer {
             parked_puts: BTreeMap::new(),
             next_put_id: 0,
             parked_rots: BTreeMap::new(),
-            rots: BTreeMap::new(),
-            next_rot_id: 0,
+            rots: Gathering::default(),
             gst_history: VecDeque::new(),
             gc_queue: BTreeSet::new(),
             topology,
@@ -182,7 +199,7 @@ impl PartitionServer {
     /// is local or stable.
     fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, key: Key, gst: TimeUs) {
         self.raise_gst(env, gst);
-        let (m, gst) = (self.dc, self.gst);
+        let (m, gst) = (self.dc, if self.cfg.mutant_skip_gst_check { TimeUs::MAX } else { self.gst });
         let found = env.store().latest_where(&key, |d| d.sr == m || d.ut <= gst).map(|d| (d.value.clone(), d.ut));
         let (value, ut) = match found {
             Some((v, ut)) => (Some(v), ut),
@@ -212,11 +229,11 @@ impl PartitionServer {
         self.raise_gst(env, gst);
         let now = env.now_us();
         if self.may_write(env, &key, dt, now) {
-            self.apply_put(env, client, key, value, None);
+            self.apply_put(env, client, key, value, dt, None);
         } else {
             let id = self.next_put_id;
             self.next_put_id += 1;
-            env.set_timer(put_wait_us(dt, now), PUT_WAIT_TOKEN_BASE + id);
+            env.set_timer(put_wait_us(dt, now), Timer::PutWait(id).token());
             self.parked_puts.insert(id, ParkedPut { client, key, value, dt, parked_at_us: now });
         }
     }
@@ -232,9 +249,9 @@ impl PartitionServer {
         let Some(p) = self.parked_puts.remove(&id) else { return };
         let now = env.now_us();
         if self.may_write(env, &p.key, p.dt, now) {
-            self.apply_put(env, p.client, p.key, p.value, Some(p.parked_at_us));
+            self.apply_put(env, p.client, p.key, p.value, p.dt, Some(p.parked_at_us));
         } else {
-            env.set_timer(put_wait_us(p.dt, now), PUT_WAIT_TOKEN_BASE + id);
+            env.set_timer(put_wait_us(p.dt, now), Timer::PutWait(id).token());
             self.parked_puts.insert(id, p);
         }
     }
@@ -246,6 +263,7 @@ impl PartitionServer {
         client: ClientId,
         key: Key,
         value: Value,
+        dt: TimeUs,
         parked_at_us: Option<TimeUs>,
     ) {
         // ut = the physical clock, as read now. NO guard against a clock that
@@ -253,6 +271,10 @@ impl PartitionServer {
         // has none, and a clock stepped back below a GST computed elsewhere
         // breaks C2 (seed 000 §5.1.1, notes §5.6). The tests demonstrate it.
         let ut = env.now_us();
+        // Invariant (C1, Du et al., GentleRain, §4.2): a version's timestamp
+        // exceeds every dependency's, the client's `dt`. `may_write` admitted
+        // this PUT only at a clock past `dt`, read in this same turn.
+        assert!(ut > dt, "GentleRain C1: a PUT stamped {ut} does not exceed its dependency time {dt}");
         if let Some(t0) = parked_at_us {
             env.observe(Observation::Blocked { what: "put_clock_wait", waited_us: ut.saturating_sub(t0) });
         }
@@ -333,8 +355,7 @@ impl PartitionServer {
         gst: TimeUs,
     ) {
         self.raise_gst(env, gst);
-        let id = self.next_rot_id;
-        self.next_rot_id += 1;
+        let id = self.rots.next_id();
         if dt <= self.gst {
             self.start_rot(env, id, client, keys);
         } else if dt - self.gst > self.cfg.rot_wait_threshold_us {
@@ -353,35 +374,21 @@ impl PartitionServer {
     /// keys (this one directly) for its versions at the snapshot.
     fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64, client: ClientId, keys: Vec<Key>) {
         let snapshot = self.gst;
-        let mut slices: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-        for (i, k) in keys.iter().enumerate() {
-            match self.topology.server_for_key(self.dc, k) {
-                Some(n) => slices.entry(n).or_default().push(i),
-                None => {
-                    let reason = "a key's partition is not stored in this DC".to_string();
-                    env.reply(client, Msg::RotReply { outcome: RotOutcome::Aborted { reason }, gst: self.gst });
-                    return;
-                }
-            }
+        let Some(split) = slices::split(&self.topology, self.dc, self.me, &keys) else {
+            let reason = "a key's partition is not stored in this DC".to_string();
+            env.reply(client, Msg::RotReply { outcome: RotOutcome::Aborted { reason }, gst: self.gst });
+            return;
+        };
+        let mut rot = RotInProgress { client, reads: vec![None; keys.len()], malformed: false };
+        for (n, idx) in &split.remote {
+            env.send(*n, Msg::SliceReq { rot: id, keys: slices::keys_at(&keys, idx), snapshot });
         }
-        let mut rot =
-            RotInProgress { client, reads: vec![None; keys.len()], awaiting: BTreeMap::new(), malformed: false };
-        let local = slices.remove(&self.me);
-        for (n, idx) in slices {
-            env.send(n, Msg::SliceReq { rot: id, keys: idx.iter().map(|&i| keys[i].clone()).collect(), snapshot });
-            rot.awaiting.insert(n, idx);
+        let reads = read_slice(env, &slices::keys_at(&keys, &split.local), snapshot);
+        for (&i, r) in split.local.iter().zip(reads) {
+            rot.reads[i] = Some(r);
         }
-        if let Some(idx) = local {
-            let mine: Vec<Key> = idx.iter().map(|&i| keys[i].clone()).collect();
-            let reads = read_slice(env, &mine, snapshot);
-            for (i, r) in idx.into_iter().zip(reads) {
-                rot.reads[i] = Some(r);
-            }
-        }
-        if rot.awaiting.is_empty() {
+        if let Some(rot) = self.rots.open(id, rot, split.remote) {
             self.finish_rot(env, rot);
-        } else {
-            self.rots.insert(id, rot);
         }
     }
 
@@ -403,8 +410,7 @@ impl PartitionServer {
     }
 
     fn on_slice_reply(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: u64, reads: Vec<SliceRead>) {
-        let Some(rot) = self.rots.get_mut(&id) else { return };
-        let Some(idx) = rot.awaiting.remove(&from) else { return };
+        let Some((rot, idx, last)) = self.rots.answer(id, from) else { return };
         if reads.len() == idx.len() {
             for (i, r) in idx.into_iter().zip(reads) {
                 rot.reads[i] = Some(r);
@@ -412,9 +418,7 @@ impl PartitionServer {
         } else {
             rot.malformed = true;
         }
-        if rot.awaiting.is_empty()
-            && let Some(rot) = self.rots.remove(&id)
-        {
+        if last && let Some(rot) = self.rots.close(id) {
             self.finish_rot(env, rot);
         }
     }
@@ -457,7 +461,7 @@ impl PartitionServer {
             }
         }
         self.replicated_since_heartbeat = false;
-        env.set_timer(self.cfg.heartbeat_interval_us, HEARTBEAT_TOKEN);
+        env.set_timer(self.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
     }
 
     /// Every θ: `VV[m] = clock`; one step of the GST tree (report the subtree's
@@ -475,7 +479,7 @@ impl PartitionServer {
             TreeStep::Waiting => {}
         }
         self.collect_garbage(env, now);
-        env.set_timer(self.cfg.stabilization_interval_us, STABILIZE_TOKEN);
+        env.set_timer(self.cfg.stabilization_interval_us, Timer::Stabilize.token());
     }
 
     /// Drop versions no reader can need: for up to [`GC_KEYS_PER_TICK`] keys
@@ -534,12 +538,18 @@ impl Server for GentleRainServer {
     fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let Some(s) = self.part.as_mut() else { return };
         s.vv[s.dc.idx()] = env.now_us();
-        env.set_timer(s.cfg.heartbeat_interval_us, HEARTBEAT_TOKEN);
-        env.set_timer(s.cfg.stabilization_interval_us, STABILIZE_TOKEN);
+        env.set_timer(s.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
+        env.set_timer(s.cfg.stabilization_interval_us, Timer::Stabilize.token());
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
         let Some(s) = self.part.as_mut() else { return };
+        if let Msg::GetReq { key, .. } | Msg::PutReq { key, .. } = &msg
+            && s.topology.server_for_key(s.dc, key) != Some(env.node())
+        {
+            let reason = format!("node {} does not store this key", env.node());
+            return env.reply(from, Msg::Refused { reason });
+        }
         match msg {
             Msg::GetReq { key, gst } => s.on_get(env, from, key, gst),
             Msg::PutReq { key, value, dt, gst } => s.on_put(env, from, key, value, dt, gst),
@@ -566,10 +576,10 @@ impl Server for GentleRainServer {
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
         let Some(s) = self.part.as_mut() else { return };
-        match token {
-            HEARTBEAT_TOKEN => s.heartbeat_tick(env),
-            STABILIZE_TOKEN => s.stabilization_tick(env),
-            t => s.recheck_parked_put(env, t - PUT_WAIT_TOKEN_BASE),
+        match Timer::from_token(token) {
+            Timer::Heartbeat => s.heartbeat_tick(env),
+            Timer::Stabilize => s.stabilization_tick(env),
+            Timer::PutWait(id) => s.recheck_parked_put(env, id),
         }
     }
 }

@@ -1,13 +1,15 @@
 use super::*;
-use crate::ProtocolName;
 use crate::kit::testkit::{
-    Dest, InFlight, Seen, TestNet, bytes, channel, client_traffic, get, put, rot, run, stabilize, stabilize_holding,
+    Dest, InFlight, TestNet, bytes, channel, client_traffic, get, put, rot, run, stabilize, stabilize_holding,
 };
-use causeway_core::{
-    ClientId, DcId, Key, Message, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology, Versioned,
-};
+use causeway_core::{ClientId, DcId, Message, NodeId, Op, OpError, OpResult, Protocol, Topology, Versioned};
 use causeway_core::{Replication, ServiceSpec, TopologySpec};
 use serde::Deserialize;
+
+/// The i-th client of DC `dc` (nets here have `PER_DC` clients per DC).
+fn cl(dc: u16, i: u32) -> ClientId {
+    ClientId(dc as u32 * PER_DC + i)
+}
 
 type Net = TestNet<GentleRain>;
 const PER_DC: u32 = 2;
@@ -34,43 +36,11 @@ fn net_spec(spec: TopologySpec, cfg: Config) -> Net {
     n.also_op_traffic = slices;
     n
 }
-/// The i-th client of DC `dc`.
-fn cl(dc: u16, i: u32) -> ClientId {
-    ClientId(dc as u32 * PER_DC + i)
-}
-/// A key of partition `p`.
-fn key_on(net: &Net, p: u32) -> Key {
-    (0..).map(|i| bytes(&format!("key{i}"))).find(|k| net.topology.partition_of(k) == PartitionId(p)).unwrap()
-}
 fn srv(net: &Net, node: NodeId) -> &PartitionServer {
     net.servers[node.idx()].part.as_ref().expect("a partition server")
 }
 fn gst(net: &Net, node: NodeId) -> TimeUs {
     srv(net, node).gst
-}
-fn latest(net: &Net, node: NodeId, k: &Key) -> Version {
-    net.stores[node.idx()].latest(k).expect("a version").clone()
-}
-fn visible_reports(net: &Net, node: NodeId, k: &Key, v: &str) -> usize {
-    let want = Seen::Visible { node, key: k.to_vec(), value: v.as_bytes().to_vec() };
-    net.seen.iter().filter(|s| **s == want).count()
-}
-fn blocked(net: &Net, what: &str) -> Vec<(NodeId, u64)> {
-    net.seen
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Blocked { node, what: w, waited_us } if *w == what => Some((*node, *waited_us)),
-            _ => None,
-        })
-        .collect()
-}
-
-#[test]
-fn registered_by_name() {
-    assert_eq!("gentlerain".parse::<ProtocolName>(), Ok(ProtocolName::GentleRain));
-    assert_eq!("Gentle-Rain".parse::<ProtocolName>(), Ok(ProtocolName::GentleRain));
-    assert_eq!(ProtocolName::GentleRain.as_str(), GentleRain::NAME);
-    assert!(ProtocolName::ALL.contains(&ProtocolName::GentleRain));
 }
 
 #[test]
@@ -111,10 +81,10 @@ fn config_rejects_unknown_fields_and_defaults_the_rest() {
 #[test]
 fn local_writes_are_visible_at_once() {
     let mut net = net(2, 2);
-    let k = key_on(&net, 0);
+    let k = net.key_on(0);
     let a0 = net.server_for(DC0, &k);
     put(&mut net, cl(0, 0), &k, "v");
-    assert_eq!(visible_reports(&net, a0, &k, "v"), 1);
+    assert_eq!(net.visible_reports(a0, &k, "v"), 1);
     assert!(net.queue.iter().any(|m| m.msg.kind() == "replicate"), "replication has not been delivered");
     assert_eq!(gst(&net, a0), 0, "nothing is stable yet");
     assert_eq!(get(&mut net, cl(0, 1), &k), Some("v".into()));
@@ -126,23 +96,23 @@ fn local_writes_are_visible_at_once() {
 #[test]
 fn remote_write_is_invisible_until_gst_passes_it() {
     let mut net = net(2, 2);
-    let k = key_on(&net, 1);
+    let k = net.key_on(1);
     let (k0, k1) = (net.server_for(DC0, &k), net.server_for(DC1, &k));
     put(&mut net, cl(0, 0), &k, "v");
-    let ut = latest(&net, k0, &k).ut;
+    let ut = net.latest(k0, &k).ut;
     net.deliver_while(|m| m.msg.kind() == "replicate");
-    assert_eq!(latest(&net, k1, &k).ut, ut, "the version has arrived");
+    assert_eq!(net.latest(k1, &k).ut, ut, "the version has arrived");
     assert!(gst(&net, k1) < ut);
-    assert_eq!(visible_reports(&net, k1, &k, "v"), 0);
+    assert_eq!(net.visible_reports(k1, &k, "v"), 0);
     assert_eq!(get(&mut net, cl(1, 0), &k), None);
     net.advance_clocks(10_000);
     stabilize(&mut net);
     assert!(gst(&net, k1) >= ut);
-    assert_eq!(visible_reports(&net, k1, &k, "v"), 1);
+    assert_eq!(net.visible_reports(k1, &k, "v"), 1);
     assert_eq!(get(&mut net, cl(1, 0), &k), Some("v".into()));
     net.advance_clocks(10_000);
     stabilize(&mut net);
-    assert_eq!(visible_reports(&net, k1, &k, "v"), 1, "reported once");
+    assert_eq!(net.visible_reports(k1, &k, "v"), 1, "reported once");
 }
 
 /// The album (partition B) depends on the photo (partition A). While the
@@ -151,7 +121,7 @@ fn remote_write_is_invisible_until_gst_passes_it() {
 #[test]
 fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     let mut net = net(2, 2);
-    let (photo, album) = (key_on(&net, 0), key_on(&net, 1));
+    let (photo, album) = (net.key_on(0), net.key_on(1));
     let (a0, a1, b1) = (net.server_for(DC0, &photo), net.server_for(DC1, &photo), net.server_for(DC1, &album));
     stabilize(&mut net);
     // Not in the µs A0 just announced by heartbeat (that tie is safe, see
@@ -161,7 +131,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     put(&mut net, alice, &photo, "photo");
     net.advance_clocks(1_000); // C1: the album's PUT needs a clock past the photo's ut
     put(&mut net, alice, &album, "album -> photo");
-    let ut_photo = latest(&net, a0, &photo).ut;
+    let ut_photo = net.latest(a0, &photo).ut;
     let hold = channel(a0, a1);
     let bob = cl(1, 0);
     for _ in 0..3 {
@@ -188,14 +158,14 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
 #[test]
 fn a_version_stamped_in_an_announced_microsecond_exposes_nothing() {
     let mut net = net(2, 2);
-    let (photo, album) = (key_on(&net, 0), key_on(&net, 1));
+    let (photo, album) = (net.key_on(0), net.key_on(1));
     let (a0, a1, b1) = (net.server_for(DC0, &photo), net.server_for(DC1, &photo), net.server_for(DC1, &album));
     stabilize(&mut net);
     let t = net.clocks[a0.idx()];
     assert_eq!(gst(&net, b1), t, "DC1 is stable up to the µs A0 announced");
     let alice = cl(0, 0);
     put(&mut net, alice, &photo, "photo");
-    assert_eq!(latest(&net, a0, &photo).ut, t);
+    assert_eq!(net.latest(a0, &photo).ut, t);
     net.advance_clocks(1);
     put(&mut net, alice, &album, "album -> photo");
     let hold = channel(a0, a1);
@@ -205,7 +175,7 @@ fn a_version_stamped_in_an_announced_microsecond_exposes_nothing() {
     assert_eq!(get(&mut net, bob, &album), None);
     assert_eq!(rot(&mut net, bob, &[&photo, &album]), vec![None, None]);
     net.deliver_while(&hold);
-    assert_eq!(visible_reports(&net, a1, &photo, "photo"), 1, "visible on arrival: ut ≤ GST");
+    assert_eq!(net.visible_reports(a1, &photo, "photo"), 1, "visible on arrival: ut ≤ GST");
     assert_eq!(get(&mut net, bob, &photo), Some("photo".into()));
     net.advance_clocks(10_000);
     stabilize(&mut net);
@@ -217,13 +187,13 @@ fn a_version_stamped_in_an_announced_microsecond_exposes_nothing() {
 #[test]
 fn put_waits_until_the_clock_passes_dt() {
     let mut net = net(2, 2);
-    let (a, b) = (key_on(&net, 0), key_on(&net, 1));
+    let (a, b) = (net.key_on(0), net.key_on(1));
     let (fast, slow) = (net.server_for(DC0, &a), net.server_for(DC0, &b));
     net.clocks[fast.idx()] = 50_000;
     net.clocks[slow.idx()] = 20_000;
     let c = cl(0, 0);
     put(&mut net, c, &a, "a");
-    let dt = latest(&net, fast, &a).ut;
+    let dt = net.latest(fast, &a).ut;
     net.invoke(c, Op::Put { key: b.clone(), value: bytes("b") });
     net.deliver_while(op_traffic);
     assert_eq!(net.take_result(c), None, "parked");
@@ -236,13 +206,13 @@ fn put_waits_until_the_clock_passes_dt() {
     net.fire_timers(slow);
     net.deliver_while(op_traffic);
     assert_eq!(net.take_result(c), None);
-    assert!(blocked(&net, "put_clock_wait").is_empty());
+    assert!(net.blocked("put_clock_wait").is_empty());
     net.clocks[slow.idx()] = dt + 7;
     net.fire_timers(slow);
     net.deliver_while(op_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Put));
-    assert_eq!(latest(&net, slow, &b).ut, dt + 7);
-    assert_eq!(blocked(&net, "put_clock_wait"), vec![(slow, dt + 7 - 20_000)]);
+    assert_eq!(net.latest(slow, &b).ut, dt + 7);
+    assert_eq!(net.blocked("put_clock_wait"), vec![(slow, dt + 7 - 20_000)]);
 }
 
 /// Deviation 3: two writes to one key in one µs at one server would share
@@ -250,7 +220,7 @@ fn put_waits_until_the_clock_passes_dt() {
 #[test]
 fn same_key_same_microsecond_writes_do_not_collide() {
     let mut net = net(1, 1);
-    let k = key_on(&net, 0);
+    let k = net.key_on(0);
     let s = net.server_for(DC0, &k);
     put(&mut net, cl(0, 0), &k, "first");
     net.invoke(cl(0, 1), Op::Put { key: k.clone(), value: bytes("second") });
@@ -262,7 +232,7 @@ fn same_key_same_microsecond_writes_do_not_collide() {
     assert_eq!(net.take_result(cl(0, 1)), Some(OpResult::Put));
     assert_eq!(net.stores[s.idx()].versions(&k).len(), 2);
     assert_eq!(get(&mut net, cl(0, 0), &k), Some("second".into()));
-    assert_eq!(blocked(&net, "put_clock_wait"), vec![(s, 1)]);
+    assert_eq!(net.blocked("put_clock_wait"), vec![(s, 1)]);
 }
 
 /// GentleRain's known flaw (seed 000 §5.1.1, notes §5.6 and §10 claim 12),
@@ -280,7 +250,7 @@ fn same_key_same_microsecond_writes_do_not_collide() {
 #[test]
 fn a_clock_stepped_back_breaks_causality() {
     let mut net = net(2, 2);
-    let (a, b) = (key_on(&net, 0), key_on(&net, 1));
+    let (a, b) = (net.key_on(0), net.key_on(1));
     let (a0, b0, a1, b1) =
         (net.server_for(DC0, &a), net.server_for(DC0, &b), net.server_for(DC1, &a), net.server_for(DC1, &b));
     net.advance_clocks(50_000);
@@ -293,14 +263,14 @@ fn a_clock_stepped_back_breaks_causality() {
     let c = cl(0, 0);
     put(&mut net, c, &a, "a");
     put(&mut net, c, &b, "b after a");
-    let (ut_a, ut_b) = (latest(&net, a0, &a).ut, latest(&net, b0, &b).ut);
+    let (ut_a, ut_b) = (net.latest(a0, &a).ut, net.latest(b0, &b).ut);
     assert!(ut_a < ut_b, "C1 still holds between the two writes");
     assert!(ut_b < stable_before, "but both are below the GST DC1 already computed");
     // b reaches DC1, a does not.
     let hold_a = channel(a0, a1);
     stabilize_holding(&mut net, &hold_a);
     assert!(net.stores[a1.idx()].latest(&a).is_none(), "a has not arrived at DC1");
-    assert_eq!(visible_reports(&net, b1, &b, "b after a"), 1, "b is visible at DC1");
+    assert_eq!(net.visible_reports(b1, &b, "b after a"), 1, "b is visible at DC1");
     let reader = cl(1, 0);
     // The causal violation: b is returned, the a it depends on is not.
     assert_eq!(get(&mut net, reader, &b), Some("b after a".into()));
@@ -319,7 +289,7 @@ fn a_clock_stepped_back_breaks_causality() {
 fn acl_album_rot_never_returns_public_acl_with_new_album() {
     for acl_is_late in [true, false] {
         let mut net = net(2, 2);
-        let (acl, album) = (key_on(&net, 0), key_on(&net, 1));
+        let (acl, album) = (net.key_on(0), net.key_on(1));
         let (alice, bob) = (cl(0, 0), cl(1, 0));
         put(&mut net, alice, &acl, "public");
         net.advance_clocks(1_000);
@@ -356,13 +326,13 @@ fn acl_album_rot_never_returns_public_acl_with_new_album() {
 #[test]
 fn rot_waits_until_gst_reaches_dt_and_reads_your_writes() {
     let mut net = net(2, 2);
-    let (a, b) = (key_on(&net, 0), key_on(&net, 1));
+    let (a, b) = (net.key_on(0), net.key_on(1));
     let coordinator = net.server_for(DC1, &a);
     stabilize(&mut net);
     net.advance_clocks(10_000);
     let w = cl(1, 0);
     put(&mut net, w, &a, "mine");
-    let dt = latest(&net, coordinator, &a).ut;
+    let dt = net.latest(coordinator, &a).ut;
     assert!(gst(&net, coordinator) < dt);
     net.invoke(w, Op::Rot { keys: vec![a.clone(), b.clone()] });
     net.deliver_while(op_traffic);
@@ -371,7 +341,7 @@ fn rot_waits_until_gst_reaches_dt_and_reads_your_writes() {
     stabilize(&mut net);
     net.deliver_while(op_traffic);
     assert_eq!(net.take_result(w), Some(OpResult::Rot(vec![Some(bytes("mine")), None])));
-    let waits = blocked(&net, "rot_gst_wait");
+    let waits = net.blocked("rot_gst_wait");
     assert_eq!(waits.len(), 1);
     assert_eq!(waits[0], (coordinator, 2_000));
 }
@@ -382,7 +352,7 @@ fn rot_waits_until_gst_reaches_dt_and_reads_your_writes() {
 fn rot_past_the_wait_threshold_fails_instead_of_falling_back_to_eiger() {
     let cfg = Config { rot_wait_threshold_us: 1_000, ..Config::default() };
     let mut net = net_with(2, 2, cfg);
-    let a = key_on(&net, 0);
+    let a = net.key_on(0);
     net.advance_clocks(10_000);
     put(&mut net, cl(0, 0), &a, "v");
     match run(&mut net, cl(0, 0), Op::Rot { keys: vec![a.clone()] }) {
@@ -400,14 +370,14 @@ fn rot_past_the_wait_threshold_fails_instead_of_falling_back_to_eiger() {
 #[test]
 fn a_local_write_carries_its_writers_stable_time() {
     let mut net = net(2, 3);
-    let (r, q, x) = (key_on(&net, 0), key_on(&net, 1), key_on(&net, 2));
+    let (r, q, x) = (net.key_on(0), net.key_on(1), net.key_on(2));
     let (r1, q1, x1) = (net.server_for(DC1, &r), net.server_for(DC1, &q), net.server_for(DC1, &x));
     assert!(srv(&net, r1).tree.is_root());
     let a = cl(0, 0);
     put(&mut net, a, &q, "q");
     net.advance_clocks(1_000);
     put(&mut net, a, &r, "r after q");
-    let (ut_q, ut_r) = (latest(&net, net.server_for(DC0, &q), &q).ut, latest(&net, net.server_for(DC0, &r), &r).ut);
+    let (ut_q, ut_r) = (net.latest(net.server_for(DC0, &q), &q).ut, net.latest(net.server_for(DC0, &r), &r).ut);
     net.advance_clocks(10_000);
     let late_pushes = move |m: &InFlight<Msg>| {
         matches!(m.msg, Msg::StablePush { .. }) && (m.to == Dest::Node(q1) || m.to == Dest::Node(x1))
@@ -428,7 +398,7 @@ fn a_local_write_carries_its_writers_stable_time() {
 fn concurrent_writes_to_one_key_in_two_dcs_converge() {
     for dc0_ahead_us in [0, 500] {
         let mut net = net(2, 2);
-        let k = key_on(&net, 1);
+        let k = net.key_on(1);
         let (k0, k1) = (net.server_for(DC0, &k), net.server_for(DC1, &k));
         net.clocks[k0.idx()] += dc0_ahead_us;
         put(&mut net, cl(0, 0), &k, "from dc0");
@@ -439,7 +409,7 @@ fn concurrent_writes_to_one_key_in_two_dcs_converge() {
         for c in [cl(0, 1), cl(1, 1)] {
             assert_eq!(get(&mut net, c, &k), Some(winner.into()), "dc0 ahead by {dc0_ahead_us} µs");
         }
-        assert_eq!(latest(&net, k0, &k).order(), latest(&net, k1, &k).order());
+        assert_eq!(net.latest(k0, &k).order(), net.latest(k1, &k).order());
     }
 }
 
@@ -453,7 +423,7 @@ fn heartbeats_advance_gst_and_are_skipped_after_a_replicate() {
     for n in net.topology.node_ids() {
         assert_eq!(gst(&net, n), 51_000, "{n}");
     }
-    let k = key_on(&net, 0);
+    let k = net.key_on(0);
     let s = net.server_for(DC0, &k);
     put(&mut net, cl(0, 0), &k, "v");
     let heartbeats_from_s =
@@ -471,7 +441,7 @@ fn heartbeats_advance_gst_and_are_skipped_after_a_replicate() {
 fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
     let cfg = Config { gc_grace_us: 20_000, ..Config::default() };
     let mut net = net_with(2, 2, cfg);
-    let (k, m) = (key_on(&net, 0), key_on(&net, 1));
+    let (k, m) = (net.key_on(0), net.key_on(1));
     let (k0, k1, m1) = (net.server_for(DC0, &k), net.server_for(DC1, &k), net.server_for(DC1, &m));
     assert!(srv(&net, k1).tree.is_root() && !srv(&net, m1).tree.is_root());
     // m's server in DC1 never hears the GST: a coordinator that lags.
@@ -502,7 +472,7 @@ fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
 #[test]
 fn malformed_input_is_ignored_without_panicking() {
     let mut net = net(2, 2);
-    let (a, b) = (key_on(&net, 0), key_on(&net, 1));
+    let (a, b) = (net.key_on(0), net.key_on(1));
     let (a0, a1, b1) = (net.server_for(DC0, &a), net.server_for(DC1, &a), net.server_for(DC1, &b));
     let version = |sr: u16| Version { value: bytes("forged"), ut: 5, sr: DcId(sr) };
     let forged = [
@@ -547,7 +517,7 @@ fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
     let mut net = net_spec(spec, Config::default());
     let service = net.topology.service_nodes(DC0, 0)[0];
     assert!(net.servers[service.idx()].part.is_none());
-    let (a, b) = (key_on(&net, 0), key_on(&net, 2));
+    let (a, b) = (net.key_on(0), net.key_on(2));
     put(&mut net, cl(0, 0), &a, "a");
     net.advance_clocks(1_000);
     put(&mut net, cl(0, 0), &b, "b");

@@ -1,12 +1,4 @@
-//! # Explicit-dependency replication, shared by COPS and COPS-GT
-//!
-//! Seed 001 §2.5–§2.7 (notes 001 §2): a write is stamped with a Lamport
-//! timestamp at its key's server in the accepting DC, shipped to the key's
-//! *equivalent* servers in the other DCs, and committed there only once each
-//! dependency it names has been committed in that DC (`dep_check`). This
-//! module is that replication path, generic over the variant's version and
-//! message types; [`cops`](crate::cops) and [`cops_gt`](crate::cops_gt) add
-//! their clients, reads and (for COPS-GT) transactions and garbage collection.
+//! # `dep_check`: committing a replicated write once its dependencies are
 //!
 //! ## How a dependency is judged satisfied (a deviation)
 //!
@@ -39,108 +31,12 @@
 //! One `dep_check` message per owning node carries all the dependencies that
 //! node owns, answered once all hold.
 
-use crate::explicit_deps::settle::Settle;
-use causeway_core::{Key, MvStore, NodeCtx, NodeId, NodeRole, Observation, ServerEnv, Topology, Versioned};
-use serde::{Deserialize, Serialize};
+use super::msg::{Dep, DepVersion, PathMsg, Stamp};
+use super::settle::Settle;
+use crate::kit::node::{equivalents_elsewhere, served_partition};
+use causeway_core::{Key, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-
-/// A version's timestamp (§2.5): Lamport time in the high bits, the id of
-/// the node that stamped it in the low [`Stamp::NODE_BITS`]. Unique, and
-/// ordered like the Lamport times. `Stamp(0)` stands for "no version".
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Stamp(pub u64);
-
-impl Stamp {
-    pub const NODE_BITS: u32 = 16;
-    pub const NONE: Stamp = Stamp(0);
-
-    pub fn new(lamport: u64, node: NodeId) -> Stamp {
-        debug_assert!(node.0 < 1 << Self::NODE_BITS);
-        Stamp((lamport << Self::NODE_BITS) | node.0 as u64)
-    }
-    pub fn lamport(self) -> u64 {
-        self.0 >> Self::NODE_BITS
-    }
-    /// The node that stamped (accepted) the write.
-    pub fn origin(self) -> NodeId {
-        NodeId((self.0 & ((1 << Self::NODE_BITS) - 1)) as u32)
-    }
-}
-
-/// ⟨key, stamp⟩: the write of `key` stamped `stamp`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Dep {
-    pub key: Key,
-    pub stamp: Stamp,
-}
-
-/// What the replication path needs from a variant's stored version.
-pub trait DepVersion: Versioned<Order = Stamp> + Clone {
-    /// The dependencies still to check while the version is a pending
-    /// replicated write; `None` once committed.
-    fn pending_checks(&self) -> Option<&[Dep]>;
-    /// The same version, committed at `now_us` of this node's clock.
-    fn commit(self, now_us: u64) -> Self;
-    fn committed(&self) -> bool {
-        self.pending_checks().is_none()
-    }
-}
-
-/// The messages of the shared replication path between servers: the
-/// `dep_check` exchange, and settling ([`settle`](crate::explicit_deps::settle)). Each variant's
-/// message enum carries them in one variant (`Msg::Path`), so `M:
-/// From<PathMsg>` is all this module needs of it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum PathMsg {
-    /// `dep_check` of every dependency the receiver owns; answered by
-    /// [`PathMsg::DepOk`] with the same `id` once all are committed there.
-    DepCheck {
-        id: u64,
-        deps: Vec<Dep>,
-    },
-    DepOk {
-        id: u64,
-    },
-    /// To an origin: its writes are committed here through `stamp`.
-    Through {
-        stamp: Stamp,
-    },
-    /// From an origin: its writes through `through` are committed in every
-    /// DC (and have been for the variant's hold time).
-    Settled {
-        through: Stamp,
-    },
-}
-
-impl PathMsg {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            PathMsg::DepCheck { .. } => "dep_check",
-            PathMsg::DepOk { .. } => "dep_ok",
-            PathMsg::Through { .. } => "through",
-            PathMsg::Settled { .. } => "settled",
-        }
-    }
-}
-
-/// The topology both COPS variants need: the paper's equivalent nodes
-/// replicate every key range to every DC, one logical server per range.
-pub fn validate_topology(name: &str, topology: &Topology) -> Result<(), String> {
-    if !topology.is_full_replication() {
-        return Err(format!(
-            "{name} needs full replication (topology.replication = full): a remote write's dependencies are \
-             checked at their keys' servers in the receiving DC"
-        ));
-    }
-    if topology.spec().replicas_per_partition != 1 {
-        return Err(format!("{name} has no intra-DC replication: topology.replicas_per_partition must be 1"));
-    }
-    if topology.nodes() > 1 << Stamp::NODE_BITS {
-        return Err(format!("{name} stamps carry a {}-bit node id: at most 65 536 nodes", Stamp::NODE_BITS));
-    }
-    Ok(())
-}
 
 /// A replicated write waiting in its origin's queue.
 #[derive(Debug)]
@@ -154,7 +50,7 @@ struct Waiting {
 }
 
 /// A replicated write whose checks all passed, at the head of its origin's
-/// queue: the variant commits it, then calls [`DepNode::committed`].
+/// queue: the variant commits it, then calls `DepNode::committed`.
 #[derive(Debug)]
 pub struct Ready {
     pub key: Key,
@@ -196,6 +92,9 @@ pub struct DepNode {
     pub equivalents: Vec<NodeId>,
     /// Re-send unanswered checks after this long.
     pub retry_us: u64,
+    /// Which writes are committed in every DC (seed 001 §6.1); fed by the
+    /// `Through`/`Settled` messages this path receives.
+    pub settle: Settle,
     /// The Lamport clock (§2.5).
     lamport: u64,
     /// Per origin node: the newest stamp of its writes committed here.
@@ -216,14 +115,13 @@ pub struct DepNode {
 }
 
 impl DepNode {
-    pub fn new(ctx: &NodeCtx) -> DepNode {
+    /// `settle` decides how long a write committed everywhere is held
+    /// before it is settled (see [`Settle::new`]).
+    pub fn new(ctx: &NodeCtx, settle: Settle) -> DepNode {
         let topology = ctx.topology.clone();
-        let (dc, serving, equivalents) = match ctx.role {
-            NodeRole::Partition { dc, partition, replica: 0 } if topology.server(dc, partition) == Some(ctx.id) => {
-                let eq = topology.equivalents(partition).filter(|&(d, _)| d != dc).map(|(_, n)| n).collect();
-                (dc, true, eq)
-            }
-            role => (role.dc(), false, Vec::new()),
+        let (dc, serving, equivalents) = match served_partition(ctx) {
+            Some((dc, partition)) => (dc, true, equivalents_elsewhere(&topology, partition, dc)),
+            None => (ctx.role.dc(), false, Vec::new()),
         };
         DepNode {
             topology,
@@ -233,6 +131,7 @@ impl DepNode {
             skip_checks: false,
             equivalents,
             retry_us: 1_000_000,
+            settle,
             lamport: 0,
             through: BTreeMap::new(),
             queues: BTreeMap::new(),
@@ -352,12 +251,21 @@ impl DepNode {
         }
     }
 
+    /// Refuse a request for a key this node does not own: the client's
+    /// placement is wrong, and an answer would mislead it (an empty read, a
+    /// write no correctly placed reader would find).
+    pub fn check_owner(&self, key: &Key) -> Result<(), String> {
+        if self.topology.server_for_key(self.dc, key) == Some(self.me) {
+            Ok(())
+        } else {
+            Err(format!("node {} does not own this key", self.me))
+        }
+    }
+
     /// Refuse a write whose key this node does not own, or whose
     /// dependencies name nodes that cannot have stamped them.
     pub fn check_request(&self, key: &Key, deps: &[Dep]) -> Result<(), String> {
-        if self.topology.server_for_key(self.dc, key) != Some(self.me) {
-            return Err("this node does not own the key".into());
-        }
+        self.check_owner(key)?;
         for d in deps {
             let p = self.topology.partition_of(&d.key);
             let origin = d.stamp.origin();
@@ -472,7 +380,7 @@ impl DepNode {
     }
 
     /// The next write whose checks are all done, if any. The variant
-    /// commits it and then calls [`DepNode::committed`] before asking again.
+    /// commits it and then calls `DepNode::committed` before asking again.
     pub fn take_ready(&mut self, now_us: u64) -> Option<Ready> {
         while let Some(&o) = self.maybe_ready.first() {
             let q = self.queues.get_mut(&o);
@@ -522,7 +430,6 @@ impl DepNode {
     /// per-version metadata rewrites (COPS-GT; COPS has none).
     pub fn on_path<M: From<PathMsg>, V>(
         &mut self,
-        settle: &mut Settle,
         env: &mut impl ServerEnv<M, V>,
         from: NodeId,
         msg: PathMsg,
@@ -531,11 +438,20 @@ impl DepNode {
         match msg {
             PathMsg::DepCheck { id, deps } => self.on_dep_check(env, from, id, deps),
             PathMsg::DepOk { id } => self.on_dep_ok(id),
-            PathMsg::Through { stamp } if equivalent => settle.on_through(self, from, stamp, env.now_us()),
-            PathMsg::Settled { through } if equivalent => return settle.settle(from, through),
+            PathMsg::Through { stamp } if equivalent => {
+                self.settle.on_through(&self.equivalents, from, stamp, env.now_us())
+            }
+            PathMsg::Settled { through } if equivalent => return self.settle.settle(from, through),
             _ => {}
         }
         Vec::new()
+    }
+
+    /// One settling tick (see [`Settle::tick`]): returns this node's own
+    /// versions that became settled.
+    pub fn settle_tick<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>) -> Vec<(Stamp, Key)> {
+        let through: Vec<(NodeId, Stamp)> = self.equivalents.iter().map(|&e| (e, self.through(e))).collect();
+        self.settle.tick(self.me, &through, env)
     }
 
     /// Re-send every check unanswered for `retry_us` (the receiver may have
@@ -574,15 +490,6 @@ fn decode_table(b: &[u8]) -> BTreeMap<NodeId, Stamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stamps_order_by_lamport_then_node_and_name_their_origin() {
-        let a = Stamp::new(5, NodeId(3));
-        let b = Stamp::new(5, NodeId(4));
-        let c = Stamp::new(6, NodeId(0));
-        assert!(a < b && b < c);
-        assert_eq!((a.lamport(), a.origin()), (5, NodeId(3)));
-    }
 
     #[test]
     fn the_through_table_round_trips() {

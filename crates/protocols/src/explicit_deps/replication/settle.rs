@@ -6,7 +6,7 @@
 //! dropped. The dissertation has each remote DC notify the write's origin per
 //! version. Here (a deviation) every server tells each origin, once per tick,
 //! how far it has committed that origin's writes — one stamp, since
-//! [`dep_check`](crate::explicit_deps::dep_check) commits one origin's writes in stamp
+//! [`dep_check`](crate::explicit_deps::replication::dep_check) commits one origin's writes in stamp
 //! order — and the origin, `hold_us` after every DC has a write, tells all
 //! DCs, again with one stamp, that its writes through it are settled. O(1)
 //! messages per tick instead of per write.
@@ -15,7 +15,7 @@
 //! never needs checking) and `trans_time` for COPS-GT (a transaction still
 //! running may need the dependency list, §6.1).
 
-use crate::explicit_deps::dep_check::{DepNode, PathMsg, Stamp};
+use super::msg::{PathMsg, Stamp};
 use causeway_core::{Key, NodeId, ServerEnv};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -66,14 +66,15 @@ impl Settle {
     }
 
     /// An equivalent reported how far it committed this node's writes.
-    pub fn on_through(&mut self, node: &DepNode, from: NodeId, stamp: Stamp, now_us: u64) {
+    /// `equivalents` are this node's partition's servers in the other DCs.
+    pub fn on_through(&mut self, equivalents: &[NodeId], from: NodeId, stamp: Stamp, now_us: u64) {
         let r = self.reported.entry(from).or_default();
         *r = (*r).max(stamp);
-        self.advance(node, now_us);
+        self.advance(equivalents.iter().copied(), now_us);
     }
 
-    fn advance(&mut self, node: &DepNode, now_us: u64) {
-        let everywhere = node.equivalents.iter().map(|e| self.reported.get(e).copied().unwrap_or_default()).min();
+    fn advance(&mut self, equivalents: impl Iterator<Item = NodeId>, now_us: u64) {
+        let everywhere = equivalents.map(|e| self.reported.get(&e).copied().unwrap_or_default()).min();
         while let Some(&s) = self.unreplicated.front() {
             if everywhere.is_some_and(|e| e < s) {
                 break;
@@ -86,31 +87,36 @@ impl Settle {
     /// One tick: report to each origin how far its writes are committed
     /// here; when this node's own writes are settled through a newer stamp,
     /// tell the equivalents and settle them here too, returning the versions
-    /// to rewrite (as [`Settle::settle`]).
-    pub fn tick<M: From<PathMsg>, V>(&mut self, node: &DepNode, env: &mut impl ServerEnv<M, V>) -> Vec<(Stamp, Key)> {
+    /// to rewrite (as [`Settle::settle`]). `through` holds, per equivalent,
+    /// how far this node has committed that equivalent's writes.
+    pub fn tick<M: From<PathMsg>, V>(
+        &mut self,
+        me: NodeId,
+        through: &[(NodeId, Stamp)],
+        env: &mut impl ServerEnv<M, V>,
+    ) -> Vec<(Stamp, Key)> {
         let now_us = env.now_us();
         self.ticks += 1;
         let refresh = self.ticks.is_multiple_of(self.refresh_ticks);
-        for &e in &node.equivalents {
-            let t = node.through(e);
+        for &(e, t) in through {
             if refresh || self.sent_through.get(&e) != Some(&t) {
                 self.sent_through.insert(e, t);
                 env.send(e, PathMsg::Through { stamp: t }.into());
             }
         }
-        self.advance(node, now_us);
-        let mut through = None;
+        self.advance(through.iter().map(|&(e, _)| e), now_us);
+        let mut settled = None;
         while let Some(&(s, at)) = self.holding.front()
             && at <= now_us
         {
             self.holding.pop_front();
-            through = Some(s);
+            settled = Some(s);
         }
-        let Some(s) = through else { return Vec::new() };
-        for &e in &node.equivalents {
+        let Some(s) = settled else { return Vec::new() };
+        for &(e, _) in through {
             env.send(e, PathMsg::Settled { through: s }.into());
         }
-        self.settle(node.me, s)
+        self.settle(me, s)
     }
 
     /// Whether the write stamped `stamp` is settled: committed in every DC

@@ -1,0 +1,206 @@
+//! The client commands as an operator uses them: deadlines, exit codes,
+//! values from stdin or a file, JSON, DCs by name, a closed pipe.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    c.env("CAUSEWAY_LOG", "warn");
+    c
+}
+
+/// Wait for a child, killing it (and failing) if it outlives `limit`.
+fn wait(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command hung for more than {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child =
+        bin().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(b) = stdin {
+        input.write_all(b).unwrap();
+    }
+    drop(input);
+    wait(child, Duration::from_secs(30))
+}
+
+fn config(dir: &Path, addr: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("cluster.toml");
+    let text = format!(
+        "cluster_id = \"cli\"\nprotocol = \"eventual\"\ndata_dir = \"data\"\nnodes = [\"{addr}\"]\n\
+         [topology]\ndcs = 1\npartitions = 1\ndc_names = [\"lisbon\"]\n[storage]\nfsync = \"never\"\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("causeway-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn get_against_a_node_that_never_answers_fails_within_its_timeout() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    // Accept and hold connections without a word.
+    std::thread::spawn(move || {
+        let mut keep = Vec::new();
+        for s in l.incoming() {
+            keep.push(s);
+        }
+    });
+    let cfg = config(&tmp("silent"), &addr);
+    let cfg = cfg.to_str().unwrap();
+    for args in [
+        vec!["get", "k", "--config", cfg, "--timeout-ms", "300"],
+        vec!["put", "k", "v", "--config", cfg, "--timeout-ms", "300"],
+        vec!["rot", "a", "b", "--config", cfg, "--timeout-ms", "300"],
+    ] {
+        let o = run(&args, None);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("did not answer the hello"), "{args:?}: {err}");
+    }
+    let o = wait(
+        bin()
+            .args(["bench", "--config", cfg, "--seconds", "1", "-c", "2", "--timeout-ms", "300"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(30),
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("errors"), "{o:?}");
+}
+
+struct Server(Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_client_commands_as_scripts_use_them() {
+    let dir = tmp("ops");
+    let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
+    let cfg = cfg.to_str().unwrap();
+    let _server = Server(
+        bin()
+            .args(["server", "--config", cfg, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait until it serves.
+    let start = Instant::now();
+    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A value from stdin, one from a file, and --dc by name.
+    let o = run(&["put", "a", "-", "--config", cfg], Some(b"from\nstdin"));
+    assert!(o.status.success(), "{o:?}");
+    std::fs::write(dir.join("v.bin"), b"from a file").unwrap();
+    let file_arg = format!("@{}", dir.join("v.bin").display());
+    assert!(run(&["put", "b", &file_arg, "--config", cfg, "--dc", "lisbon"], None).status.success());
+    let o = run(&["get", "a", "--config", cfg], None);
+    assert_eq!(o.stdout, b"from\nstdin\n");
+    let o = run(&["get", "b", "--config", cfg, "--json"], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j, serde_json::json!({ "key": "b", "found": true, "value": "from a file" }));
+    // A missing key is not a value: exit status 3, and found=false in JSON.
+    let o = run(&["get", "nope", "--config", cfg], None);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    assert!(o.stdout.is_empty());
+    let o = run(&["get", "nope", "--config", cfg, "--json"], None);
+    assert_eq!(o.status.code(), Some(3));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["found"], false);
+    let o = run(&["put", "c", "1", "--config", cfg, "--json"], None);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["ok"], true);
+    let o = run(&["rot", "a", "nope", "--config", cfg, "--json"], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j[1], serde_json::json!({ "key": "nope", "found": false, "value": null }));
+    // An unknown DC name is named in the error.
+    let o = run(&["get", "a", "--config", cfg, "--dc", "atlantis"], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("atlantis"), "{o:?}");
+    // A reader that closed the pipe (`| head -c 0`) makes no panic.
+    let big = "x".repeat(200_000);
+    assert!(run(&["put", "big", "-", "--config", cfg], Some(big.as_bytes())).status.success());
+    let mut child =
+        bin().args(["get", "big", "--config", cfg]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let o = wait(child, Duration::from_secs(30));
+    assert!(o.status.success(), "{o:?}");
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// At the file-descriptor limit the accept loop backs off and logs once per
+/// episode, instead of spinning a core and logging thousands of lines a
+/// second; once descriptors are free again it serves.
+#[test]
+fn a_server_out_of_file_descriptors_backs_off_and_recovers() {
+    let dir = tmp("fds");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let cfg = config(&dir, &addr);
+    let script =
+        format!("ulimit -n 48 && exec {} server --config {} --node 0", env!("CARGO_BIN_EXE_causeway"), cfg.display());
+    let log_path = dir.join("server.log");
+    let server = Server(
+        Command::new("sh")
+            .args(["-c", &script])
+            .env("CAUSEWAY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log_path).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Hold more connections than it has descriptors, for two seconds.
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        if let Ok(s) = std::net::TcpStream::connect(&addr) {
+            flood.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(flood);
+    let cfg_s = cfg.to_str().unwrap();
+    let start = Instant::now();
+    while !run(&["put", "after", "1", "--config", cfg_s, "--timeout-ms", "2000"], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the server never served again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(server);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let accept_lines = log.lines().filter(|l| l.contains("accept")).count();
+    assert!(log.contains("accept failed"), "the descriptor limit was never reached:\n{log}");
+    assert!(accept_lines < 20, "{accept_lines} lines about accept errors:\n{}", &log[..log.len().min(2000)]);
+}

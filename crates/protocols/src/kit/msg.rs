@@ -1,0 +1,155 @@
+//! Message plumbing every protocol would otherwise write by hand.
+//!
+//! [`impl_message!`](crate::impl_message) implements
+//! [`Message`](causeway_core::Message) for a protocol's message enum from
+//! a list of its variants by direction: each variant's kind — the name in
+//! per-kind message and byte counts — is its name in snake case
+//! (`StableReport` → `"stable_report"`), computed at compile time, and
+//! [`Message::is_client`](causeway_core::Message::is_client) follows from
+//! the list it is in. What only the protocol knows (the longest key and
+//! value a request carries, the user payload of each message) is written
+//! in the same invocation and passed through unchanged.
+
+/// Length of `s` (an ASCII CamelCase identifier) in snake case.
+#[doc(hidden)]
+pub const fn snake_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    let (mut i, mut n) = (0, 0);
+    while i < b.len() {
+        if i > 0 && b[i].is_ascii_uppercase() {
+            n += 1;
+        }
+        n += 1;
+        i += 1;
+    }
+    n
+}
+
+/// `s` (an ASCII CamelCase identifier) in snake case, as bytes.
+#[doc(hidden)]
+pub const fn snake<const N: usize>(s: &str) -> [u8; N] {
+    let b = s.as_bytes();
+    let mut out = [0u8; N];
+    let (mut i, mut j) = (0, 0);
+    while i < b.len() {
+        if b[i].is_ascii_uppercase() {
+            if i > 0 {
+                out[j] = b'_';
+                j += 1;
+            }
+            out[j] = b[i].to_ascii_lowercase();
+        } else {
+            out[j] = b[i];
+        }
+        i += 1;
+        j += 1;
+    }
+    out
+}
+
+/// The snake-case name of a variant identifier, as a `&'static str` built
+/// at compile time.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! snake_name {
+    ($v:ident) => {{
+        const S: &str = stringify!($v);
+        const B: [u8; $crate::kit::msg::snake_len(S)] = $crate::kit::msg::snake(S);
+        const K: &str = match ::core::str::from_utf8(&B) {
+            Ok(s) => s,
+            Err(_) => panic!("message variant names are ASCII"),
+        };
+        K
+    }};
+}
+
+/// Implements [`Message`](causeway_core::Message) for a message enum.
+///
+/// ```ignore
+/// impl_message! {
+///     Msg {
+///         client: GetReq, GetReply, PutReq, PutReply;   // requests and replies
+///         peer: Replicate, Heartbeat;                   // between servers
+///         nested: Path;                                 // Path(inner): inner.kind(), a peer message
+///     }
+///     fn max_key_value_len(&self) -> (usize, usize) { … }
+///     fn payload_bytes(&self) -> usize { … }
+/// }
+/// ```
+///
+/// Each list may be empty but must be present; `nested` variants hold one
+/// value whose inherent `kind()` names them (see [`impl_kinds!`](crate::impl_kinds)).
+/// A variant left out of every list is a compile error (the generated
+/// `match` is exhaustive).
+#[macro_export]
+macro_rules! impl_message {
+    (
+        $msg:ident {
+            client: $($client:ident),* $(,)?;
+            peer: $($peer:ident),* $(,)?;
+            nested: $($nested:ident),* $(,)?;
+        }
+        $($rest:tt)*
+    ) => {
+        impl ::causeway_core::Message for $msg {
+            fn kind(&self) -> &'static str {
+                match self {
+                    $( $msg::$client { .. } => $crate::snake_name!($client), )*
+                    $( $msg::$peer { .. } => $crate::snake_name!($peer), )*
+                    $( $msg::$nested(inner) => inner.kind(), )*
+                }
+            }
+            fn is_client(&self) -> bool {
+                match self {
+                    $( $msg::$client { .. } => true, )*
+                    $( $msg::$peer { .. } => false, )*
+                    $( $msg::$nested(_) => false, )*
+                }
+            }
+            $($rest)*
+        }
+    };
+}
+
+/// Gives an enum of peer messages nested in protocols' messages (such as
+/// the replication path's) an inherent `kind()`: each variant's name in
+/// snake case.
+#[macro_export]
+macro_rules! impl_kinds {
+    ($msg:ident: $($v:ident),+ $(,)?) => {
+        impl $msg {
+            /// The variant's name in snake case, for per-kind counts.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $( $msg::$v { .. } => $crate::snake_name!($v), )+
+                }
+            }
+        }
+    };
+}
+
+/// Bytes of the keys and values given: a message's user payload, for
+/// [`causeway_core::Message::payload_bytes`].
+pub fn payload<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> usize {
+    parts.into_iter().map(<[u8]>::len).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    enum Probe {
+        GetReq { key: u8 },
+        PutReply,
+        StableReport(u8),
+    }
+    impl_kinds!(Probe: GetReq, PutReply, StableReport);
+
+    #[test]
+    fn kinds_are_variant_names_in_snake_case() {
+        assert_eq!(Probe::GetReq { key: 1 }.kind(), "get_req");
+        assert_eq!(Probe::PutReply.kind(), "put_reply");
+        assert_eq!(Probe::StableReport(0).kind(), "stable_report");
+        assert_eq!(crate::snake_name!(X), "x");
+    }
+}

@@ -1,0 +1,202 @@
+//! The conformance suite: every registered protocol, held to the same
+//! promises. A protocol gets these tests by being registered
+//! (`crates/protocols/src/registry.rs`); nothing here names one.
+//!
+//! - reads its own writes, and monotonic reads across a partition;
+//! - photo-then-album across DCs: never for a causal protocol, and seen for
+//!   one that is not (the scenario's proof that it can fail);
+//! - convergence after a partition heals;
+//! - a node restarted from what it journaled keeps every acknowledged write
+//!   and serves on;
+//! - a request the server cannot serve (a key it does not store) is refused
+//!   with a typed error — the client's operation completes, it never waits;
+//! - each of the protocol's deliberately broken variants
+//!   ([`Protocol::MUTANTS`]) is caught.
+
+mod common;
+
+use causeway_core::{ClientCtx, ClientId, DcId, NodeId, Op, OpResult, Protocol, Topology, TopologySpec};
+use causeway_protocols::kit::testkit::{TestNet, bytes};
+use causeway_protocols::{ProtocolName, with_protocol};
+use causeway_sim::{Fault, FaultKind, Scenario};
+use std::sync::Arc;
+
+/// Run `f` for every registered protocol, naming the protocol on failure
+/// (a panic, such as the testkit's "operation did not complete", included).
+fn each(f: impl Fn(ProtocolName) -> Result<(), String> + std::panic::RefUnwindSafe) {
+    let failures: Vec<String> = ProtocolName::ALL
+        .iter()
+        .filter_map(|&p| {
+            let outcome = std::panic::catch_unwind(|| f(p)).unwrap_or_else(|e| {
+                let msg =
+                    e.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| e.downcast_ref::<String>().cloned());
+                Err(format!("panicked: {}", msg.unwrap_or_default()))
+            });
+            outcome.err().map(|e| format!("{p}: {e}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_protocol_reads_its_own_writes() {
+    each(|p| {
+        let misses = with_protocol!(p, P => common::read_your_writes_local::<P>(1));
+        if misses == 0 { Ok(()) } else { Err(format!("{misses} reads missed the session's own write")) }
+    });
+}
+
+#[test]
+fn every_protocol_gives_monotonic_reads_across_a_partition() {
+    each(|p| {
+        for seed in 1..=3 {
+            let (regressions, newest) = with_protocol!(p, P => common::monotonic_reads::<P>(seed));
+            if regressions > 0 {
+                return Err(format!("seed {seed}: {regressions} reads went back to an older value"));
+            }
+            if newest < 100 {
+                return Err(format!("seed {seed}: the reader never saw the last write (newest {newest})"));
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn photo_then_album_is_causal_exactly_where_promised() {
+    each(|p| {
+        let causal = with_protocol!(p, P => <P as Protocol>::CAUSAL);
+        let mut seen = 0;
+        for seed in 1..=3 {
+            let (violations, saw) = with_protocol!(p, P => common::photo_then_album::<P>(seed));
+            if !saw {
+                return Err(format!("seed {seed}: the reader never saw the album entry"));
+            }
+            if causal && violations > 0 {
+                return Err(format!("seed {seed}: the album entry was visible without its photo"));
+            }
+            seen += violations;
+        }
+        if !causal && seen == 0 {
+            return Err("not causal, yet the scenario never showed the album before its photo".into());
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn every_protocol_converges_after_a_partition_heals() {
+    each(|p| {
+        let cut = |sc: &mut Scenario| {
+            sc.faults.push(Fault { at_ms: 200, at_us: 0, kind: FaultKind::Cut { a: 0, b: 2 } });
+            sc.faults.push(Fault { at_ms: 1_200, at_us: 0, kind: FaultKind::Heal { a: 0, b: 2 } });
+        };
+        let (bad, read) = with_protocol!(p, P => common::convergence_with::<P>(3, cut));
+        match (bad.is_empty(), read) {
+            (true, 5) => Ok(()),
+            (true, n) => Err(format!("the final reads returned {n} of 5 keys")),
+            (false, _) => Err(format!("DCs disagree after the heal: {bad:?}")),
+        }
+    });
+}
+
+/// Write, restart the key's server from its journal (the store, as the
+/// write-ahead log gives it back; every volatile field and timer lost),
+/// then read it back locally and in the other DC, and write again.
+fn survives_restart<P: Protocol>() -> Result<(), String> {
+    let cfg = P::Config::default();
+    let mut net = TestNet::<P>::new(2, 2, 1, cfg.clone());
+    let (writer, reader) = (net.client(0, 0), net.client(1, 0));
+    let k = net.key_on(1);
+    let put = |v: &str| Op::Put { key: k.clone(), value: bytes(v) };
+    let get = Op::Get { key: k.clone() };
+    expect(net.run(writer, put("v1")), OpResult::Put, "first write")?;
+    let server = net.server_for(DcId(0), &k);
+    net.restart(server, &cfg);
+    expect(net.run(writer, get.clone()), OpResult::Get(Some(bytes("v1"))), "local read after the restart")?;
+    read_eventually(&mut net, reader, &get, "v1")?;
+    expect(net.run(writer, put("v2")), OpResult::Put, "a write after the restart")?;
+    read_eventually(&mut net, reader, &get, "v2")
+}
+
+fn expect(got: OpResult, want: OpResult, what: &str) -> Result<(), String> {
+    if got == want { Ok(()) } else { Err(format!("{what}: got {got:?}, expected {want:?}")) }
+}
+
+/// Read until `want` shows (replication and stabilization take a few
+/// rounds of timers in the testkit), or fail after 200 tries.
+fn read_eventually<P: Protocol>(net: &mut TestNet<P>, c: ClientId, get: &Op, want: &str) -> Result<(), String> {
+    for _ in 0..200 {
+        if net.run(c, get.clone()) == OpResult::Get(Some(bytes(want))) {
+            return Ok(());
+        }
+        net.advance_clocks(5_000);
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+    Err(format!("the other DC never read {want:?}"))
+}
+
+#[test]
+fn every_protocol_survives_a_restart_from_its_journal() {
+    each(|p| with_protocol!(p, P => survives_restart::<P>()));
+}
+
+/// A client whose idea of the placement is wrong (it believes in three
+/// partitions where the servers have two) sends requests to servers that do
+/// not store their keys. Each must be refused with a typed error: the
+/// operation completes as `Failed`, and nothing is acknowledged that a
+/// correctly placed reader could never find.
+fn refuses_misrouted<P: Protocol>() -> Result<(), String> {
+    let cfg = P::Config::default();
+    let mut net = TestNet::<P>::new(1, 2, 1, cfg.clone());
+    let wrong = Arc::new(Topology::new(TopologySpec::full(1, 3)).expect("valid"));
+    let c = ClientId(0);
+    net.clients[0] = P::client(&cfg, ClientCtx { id: c, dc: DcId(0), topology: wrong.clone() });
+    // A key the wrong view sends to node 0 or 1 that the servers place on the other one.
+    let k = (0..10_000)
+        .map(|i| bytes(&format!("key{i}")))
+        .find(|k| {
+            let to = wrong.server_for_key(DcId(0), k).expect("placed");
+            to.0 < 2 && Some(to) != net.topology.server_for_key(DcId(0), k)
+        })
+        .expect("a misrouted key");
+    for op in [Op::Put { key: k.clone(), value: bytes("x") }, Op::Get { key: k.clone() }] {
+        let what = format!(
+            "{:?} of a key node {} does not store",
+            op.kind(),
+            wrong.server_for_key(DcId(0), &k).map_or(NodeId(0), |n| n).0
+        );
+        match net.run(c, op) {
+            OpResult::Failed(_) => {}
+            other => return Err(format!("{what}: answered {other:?} instead of a typed refusal")),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_protocol_refuses_a_request_for_a_key_it_does_not_store() {
+    each(|p| with_protocol!(p, P => refuses_misrouted::<P>()));
+}
+
+#[test]
+fn every_broken_variant_is_caught() {
+    each(|p| {
+        let mutants = with_protocol!(p, P => <P as Protocol>::MUTANTS);
+        for &m in mutants {
+            let caught = (1..=3).any(|seed| {
+                let set = |sc: &mut Scenario, _: &Topology| {
+                    sc.protocol.insert(m.into(), true.into());
+                };
+                let (violations, _) = with_protocol!(p, P => common::photo_then_album_with::<P>(seed, 1_000, set));
+                let rot = with_protocol!(p, P => <P as Protocol>::OPS.contains(&causeway_core::OpKind::Rot));
+                violations > 0 || (rot && with_protocol!(p, P => common::acl_album_rot_with::<P>(seed, m)).0 > 0)
+            });
+            if !caught {
+                return Err(format!("mutant {m} passed every scenario"));
+            }
+        }
+        Ok(())
+    });
+}
