@@ -356,12 +356,16 @@ impl DepNode {
             debug_assert!(d.stamp < stamp, "a dependency is stamped before its dependent");
             let Some(owner) = self.topology.server_for_key(self.dc, &d.key) else { continue };
             if owner == self.me {
-                if !self.satisfied(d) {
-                    w.missing += 1;
-                    self.waiting
+                // Counted once per distinct stamp: the previous write of
+                // this key (waited for above) may also be a listed dependency.
+                if !self.satisfied(d)
+                    && self
+                        .waiting
                         .entry(d.stamp.origin())
                         .or_default()
-                        .insert((d.stamp, Waiter::Local { origin, stamp }));
+                        .insert((d.stamp, Waiter::Local { origin, stamp }))
+                {
+                    w.missing += 1;
                 }
             } else {
                 by_owner.entry(owner).or_default().push(d.clone());
