@@ -33,7 +33,11 @@
 //!     it, and the client cleans its context with it.
 //!
 //! Replication and `dep_check` are shared with COPS
-//! ([`dep_check`](crate::explicit_deps::replication::dep_check)).
+//! ([`dep_check`](crate::explicit_deps::replication::dep_check)): a
+//! replicated write commits as soon as its own checks pass (§2.7), not
+//! behind earlier writes of its origin, except that one key's writes from
+//! one origin commit in stamp order, which deviation 1 relies on (issue 13,
+//! stall 1).
 //!
 //! ## Choices and deviations from the paper
 //!
