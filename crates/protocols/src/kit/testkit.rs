@@ -329,6 +329,24 @@ impl<P: Protocol> TestNet<P> {
         }
     }
 
+    /// Fire every pending timer of client `c` once (timers set while firing
+    /// wait for the next call). Its clock reads as the first node's.
+    pub fn fire_client_timers(&mut self, c: ClientId) {
+        let (mine, rest): (Vec<_>, Vec<_>) = self.timers.drain(..).partition(|t| t.0 == Dest::Client(c));
+        self.timers = rest;
+        for (_, token) in mine {
+            let now = self.clocks.first().copied().unwrap_or(0);
+            let mut env = CEnv {
+                client: c,
+                now,
+                queue: &mut self.queue,
+                timers: &mut self.timers,
+                result: &mut self.results[c.idx()],
+            };
+            self.clients[c.idx()].on_timer(&mut env, token);
+        }
+    }
+
     /// Fire every server's pending timers once.
     pub fn fire_all_timers(&mut self) {
         for i in 0..self.servers.len() {

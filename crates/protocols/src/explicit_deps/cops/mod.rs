@@ -34,14 +34,19 @@
 //!
 //! 1. **What satisfies a `dep_check`**, durability and retries: see
 //!    [`dep_check`](crate::explicit_deps::replication::dep_check), shared with COPS-GT.
+//!    A replicated write commits as soon as its own checks pass (§2.7), not
+//!    behind earlier writes of its origin; what is committed from an origin
+//!    is a low-water mark plus the stamps committed above it (issue 13,
+//!    stall 1).
 //! 2. **The context keeps one stamp per key *and origin***, not per key
 //!    (§2.3 says "the most recent timestamp of each key"). A session that
 //!    read x@5 (accepted in DC A, depending on y@3) and then a concurrent
 //!    x@7 (accepted in DC B) depends on both: keeping only x@7, its next
 //!    write could commit in a third DC where x@5, and so y@3, have not
 //!    arrived, and a reader there would see the write with an old y.
-//!    Versions of one key from one origin commit in stamp order, so the
-//!    newest per origin covers the rest: at most one entry per DC per key.
+//!    Versions of one key from one origin commit in stamp order (the one
+//!    order `dep_check` keeps for this reason), so the newest per origin
+//!    covers the rest: at most one entry per DC per key.
 //! 3. **Full replication, one server per partition** ([`Protocol::validate`]).
 //! 4. **One stored version per key** (§2.2) *plus* pending replicated
 //!    writes newer than it, which wait for their checks in the store so that

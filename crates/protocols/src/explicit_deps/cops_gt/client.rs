@@ -43,9 +43,37 @@ impl CopsGtClient {
 pub(super) type Head = (Stamp, Arc<[Dep]>);
 
 pub(super) enum InFlight {
-    Get { key: Key },
-    Put { key: Key, deps: Arc<[Dep]> },
+    Get {
+        key: Key,
+    },
+    Put {
+        key: Key,
+        deps: Arc<[Dep]>,
+    },
     Trans(Trans),
+    /// A `read_trans` waiting out its back-off before attempt `restarts + 1`
+    /// (deviation 7); the timer's token is the attempt number it was set in.
+    Backoff {
+        keys: Vec<Key>,
+        restarts: u32,
+    },
+}
+
+/// A `read_trans` that restarted this many times in a row ends with
+/// `Aborted` instead of trying again (deviation 7): every attempt outlived
+/// `trans_time` (the DC's read rounds are slower than it) or kept asking for
+/// collected versions. An operation that never ends is a failure nobody
+/// sees; a typed one is reported.
+pub const MAX_READ_TRANS_RESTARTS: u32 = 10;
+
+/// The first restart's back-off; it doubles per restart, up to
+/// `trans_time` (deviation 7).
+pub const READ_TRANS_BACKOFF_US: u64 = 1_000;
+
+/// The back-off before restart number `restarts` (1-based): doubling from
+/// [`READ_TRANS_BACKOFF_US`], at most `cap_us`.
+pub(super) fn backoff_us(restarts: u32, cap_us: u64) -> u64 {
+    READ_TRANS_BACKOFF_US.saturating_mul(1 << restarts.saturating_sub(1).min(20)).min(cap_us)
 }
 
 /// A `read_trans` in progress (Fig 4.3).
@@ -58,6 +86,8 @@ pub(super) struct Trans {
     results: Vec<Option<Read>>,
     /// A second-round version had been collected: start over.
     restart: bool,
+    /// Attempts of this `read_trans` so far that restarted (deviation 7).
+    restarts: u32,
 }
 
 impl CopsGtClient {
@@ -122,7 +152,7 @@ impl CopsGtClient {
         (deps, nearest)
     }
 
-    fn start_trans(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, started_us: u64) {
+    fn start_trans(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, started_us: u64, restarts: u32) {
         if keys.is_empty() {
             return env.complete(OpResult::Rot(Vec::new()));
         }
@@ -139,6 +169,7 @@ impl CopsGtClient {
             second_round: false,
             results: vec![None; n],
             restart: false,
+            restarts,
         }));
     }
 
@@ -147,7 +178,24 @@ impl CopsGtClient {
     fn round_done(&mut self, env: &mut impl ClientEnv<Msg>, mut t: Trans) {
         let now = env.now_us();
         if t.restart || now.saturating_sub(t.started_us) > self.trans_time_us {
-            return self.start_trans(env, t.keys, now);
+            // Deviation 7: Lloyd, "Stronger Consistency and Semantics for
+            // Low-Latency Geo-Replicated Storage" (dissertation, 2013), §6.1,
+            // restarts at once, and so forever when every round outlives
+            // trans_time. Back off, doubling, and give
+            // up with a typed error after MAX_READ_TRANS_RESTARTS.
+            let restarts = t.restarts + 1;
+            if restarts > MAX_READ_TRANS_RESTARTS {
+                let why = format!(
+                    "read_trans restarted {MAX_READ_TRANS_RESTARTS} times: every attempt outlived trans_time_ms \
+                     ({} ms) or asked for a collected version",
+                    self.trans_time_us / 1_000
+                );
+                return env.complete(OpResult::Failed(OpError::Aborted(why)));
+            }
+            let attempt = self.next_attempt(); // late replies of this attempt are dropped
+            env.set_timer(backoff_us(restarts, self.trans_time_us), u64::from(attempt));
+            self.op = Some(InFlight::Backoff { keys: t.keys, restarts });
+            return;
         }
         if !t.second_round && !self.one_round {
             // The causally correct version of each key: the newest stamp
@@ -205,7 +253,7 @@ impl Client for CopsGtClient {
             }
             Op::Rot { keys } => {
                 let now = env.now_us();
-                self.start_trans(env, keys, now);
+                self.start_trans(env, keys, now, 0);
             }
             other => fail_unsupported(env, other.kind()),
         }
@@ -268,6 +316,18 @@ impl Client for CopsGtClient {
                 env.complete(OpResult::Failed(OpError::BadRequest(reason)))
             }
             (op, _) => self.op = op, // a stray or stale reply: ignore it
+        }
+    }
+
+    /// The back-off of a restarted `read_trans` is over: start it again,
+    /// with a fresh `trans_time` (deviation 7).
+    fn on_timer(&mut self, env: &mut impl ClientEnv<Msg>, token: u64) {
+        match self.op.take() {
+            Some(InFlight::Backoff { keys, restarts }) if token == u64::from(self.attempt) => {
+                let now = env.now_us();
+                self.start_trans(env, keys, now, restarts);
+            }
+            op => self.op = op, // a stale timer
         }
     }
 }

@@ -31,7 +31,47 @@ impl Default for Config {
     }
 }
 
+/// The shortest `trans_time_ms` accepted. A `read_trans` that takes longer
+/// than `trans_time` restarts (§6.1), so `trans_time` must exceed a read
+/// round inside a DC — a LAN round trip, well under a millisecond, a few
+/// under load — with room to spare; 50 ms is that many rounds and more.
+/// Below it every `read_trans` could restart until it gives up
+/// (issue 13, stall 3).
+pub const MIN_TRANS_TIME_MS: u64 = 50;
+
+/// A configuration COPS-GT refuses, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `field` must be at least `min`; it is `got`.
+    TooSmall { field: &'static str, min: u64, got: u64 },
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::TooSmall { field, min, got } => write!(f, "{field} must be at least {min}, got {got}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 impl Config {
+    /// Refuse settings that cannot work: zero periods, and a `trans_time`
+    /// no read round fits in.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        for (field, min, got) in [
+            ("trans_time_ms", MIN_TRANS_TIME_MS, self.trans_time_ms),
+            ("gc_interval_ms", 1, self.gc_interval_ms),
+            ("dep_check_retry_ms", 1, self.dep_check_retry_ms),
+        ] {
+            if got < min {
+                return Err(ConfigError::TooSmall { field, min, got });
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn trans_time_us(&self) -> u64 {
         self.trans_time_ms * 1_000
     }

@@ -33,7 +33,11 @@
 //!     it, and the client cleans its context with it.
 //!
 //! Replication and `dep_check` are shared with COPS
-//! ([`dep_check`](crate::explicit_deps::replication::dep_check)).
+//! ([`dep_check`](crate::explicit_deps::replication::dep_check)): a
+//! replicated write commits as soon as its own checks pass (§2.7), not
+//! behind earlier writes of its origin, except that one key's writes from
+//! one origin commit in stamp order, which deviation 1 relies on (issue 13,
+//! stall 1).
 //!
 //! ## Choices and deviations from the paper
 //!
@@ -68,6 +72,17 @@
 //!    collected dependency lists and never-depend flags are rewritten in
 //!    place, so they survive a restart too. After a restart, garbage
 //!    collection state (what awaits collection) is rebuilt from the store.
+//! 7. **A restarted `read_trans` backs off, and gives up** (issue 13,
+//!    stall 3). §6.1 restarts a transaction that outlived `trans_time` at
+//!    once; when every read round is slower than `trans_time`, it restarts
+//!    forever. [`Config::check`] (so `validate`) refuses a `trans_time_ms`
+//!    below [`MIN_TRANS_TIME_MS`] with a [`ConfigError`] naming the field;
+//!    a restart waits a back-off doubling from [`READ_TRANS_BACKOFF_US`] up
+//!    to `trans_time`, and after [`MAX_READ_TRANS_RESTARTS`] restarts in a
+//!    row the operation ends with `Aborted`, so a slow DC shows as typed
+//!    failures, not as operations that never end. A restart still starts a
+//!    fresh `trans_time`: collection waits `trans_time` + margin on the
+//!    servers, which the client cannot widen on its own.
 //!
 //! Two deliberately broken variants exist for tests:
 //! `mutant_one_round_rot` (a `read_trans` that never runs its second round,
@@ -122,15 +137,7 @@ impl Protocol for CopsGt {
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        for (name, v) in [
-            ("trans_time_ms", cfg.trans_time_ms),
-            ("gc_interval_ms", cfg.gc_interval_ms),
-            ("dep_check_retry_ms", cfg.dep_check_retry_ms),
-        ] {
-            if v == 0 {
-                return Err(format!("{name} must be at least 1"));
-            }
-        }
+        cfg.check().map_err(|e| e.to_string())?;
         validate_topology("copsgt", topology)
     }
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, client_traffic, put, rot, text};
 use causeway_core::DcId;
-use causeway_core::{ClientCtx, ClientId, Key, NodeId, Op, OpResult, Protocol, Topology};
+use causeway_core::{ClientCtx, ClientId, Key, NodeId, Op, OpError, OpResult, Protocol, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -102,6 +102,9 @@ fn a_read_trans_that_outlives_trans_time_restarts() {
     net.advance_clocks(200_000);
     net.fire_timers(acl_server);
     assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+    net.deliver_while(client_traffic);
+    assert_eq!(net.take_result(READER), None, "the restart waits out its back-off (deviation 7)");
+    net.fire_client_timers(READER);
     net.deliver_while(client_traffic);
     let r = net.take_result(READER).expect("the restarted transaction completes");
     let OpResult::Rot(vs) = r else { panic!("{r:?}") };
@@ -206,4 +209,82 @@ fn write_deps_match_the_definition() {
             nearest.iter().map(|&i| (deps[i as usize].key.clone(), deps[i as usize].stamp)).collect();
         assert_eq!(got_nearest, want_nearest, "seed {seed}");
     }
+}
+
+/// Issue 13, stall 3: a `trans_time` no read round fits in is refused, with
+/// an error naming the field.
+#[test]
+fn validate_refuses_a_trans_time_shorter_than_a_read_round() {
+    let topology = Topology::new(causeway_core::TopologySpec::full(2, 2)).expect("topology");
+    for ms in [1, MIN_TRANS_TIME_MS - 1] {
+        let cfg = Config { trans_time_ms: ms, ..Config::default() };
+        assert_eq!(cfg.check(), Err(ConfigError::TooSmall { field: "trans_time_ms", min: MIN_TRANS_TIME_MS, got: ms }));
+        let err = CopsGt::validate(&cfg, &topology).expect_err("refused");
+        assert!(err.contains("trans_time_ms"), "{err}");
+    }
+    let cfg = Config { trans_time_ms: MIN_TRANS_TIME_MS, ..Config::default() };
+    assert_eq!(CopsGt::validate(&cfg, &topology), Ok(()));
+}
+
+/// Run the reader's `read_trans` with every reply delayed by `round_us`
+/// (the DC's read round) on every attempt for which `slow(attempt)`; client
+/// timers (back-offs) fire between rounds. Returns the result and the
+/// number of attempts, or `None` if it did not complete in 1 000 steps.
+fn read_trans_with_slow_rounds(slow: impl Fn(usize) -> bool, round_us: u64) -> Option<(OpResult, usize)> {
+    let cfg = Config { trans_time_ms: MIN_TRANS_TIME_MS, clock_margin_ms: 0, ..Config::default() };
+    let mut net = TestNet::<CopsGt>::new(1, 2, 2, cfg);
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "friends");
+    put(&mut net, ALICE, &album, "personal");
+    net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
+    let mut attempts = 0;
+    for _ in 0..1_000 {
+        // The reads of one attempt reach the servers; the replies take a round.
+        if net.deliver_while(|m| m.from == Dest::Client(READER)) > 0 {
+            attempts += 1;
+            if slow(attempts) {
+                net.advance_clocks(round_us);
+            }
+        }
+        // Only the replies: reads they trigger wait for the next step.
+        net.deliver_while(|m| m.to == Dest::Client(READER));
+        if let Some(r) = net.take_result(READER) {
+            return Some((r, attempts));
+        }
+        net.advance_clocks(1_000);
+        net.fire_client_timers(READER);
+    }
+    None
+}
+
+/// Issue 13, stall 3: when every read round outlives `trans_time` (here a
+/// DC whose rounds take 3×), `read_trans` restarted at once, forever. Now
+/// it backs off and, after [`MAX_READ_TRANS_RESTARTS`], ends with a typed
+/// failure that names the cause.
+#[test]
+fn a_read_trans_slower_than_trans_time_ends_instead_of_restarting_forever() {
+    let round_us = 3 * MIN_TRANS_TIME_MS * 1_000;
+    let (r, attempts) = read_trans_with_slow_rounds(|_| true, round_us).expect("the read_trans ends");
+    assert!(matches!(&r, OpResult::Failed(OpError::Aborted(why)) if why.contains("trans_time_ms")), "{r:?}");
+    assert_eq!(attempts, MAX_READ_TRANS_RESTARTS as usize + 1);
+}
+
+/// A transient slowdown (the first two attempts' rounds outlive
+/// `trans_time`) costs restarts with back-off, then the transaction
+/// completes with its values.
+#[test]
+fn a_read_trans_restarted_by_a_transient_slowdown_completes() {
+    let round_us = 3 * MIN_TRANS_TIME_MS * 1_000;
+    let (r, attempts) = read_trans_with_slow_rounds(|a| a <= 2, round_us).expect("the read_trans ends");
+    let OpResult::Rot(vs) = r else { panic!("{r:?}") };
+    assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("friends".into()), Some("personal".into())]);
+    assert_eq!(attempts, 3);
+}
+
+#[test]
+fn backoff_doubles_up_to_trans_time() {
+    assert_eq!(backoff_us(1, 50_000), READ_TRANS_BACKOFF_US);
+    assert_eq!(backoff_us(2, 50_000), 2 * READ_TRANS_BACKOFF_US);
+    assert_eq!(backoff_us(10, 50_000), 50_000);
+    assert_eq!(backoff_us(u32::MAX, 50_000), 50_000);
 }

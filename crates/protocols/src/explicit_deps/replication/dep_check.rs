@@ -6,22 +6,47 @@
 //! version is at least as new" (the notes' guess) is unsafe: with x@5
 //! (depending on y@3) not yet arrived and a concurrent x@7 already visible, a
 //! write depending on x@5 would pass and expose its reader to the old y.
-//! Here a dependency asks for *that* write. Replicated writes from one origin
-//! node are committed in stamp order, the order its FIFO link delivers them,
-//! so "origin o's writes are committed here through stamp s" (`through[o]`)
-//! answers every dependency on o with one comparison and O(DCs) state. The
-//! cost is head-of-line waiting behind a blocked write from the same origin;
-//! the paper commits each write as soon as its own checks pass. Dependencies
-//! always have smaller stamps than the write, so the order cannot deadlock.
-//! A dependency on a write this node stamped itself is always satisfied:
+//! Here a dependency asks for *that* write.
+//!
+//! ## Committing out of order (a deviation from our earlier design, back to the paper)
+//!
+//! Lloyd, *Stronger Semantics for Low-Latency Geo-Replicated Storage*
+//! (dissertation, 2013), §2.7 step 5 commits a replicated write as soon as
+//! its own dependency checks succeed. An earlier version of this module
+//! committed one origin's writes strictly in stamp order, so that one stamp
+//! per origin, "committed here through s", answered every dependency. That
+//! held back every later, *independent* write from the same origin behind
+//! one whose dependency lives in a DC that is cut off, for as long as the
+//! cut lasted (issue 13, stall 1). Now each write commits when its own
+//! checks pass, and what is committed from origin `o` is [`Committed`]: a
+//! **low-water mark** `low` (every write of `o` stamped ≤ `low` is committed
+//! here) plus the set `above` of stamps committed above it. A dependency on
+//! `o` is satisfied if its stamp is ≤ `low` (one comparison, the common
+//! case) or in `above`. `low` is sound because an origin's FIFO link
+//! delivers its writes in stamp order: every write of `o` stamped below the
+//! newest one received has been received, and so is committed or pending;
+//! `low` rises to the newest committed stamp below the oldest pending one.
+//! `above` holds only writes committed behind a blocked one and empties as
+//! soon as that one commits.
+//!
+//! One order is kept: **one key's writes from one origin commit in stamp
+//! order** (the next waits for the previous, a local check). Sessions keep
+//! one stamp per key and origin (COPS deviation 2, COPS-GT deviation 1):
+//! having read x@5 and then x@7 from the same origin they keep x@7, and a
+//! dependency on x@7 must then imply x@5 and what x@5 depends on. Writes of
+//! other keys never wait for each other. Settling ([`settle`](super::settle)) reports
+//! `low` only, so "committed everywhere through s" keeps its meaning.
+//! Dependencies always have smaller stamps than the write, and a write
+//! waits only for its own dependencies, so nothing can deadlock. A
+//! dependency on a write this node stamped itself is always satisfied:
 //! local writes commit when they are stamped.
 //!
 //! ## Durability
 //!
 //! A replicated write is stored at once, as *pending*, and switched to
 //! committed in place ([`MvStore::replace`](causeway_core::MvStore::replace))
-//! when its checks pass; `through` is saved as the store's metadata after each
-//! batch of commits. Both are logged before the runtime marks the message delivered,
+//! when its checks pass; the committed table (each origin's `low` and
+//! `above`) is saved as the store's metadata after each batch of commits. Both are logged before the runtime marks the message delivered,
 //! so after a crash [`DepNode::recover`] rebuilds the queues from the
 //! pending versions and the table, and re-sends their checks. A check sent
 //! to a node that crashed before answering is lost with that node's memory,
@@ -35,7 +60,7 @@ use super::msg::{Dep, DepVersion, PathMsg, Stamp};
 use super::settle::Settle;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
 use causeway_core::{Key, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A replicated write waiting in its origin's queue.
@@ -49,8 +74,8 @@ struct Waiting {
     missing: usize,
 }
 
-/// A replicated write whose checks all passed, at the head of its origin's
-/// queue: the variant commits it, then calls `DepNode::committed`.
+/// A replicated write whose checks all passed: the variant commits it, then
+/// calls `DepNode::committed`.
 #[derive(Debug)]
 pub struct Ready {
     pub key: Key,
@@ -63,8 +88,8 @@ pub struct Ready {
 /// Who waits for a dependency to be committed at this node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Waiter {
-    /// A write queued here from `origin`, the `seq`-th to arrive from it.
-    Local { origin: NodeId, seq: u64 },
+    /// A write queued here from `origin`, stamped `stamp`.
+    Local { origin: NodeId, stamp: Stamp },
     /// A `DepCheck` from a node of this DC.
     Remote { from: NodeId, id: u64 },
 }
@@ -73,7 +98,7 @@ enum Waiter {
 struct SentCheck {
     to: NodeId,
     origin: NodeId,
-    seq: u64,
+    stamp: Stamp,
     deps: Vec<Dep>,
     sent_us: u64,
 }
@@ -100,14 +125,15 @@ pub struct DepNode {
     pub settle: Settle,
     /// The Lamport clock (§2.5).
     lamport: u64,
-    /// Per origin node: the newest stamp of its writes committed here.
-    through: BTreeMap<NodeId, Stamp>,
-    /// Per origin: writes received and not yet committed, in arrival
-    /// (= stamp) order, with their arrival sequence numbers.
-    queues: BTreeMap<NodeId, VecDeque<(u64, Waiting)>>,
-    next_seq: BTreeMap<NodeId, u64>,
-    /// Origins whose queue head may have become ready.
-    maybe_ready: BTreeSet<NodeId>,
+    /// Per origin node: which of its writes are committed here (module doc).
+    through: BTreeMap<NodeId, Committed>,
+    /// Per origin: writes received and not yet committed, by stamp.
+    queues: BTreeMap<NodeId, BTreeMap<Stamp, Waiting>>,
+    /// Queued writes whose checks have all passed, to commit next.
+    ready: BTreeSet<(NodeId, Stamp)>,
+    /// Per (origin, key): the newest write received and not yet committed,
+    /// which the origin's next write of the key waits for (module doc).
+    last_pending: BTreeMap<(NodeId, Key), Stamp>,
     /// Per origin: (stamp needed, waiter) for dependencies not yet committed.
     waiting: BTreeMap<NodeId, BTreeSet<(Stamp, Waiter)>>,
     /// Remote checks: outstanding dependency count per (from, id).
@@ -139,8 +165,8 @@ impl DepNode {
             lamport: 0,
             through: BTreeMap::new(),
             queues: BTreeMap::new(),
-            next_seq: BTreeMap::new(),
-            maybe_ready: BTreeSet::new(),
+            ready: BTreeSet::new(),
+            last_pending: BTreeMap::new(),
             waiting: BTreeMap::new(),
             remote_checks: BTreeMap::new(),
             sent_checks: BTreeMap::new(),
@@ -160,9 +186,20 @@ impl DepNode {
         self.lamport = self.lamport.max(lamport);
     }
 
-    /// Origin `o`'s writes committed here: through this stamp.
+    /// Origin `o`'s writes committed here: every one through this stamp
+    /// (the low-water mark; some above it may be committed too).
     pub fn through(&self, o: NodeId) -> Stamp {
-        if o == self.me { Stamp::new(self.lamport, self.me) } else { self.through.get(&o).copied().unwrap_or_default() }
+        if o == self.me {
+            Stamp::new(self.lamport, self.me)
+        } else {
+            self.through.get(&o).map_or(Stamp::NONE, |c| c.low)
+        }
+    }
+
+    /// Whether origin `o`'s write stamped `s` is committed here.
+    fn is_committed(&self, s: Stamp) -> bool {
+        let o = s.origin();
+        o == self.me || self.through.get(&o).is_some_and(|c| c.contains(s))
     }
 
     /// After a restart: the clock above every stored stamp, the table from
@@ -196,7 +233,7 @@ impl DepNode {
         }
         pending.sort_by_key(|(s, _, _)| (s.origin(), *s));
         for (stamp, key, deps) in pending {
-            if stamp <= self.through(stamp.origin()) {
+            if self.is_committed(stamp) {
                 // Committed before the crash, though its switch to committed
                 // was not logged: the table and the versions are logged in
                 // the same turn, so this takes a damaged log. Finish it.
@@ -216,7 +253,7 @@ impl DepNode {
     pub fn accepts_replicate<V: DepVersion>(&self, from: NodeId, key: &Key, stamp: Stamp, store: &MvStore<V>) -> bool {
         stamp.origin() == from
             && self.equivalents.contains(&from)
-            && stamp > self.through(from)
+            && !self.is_committed(stamp)
             && store.exact(key, stamp).is_none()
     }
 
@@ -233,12 +270,12 @@ impl DepNode {
                 env.observe(Observation::Blocked { what: "dep_check", waited_us: r.waited_us });
             }
             let now = env.now_us();
-            let stamp = r.stamp;
-            if let Some(v) = env.store().exact(&r.key, stamp).cloned() {
-                env.store().replace(&r.key, v.commit(now));
+            let (stamp, key) = (r.stamp, r.key.clone());
+            if let Some(v) = env.store().exact(&key, stamp).cloned() {
+                env.store().replace(&key, v.commit(now));
                 done.push(r);
             }
-            self.committed(env, stamp);
+            self.committed(env, stamp, &key);
         }
         // The table is saved once per batch: the runtime logs it with the
         // batch's versions, in the same turn.
@@ -299,8 +336,7 @@ impl DepNode {
     }
 
     fn satisfied(&self, d: &Dep) -> bool {
-        let o = d.stamp.origin();
-        o == self.me || self.through.get(&o).is_some_and(|&t| t >= d.stamp)
+        self.is_committed(d.stamp)
     }
 
     /// A replicated write arrived (§2.7), already stored as pending: check
@@ -317,21 +353,34 @@ impl DepNode {
         let origin = stamp.origin();
         debug_assert_ne!(origin, self.me);
         self.lamport = self.lamport.max(stamp.lamport());
-        let seq = {
-            let n = self.next_seq.entry(origin).or_default();
-            *n += 1;
-            *n
-        };
         let now = env.now_us();
-        let mut w = Waiting { key, stamp, written_us, arrived_us: now, missing: 0 };
+        // One key's writes from one origin still commit in stamp order
+        // (module doc): wait for the previous one if it is pending.
+        let mut missing = 0;
+        if let Some(prev) = self.last_pending.insert((origin, key.clone()), stamp)
+            && !self.skip_checks
+            && !self.is_committed(prev)
+        {
+            assert!(prev < stamp, "one origin's writes of a key arrive in stamp order");
+            missing += 1;
+            self.waiting.entry(origin).or_default().insert((prev, Waiter::Local { origin, stamp }));
+        }
+        let mut w = Waiting { key, stamp, written_us, arrived_us: now, missing };
         let mut by_owner: BTreeMap<NodeId, Vec<Dep>> = BTreeMap::new();
         for d in deps.iter().filter(|_| !self.skip_checks) {
             debug_assert!(d.stamp < stamp, "a dependency is stamped before its dependent");
             let Some(owner) = self.topology.server_for_key(self.dc, &d.key) else { continue };
             if owner == self.me {
-                if !self.satisfied(d) {
+                // Counted once per distinct stamp: the previous write of
+                // this key (waited for above) may also be a listed dependency.
+                if !self.satisfied(d)
+                    && self
+                        .waiting
+                        .entry(d.stamp.origin())
+                        .or_default()
+                        .insert((d.stamp, Waiter::Local { origin, stamp }))
+                {
                     w.missing += 1;
-                    self.waiting.entry(d.stamp.origin()).or_default().insert((d.stamp, Waiter::Local { origin, seq }));
                 }
             } else {
                 by_owner.entry(owner).or_default().push(d.clone());
@@ -342,10 +391,13 @@ impl DepNode {
             self.next_check += 1;
             w.missing += 1;
             env.send(to, PathMsg::DepCheck { id, deps: deps.clone() }.into());
-            self.sent_checks.insert(id, SentCheck { to, origin, seq, deps, sent_us: now });
+            self.sent_checks.insert(id, SentCheck { to, origin, stamp, deps, sent_us: now });
         }
-        self.queues.entry(origin).or_default().push_back((seq, w));
-        self.maybe_ready.insert(origin);
+        if w.missing == 0 {
+            self.ready.insert((origin, stamp));
+        }
+        let replaced = self.queues.entry(origin).or_default().insert(stamp, w);
+        assert!(replaced.is_none(), "a replicated write was queued twice");
     }
 
     /// `dep_check` handler (§2.7 step 3): answer at once if every
@@ -380,53 +432,62 @@ impl DepNode {
     /// A check this node sent was answered (a repeated answer is ignored).
     pub fn on_dep_ok(&mut self, id: u64) {
         if let Some(c) = self.sent_checks.remove(&id) {
-            self.one_less(c.origin, c.seq);
+            self.one_less(c.origin, c.stamp);
         }
     }
 
-    fn one_less(&mut self, origin: NodeId, seq: u64) {
-        if let Some(q) = self.queues.get_mut(&origin)
-            && let Some((_, w)) = q.iter_mut().find(|(s, _)| *s == seq)
-        {
+    fn one_less(&mut self, origin: NodeId, stamp: Stamp) {
+        if let Some(w) = self.queues.get_mut(&origin).and_then(|q| q.get_mut(&stamp)) {
             assert!(w.missing > 0, "a write's check was answered twice");
             w.missing -= 1;
-            self.maybe_ready.insert(origin);
-        }
-    }
-
-    /// The next write whose checks are all done, if any. The variant
-    /// commits it and then calls `DepNode::committed` before asking again.
-    pub fn take_ready(&mut self, now_us: u64) -> Option<Ready> {
-        while let Some(&o) = self.maybe_ready.first() {
-            let q = self.queues.get_mut(&o);
-            match q {
-                Some(q) if q.front().is_some_and(|(_, w)| w.missing == 0) => {
-                    let (_, w) = q.pop_front().expect("front exists");
-                    let waited_us = now_us.saturating_sub(w.arrived_us);
-                    return Some(Ready { key: w.key, stamp: w.stamp, written_us: w.written_us, waited_us });
-                }
-                _ => {
-                    self.maybe_ready.remove(&o);
-                }
+            if w.missing == 0 {
+                self.ready.insert((origin, stamp));
             }
         }
-        None
     }
 
-    /// A replicated write from `stamp.origin()` was committed: advance
-    /// `through` and release every waiter that needed no more.
-    fn committed<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>, stamp: Stamp) {
+    /// The next write whose checks are all done, if any, whatever its
+    /// place among its origin's writes (module doc). The variant commits it
+    /// and then calls [`DepNode::committed`] before asking again.
+    pub fn take_ready(&mut self, now_us: u64) -> Option<Ready> {
+        let (o, stamp) = self.ready.pop_first()?;
+        let q = self.queues.get_mut(&o).expect("a ready write is queued");
+        let w = q.remove(&stamp).expect("a ready write is queued");
+        assert_eq!(w.missing, 0, "a write is ready only once its checks passed");
+        let waited_us = now_us.saturating_sub(w.arrived_us);
+        Some(Ready { key: w.key, stamp: w.stamp, written_us: w.written_us, waited_us })
+    }
+
+    /// A replicated write from `stamp.origin()` was committed: record it,
+    /// raise the origin's low-water mark as far as no write is pending
+    /// below it, and release every waiter that needed no more.
+    fn committed<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>, stamp: Stamp, key: &Key) {
         let o = stamp.origin();
-        let t = self.through.entry(o).or_default();
-        assert!(*t < stamp, "commits from one origin are in stamp order");
-        *t = stamp;
-        self.maybe_ready.insert(o);
+        let slot = (o, key.clone());
+        if self.last_pending.get(&slot) == Some(&stamp) {
+            self.last_pending.remove(&slot);
+        }
+        let oldest_pending = self.queues.get(&o).and_then(|q| q.first_key_value()).map(|(&s, _)| s);
+        let c = self.through.entry(o).or_default();
+        assert!(!c.contains(stamp), "a write is committed once");
+        c.above.insert(stamp);
+        c.raise(oldest_pending);
+        let low = c.low;
         let Some(w) = self.waiting.get_mut(&o) else { return };
-        let rest = w.split_off(&(Stamp(stamp.0 + 1), Waiter::Local { origin: NodeId(0), seq: 0 }));
-        let ready = std::mem::replace(w, rest);
+        // Waiters for any stamp ≤ low, and for this one exactly.
+        let rest = w.split_off(&(Stamp(low.0 + 1), Waiter::Local { origin: NodeId(0), stamp: Stamp::NONE }));
+        let mut ready = std::mem::replace(w, rest);
+        if stamp > low {
+            let from = (stamp, Waiter::Local { origin: NodeId(0), stamp: Stamp::NONE });
+            let exact: Vec<(Stamp, Waiter)> = w.range(from..).take_while(|(s, _)| *s == stamp).copied().collect();
+            for e in exact {
+                w.remove(&e);
+                ready.insert(e);
+            }
+        }
         for (_, waiter) in ready {
             match waiter {
-                Waiter::Local { origin, seq } => self.one_less(origin, seq),
+                Waiter::Local { origin, stamp } => self.one_less(origin, stamp),
                 Waiter::Remote { from, id } => {
                     if let Some(n) = self.remote_checks.get_mut(&(from, id)) {
                         *n -= 1;
@@ -482,24 +543,67 @@ impl DepNode {
     }
 }
 
-/// `through` as store metadata: 12 bytes per origin (node id, stamp), little-endian.
-fn encode_table(t: &BTreeMap<NodeId, Stamp>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(t.len() * 12);
-    for (n, s) in t {
+/// What is committed here from one origin (module doc): every write
+/// stamped ≤ `low`, and the writes in `above`, all stamped > `low`, committed
+/// while a write below them was still pending.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Committed {
+    pub(super) low: Stamp,
+    pub(super) above: BTreeSet<Stamp>,
+}
+
+impl Committed {
+    fn contains(&self, s: Stamp) -> bool {
+        s <= self.low || self.above.contains(&s)
+    }
+
+    /// Move into `low` every stamp of `above` below `oldest_pending` (all of
+    /// them if nothing is pending): no write of the origin below them is
+    /// missing, by FIFO delivery.
+    fn raise(&mut self, oldest_pending: Option<Stamp>) {
+        let keep = match oldest_pending {
+            Some(p) => self.above.split_off(&p),
+            None => BTreeSet::new(),
+        };
+        if let Some(&top) = self.above.last() {
+            self.low = self.low.max(top);
+        }
+        self.above = keep;
+        debug_assert!(self.above.first().is_none_or(|&a| a > self.low));
+    }
+}
+
+/// The committed table as store metadata, per origin, little-endian: node
+/// id (4 bytes), `low` (8), the number of stamps in `above` (4), and those
+/// stamps (8 each). Usually 16 bytes per origin: `above` is empty unless a
+/// write of that origin is blocked.
+fn encode_table(t: &BTreeMap<NodeId, Committed>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(t.len() * 16);
+    for (n, c) in t {
         out.extend_from_slice(&n.0.to_le_bytes());
-        out.extend_from_slice(&s.0.to_le_bytes());
+        out.extend_from_slice(&c.low.0.to_le_bytes());
+        out.extend_from_slice(&(c.above.len() as u32).to_le_bytes());
+        for s in &c.above {
+            out.extend_from_slice(&s.0.to_le_bytes());
+        }
     }
     out
 }
 
-fn decode_table(b: &[u8]) -> BTreeMap<NodeId, Stamp> {
-    b.chunks_exact(12)
-        .map(|c| {
-            let n = u32::from_le_bytes(c[..4].try_into().expect("4 bytes"));
-            let s = u64::from_le_bytes(c[4..].try_into().expect("8 bytes"));
-            (NodeId(n), Stamp(s))
-        })
-        .collect()
+/// The inverse of [`encode_table`]; a truncated table (a damaged log) keeps
+/// the origins read whole.
+fn decode_table(mut b: &[u8]) -> BTreeMap<NodeId, Committed> {
+    let mut t = BTreeMap::new();
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    while b.len() >= 16 {
+        let (n, low, count) = (u32_at(b, 0), u64_at(b, 4), u32_at(b, 12) as usize);
+        let Some(end) = count.checked_mul(8).and_then(|x| x.checked_add(16)).filter(|&e| e <= b.len()) else { break };
+        let above = (0..count).map(|i| Stamp(u64_at(b, 16 + 8 * i))).collect();
+        t.insert(NodeId(n), Committed { low: Stamp(low), above });
+        b = &b[end..];
+    }
+    t
 }
 
 #[cfg(test)]
@@ -508,8 +612,34 @@ mod tests {
 
     #[test]
     fn the_through_table_round_trips() {
-        let t: BTreeMap<NodeId, Stamp> =
-            [(NodeId(1), Stamp::new(9, NodeId(1))), (NodeId(70_000 % 65_536), Stamp(u64::MAX))].into();
-        assert_eq!(decode_table(&encode_table(&t)), t);
+        let above = [Stamp::new(12, NodeId(1)), Stamp::new(15, NodeId(1))].into();
+        let t: BTreeMap<NodeId, Committed> = [
+            (NodeId(1), Committed { low: Stamp::new(9, NodeId(1)), above }),
+            (NodeId(70_000 % 65_536), Committed { low: Stamp(u64::MAX), above: BTreeSet::new() }),
+        ]
+        .into();
+        let bytes = encode_table(&t);
+        assert_eq!(decode_table(&bytes), t);
+        // A truncated table keeps the origins read whole.
+        assert_eq!(decode_table(&bytes[..bytes.len() - 3]).len(), 1);
+    }
+
+    #[test]
+    fn the_low_water_mark_rises_past_committed_stamps_below_the_oldest_pending_one() {
+        let s = |l| Stamp::new(l, NodeId(1));
+        let mut c = Committed::default();
+        // 5 is blocked; 7 and 9 commit above it.
+        c.above.extend([s(7), s(9)]);
+        c.raise(Some(s(5)));
+        assert_eq!((c.low, c.above.len()), (Stamp::NONE, 2));
+        assert!(c.contains(s(7)) && !c.contains(s(5)) && !c.contains(s(8)));
+        // 3 commits: the mark rises to it, not past the pending 5.
+        c.above.insert(s(3));
+        c.raise(Some(s(5)));
+        assert_eq!(c.low, s(3));
+        // 5 commits, nothing pending: everything is below the mark.
+        c.above.insert(s(5));
+        c.raise(None);
+        assert_eq!((c.low, c.above.len()), (s(9), 0));
     }
 }

@@ -5,9 +5,10 @@
 //! it from their contexts, and (COPS-GT) its stored dependency list is
 //! dropped. The dissertation has each remote DC notify the write's origin per
 //! version. Here (a deviation) every server tells each origin, once per tick,
-//! how far it has committed that origin's writes — one stamp, since
-//! [`dep_check`](crate::explicit_deps::replication::dep_check) commits one origin's writes in stamp
-//! order — and the origin, `hold_us` after every DC has a write, tells all
+//! how far it has committed that origin's writes — one stamp, the
+//! low-water mark of [`dep_check`](crate::explicit_deps::replication::dep_check)
+//! (every write of the origin through it is committed; writes committed above
+//! it, behind a blocked one, are reported once the mark passes them) — and the origin, `hold_us` after every DC has a write, tells all
 //! DCs, again with one stamp, that its writes through it are settled. O(1)
 //! messages per tick instead of per write.
 //!
@@ -17,7 +18,7 @@
 
 use super::msg::{PathMsg, Stamp};
 use causeway_core::{Key, NodeId, ServerEnv};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One partition server's settling state.
 #[derive(Default)]
@@ -37,9 +38,10 @@ pub struct Settle {
     /// Own writes committed everywhere, with the time (this node's clock)
     /// from which they are settled.
     holding: VecDeque<(Stamp, u64)>,
-    /// Per origin: committed versions not yet settled, in stamp order
+    /// Per origin: committed versions not yet settled, by stamp (they
+    /// commit out of stamp order when one is blocked)
     /// (only for variants that rewrite settled versions: COPS-GT).
-    unsettled: BTreeMap<NodeId, VecDeque<(Stamp, Key)>>,
+    unsettled: BTreeMap<NodeId, BTreeSet<(Stamp, Key)>>,
     /// Per origin: its writes through this stamp are settled.
     settled: BTreeMap<NodeId, Stamp>,
 }
@@ -57,7 +59,7 @@ impl Settle {
     /// A version was committed here (own or replicated) and will need
     /// rewriting when settled ([`Settle::settle`] returns it).
     pub fn committed(&mut self, stamp: Stamp, key: Key) {
-        self.unsettled.entry(stamp.origin()).or_default().push_back((stamp, key));
+        self.unsettled.entry(stamp.origin()).or_default().insert((stamp, key));
     }
 
     /// The oldest own write not yet committed everywhere.
@@ -134,10 +136,10 @@ impl Settle {
         *t = (*t).max(through);
         let mut out = Vec::new();
         let Some(q) = self.unsettled.get_mut(&origin) else { return out };
-        while let Some((s, _)) = q.front()
+        while let Some((s, _)) = q.first()
             && *s <= through
         {
-            out.push(q.pop_front().expect("front exists"));
+            out.push(q.pop_first().expect("first exists"));
         }
         out
     }

@@ -10,16 +10,21 @@ use std::collections::BTreeMap;
 ///
 /// Because the DS no longer raises `sv` (module doc), a slice can miss a
 /// version this client has already seen: a remote version read by GET whose
-/// own ⟨sr, ut⟩ is not yet ≤ `DSVc`, or the client's own write that depends on
-/// one. The cache keeps those versions (key → value, ut, sr, and
-/// `ds = maxDS(d.ds, {⟨sr, ut⟩})`). An entry leaves once every remote entry of
-/// its `ds` is ≤ `DSVc`; for a version read by GET that is `DSVc[sr] ≥ ut`. A
-/// ROTX returns, per key, the newer by ⟨ut, sr⟩ of the slice's version and the
-/// cached one.
+/// own ⟨sr, ut⟩ is not yet ≤ `DSVc`, a local version (its own write or
+/// another client's) that depends on one, or a version in the causal past of
+/// such a local version. The cache keeps those versions (key → value, ut, sr,
+/// and `ds = maxDS(d.ds, {⟨sr, ut⟩})`). An entry leaves once every remote
+/// entry of its `ds` is ≤ `DSVc`. A ROTX returns, per key, the newer by
+/// ⟨ut, sr⟩ of the slice's version and the cached one.
 ///
-/// **Claim.** The result is causally consistent (Def 18/20): if `r_a` is
-/// returned and `r_a dep v2` with `v2` of key `b`, then `r_b ≥ v2`. Under
-/// last-writer-wins with Obs 7 that is what visible+ means.
+/// **Invariant (C).** Every version in this client's causal past is
+/// *covered* (every remote entry of its `maxDS(ds, {⟨sr, ut⟩})` is ≤ `DSVc`,
+/// and its local entry ≤ `DSc[m]`), or cached, or superseded in the cache by
+/// a newer version of its key whose own causal past satisfies (C).
+///
+/// **Claim.** Given (C), the result is causally consistent (Def 18/20): if
+/// `r_a` is returned and `r_a dep v2` with `v2` of key `b`, then `r_b ≥ v2`.
+/// Under last-writer-wins with Obs 7 that is what visible+ means.
 ///
 /// - `r_a` came from a slice: `maxDS(r_a.ds, ⟨sr, ut⟩) ≤ sv`. By Obs 5/6,
 ///   `v2.ut ≤ r_a.ds[v2.sr] ≤ sv[v2.sr]` and `v2.ds ≤ r_a.ds ≤ sv`, so `v2` is
@@ -29,28 +34,23 @@ use std::collections::BTreeMap;
 ///   later local write at b `ut > sv[m]`). If GC pruned it, every retained
 ///   version is newer, and a slice with nothing eligible aborts. So
 ///   `r_b ≥ slice_b ≥ v2`.
-/// - `r_a` is a cached remote version read by GET: line 3 admitted it because
-///   `r_a.ds ≤ DSV` at that server, which was merged into `DSVc ≤ sv`. Its
-///   dependencies are therefore slice-eligible and present, as above.
-/// - `r_a` is a cached own write: its dependencies are this client's earlier
-///   reads and writes and their dependencies. Each is slice-eligible (covered,
-///   as above), cached, or superseded in the cache by a newer version of its
-///   key, as long as every version the client has *read* was one of these. So
-///   the claim holds provided no "tainted" version has been read (next point).
+/// - `r_a` came from the cache: `v2` is in this client's causal past, so by
+///   (C) it is covered (slice-eligible, as above, since `sv ≥ DSVc` and
+///   `sv[m] ≥ DSc[m]`), or cached, or superseded in the cache; either way
+///   `r_b ≥ v2`.
 ///
-/// **Taint.** A GET of a local version written by *another* client can return a
-/// version whose remote dependencies are not covered by `DSVc` (its writer read
-/// a fresh remote version). This client knows neither those dependencies nor
-/// their values, so it cannot cache the version soundly. It records the
-/// uncovered entries in `taint` and does not cache the version. While
-/// `taint ≰ DSVc`, its own writes go to `held`, not the cache, because they
-/// depend on the tainted read. Once `DSVc` covers `taint`, the tainted reads
-/// are slice-eligible and the held writes move to the cache. A ROTX issued in
-/// that window carries the taint, and the coordinator waits until its DSV
-/// covers it (deviation 13): only then is every version the client has seen
-/// slice-eligible or cached. Without the wait, the ROTX could return an older
-/// version of a key than the client had read or written (found by
-/// `causeway torture`).
+/// **Why (C) holds.** A GET of a remote version: line 3 admitted it because
+/// its `ds` ≤ the server's DSV, which the reply merges into `DSVc`, so at
+/// most its own ⟨sr, ut⟩ is uncovered; it is cached. A PUT: the new version's
+/// past is the client's, and the version is cached. A ROTX adds only
+/// slice versions (covered) and cache entries. A GET of a local version
+/// written by *another* client is the case deviation 13 could not cache (its
+/// writer's reads are unknown here). Deviation 14 sends the writer's cache
+/// with every PUT; the server keeps the part its DSV does not cover with the
+/// version and returns it with every GET of it, together with its DSV. The
+/// writer's (C), with the writer's `DSVc` ≤ the server's DSV (deviation 12
+/// merged it) ≤ the reply's DSV, then gives (C) here once the reader caches
+/// the version and its past. So no ROTX ever has to wait for the DSV.
 pub struct CsxClient {
     ctx: ClientCtx,
     paper_dsv_merge: bool,
@@ -58,13 +58,10 @@ pub struct CsxClient {
     ds: DepSet<Hlc>,
     /// DSVc: the largest DSV this client has been given.
     dsv: Vec<Hlc>,
-    /// Versions seen by this client (GET or own PUT) that slices may not
-    /// return yet, and that are sound to merge into a ROTX result.
+    /// Versions in this client's causal past that slices may not return
+    /// yet (invariant (C) above), merged into ROTX results and sent with
+    /// every PUT (deviation 14).
     pub(super) cache: BTreeMap<Key, Cached>,
-    /// Own writes made while tainted: moved to `cache` once the taint clears.
-    pub(super) held: BTreeMap<Key, Cached>,
-    /// Per DC, the largest uncovered dependency of a tainted read.
-    taint: Vec<Hlc>,
     pending: Option<Pending>,
 }
 
@@ -108,8 +105,6 @@ impl CsxClient {
             ds: DepSet::new(),
             dsv: vec![Hlc::ZERO; dcs],
             cache: BTreeMap::new(),
-            held: BTreeMap::new(),
-            taint: vec![Hlc::ZERO; dcs],
             pending: None,
         }
     }
@@ -119,18 +114,21 @@ impl CsxClient {
         dsv.len() == dcs && valid_ds(ds, dcs) && items.into_iter().all(|i| i.sr.idx() < dcs)
     }
 
-    pub(super) fn tainted(&self) -> bool {
-        self.taint.iter().zip(&self.dsv).any(|(t, d)| t > d)
-    }
-
-    /// Whether `key`'s version at `order` is one this client cached or holds.
-    fn knows(&self, key: &Key, order: (Hlc, DcId)) -> bool {
-        [&self.cache, &self.held].iter().any(|m| m.get(key).is_some_and(|c| c.order() == order))
+    /// The cache as a PUT carries it (deviation 14).
+    fn past(&self) -> Vec<PastItem> {
+        if self.paper_dsv_merge {
+            return Vec::new();
+        }
+        self.cache
+            .iter()
+            .map(|(k, c)| PastItem { key: k.clone(), value: c.value.clone(), ut: c.ut, sr: c.sr, ds: c.ds.clone() })
+            .collect()
     }
 
     /// GET reply: DSVc = max(DSVc, dsv); DSc = maxDS(DSc, ds).
     fn finish_get(&mut self, key: Key, ok: GetOk) -> Result<Option<Value>, OpError> {
-        if !self.well_formed(&ok.dsv, &ok.ds, &ok.item) {
+        let dcs = self.dsv.len();
+        if !self.well_formed(&ok.dsv, &ok.ds, &ok.item) || !ok.past.iter().all(|p| valid_past(p, dcs)) {
             return Err(malformed("get reply"));
         }
         vmax(&mut self.dsv, &ok.dsv);
@@ -138,31 +136,24 @@ impl CsxClient {
         if let Some(item) = &ok.item
             && !self.paper_dsv_merge
         {
-            self.note_read(key, item, ok.ds);
+            for p in ok.past {
+                let c = Cached { value: p.value, ut: p.ut, sr: p.sr, ds: p.ds };
+                self.note_seen(p.key, c);
+            }
+            self.note_seen(key, Cached { value: item.value.clone(), ut: item.ut, sr: item.sr, ds: ok.ds });
         }
         self.settle();
         Ok(ok.item.map(|i| i.value))
     }
 
-    /// Decide what a GET result means for the cache (see the type's doc).
-    fn note_read(&mut self, key: Key, item: &ReadItem, ds: DepSet<Hlc>) {
-        let m = self.ctx.dc;
-        if covered_remote(&ds, &self.dsv, m) {
-            return; // any slice at sv ≥ DSVc returns this version or a newer one
-        }
-        // Only the version's own ⟨sr, ut⟩ is uncovered: line 3 admitted a remote
-        // version because its ds ≤ the server's DSV, now merged into DSVc.
-        let only_itself_uncovered =
-            ds.entries().iter().all(|&(dc, t)| dc == m || t <= self.dsv[dc.idx()] || (dc == item.sr && t <= item.ut));
-        let seen = Cached { value: item.value.clone(), ut: item.ut, sr: item.sr, ds };
-        if item.sr != m && only_itself_uncovered {
+    /// Cache a version this client now depends on unless slices at
+    /// `sv ≥ DSVc` return it (or a newer one) anyway. For a GET's own item
+    /// that is sound for any origin: a remote item has at most its own
+    /// ⟨sr, ut⟩ uncovered (line 3), and a local item's uncovered past came
+    /// with it (deviation 14; see the type's doc).
+    fn note_seen(&mut self, key: Key, seen: Cached) {
+        if !covered_remote(&seen.ds, &self.dsv, self.ctx.dc) {
             remember(&mut self.cache, key, seen);
-        } else if !self.knows(&key, seen.order()) {
-            for &(dc, t) in seen.ds.entries() {
-                if dc != m && t > self.dsv[dc.idx()] && t > self.taint[dc.idx()] {
-                    self.taint[dc.idx()] = t;
-                }
-            }
         }
     }
 
@@ -175,11 +166,7 @@ impl CsxClient {
         if !self.paper_dsv_merge {
             let mut ds = sent_ds;
             ds.raise(stamp.sr, stamp.ut);
-            if !covered_remote(&ds, &self.dsv, self.ctx.dc) {
-                let w = Cached { value, ut: stamp.ut, sr: stamp.sr, ds };
-                let to = if self.tainted() { &mut self.held } else { &mut self.cache };
-                remember(to, key, w);
-            }
+            self.note_seen(key, Cached { value, ut: stamp.ut, sr: stamp.sr, ds });
         }
         Ok(())
     }
@@ -189,8 +176,6 @@ impl CsxClient {
         if ok.items.len() != keys.len() || !self.well_formed(&ok.dsv, &ok.ds, ok.items.iter().flatten()) {
             return Err(malformed("rot reply"));
         }
-        // The snapshot covers any taint this request carried (the coordinator
-        // waited for it), so held writes may join the cache before merging.
         vmax(&mut self.dsv, &ok.dsv);
         self.ds.merge(&ok.ds);
         self.settle();
@@ -206,17 +191,10 @@ impl CsxClient {
         Ok(values)
     }
 
-    /// Drop cache entries slices now return anyway; release held writes once
-    /// the taint is covered.
+    /// Drop cache entries slices now return anyway.
     fn settle(&mut self) {
         let (m, dsv) = (self.ctx.dc, &self.dsv);
         self.cache.retain(|_, c| !covered_remote(&c.ds, dsv, m));
-        self.held.retain(|_, c| !covered_remote(&c.ds, dsv, m));
-        if !self.held.is_empty() && !self.tainted() {
-            for (k, c) in std::mem::take(&mut self.held) {
-                remember(&mut self.cache, k, c);
-            }
-        }
     }
 }
 
@@ -234,7 +212,13 @@ impl Client for CsxClient {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 env.send(
                     to,
-                    Msg::PutReq { key: key.clone(), value: value.clone(), ds: self.ds.clone(), dsv: self.dsv.clone() },
+                    Msg::PutReq {
+                        key: key.clone(),
+                        value: value.clone(),
+                        ds: self.ds.clone(),
+                        dsv: self.dsv.clone(),
+                        past: self.past(),
+                    },
                 );
                 self.pending = Some(Pending::Put { key, value, ds: self.ds.clone() });
             }
@@ -245,15 +229,7 @@ impl Client for CsxClient {
                 };
                 // The coordinator: the server of the first key in this DC.
                 let Some(to) = client_server_for(&self.ctx, env, first) else { return };
-                env.send(
-                    to,
-                    Msg::RotReq {
-                        keys: keys.clone(),
-                        dsv: self.dsv.clone(),
-                        ds: self.ds.clone(),
-                        wait: self.taint.clone(),
-                    },
-                );
+                env.send(to, Msg::RotReq { keys: keys.clone(), dsv: self.dsv.clone(), ds: self.ds.clone() });
                 self.pending = Some(Pending::Rot { keys });
             }
             #[allow(unreachable_patterns)]

@@ -15,7 +15,8 @@
 //!    scalar GST, so a slow or distant DC only delays versions that depend on it.
 //!    Each DC computes it over [`StableTree`](crate::stabilization::stable_tree::StableTree) every θ: entry-wise min of the
 //!    partitions' version vectors `VV`, pushed down from the root.
-//! 3. **ROTX.** A read-only transaction takes one client round and never blocks.
+//! 3. **ROTX.** A read-only transaction takes one client round and never blocks
+//!    (here too: see deviation 14 below).
 //!    A coordinator fixes a snapshot vector `sv` and sends it to the partitions
 //!    of the keys (Alg 5.4). Each partition returns the newest version whose
 //!    dependencies, *including its own ⟨sr, ut⟩*, are ≤ `sv`.
@@ -49,14 +50,12 @@
 //!      ROTX whenever the client has seen a version whose dependencies are not
 //!      yet covered by its `DSVc`. The client keeps a **cache** of such versions
 //!      instead, and merges it into ROTX results: remote versions read by GET
-//!      whose own ⟨sr, ut⟩ is uncovered, and also the client's own writes whose
-//!      remote dependencies are uncovered. The local entry of rule 2 alone does
-//!      not give read-your-writes when the write depends on such a read. One
-//!      case cannot be cached soundly: a GET of *another* client's local write
-//!      with uncovered remote dependencies. It "taints" the client until the
-//!      DSV catches up; a ROTX in that window waits for it (rule 6). The argument that
-//!      cache ∪ slices is a causal snapshot, and the taint rule, are at
-//!      [`CsxClient`].
+//!      whose own ⟨sr, ut⟩ is uncovered, local versions (own writes, or
+//!      other clients' writes read by GET) whose remote dependencies are
+//!      uncovered, and the uncovered causal past of the latter (rule 6). The
+//!      local entry of rule 2 alone does not give read-your-writes when the
+//!      write depends on such a read. The argument that cache ∪ slices is a
+//!      causal snapshot is at [`CsxClient`].
 //!   4. `paper_dsv_merge = true` restores the printed lines 7 and 10 for every
 //!      entry and disables the cache, so tests can show the anomaly.
 //!   5. **A PUT carries the client's `DSVc`**, and the server merges it (what
@@ -67,15 +66,29 @@
 //!      client read y (local, so visible at once) and then x's key at a
 //!      lagging partition, and got a version older than x. With the writer's
 //!      DSVc merged where y is written, the reader of y inherits it.
-//!   6. **A tainted client's ROTX waits** (deviation 13, also found by
-//!      `causeway torture`). The taint window of rule 3 let a ROTX return a
-//!      version older than one in the client's causal past, which violates
-//!      causal consistency for ROTX. The request now carries the taint; the
-//!      coordinator parks it until its DSV covers the taint (about one
-//!      stabilization round), reports `Blocked { what: "rot_taint_wait" }`,
-//!      and then reads a snapshot that includes everything the tainted read
-//!      depends on. A ROTX of an untainted client — the common case — still
-//!      never waits and takes one round.
+//!   6. **A write carries its writer's cache; a GET of it hands that to the
+//!      reader** (deviation 14; it replaces deviation 13, a wait). Seed 000
+//!      (Roohitavaf, "Consistency for Distributed Data Stores", PhD thesis,
+//!      2019, §5.4) promises that ROTX never blocks, and §5.2 that local
+//!      writes are visible to local GETs at once. With the cache of rule 3
+//!      the two collide on one case: a GET of *another* client's local write
+//!      `w` that depends on a remote version `x` not yet covered by the DSV.
+//!      The reader cannot cache `w` alone (a ROTX would return `w` with an
+//!      older `x`), and does not know `x`. Deviation 13 (found by
+//!      `causeway torture`) "tainted" the reader and parked its next ROTX
+//!      until the DSV covered `x` — for as long as a DC partition lasts,
+//!      although `x` itself is already in this DC (issue 13, stall 2). Now
+//!      every PUT carries the client's cache (`PutReq::past`); the server
+//!      stores the entries its DSV does not cover with the version, local
+//!      copy only (`Version::past`, not replicated: a remote DC admits the
+//!      version only once its `ds`, which covers them all, is stable); and a
+//!      GET of the version returns the entries the server's DSV still does
+//!      not cover (`GetOk::past`). The reader caches them with the version,
+//!      so its causal past is again "covered, or cached, or superseded in
+//!      the cache", and no ROTX waits. Cost: while a DSV entry is stuck (a
+//!      partition), PUTs and GETs of local versions carry up to one cache
+//!      entry per key whose version depends on the stuck DC; it drains as
+//!      soon as the DSV covers them. `paper_dsv_merge` sends no past.
 //! - **Replies carry ⟨ut, sr⟩ per value.** The GET reply, the slice reply and the
 //!   ROTX reply carry each value's ⟨ut, sr⟩ so the client can compare them with
 //!   its cache. The printed replies carry only values.
@@ -106,13 +119,17 @@
 //! - **Observations.** A remote version is reported [`Observation::Visible`](causeway_core::Observation::Visible)
 //!   once, when the GET rule (line 3) first admits it *and* it is the version a
 //!   GET would return. Last-writer-wins losers are never reported, as in
-//!   [`crate::eventual`]. Nothing is ever reported `Blocked`: no handler waits.
+//!   [`crate::eventual`]. Nothing is ever reported `Blocked`: no handler
+//!   waits (since deviation 14 removed deviation 13's ROTX wait; the test
+//!   `a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing`
+//!   holds it to that while a DC is cut off).
 //! - **Topology.** The thesis assumes full replication and one server per
 //!   partition per DC. [`Protocol::validate`] rejects anything else, because a
 //!   DSV entry for a DC that does not store a partition would never advance.
 //!   Service nodes are allowed and stay inert.
 //! - **Bad input.** A request with a vector of the wrong length, a malformed
-//!   dependency set, an HLC counter beyond [`HLC_COUNTER_LIMIT`] (which could
+//!   dependency set, a `past` entry its write's dependency set does not
+//!   cover, an HLC counter beyond [`HLC_COUNTER_LIMIT`] (which could
 //!   overflow `updateHLC`), or a key of another partition is refused with
 //!   `BadRequest`. Malformed peer messages are dropped.
 

@@ -11,12 +11,14 @@ pub enum Msg {
     /// Alg 5.1 PUT → line 6.
     /// Plus the client's DSVc (deviation 12): the stability the client has
     /// seen travels with its write, as line 7 intended, without merging DS.
-    PutReq { key: Key, value: Value, ds: DepSet<Hlc>, dsv: Vec<Hlc> },
+    /// Plus `past`, the client's cache (deviation 14): the versions of its
+    /// causal past that slices may not return yet, stored with the write so
+    /// that a reader of it can cache them too.
+    PutReq { key: Key, value: Value, ds: DepSet<Hlc>, dsv: Vec<Hlc>, past: Vec<PastItem> },
     /// ⟨PutReply ut, sr⟩.
     PutReply(Result<Stamp, OpError>),
     /// Alg 5.4 line 9: ⟨ROTX kset, DSVc, DSc⟩.
-    /// Plus `wait`: the client's taint (deviation 13); zeros when untainted.
-    RotReq { keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc>, wait: Vec<Hlc> },
+    RotReq { keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc> },
     /// ⟨ROTXReply vset, dsv, ds⟩, values in request order.
     RotReply(Result<RotOk, OpError>),
     /// Line 20: ⟨SliceReq keys, sv⟩ for the keys of one partition.
@@ -48,7 +50,10 @@ crate::impl_message! {
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
             Msg::GetReq { key, .. } => (key.len(), 0),
-            Msg::PutReq { key, value, .. } => (key.len(), value.len()),
+            Msg::PutReq { key, value, past, .. } => past
+                .iter()
+                .map(|p| (p.key.len(), p.value.len()))
+                .fold((key.len(), value.len()), |(k, v), (pk, pv)| (k.max(pk), v.max(pv))),
             Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
             _ => (0, 0),
         }
@@ -90,6 +95,21 @@ pub struct GetOk {
     /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})` (line 4); empty with no item.
     pub ds: DepSet<Hlc>,
     pub dsv: Vec<Hlc>,
+    /// For a local item, the part of its writer's cache that `dsv` does not
+    /// cover (deviation 14); empty otherwise.
+    pub past: Vec<PastItem>,
+}
+
+/// A version in a writer's causal past that slices may not return yet
+/// (deviation 14): an entry of the writer's cache, with its key. `ds` is
+/// `maxDS(d.ds, {⟨sr, ut⟩})`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PastItem {
+    pub key: Key,
+    pub value: Value,
+    pub ut: Hlc,
+    pub sr: DcId,
+    pub ds: DepSet<Hlc>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +141,13 @@ pub struct Version {
     pub ut: Hlc,
     pub sr: DcId,
     pub ds: DepSet<Hlc>,
+    /// At the origin DC only: the writer's cache entries this DC's DSV did
+    /// not cover when the write arrived (deviation 14). A GET that returns
+    /// this version hands them to the reader, so the reader's ROTXs can
+    /// return them without waiting for remote stability. Empty in replicas:
+    /// a remote DC admits the version only once its `ds`, which covers every
+    /// one of them, is stable there.
+    pub past: Vec<PastItem>,
 }
 
 impl Versioned for Version {
@@ -176,6 +203,12 @@ pub(super) fn sane(t: Hlc) -> bool {
 pub(super) fn valid_ds(ds: &DepSet<Hlc>, dcs: usize) -> bool {
     let e = ds.entries();
     e.iter().all(|&(dc, t)| dc.idx() < dcs && sane(t)) && e.windows(2).all(|w| w[0].0 < w[1].0)
+}
+
+/// A past item as [`PastItem`] documents it: a sane stamp within its own
+/// well-formed `ds`.
+pub(super) fn valid_past(p: &PastItem, dcs: usize) -> bool {
+    p.sr.idx() < dcs && sane(p.ut) && valid_ds(&p.ds, dcs) && p.ds.get(p.sr).is_some_and(|t| t >= p.ut)
 }
 
 pub(super) fn valid_vector(v: &[Hlc], dcs: usize) -> bool {

@@ -51,8 +51,6 @@ pub struct CsxServer {
     /// ROTXs this server coordinates, by id.
     rots: BTreeMap<u64, RotInProgress>,
     next_rot: u64,
-    /// ROTXs of tainted clients, waiting for the DSV (deviation 13).
-    parked_rots: Vec<ParkedRot>,
     gc: Gc,
 }
 
@@ -61,14 +59,6 @@ pub(super) struct PendingVisible {
     order: (Hlc, DcId),
     value: Value,
     ds: DepSet<Hlc>,
-}
-
-/// A tainted client's ROTX waiting for the DSV to cover its taint.
-pub(super) struct ParkedRot {
-    from: ClientId,
-    keys: Vec<Key>,
-    wait: Vec<Hlc>,
-    since_us: u64,
 }
 
 /// A ROTX waiting for slices.
@@ -136,7 +126,6 @@ impl CsxServer {
             next_pending: 0,
             rots: BTreeMap::new(),
             next_rot: 0,
-            parked_rots: Vec::new(),
             gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
         }
     }
@@ -170,8 +159,8 @@ impl Server for CsxServer {
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
         match msg {
             Msg::GetReq { key, dsv } => self.on_get(env, from, key, dsv),
-            Msg::PutReq { key, value, ds, dsv } => self.on_put(env, from, key, value, ds, dsv),
-            Msg::RotReq { keys, dsv, ds, wait } => self.on_rot(env, from, keys, dsv, ds, wait),
+            put @ Msg::PutReq { .. } => self.on_put(env, from, put),
+            Msg::RotReq { keys, dsv, ds } => self.on_rot(env, from, keys, dsv, ds),
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
     }
@@ -214,25 +203,25 @@ impl CsxServer {
         let skip = self.cfg.mutant_skip_visibility_check;
         let d = env.store().latest_where(&key, |d| skip || get_visible(d, m, dsv));
         // Line 4: ds = maxDS(d.ds, {⟨d.sr, d.ut⟩}).
-        let (item, ds) = match d {
-            Some(d) => (Some(d.read_item()), d.full_ds()),
-            None => (None, DepSet::new()),
+        let (item, ds, past) = match d {
+            // Deviation 14: a local version hands its reader the part of its
+            // writer's cache that this DSV does not cover yet.
+            Some(d) => (Some(d.read_item()), d.full_ds(), uncovered_past(&d.past, &self.dsv, m)),
+            None => (None, DepSet::new(), Vec::new()),
         };
         // Line 5.
-        env.reply(from, Msg::GetReply(Ok(GetOk { item, ds, dsv: self.dsv.clone() })));
+        env.reply(from, Msg::GetReply(Ok(GetOk { item, ds, dsv: self.dsv.clone(), past })));
     }
 
     /// Alg 5.2 lines 6–19. Never waits: the HLC moves past the dependency time.
-    fn on_put(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: ClientId,
-        key: Key,
-        value: Value,
-        ds: DepSet<Hlc>,
-        dsv: Vec<Hlc>,
-    ) {
-        if let Err(e) = self.check_key(&key).and_then(|()| self.check_ds(&ds)).and_then(|()| self.check_vector(&dsv)) {
+    fn on_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, put: Msg) {
+        let Msg::PutReq { key, value, ds, dsv, past } = put else { return };
+        let checked = self
+            .check_key(&key)
+            .and_then(|()| self.check_ds(&ds))
+            .and_then(|()| self.check_vector(&dsv))
+            .and_then(|()| self.check_past(&past, &ds));
+        if let Err(e) = checked {
             env.reply(from, Msg::PutReply(Err(e)));
             return;
         }
@@ -256,13 +245,20 @@ impl CsxServer {
         // timestamp exceeds every dependency's and every snapshot already
         // read here (`dt` bounds both), whatever the physical clock did.
         assert!(ut > dt, "CausalSpartanX: a PUT stamped {ut:?} does not exceed its dependency time {dt:?}");
-        let version = Version { value, ut, sr: self.m, ds };
-        self.apply(env, key.clone(), version.clone());
-        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ut.l });
+        // Deviation 14 (Roohitavaf, "Consistency for Distributed Data
+        // Stores", §5.4: ROTX never blocks; §5.2: local writes are visible to
+        // local GETs at once): keep what of the writer's cache this DSV does
+        // not cover, for the readers of this version, so a reader's ROTX can
+        // serve that past from its own cache instead of waiting for the DSV.
+        // Local only: replicas go without it (see `Version::past`).
+        let past = uncovered_past(&past, &self.dsv, self.m);
+        let replica = Version { value, ut, sr: self.m, ds, past: Vec::new() };
+        self.apply(env, key.clone(), Version { past, ..replica.clone() });
+        env.observe(Observation::Visible { key: &key, value: &replica.value, origin: self.m, written_us: ut.l });
         env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));
         // Line 19. Sent in ut order on FIFO channels, so a peer may set VV[m] = ut.
         for &peer in &self.peers {
-            env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
+            env.send(peer, Msg::Replicate { key: key.clone(), version: replica.clone() });
         }
         self.replicated_since_heartbeat |= !self.peers.is_empty();
     }
@@ -274,6 +270,7 @@ impl CsxServer {
             && version.sr == k
             && sane(version.ut)
             && valid_ds(&version.ds, self.dsv.len())
+            && version.past.is_empty()
             && self.check_key(&key).is_ok();
         if !well_formed {
             return;
@@ -321,13 +318,11 @@ impl CsxServer {
         keys: Vec<Key>,
         dsv: Vec<Hlc>,
         ds: DepSet<Hlc>,
-        wait: Vec<Hlc>,
     ) {
         let checked = keys
             .first()
             .map_or(Ok(()), |k| self.check_key(k))
             .and_then(|()| self.check_vector(&dsv))
-            .and_then(|()| self.check_vector(&wait))
             .and_then(|()| self.check_ds(&ds));
         if let Err(e) = checked {
             env.reply(from, Msg::RotReply(Err(e)));
@@ -337,12 +332,8 @@ impl CsxServer {
         // local entry (paper_dsv_merge: for every entry).
         self.raise_dsv(env, dsv.iter().copied().enumerate());
         self.merge_client_ds(env, &ds);
-        // Deviation 13: a tainted client's ROTX waits until this DSV covers
-        // the taint, so the snapshot includes what the tainted read depends on.
-        if wait.iter().zip(&self.dsv).any(|(w, d)| w > d) {
-            self.parked_rots.push(ParkedRot { from, keys, wait, since_us: env.now_us() });
-            return;
-        }
+        // Never waits: what the client has seen beyond `sv` it merges from
+        // its cache (deviation 14 replaced deviation 13's wait).
         self.start_rot(env, from, keys);
     }
 
@@ -525,18 +516,6 @@ impl CsxServer {
         if grew && let Some(least) = self.dsv.iter().map(|t| t.l).min() {
             env.observe(Observation::Stable { stable_us: least });
         }
-        if grew && !self.parked_rots.is_empty() {
-            let dsv = &self.dsv;
-            let (ready, parked): (Vec<ParkedRot>, Vec<ParkedRot>) = std::mem::take(&mut self.parked_rots)
-                .into_iter()
-                .partition(|r| r.wait.iter().zip(dsv).all(|(w, d)| w <= d));
-            self.parked_rots = parked;
-            for r in ready {
-                let waited_us = env.now_us().saturating_sub(r.since_us);
-                env.observe(Observation::Blocked { what: "rot_taint_wait", waited_us });
-                self.start_rot(env, r.from, r.keys);
-            }
-        }
         if grew && !self.pending_slab.is_empty() {
             let mut unblocked = Vec::new();
             for (i, heap) in self.pending_visible.iter_mut().enumerate() {
@@ -605,6 +584,19 @@ impl CsxServer {
         if valid_ds(ds, self.dsv.len()) { Ok(()) } else { Err(OpError::BadRequest("malformed dependency set".into())) }
     }
 
+    /// A PUT's `past` (deviation 14): well-formed items, each within the
+    /// write's own `ds` (they are the writer's causal past, which its DS
+    /// covers).
+    fn check_past(&self, past: &[PastItem], ds: &DepSet<Hlc>) -> Result<(), OpError> {
+        let dcs = self.dsv.len();
+        let within = |p: &PastItem| ds.get(p.sr).is_some_and(|t| p.ut <= t);
+        if past.iter().all(|p| valid_past(p, dcs) && within(p)) {
+            Ok(())
+        } else {
+            Err(OpError::BadRequest("malformed causal past".into()))
+        }
+    }
+
     // ------------------------------------------------------------ timers
 
     /// Every Δ (Alg 5.3): if no Replicate went out since the last tick,
@@ -670,4 +662,11 @@ impl CsxServer {
             }
         }
     }
+}
+
+/// The items of `past` whose remote dependencies `dsv` does not cover
+/// (deviation 14). A covered item is slice-eligible for any `sv ≥ dsv`, which
+/// the reader's DSVc will be, so it need not travel.
+pub(super) fn uncovered_past(past: &[PastItem], dsv: &[Hlc], m: DcId) -> Vec<PastItem> {
+    past.iter().filter(|p| !covered_remote(&p.ds, dsv, m)).cloned().collect()
 }

@@ -338,42 +338,8 @@ fn rotx_keeps_read_your_reads_and_writes_through_the_client_cache() {
     stabilize(&mut net);
     assert_eq!(rot(&mut net, c, &[l, x]), vec![Some("l".into()), Some("x".into())]);
     let client = &net.clients[c.idx()];
-    assert!(client.cache.is_empty() && client.held.is_empty());
+    assert!(client.cache.is_empty());
     assert_never_blocked(&net);
-}
-
-/// The taint case (see [`CsxClient`], deviation 13): a GET of another
-/// client's local write that depends on an unstable remote version taints
-/// the reader. Its ROTX waits at the coordinator until the DSV covers the
-/// taint, then returns a snapshot with everything the reader has seen —
-/// never an older one.
-#[test]
-fn a_tainted_readers_rotx_waits_for_the_taint_and_misses_nothing() {
-    let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, l) = (&ks[0], &ks[1]);
-    put(&mut net, cl(0, 0), x, "x");
-    net.deliver_while(server_to_server);
-    let (writer, reader) = (cl(1, 0), cl(1, 1));
-    assert_eq!(get(&mut net, writer, x), Some("x".into()));
-    put(&mut net, writer, l, "l");
-    assert_eq!(get(&mut net, reader, l), Some("l".into()), "local writes are visible to GET at once");
-    put(&mut net, reader, l, "l2"); // depends on l and, through it, on x: held, not cached
-    let client = &net.clients[reader.idx()];
-    assert!(client.tainted() && client.cache.is_empty() && client.held.contains_key(l));
-    net.invoke(reader, Op::Rot { keys: vec![l.clone(), x.clone()] });
-    net.deliver_while(op_traffic);
-    assert!(net.take_result(reader).is_none(), "a tainted ROTX must wait for the DSV, not return a stale snapshot");
-    net.deliver_all();
-    stabilize(&mut net);
-    net.deliver_while(op_traffic);
-    assert_eq!(
-        net.take_result(reader),
-        Some(OpResult::Rot(vec![Some("l2".into()), Some("x".into())])),
-        "after the wait the snapshot holds everything the reader has seen"
-    );
-    assert!(net.seen.iter().any(|s| matches!(s, Seen::Blocked { what: "rot_taint_wait", .. })));
-    assert!(!net.clients[reader.idx()].tainted());
 }
 
 #[test]
@@ -497,10 +463,30 @@ fn malformed_input_is_refused_without_panicking() {
     let huge_counter = DepSet::single(DC0, Hlc::new(5, u32::MAX));
     let requests = vec![
         Msg::GetReq { key: k.clone(), dsv: vec![] },
-        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: bad_ds.clone(), dsv: vec![Hlc::ZERO; 2] },
-        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter, dsv: vec![Hlc::ZERO; 2] },
-        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: DepSet::new(), dsv: vec![Hlc::ZERO; 3] },
-        Msg::RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new(), wait: vec![Hlc::ZERO; 2] },
+        Msg::PutReq {
+            key: k.clone(),
+            value: bytes("v"),
+            ds: bad_ds.clone(),
+            dsv: vec![Hlc::ZERO; 2],
+            past: Vec::new(),
+        },
+        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter, dsv: vec![Hlc::ZERO; 2], past: Vec::new() },
+        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: DepSet::new(), dsv: vec![Hlc::ZERO; 3], past: Vec::new() },
+        Msg::RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new() },
+        // A causal past the write's own DS does not cover (deviation 14).
+        Msg::PutReq {
+            key: k.clone(),
+            value: bytes("v"),
+            ds: DepSet::new(),
+            dsv: vec![Hlc::ZERO; 2],
+            past: vec![PastItem {
+                key: k.clone(),
+                value: bytes("p"),
+                ut: Hlc::new(3, 0),
+                sr: DC1,
+                ds: DepSet::single(DC1, Hlc::new(3, 0)),
+            }],
+        },
         Msg::GetReq { key: bytes("not here"), dsv: vec![Hlc::ZERO; 2] },
     ];
     let wrong_partition = net.topology.partition_of(b"not here") != net.topology.partition_of(&k);
@@ -526,14 +512,20 @@ fn malformed_input_is_refused_without_panicking() {
             other_dc,
             Msg::Replicate {
                 key: k.clone(),
-                version: Version { value: bytes("v"), ut: Hlc::new(9, 0), sr: DcId(0), ds: DepSet::new() },
+                version: Version {
+                    value: bytes("v"),
+                    ut: Hlc::new(9, 0),
+                    sr: DcId(0),
+                    ds: DepSet::new(),
+                    past: Vec::new(),
+                },
             },
         ),
         (
             other_dc,
             Msg::Replicate {
                 key: k.clone(),
-                version: Version { value: bytes("v"), ut: Hlc::new(9, 0), sr: DC1, ds: bad_ds },
+                version: Version { value: bytes("v"), ut: Hlc::new(9, 0), sr: DC1, ds: bad_ds, past: Vec::new() },
             },
         ),
         (NodeId(999), Msg::Heartbeat { hlc: Hlc::MAX }),
@@ -558,4 +550,42 @@ fn malformed_input_is_refused_without_panicking() {
         net.queue.pop().map(|m| m.msg),
         Some(Msg::SliceReply { rot: 1, slice: Err(OpError::BadRequest(_)) })
     ));
+}
+
+/// Issue 13, stall 2 (deviation 14, which replaced deviation 13's wait): the
+/// case that used to "taint" a reader, while DC0 is cut off from DC1. The
+/// reader read another client's local write `l` that depends on a remote `x`
+/// whose stability DC1 cannot learn (no heartbeat or stabilization from DC0
+/// gets through). Everything the reader's ROTX needs is already in DC1, so
+/// the ROTX must complete in one round, without waiting for the DSV, and
+/// still return everything the reader has seen (`l2`, and `x` through `l`).
+#[test]
+fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
+    let mut net = net(2, 2);
+    let ks = net.keys_on_distinct_partitions(2);
+    let (x, l) = (&ks[0], &ks[1]);
+    put(&mut net, cl(0, 0), x, "x");
+    net.deliver_while(server_to_server); // x reaches DC1; then DC0 is cut off
+    let (writer, reader) = (cl(1, 0), cl(1, 1));
+    assert_eq!(get(&mut net, writer, x), Some("x".into()));
+    put(&mut net, writer, l, "l");
+    assert_eq!(get(&mut net, reader, l), Some("l".into()), "local writes are visible to GET at once");
+    put(&mut net, reader, l, "l2"); // depends on l and, through it, on x
+    // Only the operation's own traffic moves: DC1 hears nothing from DC0.
+    net.invoke(reader, Op::Rot { keys: vec![l.clone(), x.clone()] });
+    net.deliver_while(op_traffic);
+    assert_eq!(
+        net.take_result(reader),
+        Some(OpResult::Rot(vec![Some("l2".into()), Some("x".into())])),
+        "the ROTX completes during the partition with everything the reader has seen"
+    );
+    // A second reader of l2 inherits the same causal past.
+    let third = cl(1, 1);
+    assert_eq!(get(&mut net, third, l), Some("l2".into()));
+    assert_eq!(rot(&mut net, third, &[x, l]), vec![Some("x".into()), Some("l2".into())]);
+    // A GET of x's key by another session that read l2 returns at least x.
+    let fourth = cl(1, 0);
+    assert_eq!(get(&mut net, fourth, l), Some("l2".into()));
+    assert_eq!(rot(&mut net, fourth, &[x]), vec![Some("x".into())]);
+    assert_never_blocked(&net);
 }
