@@ -1,4 +1,4 @@
-//! Seed 001 Table 7.2 (notes 001 §5.3) on the real state machines: the CPU
+//! Lloyd Table 7.2 on the real state machines: the CPU
 //! time COPS and COPS-GT servers spend per `write_after` (1 and 130
 //! dependencies) and per `read_by_version`, and the ratios the paper reports
 //! as throughputs (COPS-GT/COPS write with 1 dependency 24/30, COPS-GT with

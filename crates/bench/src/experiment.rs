@@ -3,7 +3,7 @@
 //! ```toml
 //! name = "put-latency-vs-skew"
 //! title = "PUT latency against clock skew"
-//! paper = "Seed 000 Fig 5.1a: at 10 ms skew, 4.5 ms (CSX) vs 7.6 ms (GR)."
+//! paper = "Roohitavaf Fig 5.1a: at 10 ms skew, 4.5 ms (CSX) vs 7.6 ms (GR)."
 //! protocols = ["gentlerain", "causalspartanx"]
 //! repetitions = 5
 //! runtime = "sim"                     # or "network"

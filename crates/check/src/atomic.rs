@@ -8,7 +8,7 @@
 //! supersedes it. Returning ∅, or a write `v` of `y` with `v ⇝ T`, shows `y`
 //! before `T` and the other key after it: a *fractured read* (Bailis et al.'s
 //! Read Atomic isolation; the guarantee of Eiger's write-only transactions,
-//! seed 001 §3.5). A write of `y` concurrent with `T` is allowed: it may win
+//! Lloyd §3.5). A write of `y` concurrent with `T` is allowed: it may win
 //! last-writer-wins over `T`'s.
 //!
 //! Within one session this is a special case of causal consistency (`T` is in

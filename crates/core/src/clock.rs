@@ -1,5 +1,5 @@
 //! Time as protocols see it: a node's physical clock (which may be offset,
-//! drift, and jump), and the hybrid logical clock of seed 000 §2.
+//! drift, and jump), and the hybrid logical clock of Roohitavaf §2.
 //!
 //! Protocols never read a clock themselves; the runtime hands them
 //! `now_us` from a [`ClockModel`] (simulator) or the OS clock (network runtime).
@@ -9,7 +9,7 @@ use std::fmt;
 
 /// A node's physical clock relative to true time: `local = true + offset +
 /// drift·true + Σ jumps so far`. Jumps may be negative (an NTP step back,
-/// seed 000 §5.6). Readings saturate at zero.
+/// Roohitavaf §5.6). Readings saturate at zero.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClockModel {
@@ -71,7 +71,7 @@ impl Hlc {
         Hlc { l, c }
     }
 
-    /// Send or local event (seed 000 Alg 2.1): move past physical time `pt`
+    /// Send or local event (Roohitavaf Alg 2.1): move past physical time `pt`
     /// and past the previous value. Returns the new timestamp.
     pub fn tick(&mut self, pt: u64) -> Hlc {
         let l_old = self.l;
@@ -97,7 +97,7 @@ impl Hlc {
         }
     }
 
-    /// Receive event, and the `updateHLC(dt)` of every protocol in seed 000:
+    /// Receive event, and the `updateHLC(dt)` of every protocol in Roohitavaf:
     /// move past `pt`, the previous value and the remote or dependency time `m`.
     /// (The source's `else if (HLC.l = l)` is a typo for `= m.l`.)
     pub fn update(&mut self, pt: u64, m: Hlc) -> Hlc {

@@ -129,13 +129,13 @@ pub enum Op {
         keys: Vec<Key>,
     },
     /// Write every pair as one transaction: a reader sees all of its writes
-    /// or none of them (atomic visibility, seed 001's Eiger write-only
+    /// or none of them (atomic visibility, Lloyd's Eiger write-only
     /// transactions), and the transaction is one event of the causal order.
     /// Keys are distinct.
     Wot {
         writes: Vec<(Key, Value)>,
     },
-    /// A read-write transaction in the shape seed 003 (PaRiS) evaluates: all
+    /// A read-write transaction in the shape Spirovska et al. (PaRiS) evaluates: all
     /// reads from one causal snapshot, in parallel, then all writes, in
     /// parallel and atomically visible, the transaction being one event of
     /// the causal order. Reads do not see the transaction's own writes (they
@@ -241,7 +241,7 @@ pub enum Observation<'a> {
     ///
     /// `written_us` is the version's timestamp in its origin's physical
     /// clock (an HLC's `l`): runtimes without true time estimate visibility
-    /// latency from it, as seed 000 does (skew included).
+    /// latency from it, as Roohitavaf does (skew included).
     Visible { key: &'a Key, value: &'a Value, origin: DcId, written_us: u64 },
     /// This node's stable time (GST, the least DSV entry…) advanced to
     /// `stable_us` of the physical clock: every remote write stamped at or
@@ -252,7 +252,7 @@ pub enum Observation<'a> {
     Blocked { what: &'static str, waited_us: u64 },
     /// One sample of a protocol-specific quantity worth a mean and tail in
     /// reports, e.g. `deps_per_write` (the dependencies a client write
-    /// carried, which seed 001 reports for COPS and COPS-GT).
+    /// carried, which Lloyd reports for COPS and COPS-GT).
     Sample { what: &'static str, value: u64 },
 }
 
@@ -324,7 +324,7 @@ pub struct NodeCtx {
 #[derive(Clone, Debug)]
 pub struct ClientCtx {
     pub id: ClientId,
-    /// The DC the session is attached to (clients are sticky, seed 000 Ch. 6).
+    /// The DC the session is attached to (clients are sticky, Roohitavaf Ch. 6).
     pub dc: DcId,
     pub topology: Arc<Topology>,
 }

@@ -1,5 +1,5 @@
 //! Vectors of timestamps, indexed by DC (or replica, or partition), and the
-//! sparse dependency sets of seed 000 (at most one entry per DC).
+//! sparse dependency sets of Roohitavaf (at most one entry per DC).
 
 use crate::ids::DcId;
 use serde::{Deserialize, Serialize};
@@ -70,7 +70,7 @@ impl<T: Ord + Copy> DepSet<T> {
             Err(i) => self.0.insert(i, (dc, t)),
         }
     }
-    /// `maxDS(self, other)` (seed 000 Alg 5.1).
+    /// `maxDS(self, other)` (Roohitavaf Alg 5.1).
     pub fn merge(&mut self, other: &DepSet<T>) {
         for &(dc, t) in &other.0 {
             self.raise(dc, t);

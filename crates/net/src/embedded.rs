@@ -34,7 +34,7 @@ pub struct EmbeddedSpec {
 }
 
 impl EmbeddedSpec {
-    /// The default of `causeway up`: 3 DCs × 2 partitions with seed 002's
+    /// The default of `causeway up`: 3 DCs × 2 partitions with Gunawardhana et al.'s
     /// Virginia/Oregon/Ireland round trips (80/80/160 ms).
     pub fn default_for(protocol: ProtocolName, data_dir: PathBuf) -> EmbeddedSpec {
         EmbeddedSpec {

@@ -4,7 +4,7 @@
 //! Each session is a tokio task issuing one operation at a time (YCSB-style
 //! mix of get, put and ROT over `keys` keys, uniform), recording latencies in
 //! an HdrHistogram and, if asked, the history for the checker. Visibility is
-//! measured from the outside, as seed 000 does: for each ordered DC pair a
+//! measured from the outside, as Roohitavaf does: for each ordered DC pair a
 //! probe writes a fresh value in one DC and polls for it in the other; the
 //! time from the write's acknowledgement to the first read that returns it
 //! is the pair's visibility latency (it includes up to one local read of

@@ -68,15 +68,15 @@ macro_rules! registry {
 }
 
 registry! { $
-    /// Last-writer-wins, no causal order: the baseline (seed 000, seed 002).
+    /// Last-writer-wins, no causal order: the baseline (Roohitavaf, Gunawardhana et al.).
     Eventual => baseline::eventual::Eventual,
-    /// Physical clocks and a scalar global stable time (seed 000 §4).
+    /// Physical clocks and a scalar global stable time (Roohitavaf §4).
     GentleRain => stabilization::gentlerain::GentleRain,
-    /// Hybrid logical clocks and a per-DC stable vector (seed 000 §5).
+    /// Hybrid logical clocks and a per-DC stable vector (Roohitavaf §5).
     CausalSpartanX => stabilization::causal_spartan_x::CausalSpartanX,
-    /// Explicit one-hop dependencies checked before a remote write commits (seed 001 §2).
+    /// Explicit one-hop dependencies checked before a remote write commits (Lloyd §2).
     Cops => explicit_deps::cops::Cops,
-    /// COPS with stored dependencies and two-round read transactions (seed 001 §2, Ch. 4).
+    /// COPS with stored dependencies and two-round read transactions (Lloyd §2, Ch. 4).
     CopsGt => explicit_deps::cops_gt::CopsGt,
 }
 

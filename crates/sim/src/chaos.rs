@@ -5,7 +5,7 @@
 //!
 //! Faults that a protocol does not claim to tolerate
 //! ([`causeway_core::Protocol::TOLERATES`]) are left out by the [`Chaos`]
-//! switches (a GentleRain run, for instance, gets no backward jumps: seed 000
+//! switches (a GentleRain run, for instance, gets no backward jumps: Roohitavaf
 //! §5.6 shows it cannot survive them). Every cut is healed, every pause,
 //! slowdown and crash ends before the load stops, so convergence and
 //! liveness can be demanded after the drain.

@@ -694,7 +694,7 @@ impl<P: Protocol> Sim<P> {
         }
     }
 
-    /// While a node is slowed (seed 000's ROTX experiment), ROT latency is
+    /// While a node is slowed (Roohitavaf's ROTX experiment), ROT latency is
     /// also reported apart for ROTs that touch a slowed server and those
     /// that do not.
     fn classify_rot(&mut self, c: ClientId, keys: &[causeway_core::Key], invoke_us: u64, failed: bool) {

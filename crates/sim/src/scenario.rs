@@ -174,7 +174,7 @@ pub struct CpuSpec {
     #[serde(default)]
     pub service_us: u64,
     /// Extra CPU time per KiB of the message handled (its wire size), so
-    /// that metadata costs: seed 001 attributes COPS-GT's lower throughput
+    /// that metadata costs: Lloyd attributes COPS-GT's lower throughput
     /// to its dependency lists. 0: size is free.
     #[serde(default)]
     pub us_per_kib: f64,
@@ -193,7 +193,7 @@ pub enum Distribution {
     Hotspot,
     /// YCSB's latest: zipfian over recency, the newest insert hottest.
     Latest,
-    /// COPS's dynamic workloads (seed 001 §7, Table 7.3): one group of
+    /// COPS's dynamic workloads (Lloyd §7, Table 7.3): one group of
     /// `keys_per_group` keys per client; a client picks a group from a normal
     /// distribution with `keygroup_variance` centred on its own, then a key
     /// uniformly inside it. `recordcount` is then clients × keys_per_group.
@@ -242,7 +242,7 @@ pub struct Workload {
     /// Keys per WOT (distinct).
     #[serde(default = "default_rot")]
     pub wot_size: usize,
-    /// Read-write transactions in seed 003's shape: `txn_reads` reads from
+    /// Read-write transactions in Spirovska et al.'s shape: `txn_reads` reads from
     /// one snapshot, then `txn_writes` atomic writes (PaRiS: 19 + 1 for its
     /// 95:5 mix, 10 + 10 for 50:50). Their keys follow `rot_partitions` and
     /// `local_txn_ratio` like a ROT's.
@@ -504,7 +504,7 @@ pub enum FaultKind {
     Restart {
         node: u32,
     },
-    /// Every message the node sends takes `extra_ms` longer (seed 000's
+    /// Every message the node sends takes `extra_ms` longer (Roohitavaf's
     /// slowed partition). 0 restores it.
     Slow {
         node: u32,

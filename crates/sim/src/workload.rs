@@ -5,7 +5,7 @@
 //!
 //! A client asks for a *request*: usually one operation, but an amplified
 //! insert is `amplification` PUTs issued one after another, and the request's
-//! end-to-end latency is what seed 000's query-amplification experiment plots.
+//! end-to-end latency is what Roohitavaf's query-amplification experiment plots.
 
 use crate::scenario::{Distribution, Workload};
 use bytes::Bytes;
@@ -92,7 +92,7 @@ impl KeySpace {
                     rng.random_range(hot..n)
                 }
             }
-            // COPS §7 (notes 001 §5.4): a group drawn from a normal
+            // Lloyd §7: a group drawn from a normal
             // distribution centred on the client's own group, then a key
             // uniformly inside it. Variance 0 keeps a client in its group.
             Distribution::Keygroup => {
@@ -186,7 +186,7 @@ impl Generator {
         one(Op::Txn { reads, writes: writes(self.txn_keys(w, w.txn_writes, client, dc, rng)) })
     }
 
-    /// DKVF's amplified insert (seed 000 §8, Fig 5.2): `amplification` PUTs
+    /// DKVF's amplified insert (Roohitavaf §8, Fig 5.2): `amplification` PUTs
     /// sent round-robin over the partitions, one after another; the request
     /// completes when the last is acknowledged.
     fn amplified(

@@ -1,4 +1,4 @@
-//! Seed 000's clock results, reproduced in the simulator (§5.5, §5.6, §10
+//! Roohitavaf's clock results, reproduced in the simulator (§5.5, §5.6, §10
 //! claims 1 and 12): GentleRain's PUT waits out clock skew and its
 //! correctness depends on clocks never stepping back; CausalSpartanX's HLC
 //! removes both.

@@ -146,7 +146,7 @@ fn cops_deps_per_write(settle_interval_ms: i64) -> f64 {
     r.samples["deps_per_write"].mean_us
 }
 
-/// Seed 001 §7.2: COPS's average dependencies per write stay at 1–4,
+/// Lloyd §7.2: COPS's average dependencies per write stay at 1–4,
 /// because reads of versions committed everywhere add nothing (§6.1).
 #[test]
 fn cops_contexts_stay_small_with_never_depend() {

@@ -1,5 +1,5 @@
 //! Aggregation of per-partition vectors over a tree inside one DC, as
-//! GentleRain computes its GST and CausalSpartanX its DSV (seed 000 §5.3:
+//! GentleRain computes its GST and CausalSpartanX its DSV (Roohitavaf §5.3:
 //! "computed over a tree, not by broadcast").
 //!
 //! The partition servers of a DC form a k-ary tree in partition order: the

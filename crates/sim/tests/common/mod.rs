@@ -97,7 +97,7 @@ pub fn photo_then_album_with<P: Protocol>(
     (violations, saw_album)
 }
 
-/// Seed 000 §3.3 / COPS's ACL example with a ROT: the ACL starts public and
+/// Roohitavaf §3.3 / COPS's ACL example with a ROT: the ACL starts public and
 /// the album old; Alice (DC0) makes the ACL friends-only, then posts to the
 /// album. The ACL's partition server in DC0 is slow to replicate. A DC1 ROT
 /// over {acl, album} must never return ⟨public, new album⟩. Returns

@@ -1,7 +1,7 @@
 //! # Eventual consistency with last-writer-wins
 //!
-//! The baseline of seed 000 (DKVF's "Eventual", 95 lines of server) and of
-//! seed 002 (Riak-style): a PUT is timestamped with the local physical clock,
+//! The baseline of Roohitavaf (DKVF's "Eventual", 95 lines of server) and of
+//! Gunawardhana et al. (Riak-style): a PUT is timestamped with the local physical clock,
 //! applied, acknowledged, and replicated asynchronously to every other DC
 //! storing the key; a replicated version is visible the moment it arrives.
 //! Every replica keeps the version with the highest ⟨ts, dc⟩, so replicas

@@ -1,7 +1,7 @@
 //! # COPS: causal+ from explicit one-hop dependencies
 //!
-//! COPS (Lloyd, Freedman, Kaminsky, Andersen, SOSP 2011) as seed 001
-//! describes it (dissertation Ch. 4 and §6.1; notes 001 §2). Where the
+//! COPS (Lloyd, Freedman, Kaminsky, Andersen, SOSP 2011) as Lloyd
+//! describes it (dissertation Ch. 4 and §6.1). Where the
 //! stabilization protocols (GentleRain, CausalSpartanX) make a remote version
 //! visible once a stable time passes it, COPS names each write's
 //! dependencies and checks them, one by one, before applying it:

@@ -1,7 +1,7 @@
 //! # COPS-GT: COPS with read-only transactions
 //!
-//! COPS-GT (the SOSP paper's name; "COPS-RT" in seed 001, dissertation
-//! Ch. 4 and §6.1; notes 001 §2) adds `read_trans` to [COPS](crate::cops).
+//! COPS-GT (the SOSP paper's name; "COPS-RT" in Lloyd, dissertation
+//! Ch. 4 and §6.1) adds `read_trans` to [COPS](crate::cops).
 //! It needs more than one-hop dependencies: a transaction must see, for any
 //! version it returns, every requested key at least as new as that version's
 //! dependencies. So:

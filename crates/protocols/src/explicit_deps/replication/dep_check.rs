@@ -3,7 +3,7 @@
 //! ## How a dependency is judged satisfied (a deviation)
 //!
 //! The dissertation leaves the `dep_check` test unstated; "the key's visible
-//! version is at least as new" (the notes' guess) is unsafe: with x@5
+//! version is at least as new" (a natural reading) is unsafe: with x@5
 //! (depending on y@3) not yet arrived and a concurrent x@7 already visible, a
 //! write depending on x@5 would pass and expose its reader to the old y.
 //! Here a dependency asks for *that* write.
@@ -120,7 +120,7 @@ pub struct DepNode {
     pub equivalents: Vec<NodeId>,
     /// Re-send unanswered checks after this long.
     pub retry_us: u64,
-    /// Which writes are committed in every DC (seed 001 §6.1); fed by the
+    /// Which writes are committed in every DC (Lloyd §6.1); fed by the
     /// `Through`/`Settled` messages this path receives.
     pub settle: Settle,
     /// The Lamport clock (§2.5).

@@ -1,6 +1,6 @@
 //! # Settling: knowing when a write is committed in every DC
 //!
-//! Seed 001 §6.1 (notes 001 §2.10) collects metadata once a write is
+//! Lloyd §6.1 collects metadata once a write is
 //! committed in all DCs: the write is flagged **never-depend**, clients drop
 //! it from their contexts, and (COPS-GT) its stored dependency list is
 //! dropped. The dissertation has each remote DC notify the write's origin per

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-/// Protocol parameters. The thesis gives no values for θ and Δ (notes §11);
+/// Protocol parameters. The thesis gives no values for θ and Δ;
 /// the defaults are a few milliseconds, well under a WAN round trip.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -1,6 +1,6 @@
 //! # CausalSpartanX: causal++ consistency on hybrid logical clocks
 //!
-//! Seed 000 Ch. 5 (Roohitavaf; the basic operations are CausalSpartan, SRDS
+//! Roohitavaf Ch. 5 (Roohitavaf; the basic operations are CausalSpartan, SRDS
 //! 2017). Like GentleRain, every partition server replicates its writes to its
 //! equivalents in the other DCs, and a remote version becomes readable once a
 //! DC-wide stable time says everything it depends on has arrived. CausalSpartanX
@@ -23,7 +23,7 @@
 //!
 //! The code follows Alg 5.1 (client), 5.2 (GET/PUT/replicate), 5.3 (DSV and
 //! heartbeats) and 5.4 (ROTX). Line numbers in comments are the thesis's, as
-//! used by its proofs (notes `000_roohitavaf.md` §5.3–5.4). Paper names are
+//! used by its proofs (§5.3–5.4). Paper names are
 //! kept: `VV`, `DSV`, `DS`, `ut`, `sr`, `ds`, `sv`, `maxDS` ([`DepSet::merge`](causeway_core::DepSet::merge)),
 //! `updateHLC` ([`Hlc::update`](causeway_core::Hlc::update), [`Hlc::tick`](causeway_core::Hlc::tick)).
 //!
@@ -35,7 +35,7 @@
 //!   version can reach its own partition before other partitions of this DC
 //!   have received older writes from j. Merging the entry makes `DSV[j]` exceed
 //!   what the DC has received (`DSV_real`, Obs 10/11), and a ROTX can then
-//!   return `⟨w, old x⟩` with `w` depending on `x` (the notes' scenario, and the
+//!   return `⟨w, old x⟩` with `w` depending on `x` (the §5.5 scenario, and the
 //!   test `paper_dsv_merge_returns_a_non_causal_snapshot_and_the_default_does_not`).
 //!   Our rule:
 //!   1. Remote entries never come from a DS. Only genuine DSVs are merged: the
@@ -67,7 +67,7 @@
 //!      lagging partition, and got a version older than x. With the writer's
 //!      DSVc merged where y is written, the reader of y inherits it.
 //!   6. **A write carries its writer's cache; a GET of it hands that to the
-//!      reader** (deviation 14; it replaces deviation 13, a wait). Seed 000
+//!      reader** (deviation 14; it replaces deviation 13, a wait). Roohitavaf
 //!      (Roohitavaf, "Consistency for Distributed Data Stores", PhD thesis,
 //!      2019, §5.4) promises that ROTX never blocks, and §5.2 that local
 //!      writes are visible to local GETs at once. With the cache of rule 3

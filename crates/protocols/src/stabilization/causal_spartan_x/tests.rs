@@ -133,7 +133,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     assert_never_blocked(&net);
 }
 
-/// Seed 000 §3.3: Alice hides her album from Bob, and later reverts it and
+/// Roohitavaf §3.3: Alice hides her album from Bob, and later reverts it and
 /// unblocks him. Bob's ROTX must never pair a public ACL with the private album.
 #[test]
 fn acl_album_rotx_never_returns_public_acl_with_new_album() {
@@ -197,7 +197,7 @@ fn put_latency_is_independent_of_clock_skew() {
     assert_never_blocked(&net);
 }
 
-/// GentleRain's failure (notes §5.6): both DCs are stable up to t, then a
+/// GentleRain's failure (Roohitavaf §5.1.1): both DCs are stable up to t, then a
 /// clock steps back below t and writes. With HLCs the new versions still
 /// get timestamps above everything already stable, so a remote DC never
 /// shows the dependent write without its dependency.

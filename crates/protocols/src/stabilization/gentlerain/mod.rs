@@ -1,8 +1,8 @@
 //! # GentleRain: causal consistency from physical clocks and one scalar
 //!
-//! GentleRain (Du, Iorgulescu, Roy, Zwaenepoel, SoCC 2014) as seed 000
-//! describes it (thesis §3.2.2, §5.1, §5.5.5, §8.2; notes 000 §5.6) and uses
-//! it as the baseline CausalSpartanX is measured against (notes §5.3, §9.2).
+//! GentleRain (Du, Iorgulescu, Roy, Zwaenepoel, SoCC 2014) as Roohitavaf
+//! describes it (thesis §3.2.2, §5.1, §5.5.5, §8.2) and uses
+//! it as the baseline CausalSpartanX is measured against (§5.3, §9.2).
 //! It tracks dependencies implicitly, with one physical timestamp per version
 //! and one scalar per client, and rests on two conditions:
 //!
@@ -24,7 +24,7 @@
 //! the coordinator's GST reaches the client's `dt`, then reads every key at
 //! the snapshot `GST`.
 //!
-//! **The known flaw** (thesis §5.1.1, notes §10 claim 12): correctness rests
+//! **The known flaw** (thesis §5.1.1): correctness rests
 //! on clocks never going backwards. A server whose clock is stepped back
 //! below a GST already computed elsewhere stamps versions that remote DCs
 //! consider stable before they arrive (C2 breaks). This module deliberately
@@ -70,7 +70,7 @@
 //!    heartbeat tick (the paper: "in the past Δ"). Counting ticks rather than
 //!    comparing clock readings keeps heartbeats flowing after a clock jump.
 //! 7. **Slices raise GST to the snapshot** (as CausalSpartanX's slice does,
-//!    notes §5.4 line 21): the snapshot is a stable time of this DC.
+//!    Alg 5.4 line 21): the snapshot is a stable time of this DC.
 //! 8. **Version GC**, unspecified in the paper: on the stabilization tick a
 //!    bounded number of keys that received versions drop versions older than
 //!    the newest one with `ut ≤` a GST at least `gc_grace_us` old. A ROT slice

@@ -269,7 +269,7 @@ impl PartitionServer {
         // ut = the physical clock, as read now. NO guard against a clock that
         // went backwards (no max with VV[m] or with the last ut): GentleRain
         // has none, and a clock stepped back below a GST computed elsewhere
-        // breaks C2 (seed 000 §5.1.1, notes §5.6). The tests demonstrate it.
+        // breaks C2 (Roohitavaf §5.1.1). The tests demonstrate it.
         let ut = env.now_us();
         // Invariant (C1, Du et al., GentleRain, §4.2): a version's timestamp
         // exceeds every dependency's, the client's `dt`. `may_write` admitted

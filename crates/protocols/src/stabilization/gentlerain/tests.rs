@@ -76,7 +76,7 @@ fn config_rejects_unknown_fields_and_defaults_the_rest() {
     assert!(err.to_string().contains("unknown field"), "{err}");
 }
 
-/// Causal++ (notes §3.2 Def 15): a local write is visible to a local GET
+/// Causal++ (Roohitavaf §3.2, Def 15): a local write is visible to a local GET
 /// at once, before it is replicated anywhere.
 #[test]
 fn local_writes_are_visible_at_once() {
@@ -235,7 +235,7 @@ fn same_key_same_microsecond_writes_do_not_collide() {
     assert_eq!(net.blocked("put_clock_wait"), vec![(s, 1)]);
 }
 
-/// GentleRain's known flaw (seed 000 §5.1.1, notes §5.6 and §10 claim 12),
+/// GentleRain's known flaw (Roohitavaf §5.1.1),
 /// asserted to HAPPEN. Both DCs are stable up to ~51 ms; then DC0's clocks
 /// step back ~40 ms and a client writes a, then b after a. Both get `ut`
 /// below DC1's GST, so DC1 treats b as stable the moment it arrives,
@@ -282,7 +282,7 @@ fn a_clock_stepped_back_breaks_causality() {
     assert_eq!(rot(&mut net, reader, &[&a, &b]), vec![Some("a".into()), Some("b after a".into())]);
 }
 
-/// Seed 000 §3.3: Alice makes her album friends-only, then posts to it. A
+/// Roohitavaf §3.3: Alice makes her album friends-only, then posts to it. A
 /// ROT over {acl, album} in a remote DC never returns ⟨public, new post⟩,
 /// whichever of the two replicates is late.
 #[test]
