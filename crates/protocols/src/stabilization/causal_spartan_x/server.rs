@@ -1,6 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
+use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
     ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
@@ -30,6 +31,8 @@ pub struct CsxServer {
     /// VV: `VV[k]`, k ≠ m, is the latest timestamp received from p^k_n;
     /// `VV[m]` is the local HLC, the highest `ut` assigned here.
     pub(super) vv: Vec<Hlc>,
+    /// This node: the coordinator of the ROTXs its clients send it.
+    me: NodeId,
     /// Started over a journaled store (a restart): the DSV may run ahead of
     /// the VV entries fed by heartbeats, which were not journaled.
     restarted: bool,
@@ -49,8 +52,7 @@ pub struct CsxServer {
     pending_slab: BTreeMap<u64, PendingVisible>,
     next_pending: u64,
     /// ROTXs this server coordinates, by id.
-    rots: BTreeMap<u64, RotInProgress>,
-    next_rot: u64,
+    rots: Gathering<RotInProgress>,
     gc: Gc,
 }
 
@@ -69,8 +71,6 @@ pub(super) struct RotInProgress {
     /// Results so far, in request order.
     items: Vec<Option<ReadItem>>,
     ds: DepSet<Hlc>,
-    /// Slices not yet answered: the server and the request positions it reads.
-    waiting: Vec<(NodeId, Vec<usize>)>,
 }
 
 impl RotInProgress {
@@ -117,6 +117,7 @@ impl CsxServer {
             partition,
             peers,
             vv: vec![Hlc::ZERO; dcs],
+            me: ctx.id,
             restarted: false,
             dsv: vec![Hlc::ZERO; dcs],
             tree,
@@ -124,8 +125,7 @@ impl CsxServer {
             pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
             pending_slab: BTreeMap::new(),
             next_pending: 0,
-            rots: BTreeMap::new(),
-            next_rot: 0,
+            rots: Gathering::default(),
             gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
         }
     }
@@ -342,42 +342,26 @@ impl CsxServer {
         // Line 12.
         let sv = self.dsv.clone();
         // Lines 13–17, one SliceReq per partition involved.
-        let mut by_partition: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
-        for (i, k) in keys.iter().enumerate() {
-            by_partition.entry(self.topology.partition_of(k)).or_default().push(i);
-        }
-        let mut rot =
-            RotInProgress { client: from, sv, items: vec![None; keys.len()], ds: DepSet::new(), waiting: Vec::new() };
-        if let Some(mine) = by_partition.remove(&self.partition) {
-            let mine_keys: Vec<Key> = mine.iter().map(|&i| keys[i].clone()).collect();
+        let Some(split) = slices::split(&self.topology, self.m, self.me, &keys) else {
+            env.reply(from, Msg::RotReply(Err(OpError::NoReplica)));
+            return;
+        };
+        let mut rot = RotInProgress { client: from, sv, items: vec![None; keys.len()], ds: DepSet::new() };
+        if !split.local.is_empty() {
             let dcs = self.dsv.len();
-            let read = self.slice(env, &mine_keys, &rot.sv).and_then(|s| rot.absorb(&mine, s, dcs));
+            let mine = slices::keys_at(&keys, &split.local);
+            let read = self.slice(env, &mine, &rot.sv).and_then(|s| rot.absorb(&split.local, s, dcs));
             if let Err(e) = read {
                 env.reply(from, Msg::RotReply(Err(e)));
                 return;
             }
         }
-        let mut targets = Vec::with_capacity(by_partition.len());
-        for (p, positions) in by_partition {
-            match self.topology.server(self.m, p) {
-                Some(node) => targets.push((node, positions)),
-                None => {
-                    env.reply(from, Msg::RotReply(Err(OpError::NoReplica)));
-                    return;
-                }
-            }
+        let id = self.rots.next_id();
+        for (node, positions) in &split.remote {
+            env.send(*node, Msg::SliceReq { rot: id, keys: slices::keys_at(&keys, positions), sv: rot.sv.clone() });
         }
-        let id = self.next_rot;
-        self.next_rot += 1;
-        for (node, positions) in targets {
-            let keys = positions.iter().map(|&i| keys[i].clone()).collect();
-            env.send(node, Msg::SliceReq { rot: id, keys, sv: rot.sv.clone() });
-            rot.waiting.push((node, positions));
-        }
-        if rot.waiting.is_empty() {
+        if let Some(rot) = self.rots.open(id, rot, split.remote) {
             Self::finish_rot(env, rot);
-        } else {
-            self.rots.insert(id, rot);
         }
     }
 
@@ -434,15 +418,12 @@ impl CsxServer {
         slice: Result<SliceOk, OpError>,
     ) {
         let dcs = self.dsv.len();
-        let Some(st) = self.rots.get_mut(&rot) else { return };
-        let Some(pos) = st.waiting.iter().position(|w| w.0 == from) else { return };
-        let (_, positions) = st.waiting.swap_remove(pos);
+        let Some((st, positions, last)) = self.rots.answer(rot, from) else { return };
         let outcome = slice.and_then(|s| st.absorb(&positions, s, dcs));
-        let done = outcome.is_err() || st.waiting.is_empty();
-        if !done {
+        if outcome.is_ok() && !last {
             return;
         }
-        let Some(st) = self.rots.remove(&rot) else { return };
+        let Some(st) = self.rots.close(rot) else { return };
         match outcome {
             Ok(()) => Self::finish_rot(env, st),
             Err(e) => env.reply(st.client, Msg::RotReply(Err(e))),
