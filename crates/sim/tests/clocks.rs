@@ -67,7 +67,7 @@ fn a_backward_clock_jump_breaks_gentlerain() {
     assert!(saw);
     assert!(
         violations > 0,
-        "GentleRain with a clock stepped back must show the album without its photo (seed 000 §5.6)"
+        "GentleRain with a clock stepped back must show the album without its photo (Roohitavaf §5.1.1)"
     );
 }
 

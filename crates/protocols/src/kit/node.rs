@@ -24,7 +24,7 @@ pub fn equivalents_elsewhere(topology: &Topology, partition: PartitionId, dc: Dc
 }
 
 /// Refuse anything but full replication with one server per partition per
-/// DC, the placement every protocol of seeds 000 and 001 assumes. `why`
+/// DC, the placement GentleRain, CausalSpartanX and COPS assume (Roohitavaf Ch. 5, Lloyd §2.2). `why`
 /// says what in the protocol needs full replication.
 pub fn require_full_replication(name: &str, topology: &Topology, why: &str) -> Result<(), String> {
     if !topology.is_full_replication() {

@@ -127,12 +127,7 @@ impl Protocol for GentleRain {
     /// client's `dt`: one one-way trip plus a heartbeat for VV, then a few
     /// tree rounds of θ for the GST to reach the coordinator.
     fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        20_000
-            + env.max_rtt_us
-            + 2 * env.max_clock_skew_us
-            + 2 * cfg.heartbeat_interval_us
-            + 8 * cfg.stabilization_interval_us
-            + 8 * env.intra_dc_rtt_us
+        crate::stabilization::stable_time_bound_us(cfg.heartbeat_interval_us, cfg.stabilization_interval_us, env)
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
