@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::replication::{DepNode, DepVersion, Settle, Stamp};
+use crate::explicit_deps::replication::{DepNode, DepVersion, PathConfig, Settle, Stamp};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv};
 
 pub struct CopsServer {
@@ -11,10 +11,12 @@ pub struct CopsServer {
 impl CopsServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> CopsServer {
         let settle_us = cfg.settle_interval_ms * 1_000;
-        let mut node = DepNode::new(&ctx, Settle::new(0, settle_us));
-        node.skip_checks = cfg.mutant_skip_dep_check;
-        node.skip_recovery = cfg.mutant_skip_recovery;
-        node.retry_us = cfg.dep_check_retry_ms * 1_000;
+        let path = PathConfig {
+            retry_us: cfg.dep_check_retry_ms * 1_000,
+            skip_checks: cfg.mutant_skip_dep_check,
+            skip_recovery: cfg.mutant_skip_recovery,
+        };
+        let node = DepNode::new(&ctx, Settle::new(0, settle_us), path);
         CopsServer { node, settle_us }
     }
 }

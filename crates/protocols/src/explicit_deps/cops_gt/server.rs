@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, Settle, Stamp};
+use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -26,9 +26,12 @@ impl CopsGtServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> CopsGtServer {
         // Which writes are committed everywhere, and since when (deviation 2).
         let settle = Settle::new(cfg.hold_us(), cfg.gc_interval_ms * 1_000);
-        let mut node = DepNode::new(&ctx, settle);
-        node.skip_checks = cfg.mutant_skip_dep_check;
-        node.retry_us = cfg.dep_check_retry_ms * 1_000;
+        let path = PathConfig {
+            retry_us: cfg.dep_check_retry_ms * 1_000,
+            skip_checks: cfg.mutant_skip_dep_check,
+            skip_recovery: false,
+        };
+        let node = DepNode::new(&ctx, settle, path);
         let dc_peers = ctx.topology.dc_servers(node.dc).filter(|&n| n != ctx.id).collect();
         CopsGtServer {
             cfg: cfg.clone(),

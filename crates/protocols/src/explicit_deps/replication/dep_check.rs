@@ -143,10 +143,21 @@ pub struct DepNode {
     next_check: u64,
 }
 
+/// The replication path's settings, the same for every variant.
+#[derive(Clone, Copy, Debug)]
+pub struct PathConfig {
+    /// Re-send unanswered checks after this long (Lloyd §2.7 step 4).
+    pub retry_us: u64,
+    /// The broken variant: dependencies are not checked.
+    pub skip_checks: bool,
+    /// The broken variant: a restart recovers nothing.
+    pub skip_recovery: bool,
+}
+
 impl DepNode {
     /// `settle` decides how long a write committed everywhere is held
     /// before it is settled (see [`Settle::new`]).
-    pub fn new(ctx: &NodeCtx, settle: Settle) -> DepNode {
+    pub fn new(ctx: &NodeCtx, settle: Settle, cfg: PathConfig) -> DepNode {
         let topology = ctx.topology.clone();
         let (dc, serving, equivalents) = match served_partition(ctx) {
             Some((dc, partition)) => (dc, true, equivalents_elsewhere(&topology, partition, dc)),
@@ -157,10 +168,10 @@ impl DepNode {
             me: ctx.id,
             dc,
             serving,
-            skip_checks: false,
-            skip_recovery: false,
+            skip_checks: cfg.skip_checks,
+            skip_recovery: cfg.skip_recovery,
             equivalents,
-            retry_us: 1_000_000,
+            retry_us: cfg.retry_us,
             settle,
             lamport: 0,
             through: BTreeMap::new(),

@@ -21,6 +21,6 @@ pub mod dep_check;
 pub mod msg;
 pub mod settle;
 
-pub use dep_check::{DepNode, Ready};
+pub use dep_check::{DepNode, PathConfig, Ready};
 pub use msg::{Dep, DepVersion, PathMsg, Stamp, validate_topology};
 pub use settle::Settle;
