@@ -26,6 +26,10 @@ pub struct Config {
     /// writes and stops when they do — a stall torture's liveness check
     /// must catch.
     pub mutant_drop_heartbeats: bool,
+    /// Test only: a restart forgets the journaled GST (deviation 10), as
+    /// the paper's crash-free servers would; crash-restart torture must
+    /// catch it.
+    pub mutant_skip_recovery: bool,
 }
 
 impl Default for Config {
@@ -38,6 +42,7 @@ impl Default for Config {
             rot_wait_threshold_us: u64::MAX,
             mutant_skip_gst_check: false,
             mutant_drop_heartbeats: false,
+            mutant_skip_recovery: false,
         }
     }
 }

@@ -72,6 +72,8 @@ pub(super) struct PartitionServer {
     pub(super) vv: Vec<TimeUs>,
     /// GST^m_n: every version with `ut ≤ gst` has reached this DC (C2).
     pub(super) gst: TimeUs,
+    /// The GST last journaled (the store's metadata): recovery's floor.
+    journaled_gst: TimeUs,
     pub(super) tree: StableTree<TimeUs>,
     /// The tree parent, the only node whose [`Msg::StablePush`] is accepted.
     tree_parent: Option<NodeId>,
@@ -130,6 +132,7 @@ impl PartitionServer {
             equivalents: topology.equivalents(partition).filter(|&(d, _)| d != dc).collect(),
             vv: vec![0; topology.dcs()],
             gst: 0,
+            journaled_gst: 0,
             tree: StableTree::new(&topology, ctx.id, fanout),
             tree_parent,
             not_yet_visible: BTreeMap::new(),
@@ -280,6 +283,7 @@ impl PartitionServer {
         }
         let version = Version { value, ut, sr: self.dc };
         env.store().insert(key.clone(), version.clone());
+        self.journal_gst(env);
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: ut });
         self.vv[self.dc.idx()] = ut;
         env.reply(client, Msg::PutReply { ut });
@@ -290,6 +294,31 @@ impl PartitionServer {
             self.replicated_since_heartbeat = true;
         }
         self.gc_queue.insert((ut, key));
+    }
+
+    /// Journal GST with a local version when it rose since the last one.
+    ///
+    /// Deviation 1 makes a local version's readers learn a GST covering its
+    /// writer's remote causal past, which holds only while this server's GST
+    /// never falls below what it was at the write. The paper's servers never
+    /// crash; ours restart from their journal, so the GST is logged with the
+    /// versions of the same turn and recovered in `on_start`. Only a local
+    /// PUT needs it (a GET or slice reply carries a GST its client already
+    /// covers), so an idle server journals nothing.
+    fn journal_gst(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if self.gst > self.journaled_gst {
+            self.journaled_gst = self.gst;
+            env.store().set_meta(self.gst.to_le_bytes().to_vec());
+        }
+    }
+
+    /// After a restart: GST from the journal (see [`Self::journal_gst`]).
+    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let journaled = env.store().meta().and_then(|m| <[u8; 8]>::try_from(m).ok()).map(TimeUs::from_le_bytes);
+        if let Some(g) = journaled.filter(|_| !self.cfg.mutant_skip_recovery) {
+            self.journaled_gst = g;
+            self.raise_gst(env, g);
+        }
     }
 
     // ------------------------------------------------------------ replication
@@ -537,6 +566,7 @@ impl Server for GentleRainServer {
 
     fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let Some(s) = self.part.as_mut() else { return };
+        s.recover(env);
         s.vv[s.dc.idx()] = env.now_us();
         env.set_timer(s.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
         env.set_timer(s.cfg.stabilization_interval_us, Timer::Stabilize.token());

@@ -392,6 +392,42 @@ fn a_local_write_carries_its_writers_stable_time() {
     assert_eq!(get(&mut net, c, &q), Some("q".into()), "c saw x → r → q, so it must see q");
 }
 
+/// The same run with x's server crashing and restarting between the write
+/// and c's reads (deviation 10): the GST x's PUT raised is journaled with x,
+/// so the restarted server still hands it to x's readers. A restart that
+/// forgets it (the mutant) lets c see x → r without q.
+#[test]
+fn a_restart_keeps_the_stable_time_a_local_write_carried() {
+    for skip_recovery in [false, true] {
+        let cfg = Config { mutant_skip_recovery: skip_recovery, ..Config::default() };
+        let mut net = net_with(2, 3, cfg.clone());
+        let (r, q, x) = (net.key_on(0), net.key_on(1), net.key_on(2));
+        let (q1, x1) = (net.server_for(DC1, &q), net.server_for(DC1, &x));
+        let a = cl(0, 0);
+        put(&mut net, a, &q, "q");
+        net.advance_clocks(1_000);
+        put(&mut net, a, &r, "r after q");
+        let ut_q = net.latest(net.server_for(DC0, &q), &q).ut;
+        net.advance_clocks(10_000);
+        let late_pushes = move |m: &InFlight<Msg>| {
+            matches!(m.msg, Msg::StablePush { .. }) && (m.to == Dest::Node(q1) || m.to == Dest::Node(x1))
+        };
+        stabilize_holding(&mut net, &late_pushes);
+        let (w, c) = (cl(1, 0), cl(1, 1));
+        assert_eq!(get(&mut net, w, &r), Some("r after q".into()));
+        put(&mut net, w, &x, "x after r");
+        net.restart(x1, &cfg);
+        assert!(gst(&net, q1) < ut_q, "q is not yet stable at its server");
+        assert_eq!(get(&mut net, c, &x), Some("x after r".into()));
+        let seen_q = get(&mut net, c, &q);
+        if skip_recovery {
+            assert_eq!(seen_q, None, "without recovery c sees x → r without q (the mutant must be observable)");
+        } else {
+            assert_eq!(seen_q, Some("q".into()), "c saw x → r → q across x's restart, so it must see q");
+        }
+    }
+}
+
 /// Concurrent writes to one key in both DCs: every replica ends on the
 /// version with the larger ⟨ut, sr⟩ (last-writer-wins).
 #[test]
