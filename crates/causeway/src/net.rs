@@ -35,7 +35,14 @@ pub fn server(config: &Path, node: u32) -> Result<(), Error> {
     let rt = runtime()?;
     let h = with_protocol!(cluster.protocol, P => causeway_net::server::spawn::<P>(cluster.clone(), node, None, rt.handle())?);
     tracing::info!(node = node.0, addr = %h.addr, protocol = %cluster.protocol, "serving");
-    rt.block_on(shutdown_signal());
+    // A node whose protocol thread died exits (non-zero, through `stop`) so
+    // that a supervisor restarts it, rather than holding its port open.
+    rt.block_on(async {
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = h.failed() => {}
+        }
+    });
     tracing::info!(node = node.0, "shutting down");
     h.stop()?;
     Ok(())

@@ -26,7 +26,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc as smpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -77,6 +77,13 @@ enum Input<M> {
     Stop,
 }
 
+/// Set when the protocol thread panicked; the node has then stopped serving.
+#[derive(Default)]
+struct Failed {
+    flag: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
 /// A running node. Dropping it does not stop it; call [`NodeHandle::stop`].
 pub struct NodeHandle {
     pub node: NodeId,
@@ -87,6 +94,7 @@ pub struct NodeHandle {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Disconnects when the accept task has ended and dropped its listener.
     acceptor_done: smpsc::Receiver<()>,
+    failed: Arc<Failed>,
 }
 
 impl NodeHandle {
@@ -101,7 +109,20 @@ impl NodeHandle {
         if let Some(t) = self.thread.take() {
             t.join().map_err(|_| NodeError::Panicked { node: self.node.0 })?;
         }
+        if self.failed.flag.load(Ordering::Acquire) {
+            return Err(NodeError::Panicked { node: self.node.0 });
+        }
         Ok(())
+    }
+
+    /// Resolves if the protocol thread panics. The node has then closed its
+    /// listener and links (its clients see the connection close rather than
+    /// wait for their deadline); a supervisor should restart the process,
+    /// which recovers everything acknowledged from the log.
+    pub async fn failed(&self) {
+        if !self.failed.flag.load(Ordering::Acquire) {
+            self.failed.notify.notified().await;
+        }
     }
 }
 
@@ -326,11 +347,30 @@ pub fn spawn<P: Protocol>(
         in_progress: FxHashMap::default(),
     };
     let outbox = recovered.outbox;
+    let failed = Arc::new(Failed::default());
+    let (failed_in, stop_on_panic) = (failed.clone(), stop_tx.clone());
     let thread = std::thread::Builder::new()
         .name(format!("causeway-node-{}", node.0))
         .spawn(move || {
-            pl.resend_outbox(outbox);
-            pl.run();
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                pl.resend_outbox(outbox);
+                pl.run();
+            }));
+            if let Err(payload) = run {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-text panic".into());
+                tracing::error!(
+                    node = node.0,
+                    "the protocol thread panicked: {what}; this node stops serving (everything it \
+                     acknowledged is in its log: restart it)"
+                );
+                failed_in.flag.store(true, Ordering::Release);
+                failed_in.notify.notify_one();
+                let _ = stop_on_panic.send(true);
+            }
         })
         .expect("spawning a thread");
     let stop_in = in_tx;
@@ -344,6 +384,7 @@ pub fn spawn<P: Protocol>(
         }),
         thread: Some(thread),
         acceptor_done,
+        failed,
     })
 }
 
@@ -886,8 +927,23 @@ impl<P: Protocol> ProtocolLoop<P> {
         }
         let now = self.now_us();
         if now + CLOCK_LEASE_US / 2 > self.persisted_floor_us {
+            // Written, not synced on its own account: an idle node would
+            // otherwise sync twice a second for nothing else. The record is
+            // in the file before this turn's output leaves, so it survives
+            // the process being killed; it reaches the disk with the next
+            // sync anything durable asks for, which covers every timestamp a
+            // durable write or a journaled message carries. Only an
+            // operating-system crash can lose it, and then only the floor
+            // under timestamps that went out in heartbeats and tree
+            // messages since the last sync; it matters only if the system
+            // clock is also stepped back below them across the reboot.
             self.persisted_floor_us = now + CLOCK_LEASE_US;
-            self.log(LogRecord::ClockFloor { us: self.persisted_floor_us });
+            if let Err(e) = self.wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::ClockFloor {
+                us: self.persisted_floor_us,
+            }) {
+                tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
+                self.stopping = true;
+            }
         }
         let mut out = std::mem::take(&mut self.out);
         let mut release = Vec::with_capacity(out.len());

@@ -245,11 +245,19 @@ fn replay<V: DeserializeOwned, M: DeserializeOwned>(
 
 impl Wal {
     pub fn append<V: Serialize, M: Serialize>(&mut self, r: &LogRecord<V, M>) -> Result<(), WalError> {
+        self.append_unsynced(r)?;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Append a record that does not by itself call for a sync: it reaches
+    /// the file at the next [`Wal::flush`] (so it survives the process being
+    /// killed) and the disk with the next sync that anything else asks for.
+    pub fn append_unsynced<V: Serialize, M: Serialize>(&mut self, r: &LogRecord<V, M>) -> Result<(), WalError> {
         let (head, payload) = frame_record(r);
         self.out.write_all(&head).map_err(io_err(&self.path))?;
         self.out.write_all(&payload).map_err(io_err(&self.path))?;
         self.bytes += 8 + payload.len() as u64;
-        self.unsynced = true;
         Ok(())
     }
 

@@ -45,6 +45,9 @@ pub struct TestNet<P: Protocol> {
     /// `(node, token)` of timers set and not yet fired (due times are the
     /// test's business).
     pub timers: Vec<(Dest, u64)>,
+    /// `(node, after_us)` of every timer a server set, in order: for tests
+    /// about how often a protocol wakes.
+    pub timer_log: Vec<(NodeId, u64)>,
     pub results: Vec<Option<OpResult>>,
     pub seen: Vec<Seen>,
     /// Peer messages an operation needs besides client traffic (a ROT's
@@ -60,6 +63,7 @@ struct SEnv<'a, M, V> {
     store: &'a mut MvStore<V>,
     queue: &'a mut Vec<InFlight<M>>,
     timers: &'a mut Vec<(Dest, u64)>,
+    timer_log: &'a mut Vec<(NodeId, u64)>,
     seen: &'a mut Vec<Seen>,
 }
 
@@ -76,8 +80,9 @@ impl<M, V: causeway_core::Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> 
     fn reply(&mut self, to: ClientId, msg: M) {
         self.queue.push(InFlight { from: Dest::Node(self.node), to: Dest::Client(to), msg });
     }
-    fn set_timer(&mut self, _after_us: u64, token: u64) {
+    fn set_timer(&mut self, after_us: u64, token: u64) {
         self.timers.push((Dest::Node(self.node), token));
+        self.timer_log.push((self.node, after_us));
     }
     fn store(&mut self) -> &mut MvStore<V> {
         self.store
@@ -152,6 +157,7 @@ impl<P: Protocol> TestNet<P> {
             client_dc,
             queue: Vec::new(),
             timers: Vec::new(),
+            timer_log: Vec::new(),
             seen: Vec::new(),
             also_op_traffic: |_| false,
             clients_per_dc,
@@ -173,6 +179,7 @@ impl<P: Protocol> TestNet<P> {
                 store: &mut self.stores[i],
                 queue: &mut self.queue,
                 timers: &mut self.timers,
+                timer_log: &mut self.timer_log,
                 seen: &mut self.seen,
             },
         )

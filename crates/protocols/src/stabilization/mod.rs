@@ -2,10 +2,14 @@
 //! visible only once a *stable time* computed inside the DC covers it — a
 //! scalar GST (GentleRain), a per-DC stable vector (CausalSpartanX), and
 //! next a vector GST (Cure), a GSS (Contrarian) or a UST (PaRiS). The shared
-//! kit is the per-DC aggregation tree that computes the stable time.
+//! kit is the per-DC aggregation tree that computes the stable time
+//! ([`stable_tree`]), the coordinator's split and gather of a read-only
+//! transaction's slices ([`slices`]), and the idle pacing of the heartbeat
+//! and tree timers ([`pace`]).
 
 pub mod causal_spartan_x;
 pub mod gentlerain;
+pub mod pace;
 pub mod slices;
 pub mod stable_tree;
 
@@ -13,7 +17,9 @@ pub mod stable_tree;
 /// (the liveness bound GentleRain and CausalSpartanX declare): one WAN trip
 /// and a heartbeat for the VV entry to move, a few tree rounds of the
 /// stabilization interval for the DC's minimum to reach the server, the
-/// clock skew a timestamp may be ahead by, and 20 ms of slack.
+/// clock skew a timestamp may be ahead by, and 20 ms of slack. An operation
+/// that arrives at a quiet cluster ([`pace`]) also waits for it to wake:
+/// one more WAN trip and a tree round, inside the same terms.
 pub fn stable_time_bound_us(
     heartbeat_interval_us: u64,
     stabilization_interval_us: u64,
@@ -25,4 +31,24 @@ pub fn stable_time_bound_us(
         + 2 * heartbeat_interval_us
         + 8 * stabilization_interval_us
         + 8 * env.intra_dc_rtt_us
+}
+
+/// The checks every stabilization protocol's `validate` makes on its timer
+/// and tree parameters, with errors that name the `[protocol]` field.
+pub fn validate_stabilization(
+    heartbeat_interval_us: u64,
+    stabilization_interval_us: u64,
+    tree_fanout: usize,
+    pace: &pace::PaceConfig,
+) -> Result<(), String> {
+    if heartbeat_interval_us == 0 {
+        return Err("protocol.heartbeat_interval_us must be positive".into());
+    }
+    if stabilization_interval_us == 0 {
+        return Err("protocol.stabilization_interval_us must be positive".into());
+    }
+    if tree_fanout == 0 {
+        return Err("protocol.tree_fanout must be at least 1".into());
+    }
+    pace.validate()
 }

@@ -1,3 +1,4 @@
+use crate::stabilization::pace::PaceConfig;
 use serde::{Deserialize, Serialize};
 
 /// Protocol parameters. The thesis gives no values for θ and Δ;
@@ -10,6 +11,8 @@ pub struct Config {
     pub heartbeat_interval_us: u64,
     /// θ: the period of the DSV tree step (Alg 5.3) and of GC.
     pub stabilization_interval_us: u64,
+    /// Idle pacing: Δ and θ slow down while no work is seen (`[protocol.pace]`).
+    pub pace: PaceConfig,
     /// Children per node of the DC's aggregation tree.
     pub tree_fanout: usize,
     /// GC keeps every version a DSV younger than this could still need.
@@ -29,6 +32,7 @@ impl Default for Config {
         Config {
             heartbeat_interval_us: 10_000,
             stabilization_interval_us: 5_000,
+            pace: PaceConfig::default(),
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
             paper_dsv_merge: false,

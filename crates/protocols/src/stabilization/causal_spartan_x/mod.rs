@@ -173,15 +173,12 @@ impl Protocol for CausalSpartanX {
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        if cfg.heartbeat_interval_us == 0 {
-            return Err("protocol.heartbeat_interval_us must be positive".into());
-        }
-        if cfg.stabilization_interval_us == 0 {
-            return Err("protocol.stabilization_interval_us must be positive".into());
-        }
-        if cfg.tree_fanout == 0 {
-            return Err("protocol.tree_fanout must be at least 1".into());
-        }
+        crate::stabilization::validate_stabilization(
+            cfg.heartbeat_interval_us,
+            cfg.stabilization_interval_us,
+            cfg.tree_fanout,
+            &cfg.pace,
+        )?;
         require_full_replication(
             Self::NAME,
             topology,

@@ -27,12 +27,14 @@ pub enum Msg {
     SliceReply { rot: u64, slice: Result<SliceOk, OpError> },
     /// Line 19.
     Replicate { key: Key, version: Version },
-    /// Alg 5.3: `⟨Heartbeat VV[m]⟩`.
-    Heartbeat { hlc: Hlc },
+    /// Alg 5.3: `⟨Heartbeat VV[m]⟩`. `last_work_us` here and on the tree
+    /// messages is the idle pacing's news of work
+    /// ([`pace`](crate::stabilization::pace)), not part of the thesis.
+    Heartbeat { hlc: Hlc, last_work_us: u64 },
     /// Entry-wise min of the VVs of a subtree, sent to the parent.
-    StableReport { vv_min: Vec<Hlc> },
+    StableReport { vv_min: Vec<Hlc>, last_work_us: u64 },
     /// The DC's stable vector, pushed down from the root.
-    StablePush { dsv: Vec<Hlc> },
+    StablePush { dsv: Vec<Hlc>, last_work_us: u64 },
 }
 
 crate::impl_message! {

@@ -1,6 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
+use crate::stabilization::pace::Pace;
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
@@ -11,9 +12,14 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::sync::Arc;
 
-/// Timer tokens.
+/// Timer kinds, in a token's low two bits; the pace epoch it was set under
+/// is above them (a wake-up makes older timers stale).
 pub(super) const TIMER_HEARTBEAT: u64 = 1;
 pub(super) const TIMER_STABILIZE: u64 = 2;
+
+fn timer(kind: u64, epoch: u64) -> u64 {
+    (epoch << 2) | kind
+}
 
 /// Keys GC examines per θ tick at most.
 pub const GC_KEYS_PER_TICK: usize = 64;
@@ -43,6 +49,8 @@ pub struct CsxServer {
     pub(super) tree: Option<StableTree<Hlc>>,
     /// Whether a Replicate went out since the last heartbeat tick.
     replicated_since_heartbeat: bool,
+    /// Δ and θ slow down while the cluster is idle.
+    pace: Pace,
     /// Remote versions stored but not yet admitted by line 3, indexed by
     /// the DSV entry that holds each back: `pending_visible[i]` is a min-heap
     /// on the `ds[i]` that must be reached. Growing `DSV[i]` pops only what it
@@ -122,6 +130,7 @@ impl CsxServer {
             dsv: vec![Hlc::ZERO; dcs],
             tree,
             replicated_since_heartbeat: false,
+            pace: Pace::new(&cfg.pace),
             pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
             pending_slab: BTreeMap::new(),
             next_pending: 0,
@@ -151,12 +160,16 @@ impl Server for CsxServer {
             }
         }
         if self.tree.is_some() {
-            env.set_timer(self.cfg.heartbeat_interval_us, TIMER_HEARTBEAT);
-            env.set_timer(self.cfg.stabilization_interval_us, TIMER_STABILIZE);
+            self.saw_work(env, env.now_us());
+            env.set_timer(self.cfg.heartbeat_interval_us, timer(TIMER_HEARTBEAT, 0));
+            env.set_timer(self.cfg.stabilization_interval_us, timer(TIMER_STABILIZE, 0));
         }
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        if self.tree.is_some() {
+            self.saw_work(env, env.now_us());
+        }
         match msg {
             Msg::GetReq { key, dsv } => self.on_get(env, from, key, dsv),
             put @ Msg::PutReq { .. } => self.on_put(env, from, put),
@@ -171,17 +184,20 @@ impl Server for CsxServer {
         }
         match msg {
             Msg::Replicate { key, version } => self.on_replicate(env, from, key, version),
-            Msg::Heartbeat { hlc } => self.on_heartbeat(from, hlc),
+            Msg::Heartbeat { hlc, last_work_us } => self.on_heartbeat(env, from, hlc, last_work_us),
             Msg::SliceReq { rot, keys, sv } => self.on_slice_req(env, from, rot, keys, sv),
             Msg::SliceReply { rot, slice } => self.on_slice_reply(env, from, rot, slice),
-            Msg::StableReport { vv_min } => self.on_stable_report(from, vv_min),
-            Msg::StablePush { dsv } => self.on_stable_push(env, from, dsv),
+            Msg::StableReport { vv_min, last_work_us } => self.on_stable_report(env, from, vv_min, last_work_us),
+            Msg::StablePush { dsv, last_work_us } => self.on_stable_push(env, from, dsv, last_work_us),
             _ => {}
         }
     }
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
-        match token {
+        if token >> 2 != self.pace.epoch() {
+            return; // superseded by a wake-up's timer
+        }
+        match token & 3 {
             TIMER_HEARTBEAT => self.heartbeat(env),
             TIMER_STABILIZE => self.stabilize(env),
             _ => {}
@@ -275,6 +291,7 @@ impl CsxServer {
         if !well_formed {
             return;
         }
+        self.saw_work(env, env.now_us());
         let (order, value, ds) = (version.order(), version.value.clone(), version.ds.clone());
         let inserted = self.apply(env, key.clone(), version);
         if order.0 > self.vv[k.idx()] {
@@ -301,12 +318,13 @@ impl CsxServer {
     }
 
     /// Alg 5.3: on ⟨Heartbeat hlc⟩ from p^k_n, VV[k] = hlc.
-    fn on_heartbeat(&mut self, from: NodeId, hlc: Hlc) {
+    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, hlc: Hlc, work_us: u64) {
         if self.peers.contains(&from) && sane(hlc) {
             let k = self.topology.dc_of(from).idx();
             if hlc > self.vv[k] {
                 self.vv[k] = hlc;
             }
+            self.saw_work(env, work_us);
         }
     }
 
@@ -436,19 +454,27 @@ impl CsxServer {
     }
 
     /// A child's entry-wise min of its subtree's VVs.
-    fn on_stable_report(&mut self, from: NodeId, vv_min: Vec<Hlc>) {
+    fn on_stable_report(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        vv_min: Vec<Hlc>,
+        work_us: u64,
+    ) {
         if let Some(tree) = &mut self.tree
             && valid_vector(&vv_min, self.dsv.len())
+            && tree.on_report(from, vv_min)
         {
-            tree.on_report(from, vv_min);
+            self.saw_work(env, work_us);
         }
     }
 
     /// The DC's stable vector from the parent: DSV = max(DSV, pushed); pass it down.
-    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, dsv: Vec<Hlc>) {
-        if self.topology.dc_of(from) != self.m || !valid_vector(&dsv, self.dsv.len()) {
+    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, dsv: Vec<Hlc>, work_us: u64) {
+        if self.tree.is_none() || self.topology.dc_of(from) != self.m || !valid_vector(&dsv, self.dsv.len()) {
             return;
         }
+        self.saw_work(env, work_us);
         self.raise_dsv(env, dsv.iter().copied().enumerate());
         self.push_down(env, &dsv);
     }
@@ -540,7 +566,7 @@ impl CsxServer {
     fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, dsv: &[Hlc]) {
         if let Some(tree) = &self.tree {
             for &child in tree.children() {
-                env.send(child, Msg::StablePush { dsv: dsv.to_vec() });
+                env.send(child, Msg::StablePush { dsv: dsv.to_vec(), last_work_us: self.pace.last_work_us() });
             }
         }
     }
@@ -580,6 +606,17 @@ impl CsxServer {
 
     // ------------------------------------------------------------ timers
 
+    /// Work seen here now (`at_us` = the clock) or reported by a peer: a
+    /// quiet server wakes and restarts Δ and θ at once, so its next
+    /// messages wake its neighbours ([`pace`](crate::stabilization::pace)).
+    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
+        if self.pace.saw_work(at_us, env.now_us()) {
+            let epoch = self.pace.epoch();
+            env.set_timer(0, timer(TIMER_HEARTBEAT, epoch));
+            env.set_timer(0, timer(TIMER_STABILIZE, epoch));
+        }
+    }
+
     /// Every Δ (Alg 5.3): if no Replicate went out since the last tick,
     /// updateHLC() and send `⟨Heartbeat VV[m]⟩` to every p^k_n, k ≠ m. The tick
     /// happens even with no peers (M = 1): it is what moves DSV[m] on an idle
@@ -587,12 +624,14 @@ impl CsxServer {
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         if !self.replicated_since_heartbeat {
             let hlc = self.vv[self.m.idx()].tick(env.now_us());
+            let last_work_us = self.pace.last_work_us();
             for &peer in &self.peers {
-                env.send(peer, Msg::Heartbeat { hlc });
+                env.send(peer, Msg::Heartbeat { hlc, last_work_us });
             }
         }
         self.replicated_since_heartbeat = false;
-        env.set_timer(self.cfg.heartbeat_interval_us, TIMER_HEARTBEAT);
+        let after_us = self.pace.interval_us(self.cfg.heartbeat_interval_us, env.now_us());
+        env.set_timer(after_us, timer(TIMER_HEARTBEAT, self.pace.epoch()));
     }
 
     /// Every θ (Alg 5.3): DSV = max(DSV, entry-wise min of the DC's VVs),
@@ -603,7 +642,9 @@ impl CsxServer {
             None => return,
         };
         match step {
-            TreeStep::Report { parent, aggregate } => env.send(parent, Msg::StableReport { vv_min: aggregate }),
+            TreeStep::Report { parent, aggregate } => {
+                env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.pace.last_work_us() })
+            }
             TreeStep::Stable(dsv) => {
                 self.raise_dsv(env, dsv.iter().copied().enumerate());
                 self.push_down(env, &dsv);
@@ -611,7 +652,8 @@ impl CsxServer {
             TreeStep::Waiting => {}
         }
         self.collect_garbage(env);
-        env.set_timer(self.cfg.stabilization_interval_us, TIMER_STABILIZE);
+        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, env.now_us());
+        env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
     }
 
     /// Record the DSV; then, on at most [`GC_KEYS_PER_TICK`] dirty keys, drop

@@ -507,7 +507,7 @@ fn malformed_input_is_refused_without_panicking() {
     }
     // Peer messages that do not fit are dropped.
     let peers = vec![
-        (other_dc, Msg::StablePush { dsv: vec![Hlc::MAX] }),
+        (other_dc, Msg::StablePush { dsv: vec![Hlc::MAX], last_work_us: u64::MAX }),
         (
             other_dc,
             Msg::Replicate {
@@ -528,7 +528,7 @@ fn malformed_input_is_refused_without_panicking() {
                 version: Version { value: bytes("v"), ut: Hlc::new(9, 0), sr: DC1, ds: bad_ds, past: Vec::new() },
             },
         ),
-        (NodeId(999), Msg::Heartbeat { hlc: Hlc::MAX }),
+        (NodeId(999), Msg::Heartbeat { hlc: Hlc::MAX, last_work_us: u64::MAX }),
         (other_dc, Msg::SliceReply { rot: 42, slice: Ok(SliceOk { items: vec![], ds: DepSet::new() }) }),
     ];
     for (from, msg) in peers {

@@ -1,3 +1,4 @@
+use crate::stabilization::pace::PaceConfig;
 use serde::{Deserialize, Serialize};
 
 /// GentleRain's parameters (the `[protocol]` table).
@@ -9,6 +10,8 @@ pub struct Config {
     pub heartbeat_interval_us: u64,
     /// θ: how often each partition runs a step of the GST tree (and GC).
     pub stabilization_interval_us: u64,
+    /// Idle pacing: Δ and θ slow down while no work is seen (`[protocol.pace]`).
+    pub pace: PaceConfig,
     /// Children per node of the per-DC GST aggregation tree.
     pub tree_fanout: usize,
     /// Versions are dropped only below a GST at least this old (local clock),
@@ -37,6 +40,7 @@ impl Default for Config {
         Config {
             heartbeat_interval_us: 10_000,
             stabilization_interval_us: 5_000,
+            pace: PaceConfig::default(),
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
             rot_wait_threshold_us: u64::MAX,

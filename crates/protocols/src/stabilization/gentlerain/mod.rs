@@ -143,13 +143,12 @@ impl Protocol for GentleRain {
             topology,
             "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside the client's DC",
         )?;
-        if cfg.heartbeat_interval_us == 0 || cfg.stabilization_interval_us == 0 {
-            return Err("protocol.heartbeat_interval_us and protocol.stabilization_interval_us must be > 0".into());
-        }
-        if cfg.tree_fanout == 0 {
-            return Err("protocol.tree_fanout must be ≥ 1".into());
-        }
-        Ok(())
+        crate::stabilization::validate_stabilization(
+            cfg.heartbeat_interval_us,
+            cfg.stabilization_interval_us,
+            cfg.tree_fanout,
+            &cfg.pace,
+        )
     }
 
     fn server(cfg: &Config, ctx: NodeCtx) -> GentleRainServer {

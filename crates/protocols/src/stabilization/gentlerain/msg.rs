@@ -29,12 +29,14 @@ pub enum Msg {
     SliceReply { rot: u64, reads: Vec<SliceRead> },
     /// ⟨Replicate d⟩ to the equivalents in the other DCs, in `ut` order.
     Replicate { key: Key, version: Version },
-    /// ⟨Heartbeat clock⟩ to the equivalents.
-    Heartbeat { clock: TimeUs },
+    /// ⟨Heartbeat clock⟩ to the equivalents. `last_work_us` here and on the
+    /// tree messages is the idle pacing's news of work
+    /// ([`pace`](crate::stabilization::pace)), not part of the paper.
+    Heartbeat { clock: TimeUs, last_work_us: TimeUs },
     /// Tree child → parent: entry-wise min of the subtree's VVs.
-    StableReport { vv: Vec<TimeUs> },
+    StableReport { vv: Vec<TimeUs>, last_work_us: TimeUs },
     /// Tree parent → child: the DC's GST.
-    StablePush { gst: TimeUs },
+    StablePush { gst: TimeUs, last_work_us: TimeUs },
 }
 
 /// What a GET-ROTX returns.

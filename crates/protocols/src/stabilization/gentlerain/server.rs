@@ -1,6 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::served_partition;
+use crate::stabilization::pace::Pace;
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use causeway_core::{
@@ -14,27 +15,29 @@ use std::sync::Arc;
 /// and nowhere else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
-    /// Δ: send the clock to the equivalents if nothing was replicated.
-    Heartbeat,
-    /// θ: a step of the GST tree, and GC.
-    Stabilize,
+    /// Δ: send the clock to the equivalents if nothing was replicated. The
+    /// pace epoch it was set under; a wake-up makes it stale.
+    Heartbeat(u64),
+    /// θ: a step of the GST tree, and GC (with its pace epoch).
+    Stabilize(u64),
     /// Re-check parked PUT `id` (its client's `dt` is still ahead of the clock).
     PutWait(u64),
 }
 
 impl Timer {
+    /// The kind in the low two bits, the epoch or id above them.
     fn token(self) -> u64 {
         match self {
-            Timer::Heartbeat => 0,
-            Timer::Stabilize => 1,
-            Timer::PutWait(id) => 2 + id,
+            Timer::Heartbeat(epoch) => epoch << 2,
+            Timer::Stabilize(epoch) => (epoch << 2) | 1,
+            Timer::PutWait(id) => (id << 2) | 2,
         }
     }
     fn from_token(token: u64) -> Timer {
-        match token {
-            0 => Timer::Heartbeat,
-            1 => Timer::Stabilize,
-            t => Timer::PutWait(t - 2),
+        match token & 3 {
+            0 => Timer::Heartbeat(token >> 2),
+            1 => Timer::Stabilize(token >> 2),
+            _ => Timer::PutWait(token >> 2),
         }
     }
 }
@@ -82,6 +85,8 @@ pub(super) struct PartitionServer {
     not_yet_visible: BTreeMap<(TimeUs, DcId, Key), Value>,
     /// Whether a replicate went out since the last heartbeat tick.
     replicated_since_heartbeat: bool,
+    /// Δ and θ slow down while the cluster is idle.
+    pace: Pace,
     /// PUTs waiting for the clock to pass their `dt` (C1), by id.
     parked_puts: BTreeMap<u64, ParkedPut>,
     next_put_id: u64,
@@ -137,6 +142,7 @@ impl PartitionServer {
             tree_parent,
             not_yet_visible: BTreeMap::new(),
             replicated_since_heartbeat: false,
+            pace: Pace::new(&cfg.pace),
             parked_puts: BTreeMap::new(),
             next_put_id: 0,
             parked_rots: BTreeMap::new(),
@@ -330,6 +336,7 @@ impl PartitionServer {
         if version.sr != k {
             return; // GentleRain only replicates from the origin
         }
+        self.saw_work(env, env.now_us());
         self.vv[k.idx()] = version.ut;
         let (ut, value) = (version.ut, version.value.clone());
         if env.store().insert(key.clone(), version) == Inserted::Duplicate {
@@ -344,22 +351,31 @@ impl PartitionServer {
     }
 
     /// ⟨Heartbeat t⟩ from p^k_n: `VV[k] = t`.
-    fn on_heartbeat(&mut self, from: NodeId, clock: TimeUs) {
+    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, clock: TimeUs, work_us: TimeUs) {
         if let Some(k) = self.equivalent_dc(from) {
             self.vv[k.idx()] = clock;
+            self.saw_work(env, work_us);
         }
     }
 
     // ------------------------------------------------------------ GST tree
 
-    fn on_stable_report(&mut self, from: NodeId, vv: Vec<TimeUs>) {
-        if vv.len() == self.vv.len() {
-            self.tree.on_report(from, vv); // reports from non-children are ignored
+    fn on_stable_report(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        vv: Vec<TimeUs>,
+        work_us: TimeUs,
+    ) {
+        // Reports from non-children are ignored.
+        if vv.len() == self.vv.len() && self.tree.on_report(from, vv) {
+            self.saw_work(env, work_us);
         }
     }
 
-    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, gst: TimeUs) {
+    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, gst: TimeUs, work_us: TimeUs) {
         if Some(from) == self.tree_parent {
+            self.saw_work(env, work_us);
             self.raise_gst(env, gst);
             self.push_gst(env);
         }
@@ -367,7 +383,20 @@ impl PartitionServer {
 
     fn push_gst(&self, env: &mut impl ServerEnv<Msg, Version>) {
         for &c in self.tree.children() {
-            env.send(c, Msg::StablePush { gst: self.gst });
+            env.send(c, Msg::StablePush { gst: self.gst, last_work_us: self.pace.last_work_us() });
+        }
+    }
+
+    // ------------------------------------------------------------ pacing
+
+    /// Work seen here now (`at_us` = the clock) or reported by a peer: a
+    /// quiet server wakes and restarts Δ and θ at once, so its next
+    /// messages wake its neighbours ([`pace`](crate::stabilization::pace)).
+    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: TimeUs) {
+        if self.pace.saw_work(at_us, env.now_us()) {
+            let epoch = self.pace.epoch();
+            env.set_timer(0, Timer::Heartbeat(epoch).token());
+            env.set_timer(0, Timer::Stabilize(epoch).token());
         }
     }
 
@@ -482,25 +511,34 @@ impl PartitionServer {
 
     /// Every Δ: if no replicate went out since the last tick, send
     /// ⟨Heartbeat clock⟩ so the equivalents' VV entries keep moving.
-    fn heartbeat_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn heartbeat_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>, epoch: u64) {
+        if epoch != self.pace.epoch() {
+            return; // superseded by a wake-up's timer
+        }
+        let clock = env.now_us();
         if !self.replicated_since_heartbeat && !self.cfg.mutant_drop_heartbeats {
-            let clock = env.now_us();
+            let last_work_us = self.pace.last_work_us();
             for &(_, n) in &self.equivalents {
-                env.send(n, Msg::Heartbeat { clock });
+                env.send(n, Msg::Heartbeat { clock, last_work_us });
             }
         }
         self.replicated_since_heartbeat = false;
-        env.set_timer(self.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
+        env.set_timer(self.pace.interval_us(self.cfg.heartbeat_interval_us, clock), Timer::Heartbeat(epoch).token());
     }
 
     /// Every θ: `VV[m] = clock`; one step of the GST tree (report the subtree's
     /// entry-wise min up; at the root, GST = max(GST, min of all entries) and
     /// push it down); then a bounded round of GC.
-    fn stabilization_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn stabilization_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>, epoch: u64) {
+        if epoch != self.pace.epoch() {
+            return; // superseded by a wake-up's timer
+        }
         let now = env.now_us();
         self.vv[self.dc.idx()] = now; // as read: a clock stepped back reports its lower value
         match self.tree.step(&self.vv) {
-            TreeStep::Report { parent, aggregate } => env.send(parent, Msg::StableReport { vv: aggregate }),
+            TreeStep::Report { parent, aggregate } => {
+                env.send(parent, Msg::StableReport { vv: aggregate, last_work_us: self.pace.last_work_us() })
+            }
             TreeStep::Stable(aggregate) => {
                 self.raise_gst(env, vmin_entry(&aggregate).unwrap_or(0));
                 self.push_gst(env);
@@ -508,7 +546,8 @@ impl PartitionServer {
             TreeStep::Waiting => {}
         }
         self.collect_garbage(env, now);
-        env.set_timer(self.cfg.stabilization_interval_us, Timer::Stabilize.token());
+        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, now);
+        env.set_timer(after_us, Timer::Stabilize(epoch).token());
     }
 
     /// Drop versions no reader can need: for up to [`GC_KEYS_PER_TICK`] keys
@@ -567,9 +606,10 @@ impl Server for GentleRainServer {
     fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let Some(s) = self.part.as_mut() else { return };
         s.recover(env);
+        s.saw_work(env, env.now_us());
         s.vv[s.dc.idx()] = env.now_us();
-        env.set_timer(s.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
-        env.set_timer(s.cfg.stabilization_interval_us, Timer::Stabilize.token());
+        env.set_timer(s.cfg.heartbeat_interval_us, Timer::Heartbeat(0).token());
+        env.set_timer(s.cfg.stabilization_interval_us, Timer::Stabilize(0).token());
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
@@ -580,6 +620,7 @@ impl Server for GentleRainServer {
             let reason = format!("node {} does not store this key", env.node());
             return env.reply(from, Msg::Refused { reason });
         }
+        s.saw_work(env, env.now_us());
         match msg {
             Msg::GetReq { key, gst } => s.on_get(env, from, key, gst),
             Msg::PutReq { key, value, dt, gst } => s.on_put(env, from, key, value, dt, gst),
@@ -595,9 +636,9 @@ impl Server for GentleRainServer {
         }
         match msg {
             Msg::Replicate { key, version } => s.on_replicate(env, from, key, version),
-            Msg::Heartbeat { clock } => s.on_heartbeat(from, clock),
-            Msg::StableReport { vv } => s.on_stable_report(from, vv),
-            Msg::StablePush { gst } => s.on_stable_push(env, from, gst),
+            Msg::Heartbeat { clock, last_work_us } => s.on_heartbeat(env, from, clock, last_work_us),
+            Msg::StableReport { vv, last_work_us } => s.on_stable_report(env, from, vv, last_work_us),
+            Msg::StablePush { gst, last_work_us } => s.on_stable_push(env, from, gst, last_work_us),
             Msg::SliceReq { rot, keys, snapshot } => s.on_slice_req(env, from, rot, keys, snapshot),
             Msg::SliceReply { rot, reads } => s.on_slice_reply(env, from, rot, reads),
             _ => {} // client traffic never comes from peers
@@ -607,8 +648,8 @@ impl Server for GentleRainServer {
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
         let Some(s) = self.part.as_mut() else { return };
         match Timer::from_token(token) {
-            Timer::Heartbeat => s.heartbeat_tick(env),
-            Timer::Stabilize => s.stabilization_tick(env),
+            Timer::Heartbeat(epoch) => s.heartbeat_tick(env, epoch),
+            Timer::Stabilize(epoch) => s.stabilization_tick(env, epoch),
             Timer::PutWait(id) => s.recheck_parked_put(env, id),
         }
     }

@@ -513,22 +513,22 @@ fn malformed_input_is_ignored_without_panicking() {
     let version = |sr: u16| Version { value: bytes("forged"), ut: 5, sr: DcId(sr) };
     let forged = [
         // A report of the wrong length, from a real child.
-        (Dest::Node(b1), a1, Msg::StableReport { vv: vec![1, 2, 3] }),
+        (Dest::Node(b1), a1, Msg::StableReport { vv: vec![1, 2, 3], last_work_us: u64::MAX }),
         // A push from a node that is not the parent.
-        (Dest::Node(a0), b1, Msg::StablePush { gst: u64::MAX }),
+        (Dest::Node(a0), b1, Msg::StablePush { gst: u64::MAX, last_work_us: u64::MAX }),
         // Replication from a node that is not an equivalent, or for another origin.
         (Dest::Node(b1), a1, Msg::Replicate { key: a.clone(), version: version(0) }),
         (Dest::Node(a0), a1, Msg::Replicate { key: a.clone(), version: version(1) }),
-        (Dest::Node(b1), a1, Msg::Heartbeat { clock: u64::MAX }),
+        (Dest::Node(b1), a1, Msg::Heartbeat { clock: u64::MAX, last_work_us: u64::MAX }),
         // Slices: a stray reply, a request from another DC.
         (Dest::Node(b1), a1, Msg::SliceReply { rot: 77, reads: vec![SliceRead::Absent] }),
         (Dest::Node(a0), b1, Msg::SliceReq { rot: 1, keys: vec![b.clone()], snapshot: u64::MAX }),
         // Peer messages from a client, a reply to a server, a misrouted PUT.
-        (Dest::Client(cl(1, 0)), a1, Msg::StablePush { gst: u64::MAX }),
+        (Dest::Client(cl(1, 0)), a1, Msg::StablePush { gst: u64::MAX, last_work_us: u64::MAX }),
         (Dest::Client(cl(1, 0)), a1, Msg::GetReply { value: None, ut: 0, gst: 0 }),
         (Dest::Client(cl(1, 0)), a1, Msg::PutReq { key: b.clone(), value: bytes("x"), dt: 0, gst: 0 }),
         // A sender outside the topology.
-        (Dest::Node(NodeId(9_999)), a1, Msg::Heartbeat { clock: 3 }),
+        (Dest::Node(NodeId(9_999)), a1, Msg::Heartbeat { clock: 3, last_work_us: u64::MAX }),
     ];
     for (from, to, msg) in forged {
         net.queue.push(InFlight { from, to: Dest::Node(to), msg });
