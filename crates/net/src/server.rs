@@ -938,9 +938,9 @@ impl<P: Protocol> ProtocolLoop<P> {
             // messages since the last sync; it matters only if the system
             // clock is also stepped back below them across the reboot.
             self.persisted_floor_us = now + CLOCK_LEASE_US;
-            if let Err(e) = self.wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::ClockFloor {
-                us: self.persisted_floor_us,
-            }) {
+            if let Err(e) =
+                self.wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::ClockFloor { us: self.persisted_floor_us })
+            {
                 tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
                 self.stopping = true;
             }

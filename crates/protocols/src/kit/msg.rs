@@ -134,6 +134,32 @@ pub fn payload<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> usize {
     parts.into_iter().map(<[u8]>::len).sum()
 }
 
+/// `impl Versioned` for a protocol's stored version: a struct with a
+/// `value: Value` field, ordered by the given fields (the store keeps each
+/// key's versions in that order, and the last of them wins).
+///
+/// ```ignore
+/// crate::impl_versioned!(Version, (TimeUs, DcId) = (ut, sr));
+/// crate::impl_versioned!(Version, Stamp = stamp);
+/// ```
+#[macro_export]
+macro_rules! impl_versioned {
+    ($ty:ty, $order:ty = ($($field:ident),+)) => {
+        impl causeway_core::Versioned for $ty {
+            type Order = $order;
+            fn order(&self) -> $order {
+                ($(self.$field),+)
+            }
+            fn value(&self) -> &causeway_core::Value {
+                &self.value
+            }
+        }
+    };
+    ($ty:ty, $order:ty = $field:ident) => {
+        $crate::impl_versioned!($ty, $order = ($field));
+    };
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(Debug)]

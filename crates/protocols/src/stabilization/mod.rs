@@ -12,6 +12,8 @@ pub mod gentlerain;
 pub mod pace;
 pub mod slices;
 pub mod stable_tree;
+#[cfg(test)]
+pub(crate) mod testnet;
 
 /// How long an operation may wait for a stable time to cover what it needs
 /// (the liveness bound GentleRain and CausalSpartanX declare): one WAN trip
@@ -51,4 +53,13 @@ pub fn validate_stabilization(
         return Err("protocol.tree_fanout must be at least 1".into());
     }
     pace.validate()
+}
+
+/// Heartbeats and the stable-time tree's reports and pushes (by message
+/// kind) are sent every tick and their handlers keep the maximum (or the
+/// newest from each sender): the newest one of each kind says all the older
+/// ones did, so the runtimes neither journal nor queue them
+/// ([`Message::ephemeral`](causeway_core::Message::ephemeral)).
+pub fn ephemeral_kind(kind: &str) -> bool {
+    matches!(kind, "heartbeat" | "stable_report" | "stable_push")
 }

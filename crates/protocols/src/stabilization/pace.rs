@@ -23,6 +23,7 @@
 //! Pacing changes only how fresh the stable time is, never what it means:
 //! safety does not depend on Δ or θ.
 
+use causeway_core::ServerEnv;
 use serde::{Deserialize, Serialize};
 
 /// The `[protocol.pace]` table of a stabilization protocol.
@@ -78,11 +79,20 @@ impl Pace {
         self.epoch
     }
 
-    /// Work seen here at `now_us`, or reported by a peer as of `at_us`.
-    /// Returns true if it woke this server: the caller must restart its
-    /// timers at the active pace under the new [`Self::epoch`].
-    #[must_use]
-    pub fn saw_work(&mut self, at_us: u64, now_us: u64) -> bool {
+    /// Work seen here (`at_us` = the clock) or reported by a peer as of
+    /// `at_us`. If it woke this server, its heartbeat and tree timers
+    /// restart at once under the new epoch; `tokens(epoch)` names them.
+    pub fn saw_work<M, V>(&mut self, env: &mut impl ServerEnv<M, V>, at_us: u64, tokens: impl Fn(u64) -> [u64; 2]) {
+        if self.wakes(at_us, env.now_us()) {
+            for token in tokens(self.epoch) {
+                env.set_timer(0, token);
+            }
+        }
+    }
+
+    /// Record work as of `at_us`; true if that wakes a quiet server (the
+    /// epoch moves on, so the timers set before are stale).
+    fn wakes(&mut self, at_us: u64, now_us: u64) -> bool {
         self.last_work_us = self.last_work_us.max(at_us);
         if self.quiet && self.active(now_us) {
             self.quiet = false;
@@ -188,10 +198,10 @@ mod tests {
         assert!(!p.is_quiet());
         assert_eq!(p.interval_us(5, 1_000), 50, "idle for idle_after_us: quiet");
         assert!(p.is_quiet());
-        assert!(!p.saw_work(100, 1_200), "news of work older than idle_after_us does not wake");
-        assert!(p.saw_work(1_100, 1_200), "recent work wakes");
+        assert!(!p.wakes(100, 1_200), "news of work older than idle_after_us does not wake");
+        assert!(p.wakes(1_100, 1_200), "recent work wakes");
         assert_eq!(p.epoch(), 1);
-        assert!(!p.saw_work(1_150, 1_200), "already awake: no second restart");
+        assert!(!p.wakes(1_150, 1_200), "already awake: no second restart");
         assert_eq!(p.interval_us(5, 1_300), 5);
         assert_eq!(p.last_work_us(), 1_150);
         assert_eq!(p.interval_us(5, 2_150), 50, "expires idle_after_us after the last work");

@@ -1,4 +1,4 @@
-use causeway_core::{DcId, Key, Value, Versioned};
+use causeway_core::{DcId, Key, Value};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -61,12 +61,4 @@ pub struct Version {
     pub dc: DcId,
 }
 
-impl Versioned for Version {
-    type Order = (u64, DcId);
-    fn order(&self) -> (u64, DcId) {
-        (self.ts, self.dc)
-    }
-    fn value(&self) -> &Value {
-        &self.value
-    }
-}
+crate::impl_versioned!(Version, (u64, DcId) = (ts, dc));

@@ -1,6 +1,6 @@
 use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
 use crate::kit::msg::payload;
-use causeway_core::{Key, Value, Versioned};
+use causeway_core::{Key, Value};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -106,15 +106,7 @@ impl Version {
     }
 }
 
-impl Versioned for Version {
-    type Order = Stamp;
-    fn order(&self) -> Stamp {
-        self.stamp
-    }
-    fn value(&self) -> &Value {
-        &self.value
-    }
-}
+crate::impl_versioned!(Version, Stamp = stamp);
 
 impl DepVersion for Version {
     fn pending_checks(&self) -> Option<&[Dep]> {

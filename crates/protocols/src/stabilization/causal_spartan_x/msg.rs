@@ -1,5 +1,5 @@
 use crate::kit::msg::payload;
-use causeway_core::{DcId, DepSet, Hlc, Key, OpError, Value, Versioned};
+use causeway_core::{DcId, DepSet, Hlc, Key, OpError, Value};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -43,11 +43,8 @@ crate::impl_message! {
         peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }
-    /// Heartbeats and the stable-time tree's reports and pushes are sent
-    /// every tick and their handlers keep the maximum (or the newest from
-    /// each sender): the newest one of each kind says all the older ones did.
     fn ephemeral(&self) -> bool {
-        matches!(self, Msg::Heartbeat { .. } | Msg::StableReport { .. } | Msg::StablePush { .. })
+        crate::stabilization::ephemeral_kind(self.kind())
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
@@ -152,16 +149,8 @@ pub struct Version {
     pub past: Vec<PastItem>,
 }
 
-impl Versioned for Version {
-    /// Lexicographic ⟨ut, sr⟩: ties on `ut` go to the higher DC id (Obs 8).
-    type Order = (Hlc, DcId);
-    fn order(&self) -> (Hlc, DcId) {
-        (self.ut, self.sr)
-    }
-    fn value(&self) -> &Value {
-        &self.value
-    }
-}
+// Lexicographic ⟨ut, sr⟩: ties on `ut` go to the higher DC id (Obs 8).
+crate::impl_versioned!(Version, (Hlc, DcId) = (ut, sr));
 
 impl Version {
     /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})`: the version and everything it depends on.

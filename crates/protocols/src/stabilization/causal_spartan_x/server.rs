@@ -606,15 +606,9 @@ impl CsxServer {
 
     // ------------------------------------------------------------ timers
 
-    /// Work seen here now (`at_us` = the clock) or reported by a peer: a
-    /// quiet server wakes and restarts Δ and θ at once, so its next
-    /// messages wake its neighbours ([`pace`](crate::stabilization::pace)).
+    /// Work seen, for the idle pacing ([`Pace::saw_work`]).
     fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
-        if self.pace.saw_work(at_us, env.now_us()) {
-            let epoch = self.pace.epoch();
-            env.set_timer(0, timer(TIMER_HEARTBEAT, epoch));
-            env.set_timer(0, timer(TIMER_STABILIZE, epoch));
-        }
+        self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
     }
 
     /// Every Δ (Alg 5.3): if no Replicate went out since the last tick,

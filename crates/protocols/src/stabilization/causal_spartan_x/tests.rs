@@ -1,43 +1,14 @@
 use super::*;
 use crate::kit::testkit::{
-    Dest, InFlight, Seen, TestNet, bytes, channel, client_traffic, get, put, rot, run, server_to_server, stabilize,
-    stabilize_holding,
+    Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize, stabilize_holding,
 };
+use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
 use causeway_core::{
     ClientCtx, ClientId, DcId, DepSet, Hlc, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology,
 };
 use causeway_core::{Replication, TopologySpec};
 
-/// The i-th client of DC `dc` (nets here have `PER_DC` clients per DC).
-fn cl(dc: u16, i: u32) -> ClientId {
-    ClientId(dc as u32 * PER_DC + i)
-}
-
-type Net = TestNet<CausalSpartanX>;
-const PER_DC: u32 = 2;
-const DC0: DcId = DcId(0);
-const DC1: DcId = DcId(1);
-
-/// A ROT's slices are part of the operation's own traffic.
-fn slices(m: &Msg) -> bool {
-    matches!(m, Msg::SliceReq { .. } | Msg::SliceReply { .. })
-}
-/// What an operation needs: client traffic and the slices of a ROT.
-fn op_traffic(m: &InFlight<Msg>) -> bool {
-    client_traffic(m) || slices(&m.msg)
-}
-
-fn net(dcs: u16, partitions: u32) -> Net {
-    net_with(dcs, partitions, Config::default())
-}
-fn net_with(dcs: u16, partitions: u32, cfg: Config) -> Net {
-    net_spec(TopologySpec::full(dcs, partitions), cfg)
-}
-fn net_spec(spec: TopologySpec, cfg: Config) -> Net {
-    let mut n = Net::with_spec(spec, PER_DC, cfg);
-    n.also_op_traffic = slices;
-    n
-}
+testnet::test_net!(CausalSpartanX);
 fn assert_never_blocked(net: &Net) {
     let blocked: Vec<&Seen> = net.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
     assert!(blocked.is_empty(), "CausalSpartanX never blocks, saw {blocked:?}");

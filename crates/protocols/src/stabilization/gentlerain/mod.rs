@@ -83,14 +83,14 @@
 //!    protocol). [`Observation::Stable`](causeway_core::Observation::Stable) reports each new GST. `Blocked` is reported
 //!    as `put_clock_wait` (C1) and `rot_gst_wait`, only when a request waited.
 //! 10. **Crash recovery**, which the paper leaves out (its servers never
-//!    fail). Versions are journaled; a restarted server's VV starts at its
-//!    clock and zero for other DCs (conservative: GST waits for heartbeats),
-//!    but its GST must not fall below what it was when a local version was
-//!    written, or deviation 1 breaks (a reader of that version would not
-//!    see the remote causal past it learnt nothing about). So GST is
-//!    journaled as the store's metadata with each local PUT that raised it,
-//!    and recovered in `on_start`. Parked PUTs and ROTs are lost with the
-//!    process; their clients time out, as with any crash.
+//!     fail). Versions are journaled; a restarted server's VV starts at its
+//!     clock and zero for other DCs (conservative: GST waits for heartbeats),
+//!     but its GST must not fall below what it was when a local version was
+//!     written, or deviation 1 breaks (a reader of that version would not
+//!     see the remote causal past it learnt nothing about). So GST is
+//!     journaled as the store's metadata with each local PUT that raised it,
+//!     and recovered in `on_start`. Parked PUTs and ROTs are lost with the
+//!     process; their clients time out, as with any crash.
 
 mod client;
 mod config;

@@ -1,5 +1,5 @@
 use crate::kit::msg::payload;
-use causeway_core::{DcId, Key, Value, Versioned};
+use causeway_core::{DcId, Key, Value};
 use serde::{Deserialize, Serialize};
 
 /// A physical-clock time in µs. Every GentleRain timestamp — a version's
@@ -71,11 +71,8 @@ crate::impl_message! {
         peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }
-    /// Heartbeats and the stable-time tree's reports and pushes are sent
-    /// every tick and their handlers keep the maximum (or the newest from
-    /// each sender): the newest one of each kind says all the older ones did.
     fn ephemeral(&self) -> bool {
-        matches!(self, Msg::Heartbeat { .. } | Msg::StableReport { .. } | Msg::StablePush { .. })
+        crate::stabilization::ephemeral_kind(self.kind())
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
@@ -120,12 +117,4 @@ pub struct Version {
     pub sr: DcId,
 }
 
-impl Versioned for Version {
-    type Order = (TimeUs, DcId);
-    fn order(&self) -> (TimeUs, DcId) {
-        (self.ut, self.sr)
-    }
-    fn value(&self) -> &Value {
-        &self.value
-    }
-}
+crate::impl_versioned!(Version, (TimeUs, DcId) = (ut, sr));

@@ -389,15 +389,9 @@ impl PartitionServer {
 
     // ------------------------------------------------------------ pacing
 
-    /// Work seen here now (`at_us` = the clock) or reported by a peer: a
-    /// quiet server wakes and restarts Δ and θ at once, so its next
-    /// messages wake its neighbours ([`pace`](crate::stabilization::pace)).
+    /// Work seen, for the idle pacing ([`Pace::saw_work`]).
     fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: TimeUs) {
-        if self.pace.saw_work(at_us, env.now_us()) {
-            let epoch = self.pace.epoch();
-            env.set_timer(0, Timer::Heartbeat(epoch).token());
-            env.set_timer(0, Timer::Stabilize(epoch).token());
-        }
+        self.pace.saw_work(env, at_us, |e| [Timer::Heartbeat(e).token(), Timer::Stabilize(e).token()]);
     }
 
     // ------------------------------------------------------------ GET-ROTX

@@ -1,41 +1,11 @@
 use super::*;
-use crate::kit::testkit::{
-    Dest, InFlight, TestNet, bytes, channel, client_traffic, get, put, rot, run, stabilize, stabilize_holding,
-};
-use causeway_core::{ClientId, DcId, Message, NodeId, Op, OpError, OpResult, Protocol, Topology, Versioned};
+use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, rot, run, stabilize, stabilize_holding};
+use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
+use causeway_core::{DcId, Message, NodeId, Op, OpError, OpResult, Protocol, Topology, Versioned};
 use causeway_core::{Replication, ServiceSpec, TopologySpec};
 use serde::Deserialize;
 
-/// The i-th client of DC `dc` (nets here have `PER_DC` clients per DC).
-fn cl(dc: u16, i: u32) -> ClientId {
-    ClientId(dc as u32 * PER_DC + i)
-}
-
-type Net = TestNet<GentleRain>;
-const PER_DC: u32 = 2;
-const DC0: DcId = DcId(0);
-const DC1: DcId = DcId(1);
-
-/// A ROT's slices are part of the operation's own traffic.
-fn slices(m: &Msg) -> bool {
-    matches!(m, Msg::SliceReq { .. } | Msg::SliceReply { .. })
-}
-/// What an operation needs: client traffic and the slices of a ROT.
-fn op_traffic(m: &InFlight<Msg>) -> bool {
-    client_traffic(m) || slices(&m.msg)
-}
-
-fn net(dcs: u16, partitions: u32) -> Net {
-    net_with(dcs, partitions, Config::default())
-}
-fn net_with(dcs: u16, partitions: u32, cfg: Config) -> Net {
-    net_spec(TopologySpec::full(dcs, partitions), cfg)
-}
-fn net_spec(spec: TopologySpec, cfg: Config) -> Net {
-    let mut n = Net::with_spec(spec, PER_DC, cfg);
-    n.also_op_traffic = slices;
-    n
-}
+testnet::test_net!(GentleRain);
 fn srv(net: &Net, node: NodeId) -> &PartitionServer {
     net.servers[node.idx()].part.as_ref().expect("a partition server")
 }
