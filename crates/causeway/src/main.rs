@@ -14,9 +14,11 @@ mod net;
 mod run;
 mod torture;
 
+use causeway_core::Op;
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, SimReport, report};
 use clap::{Parser, Subcommand};
+use net::ClientCmd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -161,10 +163,18 @@ enum Cmd {
         at: ClientArgs,
     },
     /// Write a key. VALUE `-` reads the value from standard input, `@FILE`
-    /// from a file (there is no delete: no protocol offers one).
+    /// from a file.
     Put {
         key: String,
         value: String,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
+    /// Delete a key: a tombstone is written in its place, ordered causally
+    /// like any write (a later write is never seen without the delete), and
+    /// reads then find no value (`get` exits with status 3).
+    Del {
+        key: String,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -436,20 +446,21 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan } => {
             net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan)?
         }
-        Cmd::Get { key, at } => net::client_op(&at.into(), causeway_core::Op::Get { key: key.into() })?,
+        Cmd::Get { key, at } => net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?,
         Cmd::Put { key, value, at } => {
             let value = net::read_value(&value)?;
-            net::client_op(&at.into(), causeway_core::Op::Put { key: key.into(), value })?
+            net::client_op(&at.into(), ClientCmd::Op(Op::Put { key: key.into(), value }))?
         }
+        Cmd::Del { key, at } => net::client_op(&at.into(), ClientCmd::Del(key.into()))?,
         Cmd::Rot { keys, at } => net::client_op(
             &at.into(),
-            causeway_core::Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() },
+            ClientCmd::Op(Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() }),
         )?,
         Cmd::Wot { writes, at } => net::client_op(
             &at.into(),
-            causeway_core::Op::Wot {
+            ClientCmd::Op(Op::Wot {
                 writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
-            },
+            }),
         )?,
         Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json, timeout_ms } => {
             let fsync = match fsync.as_str() {

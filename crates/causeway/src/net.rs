@@ -147,7 +147,14 @@ fn json_value(v: &Option<bytes::Bytes>) -> serde_json::Value {
     }
 }
 
-pub fn client_op(opts: &ClientOpts, op: Op) -> Result<(), Error> {
+/// A client command: an operation, or a delete (which is written as a
+/// tombstone, see [`causeway_core::tombstone`]).
+pub enum ClientCmd {
+    Op(Op),
+    Del(bytes::Bytes),
+}
+
+pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
     use std::io::Write;
     let cluster = Arc::new(ClusterConfig::load(&opts.config)?.validate()?);
     let dc = resolve_dc(&cluster, &opts.dc)?;
@@ -156,9 +163,28 @@ pub fn client_op(opts: &ClientOpts, op: Op) -> Result<(), Error> {
         with_protocol!(cluster.protocol, P => {
             let mut s = Session::<P>::new(cluster.clone(), dc, std::process::id())?;
             s.timeout = opts.timeout;
-            s.execute(op.clone()).await
+            match &cmd {
+                ClientCmd::Op(op) => s.execute(op.clone()).await,
+                ClientCmd::Del(key) => s.del(key.clone()).await.map(|()| OpResult::Put),
+            }
         })
     })?;
+    let op = match cmd {
+        ClientCmd::Op(op) => op,
+        ClientCmd::Del(key) => {
+            if let OpResult::Failed(e) = result {
+                return Err(e.into());
+            }
+            let mut out = std::io::stdout().lock();
+            if opts.json {
+                writeln!(out, "{}", serde_json::json!({ "key": String::from_utf8_lossy(&key), "deleted": true }))?;
+            } else {
+                writeln!(out, "ok")?;
+            }
+            out.flush()?;
+            return Ok(());
+        }
+    };
     let mut out = std::io::stdout().lock();
     let mut missing = false;
     match (&op, result) {

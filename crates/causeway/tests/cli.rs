@@ -144,6 +144,17 @@ fn the_client_commands_as_scripts_use_them() {
     let o = run(&["rot", "a", "nope", "--config", cfg, "--json"], None);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j[1], serde_json::json!({ "key": "nope", "found": false, "value": null }));
+    // A delete: the key reads as missing afterwards (exit 3), in a ROT too.
+    let o = run(&["del", "c", "--config", cfg], None);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(o.stdout, b"ok\n");
+    assert_eq!(run(&["get", "c", "--config", cfg], None).status.code(), Some(3));
+    let o = run(&["del", "a", "--config", cfg, "--json"], None);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["deleted"], true);
+    let o = run(&["rot", "a", "b", "--config", cfg, "--json"], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j[0]["found"], false, "{j}");
+    assert_eq!(j[1]["found"], true, "{j}");
     // An unknown DC name is named in the error.
     let o = run(&["get", "a", "--config", cfg, "--dc", "atlantis"], None);
     assert!(String::from_utf8_lossy(&o.stderr).contains("atlantis"), "{o:?}");

@@ -35,6 +35,43 @@ pub fn write_id_of(value: &[u8]) -> Option<u64> {
     }
 }
 
+/// What follows the write tag and id in a tombstone: the marker that makes
+/// the value a delete.
+pub const TOMBSTONE_MARK: [u8; 6] = *b"\0DEL\0\xff";
+/// Bytes of a tombstone: tag, write id, marker.
+pub const TOMBSTONE_LEN: usize = WRITE_TAG_LEN + TOMBSTONE_MARK.len();
+
+/// A delete, written as an ordinary version whose value is this tombstone.
+///
+/// Why in-band: every protocol already replicates, orders, journals and
+/// collects versions; a delete that is "a write of nothing" gets all of that
+/// unchanged, takes its place in the causal order (a write that follows a
+/// delete is never seen without it, Lloyd et al., "Stronger Semantics for
+/// Low-Latency Geo-Replicated Storage", §3 keeps deletes as tombstones for
+/// the same reason) and is checked by the checker as the unique write it is.
+/// User-facing reads ([`visible`]) turn it into "no value", and
+/// clients refuse to store a user value that would read as one
+/// ([`is_tombstone`]), so nothing a user writes is ever mistaken for a
+/// delete. The tombstone stays as the key's newest version: deleting a key
+/// does not reclaim its 16 bytes.
+pub fn tombstone(write_id: u64) -> Value {
+    let mut v = Vec::with_capacity(TOMBSTONE_LEN);
+    v.extend_from_slice(&WRITE_TAG);
+    v.extend_from_slice(&write_id.to_le_bytes());
+    v.extend_from_slice(&TOMBSTONE_MARK);
+    Bytes::from(v)
+}
+
+/// Whether `value` is a delete's tombstone.
+pub fn is_tombstone(value: &[u8]) -> bool {
+    value.len() == TOMBSTONE_LEN && value[..2] == WRITE_TAG && value[WRITE_TAG_LEN..] == TOMBSTONE_MARK
+}
+
+/// A read's value as a user sees it: a tombstone reads as no value.
+pub fn visible(value: Option<Value>) -> Option<Value> {
+    value.filter(|v| !is_tombstone(v))
+}
+
 /// Stable 64-bit FNV-1a. Placement must agree across processes, platforms and
 /// releases, so it cannot use a std hasher (randomly seeded) or any hash whose
 /// output may change between crate versions.
@@ -58,6 +95,19 @@ mod tests {
         assert_eq!(write_id_of(&v), Some(0xdead_beef_0102));
         assert_eq!(write_id_of(b"hello world!"), None);
         assert_eq!(write_id_of(b"CW"), None);
+    }
+
+    #[test]
+    fn a_tombstone_is_a_tagged_write_that_reads_as_nothing() {
+        let t = tombstone(42);
+        assert!(is_tombstone(&t));
+        assert_eq!(write_id_of(&t), Some(42), "a delete is tracked as the write it is");
+        assert_eq!(visible(Some(t)), None);
+        assert_eq!(visible(Some(tagged_value(42, TOMBSTONE_LEN))), Some(tagged_value(42, TOMBSTONE_LEN)));
+        assert!(!is_tombstone(b"hello"));
+        let mut longer = tombstone(1).to_vec();
+        longer.push(b'x');
+        assert!(!is_tombstone(&longer), "only the exact encoding is a tombstone");
     }
 
     #[test]

@@ -194,6 +194,21 @@ pub enum OpResult {
     Failed(OpError),
 }
 
+impl OpResult {
+    /// The result as a user sees it: values read that are deletes'
+    /// tombstones become "no value" ([`crate::data::visible`]). Histories keep
+    /// the raw result, where a tombstone is the write it is.
+    pub fn visible(self) -> OpResult {
+        let strip = |vs: Vec<Option<Value>>| vs.into_iter().map(crate::data::visible).collect();
+        match self {
+            OpResult::Get(v) => OpResult::Get(crate::data::visible(v)),
+            OpResult::Rot(vs) => OpResult::Rot(strip(vs)),
+            OpResult::Txn(vs) => OpResult::Txn(strip(vs)),
+            other => other,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
 pub enum OpError {
     #[error("this protocol does not support {0:?} operations")]

@@ -45,6 +45,10 @@ pub enum ClientError {
     ValueTooLarge { len: usize, max: usize },
     #[error("DC {dc} is not in the cluster (it has {dcs})")]
     UnknownDc { dc: u16, dcs: usize },
+    #[error(
+        "the value for key {key:?} is the reserved encoding of a delete's tombstone; it cannot be stored as a value"
+    )]
+    ReservedValue { key: String },
     #[error("this session broke on an earlier error; open a new one")]
     Broken,
 }
@@ -199,8 +203,21 @@ impl<P: Protocol> Session<P> {
         }
     }
 
-    /// Run one operation to completion.
+    /// Run one operation to completion, as a user sees it: a value that
+    /// would read as a delete's tombstone is refused before anything is
+    /// sent ([`ClientError::ReservedValue`]), and values read that are
+    /// tombstones come back as "no value".
     pub async fn execute(&mut self, op: Op) -> Result<OpResult, ClientError> {
+        if let Some((key, _)) = op.writes().into_iter().find(|(_, v)| causeway_core::is_tombstone(v)) {
+            return Err(ClientError::ReservedValue { key: String::from_utf8_lossy(key).into_owned() });
+        }
+        Ok(self.execute_raw(op).await?.visible())
+    }
+
+    /// Run one operation to completion exactly as the protocol answered it:
+    /// tombstones are returned as the writes they are. History recorders use
+    /// this, so that the checker sees which delete a read returned.
+    pub async fn execute_raw(&mut self, op: Op) -> Result<OpResult, ClientError> {
         if self.broken {
             return Err(ClientError::Broken);
         }
@@ -271,6 +288,17 @@ impl<P: Protocol> Session<P> {
             OpResult::Put => Ok(()),
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a put answered {other:?}"),
+        }
+    }
+
+    /// Delete `key`: write a tombstone ([`causeway_core::tombstone`]), an
+    /// ordinary version in the causal order that reads as no value.
+    pub async fn del(&mut self, key: impl Into<bytes::Bytes>) -> Result<(), ClientError> {
+        let value = causeway_core::tombstone(rand::random());
+        match self.execute_raw(Op::Put { key: key.into(), value }).await? {
+            OpResult::Put => Ok(()),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a delete answered {other:?}"),
         }
     }
 

@@ -159,7 +159,7 @@ pub async fn run_with_timeout<P: Protocol>(
                     };
                     let kind = op.kind();
                     let t0 = Instant::now();
-                    let r = s.execute(op.clone()).await;
+                    let r = s.execute_raw(op.clone()).await;
                     let t1 = Instant::now();
                     let measured = t0 >= measure_from && t1 <= end;
                     match r {

@@ -169,3 +169,47 @@ async fn stable_time_keeps_moving_under_an_injected_delay() {
         tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
     }
 }
+
+/// A delete is a write in the causal order: a reader in another DC that
+/// sees the write made after the delete sees the key gone, and a ROT hides
+/// the tombstone too. A value that would read as a tombstone is refused.
+async fn delete_is_ordered(p: ProtocolName) {
+    let rt = tokio::runtime::Handle::current();
+    let cluster = Embedded::start(spec(p, "del"), &rt).unwrap();
+    with_protocol!(p, P => {
+        let mut w = Session::<P>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+        let mut r = Session::<P>::new(cluster.cluster.clone(), DcId(1), 2).unwrap();
+        let (x, y) = (Bytes::from_static(b"x"), Bytes::from_static(b"y"));
+        w.put(x.clone(), Bytes::from_static(b"x1")).await.unwrap();
+        w.del(x.clone()).await.unwrap();
+        assert_eq!(w.get(x.clone()).await.unwrap(), None, "{p}: a session does not read its own delete");
+        w.put(y.clone(), Bytes::from_static(b"y1")).await.unwrap();
+        let start = Instant::now();
+        while r.get(y.clone()).await.unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{p}: y never became visible in dc1");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if p != ProtocolName::Eventual {
+            assert_eq!(r.get(x.clone()).await.unwrap(), None, "{p}: y visible before the delete it follows");
+        }
+        match w.rot(vec![x.clone(), y.clone()]).await {
+            Ok(vals) => assert_eq!(vals, vec![None, Some(Bytes::from_static(b"y1"))], "{p}"),
+            Err(causeway_net::ClientError::Op(causeway_core::OpError::Unsupported(_))) => {}
+            Err(e) => panic!("{p}: rot failed: {e}"),
+        }
+        let forged = causeway_core::tombstone(7);
+        let err = w.put(x.clone(), forged).await.unwrap_err();
+        assert!(matches!(err, causeway_net::ClientError::ReservedValue { .. }), "{p}: {err}");
+        // The session is still usable after the refusal.
+        w.put(x.clone(), Bytes::from_static(b"x2")).await.unwrap();
+        assert_eq!(w.get(x).await.unwrap().as_deref(), Some(&b"x2"[..]), "{p}");
+    });
+    tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_are_causally_ordered_over_tcp() {
+    for &p in ProtocolName::ALL {
+        delete_is_ordered(p).await;
+    }
+}
