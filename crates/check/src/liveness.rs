@@ -33,8 +33,8 @@
 //! other DCs its session had read, which a dependency-tracking protocol
 //! waits for) and the fault windows its run overlapped.
 
-use crate::model::{Model, Source};
-use crate::violation::{Collector, Kind, Raw};
+use crate::model::Model;
+use crate::violation::{Collector, Ending, Kind, Raw};
 use causeway_core::{OpError, OpResult};
 use serde::{Deserialize, Serialize};
 
@@ -133,14 +133,6 @@ impl Liveness {
     }
 }
 
-/// How an operation that missed its deadline ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
-    Completed,
-    TimedOut,
-    Pending,
-}
-
 /// Run the checks. Returns nothing; violations go to `out`.
 pub fn check_liveness(m: &Model<'_>, spec: Option<&Liveness>, out: &mut Collector) {
     let ops = &m.history.ops;
@@ -182,40 +174,6 @@ pub fn check_liveness(m: &Model<'_>, spec: Option<&Liveness>, out: &mut Collecto
             _ => {}
         }
     }
-}
-
-/// The session context of op `i`: its previous operation, and the writes
-/// from other DCs its session read before it (most recent last, at most
-/// `max`).
-pub fn context(m: &Model<'_>, i: u32, max: usize) -> (Option<u32>, Vec<u32>) {
-    let ops = &m.history.ops;
-    let me = &ops[i as usize];
-    let mut prev = None;
-    let mut remote = Vec::new();
-    let mut earlier: Vec<u32> = (0..ops.len() as u32)
-        .filter(|&j| {
-            j != i
-                && ops[j as usize].client == me.client
-                && ops[j as usize].invoke_us <= me.invoke_us
-                && m.is_node[j as usize]
-        })
-        .collect();
-    earlier.sort_by_key(|&j| (ops[j as usize].invoke_us, j));
-    if let Some(&p) = earlier.last() {
-        prev = Some(p);
-    }
-    for j in earlier {
-        for rd in m.reads_of(j) {
-            if let Source::Write(w) = rd.source
-                && ops[w as usize].dc != me.dc
-                && !remote.contains(&w)
-            {
-                remote.push(w);
-            }
-        }
-    }
-    let skip = remote.len().saturating_sub(max);
-    (prev, remote.split_off(skip))
 }
 
 #[cfg(test)]

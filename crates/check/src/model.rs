@@ -345,6 +345,40 @@ impl<'h> Model<'h> {
     pub fn writes_key(&self, i: u32, k: u32) -> bool {
         self.keys_written(i).contains(&k)
     }
+
+    /// The session context of op `i`: its previous operation, and the writes
+    /// from other DCs its session read before it (most recent last, at most
+    /// `max`).
+    pub fn session_context(&self, i: u32, max: usize) -> (Option<u32>, Vec<u32>) {
+        let ops = &self.history.ops;
+        let me = &ops[i as usize];
+        let mut prev = None;
+        let mut remote = Vec::new();
+        let mut earlier: Vec<u32> = (0..ops.len() as u32)
+            .filter(|&j| {
+                j != i
+                    && ops[j as usize].client == me.client
+                    && ops[j as usize].invoke_us <= me.invoke_us
+                    && self.is_node[j as usize]
+            })
+            .collect();
+        earlier.sort_by_key(|&j| (ops[j as usize].invoke_us, j));
+        if let Some(&p) = earlier.last() {
+            prev = Some(p);
+        }
+        for j in earlier {
+            for rd in self.reads_of(j) {
+                if let Source::Write(w) = rd.source
+                    && ops[w as usize].dc != me.dc
+                    && !remote.contains(&w)
+                {
+                    remote.push(w);
+                }
+            }
+        }
+        let skip = remote.len().saturating_sub(max);
+        (prev, remote.split_off(skip))
+    }
 }
 
 /// Reject results that do not fit their operation.

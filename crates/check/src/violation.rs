@@ -522,6 +522,14 @@ impl fmt::Display for Violation {
     }
 }
 
+/// How an operation that missed its deadline ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Completed,
+    TimedOut,
+    Pending,
+}
+
 /// A violation as op indices, rendered later.
 #[derive(Clone, Debug)]
 pub enum Raw {
@@ -594,7 +602,7 @@ pub enum Raw {
     Stall {
         op: u32,
         deadline_us: Option<u64>,
-        ending: crate::liveness::Ending,
+        ending: Ending,
         faults: Vec<String>,
     },
 }
@@ -726,7 +734,6 @@ impl Raw {
                 }
             }
             Raw::Stall { op, deadline_us, ending, faults } => {
-                use crate::liveness::Ending;
                 let r = &ex.m.history.ops[*op as usize];
                 let mut keys: Vec<String> = r.op.reads().into_iter().map(|k| crate::explain::key_name(k)).collect();
                 for (k, _) in r.op.writes() {
@@ -735,7 +742,7 @@ impl Raw {
                         keys.push(k);
                     }
                 }
-                let (previous, remote) = crate::liveness::context(ex.m, *op, 3);
+                let (previous, remote) = ex.m.session_context(*op, 3);
                 let stall = Stall {
                     op: ex.op(*op),
                     op_kind: r.op.kind().name().into(),
