@@ -14,7 +14,7 @@ fn torture(args: &[&str]) -> (bool, String) {
 fn every_protocol_passes_a_bounded_torture() {
     let (ok, out) = torture(&["--runs", "15", "--seed", "500"]);
     assert!(ok, "torture failed:\n{out}");
-    for p in ["eventual", "gentlerain", "causalspartanx", "cops", "copsgt"] {
+    for p in ["eventual", "gentlerain", "causalspartanx", "contrarian", "cure", "cops", "copsgt"] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }
 }
@@ -38,6 +38,15 @@ fn a_causalspartanx_that_skips_its_visibility_check_is_caught() {
     let (ok, out) = torture(&["-p", "causalspartanx", "--param", "mutant_skip_visibility_check=true", "--runs", "10"]);
     assert!(!ok, "the mutant must fail torture:\n{out}");
     assert!(out.contains("FAILED; replay: causeway torture -p causalspartanx --runs 1 --seed"), "{out}");
+}
+
+#[test]
+fn a_contrarian_that_does_not_piggyback_its_last_snapshot_is_caught() {
+    // Not in Contrarian's MUTANTS: only one client's snapshots go backwards,
+    // which the conformance suite's cross-DC scenarios cannot see.
+    let (ok, out) = torture(&["-p", "contrarian", "--param", "mutant_no_piggyback=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("--param 'mutant_no_piggyback=true'"), "{out}");
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //! - [`baseline`]: Eventual (last-writer-wins), the yardstick.
 //! - [`stabilization`]: protocols that make remote writes visible once a
 //!   stable time covers them — the per-DC [`stable_tree`](stabilization::stable_tree);
-//!   GentleRain, CausalSpartanX (next: Cure, Contrarian, PaRiS, BPR).
+//!   GentleRain, CausalSpartanX, Contrarian, Cure (next: PaRiS, BPR).
 //! - [`explicit_deps`]: protocols whose writes carry their dependencies,
 //!   checked before a replicated write commits — the shared replication
 //!   path; COPS, COPS-GT (next: Eiger, CC-LO).
@@ -39,4 +39,4 @@ pub use registry::{ProtocolName, UnknownProtocol};
 // Every protocol by its short name, whatever its family.
 pub use baseline::eventual;
 pub use explicit_deps::{cops, cops_gt};
-pub use stabilization::{causal_spartan_x, gentlerain};
+pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};

@@ -74,6 +74,10 @@ registry! { $
     GentleRain => stabilization::gentlerain::GentleRain,
     /// Hybrid logical clocks and a per-DC stable vector (Roohitavaf §5).
     CausalSpartanX => stabilization::causal_spartan_x::CausalSpartanX,
+    /// Hybrid logical clocks, a GSS and nonblocking ROTs in 1½ or 2 rounds (Didona et al. §4).
+    Contrarian => stabilization::contrarian::Contrarian,
+    /// Physical clocks, a vector GST and two-round ROTs that wait for the clock (Didona et al. §3, §5).
+    Cure => stabilization::cure::Cure,
     /// Explicit one-hop dependencies checked before a remote write commits (Lloyd §2).
     Cops => explicit_deps::cops::Cops,
     /// COPS with stored dependencies and two-round read transactions (Lloyd §2, Ch. 4).

@@ -1,13 +1,15 @@
 //! The stabilization family: a remote write is stored on arrival but made
 //! visible only once a *stable time* computed inside the DC covers it — a
-//! scalar GST (GentleRain), a per-DC stable vector (CausalSpartanX), and
-//! next a vector GST (Cure), a GSS (Contrarian) or a UST (PaRiS). The shared
+//! scalar GST (GentleRain), a per-DC stable vector (CausalSpartanX), a GSS
+//! (Contrarian), a vector GST (Cure), and next a UST (PaRiS). The shared
 //! kit is the per-DC aggregation tree that computes the stable time
 //! ([`stable_tree`]), the coordinator's split and gather of a read-only
 //! transaction's slices ([`slices`]), and the idle pacing of the heartbeat
 //! and tree timers ([`pace`]).
 
 pub mod causal_spartan_x;
+pub mod contrarian;
+pub mod cure;
 pub mod gentlerain;
 pub mod pace;
 pub mod slices;

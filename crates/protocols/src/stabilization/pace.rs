@@ -191,6 +191,15 @@ mod tests {
     }
 
     #[test]
+    fn idle_contrarian_goes_quiet_and_wakes() {
+        use crate::stabilization::contrarian::{Config, Contrarian};
+        let cfg = Config::default();
+        let (active_us, slowdown) =
+            (cfg.heartbeat_interval_us.max(cfg.stabilization_interval_us), cfg.pace.idle_slowdown);
+        idle_cluster_goes_quiet_and_one_write_wakes_it::<Contrarian>(cfg, active_us, slowdown);
+    }
+
+    #[test]
     fn quiet_after_idle_awake_on_work_and_the_epoch_marks_stale_timers() {
         let cfg = PaceConfig { idle_after_us: 1_000, idle_slowdown: 10 };
         let mut p = Pace::new(&cfg);

@@ -14,9 +14,10 @@ pub fn cl(dc: u16, i: u32) -> ClientId {
     ClientId(dc as u32 * PER_DC + i)
 }
 
-/// A ROT's slices are part of the operation's own traffic.
+/// A ROT's slices (and Contrarian's coordinator-to-partition snapshot)
+/// are part of the operation's own traffic.
 pub fn slices<M: Message>(m: &M) -> bool {
-    matches!(m.kind(), "slice_req" | "slice_reply")
+    matches!(m.kind(), "slice_req" | "slice_reply" | "snapshot")
 }
 
 /// What an operation needs: client traffic and the slices of a ROT.

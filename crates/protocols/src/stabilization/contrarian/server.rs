@@ -1,0 +1,799 @@
+use super::config::*;
+use super::msg::*;
+use crate::kit::node::{equivalents_elsewhere, served_partition};
+use crate::stabilization::pace::Pace;
+use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use causeway_core::{
+    ClientId, DcId, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
+    Topology, Value, Versioned, vmax,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+/// Timer kinds, in a token's low two bits; the pace epoch it was set under
+/// is above them (a wake-up makes older timers stale).
+pub(super) const TIMER_HEARTBEAT: u64 = 1;
+pub(super) const TIMER_STABILIZE: u64 = 2;
+
+fn timer(kind: u64, epoch: u64) -> u64 {
+    (epoch << 2) | kind
+}
+
+/// Keys GC examines per θ tick at most.
+pub const GC_KEYS_PER_TICK: usize = 64;
+
+/// A Contrarian node. Only partition servers take part; any other node of
+/// a shared topology (a service node) ignores every input.
+pub struct ContrarianServer {
+    pub(super) part: Option<Partition>,
+}
+
+impl ContrarianServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> Self {
+        ContrarianServer { part: served_partition(&ctx).map(|(dc, p)| Partition::new(cfg, &ctx, dc, p)) }
+    }
+}
+
+/// Partition server p of DC m (§4).
+pub(super) struct Partition {
+    cfg: Config,
+    topology: Arc<Topology>,
+    me: NodeId,
+    /// m, this server's DC.
+    m: DcId,
+    partition: PartitionId,
+    /// This partition's replicas in the other DCs.
+    peers: Vec<NodeId>,
+    /// The partition servers of this DC: the only nodes whose snapshots
+    /// (and the only partitions a client may name as a ROT's others).
+    dc_servers: BTreeSet<NodeId>,
+    /// The hybrid logical clock (a Lamport clock with `logical_clocks`):
+    /// "the maximum between the local physical clock and the highest
+    /// timestamp seen by the node plus one" (§4).
+    pub(super) hlc: Hlc,
+    /// VV: `vv[i]`, i ≠ m, the latest timestamp received from the replica in
+    /// DC i (versions and heartbeats); `vv[m]` this partition's clock.
+    pub(super) vv: Vec<Hlc>,
+    /// GSS: entry-wise min of the DC's version vectors (§4), raised only.
+    /// Entry i ≠ m: every version DC i wrote up to it has reached every
+    /// partition of this DC.
+    pub(super) gss: Vec<Hlc>,
+    /// Started over a journaled store (a restart): the heartbeat-fed VV
+    /// entries were lost, so the DC's GSS may run ahead of this VV.
+    restarted: bool,
+    /// The clock floor last journaled (deviation 9).
+    journaled_floor: Hlc,
+    pub(super) tree: StableTree<Hlc>,
+    /// Each tree child's latest report of its subtree's largest clock.
+    child_clock_max: BTreeMap<NodeId, Hlc>,
+    /// Whether a Replicate went out since the last heartbeat tick.
+    replicated_since_heartbeat: bool,
+    /// Δ and θ slow down while the cluster is idle.
+    pace: Pace,
+    /// 1½-round reads that have one of their two halves (the client's keys
+    /// or the coordinator's snapshot), by client and ROT id.
+    pub(super) halves: BTreeMap<(ClientId, u64), Half>,
+    /// Remote versions stored but not yet covered by the GSS, indexed by the
+    /// entry that holds each back (a min-heap per DC on the DV entry it waits
+    /// for), so a growing GSS pops only what it unblocks.
+    pending_visible: Vec<BinaryHeap<Reverse<(Hlc, u64)>>>,
+    pending_slab: BTreeMap<u64, PendingVisible>,
+    next_pending: u64,
+    /// The largest clock reading seen, for timeouts that must not run
+    /// backwards with the clock.
+    clock_us: u64,
+    gc: Gc,
+}
+
+/// One half of a 1½-round read, and when (`clock_us`) it arrived.
+pub(super) enum Half {
+    Keys { keys: Vec<Key>, at_us: u64 },
+    Snapshot { tv: Vec<Hlc>, at_us: u64 },
+}
+
+impl Half {
+    fn at_us(&self) -> u64 {
+        match self {
+            Half::Keys { at_us, .. } | Half::Snapshot { at_us, .. } => *at_us,
+        }
+    }
+}
+
+pub(super) struct PendingVisible {
+    key: Key,
+    order: (Hlc, DcId),
+    value: Value,
+    dv: Vec<Hlc>,
+}
+
+pub(super) struct Gc {
+    /// `(clock_us, GSS then)`, oldest first, one entry per θ tick in which
+    /// the GSS changed; trimmed to the newest entry `gc_grace_us` old.
+    history: VecDeque<(u64, Vec<Hlc>)>,
+    /// Keys with more than one version, oldest first.
+    dirty: VecDeque<Key>,
+    dirty_set: BTreeSet<Key>,
+}
+
+impl Partition {
+    fn new(cfg: &Config, ctx: &NodeCtx, m: DcId, partition: PartitionId) -> Self {
+        let topology = ctx.topology.clone();
+        let dcs = topology.dcs();
+        Partition {
+            cfg: cfg.clone(),
+            me: ctx.id,
+            m,
+            partition,
+            peers: equivalents_elsewhere(&topology, partition, m),
+            dc_servers: topology.dc_servers(m).collect(),
+            hlc: Hlc::ZERO,
+            vv: vec![Hlc::ZERO; dcs],
+            gss: vec![Hlc::ZERO; dcs],
+            restarted: false,
+            journaled_floor: Hlc::ZERO,
+            tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
+            child_clock_max: BTreeMap::new(),
+            replicated_since_heartbeat: false,
+            pace: Pace::new(&cfg.pace),
+            halves: BTreeMap::new(),
+            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
+            pending_slab: BTreeMap::new(),
+            next_pending: 0,
+            clock_us: 0,
+            gc: Gc { history: VecDeque::new(), dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
+            topology,
+        }
+    }
+}
+
+impl Server for ContrarianServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let Some(p) = self.part.as_mut() else { return };
+        p.recover(env);
+        p.saw_work(env, env.now_us());
+        env.set_timer(p.cfg.heartbeat_interval_us, timer(TIMER_HEARTBEAT, 0));
+        env.set_timer(p.cfg.stabilization_interval_us, timer(TIMER_STABILIZE, 0));
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        let Some(p) = self.part.as_mut() else { return };
+        p.saw_work(env, env.now_us());
+        match msg {
+            Msg::PutReq { key, value, last } => p.on_put(env, from, key, value, last),
+            Msg::RotCoord { rot, keys, others, last } => p.on_rot_coord(env, from, rot, keys, others, last),
+            Msg::RotRead { rot, keys } => p.on_rot_read(env, from, rot, keys),
+            Msg::SnapshotReq { rot, last } => p.on_snapshot_req(env, from, rot, last),
+            Msg::RotReadAt { rot, keys, tv } => p.on_rot_read_at(env, from, rot, keys, tv),
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        let Some(p) = self.part.as_mut() else { return };
+        if !p.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::Snapshot { client, rot, tv } => p.on_snapshot(env, from, client, rot, tv),
+            Msg::Replicate { key, version } => p.on_replicate(env, from, key, version),
+            Msg::Heartbeat { hlc, last_work_us } => p.on_heartbeat(env, from, hlc, last_work_us),
+            Msg::StableReport { vv_min, clock_max, last_work_us } => {
+                p.on_stable_report(env, from, vv_min, clock_max, last_work_us)
+            }
+            Msg::StablePush { gss, clock_max, last_work_us } => {
+                p.on_stable_push(env, from, gss, clock_max, last_work_us)
+            }
+            _ => {} // client traffic never comes from peers
+        }
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        let Some(p) = self.part.as_mut() else { return };
+        if token >> 2 != p.pace.epoch() {
+            return; // superseded by a wake-up's timer
+        }
+        match token & 3 {
+            TIMER_HEARTBEAT => p.heartbeat(env),
+            TIMER_STABILIZE => p.stabilize(env),
+            _ => {}
+        }
+    }
+}
+
+impl Partition {
+    // ------------------------------------------------------------ PUT
+
+    /// PUT(x, X) (§4): never waits. The clock moves past everything the
+    /// client has seen (the local entry of its last snapshot, and the
+    /// remote entries, which become X's DV), so X.DV[m] exceeds every other
+    /// entry and every snapshot this partition has already served.
+    fn on_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: ClientId,
+        key: Key,
+        value: Value,
+        last: Vec<Hlc>,
+    ) {
+        if let Err(e) = self.check_key(&key).and_then(|()| self.check_last(&last)) {
+            env.reply(from, Msg::PutReply(Err(e)));
+            return;
+        }
+        let m = self.m.idx();
+        // The client's remote entries are GSS values of this DC (clients
+        // are sticky), checked against VV above: genuine stability.
+        self.raise_gss(env, remote_entries(&last, m));
+        let dep = last.iter().copied().max().unwrap_or(Hlc::ZERO);
+        let ts = self.clock(env, |h, pt| h.update(pt, dep));
+        // Invariant (Didona et al. §4): "X.DV[source] ... is enforced to be
+        // higher than any other entry in DV upon creation of X".
+        assert!(ts > dep, "Contrarian: a PUT stamped {ts:?} does not exceed the client's snapshot entry {dep:?}");
+        let mut dv = last;
+        dv[m] = ts;
+        let version = Version { value, ts, sr: self.m, dv };
+        self.apply(env, key.clone(), version.clone());
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ts.l });
+        env.reply(from, Msg::PutReply(Ok(PutOk { ts, gss: self.gss.clone() })));
+        // Sent as created: each FIFO channel carries this partition's
+        // versions in timestamp order, so a replica may set VV[m] = ts.
+        for &peer in &self.peers {
+            env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
+        }
+        self.replicated_since_heartbeat |= !self.peers.is_empty();
+    }
+
+    // ------------------------------------------------------------ ROT
+
+    /// The coordinator's snapshot TV (§4): local entry max(clock at the
+    /// coordinator, highest local timestamp the client has seen); remote
+    /// entries max(GSS at the coordinator, highest GSS the client has seen).
+    /// The clock is then pushed to TV[m] — never waited for.
+    fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[Hlc]) -> Vec<Hlc> {
+        let now = self.clock(env, |h, pt| h.tick(pt));
+        let mut tv = self.gss.clone();
+        tv[self.m.idx()] = now;
+        if !self.cfg.mutant_no_piggyback {
+            self.raise_gss(env, remote_entries(last, self.m.idx()));
+            vmax(&mut tv, last);
+        }
+        self.push_clock(env, tv[self.m.idx()]);
+        tv
+    }
+
+    /// ⟨RotCoord⟩: this partition coordinates. It fixes TV, sends it to the
+    /// other partitions of the ROT (1½ rounds), and reads its own keys.
+    #[allow(clippy::too_many_arguments)]
+    fn on_rot_coord(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        rot: u64,
+        keys: Vec<Key>,
+        others: Vec<NodeId>,
+        last: Vec<Hlc>,
+    ) {
+        let checked =
+            self.check_keys(&keys).and_then(|()| self.check_others(&others)).and_then(|()| self.check_last(&last));
+        if let Err(e) = checked {
+            env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+            return;
+        }
+        let tv = self.snapshot(env, &last);
+        for &o in &others {
+            env.send(o, Msg::Snapshot { client, rot, tv: tv.clone() });
+        }
+        let slice = self.read_at(env, &keys, tv);
+        env.reply(client, Msg::RotSlice { rot, slice });
+    }
+
+    /// ⟨RotRead⟩ from the client (1½ rounds): read once the coordinator's
+    /// snapshot is here too. Nothing waits on clocks or replication: only
+    /// on the other half of the same request, already on its way.
+    fn on_rot_read(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, rot: u64, keys: Vec<Key>) {
+        if let Err(e) = self.check_keys(&keys) {
+            env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+            return;
+        }
+        match self.halves.remove(&(client, rot)) {
+            Some(Half::Snapshot { tv, .. }) => self.serve(env, client, rot, &keys, tv),
+            Some(keys_half @ Half::Keys { .. }) => {
+                self.halves.insert((client, rot), keys_half);
+                let e = OpError::BadRequest(format!("ROT {rot} already sent its keys to this partition"));
+                env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+            }
+            None => {
+                self.halves.insert((client, rot), Half::Keys { keys, at_us: self.clock_us });
+            }
+        }
+    }
+
+    /// ⟨Snapshot⟩ from the coordinator (1½ rounds).
+    fn on_snapshot(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        client: ClientId,
+        rot: u64,
+        tv: Vec<Hlc>,
+    ) {
+        if !self.dc_servers.contains(&from) || from == self.me {
+            return; // only a partition of this DC coordinates a ROT here
+        }
+        match self.halves.remove(&(client, rot)) {
+            Some(Half::Keys { keys, .. }) => self.serve(env, client, rot, &keys, tv),
+            Some(snapshot) => {
+                self.halves.insert((client, rot), snapshot); // a duplicate: the first stands
+            }
+            None => {
+                self.halves.insert((client, rot), Half::Snapshot { tv, at_us: self.clock_us });
+            }
+        }
+    }
+
+    /// Both halves are here: read at the coordinator's snapshot.
+    fn serve(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        rot: u64,
+        keys: &[Key],
+        tv: Vec<Hlc>,
+    ) {
+        let slice = self.check_tv(&tv).and_then(|()| self.read_at(env, keys, tv));
+        env.reply(client, Msg::RotSlice { rot, slice });
+    }
+
+    /// ⟨SnapshotReq⟩ (2 rounds): the coordinator hands TV to the client.
+    fn on_snapshot_req(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, rot: u64, last: Vec<Hlc>) {
+        let tv = self.check_last(&last).map(|()| self.snapshot(env, &last));
+        env.reply(client, Msg::SnapshotReply { rot, tv });
+    }
+
+    /// ⟨RotReadAt⟩ (2 rounds): the client brings the coordinator's TV.
+    fn on_rot_read_at(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        rot: u64,
+        keys: Vec<Key>,
+        tv: Vec<Hlc>,
+    ) {
+        let slice =
+            self.check_keys(&keys).and_then(|()| self.check_tv(&tv)).and_then(|()| self.read_at(env, &keys, tv));
+        env.reply(client, Msg::RotSlice { rot, slice });
+    }
+
+    /// At a partition: push the clock to TV[m] (so every later local
+    /// version has a higher timestamp and stays out of this snapshot),
+    /// then return, per key, the freshest version with DV ≤ TV (§4).
+    fn read_at(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        keys: &[Key],
+        tv: Vec<Hlc>,
+    ) -> Result<Slice, OpError> {
+        let m = self.m;
+        // Invariant: the snapshot never claims more of a remote DC than this
+        // partition has received from it, so every version DV ≤ TV admits
+        // is here (TV's remote entries are GSS values, and GSS ≤ every VV
+        // of the DC). Requests whose TV fails this were refused above.
+        assert!(
+            self.restarted || remote_covered(&tv, &self.vv, m.idx()),
+            "Contrarian: snapshot {tv:?} is ahead of what partition {:?} received ({:?})",
+            self.partition,
+            self.vv
+        );
+        self.push_clock(env, tv[m.idx()]);
+        let skip = self.cfg.mutant_skip_visibility_check;
+        let store = env.store();
+        let mut values = Vec::with_capacity(keys.len());
+        for key in keys {
+            match store.latest_where(key, |v| in_snapshot(v, &tv, m, skip)) {
+                Some(v) => values.push(Some(v.value.clone())),
+                // GC dropped what this snapshot would have read: fail rather
+                // than pretend the key had no version.
+                None if store.was_pruned(key) => return Err(OpError::Aborted("snapshot pruned".into())),
+                None => values.push(None),
+            }
+        }
+        Ok(Slice { values, tv })
+    }
+
+    // ------------------------------------------------------------ replication
+
+    /// ⟨Replicate⟩ from the replica in DC k: store X (readable once a
+    /// snapshot covers X.DV), VV[k] = X.ts.
+    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+        let k = self.topology.dc_of(from);
+        let well_formed = self.peers.contains(&from)
+            && version.sr == k
+            && valid_version(&version, self.vv.len())
+            && self.check_key(&key).is_ok();
+        if !well_formed {
+            return; // a malformed peer message is dropped
+        }
+        self.saw_work(env, env.now_us());
+        let (order, value, dv) = (version.order(), version.value.clone(), version.dv.clone());
+        let inserted = self.apply(env, key.clone(), version);
+        if order.0 > self.vv[k.idx()] {
+            self.vv[k.idx()] = order.0;
+        }
+        if inserted != Inserted::Duplicate {
+            self.admit_or_park(env, PendingVisible { key, order, value, dv });
+        }
+    }
+
+    /// ⟨Heartbeat⟩ from the replica in DC k: VV[k] = max(VV[k], its clock).
+    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, hlc: Hlc, work_us: u64) {
+        if self.peers.contains(&from) && sane(hlc) {
+            let k = self.topology.dc_of(from).idx();
+            if hlc > self.vv[k] {
+                self.vv[k] = hlc;
+            }
+            self.saw_work(env, work_us);
+        }
+    }
+
+    /// Report `p` visible if its DV is covered by the GSS, or park it on the
+    /// first GSS entry that still holds it back.
+    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
+        match p.dv.iter().enumerate().find(|&(i, &d)| d > self.gss[i]) {
+            None => self.report_if_read(env, &p),
+            Some((i, &d)) => {
+                let id = self.next_pending;
+                self.next_pending += 1;
+                self.pending_visible[i].push(Reverse((d, id)));
+                self.pending_slab.insert(id, p);
+            }
+        }
+    }
+
+    /// Report a remote version visible (§4: "if X.DV is entry-wise smaller
+    /// than or equal to the GSS") if it is what a local read returns now.
+    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, p: &PendingVisible) {
+        // Invariant: a remote version is visible only once its DV ≤ GSS.
+        assert!(
+            p.dv.iter().zip(&self.gss).all(|(d, g)| d <= g),
+            "Contrarian: version {:?} reported visible with DV {:?} above GSS {:?}",
+            p.order,
+            p.dv,
+            self.gss
+        );
+        let m = self.m;
+        let mut now = self.gss.clone();
+        now[m.idx()] = self.hlc;
+        let read = env.store().latest_where(&p.key, |v| in_snapshot(v, &now, m, false)).map(Versioned::order);
+        if read == Some(p.order) {
+            env.observe(Observation::Visible {
+                key: &p.key,
+                value: &p.value,
+                origin: p.order.1,
+                written_us: p.order.0.l,
+            });
+        }
+    }
+
+    // ------------------------------------------------------------ GSS tree
+
+    /// A child's entry-wise min of its subtree's VVs and its largest clock.
+    fn on_stable_report(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        vv_min: Vec<Hlc>,
+        clock_max: Hlc,
+        work_us: u64,
+    ) {
+        if valid_vector(&vv_min, self.vv.len()) && sane(clock_max) && self.tree.on_report(from, vv_min) {
+            self.child_clock_max.insert(from, clock_max);
+            self.saw_work(env, work_us);
+        }
+    }
+
+    /// The DC's GSS and largest clock from the parent: raise both; pass down.
+    fn on_stable_push(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        gss: Vec<Hlc>,
+        clock_max: Hlc,
+        work_us: u64,
+    ) {
+        if !self.dc_servers.contains(&from) || !valid_vector(&gss, self.vv.len()) || !sane(clock_max) {
+            return;
+        }
+        self.saw_work(env, work_us);
+        self.raise_gss(env, gss.iter().copied().enumerate());
+        self.push_clock(env, clock_max);
+        self.push_down(env, &gss, clock_max);
+    }
+
+    fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, gss: &[Hlc], clock_max: Hlc) {
+        for &child in self.tree.children() {
+            let last_work_us = self.pace.last_work_us();
+            env.send(child, Msg::StablePush { gss: gss.to_vec(), clock_max, last_work_us });
+        }
+    }
+
+    /// Raise GSS entries (only ever raised: the GSS is monotonic); if any
+    /// grew, report it and admit the remote versions it now covers.
+    fn raise_gss(&mut self, env: &mut impl ServerEnv<Msg, Version>, entries: impl IntoIterator<Item = (usize, Hlc)>) {
+        let before = self.gss.clone();
+        for (i, t) in entries {
+            if let Some(e) = self.gss.get_mut(i)
+                && t > *e
+            {
+                *e = t;
+            }
+        }
+        if self.gss == before {
+            return;
+        }
+        // Invariants: the GSS is monotonic, and it never claims more of a
+        // remote DC than this partition has received (each entry is a min
+        // of the DC's VV entries, which only grow). A node restarted from
+        // its journal lost its heartbeat-fed VV entries, so it is exempt.
+        assert!(before.iter().zip(&self.gss).all(|(b, g)| b <= g), "Contrarian: the GSS went backwards");
+        assert!(
+            self.restarted || remote_covered(&self.gss, &self.vv, self.m.idx()),
+            "Contrarian: GSS {:?} exceeds what partition {:?} received ({:?})",
+            self.gss,
+            self.partition,
+            self.vv
+        );
+        if let Some(least) = self.gss.iter().map(|t| t.l).min() {
+            env.observe(Observation::Stable { stable_us: least });
+        }
+        if self.pending_slab.is_empty() {
+            return;
+        }
+        let mut unblocked = Vec::new();
+        for (i, heap) in self.pending_visible.iter_mut().enumerate() {
+            while let Some(&Reverse((d, id))) = heap.peek() {
+                if d > self.gss[i] {
+                    break;
+                }
+                heap.pop();
+                unblocked.push(id);
+            }
+        }
+        // Ascending ids: versions are reported in arrival order.
+        unblocked.sort_unstable();
+        for id in unblocked {
+            if let Some(p) = self.pending_slab.remove(&id) {
+                self.admit_or_park(env, p);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ clock
+
+    /// The physical clock as the HLC reads it: never with `logical_clocks`.
+    fn physical_us(&self, env: &impl ServerEnv<Msg, Version>) -> u64 {
+        if self.cfg.logical_clocks { 0 } else { env.now_us() }
+    }
+
+    /// Advance the clock with `f` (an [`Hlc`] rule, given the physical
+    /// reading); returns what `f` returns.
+    fn clock(&mut self, env: &mut impl ServerEnv<Msg, Version>, f: impl FnOnce(&mut Hlc, u64) -> Hlc) -> Hlc {
+        let pt = self.physical_us(env);
+        let before = self.hlc;
+        let t = f(&mut self.hlc, pt);
+        // Invariant (Kulkarni et al. §3): the HLC never goes backwards,
+        // whatever the physical clock does.
+        assert!(self.hlc >= before, "Contrarian: the HLC went back from {before:?} to {:?}", self.hlc);
+        self.clock_moved(env);
+        t
+    }
+
+    /// Push the clock forward to `t` (§4: "partitions can push their local
+    /// clock to TV[m]"): the nonblocking replacement for waiting.
+    fn push_clock(&mut self, env: &mut impl ServerEnv<Msg, Version>, t: Hlc) {
+        if t > self.hlc {
+            self.hlc = t;
+            self.clock_moved(env);
+        }
+    }
+
+    /// VV[m] follows the clock; the journaled floor stays above it
+    /// (deviation 9).
+    fn clock_moved(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let m = self.m.idx();
+        self.vv[m] = self.vv[m].max(self.hlc);
+        if self.hlc >= self.journaled_floor {
+            let floor = Hlc::new(self.hlc.l.saturating_add(self.cfg.clock_lease_us.max(1)), 0);
+            self.journaled_floor = floor;
+            let mut meta = floor.l.to_le_bytes().to_vec();
+            meta.extend_from_slice(&floor.c.to_le_bytes());
+            env.store().set_meta(meta);
+        }
+    }
+
+    /// After a restart (deviation 9): the clock resumes above the journaled
+    /// floor and above every stored version, so no timestamp or snapshot
+    /// handed out before the crash is ever handed out again below; VV's
+    /// remote entries resume from the versions received.
+    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let floor = env.store().meta().and_then(|m| {
+            let l = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
+            let c = u32::from_le_bytes(m.get(8..12)?.try_into().ok()?);
+            Some(Hlc::new(l, c))
+        });
+        let keys = env.store().keys_sorted();
+        self.restarted = floor.is_some() || !keys.is_empty();
+        let mut hlc = floor.unwrap_or(Hlc::ZERO);
+        for k in keys {
+            for v in env.store().versions(&k) {
+                hlc = hlc.max(v.ts);
+                if let Some(e) = self.vv.get_mut(v.sr.idx()) {
+                    *e = (*e).max(v.ts);
+                }
+            }
+        }
+        self.journaled_floor = floor.unwrap_or(Hlc::ZERO);
+        self.push_clock(env, hlc);
+        self.clock(env, |h, pt| h.tick(pt));
+    }
+
+    // ------------------------------------------------------------ timers
+
+    /// Work seen, for the idle pacing ([`Pace::saw_work`]).
+    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
+        self.clock_us = self.clock_us.max(env.now_us());
+        self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
+    }
+
+    /// Every Δ: if nothing was replicated since the last tick, send the
+    /// clock to the replicas (§4's heartbeat).
+    fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.replicated_since_heartbeat {
+            let hlc = self.clock(env, |h, pt| h.tick(pt));
+            let last_work_us = self.pace.last_work_us();
+            for &peer in &self.peers {
+                env.send(peer, Msg::Heartbeat { hlc, last_work_us });
+            }
+        }
+        self.replicated_since_heartbeat = false;
+        let after_us = self.pace.interval_us(self.cfg.heartbeat_interval_us, env.now_us());
+        env.set_timer(after_us, timer(TIMER_HEARTBEAT, self.pace.epoch()));
+    }
+
+    /// Every θ: one step of the GSS tree (§4: "the partitions in a DC
+    /// exchange their VVs and compute the entry-wise aggregate minimum"),
+    /// then orphan expiry and a bounded GC step.
+    fn stabilize(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        self.clock_us = self.clock_us.max(env.now_us());
+        self.clock(env, |h, pt| h.tick(pt));
+        let clock_max = self.child_clock_max.values().copied().fold(self.hlc, Hlc::max);
+        match self.tree.step(&self.vv) {
+            TreeStep::Report { parent, aggregate } => {
+                let last_work_us = self.pace.last_work_us();
+                env.send(parent, Msg::StableReport { vv_min: aggregate, clock_max, last_work_us });
+            }
+            TreeStep::Stable(gss) => {
+                self.raise_gss(env, gss.iter().copied().enumerate());
+                self.push_clock(env, clock_max);
+                self.push_down(env, &gss, clock_max);
+            }
+            TreeStep::Waiting => {}
+        }
+        self.expire_orphans();
+        self.collect_garbage(env);
+        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, env.now_us());
+        env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
+    }
+
+    /// Drop 1½-round halves whose other half never came (a crashed
+    /// coordinator, a refused request): their clients have given up.
+    fn expire_orphans(&mut self) {
+        let (now_us, timeout_us) = (self.clock_us, self.cfg.orphan_read_timeout_us);
+        self.halves.retain(|_, h| h.at_us().saturating_add(timeout_us) > now_us);
+    }
+
+    /// Record the GSS; then, on at most [`GC_KEYS_PER_TICK`] keys, drop the
+    /// versions older than the newest one inside the horizon, the snapshot
+    /// made of a GSS at least `gc_grace_us` old. Every later snapshot is at
+    /// or above the horizon (TV's remote entries are a GSS of this DC or
+    /// newer, its local entry a clock, which is above every GSS[m]), so it
+    /// reads that version or a newer one; a slice that finds nothing left
+    /// fails with "snapshot pruned" rather than returning an older state.
+    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let g = &mut self.gc;
+        let now_us = self.clock_us;
+        match g.history.back_mut() {
+            Some((at_us, gss)) if *at_us == now_us => gss.clone_from(&self.gss),
+            Some((_, gss)) if *gss == self.gss => {}
+            _ => g.history.push_back((now_us, self.gss.clone())),
+        }
+        let grace_us = self.cfg.gc_grace_us;
+        let Some(h) = g.history.iter().rposition(|(at_us, _)| at_us.saturating_add(grace_us) <= now_us) else {
+            return;
+        };
+        g.history.drain(..h);
+        let (horizon, m) = (&g.history[0].1, self.m);
+        let store = env.store();
+        for _ in 0..GC_KEYS_PER_TICK.min(g.dirty.len()) {
+            let Some(key) = g.dirty.pop_front() else { break };
+            store.gc_key(&key, |v| in_snapshot(v, horizon, m, false));
+            if store.versions(&key).len() > 1 {
+                g.dirty.push_back(key);
+            } else {
+                g.dirty_set.remove(&key);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ shared steps
+
+    /// Insert into the store and note the key for GC.
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
+        let store = env.store();
+        let inserted = store.insert(key.clone(), version);
+        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.gc.dirty_set.insert(key.clone()) {
+            self.gc.dirty.push_back(key);
+        }
+        inserted
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
+        if self.topology.partition_of(key) == self.partition {
+            Ok(())
+        } else {
+            Err(OpError::BadRequest(format!("key not stored at this server ({:?} of {:?})", self.partition, self.m)))
+        }
+    }
+
+    fn check_keys(&self, keys: &[Key]) -> Result<(), OpError> {
+        if keys.is_empty() {
+            return Err(OpError::BadRequest("a read names no key".into()));
+        }
+        keys.iter().try_for_each(|k| self.check_key(k))
+    }
+
+    /// The other partitions of a 1½-round ROT: distinct partition servers
+    /// of this DC, not this one.
+    fn check_others(&self, others: &[NodeId]) -> Result<(), OpError> {
+        let distinct = others.windows(2).all(|w| w[0] < w[1]);
+        if distinct && others.iter().all(|o| *o != self.me && self.dc_servers.contains(o)) {
+            Ok(())
+        } else {
+            Err(OpError::BadRequest("a ROT's other partitions must be distinct servers of this DC, sorted".into()))
+        }
+    }
+
+    /// A client's last snapshot: well formed, and its remote entries
+    /// genuine GSS values of this DC (so at most this partition's VV).
+    fn check_last(&self, last: &[Hlc]) -> Result<(), OpError> {
+        self.check_tv(last)
+    }
+
+    /// A snapshot from outside: one sane entry per DC, remote entries
+    /// within what this partition has received (a genuine GSS of this DC
+    /// always is; a restarted node cannot tell, and accepts it).
+    fn check_tv(&self, tv: &[Hlc]) -> Result<(), OpError> {
+        if !valid_vector(tv, self.vv.len()) {
+            return Err(OpError::BadRequest(format!(
+                "a snapshot needs {} entries with HLC counters below 2^31",
+                self.vv.len()
+            )));
+        }
+        if !self.restarted && !remote_covered(tv, &self.vv, self.m.idx()) {
+            return Err(OpError::BadRequest("a snapshot is ahead of what this DC has received".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The entries of `v` other than DC `m`'s, as (index, value).
+fn remote_entries(v: &[Hlc], m: usize) -> impl Iterator<Item = (usize, Hlc)> + '_ {
+    v.iter().copied().enumerate().filter(move |&(i, _)| i != m)
+}
+
+/// Every entry of `v` except DC `m`'s is ≤ `vv`'s.
+fn remote_covered(v: &[Hlc], vv: &[Hlc], m: usize) -> bool {
+    v.len() == vv.len() && v.iter().zip(vv).enumerate().all(|(i, (a, b))| i == m || a <= b)
+}

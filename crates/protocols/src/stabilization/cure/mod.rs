@@ -1,0 +1,118 @@
+//! # Cure, as Didona et al. compare it: physical clocks, vector GST, blocking ROTs
+//!
+//! Akkoorath et al., *Cure: Strong Semantics Meets High Availability and
+//! Low Latency* (ICDCS 2016), in the form Didona, Guerraoui, Wang and
+//! Zwaenepoel (*Causal Consistency and Latency Optimality: Friend or Foe?*,
+//! §3, §5) run it against Contrarian: the same code base and GET/PUT/ROT
+//! API, so that the two differ only where the designs do. Cure is what
+//! Contrarian improves on:
+//!
+//! - **Physical clocks.** A version's timestamp is the partition's physical
+//!   clock. It cannot be pushed forward like an HLC, so wherever Contrarian
+//!   pushes, Cure *waits*: a PUT until the clock passes the client's
+//!   dependencies; a ROT's read until the partition's clock passes the
+//!   snapshot's local entry ("with physical clocks it is blocking: p must
+//!   wait until its physical clock reaches the snapshot ts", §3). The waits
+//!   last as long as the clock skew between partitions, and are reported
+//!   as [`Blocked`](causeway_core::Observation::Blocked) observations
+//!   (`put_clock_wait`, `rot_clock_wait`, `rot_gst_wait`).
+//! - **Per-partition version vectors** and a **vector GST** per DC (the
+//!   entry-wise minimum of the DC's VVs over the family's stable tree),
+//!   exactly Contrarian's GSS; a remote version is readable once its
+//!   dependency vector is covered.
+//! - **ROTs in two rounds** (Table 2): the coordinator fixes a snapshot
+//!   vector TV — local entry its clock, remote entries its GST, each raised
+//!   to the client's last snapshot — and returns it; the client then reads
+//!   every partition at TV, and each returns the freshest version with
+//!   DV ≤ TV once its clock is past TV[m] and its VV covers TV.
+//!
+//! ## Deviations, and why
+//!
+//! 1. **A ROT or GET of one partition takes one round** (`ReadOne`), as in
+//!    Contrarian: the coordinator is the only reader.
+//! 2. **The coordinator's local entry is its clock − 1**, so a read at the
+//!    coordinator itself may proceed at once; any partition reads only when
+//!    its clock is strictly past TV[m], and every later local version is
+//!    stamped above everything the partition announced (`announced_us`:
+//!    timestamps, heartbeats, VV[m] reports, snapshots read), so no version
+//!    stamped in the same µs can slip under a snapshot.
+//! 3. **Bounded waits.** A request that would wait more than
+//!    `max_clock_wait_us` for the clock is refused with `Aborted`; a
+//!    restarted partition whose VV lags a snapshot waits for heartbeats,
+//!    re-checking every θ.
+//! 4. **Clocks must not step back** (Cure's assumption): a backward jump can
+//!    stamp a version under a GST or snapshot already handed out, as in
+//!    GentleRain (Roohitavaf §5.1.1), so `TOLERATES` leaves backward jumps
+//!    out. Drift and forward jumps are harmless.
+//! 5. **Crash recovery**: the VV's remote entries and `announced_us` resume
+//!    from the stored versions; parked requests are lost with the process
+//!    and their clients time out. A clock that never runs backwards keeps
+//!    every later timestamp above what was announced before the crash.
+//! 6. **GC, bad input, observations** as in Contrarian (its deviations 8,
+//!    10, 11).
+
+mod client;
+mod config;
+mod msg;
+mod server;
+#[cfg(test)]
+mod tests;
+
+pub use client::*;
+pub use config::*;
+pub use msg::*;
+pub use server::*;
+
+use crate::kit::node::require_full_replication;
+use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+
+pub struct Cure;
+
+impl Protocol for Cure {
+    const NAME: &'static str = "cure";
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
+    const CAUSAL: bool = true;
+    /// `mutant_skip_clock_wait` breaks only races inside one DC (the Fig. 1
+    /// test catches it); the conformance suite's scenarios are cross-DC.
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_visibility_check"];
+    /// Physical clocks: no backward jumps (deviation 4).
+    const TOLERATES: causeway_core::Faults =
+        causeway_core::Faults { backward_jumps: false, ..causeway_core::Faults::ALL };
+    /// Waits are for the local clock (or a restarted node's VV), never for a
+    /// remote DC: local operations complete while a DC is cut off.
+    const AVAILABLE_UNDER_PARTITIONS: bool = true;
+    type Msg = Msg;
+    type Version = Version;
+    type Config = Config;
+    type Server = CureServer;
+    type Client = CureClient;
+
+    /// A request waits at most about the clock skew (the family's bound
+    /// counts it twice), plus the family's stabilization rounds.
+    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+        crate::stabilization::stable_time_bound_us(cfg.heartbeat_interval_us, cfg.stabilization_interval_us, env)
+    }
+
+    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
+        crate::stabilization::validate_stabilization(
+            cfg.heartbeat_interval_us,
+            cfg.stabilization_interval_us,
+            cfg.tree_fanout,
+            &cfg.pace,
+        )?;
+        if cfg.max_clock_wait_us == 0 {
+            return Err("protocol.max_clock_wait_us must be positive".into());
+        }
+        require_full_replication(
+            Self::NAME,
+            topology,
+            "a GST entry for a DC that does not store a partition would never advance",
+        )
+    }
+    fn server(cfg: &Config, ctx: NodeCtx) -> CureServer {
+        CureServer::new(cfg, ctx)
+    }
+    fn client(cfg: &Config, ctx: ClientCtx) -> CureClient {
+        CureClient::new(cfg, ctx)
+    }
+}

@@ -1,0 +1,144 @@
+use crate::kit::msg::payload;
+use causeway_core::{DcId, Key, OpError, Value};
+use serde::{Deserialize, Serialize};
+
+/// A physical-clock time in µs: every Cure timestamp and vector entry.
+pub type TimeUs = u64;
+
+/// Every message of the protocol, in the shape Didona et al. §5 give the
+/// three protocols they compare (one code base, the GET/PUT/ROT API).
+/// `last` is the client's last snapshot: entry m the highest local
+/// timestamp it has seen, entry i ≠ m the highest GST entry.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// PUT(k, v) with the client's last snapshot (its dependencies).
+    PutReq {
+        key: Key,
+        value: Value,
+        last: Vec<TimeUs>,
+    },
+    PutReply(Result<PutOk, OpError>),
+    /// A ROT (or GET) of keys of one partition: it fixes the snapshot and reads.
+    ReadOne {
+        rot: u64,
+        keys: Vec<Key>,
+        last: Vec<TimeUs>,
+    },
+    /// First round: the coordinator fixes a snapshot.
+    SnapshotReq {
+        rot: u64,
+        last: Vec<TimeUs>,
+    },
+    SnapshotReply {
+        rot: u64,
+        tv: Result<Vec<TimeUs>, OpError>,
+    },
+    /// Second round: read `keys` at `tv`.
+    RotReadAt {
+        rot: u64,
+        keys: Vec<Key>,
+        tv: Vec<TimeUs>,
+    },
+    /// One version (or none) per key, in request order, and the snapshot.
+    RotSlice {
+        rot: u64,
+        slice: Result<Slice, OpError>,
+    },
+    /// A local version to its replicas, in timestamp order.
+    Replicate {
+        key: Key,
+        version: Version,
+    },
+    /// The partition's clock, when it had nothing to replicate for Δ.
+    /// `last_work_us` here and on the tree messages is the idle pacing's
+    /// news of work ([`pace`](crate::stabilization::pace)).
+    Heartbeat {
+        clock_us: TimeUs,
+        last_work_us: u64,
+    },
+    /// Tree child → parent: the entry-wise min of the subtree's VVs.
+    StableReport {
+        vv_min: Vec<TimeUs>,
+        last_work_us: u64,
+    },
+    /// Tree parent → child: the DC's GST vector.
+    StablePush {
+        gst: Vec<TimeUs>,
+        last_work_us: u64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutOk {
+    pub ts: TimeUs,
+    pub gst: Vec<TimeUs>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slice {
+    pub values: Vec<Option<Value>>,
+    pub tv: Vec<TimeUs>,
+}
+
+crate::impl_message! {
+    Msg {
+        client: PutReq, PutReply, ReadOne, SnapshotReq, SnapshotReply, RotReadAt, RotSlice;
+        peer: Replicate, Heartbeat, StableReport, StablePush;
+        nested: ;
+    }
+    fn ephemeral(&self) -> bool {
+        crate::stabilization::ephemeral_kind(self.kind())
+    }
+    fn max_key_value_len(&self) -> (usize, usize) {
+        let longest = |keys: &[Key]| keys.iter().map(|k| k.len()).max().unwrap_or(0);
+        match self {
+            Msg::PutReq { key, value, .. } => (key.len(), value.len()),
+            Msg::ReadOne { keys, .. } | Msg::RotReadAt { keys, .. } => (longest(keys), 0),
+            _ => (0, 0),
+        }
+    }
+    fn payload_bytes(&self) -> usize {
+        match self {
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
+                key.len() + value.len()
+            }
+            Msg::ReadOne { keys, .. } | Msg::RotReadAt { keys, .. } => payload(keys.iter().map(|k| &k[..])),
+            Msg::RotSlice { slice: Ok(s), .. } => payload(s.values.iter().flatten().map(|v| &v[..])),
+            Msg::PutReply(_)
+            | Msg::SnapshotReq { .. }
+            | Msg::SnapshotReply { .. }
+            | Msg::RotSlice { slice: Err(_), .. }
+            | Msg::Heartbeat { .. }
+            | Msg::StableReport { .. }
+            | Msg::StablePush { .. } => 0,
+        }
+    }
+}
+
+/// A stored version: value, physical timestamp `ts` at the origin DC `sr`,
+/// and dependency vector `dv` (`dv[sr] == ts`, every other entry below).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    pub value: Value,
+    pub ts: TimeUs,
+    pub sr: DcId,
+    pub dv: Vec<TimeUs>,
+}
+
+crate::impl_versioned!(Version, (TimeUs, DcId) = (ts, sr));
+
+/// A version belongs to the snapshot TV if DV ≤ TV. `skip_remote` is the
+/// visibility mutant: only a local version's timestamp is checked.
+pub(super) fn in_snapshot(v: &Version, tv: &[TimeUs], m: DcId, skip_remote: bool) -> bool {
+    if skip_remote {
+        return v.sr != m || v.ts <= tv[m.idx()];
+    }
+    v.dv.len() == tv.len() && v.dv.iter().zip(tv).all(|(d, t)| d <= t)
+}
+
+pub(super) fn valid_version(v: &Version, dcs: usize) -> bool {
+    v.dv.len() == dcs
+        && v.sr.idx() < dcs
+        && v.dv[v.sr.idx()] == v.ts
+        && v.dv.iter().enumerate().all(|(i, &d)| i == v.sr.idx() || d < v.ts)
+}

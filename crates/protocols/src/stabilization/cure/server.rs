@@ -1,0 +1,625 @@
+use super::config::*;
+use super::msg::*;
+use crate::kit::node::{equivalents_elsewhere, served_partition};
+use crate::stabilization::pace::Pace;
+use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use causeway_core::{
+    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv, Topology,
+    Value, Versioned, vmax,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+/// Timer kinds, in a token's low two bits: heartbeat and stabilization
+/// carry the pace epoch above them, a wait the id of what is parked.
+pub(super) const TIMER_HEARTBEAT: u64 = 1;
+pub(super) const TIMER_STABILIZE: u64 = 2;
+pub(super) const TIMER_WAIT: u64 = 3;
+
+fn timer(kind: u64, epoch_or_id: u64) -> u64 {
+    (epoch_or_id << 2) | kind
+}
+
+/// Keys GC examines per θ tick at most.
+pub const GC_KEYS_PER_TICK: usize = 64;
+
+/// A Cure node. Only partition servers take part.
+pub struct CureServer {
+    pub(super) part: Option<Partition>,
+}
+
+impl CureServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> Self {
+        CureServer { part: served_partition(&ctx).map(|(dc, p)| Partition::new(cfg, &ctx, dc, p)) }
+    }
+}
+
+/// Partition server p of DC m.
+pub(super) struct Partition {
+    cfg: Config,
+    topology: Arc<Topology>,
+    /// m, this server's DC.
+    m: DcId,
+    partition: PartitionId,
+    /// This partition's replicas in the other DCs.
+    peers: Vec<NodeId>,
+    dc_servers: BTreeSet<NodeId>,
+    /// VV: entry i ≠ m the latest timestamp received from the replica in DC
+    /// i; entry m this partition's clock at its last stabilization tick.
+    pub(super) vv: Vec<TimeUs>,
+    /// GST vector: entry-wise min of the DC's VVs, raised only.
+    pub(super) gst: Vec<TimeUs>,
+    /// The largest local time that has left this partition (a version's
+    /// timestamp, a heartbeat, a VV[m] report, a snapshot's local entry):
+    /// every later version must be stamped above it.
+    announced_us: TimeUs,
+    restarted: bool,
+    pub(super) tree: StableTree<TimeUs>,
+    replicated_since_heartbeat: bool,
+    pace: Pace,
+    /// Requests waiting for the clock (or, after a restart, for VV), by id.
+    pub(super) parked: BTreeMap<u64, Parked>,
+    next_parked: u64,
+    pending_visible: Vec<BinaryHeap<Reverse<(TimeUs, u64)>>>,
+    pending_slab: BTreeMap<u64, PendingVisible>,
+    next_pending: u64,
+    clock_us: u64,
+    gc: Gc,
+}
+
+/// A request waiting inside the server, and since when (local µs).
+pub(super) enum Parked {
+    Put { client: ClientId, key: Key, value: Value, last: Vec<TimeUs>, since_us: u64 },
+    Read { client: ClientId, rot: u64, keys: Vec<Key>, tv: Vec<TimeUs>, since_us: u64 },
+}
+
+pub(super) struct PendingVisible {
+    key: Key,
+    order: (TimeUs, DcId),
+    value: Value,
+    dv: Vec<TimeUs>,
+}
+
+pub(super) struct Gc {
+    history: VecDeque<(u64, Vec<TimeUs>)>,
+    dirty: VecDeque<Key>,
+    dirty_set: BTreeSet<Key>,
+}
+
+impl Partition {
+    fn new(cfg: &Config, ctx: &NodeCtx, m: DcId, partition: PartitionId) -> Self {
+        let topology = ctx.topology.clone();
+        let dcs = topology.dcs();
+        Partition {
+            cfg: cfg.clone(),
+            m,
+            partition,
+            peers: equivalents_elsewhere(&topology, partition, m),
+            dc_servers: topology.dc_servers(m).collect(),
+            vv: vec![0; dcs],
+            gst: vec![0; dcs],
+            announced_us: 0,
+            restarted: false,
+            tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
+            replicated_since_heartbeat: false,
+            pace: Pace::new(&cfg.pace),
+            parked: BTreeMap::new(),
+            next_parked: 0,
+            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
+            pending_slab: BTreeMap::new(),
+            next_pending: 0,
+            clock_us: 0,
+            gc: Gc { history: VecDeque::new(), dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
+            topology,
+        }
+    }
+}
+
+impl Server for CureServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let Some(p) = self.part.as_mut() else { return };
+        p.recover(env);
+        p.saw_work(env, env.now_us());
+        env.set_timer(p.cfg.heartbeat_interval_us, timer(TIMER_HEARTBEAT, 0));
+        env.set_timer(p.cfg.stabilization_interval_us, timer(TIMER_STABILIZE, 0));
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        let Some(p) = self.part.as_mut() else { return };
+        p.saw_work(env, env.now_us());
+        match msg {
+            Msg::PutReq { key, value, last } => p.on_put(env, from, key, value, last),
+            Msg::ReadOne { rot, keys, last } => p.on_read_one(env, from, rot, keys, last),
+            Msg::SnapshotReq { rot, last } => p.on_snapshot_req(env, from, rot, last),
+            Msg::RotReadAt { rot, keys, tv } => p.on_rot_read_at(env, from, rot, keys, tv),
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        let Some(p) = self.part.as_mut() else { return };
+        if !p.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::Replicate { key, version } => p.on_replicate(env, from, key, version),
+            Msg::Heartbeat { clock_us, last_work_us } => p.on_heartbeat(env, from, clock_us, last_work_us),
+            Msg::StableReport { vv_min, last_work_us } => p.on_stable_report(env, from, vv_min, last_work_us),
+            Msg::StablePush { gst, last_work_us } => p.on_stable_push(env, from, gst, last_work_us),
+            _ => {} // client traffic never comes from peers
+        }
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        let Some(p) = self.part.as_mut() else { return };
+        match token & 3 {
+            TIMER_WAIT => p.retry(env, token >> 2),
+            _ if token >> 2 != p.pace.epoch() => {} // superseded by a wake-up's timer
+            TIMER_HEARTBEAT => p.heartbeat(env),
+            TIMER_STABILIZE => p.stabilize(env),
+            _ => {}
+        }
+    }
+}
+
+impl Partition {
+    // ------------------------------------------------------------ PUT
+
+    /// PUT(x, X): the version is stamped with the physical clock, which must
+    /// first pass every entry of the client's snapshot and everything this
+    /// partition has announced — so the PUT *waits* for the clock when the
+    /// client comes from a partition or DC whose clock is ahead (the
+    /// blocking Didona et al. §3 attribute to physical-clock designs).
+    fn on_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        key: Key,
+        value: Value,
+        last: Vec<TimeUs>,
+    ) {
+        if let Err(e) = self.check_key(&key).and_then(|()| self.check_tv(&last)) {
+            env.reply(client, Msg::PutReply(Err(e)));
+            return;
+        }
+        self.raise_gst(env, remote_entries(&last, self.m.idx()));
+        let since_us = env.now_us();
+        self.try_put(env, Parked::Put { client, key, value, last, since_us }, None);
+    }
+
+    /// Write now if the clock allows, else park (again) with a timer.
+    fn try_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, put: Parked, id: Option<u64>) {
+        let Parked::Put { client, key, value, last, since_us } = put else { return };
+        let now = env.now_us();
+        let dep = last.iter().copied().max().unwrap_or(0).max(self.announced_us);
+        if now <= dep {
+            if dep - now > self.cfg.max_clock_wait_us {
+                let e = OpError::Aborted(format!("dependencies {} µs ahead of this server's clock", dep - now));
+                env.reply(client, Msg::PutReply(Err(e)));
+                return;
+            }
+            let put = Parked::Put { client, key, value, last, since_us };
+            return self.park(env, put, id, dep - now + 1);
+        }
+        if id.is_some() {
+            env.observe(Observation::Blocked { what: "put_clock_wait", waited_us: now.saturating_sub(since_us) });
+        }
+        let ts = now;
+        // Invariant: a version's timestamp exceeds every entry of its
+        // dependency vector and every local time this partition announced.
+        assert!(ts > dep, "Cure: a PUT stamped {ts} does not exceed its dependencies {dep}");
+        self.announced_us = ts;
+        let m = self.m.idx();
+        let mut dv = last;
+        dv[m] = ts;
+        let version = Version { value, ts, sr: self.m, dv };
+        self.apply(env, key.clone(), version.clone());
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ts });
+        env.reply(client, Msg::PutReply(Ok(PutOk { ts, gst: self.gst.clone() })));
+        for &peer in &self.peers {
+            env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
+        }
+        self.replicated_since_heartbeat |= !self.peers.is_empty();
+    }
+
+    fn park(&mut self, env: &mut impl ServerEnv<Msg, Version>, what: Parked, id: Option<u64>, after_us: u64) {
+        let id = id.unwrap_or_else(|| {
+            self.next_parked += 1;
+            self.next_parked
+        });
+        self.parked.insert(id, what);
+        env.set_timer(after_us, timer(TIMER_WAIT, id));
+    }
+
+    fn retry(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64) {
+        match self.parked.remove(&id) {
+            Some(put @ Parked::Put { .. }) => self.try_put(env, put, Some(id)),
+            Some(read @ Parked::Read { .. }) => self.try_read(env, read, Some(id)),
+            None => {}
+        }
+    }
+
+    // ------------------------------------------------------------ ROT
+
+    /// The coordinator's snapshot: local entry max(clock − 1, the client's
+    /// highest local timestamp), remote entries max(GST, the client's). The
+    /// local entry is one below the clock, so a read here may proceed at
+    /// once (it needs clock > TV[m]).
+    fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[TimeUs]) -> Vec<TimeUs> {
+        self.raise_gst(env, remote_entries(last, self.m.idx()));
+        let mut tv = self.gst.clone();
+        tv[self.m.idx()] = env.now_us().saturating_sub(1);
+        vmax(&mut tv, last);
+        tv
+    }
+
+    fn on_snapshot_req(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        rot: u64,
+        last: Vec<TimeUs>,
+    ) {
+        let tv = self.check_tv(&last).map(|()| self.snapshot(env, &last));
+        env.reply(client, Msg::SnapshotReply { rot, tv });
+    }
+
+    /// A ROT or GET of this partition's keys only: one round.
+    fn on_read_one(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        rot: u64,
+        keys: Vec<Key>,
+        last: Vec<TimeUs>,
+    ) {
+        if let Err(e) = self.check_keys(&keys).and_then(|()| self.check_tv(&last)) {
+            env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+            return;
+        }
+        let tv = self.snapshot(env, &last);
+        let since_us = env.now_us();
+        self.try_read(env, Parked::Read { client, rot, keys, tv, since_us }, None);
+    }
+
+    fn on_rot_read_at(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        rot: u64,
+        keys: Vec<Key>,
+        tv: Vec<TimeUs>,
+    ) {
+        if let Err(e) = self.check_keys(&keys).and_then(|()| self.check_tv(&tv)) {
+            env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+            return;
+        }
+        let since_us = env.now_us();
+        self.try_read(env, Parked::Read { client, rot, keys, tv, since_us }, None);
+    }
+
+    /// Read at TV once this partition may: its clock has passed TV[m] (so
+    /// no later local version can fall inside the snapshot) and it has
+    /// received every remote version TV covers (VV ≥ TV). Either may make
+    /// the read wait — Cure's blocking ROT.
+    fn try_read(&mut self, env: &mut impl ServerEnv<Msg, Version>, read: Parked, id: Option<u64>) {
+        let Parked::Read { client, rot, keys, tv, since_us } = read else { return };
+        let (m, now) = (self.m.idx(), env.now_us());
+        let clock_ok = now > tv[m] || self.cfg.mutant_skip_clock_wait;
+        let vv_ok = remote_covered(&tv, &self.vv, m);
+        if !clock_ok || !vv_ok {
+            if tv[m].saturating_sub(now) > self.cfg.max_clock_wait_us {
+                let e = OpError::Aborted(format!("snapshot {} µs ahead of this server's clock", tv[m] - now));
+                env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+                return;
+            }
+            let after_us = if clock_ok { self.cfg.stabilization_interval_us } else { tv[m] - now + 1 };
+            return self.park(env, Parked::Read { client, rot, keys, tv, since_us }, id, after_us);
+        }
+        if id.is_some() {
+            let what = if since_us < now && tv[m] >= since_us { "rot_clock_wait" } else { "rot_gst_wait" };
+            env.observe(Observation::Blocked { what, waited_us: now.saturating_sub(since_us) });
+        }
+        if !self.cfg.mutant_skip_clock_wait {
+            self.announced_us = self.announced_us.max(tv[m]);
+        }
+        let skip = self.cfg.mutant_skip_visibility_check;
+        let store = env.store();
+        let mut values = Vec::with_capacity(keys.len());
+        for key in &keys {
+            match store.latest_where(key, |v| in_snapshot(v, &tv, self.m, skip)) {
+                Some(v) => values.push(Some(v.value.clone())),
+                None if store.was_pruned(key) => {
+                    let e = OpError::Aborted("snapshot pruned".into());
+                    env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
+                    return;
+                }
+                None => values.push(None),
+            }
+        }
+        env.reply(client, Msg::RotSlice { rot, slice: Ok(Slice { values, tv }) });
+    }
+
+    // ------------------------------------------------------------ replication
+
+    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+        let k = self.topology.dc_of(from);
+        let well_formed = self.peers.contains(&from)
+            && version.sr == k
+            && valid_version(&version, self.vv.len())
+            && self.check_key(&key).is_ok();
+        if !well_formed {
+            return; // a malformed peer message is dropped
+        }
+        self.saw_work(env, env.now_us());
+        let (order, value, dv) = (version.order(), version.value.clone(), version.dv.clone());
+        let inserted = self.apply(env, key.clone(), version);
+        self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
+        if inserted != Inserted::Duplicate {
+            self.admit_or_park(env, PendingVisible { key, order, value, dv });
+        }
+    }
+
+    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, clock_us: TimeUs, work_us: u64) {
+        if self.peers.contains(&from) {
+            let k = self.topology.dc_of(from).idx();
+            self.vv[k] = self.vv[k].max(clock_us);
+            self.saw_work(env, work_us);
+        }
+    }
+
+    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
+        match p.dv.iter().enumerate().find(|&(i, &d)| d > self.gst[i]) {
+            None => self.report_if_read(env, &p),
+            Some((i, &d)) => {
+                let id = self.next_pending;
+                self.next_pending += 1;
+                self.pending_visible[i].push(Reverse((d, id)));
+                self.pending_slab.insert(id, p);
+            }
+        }
+    }
+
+    /// Report a remote version visible once DV ≤ GST, if a local read
+    /// returns it then.
+    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, p: &PendingVisible) {
+        assert!(
+            p.dv.iter().zip(&self.gst).all(|(d, g)| d <= g),
+            "Cure: version {:?} reported visible with DV {:?} above GST {:?}",
+            p.order,
+            p.dv,
+            self.gst
+        );
+        let m = self.m;
+        let mut now = self.gst.clone();
+        now[m.idx()] = TimeUs::MAX;
+        let read = env.store().latest_where(&p.key, |v| in_snapshot(v, &now, m, false)).map(Versioned::order);
+        if read == Some(p.order) {
+            env.observe(Observation::Visible {
+                key: &p.key,
+                value: &p.value,
+                origin: p.order.1,
+                written_us: p.order.0,
+            });
+        }
+    }
+
+    // ------------------------------------------------------------ GST tree
+
+    fn on_stable_report(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        vv_min: Vec<TimeUs>,
+        work_us: u64,
+    ) {
+        if vv_min.len() == self.vv.len() && self.tree.on_report(from, vv_min) {
+            self.saw_work(env, work_us);
+        }
+    }
+
+    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, gst: Vec<TimeUs>, work_us: u64) {
+        if !self.dc_servers.contains(&from) || gst.len() != self.vv.len() {
+            return;
+        }
+        self.saw_work(env, work_us);
+        self.raise_gst(env, gst.iter().copied().enumerate());
+        self.push_down(env, &gst);
+    }
+
+    fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, gst: &[TimeUs]) {
+        for &child in self.tree.children() {
+            env.send(child, Msg::StablePush { gst: gst.to_vec(), last_work_us: self.pace.last_work_us() });
+        }
+    }
+
+    /// Raise GST entries (monotonic); admit the remote versions it covers.
+    fn raise_gst(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        entries: impl IntoIterator<Item = (usize, TimeUs)>,
+    ) {
+        let before = self.gst.clone();
+        for (i, t) in entries {
+            if let Some(e) = self.gst.get_mut(i) {
+                *e = (*e).max(t);
+            }
+        }
+        if self.gst == before {
+            return;
+        }
+        // Invariants: the GST is monotonic and never claims more of a remote
+        // DC than this partition received (a restarted node is exempt).
+        assert!(before.iter().zip(&self.gst).all(|(b, g)| b <= g), "Cure: the GST went backwards");
+        assert!(
+            self.restarted || remote_covered(&self.gst, &self.vv, self.m.idx()),
+            "Cure: GST {:?} exceeds what partition {:?} received ({:?})",
+            self.gst,
+            self.partition,
+            self.vv
+        );
+        if let Some(least) = self.gst.iter().min() {
+            env.observe(Observation::Stable { stable_us: *least });
+        }
+        if self.pending_slab.is_empty() {
+            return;
+        }
+        let mut unblocked = Vec::new();
+        for (i, heap) in self.pending_visible.iter_mut().enumerate() {
+            while let Some(&Reverse((d, id))) = heap.peek() {
+                if d > self.gst[i] {
+                    break;
+                }
+                heap.pop();
+                unblocked.push(id);
+            }
+        }
+        unblocked.sort_unstable();
+        for id in unblocked {
+            if let Some(p) = self.pending_slab.remove(&id) {
+                self.admit_or_park(env, p);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ timers
+
+    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
+        self.clock_us = self.clock_us.max(env.now_us());
+        self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
+    }
+
+    /// After a restart: VV from the stored versions; every later version is
+    /// stamped above every stored one. A clock that never runs backwards
+    /// (Cure's assumption; the network runtime keeps a journaled floor
+    /// under it) keeps it above every heartbeat and snapshot handed out.
+    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let keys = env.store().keys_sorted();
+        self.restarted = !keys.is_empty();
+        for k in keys {
+            for v in env.store().versions(&k) {
+                self.announced_us = self.announced_us.max(v.ts);
+                if let Some(e) = self.vv.get_mut(v.sr.idx()) {
+                    *e = (*e).max(v.ts);
+                }
+            }
+        }
+    }
+
+    fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.replicated_since_heartbeat {
+            // One below the clock: a version stamped in this same µs is
+            // still above it, so a PUT never waits on its own heartbeat.
+            let clock_us = env.now_us().saturating_sub(1).max(self.announced_us);
+            self.announced_us = clock_us;
+            let last_work_us = self.pace.last_work_us();
+            for &peer in &self.peers {
+                env.send(peer, Msg::Heartbeat { clock_us, last_work_us });
+            }
+        }
+        self.replicated_since_heartbeat = false;
+        let after_us = self.pace.interval_us(self.cfg.heartbeat_interval_us, env.now_us());
+        env.set_timer(after_us, timer(TIMER_HEARTBEAT, self.pace.epoch()));
+    }
+
+    /// Every θ: VV[m] = clock; one step of the GST tree; a bounded GC step.
+    fn stabilize(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        self.clock_us = self.clock_us.max(env.now_us());
+        let m = self.m.idx();
+        // VV[m] = clock − 1, for the same reason as the heartbeat's value.
+        self.announced_us = self.announced_us.max(env.now_us().saturating_sub(1));
+        self.vv[m] = self.vv[m].max(self.announced_us);
+        match self.tree.step(&self.vv) {
+            TreeStep::Report { parent, aggregate } => {
+                env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.pace.last_work_us() });
+            }
+            TreeStep::Stable(gst) => {
+                self.raise_gst(env, gst.iter().copied().enumerate());
+                self.push_down(env, &gst);
+            }
+            TreeStep::Waiting => {}
+        }
+        self.collect_garbage(env);
+        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, env.now_us());
+        env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
+    }
+
+    /// As Contrarian's GC: drop versions older than the newest one in the
+    /// snapshot made of a GST at least `gc_grace_us` old (local entry: that
+    /// GST's, below every later snapshot's clock entry).
+    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let g = &mut self.gc;
+        let now_us = self.clock_us;
+        match g.history.back_mut() {
+            Some((at_us, gst)) if *at_us == now_us => gst.clone_from(&self.gst),
+            Some((_, gst)) if *gst == self.gst => {}
+            _ => g.history.push_back((now_us, self.gst.clone())),
+        }
+        let grace_us = self.cfg.gc_grace_us;
+        let Some(h) = g.history.iter().rposition(|(at_us, _)| at_us.saturating_add(grace_us) <= now_us) else {
+            return;
+        };
+        g.history.drain(..h);
+        let (horizon, m) = (&g.history[0].1, self.m);
+        let store = env.store();
+        for _ in 0..GC_KEYS_PER_TICK.min(g.dirty.len()) {
+            let Some(key) = g.dirty.pop_front() else { break };
+            store.gc_key(&key, |v| in_snapshot(v, horizon, m, false));
+            if store.versions(&key).len() > 1 {
+                g.dirty.push_back(key);
+            } else {
+                g.dirty_set.remove(&key);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ shared steps
+
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
+        let store = env.store();
+        let inserted = store.insert(key.clone(), version);
+        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.gc.dirty_set.insert(key.clone()) {
+            self.gc.dirty.push_back(key);
+        }
+        inserted
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
+        if self.topology.partition_of(key) == self.partition {
+            Ok(())
+        } else {
+            Err(OpError::BadRequest(format!("key not stored at this server ({:?} of {:?})", self.partition, self.m)))
+        }
+    }
+
+    fn check_keys(&self, keys: &[Key]) -> Result<(), OpError> {
+        if keys.is_empty() {
+            return Err(OpError::BadRequest("a read names no key".into()));
+        }
+        keys.iter().try_for_each(|k| self.check_key(k))
+    }
+
+    /// A vector from a client: one entry per DC, remote entries within what
+    /// this partition has received (a restarted node waits for VV instead).
+    fn check_tv(&self, tv: &[TimeUs]) -> Result<(), OpError> {
+        if tv.len() != self.vv.len() {
+            return Err(OpError::BadRequest(format!("a snapshot needs {} entries", self.vv.len())));
+        }
+        if !self.restarted && !remote_covered(tv, &self.vv, self.m.idx()) {
+            return Err(OpError::BadRequest("a snapshot is ahead of what this DC has received".into()));
+        }
+        Ok(())
+    }
+}
+
+fn remote_entries(v: &[TimeUs], m: usize) -> impl Iterator<Item = (usize, TimeUs)> + '_ {
+    v.iter().copied().enumerate().filter(move |&(i, _)| i != m)
+}
+
+fn remote_covered(v: &[TimeUs], vv: &[TimeUs], m: usize) -> bool {
+    v.len() == vv.len() && v.iter().zip(vv).enumerate().all(|(i, (a, b))| i == m || a <= b)
+}
