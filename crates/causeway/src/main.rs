@@ -154,6 +154,10 @@ enum Cmd {
         /// No injected WAN delays.
         #[arg(long)]
         no_wan: bool,
+        /// Protocol parameters, as `name=value` (TOML values), e.g.
+        /// `--param rot_steps=4`; they go into the config's `[params]`.
+        #[arg(long = "param")]
+        params: Vec<String>,
     },
     /// Read a key: prints its value. A missing key prints nothing and exits
     /// with status 3 (with --json: `"found": false`).
@@ -382,10 +386,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 level: level.as_deref().map(parse_level).transpose()?,
                 ..Default::default()
             };
-            for p in &params {
-                let t: toml::Table = toml::from_str(p).map_err(|e| format!("--param {p:?} is not name=value: {e}"))?;
-                opts.params.extend(t);
-            }
+            opts.params = parse_params(&params)?;
             let protocols = if protocol.is_empty() { ProtocolName::ALL.to_vec() } else { protocol };
             let mut failed = Vec::new();
             let liveness_kinds = [causeway_check::Kind::Unfinished, causeway_check::Kind::SlowOperation];
@@ -443,8 +444,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err(format!("{} torture runs failed", failed.len()).into());
             }
         }
-        Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan } => {
-            net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan)?
+        Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan, params } => {
+            net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan, parse_params(&params)?)?
         }
         Cmd::Get { key, at } => net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?,
         Cmd::Put { key, value, at } => {
@@ -506,6 +507,16 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// `--param name=value` options, each a TOML assignment, as one table.
+fn parse_params(params: &[String]) -> Result<toml::Table, String> {
+    let mut out = toml::Table::new();
+    for p in params {
+        let t: toml::Table = toml::from_str(p).map_err(|e| format!("--param {p:?} is not name=value: {e}"))?;
+        out.extend(t);
+    }
+    Ok(out)
 }
 
 /// The command that replays run `seed` exactly, options included.

@@ -55,9 +55,11 @@ pub fn up(
     data_dir: PathBuf,
     config_out: &Path,
     no_wan: bool,
+    params: toml::Table,
 ) -> Result<(), Error> {
     let rt = runtime()?;
     let mut spec = EmbeddedSpec::default_for(protocol, data_dir);
+    spec.params = params;
     spec.dcs = dcs;
     spec.partitions = partitions;
     if no_wan || dcs != 3 {

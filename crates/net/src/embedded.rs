@@ -129,8 +129,12 @@ impl Embedded {
         Ok(())
     }
 
-    /// Stop every node.
+    /// Stop every node. All are told first, so that none mistakes the
+    /// others closing their connections for an outage.
     pub fn stop(mut self) -> Result<(), NodeError> {
+        for h in self.nodes.iter().flatten() {
+            h.signal_stop();
+        }
         for n in self.nodes.iter_mut() {
             if let Some(h) = n.take() {
                 h.stop()?;

@@ -391,12 +391,14 @@ async fn linked<M: Message>(
         let stream = match stream {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
+                stopping(stop)?;
                 note_down(p, &mut down_since, &e, q);
                 pause(backoff, q, rx, stop).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
             Err(_) => {
+                stopping(stop)?;
                 note_down(p, &mut down_since, &format!("no connection within {CONNECT_TIMEOUT:?}"), q);
                 pause(backoff, q, rx, stop).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -408,6 +410,7 @@ async fn linked<M: Message>(
             Err(End::Stop) => return Err(End::Stop),
             Err(End::Failed(e)) => {
                 tracing::debug!(from = p.me.0, to = p.to.0, "peer link dropped: {e}");
+                stopping(stop)?;
                 note_down(p, &mut down_since, &e, q);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 pause(backoff, q, rx, stop).await?;
@@ -415,6 +418,12 @@ async fn linked<M: Message>(
             Ok(()) => {}
         }
     }
+}
+
+/// Ends the link quietly if this node is stopping: its peers going away at
+/// the same time (a whole cluster shut down) is not an outage to warn about.
+fn stopping(stop: &watch::Receiver<bool>) -> Result<(), End> {
+    if *stop.borrow() { Err(End::Stop) } else { Ok(()) }
 }
 
 /// Log once per outage that the peer is unreachable.

@@ -100,8 +100,14 @@ pub struct NodeHandle {
 impl NodeHandle {
     /// Stop serving: close the listener and links, finish the current turn
     /// (so everything acknowledged is in the log) and join the protocol thread.
-    pub fn stop(mut self) -> Result<(), NodeError> {
+    /// Tell the node's network tasks to stop, without waiting for them
+    /// ([`stop`](Self::stop) waits).
+    pub fn signal_stop(&self) {
         let _ = self.stop_tasks.send(true);
+    }
+
+    pub fn stop(mut self) -> Result<(), NodeError> {
+        self.signal_stop();
         // The listener must be closed before `stop` returns, so the node can
         // be restarted on the same address at once.
         let _ = self.acceptor_done.recv_timeout(Duration::from_secs(5));
