@@ -23,7 +23,10 @@ partitions = 1
 [storage]
 fsync = "always"
 snapshot_bytes = 8388608
+[tls]
+dir = "certs"
 TOML
+"$B" certs --config cluster.toml >/dev/null
 CAUSEWAY_LOG=info "$B" server --config cluster.toml --node 0 2>server.log &
 SERVER=$!
 sleep 2

@@ -135,6 +135,15 @@ enum Cmd {
         #[arg(long)]
         node: u32,
     },
+    /// Make a cluster CA and TLS certificates for every node of the config
+    /// and for clients, in the directory its `[tls] dir` names.
+    Certs {
+        #[arg(long)]
+        config: PathBuf,
+        /// How long the certificates are valid.
+        #[arg(long, default_value_t = 365)]
+        days: i64,
+    },
     /// Start an embedded cluster on loopback (default 3 DCs × 2 partitions,
     /// Virginia/Oregon/Ireland round trips injected) and keep it running.
     Up {
@@ -317,6 +326,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
+        Cmd::Certs { config, days } => net::certs(&config, days)?,
         Cmd::Experiment { file, out, reps, runtime, threads } => {
             use causeway_bench::experiment::Runtime;
             let exp = causeway_bench::Experiment::load(&file)?;

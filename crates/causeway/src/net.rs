@@ -29,6 +29,23 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// `causeway certs`: a cluster CA and certificates for every node of the
+/// config and one client, in the config's `[tls] dir`.
+pub fn certs(config: &Path, days: i64) -> Result<(), Error> {
+    let c = ClusterConfig::load(config)?;
+    let Some(dir) = c.tls.dir.clone() else {
+        return Err(format!("{}: [tls] has no `dir` to write the certificates to", config.display()).into());
+    };
+    let nodes = causeway_core::Topology::new(c.topology.clone())?.nodes();
+    causeway_net::tls::generate(&dir, &c.cluster_id, nodes, &causeway_net::tls::Validity { days })?;
+    println!(
+        "wrote a CA and certificates for {nodes} nodes and a client to {} (valid {days} days); \
+         give node N ca.pem and node-N.{{pem,key}}, clients ca.pem and client.{{pem,key}}, and keep ca.key offline",
+        dir.display()
+    );
+    Ok(())
+}
+
 pub fn server(config: &Path, node: u32) -> Result<(), Error> {
     let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
     let node = cluster.check_node(node)?;

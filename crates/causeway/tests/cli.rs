@@ -46,9 +46,14 @@ fn config(dir: &Path, addr: &str) -> PathBuf {
     let path = dir.join("cluster.toml");
     let text = format!(
         "cluster_id = \"cli\"\nprotocol = \"eventual\"\ndata_dir = \"data\"\nnodes = [\"{addr}\"]\n\
-         [topology]\ndcs = 1\npartitions = 1\ndc_names = [\"lisbon\"]\n[storage]\nfsync = \"never\"\n"
+         [topology]\ndcs = 1\npartitions = 1\ndc_names = [\"lisbon\"]\n[storage]\nfsync = \"never\"\n\
+         [tls]\ndir = \"certs\"\n"
     );
     std::fs::write(&path, text).unwrap();
+    // Certificates as an operator makes them.
+    let o = run(&["certs", "--config", path.to_str().unwrap()], None);
+    assert!(o.status.success(), "{o:?}");
+    assert!(dir.join("certs/node-0.pem").exists() && dir.join("certs/client.key").exists());
     path
 }
 

@@ -32,12 +32,13 @@ fn crash_restart(p: ProtocolName) {
     let config_path = dir.join("cluster.toml");
     let text = format!(
         "cluster_id = \"crash-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
-         [topology]\ndcs = 2\npartitions = 1\n[storage]\nfsync = \"always\"\nsnapshot_bytes = 16384\n",
+         [topology]\ndcs = 2\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\nsnapshot_bytes = 16384\n",
         dir.join("data").display(),
         free_port(),
         free_port()
     );
     std::fs::write(&config_path, text).unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "crash-test", 2, &causeway_net::tls::Validity { days: 1 }).unwrap();
     let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
     let mut n0 = start(&config_path, 0);
     let mut n1 = start(&config_path, 1);
@@ -132,7 +133,7 @@ fn pending_write_survives_kill_9(p: ProtocolName) {
     let text = format!(
         "cluster_id = \"pending-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\n\
          nodes = [\"127.0.0.1:{}\", \"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
-         [topology]\ndcs = 3\npartitions = 1\n[storage]\nfsync = \"always\"\n\
+         [topology]\ndcs = 3\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\n\
          [wan]\nrtt_ms = [[0, 2, 2000], [2, 0, 2], [2000, 2, 0]]\n",
         dir.join("data").display(),
         free_port(),
@@ -140,6 +141,8 @@ fn pending_write_survives_kill_9(p: ProtocolName) {
         free_port()
     );
     std::fs::write(&config_path, text).unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "pending-test", 3, &causeway_net::tls::Validity { days: 1 })
+        .unwrap();
     let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
     let mut nodes = Nodes((0..3).map(|n| start(&config_path, n)).collect());
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -96,12 +96,13 @@ fn two_dcs_in_network_namespaces() {
         format!(
             "cluster_id = \"netns\"\nprotocol = \"causalspartanx\"\ndata_dir = \"{}\"\n\
              nodes = [\"10.231.0.1:7400\", \"10.231.0.1:7401\", \"10.231.0.2:7400\", \"10.231.0.2:7401\"]\n\
-             [topology]\ndcs = 2\npartitions = 2\n{}",
+             [topology]\ndcs = 2\npartitions = 2\n[tls]\ndir = \"certs\"\n{}",
             dir.join("data").display(),
             if delayed { "" } else { "[wan]\nrtt_ms = [[0, 40], [40, 0]]\n" }
         ),
     )
     .unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "netns", 4, &causeway_net::tls::Validity { days: 1 }).unwrap();
     let cfg = config.to_str().unwrap();
     let bin = env!("CARGO_BIN_EXE_causeway");
     for (node, n) in [(0, &ns[0]), (1, &ns[0]), (2, &ns[1]), (3, &ns[1])] {

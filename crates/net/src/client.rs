@@ -11,6 +11,7 @@
 
 use crate::config::Cluster;
 use crate::frame::{Wire, WireError, decode, encode, read_frame};
+use crate::tls::ClientTls;
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -51,6 +52,8 @@ pub enum ClientError {
     ReservedValue { key: String },
     #[error("this session broke on an earlier error; open a new one")]
     Broken,
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 enum Event<M> {
@@ -81,6 +84,7 @@ impl<M> ClientEnv<M> for CEnv<M> {
 }
 
 pub struct Session<P: Protocol> {
+    tls: ClientTls,
     cluster: Arc<Cluster>,
     proto: P::Client,
     conns: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<u8>>>,
@@ -108,7 +112,9 @@ impl<P: Protocol> Session<P> {
         let cfg: P::Config = cluster.config.params.clone().try_into().expect("validated with the cluster config");
         let proto = P::client(&cfg, ClientCtx { id: ClientId(id), dc, topology: cluster.topology.clone() });
         let (events_tx, events) = mpsc::unbounded_channel();
+        let tls = ClientTls::load(&cluster)?;
         Ok(Session {
+            tls,
             cluster,
             proto,
             conns: FxHashMap::default(),
@@ -127,23 +133,38 @@ impl<P: Protocol> Session<P> {
         }
         let addr = self.cluster.addrs[node.idx()];
         let deadline = tokio::time::Instant::from_std(deadline);
-        let s = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+        let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError::ConnectTimeout { node: node.0, addr, after: self.timeout })?
             .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
-        let _ = s.set_nodelay(true);
-        let (rd, mut wr) = s.into_split();
+        let s = tokio::time::timeout_at(deadline, self.tls.connect(tcp, node))
+            .await
+            .map_err(|_| ClientError::HelloTimeout { node: node.0, addr, after: self.timeout })?
+            .map_err(|source| ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }))?;
+        let (rd, mut wr) = tokio::io::split(s);
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let hello = encode::<P::Msg>(&Wire::HelloClient { cluster_id: self.cluster.config.cluster_id.clone() });
         let hello_timeout = ClientError::HelloTimeout { node: node.0, addr, after: self.timeout };
-        tokio::time::timeout_at(deadline, wr.write_all(&hello))
-            .await
-            .map_err(|_| hello_timeout)?
-            .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
+        tokio::time::timeout_at(deadline, async {
+            wr.write_all(&hello).await?;
+            wr.flush().await
+        })
+        .await
+        .map_err(|_| hello_timeout)?
+        .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
         let max = self.cluster.config.limits.max_frame_bytes;
         let welcome = tokio::time::timeout_at(deadline, read_frame(&mut rd, max))
             .await
             .map_err(|_| ClientError::HelloTimeout { node: node.0, addr, after: self.timeout })?;
+        // Over TLS 1.3 a server that rejects the client's certificate says
+        // so after the client's side of the handshake finished: its alert
+        // arrives here, in place of the welcome.
+        let welcome = match welcome {
+            Err(crate::frame::FrameError::Io(source)) if self.tls.is_tls() => {
+                return Err(ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }));
+            }
+            w => w,
+        };
         match welcome.ok().flatten().map(|b| decode::<P::Msg>(&b)) {
             Some(Ok(Wire::WelcomeClient { .. })) => {}
             Some(Ok(Wire::Refused(error))) => return Err(ClientError::Refused { node: node.0, error }),
@@ -163,6 +184,14 @@ impl<P: Protocol> Session<P> {
         tokio::spawn(async move {
             while let Some(b) = wrx.recv().await {
                 if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+                while let Ok(b) = wrx.try_recv() {
+                    if wr.write_all(&b).await.is_err() {
+                        return;
+                    }
+                }
+                if wr.flush().await.is_err() {
                     return;
                 }
             }

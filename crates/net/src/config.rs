@@ -24,6 +24,11 @@
 //!
 //! [wan]                           # optional delays injected in the transport
 //! rtt_ms = [[0, 80], [80, 0]]
+//!
+//! [tls]                           # required: one of
+//! dir = "certs"                   # what `causeway certs` made (relative to this file)
+//! # plaintext = true              # no encryption, no authentication: anyone who
+//!                                 # reaches a node can read, write and pose as a peer
 //! ```
 
 use causeway_core::{NodeId, Topology, TopologySpec};
@@ -53,6 +58,20 @@ pub struct ClusterConfig {
     pub limits: Limits,
     #[serde(default)]
     pub wan: Wan,
+    #[serde(default)]
+    pub tls: TlsSection,
+}
+
+/// Transport security ([`crate::tls`]): a certificate directory, or an
+/// explicit choice of plaintext. Neither is an error, so that a cluster is
+/// never unencrypted by omission.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plaintext: bool,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -195,6 +214,8 @@ pub enum ConfigError {
     Wan { dcs: usize },
     #[error("config: limits: {0}")]
     Limits(String),
+    #[error("config: [tls]: {0}")]
+    Tls(&'static str),
     #[error("node {node} is not in this cluster (it has {nodes} nodes)")]
     UnknownNode { node: u32, nodes: usize },
 }
@@ -227,6 +248,10 @@ impl ClusterConfig {
             let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
             c.data_dir = base.join(&c.data_dir);
         }
+        if let Some(d) = c.tls.dir.as_mut().filter(|d| d.is_relative()) {
+            let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            *d = base.join(&*d);
+        }
         Ok(c)
     }
 
@@ -239,6 +264,16 @@ impl ClusterConfig {
             .protocol
             .parse()
             .map_err(|e: causeway_protocols::UnknownProtocol| ConfigError::Protocol(e.to_string()))?;
+        match (&self.tls.dir, self.tls.plaintext) {
+            (None, false) => {
+                return Err(ConfigError::Tls(
+                    "set `dir` to the certificates `causeway certs` made, or `plaintext = true` to run without \
+                     encryption or authentication",
+                ));
+            }
+            (Some(_), true) => return Err(ConfigError::Tls("`dir` and `plaintext = true` contradict each other")),
+            _ => {}
+        }
         let topology = Topology::new(self.topology.clone())?;
         if self.nodes.len() != topology.nodes() {
             return Err(ConfigError::NodeCount { expected: topology.nodes(), got: self.nodes.len() });
@@ -341,6 +376,8 @@ mod tests {
         partitions = 1
         [wan]
         rtt_ms = [[0, 10], [10, 0]]
+        [tls]
+        plaintext = true
     "#;
 
     #[test]
@@ -363,6 +400,9 @@ mod tests {
         assert_eq!(ClusterConfig::load(&path).unwrap().data_dir, d.join("data"));
         std::fs::write(&path, format!("data_dir = \"/abs/data\"\n{GOOD}")).unwrap();
         assert_eq!(ClusterConfig::load(&path).unwrap().data_dir, PathBuf::from("/abs/data"));
+        // So is the certificate directory.
+        std::fs::write(&path, GOOD.replace("plaintext = true", "dir = \"certs\"")).unwrap();
+        assert_eq!(ClusterConfig::load(&path).unwrap().tls.dir, Some(d.join("certs")));
     }
 
     #[test]
@@ -381,6 +421,14 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(matches!(e, ConfigError::DuplicateAddress { first: 0, second: 1, .. }), "{e}");
+        // Transport security is never left out by omission.
+        let e = ClusterConfig::parse(&GOOD.replace("plaintext = true", ""), "c.toml").unwrap().validate().unwrap_err();
+        assert!(matches!(e, ConfigError::Tls(_)) && e.to_string().contains("plaintext = true"), "{e}");
+        let e = ClusterConfig::parse(&GOOD.replace("plaintext = true", "plaintext = true\ndir = \"certs\""), "c.toml")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::Tls(_)), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace("eventual", "paxos"), "c.toml").unwrap().validate().unwrap_err();
         assert!(e.to_string().contains("paxos"), "{e}");
         let e =

@@ -2,7 +2,7 @@
 //! loopback, with WAN delays injected by the transport. What `causeway up`
 //! and `causeway demo` run, and what the integration tests use.
 
-use crate::config::{Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, Wan};
+use crate::config::{Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, TlsSection, Wan};
 use crate::server::{self, NodeError, NodeHandle};
 use causeway_core::{NodeId, TopologySpec};
 use causeway_protocols::{ProtocolName, with_protocol};
@@ -18,6 +18,8 @@ pub enum EmbeddedError {
     Node(#[from] NodeError),
     #[error("cannot bind a loopback port: {0}")]
     Bind(std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// What to start.
@@ -85,6 +87,27 @@ impl Embedded {
         // Absolute, so the config written for clients and `causeway server`
         // means the same directory wherever it is read from.
         let data_dir = std::path::absolute(&spec.data_dir).unwrap_or_else(|_| spec.data_dir.clone());
+        // A throw-away CA in the data dir, so the one-command cluster is
+        // mutual TLS like any other without an extra step; clients find it
+        // through the config written for them. Kept across restarts (a
+        // second `causeway up` on a running cluster's dir must not pull the
+        // certificates from under it before the dir lock refuses it), made
+        // anew when the node count changed.
+        let tls_dir = data_dir.join("tls");
+        let fits = |d: &std::path::Path| {
+            d.join("ca.pem").exists()
+                && d.join(format!("node-{}.pem", n - 1)).exists()
+                && !d.join(format!("node-{n}.pem")).exists()
+        };
+        if !fits(&tls_dir) {
+            let _ = std::fs::remove_dir_all(&tls_dir);
+            crate::tls::generate(
+                &tls_dir,
+                &format!("embedded-{}", spec.protocol),
+                n,
+                &crate::tls::Validity { days: 365 },
+            )?;
+        }
         let config = ClusterConfig {
             // Stable across runs, so `causeway up` restarts on its own data
             // dir; naming the protocol refuses a dir another protocol wrote.
@@ -98,6 +121,7 @@ impl Embedded {
             storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },
             limits,
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
+            tls: TlsSection { dir: Some(tls_dir), plaintext: false },
         };
         let cluster = Arc::new(config.validate()?);
         let mut handles = Vec::with_capacity(n);

@@ -97,6 +97,8 @@ pub enum WireError {
     ShuttingDown,
     #[error("the node has {max} connections open, its limit; try again later")]
     TooManyConnections { max: usize },
+    #[error("said hello as {claimed} without a certificate of this cluster for that name")]
+    Unauthenticated { claimed: String },
 }
 
 #[derive(Debug, Error)]

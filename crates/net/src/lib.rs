@@ -5,8 +5,8 @@
 //! links with DKVF's reliable FIFO contract across reconnects ([`link`]), a
 //! write-ahead log so an acknowledged write survives `kill -9` ([`wal`]), the
 //! node runtime ([`server`]), the async client library ([`client`]), the
-//! embedded one-command cluster ([`embedded`]) and Prometheus metrics
-//! ([`metrics`]).
+//! embedded one-command cluster ([`embedded`]), mutual TLS on every
+//! connection ([`tls`]) and Prometheus metrics ([`metrics`]).
 //!
 //! It is not a simulator: time is the machine's clock, and runs are not
 //! reproducible. Protocol logic lives in `causeway-protocols`, never here.
@@ -20,6 +20,7 @@ pub mod link;
 pub mod load;
 pub mod metrics;
 pub mod server;
+pub mod tls;
 pub mod wal;
 
 pub use client::{ClientError, Session};

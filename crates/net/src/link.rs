@@ -31,6 +31,7 @@
 //! in-memory window saturates and drains.
 
 use crate::frame::{FrameError, Wire, decode, encode, read_frame};
+use crate::tls::Conn;
 use causeway_core::{Message, NodeId};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -41,8 +42,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::io::WriteHalf;
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -71,6 +72,8 @@ struct Item<M> {
 }
 
 pub struct LinkParams {
+    /// How to connect: TLS as this node, or plaintext.
+    pub tls: crate::tls::NodeTls,
     pub cluster_id: String,
     pub me: NodeId,
     pub to: NodeId,
@@ -316,7 +319,7 @@ async fn pause<M: Message>(
 /// Write a whole buffer, still taking hand-overs while the peer is slow to
 /// read (a stopped process keeps its socket open and stops reading).
 async fn write_all<M: Message>(
-    wr: &mut OwnedWriteHalf,
+    wr: &mut WriteHalf<Conn>,
     buf: &[u8],
     q: &mut Queue<M>,
     rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>,
@@ -337,7 +340,15 @@ async fn write_all<M: Message>(
             _ = stop.changed() => return Err(End::Stop),
         }
     }
-    Ok(())
+    // TLS may hold what was written until a flush (cancel-safe: it only
+    // drives pending output).
+    loop {
+        tokio::select! {
+            r = wr.flush() => return Ok(r?),
+            it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
+            _ = stop.changed() => return Err(End::Stop),
+        }
+    }
 }
 
 pub async fn run<M: Message>(
@@ -379,7 +390,11 @@ async fn linked<M: Message>(
                 _ = stop.changed() => return Err(End::Stop),
             }
         }
-        let connect = timeout(CONNECT_TIMEOUT, TcpStream::connect(p.addr));
+        // The TCP connect and the TLS handshake share the deadline.
+        let connect = timeout(CONNECT_TIMEOUT, async {
+            let tcp = TcpStream::connect(p.addr).await?;
+            p.tls.connect(tcp, p.to).await
+        });
         tokio::pin!(connect);
         let stream = loop {
             tokio::select! {
@@ -405,7 +420,6 @@ async fn linked<M: Message>(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         match session(p, stream, q, rx, stop, &mut down_since).await {
             Err(End::Stop) => return Err(End::Stop),
             Err(End::Failed(e)) => {
@@ -448,13 +462,13 @@ fn note_down<M: Message>(
 /// One connection's life; it only ends with an error (or a stop).
 async fn session<M: Message>(
     p: &LinkParams,
-    stream: TcpStream,
+    stream: Conn,
     q: &mut Queue<M>,
     rx: &mut mpsc::UnboundedReceiver<LinkItem<M>>,
     stop: &mut watch::Receiver<bool>,
     down_since: &mut Option<std::time::Instant>,
 ) -> Result<(), End> {
-    let (rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = tokio::io::split(stream);
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
     let hello = encode::<M>(&Wire::HelloPeer {
         cluster_id: p.cluster_id.clone(),

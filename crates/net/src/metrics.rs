@@ -46,6 +46,9 @@ pub struct NodeMetrics {
     pub snapshots: AtomicU64,
     pub clients: AtomicU64,
     pub refused: AtomicU64,
+    /// Of those, connections refused for their credentials: a failed TLS
+    /// handshake, or a hello its certificate does not prove.
+    pub tls_refused: AtomicU64,
 }
 
 impl NodeMetrics {
@@ -71,6 +74,7 @@ impl NodeMetrics {
             snapshots: AtomicU64::new(0),
             clients: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            tls_refused: AtomicU64::new(0),
         }
     }
 
@@ -198,6 +202,13 @@ impl NodeMetrics {
         );
         g(&mut s, "clients", "Open client connections.", "gauge", self.clients.load(Ordering::Relaxed));
         g(&mut s, "refused_total", "Connections or requests refused.", "counter", self.refused.load(Ordering::Relaxed));
+        g(
+            &mut s,
+            "tls_refused_total",
+            "Connections refused for their credentials (TLS handshake, or a hello the certificate does not prove).",
+            "counter",
+            self.tls_refused.load(Ordering::Relaxed),
+        );
         s
     }
 }

@@ -17,6 +17,7 @@ use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
+use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, Wal, WalError};
 use causeway_core::{
     ClientId, DcId, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
@@ -44,6 +45,8 @@ pub enum NodeError {
     DataDir { node: u32, source: IdentityError },
     #[error("node {node}: the protocol thread panicked")]
     Panicked { node: u32 },
+    #[error("node {node}: {source}")]
+    Tls { node: u32, source: crate::tls::TlsError },
 }
 
 /// The clock floor is pushed this far ahead of the clock whenever the clock
@@ -152,6 +155,14 @@ pub fn spawn<P: Protocol>(
     };
     listener.set_nonblocking(true).map_err(|source| NodeError::Bind { node: node.0, addr, source })?;
     let addr = listener.local_addr().unwrap_or(addr);
+    let tls = NodeTls::load(&cluster, node).map_err(|source| NodeError::Tls { node: node.0, source })?;
+    if tls.is_plaintext() {
+        tracing::warn!(
+            node = node.0,
+            "PLAINTEXT: [tls] plaintext = true, so connections are neither encrypted nor authenticated; \
+             anyone who reaches {addr} can read and write data and pose as a peer node"
+        );
+    }
     let dir = cluster.node_dir(node);
     let node_dir = NodeDir::open(&dir, &cluster.config.cluster_id, node)
         .map_err(|source| NodeError::DataDir { node: node.0, source })?;
@@ -191,6 +202,7 @@ pub fn spawn<P: Protocol>(
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let params = LinkParams {
+            tls: tls.clone(),
             cluster_id: cluster.config.cluster_id.clone(),
             me: node,
             to,
@@ -210,6 +222,7 @@ pub fn spawn<P: Protocol>(
 
     // Accept loop.
     let acceptor = Acceptor::<P::Msg> {
+        tls,
         cluster: cluster.clone(),
         node,
         input: in_tx.clone(),
@@ -241,7 +254,7 @@ pub fn spawn<P: Protocol>(
         loop {
             tokio::select! {
                 r = listener.accept() => match r {
-                    Ok((mut s, _)) => {
+                    Ok((s, _)) => {
                         if failures > 0 {
                             tracing::info!(node = node.0, failures, "accepting connections again");
                         }
@@ -258,8 +271,15 @@ pub fn spawn<P: Protocol>(
                             Err(_) => {
                                 a.metrics.refused.fetch_add(1, Ordering::Relaxed);
                                 tokio::spawn(async move {
+                                    // Refused by name, over TLS too (bounded: a
+                                    // flood costs at most a second per socket).
                                     let e = WireError::TooManyConnections { max: max_conns };
-                                    let _ = tokio::time::timeout(Duration::from_secs(1), refuse::<P::Msg>(&mut s, e)).await;
+                                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                                        if let Ok(mut c) = a.tls.accept(s).await {
+                                            refuse::<P::Msg>(&mut c, e).await;
+                                        }
+                                    })
+                                    .await;
                                 });
                             }
                         }
@@ -397,6 +417,7 @@ pub fn spawn<P: Protocol>(
 // ------------------------------------------------------------ connections
 
 struct Acceptor<M> {
+    tls: NodeTls,
     cluster: Arc<Cluster>,
     node: NodeId,
     input: smpsc::Sender<Input<M>>,
@@ -417,6 +438,7 @@ struct Acceptor<M> {
 impl<M> Clone for Acceptor<M> {
     fn clone(&self) -> Self {
         Acceptor {
+            tls: self.tls.clone(),
             cluster: self.cluster.clone(),
             node: self.node,
             input: self.input.clone(),
@@ -431,15 +453,35 @@ impl<M> Clone for Acceptor<M> {
     }
 }
 
-async fn refuse<M: Message>(s: &mut TcpStream, e: WireError) {
+async fn refuse<M: Message>(s: &mut (impl tokio::io::AsyncWrite + Unpin), e: WireError) {
     let _ = s.write_all(&encode::<M>(&Wire::Refused(e))).await;
+    let _ = s.flush().await;
+}
+
+/// Write one frame and flush it (TLS may hold written bytes until a flush).
+async fn send(w: &mut (impl tokio::io::AsyncWrite + Unpin), frame: &[u8]) -> std::io::Result<()> {
+    w.write_all(frame).await?;
+    w.flush().await
 }
 
 impl<M: Message> Acceptor<M> {
-    async fn serve(self, mut s: TcpStream) {
-        let _ = s.set_nodelay(true);
+    async fn serve(self, tcp: TcpStream) {
+        let _ = tcp.set_nodelay(true);
         let max = self.cluster.config.limits.max_frame_bytes;
-        let hello = match tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s, max)).await {
+        // The handshake and the hello share one deadline: a connection that
+        // stalls in either holds a descriptor for at most this long.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut s = match tokio::time::timeout_at(deadline, self.tls.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.tls_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(node = self.node.0, "TLS handshake refused: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
+        let hello = match tokio::time::timeout_at(deadline, read_frame(&mut s, max)).await {
             Ok(Ok(Some(b))) => decode::<M>(&b),
             Ok(Err(e)) => Err(e),
             _ => return,
@@ -458,6 +500,17 @@ impl<M: Message> Acceptor<M> {
                 if to != self.node {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                     return refuse::<M>(&mut s, WireError::NotForMe { me: self.node.0, to: to.0 }).await;
+                }
+                if !s.proves(&node_name(from)) {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.tls_refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        node = self.node.0,
+                        from = from.0,
+                        "refusing a peer hello whose certificate is not node {}'s",
+                        from.0
+                    );
+                    return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: node_name(from) }).await;
                 }
                 if let Err(known) = self.peers.check(from, incarnation) {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
@@ -479,6 +532,11 @@ impl<M: Message> Acceptor<M> {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
+                if !s.proves(CLIENT_NAME) {
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.tls_refused.fetch_add(1, Ordering::Relaxed);
+                    return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: CLIENT_NAME.into() }).await;
+                }
                 self.serve_client(s).await
             }
             Ok(_) => {
@@ -492,10 +550,10 @@ impl<M: Message> Acceptor<M> {
         }
     }
 
-    async fn serve_peer(self, s: TcpStream, from: NodeId) {
+    async fn serve_peer(self, s: Conn, from: NodeId) {
         let mut stop = self.stop.clone();
         let max = self.cluster.config.limits.max_frame_bytes;
-        let (rd, mut wr) = s.into_split();
+        let (rd, mut wr) = tokio::io::split(s);
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let my_gen = {
             let mut g = self.source_locks[from.idx()].lock().await;
@@ -503,7 +561,8 @@ impl<M: Message> Acceptor<M> {
             *g
         };
         let next = self.delivered[from.idx()].load(Ordering::Acquire) + 1;
-        if wr.write_all(&encode::<M>(&Wire::Welcome { next_seq: next, incarnation: self.incarnation })).await.is_err() {
+        if send(&mut wr, &encode::<M>(&Wire::Welcome { next_seq: next, incarnation: self.incarnation })).await.is_err()
+        {
             return;
         }
         // Acknowledge durable progress every few milliseconds.
@@ -515,7 +574,7 @@ impl<M: Message> Acceptor<M> {
                 let d = delivered[from.idx()].load(Ordering::Acquire);
                 if d != last {
                     last = d;
-                    if wr.write_all(&encode::<M>(&Wire::Ack { next_seq: d + 1 })).await.is_err() {
+                    if send(&mut wr, &encode::<M>(&Wire::Ack { next_seq: d + 1 })).await.is_err() {
                         return;
                     }
                 }
@@ -567,19 +626,29 @@ impl<M: Message> Acceptor<M> {
         acker.abort();
     }
 
-    async fn serve_client(self, s: TcpStream) {
+    async fn serve_client(self, s: Conn) {
         let mut stop = self.stop.clone();
         let limits = self.cluster.config.limits.clone();
-        let (rd, mut wr) = s.into_split();
+        let (rd, mut wr) = tokio::io::split(s);
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-        if wr.write_all(&encode::<M>(&Wire::WelcomeClient { node: self.node, client })).await.is_err() {
+        if send(&mut wr, &encode::<M>(&Wire::WelcomeClient { node: self.node, client })).await.is_err() {
             return;
         }
         let writer = tokio::spawn(async move {
             while let Some(b) = rx.recv().await {
                 if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+                // Replies already queued go out before the flush: one flush
+                // (a TLS record boundary) per batch, not per reply.
+                while let Ok(b) = rx.try_recv() {
+                    if wr.write_all(&b).await.is_err() {
+                        return;
+                    }
+                }
+                if wr.flush().await.is_err() {
                     return;
                 }
             }

@@ -6,20 +6,25 @@ use bytes::Bytes;
 use causeway_core::{DcId, NodeId};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{Wire, WireError, decode, encode, read_frame};
+use causeway_net::tls::{ClientTls, Conn};
 use causeway_net::{Fsync, Session};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::eventual::{Eventual, Msg, Version};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 type W = Wire<Msg>;
 
-async fn answer(s: &mut TcpStream) -> Option<W> {
+async fn send(s: &mut Conn, b: &[u8]) {
+    s.write_all(b).await.unwrap();
+    s.flush().await.unwrap();
+}
+
+async fn answer(s: &mut Conn) -> Option<W> {
     let b = tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(s, 1 << 20)).await.ok()?.ok()??;
     decode::<Msg>(&b).ok()
 }
 
-async fn closed(s: &mut TcpStream) -> bool {
+async fn closed(s: &mut Conn) -> bool {
     matches!(
         tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(s, 1 << 20)).await,
         Ok(Ok(None)) | Ok(Err(_))
@@ -42,84 +47,91 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
-    let addr = c.addrs[0];
     let id = c.config.cluster_id.clone();
     let limits = c.config.limits.clone();
+    let tls = ClientTls::load(&c).unwrap();
 
     // A healthy client stays connected through everything below.
     let mut good = Session::<Eventual>::new(c.clone(), DcId(0), 1).unwrap();
     good.put(Bytes::from_static(b"k"), Bytes::from_static(b"v0")).await.unwrap();
 
     // 1. Garbage instead of a hello.
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&[0, 0, 0, 3, 0xff, 0xfe, 0xfd]).await.unwrap();
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(&mut s, &[0, 0, 0, 3, 0xff, 0xfe, 0xfd]).await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::BadFrame(_)))));
 
     // 2. An oversized frame header.
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(&mut s, &u32::MAX.to_be_bytes()).await;
     let r = answer(&mut s).await;
     assert!(matches!(&r, Some(W::Refused(WireError::BadFrame(m))) if m.contains("exceeds")), "{r:?}");
 
     // 3. Another cluster's hello.
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into() })).await.unwrap();
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into() })).await;
     let r = answer(&mut s).await;
     assert!(matches!(&r, Some(W::Refused(WireError::WrongCluster { got })) if got == "someone-else"), "{r:?}");
     // The refusal does not tell the caller the right cluster id.
     assert!(!format!("{r:?}").contains(id.as_str()), "{r:?}");
 
     // 4. A peer claiming a node id outside the topology, and one addressing the wrong node.
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&encode::<Msg>(&W::HelloPeer {
-        cluster_id: id.clone(),
-        from: NodeId(99),
-        to: NodeId(0),
-        incarnation: 1,
-    }))
-    .await
-    .unwrap();
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(
+        &mut s,
+        &encode::<Msg>(&W::HelloPeer { cluster_id: id.clone(), from: NodeId(99), to: NodeId(0), incarnation: 1 }),
+    )
+    .await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::UnknownNode(99)))));
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&encode::<Msg>(&W::HelloPeer {
-        cluster_id: id.clone(),
-        from: NodeId(1),
-        to: NodeId(1),
-        incarnation: 1,
-    }))
-    .await
-    .unwrap();
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(
+        &mut s,
+        &encode::<Msg>(&W::HelloPeer { cluster_id: id.clone(), from: NodeId(1), to: NodeId(1), incarnation: 1 }),
+    )
+    .await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::NotForMe { me: 0, to: 1 }))));
+    // A client's certificate cannot say hello as a peer (it would inject
+    // replicated writes and take node 1's sequence numbers).
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(
+        &mut s,
+        &encode::<Msg>(&W::HelloPeer { cluster_id: id.clone(), from: NodeId(1), to: NodeId(0), incarnation: 1 }),
+    )
+    .await;
+    let r = answer(&mut s).await;
+    assert!(
+        matches!(&r, Some(W::Refused(WireError::Unauthenticated { claimed })) if claimed == "node-1.causeway"),
+        "{r:?}"
+    );
 
     // 5. A client connection: over-limit key and value, a peer message, then an
     //    unknown message kind (which leaves the stream untrustworthy: closed).
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&encode::<Msg>(&W::HelloClient { cluster_id: id.clone() })).await.unwrap();
+    let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
+    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: id.clone() })).await;
     assert!(matches!(answer(&mut s).await, Some(W::WelcomeClient { .. })));
     let big_key = Bytes::from(vec![b'k'; limits.max_key_bytes + 1]);
-    s.write_all(&encode(&W::Request(Msg::GetReq { key: big_key }))).await.unwrap();
+    send(&mut s, &encode(&W::Request(Msg::GetReq { key: big_key }))).await;
     let r = answer(&mut s).await;
     assert!(
         matches!(&r, Some(W::Refused(WireError::KeyTooLarge { max, .. })) if *max == limits.max_key_bytes),
         "{r:?}"
     );
     let big_value = Bytes::from(vec![0u8; limits.max_value_bytes + 1]);
-    s.write_all(&encode(&W::Request(Msg::PutReq { key: Bytes::from_static(b"k"), value: big_value }))).await.unwrap();
+    send(&mut s, &encode(&W::Request(Msg::PutReq { key: Bytes::from_static(b"k"), value: big_value }))).await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::ValueTooLarge { .. }))));
     let forged = Msg::Replicate {
         key: Bytes::from_static(b"k"),
         version: Version { value: Bytes::from_static(b"forged"), ts: u64::MAX, dc: DcId(1) },
     };
-    s.write_all(&encode(&W::Request(forged))).await.unwrap();
+    send(&mut s, &encode(&W::Request(forged))).await;
     let r = answer(&mut s).await;
     assert!(matches!(&r, Some(W::Refused(WireError::NotAClientRequest(k))) if k == "replicate"), "{r:?}");
     // The same connection still works after those refusals.
-    s.write_all(&encode(&W::Request(Msg::GetReq { key: Bytes::from_static(b"k") }))).await.unwrap();
+    send(&mut s, &encode(&W::Request(Msg::GetReq { key: Bytes::from_static(b"k") }))).await;
     assert!(matches!(answer(&mut s).await, Some(W::Reply(Msg::GetReply { .. }))));
     // An enum variant index no message has.
     let mut frame = vec![0, 0, 0, 2];
     frame.extend_from_slice(&[7, 200]);
-    s.write_all(&frame).await.unwrap();
+    send(&mut s, &frame).await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::BadFrame(_)))));
     assert!(closed(&mut s).await, "a connection that sent an undecodable frame must be closed");
 

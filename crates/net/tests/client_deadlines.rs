@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 
 fn cluster(addr: SocketAddr) -> Arc<causeway_net::Cluster> {
     let text = format!(
-        "cluster_id = \"t\"\nprotocol = \"eventual\"\nnodes = [\"{addr}\"]\n[topology]\ndcs = 1\npartitions = 1\n"
+        "cluster_id = \"t\"\nprotocol = \"eventual\"\nnodes = [\"{addr}\"]\n[topology]\ndcs = 1\npartitions = 1\n[tls]\nplaintext = true\n"
     );
     Arc::new(ClusterConfig::parse(&text, "t.toml").unwrap().validate().unwrap())
 }

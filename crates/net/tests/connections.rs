@@ -5,11 +5,11 @@ use causeway_net::Fsync;
 use causeway_net::config::Limits;
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{Wire, WireError, decode, encode, read_frame};
+use causeway_net::tls::{ClientTls, Conn};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::eventual::Msg;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 fn spec(name: &str) -> EmbeddedSpec {
     let d = std::env::temp_dir().join(format!("causeway-conns-{name}-{}", std::process::id()));
@@ -25,9 +25,10 @@ fn spec(name: &str) -> EmbeddedSpec {
     }
 }
 
-async fn hello(addr: std::net::SocketAddr, id: &str) -> (TcpStream, Option<Wire<Msg>>) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
+async fn hello(c: &causeway_net::Cluster, id: &str) -> (Conn, Option<Wire<Msg>>) {
+    let mut s = ClientTls::load(c).unwrap().dial(c, causeway_core::NodeId(0)).await.unwrap();
     s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: id.into() })).await.unwrap();
+    s.flush().await.unwrap();
     let w = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s, 1 << 20))
         .await
         .expect("an answer to the hello")
@@ -42,20 +43,20 @@ async fn connections_beyond_the_cap_are_refused_by_name() {
     let rt = tokio::runtime::Handle::current();
     let limits = Limits { max_connections: 3, ..Limits::default() };
     let cluster = Embedded::start_with_limits(spec("cap"), limits, &rt).unwrap();
-    let (addr, id) = (cluster.cluster.addrs[0], cluster.cluster.config.cluster_id.clone());
+    let (c, id) = (cluster.cluster.clone(), cluster.cluster.config.cluster_id.clone());
     let mut held = Vec::new();
     for _ in 0..3 {
-        let (s, w) = hello(addr, &id).await;
+        let (s, w) = hello(&c, &id).await;
         assert!(matches!(w, Some(Wire::WelcomeClient { .. })), "{w:?}");
         held.push(s);
     }
-    let (_, w) = hello(addr, &id).await;
+    let (_, w) = hello(&c, &id).await;
     assert!(matches!(w, Some(Wire::Refused(WireError::TooManyConnections { max: 3 }))), "{w:?}");
     // A closed connection frees its place.
     drop(held.pop());
     let start = std::time::Instant::now();
     loop {
-        let (s, w) = hello(addr, &id).await;
+        let (s, w) = hello(&c, &id).await;
         if matches!(w, Some(Wire::WelcomeClient { .. })) {
             held.push(s);
             break;
@@ -71,8 +72,8 @@ async fn an_idle_client_connection_is_closed() {
     let rt = tokio::runtime::Handle::current();
     let limits = Limits { idle_timeout_ms: 200, ..Limits::default() };
     let cluster = Embedded::start_with_limits(spec("idle"), limits, &rt).unwrap();
-    let (addr, id) = (cluster.cluster.addrs[0], cluster.cluster.config.cluster_id.clone());
-    let (mut s, w) = hello(addr, &id).await;
+    let (c, id) = (cluster.cluster.clone(), cluster.cluster.config.cluster_id.clone());
+    let (mut s, w) = hello(&c, &id).await;
     assert!(matches!(w, Some(Wire::WelcomeClient { .. })), "{w:?}");
     // Say nothing: the server hangs up (end of stream), well before 10 s.
     let r = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s, 1 << 20)).await;

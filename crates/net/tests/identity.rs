@@ -6,6 +6,7 @@ use bytes::Bytes;
 use causeway_core::{DcId, NodeId};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{Wire, WireError, decode, encode, read_frame};
+use causeway_net::tls::NodeTls;
 use causeway_net::{Fsync, Session};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::eventual::{Eventual, Msg};
@@ -43,8 +44,10 @@ async fn sequence_numbers_belong_to_one_incarnation() {
     w1.put(Bytes::from_static(b"a"), Bytes::from_static(b"1")).await.unwrap();
     visible(&c, DcId(0), b"a").await;
 
-    // An impostor says hello as node 1 with the right cluster id.
-    let mut s = TcpStream::connect(c.addrs[0]).await.unwrap();
+    // An impostor says hello as node 1 with the right cluster id, and even
+    // node 1's certificate (a stale copy of its credentials).
+    let tcp = TcpStream::connect(c.addrs[0]).await.unwrap();
+    let mut s = NodeTls::load(&c, NodeId(1)).unwrap().connect(tcp, NodeId(0)).await.unwrap();
     let hello = Wire::<Msg>::HelloPeer {
         cluster_id: c.config.cluster_id.clone(),
         from: NodeId(1),
@@ -52,6 +55,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         incarnation: 42,
     };
     s.write_all(&encode(&hello)).await.unwrap();
+    s.flush().await.unwrap();
     let answer = read_frame(&mut s, 1 << 20).await.unwrap().map(|b| decode::<Msg>(&b).unwrap());
     assert!(
         matches!(answer, Some(Wire::Refused(WireError::StaleIncarnation { node: 1, got: 42, .. }))),
