@@ -182,14 +182,18 @@ impl<P: Protocol> Session<P> {
         });
         let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
         tokio::spawn(async move {
+            let mut batch = Vec::new();
             while let Some(b) = wrx.recv().await {
-                if wr.write_all(&b).await.is_err() {
-                    return;
+                // Frames already queued go out with it in one write (one TLS
+                // record, one syscall) rather than one each.
+                batch.clear();
+                batch.extend_from_slice(&b);
+                while batch.len() < 64 * 1024 {
+                    let Ok(b) = wrx.try_recv() else { break };
+                    batch.extend_from_slice(&b);
                 }
-                while let Ok(b) = wrx.try_recv() {
-                    if wr.write_all(&b).await.is_err() {
-                        return;
-                    }
+                if wr.write_all(&batch).await.is_err() {
+                    return;
                 }
                 if wr.flush().await.is_err() {
                     return;

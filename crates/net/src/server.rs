@@ -637,16 +637,18 @@ impl<M: Message> Acceptor<M> {
             return;
         }
         let writer = tokio::spawn(async move {
+            let mut batch = Vec::new();
             while let Some(b) = rx.recv().await {
-                if wr.write_all(&b).await.is_err() {
-                    return;
+                // Frames already queued go out with it in one write (one TLS
+                // record, one syscall) rather than one each.
+                batch.clear();
+                batch.extend_from_slice(&b);
+                while batch.len() < 64 * 1024 {
+                    let Ok(b) = rx.try_recv() else { break };
+                    batch.extend_from_slice(&b);
                 }
-                // Replies already queued go out before the flush: one flush
-                // (a TLS record boundary) per batch, not per reply.
-                while let Ok(b) = rx.try_recv() {
-                    if wr.write_all(&b).await.is_err() {
-                        return;
-                    }
+                if wr.write_all(&batch).await.is_err() {
+                    return;
                 }
                 if wr.flush().await.is_err() {
                     return;
