@@ -135,6 +135,18 @@ enum Cmd {
         #[arg(long)]
         node: u32,
     },
+    /// Every node of the cluster: its DC and role, whether it answers (and
+    /// how fast), and from its metrics endpoint its stable-time lag and
+    /// replication queue. Exits 0 when every node is up, 4 otherwise.
+    Status {
+        #[arg(long, default_value = "causeway-cluster.toml")]
+        config: PathBuf,
+        /// Per-node deadline for the probe, connecting included.
+        #[arg(long, default_value_t = 2000)]
+        timeout_ms: u64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Make a cluster CA and TLS certificates for every node of the config
     /// and for clients, in the directory its `[tls] dir` names.
     Certs {
@@ -327,6 +339,11 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
         Cmd::Certs { config, days } => net::certs(&config, days)?,
+        Cmd::Status { config, timeout_ms, json } => {
+            if !net::status(&config, std::time::Duration::from_millis(timeout_ms), json)? {
+                std::process::exit(4);
+            }
+        }
         Cmd::Experiment { file, out, reps, runtime, threads } => {
             use causeway_bench::experiment::Runtime;
             let exp = causeway_bench::Experiment::load(&file)?;

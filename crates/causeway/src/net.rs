@@ -252,3 +252,143 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// One node's line in `causeway status`.
+struct NodeStatus {
+    node: u32,
+    dc: String,
+    role: String,
+    addr: String,
+    up: bool,
+    /// Connect + handshake + hello + welcome, ms.
+    hello_ms: Option<f64>,
+    error: Option<String>,
+    /// From the node's metrics endpoint, when the config lists one.
+    stable_lag_ms: Option<f64>,
+    replication_queue: Option<u64>,
+    refused_total: Option<u64>,
+}
+
+/// A metric's value (summed over its label sets) from Prometheus text.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (key, value) = line.rsplit_once(' ')?;
+        let bare = key.split('{').next().unwrap_or(key);
+        if bare == name {
+            *found.get_or_insert(0.0) += value.parse::<f64>().ok()?;
+        }
+    }
+    found
+}
+
+async fn scrape(addr: std::net::SocketAddr, timeout: Duration) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tokio::time::timeout(timeout, async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: causeway\r\nconnection: close\r\n\r\n").await.ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.ok()?;
+        Some(body.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// `causeway status`: every node of the config, whether it answers a client
+/// hello (over TLS when the cluster uses it) and how fast, and from its
+/// metrics endpoint (if the config lists them) its stable-time lag,
+/// replication queue and refusals. Returns whether every node is up.
+pub fn status(config: &Path, timeout: Duration, json: bool) -> Result<bool, Error> {
+    let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
+    let rt = runtime()?;
+    let rows: Vec<NodeStatus> = rt.block_on(async {
+        let probes = (0..cluster.addrs.len()).map(|i| {
+            let c = cluster.clone();
+            async move {
+                let node = causeway_core::NodeId(i as u32);
+                let t = &c.topology;
+                let role = match t.role(node) {
+                    causeway_core::NodeRole::Partition { partition, replica, .. } => {
+                        format!(
+                            "partition {}{}",
+                            partition.0,
+                            if replica > 0 { format!(" replica {replica}") } else { String::new() }
+                        )
+                    }
+                    causeway_core::NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
+                };
+                let probe = causeway_net::probe(&c, node, timeout).await;
+                let metrics = match c.metrics_addrs.get(i) {
+                    Some(a) => scrape(*a, timeout).await,
+                    None => None,
+                };
+                let m = |name: &str| metrics.as_deref().and_then(|t| metric(t, name));
+                NodeStatus {
+                    node: i as u32,
+                    dc: t.dc_name(t.dc_of(node)),
+                    role,
+                    addr: c.addrs[i].to_string(),
+                    up: probe.is_ok(),
+                    hello_ms: probe.as_ref().ok().map(|d| d.as_secs_f64() * 1e3),
+                    error: probe.err().map(|e| e.to_string()),
+                    stable_lag_ms: m("causeway_stable_lag_microseconds").map(|us| us / 1e3),
+                    replication_queue: m("causeway_replication_queue").map(|v| v as u64),
+                    refused_total: m("causeway_refused_total").map(|v| v as u64),
+                }
+            }
+        });
+        futures_join_all(probes).await
+    });
+    let all_up = rows.iter().all(|r| r.up);
+    if json {
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "node": r.node, "dc": r.dc, "role": r.role, "addr": r.addr, "up": r.up,
+                    "hello_ms": r.hello_ms, "error": r.error, "stable_lag_ms": r.stable_lag_ms,
+                    "replication_queue": r.replication_queue, "refused_total": r.refused_total,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(all_up);
+    }
+    let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+    println!(
+        "{:<5} {:<10} {:<14} {:<22} {:<6} {:>9} {:>14} {:>8}  error",
+        "node", "dc", "role", "address", "state", "hello ms", "stable lag ms", "queue"
+    );
+    for r in &rows {
+        println!(
+            "{:<5} {:<10} {:<14} {:<22} {:<6} {:>9} {:>14} {:>8}  {}",
+            r.node,
+            r.dc,
+            r.role,
+            r.addr,
+            if r.up { "up" } else { "DOWN" },
+            opt(r.hello_ms),
+            opt(r.stable_lag_ms),
+            r.replication_queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
+            r.error.as_deref().unwrap_or("")
+        );
+    }
+    Ok(all_up)
+}
+
+/// Await every future, concurrently (a down node's timeout is paid once,
+/// not once per node).
+async fn futures_join_all<F>(fs: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = fs.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.expect("a status probe panicked"));
+    }
+    out
+}

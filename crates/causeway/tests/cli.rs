@@ -96,6 +96,10 @@ fn get_against_a_node_that_never_answers_fails_within_its_timeout() {
         Duration::from_secs(30),
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("errors"), "{o:?}");
+    // `status` names the silent node as down and exits 4, within its deadline.
+    let o = run(&["status", "--config", cfg, "--timeout-ms", "300"], None);
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("DOWN"), "{o:?}");
 }
 
 struct Server(Child);
@@ -125,6 +129,14 @@ fn the_client_commands_as_scripts_use_them() {
         assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // `status` shows the node up, and says so in JSON too.
+    let o = run(&["status", "--config", cfg], None);
+    assert!(o.status.success(), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("lisbon") && out.contains(" up"), "{out}");
+    let o = run(&["status", "--config", cfg, "--json"], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j[0]["up"], true, "{j}");
     // A value from stdin, one from a file, and --dc by name.
     let o = run(&["put", "a", "-", "--config", cfg], Some(b"from\nstdin"));
     assert!(o.status.success(), "{o:?}");

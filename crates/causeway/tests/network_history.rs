@@ -3,7 +3,7 @@
 //! too, not only the simulator's).
 
 use causeway_check::{CheckConfig, Level, check};
-use causeway_core::Protocol;
+use causeway_core::{OpResult, Protocol};
 use causeway_net::Fsync;
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::load::{self, LoadSpec};
@@ -40,6 +40,15 @@ fn network_histories_pass_the_checker() {
         cluster.stop().unwrap();
         let _ = std::fs::remove_dir_all(dir);
         let h = report.history.expect("history recorded");
+        // A healthy cluster completes every operation: a timeout here is a
+        // liveness bug (as Contrarian's ROTs hanging when two servers named
+        // one session differently was).
+        let timed_out: Vec<_> = h.ops.iter().filter(|o| matches!(o.result, OpResult::Failed(_))).take(3).collect();
+        assert!(
+            timed_out.is_empty(),
+            "{p}: {} operations failed on a healthy cluster, e.g. {timed_out:?}",
+            report.errors
+        );
         assert!(h.ops.len() > 200, "{p}: only {} operations recorded", h.ops.len());
         let level = with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL));
         let verdict = check(&h, &CheckConfig::at(level));

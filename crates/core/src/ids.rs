@@ -19,6 +19,17 @@ pub struct NodeId(pub u32);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct ClientId(pub u32);
 
+impl ClientId {
+    /// The name server `node` knows session `self` by in the simulators,
+    /// and back again (the map is its own inverse). Each server gets
+    /// different names for the same session, as the network runtime's
+    /// per-server connection numbers are, so a protocol that passes a
+    /// `ClientId` from one server to another fails in simulation first.
+    pub fn as_seen_by(self, node: NodeId) -> ClientId {
+        ClientId(self.0 ^ ((node.0 + 1) << 20))
+    }
+}
+
 impl DcId {
     pub fn idx(self) -> usize {
         self.0 as usize

@@ -313,6 +313,12 @@ pub trait Server {
     type Version: Versioned + Clone;
     /// Called once before any other input; set the first timers here.
     fn on_start(&mut self, _env: &mut impl ServerEnv<Self::Msg, Self::Version>) {}
+    /// A request from a client session. `from` is *this server's* name for
+    /// the session, valid for [`ServerEnv::reply`] here and nowhere else:
+    /// the network runtime numbers each server's connections on its own,
+    /// and the simulator scrambles ids per server so that no protocol can
+    /// come to rely on two servers agreeing. To name the session to a peer,
+    /// use what the client sends ([`ClientCtx::nonce`]).
     fn on_client(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, from: ClientId, msg: Self::Msg);
     fn on_peer(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, from: NodeId, msg: Self::Msg);
     fn on_timer(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, token: u64);
@@ -338,7 +344,15 @@ pub struct NodeCtx {
 /// What a client session is told about itself.
 #[derive(Clone, Debug)]
 pub struct ClientCtx {
+    /// The session's id in its runtime (unique among one process's
+    /// sessions). Not what a server calls it: see [`Server::on_client`].
     pub id: ClientId,
+    /// 64 bits that name this session cluster-wide: drawn at random by the
+    /// network runtime (so sessions of different processes differ with
+    /// overwhelming probability), derived from the seed by the simulator.
+    /// A request that names its session to a second server (a ROT's two
+    /// halves, a transaction id) carries this, never a [`ClientId`].
+    pub nonce: u64,
     /// The DC the session is attached to (clients are sticky, Roohitavaf Ch. 6).
     pub dc: DcId,
     pub topology: Arc<Topology>,

@@ -110,7 +110,10 @@ impl<P: Protocol> Session<P> {
             return Err(ClientError::UnknownDc { dc: dc.0, dcs: cluster.topology.dcs() });
         }
         let cfg: P::Config = cluster.config.params.clone().try_into().expect("validated with the cluster config");
-        let proto = P::client(&cfg, ClientCtx { id: ClientId(id), dc, topology: cluster.topology.clone() });
+        let proto = P::client(
+            &cfg,
+            ClientCtx { id: ClientId(id), dc, nonce: rand::random(), topology: cluster.topology.clone() },
+        );
         let (events_tx, events) = mpsc::unbounded_channel();
         let tls = ClientTls::load(&cluster)?;
         Ok(Session {
@@ -366,5 +369,39 @@ impl<P: Protocol> Session<P> {
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a rot answered {other:?}"),
         }
+    }
+}
+
+/// Whether node `node` answers a client hello, and how fast: connect, TLS
+/// handshake, hello, welcome, all within `timeout`. What `causeway status`
+/// asks of every node.
+pub async fn probe(cluster: &Cluster, node: NodeId, timeout: Duration) -> Result<Duration, ClientError> {
+    let start = Instant::now();
+    let addr = cluster.addrs[node.idx()];
+    let deadline = tokio::time::Instant::now() + timeout;
+    let tls = ClientTls::load(cluster)?;
+    let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+        .await
+        .map_err(|_| ClientError::ConnectTimeout { node: node.0, addr, after: timeout })?
+        .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
+    let hello_timeout = || ClientError::HelloTimeout { node: node.0, addr, after: timeout };
+    let mut s = tokio::time::timeout_at(deadline, tls.connect(tcp, node))
+        .await
+        .map_err(|_| hello_timeout())?
+        .map_err(|source| ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }))?;
+    // The hello carries no protocol message, so any message type encodes it.
+    let hello = encode::<()>(&Wire::HelloClient { cluster_id: cluster.config.cluster_id.clone() });
+    let answer = tokio::time::timeout_at(deadline, async {
+        s.write_all(&hello).await?;
+        s.flush().await?;
+        read_frame(&mut s, cluster.config.limits.max_frame_bytes).await.map_err(std::io::Error::other)
+    })
+    .await
+    .map_err(|_| hello_timeout())?
+    .map_err(|source| ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }))?;
+    match answer.map(|b| decode::<()>(&b)) {
+        Some(Ok(Wire::WelcomeClient { .. })) => Ok(start.elapsed()),
+        Some(Ok(Wire::Refused(error))) => Err(ClientError::Refused { node: node.0, error }),
+        _ => Err(ClientError::ConnectionLost(node.0)),
     }
 }

@@ -23,6 +23,6 @@ pub mod server;
 pub mod tls;
 pub mod wal;
 
-pub use client::{ClientError, Session};
+pub use client::{ClientError, Session, probe};
 pub use config::{Cluster, ClusterConfig, ConfigError, Fsync};
 pub use server::{NodeError, NodeHandle};

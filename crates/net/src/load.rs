@@ -140,7 +140,10 @@ pub async fn run_with_timeout<P: Protocol>(
                             Err(_) => return res,
                         },
                     };
-                    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + spec.rot);
+                    // A protocol without read-only transactions is not
+                    // sent any: its share goes to the other operations.
+                    let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
+                    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot);
                     let pick = |rng: &mut ChaCha8Rng| keys[rng.random_range(0..keys.len())].clone();
                     let op = if x < spec.read {
                         Op::Get { key: pick(&mut rng) }

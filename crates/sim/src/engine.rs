@@ -306,7 +306,10 @@ impl<P: Protocol> Sim<P> {
         let mut new_session = |dc: DcId, scripted| {
             let id = ClientId(clients.len() as u32);
             clients.push(Session {
-                proto: P::client(&cfg, ClientCtx { id, dc, topology: topology.clone() }),
+                proto: P::client(
+                    &cfg,
+                    ClientCtx { id, dc, nonce: mix(sc.seed, 0x5e55_0000 + id.0 as u64), topology: topology.clone() },
+                ),
                 dc,
                 rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0xc11e_0000 + id.0 as u64)),
                 busy: None,
@@ -469,6 +472,8 @@ impl<P: Protocol> Sim<P> {
                     self.transmit(from, Addr::Node(to), msg)
                 }
                 Out::Reply(to, msg) => {
+                    let Addr::Node(node) = from else { unreachable!("only servers reply") };
+                    let to = to.as_seen_by(node);
                     if to.idx() < self.clients.len() {
                         self.transmit(from, Addr::Client(to), msg)
                     }
@@ -584,7 +589,7 @@ impl<P: Protocol> Sim<P> {
             }
             Some(Input::Client(from, msg)) => {
                 let t = stable_hash(msg.kind().as_bytes());
-                n.server.on_client(&mut env, from, msg);
+                n.server.on_client(&mut env, from.as_seen_by(node), msg);
                 t ^ ((from.0 as u64) << 20)
             }
             Some(Input::Timer(token)) => {
@@ -787,7 +792,15 @@ impl<P: Protocol> Sim<P> {
         let old = &mut self.clients[c.idx()];
         let dc = old.dc;
         let replacement = Session {
-            proto: P::client(&self.cfg, ClientCtx { id, dc, topology: self.topology.clone() }),
+            proto: P::client(
+                &self.cfg,
+                ClientCtx {
+                    id,
+                    dc,
+                    nonce: mix(self.sc.seed, 0x5e55_0000 + id.0 as u64),
+                    topology: self.topology.clone(),
+                },
+            ),
             dc,
             rng: old.rng.clone(),
             busy: None,

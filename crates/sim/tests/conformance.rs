@@ -152,7 +152,7 @@ fn refuses_misrouted<P: Protocol>() -> Result<(), String> {
     let mut net = TestNet::<P>::new(1, 2, 1, cfg.clone());
     let wrong = Arc::new(Topology::new(TopologySpec::full(1, 3)).expect("valid"));
     let c = ClientId(0);
-    net.clients[0] = P::client(&cfg, ClientCtx { id: c, dc: DcId(0), topology: wrong.clone() });
+    net.clients[0] = P::client(&cfg, ClientCtx { id: c, dc: DcId(0), nonce: 7, topology: wrong.clone() });
     // A key the wrong view sends to node 0 or 1 that the servers place on the other one.
     let k = (0..10_000)
         .map(|i| bytes(&format!("key{i}")))

@@ -78,6 +78,7 @@ impl<M, V: causeway_core::Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> 
         self.queue.push(InFlight { from: Dest::Node(self.node), to: Dest::Node(to), msg });
     }
     fn reply(&mut self, to: ClientId, msg: M) {
+        let to = to.as_seen_by(self.node);
         self.queue.push(InFlight { from: Dest::Node(self.node), to: Dest::Client(to), msg });
     }
     fn set_timer(&mut self, after_us: u64, token: u64) {
@@ -142,7 +143,10 @@ impl<P: Protocol> TestNet<P> {
         for d in topology.dc_ids() {
             for _ in 0..clients_per_dc {
                 let id = ClientId(clients.len() as u32);
-                clients.push(P::client(&cfg, ClientCtx { id, dc: d, topology: topology.clone() }));
+                clients.push(P::client(
+                    &cfg,
+                    ClientCtx { id, dc: d, nonce: 0x5e55_0000 + id.0 as u64, topology: topology.clone() },
+                ));
                 client_dc.push(d);
             }
         }
@@ -308,7 +312,7 @@ impl<P: Protocol> TestNet<P> {
             }
             (Dest::Client(from), Dest::Node(to)) => {
                 let (server, mut env) = self.split(to);
-                server.on_client(&mut env, from, m.msg);
+                server.on_client(&mut env, from.as_seen_by(to), m.msg);
             }
             (Dest::Node(from), Dest::Client(to)) => {
                 let now = self.clocks.first().copied().unwrap_or(0);

@@ -159,7 +159,7 @@ fn write_deps_match_the_definition() {
     for seed in 0..200u64 {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let topology = Arc::new(Topology::new(causeway_core::TopologySpec::full(2, 2)).unwrap());
-        let ctx = ClientCtx { id: ClientId(0), dc: DcId(0), topology };
+        let ctx = ClientCtx { id: ClientId(0), dc: DcId(0), nonce: 0, topology };
         let mut c = CopsGt::client(&Config::default(), ctx);
         c.checkpoint = rng.random_range(0..3);
         let key = |i: u32| bytes(&format!("k{i}"));

@@ -410,8 +410,10 @@ fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
     assert_eq!(rot(&mut net, writer, &[kr]), vec![Some("3".into())]);
     // The stale snapshot would need a pruned version: it fails, it does not return None.
     let fresh = cl(1, 1);
-    net.clients[fresh.idx()] =
-        CausalSpartanX::client(&Config::default(), ClientCtx { id: fresh, dc: DC1, topology: net.topology.clone() });
+    net.clients[fresh.idx()] = CausalSpartanX::client(
+        &Config::default(),
+        ClientCtx { id: fresh, dc: DC1, nonce: 0x5e55_0000 + fresh.0 as u64, topology: net.topology.clone() },
+    );
     assert_eq!(
         run(&mut net, fresh, Op::Rot { keys: vec![kc.clone(), kr.clone()] }),
         OpResult::Failed(OpError::Aborted("snapshot pruned".into()))

@@ -70,11 +70,16 @@ impl ContrarianClient {
             env.send(coordinator, Msg::SnapshotReq { rot, last: self.last.clone() });
         } else {
             let others: Vec<NodeId> = awaiting.keys().copied().filter(|&n| n != coordinator).collect();
-            let msg =
-                Msg::RotCoord { rot, keys: keys_of(&coordinator), others: others.clone(), last: self.last.clone() };
+            let msg = Msg::RotCoord {
+                session: self.ctx.nonce,
+                rot,
+                keys: keys_of(&coordinator),
+                others: others.clone(),
+                last: self.last.clone(),
+            };
             env.send(coordinator, msg);
             for o in others {
-                env.send(o, Msg::RotRead { rot, keys: keys_of(&o) });
+                env.send(o, Msg::RotRead { session: self.ctx.nonce, rot, keys: keys_of(&o) });
             }
         }
         let n_keys = keys.len();

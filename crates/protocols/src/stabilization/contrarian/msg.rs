@@ -1,5 +1,5 @@
 use crate::kit::msg::payload;
-use causeway_core::{ClientId, DcId, Hlc, Key, NodeId, OpError, Value};
+use causeway_core::{DcId, Hlc, Key, NodeId, OpError, Value};
 use serde::{Deserialize, Serialize};
 
 /// Every message of the protocol. Vector names are the paper's (§4): a
@@ -15,10 +15,14 @@ pub enum Msg {
     PutReply(Result<PutOk, OpError>),
     /// Client → coordinator (1½ rounds, and any ROT or GET of one
     /// partition): fix a snapshot, forward it to `others`, read `keys`.
-    RotCoord { rot: u64, keys: Vec<Key>, others: Vec<NodeId>, last: Vec<Hlc> },
+    /// `session` is the client's cluster-wide name
+    /// ([`ClientCtx::nonce`](causeway_core::ClientCtx::nonce)): with `rot`
+    /// it is how the other partitions match the coordinator's snapshot to
+    /// this ROT's keys, which a server's own [`ClientId`] cannot do.
+    RotCoord { session: u64, rot: u64, keys: Vec<Key>, others: Vec<NodeId>, last: Vec<Hlc> },
     /// Client → a non-coordinator partition (1½ rounds): read `keys` at the
-    /// snapshot the coordinator will send.
-    RotRead { rot: u64, keys: Vec<Key> },
+    /// snapshot the coordinator will send for (`session`, `rot`).
+    RotRead { session: u64, rot: u64, keys: Vec<Key> },
     /// Client → coordinator (2 rounds): fix a snapshot.
     SnapshotReq { rot: u64, last: Vec<Hlc> },
     /// Coordinator → client (2 rounds): the snapshot TV.
@@ -28,8 +32,9 @@ pub enum Msg {
     /// Partition → client: one version (or none) per requested key, in
     /// request order, and the snapshot they were read at.
     RotSlice { rot: u64, slice: Result<Slice, OpError> },
-    /// Coordinator → partition (1½ rounds): the snapshot of `client`'s ROT `rot`.
-    Snapshot { client: ClientId, rot: u64, tv: Vec<Hlc> },
+    /// Coordinator → partition (1½ rounds): the snapshot of ROT `rot` of
+    /// the session named `session`.
+    Snapshot { session: u64, rot: u64, tv: Vec<Hlc> },
     /// A local version to its replicas, in timestamp order.
     Replicate { key: Key, version: Version },
     /// The partition's clock, to its replicas when it had nothing to

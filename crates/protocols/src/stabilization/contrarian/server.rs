@@ -72,8 +72,9 @@ pub(super) struct Partition {
     /// Δ and θ slow down while the cluster is idle.
     pace: Pace,
     /// 1½-round reads that have one of their two halves (the client's keys
-    /// or the coordinator's snapshot), by client and ROT id.
-    pub(super) halves: BTreeMap<(ClientId, u64), Half>,
+    /// or the coordinator's snapshot), by the session's cluster-wide name
+    /// and the ROT id.
+    pub(super) halves: BTreeMap<(u64, u64), Half>,
     /// Remote versions stored but not yet covered by the GSS, indexed by the
     /// entry that holds each back (a min-heap per DC on the DV entry it waits
     /// for), so a growing GSS pops only what it unblocks.
@@ -86,9 +87,10 @@ pub(super) struct Partition {
     gc: Gc,
 }
 
-/// One half of a 1½-round read, and when (`clock_us`) it arrived.
+/// One half of a 1½-round read, and when (`clock_us`) it arrived. The keys
+/// half remembers which of this server's connections asked, for the reply.
 pub(super) enum Half {
-    Keys { keys: Vec<Key>, at_us: u64 },
+    Keys { client: ClientId, keys: Vec<Key>, at_us: u64 },
     Snapshot { tv: Vec<Hlc>, at_us: u64 },
 }
 
@@ -164,8 +166,10 @@ impl Server for ContrarianServer {
         p.saw_work(env, env.now_us());
         match msg {
             Msg::PutReq { key, value, last } => p.on_put(env, from, key, value, last),
-            Msg::RotCoord { rot, keys, others, last } => p.on_rot_coord(env, from, rot, keys, others, last),
-            Msg::RotRead { rot, keys } => p.on_rot_read(env, from, rot, keys),
+            Msg::RotCoord { session, rot, keys, others, last } => {
+                p.on_rot_coord(env, from, session, rot, keys, others, last)
+            }
+            Msg::RotRead { session, rot, keys } => p.on_rot_read(env, from, session, rot, keys),
             Msg::SnapshotReq { rot, last } => p.on_snapshot_req(env, from, rot, last),
             Msg::RotReadAt { rot, keys, tv } => p.on_rot_read_at(env, from, rot, keys, tv),
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
@@ -178,7 +182,7 @@ impl Server for ContrarianServer {
             return;
         }
         match msg {
-            Msg::Snapshot { client, rot, tv } => p.on_snapshot(env, from, client, rot, tv),
+            Msg::Snapshot { session, rot, tv } => p.on_snapshot(env, from, session, rot, tv),
             Msg::Replicate { key, version } => p.on_replicate(env, from, key, version),
             Msg::Heartbeat { hlc, last_work_us } => p.on_heartbeat(env, from, hlc, last_work_us),
             Msg::StableReport { vv_min, clock_max, last_work_us } => {
@@ -271,6 +275,7 @@ impl Partition {
         &mut self,
         env: &mut impl ServerEnv<Msg, Version>,
         client: ClientId,
+        session: u64,
         rot: u64,
         keys: Vec<Key>,
         others: Vec<NodeId>,
@@ -284,7 +289,7 @@ impl Partition {
         }
         let tv = self.snapshot(env, &last);
         for &o in &others {
-            env.send(o, Msg::Snapshot { client, rot, tv: tv.clone() });
+            env.send(o, Msg::Snapshot { session, rot, tv: tv.clone() });
         }
         let slice = self.read_at(env, &keys, tv);
         env.reply(client, Msg::RotSlice { rot, slice });
@@ -293,20 +298,27 @@ impl Partition {
     /// ⟨RotRead⟩ from the client (1½ rounds): read once the coordinator's
     /// snapshot is here too. Nothing waits on clocks or replication: only
     /// on the other half of the same request, already on its way.
-    fn on_rot_read(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, rot: u64, keys: Vec<Key>) {
+    fn on_rot_read(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        client: ClientId,
+        session: u64,
+        rot: u64,
+        keys: Vec<Key>,
+    ) {
         if let Err(e) = self.check_keys(&keys) {
             env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
             return;
         }
-        match self.halves.remove(&(client, rot)) {
+        match self.halves.remove(&(session, rot)) {
             Some(Half::Snapshot { tv, .. }) => self.serve(env, client, rot, &keys, tv),
             Some(keys_half @ Half::Keys { .. }) => {
-                self.halves.insert((client, rot), keys_half);
+                self.halves.insert((session, rot), keys_half);
                 let e = OpError::BadRequest(format!("ROT {rot} already sent its keys to this partition"));
                 env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
             }
             None => {
-                self.halves.insert((client, rot), Half::Keys { keys, at_us: self.clock_us });
+                self.halves.insert((session, rot), Half::Keys { client, keys, at_us: self.clock_us });
             }
         }
     }
@@ -316,20 +328,20 @@ impl Partition {
         &mut self,
         env: &mut impl ServerEnv<Msg, Version>,
         from: NodeId,
-        client: ClientId,
+        session: u64,
         rot: u64,
         tv: Vec<Hlc>,
     ) {
         if !self.dc_servers.contains(&from) || from == self.me {
             return; // only a partition of this DC coordinates a ROT here
         }
-        match self.halves.remove(&(client, rot)) {
-            Some(Half::Keys { keys, .. }) => self.serve(env, client, rot, &keys, tv),
+        match self.halves.remove(&(session, rot)) {
+            Some(Half::Keys { client, keys, .. }) => self.serve(env, client, rot, &keys, tv),
             Some(snapshot) => {
-                self.halves.insert((client, rot), snapshot); // a duplicate: the first stands
+                self.halves.insert((session, rot), snapshot); // a duplicate: the first stands
             }
             None => {
-                self.halves.insert((client, rot), Half::Snapshot { tv, at_us: self.clock_us });
+                self.halves.insert((session, rot), Half::Snapshot { tv, at_us: self.clock_us });
             }
         }
     }

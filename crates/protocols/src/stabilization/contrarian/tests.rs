@@ -430,7 +430,8 @@ fn bad_requests_get_typed_errors() {
     };
     // Others in another DC, unsorted or naming the coordinator itself.
     for others in [vec![remote], vec![py, py], vec![px]] {
-        let r = ask(&mut net, px, Msg::RotCoord { rot: 1, keys: vec![x.clone()], others, last: zero.clone() });
+        let r =
+            ask(&mut net, px, Msg::RotCoord { session: 1, rot: 1, keys: vec![x.clone()], others, last: zero.clone() });
         assert!(refused(&r), "{r:?}");
     }
     // A key of another partition, a vector of the wrong length, a snapshot
@@ -444,7 +445,7 @@ fn bad_requests_get_typed_errors() {
     assert!(refused(&r), "{r:?}");
     let r = ask(&mut net, px, Msg::SnapshotReq { rot: 4, last: ahead });
     assert!(refused(&r), "{r:?}");
-    let r = ask(&mut net, px, Msg::RotCoord { rot: 5, keys: vec![], others: vec![], last: zero.clone() });
+    let r = ask(&mut net, px, Msg::RotCoord { session: 1, rot: 5, keys: vec![], others: vec![], last: zero.clone() });
     assert!(refused(&r), "{r:?}");
     // The server still serves.
     put(&mut net, c, x, "fine");
