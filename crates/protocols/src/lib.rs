@@ -38,5 +38,5 @@ pub use registry::{ProtocolName, UnknownProtocol};
 
 // Every protocol by its short name, whatever its family.
 pub use baseline::eventual;
-pub use explicit_deps::{cops, cops_gt};
+pub use explicit_deps::{cops, cops_gt, eiger};
 pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};

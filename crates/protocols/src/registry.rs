@@ -82,6 +82,8 @@ registry! { $
     Cops => explicit_deps::cops::Cops,
     /// COPS with stored dependencies and two-round read transactions (Lloyd §2, Ch. 4).
     CopsGt => explicit_deps::cops_gt::CopsGt,
+    /// One-hop dependencies on operations, logical valid times and read-only transactions in ≤ 2 rounds (Lloyd §5).
+    Eiger => explicit_deps::eiger::Eiger,
 }
 
 impl serde::Serialize for ProtocolName {

@@ -1,9 +1,10 @@
 //! The explicit-dependency family: a write carries the writes it depends
 //! on, and a replicated write commits at a remote DC only once its
 //! dependencies have (`dep_check`; Lloyd, *Stronger Semantics for
-//! Low-Latency Geo-Replicated Storage*, §2). COPS and COPS-GT share the
-//! [`replication`] path; Eiger and CC-LO come next.
+//! Low-Latency Geo-Replicated Storage*, §2). COPS, COPS-GT and Eiger share the
+//! [`replication`] path; CC-LO comes next.
 
 pub mod cops;
 pub mod cops_gt;
+pub mod eiger;
 pub mod replication;

@@ -64,7 +64,7 @@ mod config;
 mod msg;
 mod server;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use client::*;
 pub use config::*;

@@ -250,7 +250,8 @@ impl DepNode {
                 // the same turn, so this takes a damaged log. Finish it.
                 let now = env.now_us();
                 if let Some(v) = env.store().exact(&key, stamp).cloned() {
-                    env.store().replace(&key, v.commit(now));
+                    self.lamport += 1;
+                    env.store().replace(&key, v.commit_at(now, self.lamport));
                 }
                 continue;
             }
@@ -283,7 +284,10 @@ impl DepNode {
             let now = env.now_us();
             let (stamp, key) = (r.stamp, r.key.clone());
             if let Some(v) = env.store().exact(&key, stamp).cloned() {
-                env.store().replace(&key, v.commit(now));
+                // A fresh tick: the commit is logically after every DepOk
+                // witnessed and before any DepOk this commit releases.
+                self.lamport += 1;
+                env.store().replace(&key, v.commit_at(now, self.lamport));
                 done.push(r);
             }
             self.committed(env, stamp, &key);
@@ -434,7 +438,7 @@ impl DepNode {
             }
         }
         if missing == 0 {
-            env.send(from, PathMsg::DepOk { id }.into());
+            env.send(from, PathMsg::DepOk { id, lamport: self.lamport }.into());
         } else {
             self.remote_checks.insert((from, id), missing);
         }
@@ -504,7 +508,7 @@ impl DepNode {
                         *n -= 1;
                         if *n == 0 {
                             self.remote_checks.remove(&(from, id));
-                            env.send(from, PathMsg::DepOk { id }.into());
+                            env.send(from, PathMsg::DepOk { id, lamport: self.lamport }.into());
                         }
                     }
                 }
@@ -524,7 +528,10 @@ impl DepNode {
         let equivalent = self.equivalents.contains(&from);
         match msg {
             PathMsg::DepCheck { id, deps } => self.on_dep_check(env, from, id, deps),
-            PathMsg::DepOk { id } => self.on_dep_ok(id),
+            PathMsg::DepOk { id, lamport } => {
+                self.witness(lamport);
+                self.on_dep_ok(id)
+            }
             PathMsg::Through { stamp } if equivalent => {
                 self.settle.on_through(&self.equivalents, from, stamp, env.now_us())
             }

@@ -41,6 +41,13 @@ pub trait DepVersion: Versioned<Order = Stamp> + Clone {
     fn pending_checks(&self) -> Option<&[Dep]>;
     /// The same version, committed at `now_us` of this node's clock.
     fn commit(self, now_us: u64) -> Self;
+    /// The same version, committed at `now_us` and at logical time
+    /// `lamport`, a fresh tick of this node's Lamport clock (Eiger's EVT,
+    /// Lloyd §5.3). Variants without per-version valid times ignore it.
+    fn commit_at(self, now_us: u64, lamport: u64) -> Self {
+        let _ = lamport;
+        self.commit(now_us)
+    }
     fn committed(&self) -> bool {
         self.pending_checks().is_none()
     }
@@ -54,22 +61,17 @@ pub trait DepVersion: Versioned<Order = Stamp> + Clone {
 pub enum PathMsg {
     /// `dep_check` of every dependency the receiver owns; answered by
     /// [`PathMsg::DepOk`] with the same `id` once all are committed there.
-    DepCheck {
-        id: u64,
-        deps: Vec<Dep>,
-    },
-    DepOk {
-        id: u64,
-    },
+    DepCheck { id: u64, deps: Vec<Dep> },
+    /// All of check `id`'s dependencies are committed at the sender, whose
+    /// Lamport clock reads `lamport`: the asker witnesses it, so whatever
+    /// it commits next is logically after them (Eiger's valid times need
+    /// this, Lloyd §5.3; harmless for COPS).
+    DepOk { id: u64, lamport: u64 },
     /// To an origin: its writes are committed here through `stamp`.
-    Through {
-        stamp: Stamp,
-    },
+    Through { stamp: Stamp },
     /// From an origin: its writes through `through` are committed in every
     /// DC (and have been for the variant's hold time).
-    Settled {
-        through: Stamp,
-    },
+    Settled { through: Stamp },
 }
 
 crate::impl_kinds!(PathMsg: DepCheck, DepOk, Through, Settled);

@@ -1,0 +1,254 @@
+use super::config::*;
+use super::msg::*;
+use crate::explicit_deps::replication::{Dep, Stamp};
+use crate::kit::client::{client_server_for, fail_unsupported};
+use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
+use std::collections::BTreeMap;
+
+/// A session (the paper's actor): the one-hop dependencies on operations
+/// collected since its last write (Lloyd §5.2), and its logical time.
+pub struct EigerClient {
+    ctx: ClientCtx,
+    trans_time_us: u64,
+    one_round: bool,
+    /// (key, origin) → the newest stamp read of it since the last write,
+    /// or that write. Kept by the client library, never on servers.
+    pub(super) deps: BTreeMap<(Key, NodeId), Stamp>,
+    /// The session's logical time: the newest EffT it read at and stamp it
+    /// wrote (deviation 2). Reads and writes carry it.
+    pub(super) floor: u64,
+    /// Numbers operation attempts, so a late reply to an abandoned attempt
+    /// is recognised and dropped.
+    attempt: u32,
+    op: Option<InFlight>,
+}
+
+impl EigerClient {
+    pub(super) fn new(cfg: &Config, ctx: ClientCtx) -> EigerClient {
+        EigerClient {
+            ctx,
+            trans_time_us: cfg.trans_time_us(),
+            one_round: cfg.mutant_one_round_rot,
+            deps: BTreeMap::new(),
+            floor: 0,
+            attempt: 0,
+            op: None,
+        }
+    }
+}
+
+pub(super) enum InFlight {
+    Put {
+        key: Key,
+    },
+    Trans(Trans),
+    /// A read transaction waiting out its back-off before a restart; the
+    /// timer's token is the attempt number it was set in.
+    Backoff {
+        keys: Vec<Key>,
+        single: bool,
+        restarts: u32,
+    },
+}
+
+/// A read transaction that restarted this many times in a row ends with
+/// `Aborted` (every attempt outlived `trans_time` or asked for collected
+/// versions): a typed failure rather than an operation that never ends.
+pub const MAX_READ_TRANS_RESTARTS: u32 = 10;
+
+/// The first restart's back-off; it doubles per restart up to `trans_time`.
+pub const READ_TRANS_BACKOFF_US: u64 = 1_000;
+
+/// A read-only transaction in progress (Fig 5.5).
+pub(super) struct Trans {
+    keys: Vec<Key>,
+    /// A plain `get`: a one-key transaction (all reads in Eiger are
+    /// transactional, §5.1), completed as `OpResult::Get`.
+    single: bool,
+    started_us: u64,
+    /// Replies still awaited in the current round.
+    awaited: usize,
+    second_round: bool,
+    results: Vec<Option<Read>>,
+    /// A second-round version had been collected: start over.
+    restart: bool,
+    restarts: u32,
+    /// The effective time, once the first round is in.
+    eff_t: u64,
+}
+
+/// EffT of Fig 5.5 from first-round results: the smallest LVT at or above
+/// every EVT (and the session's time, deviation 2). Always exists: the
+/// result with the largest EVT has an LVT at least that large, and every
+/// LVT is at least the session's time, which servers witnessed.
+pub fn effective_time(floor: u64, reads: &[(u64, u64)]) -> u64 {
+    let max_evt = reads.iter().map(|&(evt, _)| evt).fold(floor, u64::max);
+    let eff_t = reads.iter().map(|&(_, lvt)| lvt).filter(|&lvt| lvt >= max_evt).min();
+    eff_t.expect("some first-round LVT reaches the largest EVT")
+}
+
+impl EigerClient {
+    fn next_attempt(&mut self) -> u32 {
+        self.attempt = self.attempt.wrapping_add(1);
+        self.attempt
+    }
+
+    /// Round one: every location in parallel at its current version.
+    fn start_trans(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, single: bool, restarts: u32) {
+        if keys.is_empty() {
+            return env.complete(OpResult::Rot(Vec::new()));
+        }
+        let attempt = self.next_attempt();
+        let mut sends = Vec::with_capacity(keys.len());
+        for key in &keys {
+            let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+            sends.push(to);
+        }
+        for (i, (key, to)) in keys.iter().zip(sends).enumerate() {
+            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), floor: self.floor });
+        }
+        let n = keys.len();
+        let started_us = env.now_us();
+        self.op = Some(InFlight::Trans(Trans {
+            keys,
+            single,
+            started_us,
+            awaited: n,
+            second_round: false,
+            results: vec![None; n],
+            restart: false,
+            restarts,
+            eff_t: 0,
+        }));
+    }
+
+    /// A round's replies are all in: run round two, finish, or restart.
+    fn round_done(&mut self, env: &mut impl ClientEnv<Msg>, mut t: Trans) {
+        if t.restart || env.now_us().saturating_sub(t.started_us) > self.trans_time_us {
+            // §5.3: a transaction that outlived its timeout restarts; it
+            // backs off, doubling, and gives up after a bound (deviation 3).
+            let restarts = t.restarts + 1;
+            if restarts > MAX_READ_TRANS_RESTARTS {
+                let why = format!(
+                    "read-only transaction restarted {MAX_READ_TRANS_RESTARTS} times: every attempt outlived \
+                     trans_time_ms ({} ms) or asked for a collected version",
+                    self.trans_time_us / 1_000
+                );
+                return env.complete(OpResult::Failed(OpError::Aborted(why)));
+            }
+            let attempt = self.next_attempt(); // late replies of this attempt are dropped
+            let backoff_us = READ_TRANS_BACKOFF_US.saturating_mul(1 << (restarts - 1).min(20)).min(self.trans_time_us);
+            env.set_timer(backoff_us, u64::from(attempt));
+            self.op = Some(InFlight::Backoff { keys: t.keys, single: t.single, restarts });
+            return;
+        }
+        if !t.second_round {
+            let reads: Vec<(u64, u64)> =
+                t.results.iter().map(|r| r.as_ref().map(|r| (r.evt, r.lvt)).expect("round one is in")).collect();
+            t.eff_t = effective_time(self.floor, &reads);
+            t.second_round = true;
+            if !self.one_round {
+                // Round two (Fig 5.5): every location whose valid interval
+                // ends before EffT is read again at EffT.
+                let attempt = self.attempt;
+                for (i, key) in t.keys.iter().enumerate() {
+                    if reads[i].1 < t.eff_t {
+                        let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+                        env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at: t.eff_t });
+                        t.awaited += 1;
+                    }
+                }
+                if t.awaited > 0 {
+                    self.op = Some(InFlight::Trans(t));
+                    return;
+                }
+            }
+        }
+        // Every value returned is valid at EffT (the theorem of §5.3).
+        if !self.one_round {
+            for r in t.results.iter().flatten() {
+                assert!(r.evt <= t.eff_t && t.eff_t <= r.lvt, "a returned value is valid at EffT");
+            }
+        }
+        self.floor = self.floor.max(t.eff_t);
+        let mut values = Vec::with_capacity(t.results.len());
+        for (k, r) in t.keys.iter().zip(t.results) {
+            let r = r.expect("every location was read");
+            if r.value.is_some() {
+                let e = self.deps.entry((k.clone(), r.stamp.origin())).or_default();
+                *e = (*e).max(r.stamp);
+            }
+            values.push(r.value);
+        }
+        if t.single {
+            env.complete(OpResult::Get(values.pop().expect("one key")));
+        } else {
+            env.complete(OpResult::Rot(values));
+        }
+    }
+}
+
+impl Client for EigerClient {
+    type Msg = Msg;
+
+    fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        match op {
+            Op::Get { key } => self.start_trans(env, vec![key], true, 0),
+            Op::Rot { keys } => self.start_trans(env, keys, false, 0),
+            // A write carries the session's one-hop dependencies (§5.2).
+            Op::Put { key, value } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+                self.op = Some(InFlight::Put { key: key.clone() });
+                env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
+            }
+            other => fail_unsupported(env, other.kind()),
+        }
+    }
+
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
+        match (self.op.take(), msg) {
+            // After a write the context collapses to that write (§5.2).
+            (Some(InFlight::Put { key }), Msg::PutReply { result }) => match result {
+                Ok(stamp) => {
+                    self.deps.clear();
+                    self.deps.insert((key, stamp.origin()), stamp);
+                    self.floor = self.floor.max(stamp.lamport());
+                    env.complete(OpResult::Put);
+                }
+                Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
+            },
+            (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read }) if attempt == self.attempt => {
+                let i = idx as usize;
+                if i >= t.results.len() || t.awaited == 0 {
+                    self.op = Some(InFlight::Trans(t));
+                    return;
+                }
+                match read {
+                    Ok(r) => t.results[i] = Some(r),
+                    Err(()) => t.restart = true,
+                }
+                t.awaited -= 1;
+                if t.awaited == 0 {
+                    self.round_done(env, t);
+                } else {
+                    self.op = Some(InFlight::Trans(t));
+                }
+            }
+            (Some(InFlight::Trans(_)), Msg::Refused { attempt, reason }) if attempt == self.attempt => {
+                env.complete(OpResult::Failed(OpError::BadRequest(reason)))
+            }
+            (op, _) => self.op = op, // a stray or stale reply: ignore it
+        }
+    }
+
+    /// A restarted transaction's back-off is over: start it again.
+    fn on_timer(&mut self, env: &mut impl ClientEnv<Msg>, token: u64) {
+        match self.op.take() {
+            Some(InFlight::Backoff { keys, single, restarts }) if token == u64::from(self.attempt) => {
+                self.start_trans(env, keys, single, restarts);
+            }
+            op => self.op = op, // a stale timer
+        }
+    }
+}
