@@ -14,7 +14,7 @@ fn torture(args: &[&str]) -> (bool, String) {
 fn every_protocol_passes_a_bounded_torture() {
     let (ok, out) = torture(&["--runs", "15", "--seed", "500"]);
     assert!(ok, "torture failed:\n{out}");
-    for p in ["eventual", "gentlerain", "causalspartanx", "contrarian", "cure", "cops", "copsgt"] {
+    for p in ["eventual", "gentlerain", "causalspartanx", "contrarian", "cure", "cops", "copsgt", "eiger"] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }
 }

@@ -54,7 +54,12 @@ pub(super) struct Partition {
     /// timestamp, a heartbeat, a VV[m] report, a snapshot's local entry):
     /// every later version must be stamped above it.
     announced_us: TimeUs,
-    restarted: bool,
+    /// Which DCs this partition has heard from (a replicated version or a
+    /// heartbeat) since it started. Until it has heard from all of them its
+    /// VV may be below what it received before a crash, whether or not it
+    /// had stored anything, so the checks against VV are off: a GST or a
+    /// client's snapshot may be ahead of it, and reads wait for VV instead.
+    heard_since_start: Vec<bool>,
     pub(super) tree: StableTree<TimeUs>,
     replicated_since_heartbeat: bool,
     pace: Pace,
@@ -100,7 +105,7 @@ impl Partition {
             vv: vec![0; dcs],
             gst: vec![0; dcs],
             announced_us: 0,
-            restarted: false,
+            heard_since_start: (0..dcs).map(|d| d == m.idx()).collect(),
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
@@ -359,6 +364,7 @@ impl Partition {
         let (order, value, dv) = (version.order(), version.value.clone(), version.dv.clone());
         let inserted = self.apply(env, key.clone(), version);
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
+        self.heard_since_start[k.idx()] = true;
         if inserted != Inserted::Duplicate {
             self.admit_or_park(env, PendingVisible { key, order, value, dv });
         }
@@ -368,6 +374,7 @@ impl Partition {
         if self.peers.contains(&from) {
             let k = self.topology.dc_of(from).idx();
             self.vv[k] = self.vv[k].max(clock_us);
+            self.heard_since_start[k] = true;
             self.saw_work(env, work_us);
         }
     }
@@ -453,10 +460,10 @@ impl Partition {
             return;
         }
         // Invariants: the GST is monotonic and never claims more of a remote
-        // DC than this partition received (a restarted node is exempt).
+        // DC than this partition received (unless it may have forgotten: see `heard_since_start`).
         assert!(before.iter().zip(&self.gst).all(|(b, g)| b <= g), "Cure: the GST went backwards");
         assert!(
-            self.restarted || remote_covered(&self.gst, &self.vv, self.m.idx()),
+            self.may_have_forgotten() || remote_covered(&self.gst, &self.vv, self.m.idx()),
             "Cure: GST {:?} exceeds what partition {:?} received ({:?})",
             self.gst,
             self.partition,
@@ -499,7 +506,6 @@ impl Partition {
     /// under it) keeps it above every heartbeat and snapshot handed out.
     fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let keys = env.store().keys_sorted();
-        self.restarted = !keys.is_empty();
         for k in keys {
             for v in env.store().versions(&k) {
                 self.announced_us = self.announced_us.max(v.ts);
@@ -604,15 +610,23 @@ impl Partition {
     }
 
     /// A vector from a client: one entry per DC, remote entries within what
-    /// this partition has received (a restarted node waits for VV instead).
+    /// this partition has received (until it has heard from every DC since it started, it waits for VV instead).
     fn check_tv(&self, tv: &[TimeUs]) -> Result<(), OpError> {
         if tv.len() != self.vv.len() {
             return Err(OpError::BadRequest(format!("a snapshot needs {} entries", self.vv.len())));
         }
-        if !self.restarted && !remote_covered(tv, &self.vv, self.m.idx()) {
+        if !self.may_have_forgotten() && !remote_covered(tv, &self.vv, self.m.idx()) {
             return Err(OpError::BadRequest("a snapshot is ahead of what this DC has received".into()));
         }
         Ok(())
+    }
+}
+
+impl Partition {
+    /// Whether VV may still be below what this partition received before a
+    /// crash ([`Partition::heard_since_start`]).
+    fn may_have_forgotten(&self) -> bool {
+        !self.heard_since_start.iter().all(|&h| h)
     }
 }
 
