@@ -333,7 +333,7 @@ pub fn status(config: &Path, timeout: Duration, json: bool) -> Result<bool, Erro
                     up: probe.is_ok(),
                     hello_ms: probe.as_ref().ok().map(|d| d.as_secs_f64() * 1e3),
                     error: probe.err().map(|e| e.to_string()),
-                    stable_lag_ms: m("causeway_stable_lag_microseconds").map(|us| us / 1e3),
+                    stable_lag_ms: m("causeway_stable_lag_seconds").map(|s| s * 1e3),
                     replication_queue: m("causeway_replication_queue").map(|v| v as u64),
                     refused_total: m("causeway_refused_total").map(|v| v as u64),
                 }

@@ -101,6 +101,26 @@ pub enum WireError {
     Unauthenticated { claimed: String },
 }
 
+impl WireError {
+    /// The refusal's name in the `causeway_refused_total{reason}` metric.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WireError::WrongCluster { .. } => "wrong_cluster",
+            WireError::StaleIncarnation { .. } => "stale_incarnation",
+            WireError::UnknownNode(_) => "unknown_node",
+            WireError::NotForMe { .. } => "not_for_me",
+            WireError::NoHello => "no_hello",
+            WireError::BadFrame(_) => "bad_frame",
+            WireError::KeyTooLarge { .. } => "key_too_large",
+            WireError::ValueTooLarge { .. } => "value_too_large",
+            WireError::NotAClientRequest(_) => "not_a_client_request",
+            WireError::ShuttingDown => "shutting_down",
+            WireError::TooManyConnections { .. } => "too_many_connections",
+            WireError::Unauthenticated { .. } => "unauthenticated",
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum FrameError {
     #[error("frame of {len} bytes exceeds the limit of {max}")]

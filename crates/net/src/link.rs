@@ -33,6 +33,7 @@
 use crate::frame::{FrameError, Wire, decode, encode, read_frame};
 use crate::tls::Conn;
 use causeway_core::{Message, NodeId};
+use prometheus_client::metrics::gauge::Gauge;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
@@ -91,9 +92,9 @@ pub struct LinkParams {
     /// log them) — the latest `next_seq` acknowledged.
     pub acked: Arc<AtomicU64>,
     /// Unacknowledged messages, for the metrics endpoint.
-    pub depth: Arc<AtomicU64>,
+    pub depth: Gauge,
     /// Of those, the ones in the spill file.
-    pub spilled: Arc<AtomicU64>,
+    pub spilled: Gauge,
 }
 
 /// Sequenced messages beyond the in-memory window, in order, in a file.
@@ -166,8 +167,8 @@ struct Queue<M> {
     saturated: bool,
     me: NodeId,
     to: NodeId,
-    depth: Arc<AtomicU64>,
-    spilled: Arc<AtomicU64>,
+    depth: Gauge,
+    spilled: Gauge,
 }
 
 impl<M: Message> Queue<M> {
@@ -176,8 +177,8 @@ impl<M: Message> Queue<M> {
     }
 
     fn gauges(&self) {
-        self.depth.store(self.window.len() as u64 + self.spill.count, Ordering::Relaxed);
-        self.spilled.store(self.spill.count, Ordering::Relaxed);
+        self.depth.set((self.window.len() as u64 + self.spill.count) as i64);
+        self.spilled.set(self.spill.count as i64);
     }
 
     fn accept(&mut self, it: LinkItem<M>) {

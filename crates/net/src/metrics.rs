@@ -1,219 +1,243 @@
-//! Per-node counters and a Prometheus text endpoint (`GET /metrics`).
+//! Per-node metrics, and the node's HTTP endpoint: `GET /metrics`
+//! (Prometheus/OpenMetrics text), `/healthz` and `/readyz`.
 //!
-//! Counters are atomics the protocol thread and the connection tasks bump;
-//! the endpoint renders them on request. A full HTTP stack would be a heavy
-//! dependency for one read-only page, so the endpoint answers any request on
-//! its port with the page.
+//! The metrics are `prometheus-client` counters, gauges and histograms (the
+//! Prometheus project's own Rust client), registered once per node; the
+//! protocol thread and the connection tasks update them without locks
+//! (histograms take a short one). The endpoint is served by axum. It speaks
+//! plain HTTP on the address the config's `metrics` list gives, which an
+//! operator keeps on a management network: it shows counts and latencies,
+//! never keys or values, and accepts no writes.
+//!
+//! Names follow Prometheus conventions: durations in seconds as histograms
+//! (`_seconds_bucket`, `_sum`, `_count`), counters with `_total`.
 
-use causeway_core::summary::histogram;
-use hdrhistogram::Histogram;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// A request or message kind (`put_req`, `get_req`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Kind {
+    pub kind: &'static str,
+}
+
+/// A destination node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct To {
+    pub to: u32,
+}
+
+/// Why a connection or request was refused.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Reason {
+    pub reason: &'static str,
+}
+
+/// A protocol's sample name (`deps_per_write`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct What {
+    pub what: &'static str,
+}
+
+type F64Gauge = Gauge<f64, AtomicU64>;
+type F64Counter = Counter<f64, AtomicU64>;
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Request latencies: 50 µs to ~6.5 s, doubling.
+fn request_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(50e-6, 2.0, 18))
+}
+
 pub struct NodeMetrics {
-    pub requests: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    registry: Registry,
+    /// Client requests handled, by message kind.
+    pub requests: Family<Kind, Counter>,
     /// Time from a client request's arrival to its reply's release, by the
     /// request's kind (includes any wait inside the server and the log sync).
-    pub latency: Mutex<std::collections::BTreeMap<&'static str, Histogram<u64>>>,
+    pub request_seconds: HistogramFamily<Kind>,
     /// Remote versions' visibility latency, estimated as this node's clock at
     /// visibility minus the version's origin timestamp (skew included).
-    pub visibility: Mutex<Histogram<u64>>,
+    pub visibility_seconds: Histogram,
     /// The clock minus the latest stable time the protocol reported.
-    pub stable_lag_us: AtomicU64,
-    pub peer_in: AtomicU64,
-    pub peer_out: AtomicU64,
-    /// Unacknowledged messages per destination: the replication queue depth.
-    pub peer_depth: Vec<Arc<AtomicU64>>,
+    pub stable_lag_seconds: F64Gauge,
+    pub peer_in: Counter,
+    pub peer_out: Counter,
+    /// Unacknowledged messages per destination: the replication queue depth
+    /// (one gauge per node, handed to its link).
+    pub peer_depth: Vec<Gauge>,
     /// Of those, how many wait in the link's spill file rather than in
     /// memory (the destination is away or slow).
-    pub peer_spilled: Vec<Arc<AtomicU64>>,
-    pub local_writes: AtomicU64,
-    pub remote_visible: AtomicU64,
-    pub blocked: AtomicU64,
-    pub blocked_us: AtomicU64,
-    /// Per protocol sample name (`deps_per_write` …): (count, sum).
-    pub samples: Mutex<std::collections::BTreeMap<&'static str, (u64, u64)>>,
-    pub versions: AtomicU64,
-    pub keys: AtomicU64,
-    pub wal_bytes: AtomicU64,
+    pub peer_spilled: Vec<Gauge>,
+    pub local_writes: Counter,
+    pub remote_visible: Counter,
+    pub blocked: Counter,
+    pub blocked_seconds: F64Counter,
+    /// Protocol samples, by name: how many, and their sum.
+    pub samples: Family<What, Counter>,
+    pub sample_sums: Family<What, Counter>,
+    pub versions: Gauge,
+    pub keys: Gauge,
+    pub wal_bytes: Gauge,
     /// fsyncs of the log: an idle node should add none.
-    pub wal_syncs: AtomicU64,
-    pub snapshots: AtomicU64,
-    pub clients: AtomicU64,
-    pub refused: AtomicU64,
-    /// Of those, connections refused for their credentials: a failed TLS
-    /// handshake, or a hello its certificate does not prove.
-    pub tls_refused: AtomicU64,
+    pub wal_syncs: Counter,
+    pub snapshots: Counter,
+    pub clients: Gauge,
+    /// Connections or requests refused, by reason: a
+    /// [`WireError::reason`](crate::frame::WireError::reason), or `tls` for
+    /// a failed handshake.
+    pub refused: Family<Reason, Counter>,
+    refused_all: AtomicU64,
+    /// The protocol thread runs and the node is not stopping: `/readyz`.
+    pub serving: AtomicBool,
+    /// The protocol thread panicked: `/healthz` fails from then on.
+    pub failed: AtomicBool,
 }
 
 impl NodeMetrics {
     pub fn new(nodes: usize) -> NodeMetrics {
-        NodeMetrics {
-            requests: Mutex::new(Default::default()),
-            latency: Mutex::new(Default::default()),
-            visibility: Mutex::new(histogram()),
-            stable_lag_us: AtomicU64::new(0),
-            peer_in: AtomicU64::new(0),
-            peer_out: AtomicU64::new(0),
-            peer_depth: (0..nodes).map(|_| Arc::new(AtomicU64::new(0))).collect(),
-            peer_spilled: (0..nodes).map(|_| Arc::new(AtomicU64::new(0))).collect(),
-            local_writes: AtomicU64::new(0),
-            remote_visible: AtomicU64::new(0),
-            blocked: AtomicU64::new(0),
-            blocked_us: AtomicU64::new(0),
-            samples: Mutex::new(Default::default()),
-            versions: AtomicU64::new(0),
-            keys: AtomicU64::new(0),
-            wal_bytes: AtomicU64::new(0),
-            wal_syncs: AtomicU64::new(0),
-            snapshots: AtomicU64::new(0),
-            clients: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
-            tls_refused: AtomicU64::new(0),
+        let mut m = NodeMetrics {
+            registry: Registry::with_prefix("causeway"),
+            requests: Family::default(),
+            request_seconds: Family::new_with_constructor(request_buckets),
+            // Visibility: 1 ms to ~16 s, doubling.
+            visibility_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 15)),
+            stable_lag_seconds: F64Gauge::default(),
+            peer_in: Counter::default(),
+            peer_out: Counter::default(),
+            peer_depth: (0..nodes).map(|_| Gauge::default()).collect(),
+            peer_spilled: (0..nodes).map(|_| Gauge::default()).collect(),
+            local_writes: Counter::default(),
+            remote_visible: Counter::default(),
+            blocked: Counter::default(),
+            blocked_seconds: F64Counter::default(),
+            samples: Family::default(),
+            sample_sums: Family::default(),
+            versions: Gauge::default(),
+            keys: Gauge::default(),
+            wal_bytes: Gauge::default(),
+            wal_syncs: Counter::default(),
+            snapshots: Counter::default(),
+            clients: Gauge::default(),
+            refused: Family::default(),
+            refused_all: AtomicU64::new(0),
+            serving: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+        };
+        m.register();
+        m
+    }
+
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register("requests", "Client requests handled, by message kind", self.requests.clone());
+        r.register(
+            "request_duration_seconds",
+            "Client request arrival to reply release, by request kind",
+            self.request_seconds.clone(),
+        );
+        r.register(
+            "visibility_seconds",
+            "Remote versions: visible here minus written at origin (clock skew included)",
+            self.visibility_seconds.clone(),
+        );
+        r.register(
+            "stable_lag_seconds",
+            "The clock minus the protocol's latest stable time",
+            self.stable_lag_seconds.clone(),
+        );
+        r.register("peer_messages_in", "Peer messages handled", self.peer_in.clone());
+        r.register("peer_messages_out", "Peer messages sent", self.peer_out.clone());
+        let depth = Family::<To, Gauge>::default();
+        let spilled = Family::<To, Gauge>::default();
+        // One family per metric, whose members are the links' own gauges.
+        for (i, (d, s)) in self.peer_depth.iter_mut().zip(self.peer_spilled.iter_mut()).enumerate() {
+            *d = depth.get_or_create(&To { to: i as u32 }).clone();
+            *s = spilled.get_or_create(&To { to: i as u32 }).clone();
         }
+        r.register("replication_queue", "Unacknowledged messages per destination node", depth);
+        r.register(
+            "replication_spilled",
+            "Of the unacknowledged messages, those kept on disk, per destination",
+            spilled,
+        );
+        r.register("local_writes", "Writes accepted here", self.local_writes.clone());
+        r.register("remote_visible", "Remote versions made visible here", self.remote_visible.clone());
+        r.register("blocked", "Requests that waited inside this server", self.blocked.clone());
+        r.register("blocked_seconds", "Time requests waited inside this server", self.blocked_seconds.clone());
+        r.register("protocol_samples", "Protocol samples taken, by name", self.samples.clone());
+        r.register("protocol_sample_sum", "Sum of the protocol samples, by name", self.sample_sums.clone());
+        r.register("store_versions", "Versions held", self.versions.clone());
+        r.register("store_keys", "Keys held", self.keys.clone());
+        r.register("wal_bytes", "Bytes in the write-ahead log", self.wal_bytes.clone());
+        r.register("wal_syncs", "fsyncs of the write-ahead log", self.wal_syncs.clone());
+        r.register("snapshots", "Log compactions into a snapshot", self.snapshots.clone());
+        r.register("clients", "Open client connections", self.clients.clone());
+        r.register(
+            "refused",
+            "Connections or requests refused, by reason (tls: a failed handshake; unauthenticated: a hello its certificate does not prove)",
+            self.refused.clone(),
+        );
     }
 
     pub fn count_request(&self, kind: &'static str) {
-        if let Ok(mut m) = self.requests.lock() {
-            *m.entry(kind).or_insert(0) += 1;
-        }
+        self.requests.get_or_create(&Kind { kind }).inc();
     }
 
     pub fn record_latency(&self, kind: &'static str, us: u64) {
-        if let Ok(mut m) = self.latency.lock() {
-            let _ = m.entry(kind).or_insert_with(histogram).record(us.max(1));
+        self.request_seconds.get_or_create(&Kind { kind }).observe(us as f64 / 1e6);
+    }
+
+    pub fn refuse(&self, reason: &'static str) {
+        self.refused.get_or_create(&Reason { reason }).inc();
+        self.refused_all.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Refusals for `reason` so far.
+    pub fn refused_for(&self, reason: &'static str) -> u64 {
+        self.refused.get_or_create(&Reason { reason }).get()
+    }
+
+    /// Refusals for any reason so far.
+    pub fn refused_total(&self) -> u64 {
+        self.refused_all.load(Ordering::Relaxed)
+    }
+
+    pub fn sample(&self, what: &'static str, value: u64) {
+        self.samples.get_or_create(&What { what }).inc();
+        self.sample_sums.get_or_create(&What { what }).inc_by(value);
+    }
+
+    /// Bring a counter kept elsewhere (the log's sync count) up to `total`.
+    pub fn catch_up(counter: &Counter, total: u64) {
+        let now = counter.get();
+        if total > now {
+            counter.inc_by(total - now);
         }
     }
 
-    /// The Prometheus text exposition.
+    /// The exposition text (OpenMetrics, which Prometheus reads).
     pub fn render(&self) -> String {
-        use std::fmt::Write;
         let mut s = String::new();
-        let summary = |s: &mut String, name: &str, label: &str, h: &Histogram<u64>| {
-            for q in [0.5, 0.9, 0.99] {
-                let _ = writeln!(s, "causeway_{name}{{{label}quantile=\"{q}\"}} {}", h.value_at_quantile(q));
-            }
-            let open = if label.is_empty() { String::new() } else { format!("{{{}}}", label.trim_end_matches(',')) };
-            let _ = writeln!(s, "causeway_{name}_sum{open} {}", (h.mean() * h.len() as f64) as u64);
-            let _ = writeln!(s, "causeway_{name}_count{open} {}", h.len());
-        };
-        let _ = writeln!(s, "# HELP causeway_request_latency_microseconds Request arrival to reply, by request kind.");
-        let _ = writeln!(s, "# TYPE causeway_request_latency_microseconds summary");
-        if let Ok(m) = self.latency.lock() {
-            for (k, h) in m.iter() {
-                summary(&mut s, "request_latency_microseconds", &format!("kind=\"{k}\","), h);
-            }
-        }
-        let _ = writeln!(
-            s,
-            "# HELP causeway_visibility_latency_microseconds Remote versions: visible here minus written at origin (clock skew included)."
-        );
-        let _ = writeln!(s, "# TYPE causeway_visibility_latency_microseconds summary");
-        if let Ok(h) = self.visibility.lock() {
-            summary(&mut s, "visibility_latency_microseconds", "", &h);
-        }
-        let g = |s: &mut String, name: &str, help: &str, kind: &str, v: u64| {
-            let _ = writeln!(s, "# HELP causeway_{name} {help}\n# TYPE causeway_{name} {kind}\ncauseway_{name} {v}");
-        };
-        let _ = writeln!(s, "# HELP causeway_requests_total Client requests handled, by message kind.");
-        let _ = writeln!(s, "# TYPE causeway_requests_total counter");
-        if let Ok(m) = self.requests.lock() {
-            for (k, v) in m.iter() {
-                let _ = writeln!(s, "causeway_requests_total{{kind=\"{k}\"}} {v}");
-            }
-        }
-        g(&mut s, "peer_messages_in_total", "Peer messages handled.", "counter", self.peer_in.load(Ordering::Relaxed));
-        g(&mut s, "peer_messages_out_total", "Peer messages sent.", "counter", self.peer_out.load(Ordering::Relaxed));
-        let _ = writeln!(s, "# HELP causeway_replication_queue Unacknowledged messages per destination node.");
-        let _ = writeln!(s, "# TYPE causeway_replication_queue gauge");
-        for (i, d) in self.peer_depth.iter().enumerate() {
-            let v = d.load(Ordering::Relaxed);
-            if v > 0 {
-                let _ = writeln!(s, "causeway_replication_queue{{to=\"{i}\"}} {v}");
-            }
-        }
-        let _ = writeln!(
-            s,
-            "# HELP causeway_replication_spilled Of the unacknowledged messages, those kept on disk, per destination."
-        );
-        let _ = writeln!(s, "# TYPE causeway_replication_spilled gauge");
-        for (i, d) in self.peer_spilled.iter().enumerate() {
-            let v = d.load(Ordering::Relaxed);
-            if v > 0 {
-                let _ = writeln!(s, "causeway_replication_spilled{{to=\"{i}\"}} {v}");
-            }
-        }
-        g(
-            &mut s,
-            "stable_lag_microseconds",
-            "The clock minus the protocol's latest stable time.",
-            "gauge",
-            self.stable_lag_us.load(Ordering::Relaxed),
-        );
-        g(&mut s, "local_writes_total", "Writes accepted here.", "counter", self.local_writes.load(Ordering::Relaxed));
-        g(
-            &mut s,
-            "remote_visible_total",
-            "Remote versions made visible here.",
-            "counter",
-            self.remote_visible.load(Ordering::Relaxed),
-        );
-        g(
-            &mut s,
-            "blocked_total",
-            "Requests that waited inside this server.",
-            "counter",
-            self.blocked.load(Ordering::Relaxed),
-        );
-        g(
-            &mut s,
-            "blocked_microseconds_total",
-            "Time requests waited inside this server.",
-            "counter",
-            self.blocked_us.load(Ordering::Relaxed),
-        );
-        if let Ok(samples) = self.samples.lock() {
-            for (what, (count, sum)) in samples.iter() {
-                g(&mut s, &format!("sample_{what}_count"), "Protocol samples taken.", "counter", *count);
-                g(&mut s, &format!("sample_{what}_sum"), "Sum of the protocol samples.", "counter", *sum);
-            }
-        }
-        g(&mut s, "store_versions", "Versions held.", "gauge", self.versions.load(Ordering::Relaxed));
-        g(&mut s, "store_keys", "Keys held.", "gauge", self.keys.load(Ordering::Relaxed));
-        g(&mut s, "wal_bytes", "Bytes in the write-ahead log.", "gauge", self.wal_bytes.load(Ordering::Relaxed));
-        g(
-            &mut s,
-            "wal_syncs_total",
-            "fsyncs of the write-ahead log.",
-            "counter",
-            self.wal_syncs.load(Ordering::Relaxed),
-        );
-        g(
-            &mut s,
-            "snapshots_total",
-            "Log compactions into a snapshot.",
-            "counter",
-            self.snapshots.load(Ordering::Relaxed),
-        );
-        g(&mut s, "clients", "Open client connections.", "gauge", self.clients.load(Ordering::Relaxed));
-        g(&mut s, "refused_total", "Connections or requests refused.", "counter", self.refused.load(Ordering::Relaxed));
-        g(
-            &mut s,
-            "tls_refused_total",
-            "Connections refused for their credentials (TLS handshake, or a hello the certificate does not prove).",
-            "counter",
-            self.tls_refused.load(Ordering::Relaxed),
-        );
+        prometheus_client::encoding::text::encode(&mut s, &self.registry).expect("writing to a String cannot fail");
         s
     }
 }
 
-/// Serve the metrics page on `addr` until `stop` fires.
+/// Serve `/metrics`, `/healthz` and `/readyz` on `addr` until `stop` fires.
 pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Receiver<bool>) {
     let l = match TcpListener::bind(addr).await {
         Ok(l) => l,
@@ -222,24 +246,39 @@ pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Recei
             return;
         }
     };
-    loop {
-        tokio::select! {
-            r = l.accept() => if let Ok((mut s, _)) = r {
-                let m = m.clone();
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 1024];
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), s.read(&mut buf)).await;
-                    let body = m.render();
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = s.write_all(head.as_bytes()).await;
-                    let _ = s.write_all(body.as_bytes()).await;
-                });
-            },
-            _ = stop.changed() => return,
-        }
+    let app = Router::new()
+        .route("/metrics", get(metrics_page))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(m);
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(l, app).with_graceful_shutdown(stopped).await {
+        tracing::error!("metrics endpoint {addr}: {e}");
+    }
+}
+
+async fn metrics_page(State(m): State<Arc<NodeMetrics>>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], m.render())
+}
+
+/// Alive: the process answers and its protocol thread has not died.
+async fn healthz(State(m): State<Arc<NodeMetrics>>) -> impl IntoResponse {
+    if m.failed.load(Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "protocol thread failed\n")
+    } else {
+        (StatusCode::OK, "ok\n")
+    }
+}
+
+/// Ready for traffic: recovered from its log, its protocol thread running,
+/// not stopping.
+async fn readyz(State(m): State<Arc<NodeMetrics>>) -> impl IntoResponse {
+    if m.serving.load(Ordering::Relaxed) && !m.failed.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not serving\n")
     }
 }
 
@@ -248,30 +287,48 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test]
-    async fn serves_the_prometheus_page() {
-        let m = Arc::new(NodeMetrics::new(2));
-        m.count_request("get_req");
-        m.record_latency("get_req", 250);
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let (stop_tx, stop) = watch::channel(false);
-        tokio::spawn(serve(addr, m, stop));
-        let mut body = String::new();
+    async fn fetch(addr: SocketAddr, path: &str) -> String {
         for _ in 0..50 {
             if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
-                s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+                let req = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+                s.write_all(req.as_bytes()).await.unwrap();
+                let mut body = String::new();
                 s.read_to_string(&mut body).await.unwrap();
-                break;
+                return body;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let _ = stop_tx.send(true);
+        panic!("the endpoint never came up")
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_health_and_readiness() {
+        let m = Arc::new(NodeMetrics::new(2));
+        m.count_request("get_req");
+        m.record_latency("get_req", 250);
+        m.refuse("tls");
+        m.peer_depth[1].set(7);
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        tokio::spawn(serve(addr, m.clone(), stop));
+        let body = fetch(addr, "/metrics").await;
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
         assert!(body.contains("causeway_requests_total{kind=\"get_req\"} 1"), "{body}");
-        assert!(
-            body.contains("causeway_request_latency_microseconds{kind=\"get_req\",quantile=\"0.5\"} 250"),
-            "{body}"
-        );
+        // 250 µs falls in the 400 µs bucket, not the 200 µs one.
+        assert!(body.contains("causeway_request_duration_seconds_bucket{le=\"0.0002\",kind=\"get_req\"} 0"), "{body}");
+        assert!(body.contains("causeway_request_duration_seconds_bucket{le=\"0.0004\",kind=\"get_req\"} 1"), "{body}");
+        assert!(body.contains("causeway_refused_total{reason=\"tls\"} 1"), "{body}");
+        assert!(body.contains("causeway_replication_queue{to=\"1\"} 7"), "{body}");
         assert!(body.contains("# TYPE causeway_store_versions gauge"), "{body}");
+        assert_eq!(m.refused_total(), 1);
+        // Alive, but not ready until the protocol thread says it serves.
+        assert!(fetch(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+        assert!(fetch(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
+        m.serving.store(true, Ordering::Relaxed);
+        assert!(fetch(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
+        m.failed.store(true, Ordering::Relaxed);
+        assert!(fetch(addr, "/healthz").await.starts_with("HTTP/1.1 503"));
+        assert!(fetch(addr, "/nothing").await.starts_with("HTTP/1.1 404"));
+        let _ = stop_tx.send(true);
     }
 }

@@ -106,6 +106,7 @@ impl NodeHandle {
     /// Tell the node's network tasks to stop, without waiting for them
     /// ([`stop`](Self::stop) waits).
     pub fn signal_stop(&self) {
+        self.metrics.serving.store(false, Ordering::Relaxed);
         let _ = self.stop_tasks.send(true);
     }
 
@@ -269,7 +270,7 @@ pub fn spawn<P: Protocol>(
                                 });
                             }
                             Err(_) => {
-                                a.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                                a.metrics.refuse("too_many_connections");
                                 tokio::spawn(async move {
                                     // Refused by name, over TLS too (bounded: a
                                     // flood costs at most a second per socket).
@@ -375,14 +376,19 @@ pub fn spawn<P: Protocol>(
     let outbox = recovered.outbox;
     let failed = Arc::new(Failed::default());
     let (failed_in, stop_on_panic) = (failed.clone(), stop_tx.clone());
+    let health = metrics.clone();
     let thread = std::thread::Builder::new()
         .name(format!("causeway-node-{}", node.0))
         .spawn(move || {
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
                 pl.resend_outbox(outbox);
+                // Recovered, listening, links started: `/readyz` says so.
+                pl.metrics.serving.store(true, Ordering::Relaxed);
                 pl.run();
             }));
+            health.serving.store(false, Ordering::Relaxed);
             if let Err(payload) = run {
+                health.failed.store(true, Ordering::Relaxed);
                 let what = payload
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
@@ -474,8 +480,7 @@ impl<M: Message> Acceptor<M> {
         let mut s = match tokio::time::timeout_at(deadline, self.tls.accept(tcp)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                self.metrics.tls_refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.refuse("tls");
                 tracing::info!(node = self.node.0, "TLS handshake refused: {e}");
                 return;
             }
@@ -490,20 +495,19 @@ impl<M: Message> Acceptor<M> {
         match hello {
             Ok(Wire::HelloPeer { cluster_id: got, from, to, incarnation }) => {
                 if &got != cluster_id {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("wrong_cluster");
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
                 if !self.cluster.topology.contains(from) {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("unknown_node");
                     return refuse::<M>(&mut s, WireError::UnknownNode(from.0)).await;
                 }
                 if to != self.node {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("not_for_me");
                     return refuse::<M>(&mut s, WireError::NotForMe { me: self.node.0, to: to.0 }).await;
                 }
                 if !s.proves(&node_name(from)) {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    self.metrics.tls_refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("unauthenticated");
                     tracing::warn!(
                         node = self.node.0,
                         from = from.0,
@@ -513,7 +517,7 @@ impl<M: Message> Acceptor<M> {
                     return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: node_name(from) }).await;
                 }
                 if let Err(known) = self.peers.check(from, incarnation) {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("stale_incarnation");
                     tracing::error!(
                         node = self.node.0,
                         from = from.0,
@@ -529,22 +533,21 @@ impl<M: Message> Acceptor<M> {
             }
             Ok(Wire::HelloClient { cluster_id: got }) => {
                 if &got != cluster_id {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("wrong_cluster");
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
                 if !s.proves(CLIENT_NAME) {
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    self.metrics.tls_refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("unauthenticated");
                     return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: CLIENT_NAME.into() }).await;
                 }
                 self.serve_client(s).await
             }
             Ok(_) => {
-                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.refuse("no_hello");
                 refuse::<M>(&mut s, WireError::NoHello).await
             }
             Err(e) => {
-                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.refuse("bad_frame");
                 refuse::<M>(&mut s, WireError::BadFrame(e.to_string())).await
             }
         }
@@ -658,7 +661,7 @@ impl<M: Message> Acceptor<M> {
         if self.input.send(Input::ClientHello { client, tx: tx.clone() }).is_err() {
             return;
         }
-        self.metrics.clients.fetch_add(1, Ordering::Relaxed);
+        self.metrics.clients.inc();
         let idle = Duration::from_millis(limits.idle_timeout_ms);
         loop {
             // Closing mid-frame is fine: a client that sends half a frame and
@@ -695,24 +698,24 @@ impl<M: Message> Acceptor<M> {
                 }
                 Ok(_) => {
                     let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("bad_frame");
                     break;
                 }
                 Err(FrameError::Io(_)) | Err(FrameError::Truncated) => break,
                 Err(e) => {
                     // A malformed frame leaves the stream at an unknown offset: refuse and close.
                     let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame(e.to_string()))));
-                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.refuse("bad_frame");
                     break;
                 }
             };
             if let Some(e) = refusal {
-                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.refuse(e.reason());
                 let _ = tx.send(encode::<M>(&Wire::Refused(e)));
             }
         }
         let _ = self.input.send(Input::ClientGone { client });
-        self.metrics.clients.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.clients.dec();
         drop(tx);
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     }
@@ -765,27 +768,21 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
         match obs {
             Observation::Visible { origin, written_us, .. } => {
                 if origin == self.dc {
-                    self.metrics.local_writes.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.local_writes.inc();
                 } else {
-                    self.metrics.remote_visible.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut h) = self.metrics.visibility.lock() {
-                        let _ = h.record(self.now.saturating_sub(written_us).max(1));
-                    }
+                    self.metrics.remote_visible.inc();
+                    self.metrics.visibility_seconds.observe(self.now.saturating_sub(written_us) as f64 / 1e6);
                 }
             }
             Observation::Stable { stable_us } => {
-                self.metrics.stable_lag_us.store(self.now.saturating_sub(stable_us), Ordering::Relaxed);
+                self.metrics.stable_lag_seconds.set(self.now.saturating_sub(stable_us) as f64 / 1e6);
             }
             Observation::Blocked { waited_us, .. } => {
-                self.metrics.blocked.fetch_add(1, Ordering::Relaxed);
-                self.metrics.blocked_us.fetch_add(waited_us, Ordering::Relaxed);
+                self.metrics.blocked.inc();
+                self.metrics.blocked_seconds.inc_by(waited_us as f64 / 1e6);
             }
             Observation::Sample { what, value } => {
-                if let Ok(mut m) = self.metrics.samples.lock() {
-                    let e = m.entry(what).or_default();
-                    e.0 += 1;
-                    e.1 += value;
-                }
+                self.metrics.sample(what, value);
             }
         }
     }
@@ -933,7 +930,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                     return;
                 }
                 self.delivered[from.idx()] = seq;
-                self.metrics.peer_in.fetch_add(1, Ordering::Relaxed);
+                self.metrics.peer_in.inc();
                 self.server.on_peer(&mut env, from, msg);
                 // The delivery mark follows the handler's effects in the log.
                 for (k, v) in env.store.drain_journal() {
@@ -958,7 +955,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                 if self.delivered[from.idx()] + 1 < after_seq {
                     return;
                 }
-                self.metrics.peer_in.fetch_add(1, Ordering::Relaxed);
+                self.metrics.peer_in.inc();
                 self.server.on_peer(&mut env, from, msg);
             }
             Input::Stop => self.stopping = true,
@@ -1088,10 +1085,10 @@ impl<P: Protocol> ProtocolLoop<P> {
         if self.wal.bytes > self.snapshot_bytes {
             self.checkpoint();
         }
-        self.metrics.versions.store(self.store.version_count() as u64, Ordering::Relaxed);
-        self.metrics.keys.store(self.store.key_count() as u64, Ordering::Relaxed);
-        self.metrics.wal_bytes.store(self.wal.bytes, Ordering::Relaxed);
-        self.metrics.wal_syncs.store(self.wal.syncs, Ordering::Relaxed);
+        self.metrics.versions.set(self.store.version_count() as i64);
+        self.metrics.keys.set(self.store.key_count() as i64);
+        self.metrics.wal_bytes.set(self.wal.bytes as i64);
+        NodeMetrics::catch_up(&self.metrics.wal_syncs, self.wal.syncs);
     }
 
     /// Compact the log: everything durable about this node, as one snapshot.
@@ -1175,7 +1172,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         let Some(h) = self.compaction.take() else { return };
         match h.join() {
             Ok(Ok(())) => {
-                self.metrics.snapshots.fetch_add(1, Ordering::Relaxed);
+                self.metrics.snapshots.inc();
             }
             Ok(Err(e)) => {
                 tracing::error!(node = self.node.0, "snapshot failed: {e}; stopping the node");
@@ -1199,7 +1196,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         match o {
             Release::Peer { to, seq, msg } => {
                 let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
-                self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
+                self.metrics.peer_out.inc();
                 if let Some(link) = &self.links[to.idx()] {
                     // Never blocks: the link spills to disk what it cannot
                     // keep in memory.
@@ -1208,7 +1205,7 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
             Release::Ephemeral { to, after_seq, msg } => {
                 let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
-                self.metrics.peer_out.fetch_add(1, Ordering::Relaxed);
+                self.metrics.peer_out.inc();
                 if let Some(link) = &self.links[to.idx()] {
                     let _ = link.send(LinkItem::Ephemeral { after_seq, msg, due });
                 }

@@ -10,7 +10,6 @@ use causeway_net::tls::NodeTls;
 use causeway_net::{Fsync, Session};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::eventual::{Eventual, Msg};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -70,7 +69,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
     visible(&c, DcId(0), b"b").await;
 
     // Node 1 loses its data dir and comes back: node 0 refuses it loudly.
-    let refused_before = cluster.node(NodeId(0)).unwrap().metrics.refused.load(Ordering::Relaxed);
+    let refused_before = cluster.node(NodeId(0)).unwrap().metrics.refused_total();
     let n1_dir = c.node_dir(NodeId(1));
     let mut cluster = tokio::task::spawn_blocking(move || {
         let mut cluster = cluster;
@@ -86,7 +85,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
     let mut w1 = Session::<Eventual>::new(c.clone(), DcId(1), 2).unwrap();
     w1.put(Bytes::from_static(b"c"), Bytes::from_static(b"3")).await.unwrap();
     let start = Instant::now();
-    while cluster.node(NodeId(0)).unwrap().metrics.refused.load(Ordering::Relaxed) == refused_before {
+    while cluster.node(NodeId(0)).unwrap().metrics.refused_total() == refused_before {
         assert!(start.elapsed() < Duration::from_secs(10), "node 0 took back a node 1 that lost its data");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -10,7 +10,6 @@ use causeway_net::config::Limits;
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::{Fsync, Session};
 use causeway_protocols::{ProtocolName, with_protocol};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const PEER_QUEUE: usize = 4;
@@ -70,13 +69,13 @@ async fn outage(p: ProtocolName) {
             // The link task takes each message from the protocol thread
             // after the write was acknowledged, and updates its depth then.
             let since = Instant::now();
-            while m.peer_depth[to.idx()].load(Ordering::Relaxed) < WRITES_PER_DC as u64
+            while (m.peer_depth[to.idx()].get() as u64) < WRITES_PER_DC as u64
                 && since.elapsed() < Duration::from_secs(10)
             {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            let depth = m.peer_depth[to.idx()].load(Ordering::Relaxed);
-            let spilled = m.peer_spilled[to.idx()].load(Ordering::Relaxed);
+            let depth = m.peer_depth[to.idx()].get() as u64;
+            let spilled = m.peer_spilled[to.idx()].get() as u64;
             assert!(depth >= WRITES_PER_DC as u64, "{p}: node {from:?} holds {depth} messages for {to:?}");
             assert!(depth - spilled <= PEER_QUEUE as u64, "{p}: {depth} queued, only {spilled} on disk");
         }

@@ -10,7 +10,6 @@ use causeway_net::{ClientError, Cluster, Fsync, Session};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::eventual::{Eventual, Msg};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -47,7 +46,10 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
-    let refused = |n: u32| cluster.node(NodeId(n)).unwrap().metrics.tls_refused.load(Ordering::Relaxed);
+    let refused = |n: u32| {
+        let m = &cluster.node(NodeId(n)).unwrap().metrics;
+        m.refused_for("tls") + m.refused_for("unauthenticated")
+    };
     // The rightful client: reads and writes over TLS.
     let mut good = Session::<Eventual>::new(c.clone(), DcId(0), 1).unwrap();
     good.put(Bytes::from_static(b"k"), Bytes::from_static(b"v0")).await.unwrap();
@@ -123,7 +125,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
     assert_ne!(remote.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"forged"[..]));
     // The metric is exported.
     let text = cluster.node(NodeId(0)).unwrap().metrics.render();
-    assert!(text.contains("causeway_tls_refused_total"), "{text}");
+    assert!(text.contains("causeway_refused_total{reason=\"tls\"}"), "{text}");
     let _ = ClientTls::load(&c).unwrap();
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
 }
