@@ -1,51 +1,108 @@
 #!/usr/bin/env python3
-"""Side-by-side throughput: Debian's redis-server vs `causeway bench`.
+"""Side-by-side throughput: Debian's redis-server vs Causeway.
 
-Runs `redis-benchmark -c 50 -d 64 -t set,get` (random keys over 100 000,
-no pipelining) and `causeway bench -c 50 -d 64` for each protocol, alternating
-them ROUNDS times in one session on this machine, and prints medians and the
-ratio to Redis. Needs redis-server and redis-benchmark on PATH and a release
-build of causeway (cargo build --release -p causeway).
+Default mode: `redis-benchmark -c 50 -d 64 -t set,get -r 100000` (no
+pipelining) against redis-server, and `causeway bench -c 50 -d 64` (its own
+client, in-process embedded node) for each protocol.
 
-usage: scripts/redis-compare.py [ROUNDS] [SECONDS] [FSYNC]
+--front-door: the same client binary on both sides. redis-benchmark drives
+redis-server and, for each protocol, a one-node `causeway up --redis-port`
+(1 DC x 1 partition, its Redis front door), with -P PIPELINE if given.
+
+Rounds alternate the systems in one session on this machine; medians and
+ratios to Redis are printed. Needs redis-server and redis-benchmark on PATH
+(apt-get install redis-server redis-tools) and a release build of causeway
+(cargo build --release -p causeway).
+
+usage: scripts/redis-compare.py [--front-door] [-P N] [ROUNDS] [SECONDS] [FSYNC]
 """
-import json, re, statistics, subprocess, sys, time
+import json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
 
-rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-fsync = sys.argv[3] if len(sys.argv) > 3 else "never"
+args = sys.argv[1:]
+front_door = "--front-door" in args
+args = [a for a in args if a != "--front-door"]
+pipeline = 1
+if "-P" in args:
+    i = args.index("-P")
+    pipeline = int(args[i + 1])
+    del args[i:i + 2]
+rounds = int(args[0]) if len(args) > 0 else 5
+seconds = int(args[1]) if len(args) > 1 else 4
+fsync = args[2] if len(args) > 2 else "never"
 protocols = ["eventual", "causalspartanx"]
 causeway = "target/release/causeway"
-port = "6399"
+redis_port = "6399"
+door_port = 6480
 
-redis = subprocess.Popen(["redis-server", "--port", port, "--save", "", "--appendonly", "no"],
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing answered on port {port}")
+
+
+def redis_benchmark(port, kinds, requests):
+    """ops/s per kind from one redis-benchmark run."""
+    out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", "50", "-d", "64", "-r", "100000",
+                          "-n", str(requests), "-P", str(pipeline), "-t", ",".join(kinds), "-q"],
+                         capture_output=True, text=True).stdout.replace("\r", "\n")
+    res = {}
+    for kind in kinds:
+        m = re.findall(rf"^{kind.upper()}: ([0-9.]+) requests per second", out, re.M)
+        if not m:
+            raise SystemExit(f"redis-benchmark printed no {kind} rate:\n{out}")
+        res[kind] = float(m[-1])
+    return res
+
+
+def front_door_run(p):
+    """Start a one-node cluster with a Redis front door, benchmark it, stop it."""
+    d = tempfile.mkdtemp(prefix=f"causeway-door-{p}-")
+    up = subprocess.Popen([causeway, "up", "-p", p, "--dcs", "1", "--partitions", "1", "--no-wan",
+                           "--fsync", fsync, "--redis-port", str(door_port), "--data-dir", f"{d}/data",
+                           "--config-out", f"{d}/cluster.toml"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(door_port)
+        # As many requests as Redis would do in `seconds` at ~1/3 its rate.
+        return redis_benchmark(door_port, ("set", "get"), 15_000 * seconds * pipeline)
+    finally:
+        up.terminate()
+        up.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+redis = subprocess.Popen(["redis-server", "--port", redis_port, "--save", "", "--appendonly", "no"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-time.sleep(0.5)
-res = {("redis", "set"): [], ("redis", "get"): []}
-for p in protocols:
-    res[(p, "set")] = []
-    res[(p, "get")] = []
+wait_port(int(redis_port))
+res = {(who, kind): [] for who in ["redis"] + protocols for kind in ("set", "get")}
 try:
     for r in range(rounds):
-        n = str(40_000 * seconds)
-        out = subprocess.run(["redis-benchmark", "-p", port, "-c", "50", "-d", "64", "-r", "100000",
-                              "-n", n, "-t", "set,get", "-q"], capture_output=True, text=True).stdout
-        out = out.replace("\r", "\n")
-        for kind in ("set", "get"):
-            m = re.findall(rf"^{kind.upper()}: ([0-9.]+) requests per second", out, re.M)
-            res[("redis", kind)].append(float(m[-1]))
+        for kind, v in redis_benchmark(redis_port, ("set", "get"), 40_000 * seconds * pipeline).items():
+            res[("redis", kind)].append(v)
         for p in protocols:
-            out = subprocess.run([causeway, "bench", "-p", p, "-c", "50", "-d", "64", "--seconds", str(seconds),
-                                  "--fsync", fsync, "--json"], capture_output=True, text=True).stdout
-            j = json.loads(out)
-            for kind in ("set", "get"):
-                res[(p, kind)].append(j[kind]["throughput_ops_s"])
+            if front_door:
+                got = front_door_run(p)
+            else:
+                out = subprocess.run([causeway, "bench", "-p", p, "-c", "50", "-d", "64", "--seconds",
+                                      str(seconds), "--fsync", fsync, "--json"], capture_output=True, text=True).stdout
+                j = json.loads(out)
+                got = {kind: j[kind]["throughput_ops_s"] for kind in ("set", "get")}
+            for kind, v in got.items():
+                res[(p, kind)].append(v)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
 finally:
     redis.terminate()
 
-print(f"{rounds} alternating rounds, {seconds} s per causeway phase, 50 connections, 64-byte values, "
-      f"100 000 keys, causeway fsync={fsync}")
+client = f"redis-benchmark -P {pipeline} on both sides (Causeway: its Redis front door)" if front_door \
+    else "redis-benchmark vs causeway bench"
+print(f"{rounds} alternating rounds, {client}, 50 connections, 64-byte values, 100 000 keys, "
+      f"causeway fsync={fsync}")
 print(f"{'system':<16} {'op':<4} {'median ops/s':>13} {'ratio to redis':>15}   all runs")
 for kind in ("set", "get"):
     base = statistics.median(res[("redis", kind)])

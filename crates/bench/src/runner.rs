@@ -191,6 +191,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         // Experiments measure protocols, not disks.
         fsync: Fsync::Never,
         params: sc.protocol.clone(),
+        ports: Default::default(),
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
     let w = &sc.workload;

@@ -179,6 +179,16 @@ enum Cmd {
         /// `--param rot_steps=4`; they go into the config's `[params]`.
         #[arg(long = "param")]
         params: Vec<String>,
+        /// Serve the Redis protocol: node N on 127.0.0.1:PORT+N (one
+        /// connection = one causal session in that node's DC).
+        #[arg(long)]
+        redis_port: Option<u16>,
+        /// Serve /metrics, /healthz and /readyz: node N on 127.0.0.1:PORT+N.
+        #[arg(long)]
+        metrics_port: Option<u16>,
+        /// When the log is synced: always | group | never.
+        #[arg(long, default_value = "always")]
+        fsync: String,
     },
     /// Read a key: prints its value. A missing key prints nothing and exits
     /// with status 3 (with --json: `"found": false`).
@@ -471,8 +481,28 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err(format!("{} torture runs failed", failed.len()).into());
             }
         }
-        Cmd::Up { protocol, dcs, partitions, data_dir, config_out, no_wan, params } => {
-            net::up(protocol, dcs, partitions, data_dir, &config_out, no_wan, parse_params(&params)?)?
+        Cmd::Up {
+            protocol,
+            dcs,
+            partitions,
+            data_dir,
+            config_out,
+            no_wan,
+            params,
+            redis_port,
+            metrics_port,
+            fsync,
+        } => {
+            let ports = causeway_net::embedded::Ports { metrics: metrics_port, redis: redis_port };
+            let spec = causeway_net::embedded::EmbeddedSpec {
+                dcs,
+                partitions,
+                fsync: parse_fsync(&fsync)?,
+                params: parse_params(&params)?,
+                ports,
+                ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
+            };
+            net::up(spec, &config_out, no_wan)?
         }
         Cmd::Get { key, at } => net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?,
         Cmd::Put { key, value, at } => {
@@ -491,12 +521,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }),
         )?,
         Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json, timeout_ms } => {
-            let fsync = match fsync.as_str() {
-                "always" => causeway_net::Fsync::Always,
-                "group" => causeway_net::Fsync::Group,
-                "never" => causeway_net::Fsync::Never,
-                other => return Err(format!("--fsync must be always, group or never, not {other:?}").into()),
-            };
+            let fsync = parse_fsync(&fsync)?;
             let op_timeout = std::time::Duration::from_millis(timeout_ms);
             run::bench(run::BenchArgs {
                 protocol,
@@ -572,6 +597,15 @@ fn declared_bound_us(protocol: &str, max_rtt_ms: u64) -> Result<u64, String> {
     Ok(causeway_protocols::with_protocol!(p, P => {
         <P as causeway_core::Protocol>::liveness_bound_us(&Default::default(), &env)
     }))
+}
+
+fn parse_fsync(s: &str) -> Result<causeway_net::Fsync, String> {
+    match s {
+        "always" => Ok(causeway_net::Fsync::Always),
+        "group" => Ok(causeway_net::Fsync::Group),
+        "never" => Ok(causeway_net::Fsync::Never),
+        other => Err(format!("--fsync must be always, group or never, not {other:?}")),
+    }
 }
 
 fn parse_level(s: &str) -> Result<causeway_check::Level, String> {

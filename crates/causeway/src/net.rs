@@ -3,7 +3,7 @@
 use causeway_core::{DcId, Op, OpResult};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::{ClusterConfig, Session};
-use causeway_protocols::{ProtocolName, with_protocol};
+use causeway_protocols::with_protocol;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,23 +65,12 @@ pub fn server(config: &Path, node: u32) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn up(
-    protocol: ProtocolName,
-    dcs: u16,
-    partitions: u32,
-    data_dir: PathBuf,
-    config_out: &Path,
-    no_wan: bool,
-    params: toml::Table,
-) -> Result<(), Error> {
+pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool) -> Result<(), Error> {
     let rt = runtime()?;
-    let mut spec = EmbeddedSpec::default_for(protocol, data_dir);
-    spec.params = params;
-    spec.dcs = dcs;
-    spec.partitions = partitions;
-    if no_wan || dcs != 3 {
+    if no_wan || spec.dcs != 3 {
         spec.rtt_ms = Vec::new();
     }
+    let (protocol, dcs, partitions) = (spec.protocol, spec.dcs, spec.partitions);
     let cluster = Embedded::start(spec, rt.handle())?;
     std::fs::write(config_out, cluster.cluster.to_toml())?;
     println!(
@@ -93,6 +82,16 @@ pub fn up(
         config_out.display()
     );
     println!("try: causeway put k v --config {0} && causeway get k --dc 1 --config {0}", config_out.display());
+    let c = &cluster.cluster;
+    for (i, a) in c.redis_addrs.iter().enumerate() {
+        if let Some(a) = a {
+            let dc = c.topology.dc_name(c.topology.dc_of(causeway_core::NodeId(i as u32)));
+            println!("redis: node {i} ({dc}) on redis-cli -h {} -p {}", a.ip(), a.port());
+        }
+    }
+    for (i, a) in c.metrics_addrs.iter().enumerate() {
+        println!("metrics: node {i} on http://{a}/metrics");
+    }
     println!("Ctrl-C to stop.");
     rt.block_on(shutdown_signal());
     cluster.stop()?;

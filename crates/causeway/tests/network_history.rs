@@ -24,6 +24,7 @@ fn network_histories_pass_the_checker() {
             data_dir: dir.clone(),
             fsync: Fsync::Never,
             params: toml::Table::new(),
+            ports: Default::default(),
         };
         let cluster = Embedded::start(spec, rt.handle()).unwrap();
         let c = cluster.cluster.clone();

@@ -106,6 +106,13 @@ impl<P: Protocol> Session<P> {
     /// A session attached to `dc`. `id` names the session in protocol state
     /// (any value unique among the caller's sessions).
     pub fn new(cluster: Arc<Cluster>, dc: DcId, id: u32) -> Result<Session<P>, ClientError> {
+        let tls = ClientTls::load(&cluster)?;
+        Self::with_tls(cluster, dc, id, tls)
+    }
+
+    /// [`Session::new`] with given credentials (a node's front door shows
+    /// the node's certificate).
+    pub fn with_tls(cluster: Arc<Cluster>, dc: DcId, id: u32, tls: ClientTls) -> Result<Session<P>, ClientError> {
         if dc.idx() >= cluster.topology.dcs() {
             return Err(ClientError::UnknownDc { dc: dc.0, dcs: cluster.topology.dcs() });
         }
@@ -115,7 +122,6 @@ impl<P: Protocol> Session<P> {
             ClientCtx { id: ClientId(id), dc, nonce: rand::random(), topology: cluster.topology.clone() },
         );
         let (events_tx, events) = mpsc::unbounded_channel();
-        let tls = ClientTls::load(&cluster)?;
         Ok(Session {
             tls,
             cluster,
@@ -264,6 +270,11 @@ impl<P: Protocol> Session<P> {
             self.conns.clear();
         }
         r
+    }
+
+    /// Whether an earlier error ended this session (see [`ClientError::Broken`]).
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     async fn execute_inner(&mut self, op: Op) -> Result<OpResult, ClientError> {

@@ -5,7 +5,8 @@
 //! protocol = "causalspartanx"
 //! data_dir = "causeway-data"      # node N keeps its log in data_dir/node-N
 //! nodes = ["127.0.0.1:7100", "127.0.0.1:7101"]   # one address per node id, topology order
-//! metrics = ["127.0.0.1:9100", "127.0.0.1:9101"] # optional: Prometheus endpoints
+//! metrics = ["127.0.0.1:9100", "127.0.0.1:9101"] # optional: /metrics, /healthz, /readyz
+//! redis = ["127.0.0.1:6380", ""]  # optional: Redis-protocol front doors ("" for none)
 //!
 //! [topology]                      # causeway_core::TopologySpec
 //! dcs = 2
@@ -48,6 +49,9 @@ pub struct ClusterConfig {
     pub nodes: Vec<String>,
     #[serde(default)]
     pub metrics: Vec<String>,
+    /// Redis-protocol front doors, one entry per node; `""` for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redis: Vec<String>,
     pub topology: TopologySpec,
     /// The protocol's own parameters (its `Config`).
     #[serde(default = "empty_table")]
@@ -204,6 +208,10 @@ pub enum ConfigError {
     Topology(#[from] causeway_core::TopologyError),
     #[error("config: the topology has {expected} nodes but `nodes` lists {got} addresses")]
     NodeCount { expected: usize, got: usize },
+    #[error("config: `redis` lists {got} entries for {expected} nodes (use \"\" for a node without a front door)")]
+    RedisCount { expected: usize, got: usize },
+    #[error("config: `redis` entry {node} ({addr}) is already taken by entry {by} of `nodes` + `metrics`")]
+    RedisAddressTaken { node: usize, addr: SocketAddr, by: usize },
     #[error("config: `metrics` lists {got} addresses for {expected} nodes")]
     MetricsCount { expected: usize, got: usize },
     #[error("config: {field}[{index}] = {value:?} is not a socket address (host:port)")]
@@ -228,6 +236,8 @@ pub struct Cluster {
     pub topology: std::sync::Arc<Topology>,
     pub addrs: Vec<SocketAddr>,
     pub metrics_addrs: Vec<SocketAddr>,
+    /// Each node's Redis front door, if it has one.
+    pub redis_addrs: Vec<Option<SocketAddr>>,
     /// One-way injected delay between DCs, µs.
     pub wan_one_way_us: Vec<Vec<u64>>,
 }
@@ -295,6 +305,29 @@ impl ClusterConfig {
             return Err(ConfigError::MetricsCount { expected: topology.nodes(), got: self.metrics.len() });
         }
         let metrics_addrs = parse_addrs("metrics", &self.metrics)?;
+        if !self.redis.is_empty() && self.redis.len() != topology.nodes() {
+            return Err(ConfigError::RedisCount { expected: topology.nodes(), got: self.redis.len() });
+        }
+        let redis_addrs = self
+            .redis
+            .iter()
+            .enumerate()
+            .map(|(index, s)| match s.as_str() {
+                "" => Ok(None),
+                a => {
+                    a.parse().map(Some).map_err(|_| ConfigError::BadAddress { field: "redis", index, value: s.clone() })
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut taken: Vec<SocketAddr> = addrs.clone();
+        taken.extend(&metrics_addrs);
+        for (j, a) in redis_addrs.iter().enumerate() {
+            if let Some(a) = a
+                && let Some(i) = taken.iter().position(|b| b == a)
+            {
+                return Err(ConfigError::RedisAddressTaken { node: j, addr: *a, by: i });
+            }
+        }
         let m = topology.dcs();
         let mut wan = vec![vec![0u64; m]; m];
         if !self.wan.rtt_ms.is_empty() {
@@ -340,7 +373,7 @@ impl ClusterConfig {
             <P as causeway_core::Protocol>::validate(&cfg, &topology)
                 .map_err(|e| ConfigError::Protocol(format!("[params] for {}: {e}", protocol)))?;
         });
-        Ok(Cluster { config: self, protocol, topology, addrs, metrics_addrs, wan_one_way_us: wan })
+        Ok(Cluster { config: self, protocol, topology, addrs, metrics_addrs, redis_addrs, wan_one_way_us: wan })
     }
 }
 

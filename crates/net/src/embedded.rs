@@ -33,6 +33,16 @@ pub struct EmbeddedSpec {
     pub data_dir: PathBuf,
     pub fsync: Fsync,
     pub params: toml::Table,
+    pub ports: Ports,
+}
+
+/// Optional HTTP and Redis endpoints on loopback: node N gets base + N.
+#[derive(Clone, Debug, Default)]
+pub struct Ports {
+    /// `/metrics`, `/healthz`, `/readyz`.
+    pub metrics: Option<u16>,
+    /// The Redis-protocol front door.
+    pub redis: Option<u16>,
 }
 
 impl EmbeddedSpec {
@@ -47,8 +57,14 @@ impl EmbeddedSpec {
             data_dir,
             fsync: Fsync::Always,
             params: toml::Table::new(),
+            ports: Ports::default(),
         }
     }
+}
+
+/// `n` loopback addresses from port `base` on.
+fn numbered(base: u16, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("127.0.0.1:{}", base as usize + i)).collect()
 }
 
 pub struct Embedded {
@@ -115,7 +131,8 @@ impl Embedded {
             protocol: spec.protocol.as_str().into(),
             data_dir,
             nodes,
-            metrics: Vec::new(),
+            metrics: spec.ports.metrics.map(|b| numbered(b, n)).unwrap_or_default(),
+            redis: spec.ports.redis.map(|b| numbered(b, n)).unwrap_or_default(),
             topology,
             params: spec.params.clone(),
             storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },

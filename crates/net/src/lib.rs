@@ -6,7 +6,8 @@
 //! write-ahead log so an acknowledged write survives `kill -9` ([`wal`]), the
 //! node runtime ([`server`]), the async client library ([`client`]), the
 //! embedded one-command cluster ([`embedded`]), mutual TLS on every
-//! connection ([`tls`]) and Prometheus metrics ([`metrics`]).
+//! connection ([`tls`]), metrics and health over HTTP ([`metrics`]) and the
+//! Redis-protocol front door ([`redis`]).
 //!
 //! It is not a simulator: time is the machine's clock, and runs are not
 //! reproducible. Protocol logic lives in `causeway-protocols`, never here.
@@ -19,6 +20,7 @@ pub mod identity;
 pub mod link;
 pub mod load;
 pub mod metrics;
+pub mod redis;
 pub mod server;
 pub mod tls;
 pub mod wal;

@@ -47,6 +47,12 @@ pub struct Reason {
     pub reason: &'static str,
 }
 
+/// A Redis front-door command (`get`, `mset`, … or `other`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Command {
+    pub command: &'static str,
+}
+
 /// A protocol's sample name (`deps_per_write`, …).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct What {
@@ -96,6 +102,10 @@ pub struct NodeMetrics {
     pub wal_syncs: Counter,
     pub snapshots: Counter,
     pub clients: Gauge,
+    /// Open connections to the Redis front door.
+    pub redis_clients: Gauge,
+    /// Redis front-door commands, by command.
+    pub redis_commands: Family<Command, Counter>,
     /// Connections or requests refused, by reason: a
     /// [`WireError::reason`](crate::frame::WireError::reason), or `tls` for
     /// a failed handshake.
@@ -132,6 +142,8 @@ impl NodeMetrics {
             wal_syncs: Counter::default(),
             snapshots: Counter::default(),
             clients: Gauge::default(),
+            redis_clients: Gauge::default(),
+            redis_commands: Family::default(),
             refused: Family::default(),
             refused_all: AtomicU64::new(0),
             serving: AtomicBool::new(false),
@@ -186,6 +198,8 @@ impl NodeMetrics {
         r.register("wal_syncs", "fsyncs of the write-ahead log", self.wal_syncs.clone());
         r.register("snapshots", "Log compactions into a snapshot", self.snapshots.clone());
         r.register("clients", "Open client connections", self.clients.clone());
+        r.register("redis_clients", "Open Redis front-door connections", self.redis_clients.clone());
+        r.register("redis_commands", "Redis front-door commands, by command", self.redis_commands.clone());
         r.register(
             "refused",
             "Connections or requests refused, by reason (tls: a failed handshake; unauthenticated: a hello its certificate does not prove)",
@@ -195,6 +209,10 @@ impl NodeMetrics {
 
     pub fn count_request(&self, kind: &'static str) {
         self.requests.get_or_create(&Kind { kind }).inc();
+    }
+
+    pub fn count_redis(&self, command: &'static str) {
+        self.redis_commands.get_or_create(&Command { command }).inc();
     }
 
     pub fn record_latency(&self, kind: &'static str, us: u64) {

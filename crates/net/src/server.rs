@@ -304,6 +304,9 @@ pub fn spawn<P: Protocol>(
     if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
         rt.spawn(crate::metrics::serve(maddr, metrics.clone(), stop_rx.clone()));
     }
+    if let Some(raddr) = cluster.redis_addrs.get(node.idx()).copied().flatten() {
+        rt.spawn(crate::redis::serve::<P>(raddr, cluster.clone(), node, metrics.clone(), stop_rx.clone()));
+    }
 
     // The protocol thread.
     let cfg: P::Config = cluster.config.params.clone().try_into().expect("validated with the cluster config");
@@ -536,7 +539,10 @@ impl<M: Message> Acceptor<M> {
                     self.metrics.refuse("wrong_cluster");
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
                 }
-                if !s.proves(CLIENT_NAME) {
+                // A node's certificate may open client sessions too: its
+                // Redis front door is a client of its own cluster.
+                let nodes = self.cluster.topology.nodes() as u32;
+                if !s.proves(CLIENT_NAME) && !(0..nodes).any(|i| s.proves(&node_name(NodeId(i)))) {
                     self.metrics.refuse("unauthenticated");
                     return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: CLIENT_NAME.into() }).await;
                 }

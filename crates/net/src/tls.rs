@@ -213,6 +213,13 @@ impl ClientTls {
         Ok(ClientTls(dir_of(cluster).map(|d| connector(d, "client")).transpose()?))
     }
 
+    /// A client side that shows node `node`'s certificate: what a node's
+    /// Redis front door uses to open sessions (a node holds no client
+    /// certificate, and a node's credential is already trusted with more).
+    pub fn for_node(cluster: &Cluster, node: NodeId) -> Result<Self, TlsError> {
+        Ok(ClientTls(dir_of(cluster).map(|d| connector(d, &format!("node-{}", node.0))).transpose()?))
+    }
+
     /// Wrap a fresh TCP connection to node `to`, verifying it is that node.
     pub async fn connect(&self, tcp: TcpStream, to: NodeId) -> io::Result<Conn> {
         connect(self.0.as_ref(), tcp, to).await

@@ -44,6 +44,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         data_dir: dir,
         fsync: Fsync::Never,
         params: toml::Table::new(),
+        ports: Default::default(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -22,6 +22,7 @@ fn spec(name: &str) -> EmbeddedSpec {
         data_dir: d,
         fsync: Fsync::Never,
         params: toml::Table::new(),
+        ports: Default::default(),
     }
 }
 

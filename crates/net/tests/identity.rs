@@ -35,6 +35,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         data_dir: dir.clone(),
         fsync: Fsync::Never,
         params: toml::Table::new(),
+        ports: Default::default(),
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -23,6 +23,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         data_dir: tmp(&format!("{name}-{p}")),
         fsync: Fsync::Never,
         params: toml::Table::new(),
+        ports: Default::default(),
     }
 }
 

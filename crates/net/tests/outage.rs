@@ -26,6 +26,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         data_dir: d,
         fsync: Fsync::Never,
         params: toml::Table::new(),
+        ports: Default::default(),
     }
 }
 

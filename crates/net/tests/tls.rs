@@ -43,6 +43,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
         data_dir: dir.join("data"),
         fsync: Fsync::Never,
         params: toml::Table::new(),
+        ports: Default::default(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -1,0 +1,630 @@
+//! The Redis-protocol front door: an optional listener on a node that speaks
+//! RESP2, so that `redis-cli`, `redis-benchmark` and Redis client libraries
+//! work unchanged against any Causeway protocol.
+//!
+//! One Redis connection is one causal session ([`Session`]) in the node's
+//! DC: the front door is a client of its own cluster, holding the
+//! protocol's client state (dependencies, snapshot vectors…) per connection
+//! and reaching every partition of the DC, this node included, over the
+//! ordinary client path (TLS under the node's own certificate). So what a
+//! connection reads honours what it read and wrote before, as the protocol
+//! promises its sessions, and nothing here bypasses the protocol.
+//!
+//! Commands and what they mean on a causal store:
+//! - `GET`, `SET key value` (no options: no expiry or conditional writes),
+//!   `DEL` (tombstones; the count is of keys that had a value when read
+//!   just before), `EXISTS`.
+//! - `MGET`: one read-only transaction (a causally consistent snapshot)
+//!   where the protocol has them, else one `GET` per key.
+//! - `MSET`: one write-only transaction (all or nothing visible) where the
+//!   protocol has them; refused elsewhere rather than silently non-atomic.
+//! - `MULTI` … `EXEC`: the queued `GET`/`MGET` become one read-only
+//!   transaction, the queued `SET`/`MSET` one write-only transaction, both
+//!   one read-write transaction (reads first, as the protocols define it;
+//!   a read queued after a write is refused).
+//! - `PING`, `ECHO`, `INFO`, `SELECT 0`, `QUIT`, and `CONFIG GET`,
+//!   `COMMAND`, `CLIENT` answered harmlessly for tools that ask at start.
+//!
+//! Requests are answered in order; pipelined requests are read in one go
+//! and their replies written in one go. A request larger than
+//! `[limits] max_frame_bytes` is refused and the connection closed. If the
+//! session breaks (a node did not answer within the deadline), the error is
+//! returned and the connection closed: its causal context is gone, and a
+//! reconnecting client starts a fresh one.
+
+use crate::client::{ClientError, Session};
+use crate::config::Cluster;
+use crate::metrics::NodeMetrics;
+use crate::tls::ClientTls;
+use bytes::{Bytes, BytesMut};
+use causeway_core::{DcId, NodeId, OpKind, Protocol};
+use redis_protocol::resp2::decode::decode_bytes_mut;
+use redis_protocol::resp2::encode::extend_encode;
+use redis_protocol::resp2::types::BytesFrame as Frame;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// What a front door needs to open sessions.
+struct Door {
+    cluster: Arc<Cluster>,
+    node: NodeId,
+    dc: DcId,
+    tls: ClientTls,
+    metrics: Arc<NodeMetrics>,
+    next_session: AtomicU32,
+}
+
+/// Serve the Redis protocol on `addr` for node `node` until `stop` fires.
+pub async fn serve<P: Protocol>(
+    addr: SocketAddr,
+    cluster: Arc<Cluster>,
+    node: NodeId,
+    metrics: Arc<NodeMetrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let tls = match ClientTls::for_node(&cluster, node) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(node = node.0, "redis front door {addr}: {e}");
+            return;
+        }
+    };
+    let l = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(node = node.0, "redis front door {addr}: {e}");
+            return;
+        }
+    };
+    tracing::info!(node = node.0, "redis front door on {addr} ({})", P::NAME);
+    let dc = cluster.topology.dc_of(node);
+    let permits = Arc::new(tokio::sync::Semaphore::new(cluster.config.limits.max_connections));
+    let door = Arc::new(Door { cluster, node, dc, tls, metrics, next_session: AtomicU32::new(1) });
+    let mut backoff = Duration::ZERO;
+    loop {
+        tokio::select! {
+            r = l.accept() => match r {
+                Ok((s, _)) => {
+                    backoff = Duration::ZERO;
+                    let Ok(permit) = permits.clone().try_acquire_owned() else {
+                        door.metrics.refuse("too_many_connections");
+                        let mut s = s;
+                        tokio::spawn(async move {
+                            let _ = s.write_all(b"-ERR max number of clients reached\r\n").await;
+                        });
+                        continue;
+                    };
+                    let door = door.clone();
+                    let stop = stop.clone();
+                    tokio::spawn(async move {
+                        door.metrics.redis_clients.inc();
+                        connection::<P>(&door, s, stop).await;
+                        door.metrics.redis_clients.dec();
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and the like repeat while their cause lasts.
+                    tracing::warn!(node = door.node.0, "redis front door: accept failed: {e}");
+                    backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    tokio::time::sleep(backoff).await;
+                }
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// One connection: read what is there, answer every whole request in it,
+/// write the answers at once.
+async fn connection<P: Protocol>(door: &Door, mut s: TcpStream, mut stop: watch::Receiver<bool>) {
+    let _ = s.set_nodelay(true);
+    let id = door.next_session.fetch_add(1, Ordering::Relaxed);
+    let session = match Session::<P>::with_tls(door.cluster.clone(), door.dc, id, door.tls.clone()) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = s.write_all(format!("-ERR {e}\r\n").as_bytes()).await;
+            return;
+        }
+    };
+    let mut c = Conn::<P> { session, multi: None, info: info::<P>(door) };
+    let limits = &door.cluster.config.limits;
+    let idle = Duration::from_millis(limits.idle_timeout_ms);
+    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::with_capacity(16 * 1024);
+    loop {
+        // Every whole request already read, in order.
+        let mut close = false;
+        loop {
+            let args = if input.first().is_some_and(|b| *b != b'*') {
+                // An inline command (`PING\r\n` typed into telnet).
+                let Some(end) = input.iter().position(|b| *b == b'\n') else { break };
+                let line = input.split_to(end + 1).freeze();
+                let text = line.strip_suffix(b"\n").unwrap_or(&line);
+                let text = text.strip_suffix(b"\r").unwrap_or(text);
+                let args: Vec<Bytes> = text
+                    .split(|b| b.is_ascii_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .map(|w| line.slice_ref(w))
+                    .collect();
+                if args.is_empty() {
+                    continue;
+                }
+                Ok(args)
+            } else {
+                match decode_bytes_mut(&mut input) {
+                    Ok(None) => break,
+                    Ok(Some((frame, _, _))) => request_args(frame),
+                    Err(e) => {
+                        reply(&mut out, &Frame::Error(format!("ERR Protocol error: {e}").into()));
+                        close = true;
+                        break;
+                    }
+                }
+            };
+            let answer = match args {
+                Ok(args) => {
+                    if let Some(name) = args.first() {
+                        door.metrics.count_redis(command_name(name));
+                    }
+                    c.command(args).await
+                }
+                Err(e) => Answer::Reply(Frame::Error(e.into())),
+            };
+            match answer {
+                Answer::Reply(f) => reply(&mut out, &f),
+                Answer::Close(f) => {
+                    reply(&mut out, &f);
+                    close = true;
+                    break;
+                }
+            }
+        }
+        if !out.is_empty() && s.write_all(&out).await.is_err() {
+            return;
+        }
+        out.clear();
+        if close {
+            return;
+        }
+        if input.len() > limits.max_frame_bytes {
+            door.metrics.refuse("redis_request_too_large");
+            let e = format!("-ERR request larger than max_frame_bytes ({})\r\n", limits.max_frame_bytes);
+            let _ = s.write_all(e.as_bytes()).await;
+            return;
+        }
+        let n = tokio::select! {
+            r = tokio::time::timeout(idle, s.read_buf(&mut input)) => match r {
+                Ok(Ok(n)) => n,
+                _ => return,
+            },
+            _ = stop.changed() => return,
+        };
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+fn reply(out: &mut BytesMut, f: &Frame) {
+    extend_encode(out, f, false).expect("encoding a reply into a growable buffer");
+}
+
+/// A request must be an array of bulk strings.
+fn request_args(frame: Frame) -> Result<Vec<Bytes>, &'static str> {
+    match frame {
+        Frame::Array(items) if !items.is_empty() => items
+            .into_iter()
+            .map(|f| match f {
+                Frame::BulkString(b) | Frame::SimpleString(b) => Ok(b),
+                _ => Err("ERR Protocol error: a request is an array of bulk strings"),
+            })
+            .collect(),
+        _ => Err("ERR Protocol error: a request is an array of bulk strings"),
+    }
+}
+
+/// The command's name for metrics: one of a fixed set, so that a client
+/// cannot grow the label set.
+fn command_name(name: &[u8]) -> &'static str {
+    const KNOWN: [&str; 18] = [
+        "get", "set", "del", "exists", "mget", "mset", "multi", "exec", "discard", "ping", "echo", "info", "select",
+        "quit", "config", "command", "client", "hello",
+    ];
+    KNOWN.iter().find(|k| name.eq_ignore_ascii_case(k.as_bytes())).copied().unwrap_or("other")
+}
+
+fn info<P: Protocol>(door: &Door) -> String {
+    let t = &door.cluster.topology;
+    format!(
+        "# Server\r\nredis_version:7.0.0\r\ncauseway_version:{}\r\ncauseway_protocol:{}\r\ncauseway_cluster:{}\r\n\
+         causeway_node:{}\r\ncauseway_dc:{}\r\ncausal:{}\r\nread_only_transactions:{}\r\n\
+         write_only_transactions:{}\r\nread_write_transactions:{}\r\n",
+        env!("CARGO_PKG_VERSION"),
+        P::NAME,
+        door.cluster.config.cluster_id,
+        door.node.0,
+        t.dc_name(door.dc),
+        P::CAUSAL,
+        offers::<P>(OpKind::Rot),
+        offers::<P>(OpKind::Wot),
+        offers::<P>(OpKind::Txn),
+    )
+}
+
+fn offers<P: Protocol>(k: OpKind) -> bool {
+    P::OPS.contains(&k)
+}
+
+enum Answer {
+    Reply(Frame),
+    /// Reply, then close the connection.
+    Close(Frame),
+}
+
+fn ok() -> Answer {
+    Answer::Reply(Frame::SimpleString(Bytes::from_static(b"OK")))
+}
+
+fn err(msg: impl Into<String>) -> Answer {
+    Answer::Reply(error(msg))
+}
+
+fn error(msg: impl Into<String>) -> Frame {
+    Frame::Error(msg.into().into())
+}
+
+fn bulk(v: Option<Bytes>) -> Frame {
+    v.map_or(Frame::Null, Frame::BulkString)
+}
+
+fn arity(name: &str) -> Answer {
+    err(format!("ERR wrong number of arguments for '{name}' command"))
+}
+
+/// A queued command of a MULTI block.
+enum Queued {
+    Get(Bytes),
+    MGet(Vec<Bytes>),
+    Set(Vec<(Bytes, Bytes)>),
+}
+
+struct Multi {
+    queued: Vec<Queued>,
+    /// A command was refused while queueing: EXEC aborts (as Redis does).
+    failed: bool,
+}
+
+struct Conn<P: Protocol> {
+    session: Session<P>,
+    multi: Option<Multi>,
+    info: String,
+}
+
+impl<P: Protocol> Conn<P> {
+    async fn command(&mut self, args: Vec<Bytes>) -> Answer {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+        let rest = &args[1..];
+        if let Some(m) = &mut self.multi {
+            match name.as_str() {
+                "exec" | "discard" | "multi" => {}
+                _ => {
+                    let q = match queued(&name, rest) {
+                        Ok(q) => q,
+                        Err(e) => {
+                            m.failed = true;
+                            return Answer::Reply(e);
+                        }
+                    };
+                    m.queued.push(q);
+                    return Answer::Reply(Frame::SimpleString(Bytes::from_static(b"QUEUED")));
+                }
+            }
+        }
+        match name.as_str() {
+            "ping" => match rest {
+                [] => Answer::Reply(Frame::SimpleString(Bytes::from_static(b"PONG"))),
+                [m] => Answer::Reply(Frame::BulkString(m.clone())),
+                _ => arity("ping"),
+            },
+            "echo" => match rest {
+                [m] => Answer::Reply(Frame::BulkString(m.clone())),
+                _ => arity("echo"),
+            },
+            "quit" => Answer::Close(Frame::SimpleString(Bytes::from_static(b"OK"))),
+            "select" => match rest {
+                [db] if db.as_ref() == b"0" => ok(),
+                [_] => err("ERR DB index is out of range (Causeway has one keyspace: 0)"),
+                _ => arity("select"),
+            },
+            "info" => Answer::Reply(Frame::BulkString(self.info.clone().into())),
+            // Tools ask for these at start; nothing here is configurable
+            // through Redis, so answer with empty values.
+            "config" => match rest {
+                [sub, params @ ..] if sub.eq_ignore_ascii_case(b"get") => Answer::Reply(Frame::Array(
+                    params
+                        .iter()
+                        .filter(|p| !p.contains(&b'*'))
+                        .flat_map(|p| [Frame::BulkString(p.clone()), Frame::BulkString(Bytes::new())])
+                        .collect(),
+                )),
+                _ => err("ERR CONFIG is not supported by Causeway's front door (only CONFIG GET, answered empty)"),
+            },
+            "command" => Answer::Reply(Frame::Array(Vec::new())),
+            "client" => ok(),
+            "hello" => err("NOPROTO this server speaks RESP2 only"),
+            "get" => match rest {
+                [k] => self.run(Exec::Get(k.clone())).await,
+                _ => arity("get"),
+            },
+            "set" => match rest {
+                [k, v] => self.run(Exec::Set(vec![(k.clone(), v.clone())])).await,
+                [_, _, ..] => {
+                    err("ERR SET options are not supported: a causal store has no expiry or conditional writes")
+                }
+                _ => arity("set"),
+            },
+            "mget" => match rest {
+                [] => arity("mget"),
+                keys => self.run(Exec::MGet(keys.to_vec())).await,
+            },
+            "mset" => match pairs(rest) {
+                Some(w) => self.run(Exec::Set(w)).await,
+                None => arity("mset"),
+            },
+            "exists" => match rest {
+                [] => arity("exists"),
+                keys => self.run(Exec::Exists(keys.to_vec())).await,
+            },
+            "del" => match rest {
+                [] => arity("del"),
+                keys => self.run(Exec::Del(keys.to_vec())).await,
+            },
+            "multi" => {
+                if self.multi.is_some() {
+                    return err("ERR MULTI calls can not be nested");
+                }
+                self.multi = Some(Multi { queued: Vec::new(), failed: false });
+                ok()
+            }
+            "discard" => match self.multi.take() {
+                Some(_) => ok(),
+                None => err("ERR DISCARD without MULTI"),
+            },
+            "exec" => match self.multi.take() {
+                None => err("ERR EXEC without MULTI"),
+                Some(m) if m.failed => err("EXECABORT Transaction discarded because of previous errors."),
+                Some(m) => self.run(Exec::Multi(m.queued)).await,
+            },
+            _ => err(format!(
+                "ERR unknown command '{}', with args beginning with: {}",
+                String::from_utf8_lossy(&args[0]),
+                rest.iter().take(3).map(|a| format!("'{}' ", String::from_utf8_lossy(a))).collect::<String>()
+            )),
+        }
+    }
+
+    /// Run a data command; a session error that ends the session closes
+    /// the connection after its reply.
+    async fn run(&mut self, e: Exec) -> Answer {
+        match self.exec(e).await {
+            Ok(f) => Answer::Reply(f),
+            Err(Failure::Refused(msg)) => err(msg),
+            Err(Failure::Client(e)) if self.session.is_broken() => {
+                Answer::Close(error(format!("ERR {e}; this connection's causal session has ended, reconnect")))
+            }
+            Err(Failure::Client(e)) => err(format!("ERR {e}")),
+        }
+    }
+
+    async fn exec(&mut self, e: Exec) -> Result<Frame, Failure> {
+        let s = &mut self.session;
+        Ok(match e {
+            Exec::Get(k) => bulk(s.get(k).await?),
+            Exec::Set(mut w) if w.len() == 1 => {
+                let (k, v) = w.pop().expect("one write");
+                s.put(k, v).await?;
+                Frame::SimpleString(Bytes::from_static(b"OK"))
+            }
+            Exec::Set(w) => {
+                if !offers::<P>(OpKind::Wot) {
+                    return Err(Failure::Refused(format!(
+                        "ERR MSET is a write-only transaction, which {} does not have; use one SET per key",
+                        P::NAME
+                    )));
+                }
+                s.wot(last_write_wins(w)).await?;
+                Frame::SimpleString(Bytes::from_static(b"OK"))
+            }
+            Exec::MGet(keys) => Frame::Array(read(s, &keys).await?.into_iter().map(bulk).collect()),
+            Exec::Exists(keys) => Frame::Integer(read(s, &keys).await?.iter().filter(|v| v.is_some()).count() as i64),
+            Exec::Del(keys) => {
+                let found = read(s, &keys).await?;
+                let mut unique = Vec::new();
+                for k in keys {
+                    if !unique.contains(&k) {
+                        unique.push(k);
+                    }
+                }
+                for k in unique {
+                    s.del(k).await?;
+                }
+                Frame::Integer(found.iter().filter(|v| v.is_some()).count() as i64)
+            }
+            Exec::Multi(queued) => self.multi(queued).await?,
+        })
+    }
+
+    /// EXEC: the queued reads as one snapshot, the queued writes as one
+    /// atomic write, or both as one read-write transaction.
+    async fn multi(&mut self, queued: Vec<Queued>) -> Result<Frame, Failure> {
+        let mut reads: Vec<Bytes> = Vec::new();
+        let mut writes: Vec<(Bytes, Bytes)> = Vec::new();
+        for q in &queued {
+            match q {
+                Queued::Get(k) => reads.push(k.clone()),
+                Queued::MGet(ks) => reads.extend(ks.iter().cloned()),
+                Queued::Set(w) => writes.extend(w.iter().cloned()),
+            }
+        }
+        let first_write = queued.iter().position(|q| matches!(q, Queued::Set(_)));
+        let last_read = queued.iter().rposition(|q| !matches!(q, Queued::Set(_)));
+        if let (Some(w), Some(r)) = (first_write, last_read)
+            && r > w
+        {
+            return Err(Failure::Refused(
+                "EXECABORT a Causeway transaction reads from one snapshot before it writes: queue the GETs first"
+                    .into(),
+            ));
+        }
+        let need = match (reads.is_empty(), writes.is_empty()) {
+            (true, true) => return Ok(Frame::Array(Vec::new())),
+            (false, true) => OpKind::Rot,
+            (true, false) => OpKind::Wot,
+            (false, false) => OpKind::Txn,
+        };
+        if !offers::<P>(need) {
+            return Err(Failure::Refused(format!(
+                "EXECABORT {} has no {} transactions",
+                P::NAME,
+                match need {
+                    OpKind::Rot => "read-only",
+                    OpKind::Wot => "write-only",
+                    _ => "read-write",
+                }
+            )));
+        }
+        let (unique, index) = dedup(&reads);
+        let values = match need {
+            OpKind::Rot => self.session.rot(unique).await?,
+            OpKind::Wot => {
+                self.session.wot(last_write_wins(writes)).await?;
+                Vec::new()
+            }
+            _ => self.session.txn(unique, last_write_wins(writes)).await?,
+        };
+        let mut values = index.into_iter().map(|i| values[i].clone());
+        Ok(Frame::Array(
+            queued
+                .iter()
+                .map(|q| match q {
+                    Queued::Get(_) => bulk(values.next().expect("one value per read")),
+                    Queued::MGet(ks) => Frame::Array(ks.iter().map(|_| bulk(values.next().expect("read"))).collect()),
+                    Queued::Set(_) => Frame::SimpleString(Bytes::from_static(b"OK")),
+                })
+                .collect(),
+        ))
+    }
+}
+
+enum Exec {
+    Get(Bytes),
+    Set(Vec<(Bytes, Bytes)>),
+    MGet(Vec<Bytes>),
+    Exists(Vec<Bytes>),
+    Del(Vec<Bytes>),
+    Multi(Vec<Queued>),
+}
+
+enum Failure {
+    /// Refused before anything was sent.
+    Refused(String),
+    Client(ClientError),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Client(e)
+    }
+}
+
+/// A command queued inside MULTI, or why it cannot be.
+fn queued(name: &str, rest: &[Bytes]) -> Result<Queued, Frame> {
+    match (name, rest) {
+        ("get", [k]) => Ok(Queued::Get(k.clone())),
+        ("mget", keys) if !keys.is_empty() => Ok(Queued::MGet(keys.to_vec())),
+        ("set", [k, v]) => Ok(Queued::Set(vec![(k.clone(), v.clone())])),
+        ("mset", kv) => {
+            pairs(kv).map(Queued::Set).ok_or_else(|| error("ERR wrong number of arguments for 'mset' command"))
+        }
+        ("get" | "mget" | "set", _) => Err(error(format!("ERR wrong number of arguments for '{name}' command"))),
+        _ => Err(error(format!("ERR '{name}' cannot be queued: a Causeway transaction holds GET, MGET, SET and MSET"))),
+    }
+}
+
+fn pairs(kv: &[Bytes]) -> Option<Vec<(Bytes, Bytes)>> {
+    if kv.is_empty() || !kv.len().is_multiple_of(2) {
+        return None;
+    }
+    Some(kv.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect())
+}
+
+/// Transactions take distinct keys; a key set twice keeps its last value,
+/// as consecutive Redis SETs would leave it.
+fn last_write_wins(w: Vec<(Bytes, Bytes)>) -> Vec<(Bytes, Bytes)> {
+    let mut out: Vec<(Bytes, Bytes)> = Vec::with_capacity(w.len());
+    for (k, v) in w {
+        match out.iter_mut().find(|(k2, _)| *k2 == k) {
+            Some(slot) => slot.1 = v,
+            None => out.push((k, v)),
+        }
+    }
+    out
+}
+
+/// The distinct keys, and for each requested key its index among them.
+fn dedup(keys: &[Bytes]) -> (Vec<Bytes>, Vec<usize>) {
+    let mut unique: Vec<Bytes> = Vec::new();
+    let index = keys
+        .iter()
+        .map(|k| match unique.iter().position(|u| u == k) {
+            Some(i) => i,
+            None => {
+                unique.push(k.clone());
+                unique.len() - 1
+            }
+        })
+        .collect();
+    (unique, index)
+}
+
+/// Read `keys` (repeats allowed): one snapshot where the protocol has
+/// read-only transactions, else one read per distinct key.
+async fn read<P: Protocol>(s: &mut Session<P>, keys: &[Bytes]) -> Result<Vec<Option<Bytes>>, ClientError> {
+    let (unique, index) = dedup(keys);
+    let values = if unique.len() > 1 && offers::<P>(OpKind::Rot) {
+        s.rot(unique).await?
+    } else {
+        let mut v = Vec::with_capacity(unique.len());
+        for k in unique {
+            v.push(s.get(k).await?);
+        }
+        v
+    };
+    Ok(index.into_iter().map(|i| values[i].clone()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_are_read_once_and_written_last() {
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let (u, i) = dedup(&[b("a"), b("b"), b("a")]);
+        assert_eq!(u, vec![b("a"), b("b")]);
+        assert_eq!(i, vec![0, 1, 0]);
+        assert_eq!(
+            last_write_wins(vec![(b("k"), b("1")), (b("j"), b("2")), (b("k"), b("3"))]),
+            vec![(b("k"), b("3")), (b("j"), b("2"))]
+        );
+        assert_eq!(pairs(&[b("k")]), None);
+        assert_eq!(command_name(b"GeT"), "get");
+        assert_eq!(command_name(b"flushall"), "other");
+    }
+}

@@ -1,0 +1,269 @@
+//! The Redis-protocol front door over real TCP, against a real embedded
+//! cluster: what `redis-cli` and Redis client libraries send, byte for byte.
+
+use bytes::{Bytes, BytesMut};
+use causeway_net::Fsync;
+use causeway_net::embedded::{Embedded, EmbeddedSpec, Ports};
+use causeway_protocols::ProtocolName;
+use redis_protocol::resp2::decode::decode_bytes_mut;
+use redis_protocol::resp2::types::BytesFrame as Frame;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A base port with `n` free ports after it (bound and released: a small
+/// race with other processes, retried by the caller if a bind fails).
+fn free_ports(n: u16) -> u16 {
+    loop {
+        let base = 20_000 + (rand::random::<u16>() % 30_000);
+        let all: Vec<_> = (0..n).map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i))).collect();
+        if all.iter().all(|l| l.is_ok()) {
+            return base;
+        }
+    }
+}
+
+fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
+    let dir = std::env::temp_dir().join(format!("causeway-redis-{name}-{p}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = free_ports(4);
+    let spec = EmbeddedSpec {
+        protocol: p,
+        dcs: 2,
+        partitions: 2,
+        rtt_ms: vec![vec![0.0, 10.0], vec![10.0, 0.0]],
+        data_dir: dir,
+        fsync: Fsync::Never,
+        params: toml::Table::new(),
+        ports: Ports { metrics: None, redis: Some(base) },
+    };
+    let cluster = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
+    (cluster, base)
+}
+
+struct Redis {
+    s: TcpStream,
+    buf: BytesMut,
+}
+
+impl Redis {
+    async fn connect(port: u16) -> Redis {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(s) => return Redis { s, buf: BytesMut::new() },
+                Err(e) if Instant::now() > deadline => panic!("front door on {port} never came up: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).await.unwrap();
+    }
+
+    async fn read(&mut self) -> Option<Frame> {
+        loop {
+            if let Some((f, _, _)) = decode_bytes_mut(&mut self.buf).unwrap() {
+                return Some(f);
+            }
+            let n = tokio::time::timeout(Duration::from_secs(15), self.s.read_buf(&mut self.buf))
+                .await
+                .expect("a reply within 15 s")
+                .unwrap();
+            if n == 0 {
+                return None;
+            }
+        }
+    }
+
+    async fn cmd(&mut self, args: &[&str]) -> Frame {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.send_raw(&Self::encode(&a)).await;
+        self.read().await.expect("the connection stays open")
+    }
+}
+
+fn ok() -> Frame {
+    Frame::SimpleString(Bytes::from_static(b"OK"))
+}
+
+fn bulk(s: &str) -> Frame {
+    Frame::BulkString(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+fn is_err(f: &Frame, starts: &str) -> bool {
+    matches!(f, Frame::Error(e) if e.starts_with(starts))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_protocol_answers_redis_clients() {
+    for &p in ProtocolName::ALL {
+        let (cluster, base) = start(p, "all");
+        let mut r = Redis::connect(base).await;
+        assert_eq!(r.cmd(&["PING"]).await, Frame::SimpleString(Bytes::from_static(b"PONG")), "{p}");
+        assert_eq!(r.cmd(&["set", "photo", "p1"]).await, ok(), "{p}");
+        assert_eq!(r.cmd(&["GET", "photo"]).await, bulk("p1"), "{p}");
+        assert_eq!(r.cmd(&["GET", "nothing"]).await, Frame::Null, "{p}");
+        assert_eq!(r.cmd(&["SET", "album", "a1"]).await, ok(), "{p}");
+        // MGET: repeats allowed, one snapshot where the protocol has ROTs.
+        assert_eq!(
+            r.cmd(&["MGET", "photo", "album", "nothing", "photo"]).await,
+            Frame::Array(vec![bulk("p1"), bulk("a1"), Frame::Null, bulk("p1")]),
+            "{p}"
+        );
+        assert_eq!(r.cmd(&["EXISTS", "photo", "nothing", "album"]).await, Frame::Integer(2), "{p}");
+        assert_eq!(r.cmd(&["DEL", "photo", "nothing"]).await, Frame::Integer(1), "{p}");
+        assert_eq!(r.cmd(&["GET", "photo"]).await, Frame::Null, "{p}: read its own delete");
+        assert_eq!(r.cmd(&["EXISTS", "photo"]).await, Frame::Integer(0), "{p}");
+        // Typed refusals that keep the connection.
+        assert!(is_err(&r.cmd(&["GET"]).await, "ERR wrong number of arguments"), "{p}");
+        assert!(is_err(&r.cmd(&["SET", "k", "v", "EX", "10"]).await, "ERR SET options"), "{p}");
+        assert!(is_err(&r.cmd(&["FLUSHALL"]).await, "ERR unknown command 'FLUSHALL'"), "{p}");
+        assert!(is_err(&r.cmd(&["SELECT", "3"]).await, "ERR DB index"), "{p}");
+        let info = r.cmd(&["INFO"]).await;
+        let Frame::BulkString(info) = info else { panic!("{p}: INFO answered {info:?}") };
+        assert!(String::from_utf8_lossy(&info).contains(&format!("causeway_protocol:{p}")), "{p}");
+        // MSET is atomic or refused, never silently one SET per key.
+        let has_wot = causeway_protocols::with_protocol!(p, P =>
+            <P as causeway_core::Protocol>::OPS.contains(&causeway_core::OpKind::Wot));
+        let m = r.cmd(&["MSET", "x", "1", "y", "2"]).await;
+        if has_wot {
+            assert_eq!(m, ok(), "{p}");
+            assert_eq!(r.cmd(&["MGET", "x", "y"]).await, Frame::Array(vec![bulk("1"), bulk("2")]), "{p}");
+        } else {
+            assert!(is_err(&m, "ERR MSET is a write-only transaction"), "{p}: {m:?}");
+            assert_eq!(r.cmd(&["MGET", "x", "y"]).await, Frame::Array(vec![Frame::Null, Frame::Null]), "{p}");
+        }
+        // The album written after the photo's delete becomes visible in DC 1
+        // (node 2 is DC 1's first partition) only after that delete.
+        assert_eq!(r.cmd(&["SET", "album", "a2"]).await, ok(), "{p}");
+        let mut far = Redis::connect(base + 2).await;
+        let start = Instant::now();
+        while far.cmd(&["GET", "album"]).await != bulk("a2") {
+            assert!(start.elapsed() < Duration::from_secs(10), "{p}: album never reached DC 1");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if p != ProtocolName::Eventual {
+            assert_eq!(far.cmd(&["GET", "photo"]).await, Frame::Null, "{p}: the delete came before the album");
+        }
+        assert_eq!(r.cmd(&["QUIT"]).await, ok(), "{p}");
+        assert_eq!(r.read().await, None, "{p}: QUIT closes");
+        cluster.stop().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_and_inline_requests_are_answered_in_order() {
+    let (cluster, base) = start(ProtocolName::CausalSpartanX, "pipe");
+    let mut r = Redis::connect(base + 1).await;
+    // 100 SETs and a GET of each in one write, as redis-benchmark -P sends.
+    let mut batch = Vec::new();
+    for i in 0..100 {
+        batch.extend(Redis::encode(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]));
+    }
+    for i in 0..100 {
+        batch.extend(Redis::encode(&[b"GET", format!("k{i}").as_bytes()]));
+    }
+    r.send_raw(&batch).await;
+    for i in 0..100 {
+        assert_eq!(r.read().await, Some(ok()), "SET {i}");
+    }
+    for i in 0..100 {
+        assert_eq!(r.read().await, Some(bulk(&format!("v{i}"))), "GET {i}");
+    }
+    // Inline commands, as typed into telnet.
+    r.send_raw(b"PING\r\nECHO  hello \r\nGET k7\r\n").await;
+    assert_eq!(r.read().await, Some(Frame::SimpleString(Bytes::from_static(b"PONG"))));
+    assert_eq!(r.read().await, Some(bulk("hello")));
+    assert_eq!(r.read().await, Some(bulk("v7")));
+    // Not an array of bulk strings: a protocol error, then the connection closes.
+    r.send_raw(b"*1\r\n:5\r\n").await;
+    assert!(is_err(&r.read().await.unwrap(), "ERR Protocol error"));
+    r.send_raw(b"*x\r\n").await;
+    assert!(is_err(&r.read().await.unwrap(), "ERR Protocol error"));
+    assert_eq!(r.read().await, None);
+    // A request larger than max_frame_bytes is refused before it is whole.
+    let mut r = Redis::connect(base + 1).await;
+    let max = cluster.cluster.config.limits.max_frame_bytes;
+    r.send_raw(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", max * 2).as_bytes()).await;
+    let chunk = vec![b'x'; 1 << 20];
+    let mut sent = 0;
+    while sent < max * 2 && r.s.write_all(&chunk).await.is_ok() {
+        sent += chunk.len();
+    }
+    // The refusal is sent before the close; a reset may overtake it, so
+    // the metric is the proof, and any reply seen must be the refusal.
+    let mut tail = BytesMut::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(n) = r.s.read_buf(&mut tail).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    let tail = String::from_utf8_lossy(&tail).into_owned();
+    assert!(tail.is_empty() || tail.starts_with("-ERR request larger than max_frame_bytes"), "{tail}");
+    let node = cluster.node(causeway_core::NodeId(1)).unwrap();
+    assert_eq!(node.metrics.refused_for("redis_request_too_large"), 1);
+    // The node still serves.
+    let mut r = Redis::connect(base + 1).await;
+    assert_eq!(r.cmd(&["GET", "k99"]).await, bulk("v99"));
+    cluster.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_exec_is_one_transaction_where_the_protocol_has_one() {
+    // Eventual offers every transaction shape (trivially); COPS has none.
+    let (cluster, base) = start(ProtocolName::Eventual, "multi");
+    let mut r = Redis::connect(base).await;
+    assert_eq!(r.cmd(&["MULTI"]).await, ok());
+    let queued = Frame::SimpleString(Bytes::from_static(b"QUEUED"));
+    assert_eq!(r.cmd(&["SET", "a", "1"]).await, queued);
+    assert_eq!(r.cmd(&["MSET", "b", "2", "a", "3"]).await, queued);
+    assert_eq!(r.cmd(&["EXEC"]).await, Frame::Array(vec![ok(), ok()]));
+    assert_eq!(r.cmd(&["MGET", "a", "b"]).await, Frame::Array(vec![bulk("3"), bulk("2")]), "last write wins");
+    // Reads then writes: one read-write transaction.
+    r.cmd(&["MULTI"]).await;
+    r.cmd(&["GET", "a"]).await;
+    r.cmd(&["MGET", "b", "zz"]).await;
+    r.cmd(&["SET", "c", "4"]).await;
+    assert_eq!(r.cmd(&["EXEC"]).await, Frame::Array(vec![bulk("3"), Frame::Array(vec![bulk("2"), Frame::Null]), ok()]));
+    // A read after a write in one block would need to see it: refused.
+    r.cmd(&["MULTI"]).await;
+    r.cmd(&["SET", "d", "5"]).await;
+    r.cmd(&["GET", "d"]).await;
+    assert!(is_err(&r.cmd(&["EXEC"]).await, "EXECABORT"));
+    assert_eq!(r.cmd(&["GET", "d"]).await, Frame::Null, "nothing of an aborted block applied");
+    // A command that cannot be queued aborts the block, as in Redis.
+    r.cmd(&["MULTI"]).await;
+    assert!(is_err(&r.cmd(&["DEL", "a"]).await, "ERR 'del' cannot be queued"));
+    r.cmd(&["SET", "e", "6"]).await;
+    assert!(is_err(&r.cmd(&["EXEC"]).await, "EXECABORT"));
+    assert_eq!(r.cmd(&["GET", "e"]).await, Frame::Null);
+    assert!(is_err(&r.cmd(&["EXEC"]).await, "ERR EXEC without MULTI"));
+    cluster.stop().unwrap();
+
+    let (cluster, base) = start(ProtocolName::Cops, "multi");
+    let mut r = Redis::connect(base).await;
+    r.cmd(&["MULTI"]).await;
+    r.cmd(&["GET", "a"]).await;
+    r.cmd(&["GET", "b"]).await;
+    let e = r.cmd(&["EXEC"]).await;
+    assert!(is_err(&e, "EXECABORT cops has no read-only transactions"), "{e:?}");
+    // Plain MGET still works: one GET per key.
+    r.cmd(&["SET", "a", "1"]).await;
+    assert_eq!(r.cmd(&["MGET", "a", "b"]).await, Frame::Array(vec![bulk("1"), Frame::Null]));
+    cluster.stop().unwrap();
+}
