@@ -169,26 +169,26 @@ fn figure_1_race(cfg: Config) -> (Vec<Option<String>>, Vec<OldReaders>) {
     let (c1, c2) = (net.client(0, 0), net.client(0, 1));
     put(&mut net, c2, x, "X0");
     put(&mut net, c2, y, "Y0");
-    let (px, py) = (net.server_for(DC0, x), net.server_for(DC0, y));
+    let px = net.server_for(DC0, x);
     net.invoke(c1, Op::Rot { keys: vec![x.clone(), y.clone()] });
     // The read of x now; the read of y waits.
     assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
     let mut named = Vec::new();
     for (k, v) in [(x, "X1"), (y, "Y1")] {
         net.invoke(c2, Op::Put { key: k.clone(), value: bytes(v) });
-        loop {
-            let Some(i) = net.queue.iter().position(|m| m.from != Dest::Client(c1)) else { break };
+        while let Some(i) = net.queue.iter().position(|m| m.from != Dest::Client(c1)) {
             let m = net.queue.remove(i);
-            if let (Msg::CheckReply { old_readers, .. }, true) = (&m.msg, m.from == Dest::Node(px)) {
+            if let Msg::CheckReply { old_readers, .. } = &m.msg
+                && m.from == Dest::Node(px)
+            {
                 named.push(old_readers.clone());
             }
-            net.queue.insert(i, m);
-            net.deliver_first(|m| m.from != Dest::Client(c1));
+            net.queue.insert(0, m);
+            net.deliver_first(|_| true);
         }
         assert_eq!(net.take_result(c2), Some(OpResult::Put));
     }
     assert_eq!(net.queue.len(), 1, "only c1's read of y is still in flight");
-    let _ = py;
     net.deliver_all();
     (values(net.take_result(c1)), named)
 }
