@@ -27,14 +27,15 @@ pub struct Config {
     /// partition's readers check without any old readers (it still waits
     /// for the dependencies, so the dependency check stands): a version's
     /// old readers are only the ROTs that read on its own partition. The
-    /// Fig. 1 race returns (X0, Y1); `tests.rs` and torture catch it.
+    /// Fig. 1 race returns (X0, Y1); `tests.rs` and
+    /// `crates/check/tests/cclo_jitter.rs` catch it.
     pub mutant_no_old_reader_propagation: bool,
     /// A deliberately broken variant, the straw man of Didona et al. §6
     /// ("each operation is attached to the output of a Lamport clock
     /// alone"): no reader records and no old readers; a partition reads
     /// the newest version stamped at most max(the session's highest
     /// timestamp, its clock) and pushes its clock there. `tests.rs` and
-    /// torture catch it.
+    /// `crates/check/tests/cclo_jitter.rs` catch it.
     pub mutant_lamport_only: bool,
     /// A deliberately broken variant: a replicated version becomes visible
     /// without waiting for its dependencies (the check is answered at

@@ -109,9 +109,12 @@
 //! the conformance suite), `mutant_no_old_reader_propagation` (a partition
 //! tells other partitions no old readers) and `mutant_lamport_only` (the
 //! paper's §6 straw man: reads at a Lamport time, no reader records). The
-//! last two are not in [`Protocol::MUTANTS`]: no conformance scenario
-//! forces a write between a ROT's two reads; `tests.rs` (the Fig. 1 race
-//! and the Lemma 1 schedule) and torture catch them.
+//! last two are not in [`Protocol::MUTANTS`]: no conformance scenario,
+//! and no torture run (its jitter is too small), splits a ROT's two reads
+//! by the hop a readers check takes. `tests.rs` (the Fig. 1 race, a
+//! dependency chain, the remote DC, the Lemma 1 schedule) and
+//! `crates/check/tests/cclo_jitter.rs` (the Fig. 1 race at scale under
+//! heavy jitter, judged by the checker) catch them.
 
 mod client;
 mod config;
