@@ -481,3 +481,53 @@ fn a_pending_replicated_version_and_a_forgotten_check_survive_restarts() {
     }
     assert_eq!(rot(&mut net, r, &[x, y]), vec![Some("X1".into()), Some("Y1".into())]);
 }
+
+/// Why the hold after a restart (deviation 7): c1's read of x is recorded
+/// at p_x, which then crashes and forgets it; PUT(x, X1) and PUT(y, Y1)
+/// follow, and c1's read of y arrives last. Without the hold, p_x answers
+/// Y1's readers check without c1 and c1 reads (X0, Y1). With it, the PUTs
+/// wait a TTL — longer than c1's ROT timeout, so by then c1 has abandoned
+/// that attempt and its late answer is ignored.
+fn race_across_a_restart(hold: bool) -> Vec<Option<String>> {
+    let cfg = Config::default();
+    let mut net = net_with(1, 2, 2, cfg.clone());
+    let ks = net.keys_on_distinct_partitions(2);
+    let (x, y) = (&ks[0], &ks[1]);
+    let (c1, c2) = (net.client(0, 0), net.client(0, 1));
+    put(&mut net, c2, x, "X0");
+    put(&mut net, c2, y, "Y0");
+    let px = net.server_for(DC0, x);
+    net.invoke(c1, Op::Rot { keys: vec![x.clone(), y.clone()] });
+    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+    net.restart(px, &cfg);
+    if !hold {
+        net.servers[px.idx()].part.as_mut().unwrap().hold_until = 0;
+    }
+    let not_c1 = |m: &InFlight<Msg>| m.from != Dest::Client(c1) && m.to != Dest::Client(c1);
+    for (k, v) in [(x, "X1"), (y, "Y1")] {
+        net.invoke(c2, Op::Put { key: k.clone(), value: bytes(v) });
+        net.deliver_while(not_c1);
+        if net.results[c2.idx()].is_none() {
+            assert!(hold, "only the hold delays a PUT here");
+            // rot_timeout_us < reader_ttl_us: c1's timer fires first.
+            net.fire_client_timers(c1);
+            for _ in 0..=cfg.ttl_ticks() {
+                net.fire_timers(px);
+                net.deliver_while(not_c1);
+            }
+        }
+        assert_eq!(net.take_result(c2), Some(OpResult::Put));
+    }
+    net.deliver_all();
+    values(net.take_result(c1))
+}
+
+#[test]
+fn the_hold_after_a_restart_is_what_keeps_forgotten_readers_safe() {
+    assert_eq!(race_across_a_restart(false), vec![Some("X0".into()), Some("Y1".into())], "no hold: unsafe");
+    assert_eq!(
+        race_across_a_restart(true),
+        vec![Some("X1".into()), Some("Y1".into())],
+        "a new attempt, after the PUTs"
+    );
+}
