@@ -14,7 +14,7 @@ fn torture(args: &[&str]) -> (bool, String) {
 fn every_protocol_passes_a_bounded_torture() {
     let (ok, out) = torture(&["--runs", "15", "--seed", "500"]);
     assert!(ok, "torture failed:\n{out}");
-    for p in ["eventual", "gentlerain", "causalspartanx", "contrarian", "cure", "cops", "copsgt", "eiger"] {
+    for p in ["eventual", "gentlerain", "causalspartanx", "contrarian", "cure", "cops", "copsgt", "eiger", "cclo"] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }
 }
@@ -31,6 +31,13 @@ fn a_copsgt_that_skips_dep_check_is_caught() {
     let (ok, out) = torture(&["-p", "copsgt", "--param", "mutant_skip_dep_check=true", "--runs", "20"]);
     assert!(!ok, "the mutant must fail torture:\n{out}");
     assert!(out.contains("FAILED; replay: causeway torture -p copsgt --runs 1 --seed"), "{out}");
+}
+
+#[test]
+fn a_cclo_that_skips_dep_check_is_caught() {
+    let (ok, out) = torture(&["-p", "cclo", "--param", "mutant_skip_dep_check=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("FAILED; replay: causeway torture -p cclo --runs 1 --seed"), "{out}");
 }
 
 #[test]

@@ -18,7 +18,7 @@
 //!   GentleRain, CausalSpartanX, Contrarian, Cure (next: PaRiS, BPR).
 //! - [`explicit_deps`]: protocols whose writes carry their dependencies,
 //!   checked before a replicated write commits — the shared replication
-//!   path; COPS, COPS-GT (next: Eiger, CC-LO).
+//!   path; COPS, COPS-GT, Eiger, CC-LO.
 //! - [`kit`]: what every protocol shares: client helpers, and the
 //!   hand-cranked [`testkit`](kit::testkit) network for step-by-step tests.
 //!
@@ -38,5 +38,5 @@ pub use registry::{ProtocolName, UnknownProtocol};
 
 // Every protocol by its short name, whatever its family.
 pub use baseline::eventual;
-pub use explicit_deps::{cops, cops_gt, eiger};
+pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
 pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};

@@ -84,6 +84,8 @@ registry! { $
     CopsGt => explicit_deps::cops_gt::CopsGt,
     /// One-hop dependencies on operations, logical valid times and read-only transactions in ≤ 2 rounds (Lloyd §5).
     Eiger => explicit_deps::eiger::Eiger,
+    /// Latency-optimal ROTs paid for by a readers check on every PUT: the COPS-SNOW design (Didona et al. §3, §5).
+    CcLo => explicit_deps::cc_lo::CcLo,
 }
 
 impl serde::Serialize for ProtocolName {

@@ -1,0 +1,170 @@
+use super::config::*;
+use super::msg::*;
+use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
+use causeway_core::{Client, ClientCtx, ClientEnv, DcId, Key, NodeId, Op, OpError, OpResult};
+use std::collections::BTreeMap;
+
+/// A session: its nearest dependencies (COPS's one-hop context, Lloyd
+/// §2.3: the versions read since its last write, and that write), the
+/// highest Lamport time it has seen (sent only for the Lamport-only
+/// mutant), and its ROT sequence number.
+pub struct CcLoClient {
+    ctx: ClientCtx,
+    rot_timeout_us: u64,
+    rot_attempts: u32,
+    /// (key, accepting DC) → the newest stamp of it read or written since
+    /// the last write (deviation 2).
+    pub(super) context: BTreeMap<(Key, DcId), Stamp>,
+    lts: u64,
+    seq: u64,
+    pending: Option<Pending>,
+}
+
+pub(super) enum Pending {
+    Put { key: Key },
+    Read(Read),
+}
+
+/// A ROT (or GET) in progress: one attempt, under ROT id `seq`.
+pub(super) struct Read {
+    seq: u64,
+    attempts: u32,
+    single: bool,
+    keys: Vec<Key>,
+    servers: Vec<NodeId>,
+    /// Partitions still to answer → the positions of their keys.
+    awaiting: BTreeMap<NodeId, Vec<usize>>,
+    items: Vec<Option<Item>>,
+}
+
+impl CcLoClient {
+    pub(super) fn new(cfg: &Config, ctx: ClientCtx) -> Self {
+        CcLoClient {
+            ctx,
+            rot_timeout_us: cfg.rot_timeout_us,
+            rot_attempts: cfg.rot_attempts,
+            context: BTreeMap::new(),
+            lts: 0,
+            seq: 0,
+            pending: None,
+        }
+    }
+
+    /// One attempt of a read: each partition of the keys gets its keys in
+    /// one message and answers in one (Didona et al. §3: one round, one
+    /// version, nonblocking). A new attempt gets a new ROT id.
+    fn send_read(&mut self, env: &mut impl ClientEnv<Msg>, mut read: Read) {
+        self.seq += 1;
+        read.seq = self.seq;
+        read.attempts += 1;
+        read.awaiting.clear();
+        for (i, &s) in read.servers.iter().enumerate() {
+            read.awaiting.entry(s).or_default().push(i);
+        }
+        read.items = vec![None; read.keys.len()];
+        let id = RotId { nonce: self.ctx.nonce, seq: read.seq };
+        // A ROT served by one partition reads in one step there and can
+        // never be an old reader: it is not recorded (deviation 5).
+        let record = read.awaiting.len() > 1;
+        for (&n, positions) in &read.awaiting {
+            let keys = positions.iter().map(|&i| read.keys[i].clone()).collect();
+            env.send(n, Msg::RotReq { id, keys, record, lts: self.lts });
+        }
+        env.set_timer(self.rot_timeout_us, read.seq);
+        self.pending = Some(Pending::Read(read));
+    }
+
+    fn start_read(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, single: bool) {
+        let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
+        let read = Read { seq: 0, attempts: 0, single, keys, servers, awaiting: BTreeMap::new(), items: Vec::new() };
+        self.send_read(env, read);
+    }
+
+    fn depend_on(&mut self, key: Key, stamp: Stamp) {
+        self.lts = self.lts.max(stamp.ts);
+        let e = self.context.entry((key, stamp.dc)).or_insert(stamp);
+        *e = (*e).max(stamp);
+    }
+}
+
+impl Client for CcLoClient {
+    type Msg = Msg;
+
+    fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        match op {
+            Op::Put { key, value } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                let deps = self.context.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+                self.pending = Some(Pending::Put { key: key.clone() });
+                env.send(to, Msg::PutReq { key, value, deps });
+            }
+            Op::Get { key } => self.start_read(env, vec![key], true),
+            Op::Rot { keys } if keys.is_empty() => env.complete(OpResult::Rot(Vec::new())),
+            Op::Rot { keys } => self.start_read(env, keys, false),
+            other => fail_unsupported(env, other.kind()),
+        }
+    }
+
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, from: NodeId, msg: Msg) {
+        let Some(pending) = self.pending.take() else { return };
+        match (pending, msg) {
+            (Pending::Put { key }, Msg::PutReply(r)) => match r {
+                Ok(stamp) => {
+                    // One hop: the new write stands for everything before it.
+                    self.context.clear();
+                    self.depend_on(key, stamp);
+                    env.complete(OpResult::Put);
+                }
+                Err(e) => env.complete(OpResult::Failed(e)),
+            },
+            (Pending::Read(mut read), Msg::RotReply { seq, items }) if seq == read.seq => {
+                let Some(positions) = read.awaiting.remove(&from) else {
+                    self.pending = Some(Pending::Read(read));
+                    return;
+                };
+                let items = match items {
+                    Ok(items) if items.len() == positions.len() => items,
+                    Ok(_) => return env.complete(OpResult::Failed(OpError::Aborted("malformed read reply".into()))),
+                    Err(e) => return env.complete(OpResult::Failed(e)),
+                };
+                for (&i, item) in positions.iter().zip(items) {
+                    read.items[i] = item;
+                }
+                if !read.awaiting.is_empty() {
+                    self.pending = Some(Pending::Read(read));
+                    return;
+                }
+                // Complete: the session now depends on what it read.
+                let mut values = Vec::with_capacity(read.keys.len());
+                for (key, item) in read.keys.into_iter().zip(read.items) {
+                    values.push(item.map(|item| {
+                        self.depend_on(key, item.stamp);
+                        item.value
+                    }));
+                }
+                if read.single {
+                    env.complete(OpResult::Get(values.pop().flatten()));
+                } else {
+                    env.complete(OpResult::Rot(values));
+                }
+            }
+            (p, _) => self.pending = Some(p), // a stray or stale reply: ignore it
+        }
+    }
+
+    /// A ROT attempt past `rot_timeout_us` is abandoned (its late answers
+    /// carry an old id and are ignored) and run again under a new id.
+    fn on_timer(&mut self, env: &mut impl ClientEnv<Msg>, token: u64) {
+        match self.pending.take() {
+            Some(Pending::Read(read)) if read.seq == token => {
+                if read.attempts >= self.rot_attempts {
+                    let why = format!("no answer from every partition in {} attempts", read.attempts);
+                    env.complete(OpResult::Failed(OpError::Aborted(why)));
+                } else {
+                    self.send_read(env, read);
+                }
+            }
+            p => self.pending = p,
+        }
+    }
+}
