@@ -89,8 +89,8 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool) -> Result<(),
             println!("redis: node {i} ({dc}) on redis-cli -h {} -p {}", a.ip(), a.port());
         }
     }
-    for (i, a) in c.metrics_addrs.iter().enumerate() {
-        println!("metrics: node {i} on http://{a}/metrics");
+    if let Some(a) = c.metrics_addrs.first() {
+        println!("dashboard: http://{a}/  (every node serves it; /metrics, /healthz, /readyz beside it)");
     }
     println!("Ctrl-C to stop.");
     rt.block_on(shutdown_signal());

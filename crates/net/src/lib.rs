@@ -6,7 +6,8 @@
 //! write-ahead log so an acknowledged write survives `kill -9` ([`wal`]), the
 //! node runtime ([`server`]), the async client library ([`client`]), the
 //! embedded one-command cluster ([`embedded`]), mutual TLS on every
-//! connection ([`tls`]), metrics and health over HTTP ([`metrics`]) and the
+//! connection ([`tls`]), metrics, health and a live dashboard over HTTP ([`metrics`],
+//! [`dashboard`]) and the
 //! Redis-protocol front door ([`redis`]).
 //!
 //! It is not a simulator: time is the machine's clock, and runs are not
@@ -14,6 +15,7 @@
 
 pub mod client;
 pub mod config;
+pub mod dashboard;
 pub mod embedded;
 pub mod frame;
 pub mod identity;

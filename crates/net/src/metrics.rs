@@ -35,6 +35,12 @@ pub struct Kind {
     pub kind: &'static str,
 }
 
+/// The DC a replicated version came from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FromDc {
+    pub from_dc: u16,
+}
+
 /// A destination node.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct To {
@@ -63,6 +69,11 @@ type F64Gauge = Gauge<f64, AtomicU64>;
 type F64Counter = Counter<f64, AtomicU64>;
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Visibility: 1 ms to ~16 s, doubling.
+fn visibility_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1e-3, 2.0, 15))
+}
+
 /// Request latencies: 50 µs to ~6.5 s, doubling.
 fn request_buckets() -> Histogram {
     Histogram::new(exponential_buckets(50e-6, 2.0, 18))
@@ -75,9 +86,10 @@ pub struct NodeMetrics {
     /// Time from a client request's arrival to its reply's release, by the
     /// request's kind (includes any wait inside the server and the log sync).
     pub request_seconds: HistogramFamily<Kind>,
-    /// Remote versions' visibility latency, estimated as this node's clock at
-    /// visibility minus the version's origin timestamp (skew included).
-    pub visibility_seconds: Histogram,
+    /// Remote versions' visibility latency by origin DC, estimated as this
+    /// node's clock at visibility minus the version's origin timestamp
+    /// (skew included).
+    pub visibility_seconds: HistogramFamily<FromDc>,
     /// The clock minus the latest stable time the protocol reported.
     pub stable_lag_seconds: F64Gauge,
     pub peer_in: Counter,
@@ -123,8 +135,7 @@ impl NodeMetrics {
             registry: Registry::with_prefix("causeway"),
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(request_buckets),
-            // Visibility: 1 ms to ~16 s, doubling.
-            visibility_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 15)),
+            visibility_seconds: Family::new_with_constructor(visibility_buckets),
             stable_lag_seconds: F64Gauge::default(),
             peer_in: Counter::default(),
             peer_out: Counter::default(),
@@ -163,7 +174,7 @@ impl NodeMetrics {
         );
         r.register(
             "visibility_seconds",
-            "Remote versions: visible here minus written at origin (clock skew included)",
+            "Remote versions by origin DC: visible here minus written at origin (clock skew included)",
             self.visibility_seconds.clone(),
         );
         r.register(
@@ -255,8 +266,14 @@ impl NodeMetrics {
     }
 }
 
-/// Serve `/metrics`, `/healthz` and `/readyz` on `addr` until `stop` fires.
-pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Receiver<bool>) {
+/// Serve `/metrics`, `/healthz`, `/readyz` and the dashboard
+/// ([`crate::dashboard`]) on `addr` until `stop` fires.
+pub async fn serve(
+    addr: SocketAddr,
+    m: Arc<NodeMetrics>,
+    about: Arc<crate::dashboard::About>,
+    mut stop: watch::Receiver<bool>,
+) {
     let l = match TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -268,7 +285,8 @@ pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Recei
         .route("/metrics", get(metrics_page))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(m);
+        .with_state(m.clone())
+        .merge(crate::dashboard::routes(m, about, stop.clone()));
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
@@ -278,7 +296,14 @@ pub async fn serve(addr: SocketAddr, m: Arc<NodeMetrics>, mut stop: watch::Recei
 }
 
 async fn metrics_page(State(m): State<Arc<NodeMetrics>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], m.render())
+    (
+        [
+            (header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            // The dashboard of one node reads every node's numbers.
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        m.render(),
+    )
 }
 
 /// Alive: the process answers and its protocol thread has not died.
@@ -328,7 +353,7 @@ mod tests {
         m.peer_depth[1].set(7);
         let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let (stop_tx, stop) = watch::channel(false);
-        tokio::spawn(serve(addr, m.clone(), stop));
+        tokio::spawn(serve(addr, m.clone(), Arc::new(crate::dashboard::About::default()), stop));
         let body = fetch(addr, "/metrics").await;
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
         assert!(body.contains("causeway_requests_total{kind=\"get_req\"} 1"), "{body}");
@@ -347,6 +372,31 @@ mod tests {
         m.failed.store(true, Ordering::Relaxed);
         assert!(fetch(addr, "/healthz").await.starts_with("HTTP/1.1 503"));
         assert!(fetch(addr, "/nothing").await.starts_with("HTTP/1.1 404"));
+        // The dashboard: the page, and a first event at once with the
+        // node's state and metrics text.
+        let page = fetch(addr, "/").await;
+        assert!(page.starts_with("HTTP/1.1 200") && page.contains("<title>Causeway dashboard</title>"), "{page}");
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /api/events HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while !String::from_utf8_lossy(&got).contains("\n\n") || !String::from_utf8_lossy(&got).contains("data:") {
+                let mut chunk = [0u8; 4096];
+                let n = s.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the event stream closed");
+                got.extend_from_slice(&chunk[..n]);
+            }
+        })
+        .await
+        .expect("a first event within 5 s");
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.contains("text/event-stream"), "{got}");
+        assert!(got.contains("access-control-allow-origin: *"), "{got}");
+        assert!(got.contains(r#""serving":true"#) && got.contains("causeway_requests_total"), "{got}");
+        // Stopping the node ends the stream.
         let _ = stop_tx.send(true);
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the event stream outlived the node");
     }
 }

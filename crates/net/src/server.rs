@@ -302,7 +302,8 @@ pub fn spawn<P: Protocol>(
         }
     });
     if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
-        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), stop_rx.clone()));
+        let about = Arc::new(crate::dashboard::About::of::<P>(&cluster, node));
+        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), about, stop_rx.clone()));
     }
     if let Some(raddr) = cluster.redis_addrs.get(node.idx()).copied().flatten() {
         rt.spawn(crate::redis::serve::<P>(raddr, cluster.clone(), node, metrics.clone(), stop_rx.clone()));
@@ -777,7 +778,10 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
                     self.metrics.local_writes.inc();
                 } else {
                     self.metrics.remote_visible.inc();
-                    self.metrics.visibility_seconds.observe(self.now.saturating_sub(written_us) as f64 / 1e6);
+                    self.metrics
+                        .visibility_seconds
+                        .get_or_create(&crate::metrics::FromDc { from_dc: origin.0 })
+                        .observe(self.now.saturating_sub(written_us) as f64 / 1e6);
                 }
             }
             Observation::Stable { stable_us } => {

@@ -58,7 +58,9 @@ async fn replicate_and_order(p: ProtocolName) {
     assert!(writer.contains("causeway_request_duration_seconds_count{kind=\"put_req\"} 1"), "{p}:\n{writer}");
     assert!(writer.contains("causeway_local_writes_total 1"), "{p}:\n{writer}");
     let reader = cluster.node(t.server_for_key(DcId(1), b"album").unwrap()).unwrap().metrics.render();
-    assert!(!reader.contains("causeway_visibility_seconds_count 0"), "{p}:\n{reader}");
+    // Visibility by origin DC: the album came from DC 0.
+    assert!(reader.contains("causeway_visibility_seconds_count{from_dc=\"0\"} "), "{p}:\n{reader}");
+    assert!(!reader.contains("causeway_visibility_seconds_count{from_dc=\"0\"} 0"), "{p}:\n{reader}");
     if p != ProtocolName::Eventual {
         assert!(reader.contains("causeway_stable_lag_seconds "), "{p}:\n{reader}");
     }
