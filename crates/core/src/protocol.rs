@@ -55,6 +55,12 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     /// traffic between servers. Runtimes use it for accounting, and refuse
     /// non-client messages arriving on client connections.
     fn is_client(&self) -> bool;
+    /// Whether this is a client request that changes what the store holds
+    /// (a put, a delete, a transaction's writes). The network runtime
+    /// refuses it from a session whose token only grants reading. No
+    /// default: a protocol that forgot to say would let read-only clients
+    /// write.
+    fn is_write(&self) -> bool;
     /// The longest key and the longest value this message carries, so a
     /// runtime can enforce its size limits at the edge without knowing the
     /// protocol. Requests carrying user keys or values must override it.

@@ -139,4 +139,45 @@ mod tests {
         let err = "nope".parse::<ProtocolName>().unwrap_err().to_string();
         assert!(err.contains("eventual") && err.contains("copsgt"), "{err}");
     }
+
+    /// Whether any message a client sent while `op` ran claims to write.
+    fn op_sends_a_write<P: Protocol>(op: causeway_core::Op) -> bool {
+        use crate::kit::testkit::{Dest, TestNet};
+        use causeway_core::Message;
+        let mut net = TestNet::<P>::new(1, 2, 1, P::Config::default());
+        let c = net.client(0, 0);
+        net.invoke(c, op);
+        let mut wrote = false;
+        loop {
+            wrote |= net.queue.iter().any(|m| matches!(m.from, Dest::Client(_)) && m.msg.is_write());
+            if !net.deliver_first(|_| true) {
+                return wrote;
+            }
+        }
+    }
+
+    /// The runtime refuses `Message::is_write` requests to read-only
+    /// sessions: a protocol whose writes are not flagged would let them
+    /// write, one whose reads are flagged would refuse them reading.
+    #[test]
+    fn every_protocol_flags_its_writes_and_only_them() {
+        use causeway_core::{Op, OpKind};
+        let (k, v) = (|s: &str| s.as_bytes().to_vec().into(), |s: &str| s.as_bytes().to_vec().into());
+        for &p in ProtocolName::ALL {
+            with_protocol!(p, P => {
+                let offers = |o: OpKind| <P as Protocol>::OPS.contains(&o);
+                assert!(op_sends_a_write::<P>(Op::Put { key: k("x"), value: v("1") }), "{p}: a put sends no write");
+                if offers(OpKind::Get) {
+                    assert!(!op_sends_a_write::<P>(Op::Get { key: k("x") }), "{p}: a get sends a write");
+                }
+                if offers(OpKind::Rot) {
+                    assert!(!op_sends_a_write::<P>(Op::Rot { keys: vec![k("x"), k("y")] }), "{p}: a ROT sends a write");
+                }
+                if offers(OpKind::Wot) {
+                    let writes = vec![(k("x"), v("1")), (k("y"), v("2"))];
+                    assert!(op_sends_a_write::<P>(Op::Wot { writes }), "{p}: a WOT sends no write");
+                }
+            });
+        }
+    }
 }

@@ -68,7 +68,8 @@ macro_rules! snake_name {
 /// ```ignore
 /// impl_message! {
 ///     Msg {
-///         client: GetReq, GetReply, PutReq, PutReply;   // requests and replies
+///         client: GetReq, GetReply, PutReply;           // requests and replies that write nothing
+///         writes: PutReq;                               // client requests that write
 ///         peer: Replicate, Heartbeat;                   // between servers
 ///         nested: Path;                                 // Path(inner): inner.kind(), a peer message
 ///     }
@@ -77,7 +78,8 @@ macro_rules! snake_name {
 /// }
 /// ```
 ///
-/// Each list may be empty but must be present; `nested` variants hold one
+/// `writes` lists the client requests that change the store: a session
+/// allowed only to read is refused them. Each list may be empty but must be present; `nested` variants hold one
 /// value whose inherent `kind()` names them (see [`impl_kinds!`](crate::impl_kinds)).
 /// A variant left out of every list is a compile error (the generated
 /// `match` is exhaustive).
@@ -86,6 +88,7 @@ macro_rules! impl_message {
     (
         $msg:ident {
             client: $($client:ident),* $(,)?;
+            writes: $($writes:ident),* $(,)?;
             peer: $($peer:ident),* $(,)?;
             nested: $($nested:ident),* $(,)?;
         }
@@ -95,6 +98,7 @@ macro_rules! impl_message {
             fn kind(&self) -> &'static str {
                 match self {
                     $( $msg::$client { .. } => $crate::snake_name!($client), )*
+                    $( $msg::$writes { .. } => $crate::snake_name!($writes), )*
                     $( $msg::$peer { .. } => $crate::snake_name!($peer), )*
                     $( $msg::$nested(inner) => inner.kind(), )*
                 }
@@ -102,8 +106,15 @@ macro_rules! impl_message {
             fn is_client(&self) -> bool {
                 match self {
                     $( $msg::$client { .. } => true, )*
+                    $( $msg::$writes { .. } => true, )*
                     $( $msg::$peer { .. } => false, )*
                     $( $msg::$nested(_) => false, )*
+                }
+            }
+            fn is_write(&self) -> bool {
+                match self {
+                    $( $msg::$writes { .. } => true, )*
+                    _ => false,
                 }
             }
             $($rest)*

@@ -29,7 +29,8 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReq, PutReply, Refused;
+        client: GetReq, GetReply, PutReply, Refused;
+        writes: PutReq;
         peer: Replicate;
         nested: ;
     }

@@ -98,7 +98,8 @@ pub struct Item {
 
 crate::impl_message! {
     Msg {
-        client: PutReq, PutReply, RotReq, RotReply;
+        client: PutReply, RotReq, RotReply;
+        writes: PutReq;
         peer: Replicate, CheckReq, CheckReply;
         nested: ;
     }

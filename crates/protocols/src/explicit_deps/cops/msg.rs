@@ -25,7 +25,8 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, Refused, PutReq, PutReply;
+        client: GetReq, GetReply, Refused, PutReply;
+        writes: PutReq;
         peer: Replicate;
         nested: Path;
     }

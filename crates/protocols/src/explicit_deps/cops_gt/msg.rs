@@ -49,7 +49,8 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: Read, ReadAt, ReadReply, Refused, PutReq, PutReply;
+        client: Read, ReadAt, ReadReply, Refused, PutReply;
+        writes: PutReq;
         peer: Replicate, NodeBound, RangeBound;
         nested: Path;
     }

@@ -39,7 +39,8 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReq, PutReply, RotReq, RotReply;
+        client: GetReq, GetReply, PutReply, RotReq, RotReply;
+        writes: PutReq;
         peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }

@@ -66,7 +66,8 @@ pub struct Slice {
 
 crate::impl_message! {
     Msg {
-        client: PutReq, PutReply, RotCoord, RotRead, SnapshotReq, SnapshotReply, RotReadAt, RotSlice;
+        client: PutReply, RotCoord, RotRead, SnapshotReq, SnapshotReply, RotReadAt, RotSlice;
+        writes: PutReq;
         peer: Snapshot, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }

@@ -82,7 +82,8 @@ pub struct Slice {
 
 crate::impl_message! {
     Msg {
-        client: PutReq, PutReply, ReadOne, SnapshotReq, SnapshotReply, RotReadAt, RotSlice;
+        client: PutReply, ReadOne, SnapshotReq, SnapshotReply, RotReadAt, RotSlice;
+        writes: PutReq;
         peer: Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }

@@ -67,7 +67,8 @@ pub enum SliceRead {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReq, PutReply, Refused, RotReq, RotReply;
+        client: GetReq, GetReply, PutReply, Refused, RotReq, RotReply;
+        writes: PutReq;
         peer: SliceReq, SliceReply, Replicate, Heartbeat, StableReport, StablePush;
         nested: ;
     }
