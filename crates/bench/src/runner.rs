@@ -192,6 +192,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         fsync: Fsync::Never,
         params: sc.protocol.clone(),
         ports: Default::default(),
+        tokens: None,
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
     let w = &sc.workload;

@@ -146,6 +146,16 @@ enum Cmd {
         timeout_ms: u64,
         #[arg(long)]
         json: bool,
+        /// Access token (an admin token also reads each node's /metrics).
+        #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+    /// Access tokens of a cluster with `[auth] tokens = "FILE"`: `add`
+    /// prints a new token's secret once (only its SHA-256 is kept), `list`,
+    /// `revoke` (running nodes pick the change up on the next connection).
+    Token {
+        #[command(subcommand)]
+        cmd: TokenCmd,
     },
     /// Make a cluster CA and TLS certificates for every node of the config
     /// and for clients, in the directory its `[tls] dir` names.
@@ -271,6 +281,36 @@ enum Cmd {
     },
 }
 
+#[derive(Subcommand)]
+enum TokenCmd {
+    /// Make a token: prints its secret, which is stored nowhere.
+    Add {
+        name: String,
+        /// read-only | read-write | admin
+        #[arg(long)]
+        role: String,
+        #[arg(long, default_value = "causeway-cluster.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The tokens: names and roles (secrets are not kept).
+    List {
+        #[arg(long, default_value = "causeway-cluster.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a token: new connections showing it are refused.
+    Revoke {
+        name: String,
+        #[arg(long, default_value = "causeway-cluster.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(clap::Args)]
 struct ClientArgs {
     /// The cluster config (what `causeway up` writes).
@@ -286,6 +326,9 @@ struct ClientArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// Access token, for a cluster with `[auth] tokens` (`causeway token add`).
+    #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 /// The protocol names, so `--help` lists them.
@@ -349,8 +392,9 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
         Cmd::Certs { config, days } => net::certs(&config, days)?,
-        Cmd::Status { config, timeout_ms, json } => {
-            if !net::status(&config, std::time::Duration::from_millis(timeout_ms), json)? {
+        Cmd::Token { cmd } => net::token(cmd)?,
+        Cmd::Status { config, timeout_ms, json, token } => {
+            if !net::status(&config, std::time::Duration::from_millis(timeout_ms), json, token.as_deref())? {
                 std::process::exit(4);
             }
         }
@@ -619,6 +663,7 @@ impl From<ClientArgs> for net::ClientOpts {
             dc: a.dc,
             timeout: std::time::Duration::from_millis(a.timeout_ms),
             json: a.json,
+            token: a.token,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use causeway_core::{DcId, Op, OpResult};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
+use causeway_net::frame::WireError;
 use causeway_net::{ClusterConfig, Session};
 use causeway_protocols::with_protocol;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,62 @@ pub fn certs(config: &Path, days: i64) -> Result<(), Error> {
          give node N ca.pem and node-N.{{pem,key}}, clients ca.pem and client.{{pem,key}}, and keep ca.key offline",
         dir.display()
     );
+    Ok(())
+}
+
+/// `causeway token add|list|revoke` on the tokens file the config names.
+pub fn token(cmd: crate::TokenCmd) -> Result<(), Error> {
+    use causeway_net::auth::{Role, TokenFile};
+    use crate::TokenCmd;
+    let config = match &cmd {
+        TokenCmd::Add { config, .. } | TokenCmd::List { config, .. } | TokenCmd::Revoke { config, .. } => config,
+    };
+    let c = ClusterConfig::load(config)?;
+    let Some(path) = c.auth.tokens.clone() else {
+        return Err(format!(
+            "{}: no [auth] section; add\n\n[auth]\ntokens = \"tokens.toml\"\n\nto it (and restart the nodes) to require tokens",
+            config.display()
+        )
+        .into());
+    };
+    let mut file = TokenFile::read(&path)?;
+    match cmd {
+        TokenCmd::Add { name, role, json, .. } => {
+            let role: Role = role.parse()?;
+            let secret = file.add(&path, &name, role)?;
+            file.write(&path)?;
+            if json {
+                println!("{}", serde_json::json!({ "name": name, "role": role.as_str(), "token": secret }));
+            } else {
+                println!("{secret}");
+                eprintln!(
+                    "token {name:?} ({role}) added to {}; the secret above is shown only now \
+                     (use it as --token or CAUSEWAY_TOKEN, or AUTH in redis-cli)",
+                    path.display()
+                );
+            }
+        }
+        TokenCmd::List { json, .. } => {
+            if json {
+                let rows: Vec<_> =
+                    file.token.iter().map(|t| serde_json::json!({ "name": t.name, "role": t.role.as_str() })).collect();
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                for t in &file.token {
+                    println!("{:<24} {}", t.name, t.role);
+                }
+            }
+        }
+        TokenCmd::Revoke { name, json, .. } => {
+            let gone = file.revoke(&path, &name)?;
+            file.write(&path)?;
+            if json {
+                println!("{}", serde_json::json!({ "name": gone.name, "revoked": true }));
+            } else {
+                println!("revoked {:?} ({})", gone.name, gone.role);
+            }
+        }
+    }
     Ok(())
 }
 
@@ -127,6 +184,7 @@ pub struct ClientOpts {
     pub dc: String,
     pub timeout: Duration,
     pub json: bool,
+    pub token: Option<String>,
 }
 
 /// `put`'s value: `-` is standard input, `@FILE` a file's contents, anything
@@ -181,6 +239,7 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
         with_protocol!(cluster.protocol, P => {
             let mut s = Session::<P>::new(cluster.clone(), dc, std::process::id())?;
             s.timeout = opts.timeout;
+            s.set_token(opts.token.clone());
             match &cmd {
                 ClientCmd::Op(op) => s.execute(op.clone()).await,
                 ClientCmd::Del(key) => s.del(key.clone()).await.map(|()| OpResult::Put),
@@ -281,11 +340,13 @@ fn metric(text: &str, name: &str) -> Option<f64> {
     found
 }
 
-async fn scrape(addr: std::net::SocketAddr, timeout: Duration) -> Option<String> {
+async fn scrape(addr: std::net::SocketAddr, timeout: Duration, token: Option<&str>) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let auth = token.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let request = format!("GET /metrics HTTP/1.1\r\nhost: causeway\r\n{auth}connection: close\r\n\r\n");
     tokio::time::timeout(timeout, async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: causeway\r\nconnection: close\r\n\r\n").await.ok()?;
+        s.write_all(request.as_bytes()).await.ok()?;
         let mut body = String::new();
         s.read_to_string(&mut body).await.ok()?;
         Some(body.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
@@ -299,12 +360,13 @@ async fn scrape(addr: std::net::SocketAddr, timeout: Duration) -> Option<String>
 /// hello (over TLS when the cluster uses it) and how fast, and from its
 /// metrics endpoint (if the config lists them) its stable-time lag,
 /// replication queue and refusals. Returns whether every node is up.
-pub fn status(config: &Path, timeout: Duration, json: bool) -> Result<bool, Error> {
+pub fn status(config: &Path, timeout: Duration, json: bool, token: Option<&str>) -> Result<bool, Error> {
     let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
     let rt = runtime()?;
     let rows: Vec<NodeStatus> = rt.block_on(async {
         let probes = (0..cluster.addrs.len()).map(|i| {
             let c = cluster.clone();
+            let token = token.map(str::to_string);
             async move {
                 let node = causeway_core::NodeId(i as u32);
                 let t = &c.topology;
@@ -318,9 +380,18 @@ pub fn status(config: &Path, timeout: Duration, json: bool) -> Result<bool, Erro
                     }
                     causeway_core::NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
                 };
-                let probe = causeway_net::probe(&c, node, timeout).await;
+                let probe = causeway_net::probe(&c, node, timeout, token.as_deref()).await;
+                // A node that refuses the token still answered: it is up.
+                let probe = match probe {
+                    Err(causeway_net::ClientError::Refused {
+                        error: e @ (WireError::TokenRequired | WireError::BadToken),
+                        ..
+                    }) => Err(format!("up, but {e}")),
+                    p => p.map_err(|e| e.to_string()),
+                };
+                let up = probe.is_ok() || probe.as_ref().is_err_and(|e| e.starts_with("up, but"));
                 let metrics = match c.metrics_addrs.get(i) {
-                    Some(a) => scrape(*a, timeout).await,
+                    Some(a) => scrape(*a, timeout, token.as_deref()).await,
                     None => None,
                 };
                 let m = |name: &str| metrics.as_deref().and_then(|t| metric(t, name));
@@ -329,9 +400,9 @@ pub fn status(config: &Path, timeout: Duration, json: bool) -> Result<bool, Erro
                     dc: t.dc_name(t.dc_of(node)),
                     role,
                     addr: c.addrs[i].to_string(),
-                    up: probe.is_ok(),
+                    up,
                     hello_ms: probe.as_ref().ok().map(|d| d.as_secs_f64() * 1e3),
-                    error: probe.err().map(|e| e.to_string()),
+                    error: probe.err(),
                     stable_lag_ms: m("causeway_stable_lag_seconds").map(|s| s * 1e3),
                     replication_queue: m("causeway_replication_queue").map(|v| v as u64),
                     refused_total: m("causeway_refused_total").map(|v| v as u64),

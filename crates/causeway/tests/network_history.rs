@@ -25,6 +25,7 @@ fn network_histories_pass_the_checker() {
             fsync: Fsync::Never,
             params: toml::Table::new(),
             ports: Default::default(),
+            tokens: None,
         };
         let cluster = Embedded::start(spec, rt.handle()).unwrap();
         let c = cluster.cluster.clone();

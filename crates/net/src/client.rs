@@ -96,6 +96,8 @@ pub struct Session<P: Protocol> {
     /// session never waits longer for anything.
     pub timeout: Duration,
     broken: bool,
+    /// The access token shown in every hello ([`crate::auth`]).
+    token: Option<String>,
 }
 
 fn now_us() -> u64 {
@@ -133,7 +135,15 @@ impl<P: Protocol> Session<P> {
             timer_seq: 0,
             timeout: Duration::from_secs(10),
             broken: false,
+            token: None,
         })
+    }
+
+    /// Show `token` in the hello of every connection from now on
+    /// (connections already open are closed, so each reopens with it).
+    pub fn set_token(&mut self, token: Option<String>) {
+        self.token = token;
+        self.conns.clear();
     }
 
     async fn connect(&mut self, node: NodeId, deadline: Instant) -> Result<(), ClientError> {
@@ -152,7 +162,10 @@ impl<P: Protocol> Session<P> {
             .map_err(|source| ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }))?;
         let (rd, mut wr) = tokio::io::split(s);
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
-        let hello = encode::<P::Msg>(&Wire::HelloClient { cluster_id: self.cluster.config.cluster_id.clone() });
+        let hello = encode::<P::Msg>(&Wire::HelloClient {
+            cluster_id: self.cluster.config.cluster_id.clone(),
+            token: self.token.clone(),
+        });
         let hello_timeout = ClientError::HelloTimeout { node: node.0, addr, after: self.timeout };
         tokio::time::timeout_at(deadline, async {
             wr.write_all(&hello).await?;
@@ -385,8 +398,13 @@ impl<P: Protocol> Session<P> {
 
 /// Whether node `node` answers a client hello, and how fast: connect, TLS
 /// handshake, hello, welcome, all within `timeout`. What `causeway status`
-/// asks of every node.
-pub async fn probe(cluster: &Cluster, node: NodeId, timeout: Duration) -> Result<Duration, ClientError> {
+/// asks of every node. `token` is shown in the hello, as a session would.
+pub async fn probe(
+    cluster: &Cluster,
+    node: NodeId,
+    timeout: Duration,
+    token: Option<&str>,
+) -> Result<Duration, ClientError> {
     let start = Instant::now();
     let addr = cluster.addrs[node.idx()];
     let deadline = tokio::time::Instant::now() + timeout;
@@ -401,7 +419,10 @@ pub async fn probe(cluster: &Cluster, node: NodeId, timeout: Duration) -> Result
         .map_err(|_| hello_timeout())?
         .map_err(|source| ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }))?;
     // The hello carries no protocol message, so any message type encodes it.
-    let hello = encode::<()>(&Wire::HelloClient { cluster_id: cluster.config.cluster_id.clone() });
+    let hello = encode::<()>(&Wire::HelloClient {
+        cluster_id: cluster.config.cluster_id.clone(),
+        token: token.map(str::to_string),
+    });
     let answer = tokio::time::timeout_at(deadline, async {
         s.write_all(&hello).await?;
         s.flush().await?;

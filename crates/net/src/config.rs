@@ -64,6 +64,23 @@ pub struct ClusterConfig {
     pub wan: Wan,
     #[serde(default)]
     pub tls: TlsSection,
+    #[serde(default, skip_serializing_if = "AuthSection::is_off")]
+    pub auth: AuthSection,
+}
+
+/// Access tokens ([`crate::auth`]): with `tokens` set, every client session
+/// must present a token listed in that file and gets its role.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<PathBuf>,
+}
+
+impl AuthSection {
+    pub fn is_off(&self) -> bool {
+        self.tokens.is_none()
+    }
 }
 
 /// Transport security ([`crate::tls`]): a certificate directory, or an
@@ -258,9 +275,11 @@ impl ClusterConfig {
             let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
             c.data_dir = base.join(&c.data_dir);
         }
-        if let Some(d) = c.tls.dir.as_mut().filter(|d| d.is_relative()) {
-            let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            *d = base.join(&*d);
+        let base = path.parent().filter(|b| !b.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        for d in [c.tls.dir.as_mut(), c.auth.tokens.as_mut()].into_iter().flatten() {
+            if d.is_relative() {
+                *d = base.join(&*d);
+            }
         }
         Ok(c)
     }

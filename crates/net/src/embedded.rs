@@ -2,7 +2,7 @@
 //! loopback, with WAN delays injected by the transport. What `causeway up`
 //! and `causeway demo` run, and what the integration tests use.
 
-use crate::config::{Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, TlsSection, Wan};
+use crate::config::{AuthSection, Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, TlsSection, Wan};
 use crate::server::{self, NodeError, NodeHandle};
 use causeway_core::{NodeId, TopologySpec};
 use causeway_protocols::{ProtocolName, with_protocol};
@@ -34,6 +34,8 @@ pub struct EmbeddedSpec {
     pub fsync: Fsync,
     pub params: toml::Table,
     pub ports: Ports,
+    /// The access tokens file ([`crate::auth`]); `None` for no tokens.
+    pub tokens: Option<PathBuf>,
 }
 
 /// Optional HTTP and Redis endpoints on loopback: node N gets base + N.
@@ -58,6 +60,7 @@ impl EmbeddedSpec {
             fsync: Fsync::Always,
             params: toml::Table::new(),
             ports: Ports::default(),
+            tokens: None,
         }
     }
 }
@@ -139,6 +142,7 @@ impl Embedded {
             limits,
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
             tls: TlsSection { dir: Some(tls_dir), plaintext: false },
+            auth: AuthSection { tokens: spec.tokens.clone() },
         };
         let cluster = Arc::new(config.validate()?);
         let mut handles = Vec::with_capacity(n);

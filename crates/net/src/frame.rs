@@ -30,6 +30,9 @@ pub enum Wire<M> {
     /// First frame of a client connection.
     HelloClient {
         cluster_id: String,
+        /// An access token ([`crate::auth`]), required when the cluster
+        /// has `[auth] tokens`.
+        token: Option<String>,
     },
     /// Answer to `HelloPeer`: send from this sequence number on (everything
     /// before it has been delivered durably).
@@ -99,6 +102,12 @@ pub enum WireError {
     TooManyConnections { max: usize },
     #[error("said hello as {claimed} without a certificate of this cluster for that name")]
     Unauthenticated { claimed: String },
+    #[error("this cluster requires an access token (--token or CAUSEWAY_TOKEN)")]
+    TokenRequired,
+    #[error("the access token is not valid here (unknown or revoked)")]
+    BadToken,
+    #[error("a {role} token may not send {kind:?} requests")]
+    Forbidden { role: String, kind: String },
 }
 
 impl WireError {
@@ -117,6 +126,9 @@ impl WireError {
             WireError::ShuttingDown => "shutting_down",
             WireError::TooManyConnections { .. } => "too_many_connections",
             WireError::Unauthenticated { .. } => "unauthenticated",
+            WireError::TokenRequired => "no_token",
+            WireError::BadToken => "bad_token",
+            WireError::Forbidden { .. } => "forbidden",
         }
     }
 }

@@ -6,13 +6,14 @@
 //! write-ahead log so an acknowledged write survives `kill -9` ([`wal`]), the
 //! node runtime ([`server`]), the async client library ([`client`]), the
 //! embedded one-command cluster ([`embedded`]), mutual TLS on every
-//! connection ([`tls`]), metrics, health and a live dashboard over HTTP ([`metrics`],
+//! connection ([`tls`]), access tokens with roles ([`auth`]), metrics, health and a live dashboard over HTTP ([`metrics`],
 //! [`dashboard`]) and the
 //! Redis-protocol front door ([`redis`]).
 //!
 //! It is not a simulator: time is the machine's clock, and runs are not
 //! reproducible. Protocol logic lives in `causeway-protocols`, never here.
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod dashboard;

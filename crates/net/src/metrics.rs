@@ -9,9 +9,16 @@
 //! operator keeps on a management network: it shows counts and latencies,
 //! never keys or values, and accepts no writes.
 //!
+//! With `[auth] tokens` ([`crate::auth`]) everything but `/healthz` and
+//! `/readyz` (what load balancers and supervisors probe) needs an admin
+//! token, as `Authorization: Bearer <token>` (Prometheus's
+//! `authorization` scrape setting) or `?token=<token>` (a browser opening
+//! the dashboard); 401 without one, 403 with a weaker one.
+//!
 //! Names follow Prometheus conventions: durations in seconds as histograms
 //! (`_seconds_bucket`, `_sum`, `_count`), counters with `_total`.
 
+use crate::auth::{Role, Tokens};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -272,6 +279,7 @@ pub async fn serve(
     addr: SocketAddr,
     m: Arc<NodeMetrics>,
     about: Arc<crate::dashboard::About>,
+    tokens: Option<Arc<Tokens>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let l = match TcpListener::bind(addr).await {
@@ -281,17 +289,48 @@ pub async fn serve(
             return;
         }
     };
+    let gate = axum::middleware::from_fn_with_state((tokens, m.clone()), require_admin);
+    let open = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(m.clone());
     let app = Router::new()
         .route("/metrics", get(metrics_page))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
         .with_state(m.clone())
-        .merge(crate::dashboard::routes(m, about, stop.clone()));
+        .merge(crate::dashboard::routes(m, about, stop.clone()))
+        .route_layer(gate)
+        .merge(open);
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
     if let Err(e) = axum::serve(l, app).with_graceful_shutdown(stopped).await {
         tracing::error!("metrics endpoint {addr}: {e}");
+    }
+}
+
+/// Let a request through only with an admin token, when tokens are required.
+async fn require_admin(
+    State((tokens, m)): State<(Option<Arc<Tokens>>, Arc<NodeMetrics>)>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let Some(tokens) = tokens else { return next.run(req).await };
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let query = req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
+    match bearer.or(query).and_then(|secret| tokens.check(secret)) {
+        Some(g) if g.role == Role::Admin => next.run(req).await,
+        Some(g) => {
+            m.refuse("forbidden");
+            let body = format!("the {} token {:?} may not read this; an admin token may\n", g.role, g.name);
+            (StatusCode::FORBIDDEN, body).into_response()
+        }
+        None => {
+            m.refuse("no_token");
+            let body = "an admin token is required: Authorization: Bearer <token>, or ?token=<token>\n";
+            (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
+        }
     }
 }
 
@@ -353,7 +392,7 @@ mod tests {
         m.peer_depth[1].set(7);
         let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let (stop_tx, stop) = watch::channel(false);
-        tokio::spawn(serve(addr, m.clone(), Arc::new(crate::dashboard::About::default()), stop));
+        tokio::spawn(serve(addr, m.clone(), Arc::new(crate::dashboard::About::default()), None, stop));
         let body = fetch(addr, "/metrics").await;
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
         assert!(body.contains("causeway_requests_total{kind=\"get_req\"} 1"), "{body}");

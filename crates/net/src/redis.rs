@@ -25,6 +25,13 @@
 //! - `PING`, `ECHO`, `INFO`, `SELECT 0`, `QUIT`, and `CONFIG GET`,
 //!   `COMMAND`, `CLIENT` answered harmlessly for tools that ask at start.
 //!
+//! With `[auth] tokens` in the cluster config ([`crate::auth`]), a
+//! connection must first `AUTH <token>` (or `AUTH <name> <token>`, the
+//! Redis 6 form; the name is not checked): everything else but `QUIT` is
+//! answered `NOAUTH`. The token's role holds: a read-only token's `SET`,
+//! `MSET`, `DEL` and write-holding `MULTI` are refused with `NOPERM`, and
+//! the session shows the token to the nodes, which enforce it again.
+//!
 //! Requests are answered in order; pipelined requests are read in one go
 //! and their replies written in one go. A request larger than
 //! `[limits] max_frame_bytes` is refused and the connection closed. If the
@@ -32,6 +39,7 @@
 //! returned and the connection closed: its causal context is gone, and a
 //! reconnecting client starts a fresh one.
 
+use crate::auth::{Grant, Tokens};
 use crate::client::{ClientError, Session};
 use crate::config::Cluster;
 use crate::metrics::NodeMetrics;
@@ -51,6 +59,8 @@ use tokio::sync::watch;
 
 /// What a front door needs to open sessions.
 struct Door {
+    /// With `[auth]`: connections must `AUTH` with one of these first.
+    tokens: Option<Arc<Tokens>>,
     cluster: Arc<Cluster>,
     node: NodeId,
     dc: DcId,
@@ -74,6 +84,13 @@ pub async fn serve<P: Protocol>(
             return;
         }
     };
+    let tokens = match cluster.config.auth.tokens.as_deref().map(Tokens::open).transpose() {
+        Ok(t) => t.map(Arc::new),
+        Err(e) => {
+            tracing::error!(node = node.0, "redis front door {addr}: {e}");
+            return;
+        }
+    };
     let l = match TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -84,7 +101,7 @@ pub async fn serve<P: Protocol>(
     tracing::info!(node = node.0, "redis front door on {addr} ({})", P::NAME);
     let dc = cluster.topology.dc_of(node);
     let permits = Arc::new(tokio::sync::Semaphore::new(cluster.config.limits.max_connections));
-    let door = Arc::new(Door { cluster, node, dc, tls, metrics, next_session: AtomicU32::new(1) });
+    let door = Arc::new(Door { tokens, cluster, node, dc, tls, metrics, next_session: AtomicU32::new(1) });
     let mut backoff = Duration::ZERO;
     loop {
         tokio::select! {
@@ -132,7 +149,7 @@ async fn connection<P: Protocol>(door: &Door, mut s: TcpStream, mut stop: watch:
             return;
         }
     };
-    let mut c = Conn::<P> { session, multi: None, info: info::<P>(door) };
+    let mut c = Conn::<P> { session, multi: None, info: info::<P>(door), tokens: door.tokens.clone(), grant: None };
     let limits = &door.cluster.config.limits;
     let idle = Duration::from_millis(limits.idle_timeout_ms);
     let mut input = BytesMut::with_capacity(16 * 1024);
@@ -172,7 +189,13 @@ async fn connection<P: Protocol>(door: &Door, mut s: TcpStream, mut stop: watch:
                     if let Some(name) = args.first() {
                         door.metrics.count_redis(command_name(name));
                     }
-                    c.command(args).await
+                    match c.admit(&args) {
+                        Ok(()) => c.command(args).await,
+                        Err((reason, f)) => {
+                            door.metrics.refuse(reason);
+                            Answer::Reply(f)
+                        }
+                    }
                 }
                 Err(e) => Answer::Reply(Frame::Error(e.into())),
             };
@@ -232,9 +255,9 @@ fn request_args(frame: Frame) -> Result<Vec<Bytes>, &'static str> {
 /// The command's name for metrics: one of a fixed set, so that a client
 /// cannot grow the label set.
 fn command_name(name: &[u8]) -> &'static str {
-    const KNOWN: [&str; 18] = [
+    const KNOWN: [&str; 19] = [
         "get", "set", "del", "exists", "mget", "mset", "multi", "exec", "discard", "ping", "echo", "info", "select",
-        "quit", "config", "command", "client", "hello",
+        "quit", "config", "command", "client", "hello", "auth",
     ];
     KNOWN.iter().find(|k| name.eq_ignore_ascii_case(k.as_bytes())).copied().unwrap_or("other")
 }
@@ -304,9 +327,71 @@ struct Conn<P: Protocol> {
     session: Session<P>,
     multi: Option<Multi>,
     info: String,
+    tokens: Option<Arc<Tokens>>,
+    /// Who `AUTH` said this connection is.
+    grant: Option<Grant>,
+}
+
+/// Commands that change the store, directly or queued.
+fn writes(name: &[u8]) -> bool {
+    [b"set".as_slice(), b"mset", b"del"].iter().any(|w| name.eq_ignore_ascii_case(w))
 }
 
 impl<P: Protocol> Conn<P> {
+    /// Whether the connection may run this command: `AUTH` and `QUIT`
+    /// always; with tokens required, anything else only after `AUTH`, and
+    /// writes only with a token that may write. The refusal's metric
+    /// reason and reply otherwise.
+    fn admit(&mut self, args: &[Bytes]) -> Result<(), (&'static str, Frame)> {
+        let name = &args[0];
+        if name.eq_ignore_ascii_case(b"auth") {
+            return self.auth(&args[1..]);
+        }
+        if self.tokens.is_none() || name.eq_ignore_ascii_case(b"quit") {
+            return Ok(());
+        }
+        let Some(g) = &self.grant else {
+            return Err(("no_token", error("NOAUTH Authentication required.")));
+        };
+        let queued_write = name.eq_ignore_ascii_case(b"exec")
+            && self.multi.as_ref().is_some_and(|m| m.queued.iter().any(|q| matches!(q, Queued::Set(_))));
+        if !g.role.may_write() && (writes(name) || queued_write) {
+            if let Some(m) = &mut self.multi {
+                m.failed = true;
+            }
+            let shown = String::from_utf8_lossy(name).to_ascii_lowercase();
+            let msg = format!("NOPERM the {} token {:?} may not run the '{shown}' command", g.role, g.name);
+            return Err(("forbidden", error(msg)));
+        }
+        Ok(())
+    }
+
+    fn auth(&mut self, rest: &[Bytes]) -> Result<(), (&'static str, Frame)> {
+        let Some(tokens) = &self.tokens else {
+            return Err((
+                "bad_token",
+                error(
+                    "ERR AUTH <password> called without any password configured for the default user. Are you sure                      your configuration is correct?",
+                ),
+            ));
+        };
+        let secret = match rest {
+            [secret] | [_, secret] => String::from_utf8_lossy(secret).into_owned(),
+            _ => return Err(("bad_frame", error("ERR wrong number of arguments for 'auth' command"))),
+        };
+        match tokens.check(&secret) {
+            Some(g) => {
+                self.grant = Some(g);
+                self.session.set_token(Some(secret));
+                // `command` answers OK.
+                Ok(())
+            }
+            None => {
+                Err(("bad_token", error("WRONGPASS invalid username-password pair or user is disabled.")))
+            }
+        }
+    }
+
     async fn command(&mut self, args: Vec<Bytes>) -> Answer {
         let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
         let rest = &args[1..];
@@ -337,6 +422,8 @@ impl<P: Protocol> Conn<P> {
                 _ => arity("echo"),
             },
             "quit" => Answer::Close(Frame::SimpleString(Bytes::from_static(b"OK"))),
+            // `admit` checked the token and took it.
+            "auth" => ok(),
             "select" => match rest {
                 [db] if db.as_ref() == b"0" => ok(),
                 [_] => err("ERR DB index is out of range (Causeway has one keyspace: 0)"),

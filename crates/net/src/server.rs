@@ -17,6 +17,7 @@ use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
+use crate::auth::{Role, Tokens};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, Wal, WalError};
 use causeway_core::{
@@ -47,6 +48,8 @@ pub enum NodeError {
     Panicked { node: u32 },
     #[error("node {node}: {source}")]
     Tls { node: u32, source: crate::tls::TlsError },
+    #[error("node {node}: {source}")]
+    Auth { node: u32, source: crate::auth::AuthError },
 }
 
 /// The clock floor is pushed this far ahead of the clock whenever the clock
@@ -164,6 +167,14 @@ pub fn spawn<P: Protocol>(
              anyone who reaches {addr} can read and write data and pose as a peer node"
         );
     }
+    let tokens = match &cluster.config.auth.tokens {
+        None => None,
+        Some(path) => {
+            let t = Tokens::open(path).map_err(|source| NodeError::Auth { node: node.0, source })?;
+            tracing::info!(node = node.0, "client sessions need a token from {}", path.display());
+            Some(Arc::new(t))
+        }
+    };
     let dir = cluster.node_dir(node);
     let node_dir = NodeDir::open(&dir, &cluster.config.cluster_id, node)
         .map_err(|source| NodeError::DataDir { node: node.0, source })?;
@@ -222,8 +233,10 @@ pub fn spawn<P: Protocol>(
     }
 
     // Accept loop.
+    let http_tokens = tokens.clone();
     let acceptor = Acceptor::<P::Msg> {
         tls,
+        tokens,
         cluster: cluster.clone(),
         node,
         input: in_tx.clone(),
@@ -303,7 +316,7 @@ pub fn spawn<P: Protocol>(
     });
     if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
         let about = Arc::new(crate::dashboard::About::of::<P>(&cluster, node));
-        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), about, stop_rx.clone()));
+        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), about, http_tokens, stop_rx.clone()));
     }
     if let Some(raddr) = cluster.redis_addrs.get(node.idx()).copied().flatten() {
         rt.spawn(crate::redis::serve::<P>(raddr, cluster.clone(), node, metrics.clone(), stop_rx.clone()));
@@ -428,6 +441,8 @@ pub fn spawn<P: Protocol>(
 
 struct Acceptor<M> {
     tls: NodeTls,
+    /// With `[auth]`: the tokens a client session must show.
+    tokens: Option<Arc<Tokens>>,
     cluster: Arc<Cluster>,
     node: NodeId,
     input: smpsc::Sender<Input<M>>,
@@ -449,6 +464,7 @@ impl<M> Clone for Acceptor<M> {
     fn clone(&self) -> Self {
         Acceptor {
             tls: self.tls.clone(),
+            tokens: self.tokens.clone(),
             cluster: self.cluster.clone(),
             node: self.node,
             input: self.input.clone(),
@@ -535,7 +551,7 @@ impl<M: Message> Acceptor<M> {
                 }
                 self.serve_peer(s, from).await
             }
-            Ok(Wire::HelloClient { cluster_id: got }) => {
+            Ok(Wire::HelloClient { cluster_id: got, token }) => {
                 if &got != cluster_id {
                     self.metrics.refuse("wrong_cluster");
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
@@ -547,7 +563,22 @@ impl<M: Message> Acceptor<M> {
                     self.metrics.refuse("unauthenticated");
                     return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: CLIENT_NAME.into() }).await;
                 }
-                self.serve_client(s).await
+                let role = match (&self.tokens, token) {
+                    (None, _) => Role::Admin,
+                    (Some(_), None) => {
+                        self.metrics.refuse("no_token");
+                        return refuse::<M>(&mut s, WireError::TokenRequired).await;
+                    }
+                    (Some(tokens), Some(secret)) => match tokens.check(&secret) {
+                        Some(grant) => grant.role,
+                        None => {
+                            self.metrics.refuse("bad_token");
+                            tracing::info!(node = self.node.0, "refused a client session with an unknown token");
+                            return refuse::<M>(&mut s, WireError::BadToken).await;
+                        }
+                    },
+                };
+                self.serve_client(s, role).await
             }
             Ok(_) => {
                 self.metrics.refuse("no_hello");
@@ -636,7 +667,8 @@ impl<M: Message> Acceptor<M> {
         acker.abort();
     }
 
-    async fn serve_client(self, s: Conn) {
+    /// A client session with the rights of `role`.
+    async fn serve_client(self, s: Conn, role: Role) {
         let mut stop = self.stop.clone();
         let limits = self.cluster.config.limits.clone();
         let (rd, mut wr) = tokio::io::split(s);
@@ -691,6 +723,8 @@ impl<M: Message> Acceptor<M> {
                     let (k, v) = msg.max_key_value_len();
                     if !msg.is_client() {
                         Some(WireError::NotAClientRequest(msg.kind().to_string()))
+                    } else if msg.is_write() && !role.may_write() {
+                        Some(WireError::Forbidden { role: role.to_string(), kind: msg.kind().to_string() })
                     } else if k > limits.max_key_bytes {
                         Some(WireError::KeyTooLarge { len: k, max: limits.max_key_bytes })
                     } else if v > limits.max_value_bytes {

@@ -45,6 +45,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         fsync: Fsync::Never,
         params: toml::Table::new(),
         ports: Default::default(),
+        tokens: None,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
@@ -69,7 +70,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
 
     // 3. Another cluster's hello.
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
-    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into() })).await;
+    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into(), token: None })).await;
     let r = answer(&mut s).await;
     assert!(matches!(&r, Some(W::Refused(WireError::WrongCluster { got })) if got == "someone-else"), "{r:?}");
     // The refusal does not tell the caller the right cluster id.
@@ -107,7 +108,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     // 5. A client connection: over-limit key and value, a peer message, then an
     //    unknown message kind (which leaves the stream untrustworthy: closed).
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
-    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: id.clone() })).await;
+    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: id.clone(), token: None })).await;
     assert!(matches!(answer(&mut s).await, Some(W::WelcomeClient { .. })));
     let big_key = Bytes::from(vec![b'k'; limits.max_key_bytes + 1]);
     send(&mut s, &encode(&W::Request(Msg::GetReq { key: big_key }))).await;

@@ -23,12 +23,13 @@ fn spec(name: &str) -> EmbeddedSpec {
         fsync: Fsync::Never,
         params: toml::Table::new(),
         ports: Default::default(),
+        tokens: None,
     }
 }
 
 async fn hello(c: &causeway_net::Cluster, id: &str) -> (Conn, Option<Wire<Msg>>) {
     let mut s = ClientTls::load(c).unwrap().dial(c, causeway_core::NodeId(0)).await.unwrap();
-    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: id.into() })).await.unwrap();
+    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: id.into(), token: None })).await.unwrap();
     s.flush().await.unwrap();
     let w = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s, 1 << 20))
         .await

@@ -36,6 +36,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         fsync: Fsync::Never,
         params: toml::Table::new(),
         ports: Default::default(),
+        tokens: None,
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -24,6 +24,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         fsync: Fsync::Never,
         params: toml::Table::new(),
         ports: Default::default(),
+        tokens: None,
     }
 }
 

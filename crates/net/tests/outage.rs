@@ -27,6 +27,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         fsync: Fsync::Never,
         params: toml::Table::new(),
         ports: Default::default(),
+        tokens: None,
     }
 }
 

@@ -36,6 +36,7 @@ fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
         fsync: Fsync::Never,
         params: toml::Table::new(),
         ports: Ports { metrics: None, redis: Some(base) },
+        tokens: None,
     };
     let cluster = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
     (cluster, base)
