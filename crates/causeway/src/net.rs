@@ -49,8 +49,8 @@ pub fn certs(config: &Path, days: i64) -> Result<(), Error> {
 
 /// `causeway token add|list|revoke` on the tokens file the config names.
 pub fn token(cmd: crate::TokenCmd) -> Result<(), Error> {
-    use causeway_net::auth::{Role, TokenFile};
     use crate::TokenCmd;
+    use causeway_net::auth::{Role, TokenFile};
     let config = match &cmd {
         TokenCmd::Add { config, .. } | TokenCmd::List { config, .. } | TokenCmd::Revoke { config, .. } => config,
     };

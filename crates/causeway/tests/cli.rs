@@ -232,3 +232,66 @@ fn a_server_out_of_file_descriptors_backs_off_and_recovers() {
     assert!(log.contains("accept failed"), "the descriptor limit was never reached:\n{log}");
     assert!(accept_lines < 20, "{accept_lines} lines about accept errors:\n{}", &log[..log.len().min(2000)]);
 }
+
+/// Tokens as an operator uses them: `[auth]` in the config, `token add`
+/// prints a secret once, clients pass it by flag or environment, a
+/// read-only token cannot write, `status` still sees a node that wants a
+/// token, `revoke` takes effect without a restart.
+#[test]
+fn tokens_gate_what_clients_may_do() {
+    let dir = tmp("tokens");
+    let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("[auth]\ntokens = \"tokens.toml\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let add = |name: &str, role: &str| {
+        let o = run(&["token", "add", name, "--role", role, "--config", cfg], None);
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let rw = add("app", "read-write");
+    let ro = add("report", "read-only");
+    let o = run(&["token", "add", "bad", "--role", "root", "--config", cfg], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown role \"root\""), "{o:?}");
+    let stored = std::fs::read_to_string(dir.join("tokens.toml")).unwrap();
+    assert!(!stored.contains(&rw) && stored.contains("report"), "only digests are stored");
+    let _server = Server(
+        bin()
+            .args(["server", "--config", cfg, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !run(&["put", "k", "1", "--config", cfg, "--token", &rw], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = run(&["get", "k", "--config", cfg], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("requires an access token"), "{o:?}");
+    let o = bin()
+        .args(["get", "k", "--config", cfg])
+        .env("CAUSEWAY_TOKEN", &ro)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.stdout, b"1\n", "{o:?}");
+    let o = run(&["put", "k", "2", "--config", cfg, "--token", &ro], None);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("read-only"), "{o:?}");
+    assert_eq!(run(&["get", "k", "--config", cfg, "--token", &rw], None).stdout, b"1\n");
+    // A node that wants a token is up, not down.
+    let o = run(&["status", "--config", cfg, "--json"], None);
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["token", "list", "--config", cfg, "--json"], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j.as_array().unwrap().len(), 2, "{j}");
+    assert!(run(&["token", "revoke", "app", "--config", cfg], None).status.success());
+    // Nodes notice the file changed by its modification time.
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options().write(true).open(dir.join("tokens.toml")).unwrap().set_modified(later).unwrap();
+    let o = run(&["get", "k", "--config", cfg, "--token", &rw], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not valid here"), "{o:?}");
+}

@@ -110,7 +110,8 @@ impl TokenFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TokenFile::default()),
             Err(source) => return Err(AuthError::Io { path: p, source }),
         };
-        let f: TokenFile = toml::from_str(&text).map_err(|e| AuthError::Invalid { path: p.clone(), reason: e.to_string() })?;
+        let f: TokenFile =
+            toml::from_str(&text).map_err(|e| AuthError::Invalid { path: p.clone(), reason: e.to_string() })?;
         for (i, t) in f.token.iter().enumerate() {
             check_name(&t.name).map_err(|e| AuthError::Invalid { path: p.clone(), reason: e.to_string() })?;
             if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -291,7 +292,12 @@ mod tests {
         assert!(t.check(&rw).is_some());
 
         std::fs::write(&path, "[[token]]\nname = 'x'\n").unwrap();
-        std::fs::File::options().write(true).open(&path).unwrap().set_modified(later + std::time::Duration::from_secs(2)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later + std::time::Duration::from_secs(2))
+            .unwrap();
         assert!(t.check(&rw).is_some(), "a malformed edit keeps the last good list");
         assert!(matches!(Tokens::open(&path), Err(AuthError::Invalid { .. })));
         assert!(matches!("superuser".parse::<Role>(), Err(AuthError::UnknownRole(_))));

@@ -386,9 +386,7 @@ impl<P: Protocol> Conn<P> {
                 // `command` answers OK.
                 Ok(())
             }
-            None => {
-                Err(("bad_token", error("WRONGPASS invalid username-password pair or user is disabled.")))
-            }
+            None => Err(("bad_token", error("WRONGPASS invalid username-password pair or user is disabled."))),
         }
     }
 

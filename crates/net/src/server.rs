@@ -12,12 +12,12 @@
 //! turn's replies and peer messages: nothing is acknowledged before it is
 //! durable. That is group commit by construction.
 
+use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
 use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
-use crate::auth::{Role, Tokens};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, Wal, WalError};
 use causeway_core::{

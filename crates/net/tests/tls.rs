@@ -59,7 +59,9 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
     // 1. Plaintext to a TLS node: the handshake fails, nothing is served.
     let before = refused(0);
     let mut s = TcpStream::connect(c.addrs[0]).await.unwrap();
-    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: c.config.cluster_id.clone(), token: None })).await.unwrap();
+    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: c.config.cluster_id.clone(), token: None }))
+        .await
+        .unwrap();
     s.write_all(&encode(&Wire::Request(Msg::PutReq {
         key: Bytes::from_static(b"k"),
         value: Bytes::from_static(b"plain"),
