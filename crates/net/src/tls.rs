@@ -22,9 +22,13 @@
 //! started so says it loudly. It is not a fallback: a TLS node refuses a
 //! plaintext hello (the handshake fails) and vice versa.
 //!
-//! What this is not, yet: per-client permissions (read-only, read-write,
-//! admin tokens) and revocation. Every holder of a client certificate may
-//! read and write.
+//! What a client may do is not the certificate's business: the client
+//! certificate is shared by every client of the cluster and proves only
+//! membership. Per-client rights and revocation are access tokens'
+//! ([`crate::auth`]): with `[auth] tokens`, a leaked client certificate
+//! without a token opens no session, and a token is revoked by removing it
+//! from the file, no re-issuing of certificates. Without `[auth]` every
+//! holder of a client certificate may read and write.
 
 use crate::config::Cluster;
 use causeway_core::NodeId;
