@@ -72,6 +72,9 @@ enum Cmd {
         /// Simulator runs in parallel (default: the number of cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// Print what was written as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Check a recorded history (JSON) for consistency violations.
     Check {
@@ -127,6 +130,9 @@ enum Cmd {
         /// the protocol's promise.
         #[arg(long)]
         level: Option<String>,
+        /// Print the summary as JSON (failure details go to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Run one node of a cluster over TCP until SIGINT or SIGTERM.
     Server {
@@ -165,6 +171,8 @@ enum Cmd {
         /// How long the certificates are valid.
         #[arg(long, default_value_t = 365)]
         days: i64,
+        #[arg(long)]
+        json: bool,
     },
     /// Start an embedded cluster on loopback (default 3 DCs × 2 partitions,
     /// Virginia/Oregon/Ireland round trips injected) and keep it running.
@@ -199,6 +207,13 @@ enum Cmd {
         /// When the log is synced: always | group | never.
         #[arg(long, default_value = "always")]
         fsync: String,
+        /// Access tokens file (`[auth] tokens`): clients then need a token
+        /// (`causeway token add … --config <config-out>`).
+        #[arg(long)]
+        tokens: Option<PathBuf>,
+        /// Print the endpoints as one JSON line once the cluster is up.
+        #[arg(long)]
+        json: bool,
     },
     /// Read a key: prints its value. A missing key prints nothing and exits
     /// with status 3 (with --json: `"found": false`).
@@ -253,6 +268,9 @@ enum Cmd {
         sim: bool,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Print the reports as JSON (progress and verdicts go to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Throughput of sets then gets over TCP, like redis-benchmark: against
     /// an embedded 1 DC × 1 partition server, or a running cluster (--config).
@@ -391,14 +409,14 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Cmd::Server { config, node } => net::server(&config, node)?,
-        Cmd::Certs { config, days } => net::certs(&config, days)?,
+        Cmd::Certs { config, days, json } => net::certs(&config, days, json)?,
         Cmd::Token { cmd } => net::token(cmd)?,
         Cmd::Status { config, timeout_ms, json, token } => {
             if !net::status(&config, std::time::Duration::from_millis(timeout_ms), json, token.as_deref())? {
                 std::process::exit(4);
             }
         }
-        Cmd::Experiment { file, out, reps, runtime, threads } => {
+        Cmd::Experiment { file, out, reps, runtime, threads, json } => {
             use causeway_bench::experiment::Runtime;
             let exp = causeway_bench::Experiment::load(&file)?;
             let mut opts = causeway_bench::runner::RunOptions { repetitions: reps, ..Default::default() };
@@ -413,11 +431,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             };
             let points = exp.points()?.len();
             eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
-            let results = causeway_bench::run(&exp, &opts, |done, total| {
-                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                    causeway_bench::progress::bar(&exp.name, done as f64 / total as f64)
-                }
-            })?;
+            let progress = causeway_bench::progress::Progress::new(&exp.name);
+            let results = causeway_bench::run(&exp, &opts, |done, total| progress.set(done as f64 / total as f64))?;
             let mut command =
                 format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
             if let Some(r) = reps {
@@ -427,7 +442,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 command.push_str(&format!(" --runtime {r}"));
             }
             let written = causeway_bench::report::write_all(&results, &out, &command, &today())?;
-            println!("{} files written; report: {}", written.files.len(), written.markdown.display());
+            if json {
+                let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
+                println!("{}", serde_json::json!({ "files": files, "report": written.markdown.display().to_string() }));
+            } else {
+                println!("{} files written; report: {}", written.files.len(), written.markdown.display());
+            }
         }
         Cmd::Check { history, level, quiescent_after_ms, liveness_bound_ms, max_rtt_ms, json, dbcop } => {
             let level = parse_level(&level)?;
@@ -461,7 +481,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err("the history violates the requested consistency level".into());
             }
         }
-        Cmd::Torture { protocol, runs, seed, without, dump, params, level } => {
+        Cmd::Torture { protocol, runs, seed, without, dump, params, level, json } => {
+            // With --json, stdout holds only the summary; the rest is for people.
+            macro_rules! say {
+                ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
+            }
+            let mut summary = Vec::new();
             let mut opts = torture::Options {
                 without,
                 level: level.as_deref().map(parse_level).transpose()?,
@@ -480,19 +505,19 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     let (report, history) = torture::run_one(p, s, &opts)?;
                     ops += report.stats.ops;
                     if !report.passed {
-                        println!("{p}: run with seed {s} FAILED; replay: {}", replay_command(p, s, &opts));
-                        print!("{report}");
-                        print!("{}", torture::describe(p, s, &opts)?);
+                        say!("{p}: run with seed {s} FAILED; replay: {}", replay_command(p, s, &opts));
+                        say!("{report}");
+                        say!("{}", torture::describe(p, s, &opts)?);
                         if let Some(dir) = &dump {
                             std::fs::create_dir_all(dir)?;
                             let path = dir.join(format!("{p}-{s}.json"));
                             std::fs::write(&path, serde_json::to_vec(&history)?)?;
-                            println!("history written to {}", path.display());
+                            say!("history written to {}", path.display());
                         }
                         failed.push((p, s));
                     } else if liveness_kinds.iter().any(|&k| report.count(k) > 0) {
                         let n: usize = liveness_kinds.iter().map(|&k| report.count(k)).sum();
-                        println!(
+                        say!(
                             "{p}: run with seed {s} has {n} liveness violation{} (reported, not judged: --without \
                              liveness); see: {}",
                             if n == 1 { "" } else { "s" },
@@ -510,16 +535,22 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 }
                 let secs = started.elapsed().as_secs_f64();
                 if stalled > 0 {
-                    println!(
-                        "{p}: {stalled} runs with liveness violations reported but not judged (--without liveness)"
-                    );
+                    say!("{p}: {stalled} runs with liveness violations reported but not judged (--without liveness)");
                 }
-                println!(
+                summary.push(serde_json::json!({
+                    "protocol": p.as_str(), "runs": runs, "operations": ops, "seconds": secs,
+                    "failed_seeds": failed.iter().filter(|f| f.0 == p).map(|f| f.1).collect::<Vec<_>>(),
+                    "liveness_reported": stalled,
+                }));
+                say!(
                     "{p}: {runs} runs, {ops} operations checked, {} failed, {:.1} s ({:.0} runs/min)",
                     failed.iter().filter(|f| f.0 == p).count(),
                     secs,
                     runs as f64 * 60.0 / secs
                 );
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
             }
             if !failed.is_empty() {
                 return Err(format!("{} torture runs failed", failed.len()).into());
@@ -536,6 +567,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             redis_port,
             metrics_port,
             fsync,
+            tokens,
+            json,
         } => {
             let ports = causeway_net::embedded::Ports { metrics: metrics_port, redis: redis_port };
             let spec = causeway_net::embedded::EmbeddedSpec {
@@ -546,7 +579,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 ports,
                 ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
             };
-            net::up(spec, &config_out, no_wan)?
+            let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));
+            net::up(causeway_net::embedded::EmbeddedSpec { tokens, ..spec }, &config_out, no_wan, json)?
         }
         Cmd::Get { key, at } => net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?,
         Cmd::Put { key, value, at } => {
@@ -579,18 +613,23 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 op_timeout,
             })?
         }
-        Cmd::Demo { seconds, sessions, sim: false, .. } => run::demo_network(seconds, sessions)?,
-        Cmd::Demo { seed, seconds, sim: true, .. } => {
+        Cmd::Demo { seconds, sessions, sim: false, json, .. } => run::demo_network(seconds, sessions, json)?,
+        Cmd::Demo { seed, seconds, sim: true, json, .. } => {
+            macro_rules! say {
+                ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
+            }
             let sc = demo_scenario(seed, seconds)?;
-            println!(
+            say!(
                 "Simulating 3 DCs (Virginia, Oregon, Ireland; RTT 80/80/160 ms) × 4 partitions, {} clients per DC, {} s of load, seed {}.\n",
-                sc.workload.clients_per_dc, seconds, seed
+                sc.workload.clients_per_dc,
+                seconds,
+                seed
             );
             let mut reports: Vec<SimReport> = Vec::new();
             for &p in ProtocolName::ALL {
                 let started = Instant::now();
                 let r = causeway_sim::run_named(p, sc.clone())?;
-                println!(
+                say!(
                     "  {:<16} {:>9} ops in {:.1} s wall",
                     p.as_str(),
                     r.ops_completed,
@@ -598,8 +637,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 );
                 reports.push(r);
             }
-            println!();
-            print!("{}", report::comparison(&reports));
+            say!();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else {
+                print!("{}", report::comparison(&reports));
+            }
         }
     }
     Ok(())
@@ -678,15 +721,18 @@ fn parse_write(s: &str) -> Result<(String, String), String> {
 
 /// Check a history recorded by the network demo at the level the protocol
 /// promises, print the verdict, and say which violations were found.
-pub(crate) fn check_history(p: ProtocolName, h: Option<&causeway_core::History>) -> bool {
+pub(crate) fn check_history(p: ProtocolName, h: Option<&causeway_core::History>, json: bool) -> bool {
+    macro_rules! say {
+        ($($t:tt)*) => { if json { eprint!($($t)*) } else { print!($($t)*) } };
+    }
     let Some(h) = h else { return true };
     let level = causeway_protocols::with_protocol!(p, P => causeway_check::Level::promised(<P as causeway_core::Protocol>::CAUSAL));
     let report = causeway_check::check(h, &causeway_check::CheckConfig::at(level));
     if report.passed {
-        println!("  {:<16} history of {} operations: {} holds", p.as_str(), h.ops.len(), level.name());
+        say!("  {:<16} history of {} operations: {} holds\n", p.as_str(), h.ops.len(), level.name());
     } else {
-        println!("  {:<16} history of {} operations VIOLATES {}:", p.as_str(), h.ops.len(), level.name());
-        print!("{report}");
+        say!("  {:<16} history of {} operations VIOLATES {}:\n", p.as_str(), h.ops.len(), level.name());
+        say!("{report}");
     }
     report.passed
 }

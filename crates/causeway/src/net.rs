@@ -32,13 +32,17 @@ async fn shutdown_signal() {
 
 /// `causeway certs`: a cluster CA and certificates for every node of the
 /// config and one client, in the config's `[tls] dir`.
-pub fn certs(config: &Path, days: i64) -> Result<(), Error> {
+pub fn certs(config: &Path, days: i64, json: bool) -> Result<(), Error> {
     let c = ClusterConfig::load(config)?;
     let Some(dir) = c.tls.dir.clone() else {
         return Err(format!("{}: [tls] has no `dir` to write the certificates to", config.display()).into());
     };
     let nodes = causeway_core::Topology::new(c.topology.clone())?.nodes();
     causeway_net::tls::generate(&dir, &c.cluster_id, nodes, &causeway_net::tls::Validity { days })?;
+    if json {
+        println!("{}", serde_json::json!({ "dir": dir.display().to_string(), "nodes": nodes, "days": days }));
+        return Ok(());
+    }
     println!(
         "wrote a CA and certificates for {nodes} nodes and a client to {} (valid {days} days); \
          give node N ca.pem and node-N.{{pem,key}}, clients ca.pem and client.{{pem,key}}, and keep ca.key offline",
@@ -85,9 +89,8 @@ pub fn token(cmd: crate::TokenCmd) -> Result<(), Error> {
                     file.token.iter().map(|t| serde_json::json!({ "name": t.name, "role": t.role.as_str() })).collect();
                 println!("{}", serde_json::Value::Array(rows));
             } else {
-                for t in &file.token {
-                    println!("{:<24} {}", t.name, t.role);
-                }
+                let rows = file.token.iter().map(|t| vec![t.name.clone(), t.role.to_string()]).collect();
+                print!("{}", causeway_sim::report::table(&["name", "role"], rows));
             }
         }
         TokenCmd::Revoke { name, json, .. } => {
@@ -122,7 +125,7 @@ pub fn server(config: &Path, node: u32) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool) -> Result<(), Error> {
+pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -> Result<(), Error> {
     let rt = runtime()?;
     if no_wan || spec.dcs != 3 {
         spec.rtt_ms = Vec::new();
@@ -130,26 +133,46 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool) -> Result<(),
     let (protocol, dcs, partitions) = (spec.protocol, spec.dcs, spec.partitions);
     let cluster = Embedded::start(spec, rt.handle())?;
     std::fs::write(config_out, cluster.cluster.to_toml())?;
-    println!(
-        "{} cluster up: {} DCs × {} partitions, {} nodes on loopback; config in {}",
-        protocol,
-        dcs,
-        partitions,
-        cluster.cluster.addrs.len(),
-        config_out.display()
-    );
-    println!("try: causeway put k v --config {0} && causeway get k --dc 1 --config {0}", config_out.display());
     let c = &cluster.cluster;
-    for (i, a) in c.redis_addrs.iter().enumerate() {
-        if let Some(a) = a {
-            let dc = c.topology.dc_name(c.topology.dc_of(causeway_core::NodeId(i as u32)));
-            println!("redis: node {i} ({dc}) on redis-cli -h {} -p {}", a.ip(), a.port());
+    if json {
+        let nodes: Vec<_> = (0..c.addrs.len())
+            .map(|i| {
+                let node = causeway_core::NodeId(i as u32);
+                serde_json::json!({
+                    "node": i, "dc": c.topology.dc_name(c.topology.dc_of(node)), "addr": c.addrs[i].to_string(),
+                    "metrics": c.metrics_addrs.get(i).map(|a| a.to_string()),
+                    "redis": c.redis_addrs.get(i).copied().flatten().map(|a| a.to_string()),
+                })
+            })
+            .collect();
+        let j = serde_json::json!({
+            "protocol": protocol.as_str(), "dcs": dcs, "partitions": partitions,
+            "config": config_out.display().to_string(), "nodes": nodes,
+        });
+        println!("{j}");
+        use std::io::Write;
+        std::io::stdout().flush()?;
+    } else {
+        println!(
+            "{} cluster up: {} DCs × {} partitions, {} nodes on loopback; config in {}",
+            protocol,
+            dcs,
+            partitions,
+            c.addrs.len(),
+            config_out.display()
+        );
+        println!("try: causeway put k v --config {0} && causeway get k --dc 1 --config {0}", config_out.display());
+        for (i, a) in c.redis_addrs.iter().enumerate() {
+            if let Some(a) = a {
+                let dc = c.topology.dc_name(c.topology.dc_of(causeway_core::NodeId(i as u32)));
+                println!("redis: node {i} ({dc}) on redis-cli -h {} -p {}", a.ip(), a.port());
+            }
         }
+        if let Some(a) = c.metrics_addrs.first() {
+            println!("dashboard: http://{a}/  (every node serves it; /metrics, /healthz, /readyz beside it)");
+        }
+        println!("Ctrl-C to stop.");
     }
-    if let Some(a) = c.metrics_addrs.first() {
-        println!("dashboard: http://{a}/  (every node serves it; /metrics, /healthz, /readyz beside it)");
-    }
-    println!("Ctrl-C to stop.");
     rt.block_on(shutdown_signal());
     cluster.stop()?;
     Ok(())
@@ -427,24 +450,24 @@ pub fn status(config: &Path, timeout: Duration, json: bool, token: Option<&str>)
         return Ok(all_up);
     }
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
-    println!(
-        "{:<5} {:<10} {:<14} {:<22} {:<6} {:>9} {:>14} {:>8}  error",
-        "node", "dc", "role", "address", "state", "hello ms", "stable lag ms", "queue"
-    );
-    for r in &rows {
-        println!(
-            "{:<5} {:<10} {:<14} {:<22} {:<6} {:>9} {:>14} {:>8}  {}",
-            r.node,
-            r.dc,
-            r.role,
-            r.addr,
-            if r.up { "up" } else { "DOWN" },
-            opt(r.hello_ms),
-            opt(r.stable_lag_ms),
-            r.replication_queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
-            r.error.as_deref().unwrap_or("")
-        );
-    }
+    let header = ["node", "dc", "role", "address", "state", "hello ms", "stable lag ms", "queue", "error"];
+    let table_rows = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.node.to_string(),
+                r.dc.clone(),
+                r.role.clone(),
+                r.addr.clone(),
+                if r.up { "up" } else { "DOWN" }.to_string(),
+                opt(r.hello_ms),
+                opt(r.stable_lag_ms),
+                r.replication_queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
+                r.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!("{}", causeway_sim::report::table(&header, table_rows));
     Ok(all_up)
 }
 

@@ -12,16 +12,10 @@ use std::time::Duration;
 
 type Error = Box<dyn std::error::Error>;
 
-/// A progress bar on stderr, only when stderr is a terminal (no `\r`
-/// litter in logs and pipes).
-fn progress_bar(label: &str) -> impl Fn(f64) + '_ {
-    use std::io::IsTerminal;
-    let tty = std::io::stderr().is_terminal();
-    move |f: f64| {
-        if tty {
-            causeway_bench::progress::bar(label, f)
-        }
-    }
+/// Progress on stderr: a bar on a terminal, plain lines otherwise.
+fn progress_bar(label: &str) -> impl Fn(f64) + use<> {
+    let p = causeway_bench::progress::Progress::new(label);
+    move |f: f64| p.set(f)
 }
 
 use causeway_sim::report::{ms, percentile_ms};
@@ -34,48 +28,64 @@ fn scratch_dir(name: &str) -> PathBuf {
 
 /// The comparison table of the network demo.
 pub fn table(reports: &[LoadReport]) -> String {
-    let mut s = format!(
-        "{:<16} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  visibility p50/p99 (ms) per DC pair\n",
-        "protocol", "ops/s", "get p50", "get p99", "put p50", "put p99", "rot p50", "rot p99"
-    );
-    for r in reports {
-        let lat = |k: &str, p99: bool| percentile_ms(&r.latency, k, p99);
-        let vis: Vec<String> = r
-            .visibility
-            .iter()
-            .map(|v| {
-                format!(
-                    "{}→{} {}/{}",
-                    &v.from[..v.from.len().min(3)],
-                    &v.to[..v.to.len().min(3)],
-                    ms(v.summary.p50_us),
-                    ms(v.summary.p99_us)
-                )
-            })
-            .collect();
-        s.push_str(&format!(
-            "{:<16} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
-            r.protocol,
-            r.throughput_ops_s,
-            lat("get", false),
-            lat("get", true),
-            lat("put", false),
-            lat("put", true),
-            lat("rot", false),
-            lat("rot", true),
-            vis.join("  ")
-        ));
-    }
-    s
+    let header = [
+        "protocol",
+        "ops/s",
+        "get p50",
+        "get p99",
+        "put p50",
+        "put p99",
+        "rot p50",
+        "rot p99",
+        "visibility p50/p99 (ms) per DC pair",
+    ];
+    let rows = reports
+        .iter()
+        .map(|r| {
+            let lat = |k: &str, p99: bool| percentile_ms(&r.latency, k, p99);
+            let vis: Vec<String> = r
+                .visibility
+                .iter()
+                .map(|v| {
+                    format!(
+                        "{}→{} {}/{}",
+                        &v.from[..v.from.len().min(3)],
+                        &v.to[..v.to.len().min(3)],
+                        ms(v.summary.p50_us),
+                        ms(v.summary.p99_us)
+                    )
+                })
+                .collect();
+            vec![
+                r.protocol.to_string(),
+                format!("{:.0}", r.throughput_ops_s),
+                lat("get", false),
+                lat("get", true),
+                lat("put", false),
+                lat("put", true),
+                lat("rot", false),
+                lat("rot", true),
+                vis.join("  "),
+            ]
+        })
+        .collect();
+    let mut t = causeway_sim::report::table(&header, rows);
+    t.push_str("(latencies in ms)\n");
+    t
 }
 
 /// Start the embedded default cluster for each protocol, drive it, compare.
-pub fn demo_network(seconds: u64, sessions: u32) -> Result<(), Error> {
+pub fn demo_network(seconds: u64, sessions: u32, json: bool) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    println!(
+    let intro = format!(
         "Embedded cluster per protocol: 3 DCs (Virginia, Oregon, Ireland; RTT 80/80/160 ms injected) × 2 partitions on loopback,\n\
          {sessions} sessions per DC, mixed get/put/rot, {seconds} s each. Logs in a scratch directory, fsync on every write.\n"
     );
+    if json {
+        eprintln!("{intro}");
+    } else {
+        println!("{intro}");
+    }
     let mut reports = Vec::new();
     let mut all_passed = true;
     for &p in ProtocolName::ALL {
@@ -93,11 +103,15 @@ pub fn demo_network(seconds: u64, sessions: u32) -> Result<(), Error> {
         let report = rt.block_on(async { with_protocol!(p, P => load::run::<P>(c, ls, progress_bar(&label)).await) });
         cluster.stop()?;
         let _ = std::fs::remove_dir_all(dir);
-        all_passed &= crate::check_history(p, report.history.as_ref());
+        all_passed &= crate::check_history(p, report.history.as_ref(), json);
         reports.push(report);
     }
-    println!();
-    print!("{}", table(&reports));
+    if json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        println!();
+        print!("{}", table(&reports));
+    }
     if !all_passed {
         return Err("a protocol's recorded history violated its consistency promise".into());
     }

@@ -295,3 +295,26 @@ fn tokens_gate_what_clients_may_do() {
     let o = run(&["get", "k", "--config", cfg, "--token", &rw], None);
     assert!(String::from_utf8_lossy(&o.stderr).contains("not valid here"), "{o:?}");
 }
+
+/// `--json` puts only JSON on stdout, whatever else the command says.
+#[test]
+fn json_output_is_only_json() {
+    let o = run(&["torture", "-p", "eventual", "--runs", "2", "--seed", "5", "--json"], None);
+    assert!(o.status.success(), "{o:?}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
+    assert_eq!(j[0]["protocol"], "eventual");
+    assert_eq!(j[0]["runs"], 2);
+    assert_eq!(j[0]["failed_seeds"], serde_json::json!([]));
+    let dir = tmp("json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        "cluster_id = \"j\"\nprotocol = \"eventual\"\nnodes = [\"127.0.0.1:1\"]\n[topology]\ndcs = 1\npartitions = 1\n\
+         [tls]\ndir = \"certs\"\n",
+    )
+    .unwrap();
+    let o = run(&["certs", "--config", cfg.to_str().unwrap(), "--json"], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(j["nodes"], 1, "{j}");
+}

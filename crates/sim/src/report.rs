@@ -17,6 +17,30 @@ pub fn percentile_ms(
     latency.get(kind).map(|l| ms(if p99 { l.p99_us } else { l.p50_us })).unwrap_or_else(|| "-".into())
 }
 
+/// A table aligned by comfy-table: a rule under the header, no other
+/// lines; columns of numbers (or `-` for none) right-aligned, text left.
+/// Every terminal report of the CLI uses it.
+pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    use comfy_table::{CellAlignment, LineStyle, Table, TableStyle};
+    let numeric = |i: usize| {
+        let cells = || rows.iter().filter_map(|r| r.get(i)).filter(|c| !c.is_empty() && c.as_str() != "-");
+        cells().next().is_some() && cells().all(|c| c.parse::<f64>().is_ok())
+    };
+    let right: Vec<bool> = (0..header.len()).map(numeric).collect();
+    let mut t = Table::new();
+    t.load_style(TableStyle::new().header_separator(LineStyle::none().fill('-').junction(' ')));
+    t.set_header(header.to_vec());
+    for r in rows {
+        t.add_row(r);
+    }
+    for (i, c) in t.column_iter_mut().enumerate() {
+        c.set_cell_alignment(if right[i] { CellAlignment::Right } else { CellAlignment::Left });
+    }
+    let mut s = t.trim_fmt();
+    s.push('\n');
+    s
+}
+
 fn summary_row(s: &mut String, name: &str, l: &crate::metrics::Summary) {
     let _ = writeln!(
         s,
@@ -94,45 +118,46 @@ pub fn render(r: &SimReport) -> String {
 
 /// One line per protocol: the comparison table of `causeway demo`.
 pub fn comparison(reports: &[SimReport]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
-        "protocol", "ops/s", "get p50", "get p99", "put p50", "put p99", "vis p50", "vis p99", "msgs/op"
-    );
-    let _ = writeln!(
-        s,
-        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
-        "", "", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", ""
-    );
-    for r in reports {
-        let lat = |k: &str, p99: bool| percentile_ms(&r.latency, k, p99);
-        // Visibility over all DC pairs: the median of the pairs' medians, and the worst p99.
-        let mut p50s: Vec<u64> =
-            r.visibility.iter().filter(|v| v.summary.count > 0).map(|v| v.summary.p50_us).collect();
-        p50s.sort();
-        let vis50 = p50s.get(p50s.len() / 2).map(|v| ms(*v)).unwrap_or_else(|| "-".into());
-        let vis99 = r
-            .visibility
-            .iter()
-            .filter(|v| v.summary.count > 0)
-            .map(|v| v.summary.p99_us)
-            .max()
-            .map(ms)
-            .unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            s,
-            "{:<16} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9.2}",
-            r.protocol,
-            r.throughput_ops_s,
-            lat("get", false),
-            lat("get", true),
-            lat("put", false),
-            lat("put", true),
-            vis50,
-            vis99,
-            r.server_msgs_per_op
-        );
-    }
-    s
+    let header = [
+        "protocol",
+        "ops/s",
+        "get p50 ms",
+        "get p99 ms",
+        "put p50 ms",
+        "put p99 ms",
+        "vis p50 ms",
+        "vis p99 ms",
+        "msgs/op",
+    ];
+    let rows = reports
+        .iter()
+        .map(|r| {
+            let lat = |k: &str, p99: bool| percentile_ms(&r.latency, k, p99);
+            // Visibility over all DC pairs: the median of the pairs' medians, and the worst p99.
+            let mut p50s: Vec<u64> =
+                r.visibility.iter().filter(|v| v.summary.count > 0).map(|v| v.summary.p50_us).collect();
+            p50s.sort();
+            let vis50 = p50s.get(p50s.len() / 2).map(|v| ms(*v)).unwrap_or_else(|| "-".into());
+            let vis99 = r
+                .visibility
+                .iter()
+                .filter(|v| v.summary.count > 0)
+                .map(|v| v.summary.p99_us)
+                .max()
+                .map(ms)
+                .unwrap_or_else(|| "-".into());
+            vec![
+                r.protocol.clone(),
+                format!("{:.0}", r.throughput_ops_s),
+                lat("get", false),
+                lat("get", true),
+                lat("put", false),
+                lat("put", true),
+                vis50,
+                vis99,
+                format!("{:.2}", r.server_msgs_per_op),
+            ]
+        })
+        .collect();
+    table(&header, rows)
 }
