@@ -11,6 +11,7 @@
 
 use crate::config::Cluster;
 use crate::frame::{Wire, WireError, decode, encode, read_frame};
+use crate::server::{LocalConn, LocalDoor};
 use crate::tls::ClientTls;
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;
@@ -56,9 +57,12 @@ pub enum ClientError {
     Tls(#[from] crate::tls::TlsError),
 }
 
+/// What a connection's reader reports, tagged with the connection's
+/// generation: a connection replaced (or dropped by `set_token`) may still
+/// report its end, which must not fail its successor.
 enum Event<M> {
-    Frame(NodeId, Wire<M>),
-    Closed(NodeId),
+    Frame(NodeId, u64, Wire<M>),
+    Closed(NodeId, u64),
 }
 
 struct CEnv<M> {
@@ -83,11 +87,32 @@ impl<M> ClientEnv<M> for CEnv<M> {
     }
 }
 
+/// How a session reaches one node.
+enum Link<M> {
+    /// Encoded request frames, for the connection's writer task.
+    Remote(mpsc::UnboundedSender<Vec<u8>>),
+    /// In the node's own process ([`LocalDoor`]).
+    Local(LocalConn<M>),
+}
+
+impl<M: causeway_core::Message> Link<M> {
+    fn send(&self, msg: M) -> Result<(), Option<WireError>> {
+        match self {
+            Link::Remote(tx) => tx.send(encode(&Wire::Request(msg))).map_err(|_| None),
+            Link::Local(c) => c.send(msg).map_err(Some),
+        }
+    }
+}
+
 pub struct Session<P: Protocol> {
     tls: ClientTls,
     cluster: Arc<Cluster>,
     proto: P::Client,
-    conns: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<u8>>>,
+    /// Per node: the open connection and its generation.
+    conns: FxHashMap<NodeId, (u64, Link<P::Msg>)>,
+    conn_gen: u64,
+    /// A node reached in-process instead of over TCP.
+    local: Option<LocalDoor<P::Msg>>,
     events_tx: mpsc::UnboundedSender<Event<P::Msg>>,
     events: mpsc::UnboundedReceiver<Event<P::Msg>>,
     timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
@@ -136,6 +161,8 @@ impl<P: Protocol> Session<P> {
             timeout: Duration::from_secs(10),
             broken: false,
             token: None,
+            local: None,
+            conn_gen: 0,
         })
     }
 
@@ -146,8 +173,34 @@ impl<P: Protocol> Session<P> {
         self.conns.clear();
     }
 
+    /// Reach `door`'s node in-process rather than over TCP (what a node's
+    /// Redis front door does for its own node).
+    pub fn with_local(mut self, door: LocalDoor<P::Msg>) -> Self {
+        self.local = Some(door);
+        self
+    }
+
     async fn connect(&mut self, node: NodeId, deadline: Instant) -> Result<(), ClientError> {
         if self.conns.contains_key(&node) {
+            return Ok(());
+        }
+        self.conn_gen += 1;
+        let generation = self.conn_gen;
+        if let Some(door) = self.local.as_ref().filter(|d| d.node == node) {
+            let (conn, mut replies) =
+                door.attach(self.token.as_deref()).map_err(|error| ClientError::Refused { node: node.0, error })?;
+            let tx = self.events_tx.clone();
+            tokio::spawn(async move {
+                while let Some(b) = replies.recv().await {
+                    // The frame as a TCP session reads it: a length prefix, then the body.
+                    let Ok(w) = decode::<P::Msg>(&b[4..]) else { break };
+                    if tx.send(Event::Frame(node, generation, w)).is_err() {
+                        return;
+                    }
+                }
+                let _ = tx.send(Event::Closed(node, generation));
+            });
+            self.conns.insert(node, (generation, Link::Local(conn)));
             return Ok(());
         }
         let addr = self.cluster.addrs[node.idx()];
@@ -196,11 +249,11 @@ impl<P: Protocol> Session<P> {
         tokio::spawn(async move {
             while let Ok(Some(b)) = read_frame(&mut rd, max).await {
                 let Ok(w) = decode::<P::Msg>(&b) else { break };
-                if tx.send(Event::Frame(node, w)).is_err() {
+                if tx.send(Event::Frame(node, generation, w)).is_err() {
                     return;
                 }
             }
-            let _ = tx.send(Event::Closed(node));
+            let _ = tx.send(Event::Closed(node, generation));
         });
         let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
         tokio::spawn(async move {
@@ -222,7 +275,7 @@ impl<P: Protocol> Session<P> {
                 }
             }
         });
-        self.conns.insert(node, wtx);
+        self.conns.insert(node, (generation, Link::Remote(wtx)));
         Ok(())
     }
 
@@ -233,10 +286,13 @@ impl<P: Protocol> Session<P> {
         }
         for (to, msg) in std::mem::take(&mut env.sends) {
             self.connect(to, deadline).await?;
-            let sent = self.conns.get(&to).map(|c| c.send(encode(&Wire::Request(msg))).is_ok()).unwrap_or(false);
-            if !sent {
-                self.conns.remove(&to);
-                return Err(ClientError::ConnectionLost(to.0));
+            match self.conns.get(&to).map(|(_, c)| c.send(msg)) {
+                Some(Ok(())) => {}
+                Some(Err(Some(error))) => return Err(ClientError::Refused { node: to.0, error }),
+                Some(Err(None)) | None => {
+                    self.conns.remove(&to);
+                    return Err(ClientError::ConnectionLost(to.0));
+                }
             }
         }
         Ok(())
@@ -304,12 +360,16 @@ impl<P: Protocol> Session<P> {
             let ev = tokio::time::timeout_at(tokio::time::Instant::from_std(wake), self.events.recv()).await;
             env.now = now_us();
             match ev {
-                Ok(Some(Event::Frame(node, Wire::Reply(msg)))) => self.proto.on_reply(&mut env, node, msg),
-                Ok(Some(Event::Frame(node, Wire::Refused(error)))) => {
+                Ok(Some(Event::Frame(node, generation, _)))
+                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) => {}
+                Ok(Some(Event::Frame(node, _, Wire::Reply(msg)))) => self.proto.on_reply(&mut env, node, msg),
+                Ok(Some(Event::Frame(node, _, Wire::Refused(error)))) => {
                     return Err(ClientError::Refused { node: node.0, error });
                 }
-                Ok(Some(Event::Frame(_, _))) => {}
-                Ok(Some(Event::Closed(node))) => {
+                Ok(Some(Event::Frame(..))) => {}
+                Ok(Some(Event::Closed(node, generation)))
+                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) => {}
+                Ok(Some(Event::Closed(node, _))) => {
                     self.conns.remove(&node);
                     return Err(ClientError::ConnectionLost(node.0));
                 }

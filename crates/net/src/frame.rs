@@ -147,9 +147,9 @@ pub enum FrameError {
 
 /// Encode a frame, length prefix included.
 pub fn encode<M: Serialize>(w: &Wire<M>) -> Vec<u8> {
-    let mut buf = vec![0u8; 4];
-    let body = postcard::to_extend(w, Vec::new()).expect("serialising into a Vec cannot fail");
-    buf.extend_from_slice(&body);
+    // The body is serialised after a placeholder for its length, into the
+    // buffer that is sent: no second buffer and copy per frame.
+    let mut buf = postcard::to_extend(w, vec![0u8; 4]).expect("serialising into a Vec cannot fail");
     let len = (buf.len() - 4) as u32;
     buf[..4].copy_from_slice(&len.to_be_bytes());
     buf

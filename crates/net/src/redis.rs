@@ -5,8 +5,9 @@
 //! One Redis connection is one causal session ([`Session`]) in the node's
 //! DC: the front door is a client of its own cluster, holding the
 //! protocol's client state (dependencies, snapshot vectors…) per connection
-//! and reaching every partition of the DC, this node included, over the
-//! ordinary client path (TLS under the node's own certificate). So what a
+//! and reaching the other partitions of the DC over the ordinary client
+//! path (TLS under the node's own certificate) and its own node in-process
+//! ([`LocalDoor`]: the same admission, no socket or TLS record). So what a
 //! connection reads honours what it read and wrote before, as the protocol
 //! promises its sessions, and nothing here bypasses the protocol.
 //!
@@ -43,6 +44,7 @@ use crate::auth::{Grant, Tokens};
 use crate::client::{ClientError, Session};
 use crate::config::Cluster;
 use crate::metrics::NodeMetrics;
+use crate::server::LocalDoor;
 use crate::tls::ClientTls;
 use bytes::{Bytes, BytesMut};
 use causeway_core::{DcId, NodeId, OpKind, Protocol};
@@ -58,7 +60,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 /// What a front door needs to open sessions.
-struct Door {
+struct Door<M> {
+    local: LocalDoor<M>,
     /// With `[auth]`: connections must `AUTH` with one of these first.
     tokens: Option<Arc<Tokens>>,
     cluster: Arc<Cluster>,
@@ -73,10 +76,11 @@ struct Door {
 pub async fn serve<P: Protocol>(
     addr: SocketAddr,
     cluster: Arc<Cluster>,
-    node: NodeId,
+    local: LocalDoor<P::Msg>,
     metrics: Arc<NodeMetrics>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let node = local.node;
     let tls = match ClientTls::for_node(&cluster, node) {
         Ok(t) => t,
         Err(e) => {
@@ -101,7 +105,7 @@ pub async fn serve<P: Protocol>(
     tracing::info!(node = node.0, "redis front door on {addr} ({})", P::NAME);
     let dc = cluster.topology.dc_of(node);
     let permits = Arc::new(tokio::sync::Semaphore::new(cluster.config.limits.max_connections));
-    let door = Arc::new(Door { tokens, cluster, node, dc, tls, metrics, next_session: AtomicU32::new(1) });
+    let door = Arc::new(Door { local, tokens, cluster, node, dc, tls, metrics, next_session: AtomicU32::new(1) });
     let mut backoff = Duration::ZERO;
     loop {
         tokio::select! {
@@ -139,11 +143,11 @@ pub async fn serve<P: Protocol>(
 
 /// One connection: read what is there, answer every whole request in it,
 /// write the answers at once.
-async fn connection<P: Protocol>(door: &Door, mut s: TcpStream, mut stop: watch::Receiver<bool>) {
+async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, mut stop: watch::Receiver<bool>) {
     let _ = s.set_nodelay(true);
     let id = door.next_session.fetch_add(1, Ordering::Relaxed);
     let session = match Session::<P>::with_tls(door.cluster.clone(), door.dc, id, door.tls.clone()) {
-        Ok(x) => x,
+        Ok(x) => x.with_local(door.local.clone()),
         Err(e) => {
             let _ = s.write_all(format!("-ERR {e}\r\n").as_bytes()).await;
             return;
@@ -262,7 +266,7 @@ fn command_name(name: &[u8]) -> &'static str {
     KNOWN.iter().find(|k| name.eq_ignore_ascii_case(k.as_bytes())).copied().unwrap_or("other")
 }
 
-fn info<P: Protocol>(door: &Door) -> String {
+fn info<P: Protocol>(door: &Door<P::Msg>) -> String {
     let t = &door.cluster.topology;
     format!(
         "# Server\r\nredis_version:7.0.0\r\ncauseway_version:{}\r\ncauseway_protocol:{}\r\ncauseway_cluster:{}\r\n\

@@ -234,6 +234,7 @@ pub fn spawn<P: Protocol>(
 
     // Accept loop.
     let http_tokens = tokens.clone();
+    let next_client = Arc::new(AtomicU32::new(1));
     let acceptor = Acceptor::<P::Msg> {
         tls,
         tokens,
@@ -241,7 +242,7 @@ pub fn spawn<P: Protocol>(
         node,
         input: in_tx.clone(),
         delivered: durable_delivered.clone(),
-        next_client: Arc::new(AtomicU32::new(1)),
+        next_client: next_client.clone(),
         source_locks: Arc::new((0..n).map(|_| Mutex::new(0u64)).collect()),
         metrics: metrics.clone(),
         incarnation,
@@ -316,10 +317,18 @@ pub fn spawn<P: Protocol>(
     });
     if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
         let about = Arc::new(crate::dashboard::About::of::<P>(&cluster, node));
-        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), about, http_tokens, stop_rx.clone()));
+        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), about, http_tokens.clone(), stop_rx.clone()));
     }
     if let Some(raddr) = cluster.redis_addrs.get(node.idx()).copied().flatten() {
-        rt.spawn(crate::redis::serve::<P>(raddr, cluster.clone(), node, metrics.clone(), stop_rx.clone()));
+        let local = LocalDoor {
+            node,
+            input: in_tx.clone(),
+            next_client: next_client.clone(),
+            metrics: metrics.clone(),
+            limits: cluster.config.limits.clone(),
+            tokens: http_tokens.clone(),
+        };
+        rt.spawn(crate::redis::serve::<P>(raddr, cluster.clone(), local, metrics.clone(), stop_rx.clone()));
     }
 
     // The protocol thread.
@@ -479,6 +488,94 @@ impl<M> Clone for Acceptor<M> {
     }
 }
 
+/// What a client session may do, from the token its hello showed: anything
+/// without `[auth]`, else the token's role.
+fn role_of(tokens: Option<&Tokens>, token: Option<&str>) -> Result<Role, WireError> {
+    match (tokens, token) {
+        (None, _) => Ok(Role::Admin),
+        (Some(_), None) => Err(WireError::TokenRequired),
+        (Some(tokens), Some(secret)) => tokens.check(secret).map(|g| g.role).ok_or(WireError::BadToken),
+    }
+}
+
+/// Whether a client session with `role` may send `msg`: a client request,
+/// a write only with a role that may write, keys and values within limits.
+fn admit<M: Message>(msg: &M, role: Role, limits: &crate::config::Limits) -> Result<(), WireError> {
+    let (k, v) = msg.max_key_value_len();
+    if !msg.is_client() {
+        Err(WireError::NotAClientRequest(msg.kind().to_string()))
+    } else if msg.is_write() && !role.may_write() {
+        Err(WireError::Forbidden { role: role.to_string(), kind: msg.kind().to_string() })
+    } else if k > limits.max_key_bytes {
+        Err(WireError::KeyTooLarge { len: k, max: limits.max_key_bytes })
+    } else if v > limits.max_value_bytes {
+        Err(WireError::ValueTooLarge { len: v, max: limits.max_value_bytes })
+    } else {
+        Ok(())
+    }
+}
+
+/// Client sessions inside the node's own process (its Redis front door):
+/// requests go straight to the protocol thread and replies come back as the
+/// frames a TCP session would read, with no socket, TLS record or extra
+/// task in between. Admission (token, role, limits) is the TCP path's.
+pub struct LocalDoor<M> {
+    pub node: NodeId,
+    input: smpsc::Sender<Input<M>>,
+    next_client: Arc<AtomicU32>,
+    metrics: Arc<NodeMetrics>,
+    limits: crate::config::Limits,
+    tokens: Option<Arc<Tokens>>,
+}
+
+impl<M> Clone for LocalDoor<M> {
+    fn clone(&self) -> Self {
+        LocalDoor {
+            node: self.node,
+            input: self.input.clone(),
+            next_client: self.next_client.clone(),
+            metrics: self.metrics.clone(),
+            limits: self.limits.clone(),
+            tokens: self.tokens.clone(),
+        }
+    }
+}
+
+/// One in-process session: send with [`LocalConn::send`]; replies (encoded
+/// frames) arrive on the receiver [`LocalDoor::attach`] returned. Dropping
+/// it ends the session at the node.
+pub struct LocalConn<M> {
+    client: ClientId,
+    role: Role,
+    door: LocalDoor<M>,
+}
+
+impl<M: Message> LocalDoor<M> {
+    /// Open a session showing `token`, as a hello would.
+    pub fn attach(&self, token: Option<&str>) -> Result<(LocalConn<M>, mpsc::UnboundedReceiver<Vec<u8>>), WireError> {
+        let role = role_of(self.tokens.as_deref(), token).inspect_err(|e| self.metrics.refuse(e.reason()))?;
+        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.input.send(Input::ClientHello { client, tx }).map_err(|_| WireError::ShuttingDown)?;
+        self.metrics.clients.inc();
+        Ok((LocalConn { client, role, door: self.clone() }, rx))
+    }
+}
+
+impl<M: Message> LocalConn<M> {
+    pub fn send(&self, msg: M) -> Result<(), WireError> {
+        admit(&msg, self.role, &self.door.limits).inspect_err(|e| self.door.metrics.refuse(e.reason()))?;
+        self.door.input.send(Input::Client { client: self.client, msg }).map_err(|_| WireError::ShuttingDown)
+    }
+}
+
+impl<M> Drop for LocalConn<M> {
+    fn drop(&mut self) {
+        let _ = self.door.input.send(Input::ClientGone { client: self.client });
+        self.door.metrics.clients.dec();
+    }
+}
+
 async fn refuse<M: Message>(s: &mut (impl tokio::io::AsyncWrite + Unpin), e: WireError) {
     let _ = s.write_all(&encode::<M>(&Wire::Refused(e))).await;
     let _ = s.flush().await;
@@ -563,22 +660,14 @@ impl<M: Message> Acceptor<M> {
                     self.metrics.refuse("unauthenticated");
                     return refuse::<M>(&mut s, WireError::Unauthenticated { claimed: CLIENT_NAME.into() }).await;
                 }
-                let role = match (&self.tokens, token) {
-                    (None, _) => Role::Admin,
-                    (Some(_), None) => {
-                        self.metrics.refuse("no_token");
-                        return refuse::<M>(&mut s, WireError::TokenRequired).await;
+                match role_of(self.tokens.as_deref(), token.as_deref()) {
+                    Ok(role) => self.serve_client(s, role).await,
+                    Err(e) => {
+                        self.metrics.refuse(e.reason());
+                        tracing::info!(node = self.node.0, "refused a client session: {e}");
+                        refuse::<M>(&mut s, e).await
                     }
-                    (Some(tokens), Some(secret)) => match tokens.check(&secret) {
-                        Some(grant) => grant.role,
-                        None => {
-                            self.metrics.refuse("bad_token");
-                            tracing::info!(node = self.node.0, "refused a client session with an unknown token");
-                            return refuse::<M>(&mut s, WireError::BadToken).await;
-                        }
-                    },
-                };
-                self.serve_client(s, role).await
+                }
             }
             Ok(_) => {
                 self.metrics.refuse("no_hello");
@@ -719,24 +808,16 @@ impl<M: Message> Acceptor<M> {
                 Ok(Err(e)) => Err(e),
             };
             let refusal = match frame {
-                Ok(Wire::Request(msg)) => {
-                    let (k, v) = msg.max_key_value_len();
-                    if !msg.is_client() {
-                        Some(WireError::NotAClientRequest(msg.kind().to_string()))
-                    } else if msg.is_write() && !role.may_write() {
-                        Some(WireError::Forbidden { role: role.to_string(), kind: msg.kind().to_string() })
-                    } else if k > limits.max_key_bytes {
-                        Some(WireError::KeyTooLarge { len: k, max: limits.max_key_bytes })
-                    } else if v > limits.max_value_bytes {
-                        Some(WireError::ValueTooLarge { len: v, max: limits.max_value_bytes })
-                    } else {
+                Ok(Wire::Request(msg)) => match admit(&msg, role, &limits) {
+                    Err(e) => Some(e),
+                    Ok(()) => {
                         if self.input.send(Input::Client { client, msg }).is_err() {
                             let _ = tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
                             break;
                         }
                         None
                     }
-                }
+                },
                 Ok(_) => {
                     let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
                     self.metrics.refuse("bad_frame");
