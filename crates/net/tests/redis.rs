@@ -183,6 +183,18 @@ async fn pipelined_and_inline_requests_are_answered_in_order() {
     for i in 0..100 {
         assert_eq!(r.read().await, Some(bulk(&format!("v{i}"))), "GET {i}");
     }
+    // The pipelined GETs ran as read-only transactions (one per batch of
+    // up to 256), not as 100 single reads.
+    let requests = |kind: &str| -> u64 {
+        let needle = format!("causeway_requests_total{{kind=\"{kind}\"}} ");
+        (0..4)
+            .filter_map(|n| cluster.node(causeway_core::NodeId(n)))
+            .flat_map(|h| h.metrics.render().lines().map(str::to_string).collect::<Vec<_>>())
+            .filter_map(|l| l.strip_prefix(&needle).and_then(|v| v.parse::<u64>().ok()))
+            .sum()
+    };
+    assert_eq!(requests("get_req"), 0, "no single GETs for a pipelined batch");
+    assert!(requests("rot_req") >= 1);
     // Inline commands, as typed into telnet.
     r.send_raw(b"PING\r\nECHO  hello \r\nGET k7\r\n").await;
     assert_eq!(r.read().await, Some(Frame::SimpleString(Bytes::from_static(b"PONG"))));
@@ -221,6 +233,33 @@ async fn pipelined_and_inline_requests_are_answered_in_order() {
     // The node still serves.
     let mut r = Redis::connect(base + 1).await;
     assert_eq!(r.cmd(&["GET", "k99"]).await, bulk("v99"));
+    cluster.stop().unwrap();
+}
+
+/// Pipelined SETs batched into one write-only transaction, GETs into one
+/// read, where Eventual has both: still answered in order, still reading
+/// the session's own writes, and a later SET of the same key wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_batches_keep_the_session_order() {
+    let (cluster, base) = start(ProtocolName::Eventual, "batch");
+    let mut r = Redis::connect(base).await;
+    let mut batch = Vec::new();
+    for i in 0..300 {
+        batch.extend(Redis::encode(&[b"SET", format!("k{}", i % 50).as_bytes(), format!("v{i}").as_bytes()]));
+    }
+    batch.extend(Redis::encode(&[b"PING"]));
+    for i in 0..50 {
+        batch.extend(Redis::encode(&[b"GET", format!("k{i}").as_bytes()]));
+    }
+    r.send_raw(&batch).await;
+    for i in 0..300 {
+        assert_eq!(r.read().await, Some(ok()), "SET {i}");
+    }
+    assert_eq!(r.read().await, Some(Frame::SimpleString(Bytes::from_static(b"PONG"))));
+    for i in 0..50 {
+        // The last of the 300 SETs to k{i} wrote v{250 + i}.
+        assert_eq!(r.read().await, Some(bulk(&format!("v{}", 250 + i))), "GET k{i}");
+    }
     cluster.stop().unwrap();
 }
 
