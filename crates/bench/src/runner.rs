@@ -210,6 +210,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         record_history: false,
         visibility_probes: sc.topology.dcs > 1,
         seed: sc.seed,
+        token: None,
     };
     let c = cluster.cluster.clone();
     let report = rt.block_on(async { with_protocol!(point.protocol, P => load::run::<P>(c, ls, |_| {}).await) });

@@ -296,6 +296,23 @@ enum Cmd {
         /// Deadline of each operation, connecting included.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+        /// After the load phase, a mixed closed loop like YCSB's core
+        /// workload a (50:50 read:update), b (95:5) or c (reads only).
+        #[arg(long, conflicts_with = "read_proportion")]
+        workload: Option<String>,
+        /// A mixed phase with this share of reads (the rest updates and
+        /// ROTs), e.g. `--read-proportion 0.95 --rot-proportion 0.05`.
+        #[arg(long)]
+        read_proportion: Option<f64>,
+        /// With --read-proportion: the share of read-only transactions.
+        #[arg(long, default_value_t = 0.0, requires = "read_proportion")]
+        rot_proportion: f64,
+        /// Keys per read-only transaction.
+        #[arg(long, default_value_t = 4)]
+        rot_keys: usize,
+        /// Access token, for a cluster with `[auth] tokens`.
+        #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -598,8 +615,37 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
             }),
         )?,
-        Cmd::Bench { protocol, config, connections, value_size, seconds, keys, fsync, json, timeout_ms } => {
+        Cmd::Bench {
+            protocol,
+            config,
+            connections,
+            value_size,
+            seconds,
+            keys,
+            fsync,
+            json,
+            timeout_ms,
+            workload,
+            read_proportion,
+            rot_proportion,
+            rot_keys,
+            token,
+        } => {
             let fsync = parse_fsync(&fsync)?;
+            let mix = match (workload, read_proportion) {
+                (Some(w), _) => Some(run::Mix::ycsb(&w)?),
+                (None, Some(r)) => {
+                    if !(0.0..=1.0).contains(&r) || !(0.0..=1.0 - r).contains(&rot_proportion) {
+                        return Err(format!(
+                            "--read-proportion {r} and --rot-proportion {rot_proportion} must be shares in [0, 1] \
+                             summing to at most 1"
+                        )
+                        .into());
+                    }
+                    Some(run::Mix { read: r, update: 1.0 - r - rot_proportion, rot: rot_proportion, rot_keys })
+                }
+                (None, None) => None,
+            };
             let op_timeout = std::time::Duration::from_millis(timeout_ms);
             run::bench(run::BenchArgs {
                 protocol,
@@ -611,6 +657,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 fsync,
                 json,
                 op_timeout,
+                mix,
+                token,
             })?
         }
         Cmd::Demo { seconds, sessions, sim: false, json, .. } => run::demo_network(seconds, sessions, json)?,

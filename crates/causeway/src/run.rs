@@ -128,10 +128,38 @@ pub struct BenchArgs {
     pub fsync: Fsync,
     pub json: bool,
     pub op_timeout: Duration,
+    /// A mixed closed-loop phase after the load phase: read, update and
+    /// ROT shares (YCSB `--workload a` is 0.5/0.5/0).
+    pub mix: Option<Mix>,
+    pub token: Option<String>,
 }
 
-/// Throughput of sets, then gets, with `connections` sessions against a
-/// cluster (the embedded 1 DC × 1 partition default, or `--config`).
+/// The shares of a mixed workload.
+#[derive(Clone, Copy, Debug)]
+pub struct Mix {
+    pub read: f64,
+    pub update: f64,
+    pub rot: f64,
+    pub rot_keys: usize,
+}
+
+impl Mix {
+    /// YCSB's core workloads without scans or inserts: a (50:50), b (95:5),
+    /// c (read only).
+    pub fn ycsb(name: &str) -> Result<Mix, String> {
+        let (read, update) = match name {
+            "a" | "A" => (0.5, 0.5),
+            "b" | "B" => (0.95, 0.05),
+            "c" | "C" => (1.0, 0.0),
+            other => return Err(format!("--workload {other:?}: expected a, b or c (YCSB core workloads)")),
+        };
+        Ok(Mix { read, update, rot: 0.0, rot_keys: 4 })
+    }
+}
+
+/// Throughput of sets, then gets (or, with a mix, the mixed workload), with
+/// `connections` sessions against a cluster (the embedded 1 DC × 1
+/// partition default, or `--config`).
 pub fn bench(a: BenchArgs) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (cluster, embedded, dir): (Arc<Cluster>, Option<Embedded>, Option<PathBuf>) = match &a.config {
@@ -157,18 +185,32 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
         value_size: a.value_size,
         rot: 0.0,
         visibility_probes: false,
+        token: a.token.clone(),
         ..LoadSpec::default()
     };
     let set = LoadSpec { read: 0.0, update: 1.0, ..base.clone() };
-    let get = LoadSpec { read: 1.0, update: 0.0, ..base };
+    // The second phase reads what the first wrote, or mixes as asked.
+    let (second, second_name) = match a.mix {
+        None => (LoadSpec { read: 1.0, update: 0.0, ..base }, "get"),
+        Some(m) => (LoadSpec { read: m.read, update: m.update, rot: m.rot, rot_size: m.rot_keys, ..base }, "mixed"),
+    };
     let c = cluster.clone();
     let (s, g) = rt.block_on(async {
         with_protocol!(p, P => {
             let s = load::run_with_timeout::<P>(c.clone(), set, a.op_timeout, progress_bar("set")).await;
-            let g = load::run_with_timeout::<P>(c, get, a.op_timeout, progress_bar("get")).await;
+            let g = load::run_with_timeout::<P>(c, second, a.op_timeout, progress_bar(second_name)).await;
             (s, g)
         })
     });
+    for r in [&s, &g] {
+        if r.ops == 0 && r.errors > 0 {
+            return Err(format!(
+                "every operation failed ({} errors): is the cluster up, and does it need --token?",
+                r.errors
+            )
+            .into());
+        }
+    }
     if let Some(e) = embedded {
         e.stop()?;
     }
@@ -176,7 +218,29 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
         let _ = std::fs::remove_dir_all(d);
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "set": s, "get": g }))?);
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "set": s, second_name: g }))?);
+    } else if let Some(m) = a.mix {
+        let l = |k: &str| g.latency.get(k).cloned().unwrap_or_default();
+        println!(
+            "SET (load): {:.0} ops/s\nMIXED {:.0}:{:.0}:{:.0} read:update:rot: {:.0} ops/s ({} errors); get p50/p99 {}/{} ms, \
+             put p50/p99 {}/{} ms, rot p50/p99 {}/{} ms  [{} protocol, {} connections, {}-byte values, {} keys]",
+            s.throughput_ops_s,
+            m.read * 100.0,
+            m.update * 100.0,
+            m.rot * 100.0,
+            g.throughput_ops_s,
+            g.errors,
+            ms(l("get").p50_us),
+            ms(l("get").p99_us),
+            ms(l("put").p50_us),
+            ms(l("put").p99_us),
+            ms(l("rot").p50_us),
+            ms(l("rot").p99_us),
+            p,
+            a.connections,
+            a.value_size,
+            a.keys,
+        );
     } else {
         for (name, r, kind) in [("SET", &s, "put"), ("GET", &g, "get")] {
             let l = r.latency.get(kind).cloned().unwrap_or_default();

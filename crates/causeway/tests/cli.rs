@@ -317,4 +317,15 @@ fn json_output_is_only_json() {
     let o = run(&["certs", "--config", cfg.to_str().unwrap(), "--json"], None);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
     assert_eq!(j["nodes"], 1, "{j}");
+    // A YCSB-style mixed phase after the load phase.
+    let o = run(
+        &["bench", "--workload", "a", "--seconds", "1", "-c", "4", "--keys", "100", "--fsync", "never", "--json"],
+        None,
+    );
+    assert!(o.status.success(), "{o:?}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert!(j["mixed"]["throughput_ops_s"].as_f64().unwrap() > 0.0, "{j}");
+    assert!(j["mixed"]["latency"]["get"].is_object() && j["mixed"]["latency"]["put"].is_object(), "{j}");
+    let o = run(&["bench", "--workload", "z"], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected a, b or c"), "{o:?}");
 }

@@ -39,6 +39,8 @@ pub struct LoadSpec {
     pub record_history: bool,
     pub visibility_probes: bool,
     pub seed: u64,
+    /// Access token every session shows ([`crate::auth`]).
+    pub token: Option<String>,
 }
 
 impl Default for LoadSpec {
@@ -57,6 +59,7 @@ impl Default for LoadSpec {
             record_history: false,
             visibility_probes: true,
             seed: 1,
+            token: None,
         }
     }
 }
@@ -135,6 +138,7 @@ pub async fn run_with_timeout<P: Protocol>(
                         None => match Session::<P>::new(cluster.clone(), dc, cid) {
                             Ok(mut s) => {
                                 s.timeout = op_timeout;
+                                s.set_token(spec.token.clone());
                                 session.insert(s)
                             }
                             Err(_) => return res,
@@ -229,6 +233,7 @@ pub async fn run_with_timeout<P: Protocol>(
                 }
                 let cluster = cluster.clone();
                 let next_write = next_write.clone();
+                let token = spec.token.clone();
                 probes.push(tokio::spawn(async move {
                     let mut h = histogram();
                     let key = bytes::Bytes::from(format!("probe-{}-{}", a.0, b.0));
@@ -238,6 +243,8 @@ pub async fn run_with_timeout<P: Protocol>(
                     ) else {
                         return (a, b, h);
                     };
+                    w.set_token(token.clone());
+                    r.set_token(token);
                     while Instant::now() < end {
                         let id = next_write.fetch_add(1, Ordering::Relaxed);
                         if w.put(key.clone(), tagged_value(id, 16)).await.is_err() {
