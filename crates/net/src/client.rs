@@ -11,7 +11,7 @@
 
 use crate::config::Cluster;
 use crate::frame::{Wire, WireError, decode, encode, read_frame};
-use crate::server::{LocalConn, LocalDoor};
+use crate::inbox::{LocalConn, LocalDoor};
 use crate::tls::ClientTls;
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;

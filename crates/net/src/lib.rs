@@ -20,6 +20,7 @@ pub mod dashboard;
 pub mod embedded;
 pub mod frame;
 pub mod identity;
+pub mod inbox;
 pub mod link;
 pub mod load;
 pub mod metrics;

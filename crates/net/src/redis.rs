@@ -47,8 +47,8 @@
 use crate::auth::{Grant, Tokens};
 use crate::client::{ClientError, Session};
 use crate::config::Cluster;
+use crate::inbox::LocalDoor;
 use crate::metrics::NodeMetrics;
-use crate::server::LocalDoor;
 use crate::tls::ClientTls;
 use bytes::{Bytes, BytesMut};
 use causeway_core::{DcId, NodeId, OpKind, Protocol};

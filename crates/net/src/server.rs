@@ -16,6 +16,7 @@ use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
 use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
+use crate::inbox::{Input, LocalDoor, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
@@ -56,32 +57,6 @@ pub enum NodeError {
 /// gets within half of it, so a restarted node never reads a clock below
 /// anything it handed out before the crash.
 const CLOCK_LEASE_US: u64 = 1_000_000;
-
-enum Input<M> {
-    ClientHello {
-        client: ClientId,
-        tx: mpsc::UnboundedSender<Vec<u8>>,
-    },
-    Client {
-        client: ClientId,
-        msg: M,
-    },
-    ClientGone {
-        client: ClientId,
-    },
-    Peer {
-        from: NodeId,
-        seq: u64,
-        msg: M,
-    },
-    /// An unsequenced message from `from`, sent after its `after_seq - 1`.
-    PeerEphemeral {
-        from: NodeId,
-        after_seq: u64,
-        msg: M,
-    },
-    Stop,
-}
 
 /// Set when the protocol thread panicked; the node has then stopped serving.
 #[derive(Default)]
@@ -485,94 +460,6 @@ impl<M> Clone for Acceptor<M> {
             peers: self.peers.clone(),
             stop: self.stop.clone(),
         }
-    }
-}
-
-/// What a client session may do, from the token its hello showed: anything
-/// without `[auth]`, else the token's role.
-fn role_of(tokens: Option<&Tokens>, token: Option<&str>) -> Result<Role, WireError> {
-    match (tokens, token) {
-        (None, _) => Ok(Role::Admin),
-        (Some(_), None) => Err(WireError::TokenRequired),
-        (Some(tokens), Some(secret)) => tokens.check(secret).map(|g| g.role).ok_or(WireError::BadToken),
-    }
-}
-
-/// Whether a client session with `role` may send `msg`: a client request,
-/// a write only with a role that may write, keys and values within limits.
-fn admit<M: Message>(msg: &M, role: Role, limits: &crate::config::Limits) -> Result<(), WireError> {
-    let (k, v) = msg.max_key_value_len();
-    if !msg.is_client() {
-        Err(WireError::NotAClientRequest(msg.kind().to_string()))
-    } else if msg.is_write() && !role.may_write() {
-        Err(WireError::Forbidden { role: role.to_string(), kind: msg.kind().to_string() })
-    } else if k > limits.max_key_bytes {
-        Err(WireError::KeyTooLarge { len: k, max: limits.max_key_bytes })
-    } else if v > limits.max_value_bytes {
-        Err(WireError::ValueTooLarge { len: v, max: limits.max_value_bytes })
-    } else {
-        Ok(())
-    }
-}
-
-/// Client sessions inside the node's own process (its Redis front door):
-/// requests go straight to the protocol thread and replies come back as the
-/// frames a TCP session would read, with no socket, TLS record or extra
-/// task in between. Admission (token, role, limits) is the TCP path's.
-pub struct LocalDoor<M> {
-    pub node: NodeId,
-    input: smpsc::Sender<Input<M>>,
-    next_client: Arc<AtomicU32>,
-    metrics: Arc<NodeMetrics>,
-    limits: crate::config::Limits,
-    tokens: Option<Arc<Tokens>>,
-}
-
-impl<M> Clone for LocalDoor<M> {
-    fn clone(&self) -> Self {
-        LocalDoor {
-            node: self.node,
-            input: self.input.clone(),
-            next_client: self.next_client.clone(),
-            metrics: self.metrics.clone(),
-            limits: self.limits.clone(),
-            tokens: self.tokens.clone(),
-        }
-    }
-}
-
-/// One in-process session: send with [`LocalConn::send`]; replies (encoded
-/// frames) arrive on the receiver [`LocalDoor::attach`] returned. Dropping
-/// it ends the session at the node.
-pub struct LocalConn<M> {
-    client: ClientId,
-    role: Role,
-    door: LocalDoor<M>,
-}
-
-impl<M: Message> LocalDoor<M> {
-    /// Open a session showing `token`, as a hello would.
-    pub fn attach(&self, token: Option<&str>) -> Result<(LocalConn<M>, mpsc::UnboundedReceiver<Vec<u8>>), WireError> {
-        let role = role_of(self.tokens.as_deref(), token).inspect_err(|e| self.metrics.refuse(e.reason()))?;
-        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.input.send(Input::ClientHello { client, tx }).map_err(|_| WireError::ShuttingDown)?;
-        self.metrics.clients.inc();
-        Ok((LocalConn { client, role, door: self.clone() }, rx))
-    }
-}
-
-impl<M: Message> LocalConn<M> {
-    pub fn send(&self, msg: M) -> Result<(), WireError> {
-        admit(&msg, self.role, &self.door.limits).inspect_err(|e| self.door.metrics.refuse(e.reason()))?;
-        self.door.input.send(Input::Client { client: self.client, msg }).map_err(|_| WireError::ShuttingDown)
-    }
-}
-
-impl<M> Drop for LocalConn<M> {
-    fn drop(&mut self) {
-        let _ = self.door.input.send(Input::ClientGone { client: self.client });
-        self.door.metrics.clients.dec();
     }
 }
 

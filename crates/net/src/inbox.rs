@@ -1,0 +1,135 @@
+//! The protocol thread's inbox, and the sessions that write to it from
+//! inside the node's process.
+//!
+//! Everything that reaches a node's protocol thread is an [`Input`] on one
+//! channel: client hellos, requests and departures from the connection
+//! tasks, peer messages from the links. [`LocalDoor`] opens client sessions
+//! on that channel directly, for the node's own Redis front door: the same
+//! admission as a TCP session ([`role_of`], [`admit`]) and then no socket,
+//! TLS record or connection task. It lives apart from `server` so that the
+//! client library can use it without depending on the node runtime that
+//! also starts the front door.
+
+use crate::auth::{Role, Tokens};
+use crate::frame::WireError;
+use crate::metrics::NodeMetrics;
+use causeway_core::{ClientId, Message, NodeId};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc as smpsc;
+use tokio::sync::mpsc;
+
+/// What the protocol thread is told.
+pub(crate) enum Input<M> {
+    ClientHello {
+        client: ClientId,
+        tx: mpsc::UnboundedSender<Vec<u8>>,
+    },
+    Client {
+        client: ClientId,
+        msg: M,
+    },
+    ClientGone {
+        client: ClientId,
+    },
+    Peer {
+        from: NodeId,
+        seq: u64,
+        msg: M,
+    },
+    /// An unsequenced message from `from`, sent after its `after_seq - 1`.
+    PeerEphemeral {
+        from: NodeId,
+        after_seq: u64,
+        msg: M,
+    },
+    Stop,
+}
+
+/// What a client session may do, from the token its hello showed: anything
+/// without `[auth]`, else the token's role.
+pub(crate) fn role_of(tokens: Option<&Tokens>, token: Option<&str>) -> Result<Role, WireError> {
+    match (tokens, token) {
+        (None, _) => Ok(Role::Admin),
+        (Some(_), None) => Err(WireError::TokenRequired),
+        (Some(tokens), Some(secret)) => tokens.check(secret).map(|g| g.role).ok_or(WireError::BadToken),
+    }
+}
+
+/// Whether a client session with `role` may send `msg`: a client request,
+/// a write only with a role that may write, keys and values within limits.
+pub(crate) fn admit<M: Message>(msg: &M, role: Role, limits: &crate::config::Limits) -> Result<(), WireError> {
+    let (k, v) = msg.max_key_value_len();
+    if !msg.is_client() {
+        Err(WireError::NotAClientRequest(msg.kind().to_string()))
+    } else if msg.is_write() && !role.may_write() {
+        Err(WireError::Forbidden { role: role.to_string(), kind: msg.kind().to_string() })
+    } else if k > limits.max_key_bytes {
+        Err(WireError::KeyTooLarge { len: k, max: limits.max_key_bytes })
+    } else if v > limits.max_value_bytes {
+        Err(WireError::ValueTooLarge { len: v, max: limits.max_value_bytes })
+    } else {
+        Ok(())
+    }
+}
+
+/// Client sessions inside the node's own process (its Redis front door):
+/// requests go straight to the protocol thread and replies come back as the
+/// frames a TCP session would read, with no socket, TLS record or extra
+/// task in between. Admission (token, role, limits) is the TCP path's.
+pub struct LocalDoor<M> {
+    pub node: NodeId,
+    pub(crate) input: smpsc::Sender<Input<M>>,
+    pub(crate) next_client: Arc<AtomicU32>,
+    pub(crate) metrics: Arc<NodeMetrics>,
+    pub(crate) limits: crate::config::Limits,
+    pub(crate) tokens: Option<Arc<Tokens>>,
+}
+
+impl<M> Clone for LocalDoor<M> {
+    fn clone(&self) -> Self {
+        LocalDoor {
+            node: self.node,
+            input: self.input.clone(),
+            next_client: self.next_client.clone(),
+            metrics: self.metrics.clone(),
+            limits: self.limits.clone(),
+            tokens: self.tokens.clone(),
+        }
+    }
+}
+
+/// One in-process session: send with [`LocalConn::send`]; replies (encoded
+/// frames) arrive on the receiver [`LocalDoor::attach`] returned. Dropping
+/// it ends the session at the node.
+pub struct LocalConn<M> {
+    client: ClientId,
+    role: Role,
+    door: LocalDoor<M>,
+}
+
+impl<M: Message> LocalDoor<M> {
+    /// Open a session showing `token`, as a hello would.
+    pub fn attach(&self, token: Option<&str>) -> Result<(LocalConn<M>, mpsc::UnboundedReceiver<Vec<u8>>), WireError> {
+        let role = role_of(self.tokens.as_deref(), token).inspect_err(|e| self.metrics.refuse(e.reason()))?;
+        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.input.send(Input::ClientHello { client, tx }).map_err(|_| WireError::ShuttingDown)?;
+        self.metrics.clients.inc();
+        Ok((LocalConn { client, role, door: self.clone() }, rx))
+    }
+}
+
+impl<M: Message> LocalConn<M> {
+    pub fn send(&self, msg: M) -> Result<(), WireError> {
+        admit(&msg, self.role, &self.door.limits).inspect_err(|e| self.door.metrics.refuse(e.reason()))?;
+        self.door.input.send(Input::Client { client: self.client, msg }).map_err(|_| WireError::ShuttingDown)
+    }
+}
+
+impl<M> Drop for LocalConn<M> {
+    fn drop(&mut self) {
+        let _ = self.door.input.send(Input::ClientGone { client: self.client });
+        self.door.metrics.clients.dec();
+    }
+}
