@@ -7,7 +7,7 @@
 //! node runtime ([`server`]), the async client library ([`client`]), the
 //! embedded one-command cluster ([`embedded`]), mutual TLS on every
 //! connection ([`tls`]), access tokens with roles ([`auth`]), metrics, health and a live dashboard over HTTP ([`metrics`],
-//! [`dashboard`]) and the
+//! [`http`], [`dashboard`]) and the
 //! Redis-protocol front door ([`redis`]).
 //!
 //! It is not a simulator: time is the machine's clock, and runs are not
@@ -19,6 +19,7 @@ pub mod config;
 pub mod dashboard;
 pub mod embedded;
 pub mod frame;
+pub mod http;
 pub mod identity;
 pub mod inbox;
 pub mod link;

@@ -292,7 +292,7 @@ pub fn spawn<P: Protocol>(
     });
     if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
         let about = Arc::new(crate::dashboard::About::of::<P>(&cluster, node));
-        rt.spawn(crate::metrics::serve(maddr, metrics.clone(), about, http_tokens.clone(), stop_rx.clone()));
+        rt.spawn(crate::http::serve(maddr, metrics.clone(), about, http_tokens.clone(), stop_rx.clone()));
     }
     if let Some(raddr) = cluster.redis_addrs.get(node.idx()).copied().flatten() {
         let local = LocalDoor {
