@@ -95,7 +95,9 @@ fn get_against_a_node_that_never_answers_fails_within_its_timeout() {
             .unwrap(),
         Duration::from_secs(30),
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("errors"), "{o:?}");
+    // A bench whose every operation failed is an error, not a table of zeros.
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("every operation failed"), "{o:?}");
     // `status` names the silent node as down and exits 4, within its deadline.
     let o = run(&["status", "--config", cfg, "--timeout-ms", "300"], None);
     assert_eq!(o.status.code(), Some(4), "{o:?}");
