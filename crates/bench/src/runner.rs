@@ -137,7 +137,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
     let d = causeway_sim::Workload::default();
     let mut out = Vec::new();
-    let checks: [(&'static str, bool); 16] = [
+    let checks: [(&'static str, bool); 17] = [
         (
             "clocks (the network runtime uses the host's real clock)",
             sc.clocks.skew_us > 0 || !sc.clocks.node.is_empty() || sc.clocks.drift_ppm != 0.0,
@@ -145,6 +145,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         ("faults", !sc.faults.is_empty()),
         ("scripted clients", !sc.scripted.is_empty()),
         ("cpu.service_us", sc.cpu.service_us > 0),
+        ("cpu.kind_us", !sc.cpu.kind_us.is_empty()),
         ("network.jitter_pct", sc.network.jitter_pct > 0.0),
         ("topology.replication (partial)", !sc.topology.replication.eq(&causeway_core::Replication::Full)),
         ("workload.requestdistribution other than uniform", w.requestdistribution != Distribution::Uniform),
