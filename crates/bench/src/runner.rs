@@ -74,7 +74,11 @@ pub fn run(
     let reps = opts.repetitions.unwrap_or(exp.repetitions).max(1);
     let runtime = opts.runtime.unwrap_or(exp.runtime);
     let points = exp.points()?;
-    let jobs: Vec<(usize, u32)> = (0..points.len()).flat_map(|i| (0..reps).map(move |r| (i, r))).collect();
+    // Repetition-major: every point's first repetition, then every point's
+    // second… so that on the network runtime (one run at a time) protocols
+    // alternate and drift in the machine's load does not favour one.
+    let n = points.len();
+    let jobs: Vec<(usize, u32)> = (0..reps).flat_map(|r| (0..n).map(move |i| (i, r))).collect();
     let samples: Mutex<Vec<Vec<Option<Sample>>>> = Mutex::new(vec![vec![None; reps as usize]; points.len()]);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<ExperimentError>> = Mutex::new(None);
