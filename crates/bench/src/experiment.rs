@@ -5,6 +5,14 @@
 //! title = "PUT latency against clock skew"
 //! paper = "Roohitavaf Fig 5.1a: at 10 ms skew, 4.5 ms (CSX) vs 7.6 ms (GR)."
 //! protocols = ["gentlerain", "causalspartanx"]
+//! # An entry may set protocol parameters after a colon, so that one
+//! # protocol can be run as several curves: "contrarian:rot_steps=4" (the
+//! # `[protocol]` table of that entry's runs gets rot_steps = 4; several
+//! # as "name:a=1,b=true"; values are TOML). The entry names its curve.
+//!
+//! [protocol_params.cclo]              # optional: [protocol] parameters of
+//! reader_ttl_us = 500_000             # every entry of that protocol (an
+//!                                     # entry's own parameters win)
 //! repetitions = 5
 //! runtime = "sim"                     # or "network"
 //! metrics = ["latency.put.mean_ms"]   # the report's table columns
@@ -36,6 +44,8 @@
 //! kind = "line"                       # line | bar | cdf
 //! y = "latency.put.mean_ms"           # a metric; for cdf a latency name ("rot")
 //! y_label = "mean PUT latency (ms)"
+//! # x = "throughput_ops_s"            # line only: plot y against this metric
+//! # x_label = "throughput (ops/s)"    # instead of the sweep's x
 //! ```
 
 use causeway_protocols::ProtocolName;
@@ -57,6 +67,9 @@ pub struct Experiment {
     #[serde(default)]
     pub comparison: String,
     pub protocols: Vec<String>,
+    /// `[protocol]` parameters per protocol name, for every entry of it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub protocol_params: std::collections::BTreeMap<String, toml::Table>,
     #[serde(default = "three")]
     pub repetitions: u32,
     #[serde(default)]
@@ -180,6 +193,12 @@ pub struct PlotSpec {
     /// For a CDF: the index of the sweep value to draw.
     #[serde(default)]
     pub point: usize,
+    /// For a line: a metric to plot `y` against instead of the sweep's x
+    /// (e.g. latency against throughput, one point per sweep value).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub x: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub x_label: String,
 }
 
 #[derive(Debug, Error)]
@@ -202,6 +221,8 @@ pub enum ExperimentError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Point {
     pub protocol: ProtocolName,
+    /// The index of the `protocols` entry (a protocol and its parameters).
+    pub entry: usize,
     pub series: Option<usize>,
     pub x: usize,
 }
@@ -225,10 +246,28 @@ impl Experiment {
     }
 
     pub fn protocol_names(&self) -> Result<Vec<ProtocolName>, ExperimentError> {
-        self.protocols
-            .iter()
-            .map(|p| p.parse().map_err(|e: causeway_protocols::UnknownProtocol| self.invalid(e.to_string())))
-            .collect()
+        self.protocols.iter().map(|p| Ok(self.protocol_entry(p)?.0)).collect()
+    }
+
+    /// A `protocols` entry: the protocol, and the `[protocol]` parameters
+    /// after its colon (`"contrarian:rot_steps=4,tree_fanout=2"`).
+    pub fn protocol_entry(&self, entry: &str) -> Result<(ProtocolName, Vec<(String, toml::Value)>), ExperimentError> {
+        let (name, params) = entry.split_once(':').unwrap_or((entry, ""));
+        let protocol =
+            name.trim().parse().map_err(|e: causeway_protocols::UnknownProtocol| self.invalid(e.to_string()))?;
+        let mut out = Vec::new();
+        for kv in params.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| self.invalid(format!("protocol entry {entry:?}: {kv:?} must be name=value")))?;
+            let v = v.trim();
+            let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(v.to_string()));
+            out.push((k.trim().to_string(), value));
+        }
+        Ok((protocol, out))
     }
 
     /// Every point, protocol-major.
@@ -238,10 +277,10 @@ impl Experiment {
             None => vec![None],
         };
         let mut out = Vec::new();
-        for protocol in self.protocol_names()? {
+        for (entry, protocol) in self.protocol_names()?.into_iter().enumerate() {
             for &s in &series {
                 for x in 0..self.sweep.values.len() {
-                    out.push(Point { protocol, series: s, x });
+                    out.push(Point { protocol, entry, series: s, x });
                 }
             }
         }
@@ -250,11 +289,16 @@ impl Experiment {
 
     /// A readable name of a point, for errors and progress.
     pub fn point_name(&self, p: Point) -> String {
-        let mut s = format!("{} {}={}", p.protocol, self.sweep.name(), self.sweep.label(p.x));
+        let mut s = format!("{} {}={}", self.entry_label(p), self.sweep.name(), self.sweep.label(p.x));
         if let (Some(i), Some(series)) = (p.series, &self.series) {
             s.push_str(&format!(" {}={}", series.name(), series.label(i)));
         }
         s
+    }
+
+    /// The name of a point's curve: its `protocols` entry as written.
+    pub fn entry_label(&self, p: Point) -> String {
+        self.protocols.get(p.entry).map_or_else(|| p.protocol.to_string(), |e| e.trim().to_string())
     }
 
     /// The scenario of `point` at repetition `rep` (seed + rep).
@@ -269,6 +313,16 @@ impl Experiment {
         set(&mut t, &self.sweep, point.x)?;
         if let (Some(s), Some(i)) = (&self.series, point.series) {
             set(&mut t, s, i)?;
+        }
+        if let Some(params) = self.protocol_params.get(point.protocol.as_str()) {
+            for (k, v) in params {
+                set_path(&mut t, &format!("protocol.{k}"), v.clone()).map_err(|m| self.invalid(m))?;
+            }
+        }
+        if let Some(entry) = self.protocols.get(point.entry) {
+            for (k, v) in self.protocol_entry(entry)?.1 {
+                set_path(&mut t, &format!("protocol.{k}"), v).map_err(|m| self.invalid(m))?;
+            }
         }
         let err = |source| ExperimentError::Scenario { name: self.name.clone(), point: self.point_name(point), source };
         let mut sc =
@@ -287,6 +341,18 @@ impl Experiment {
             return Err(self.invalid("protocols must name at least one protocol"));
         }
         self.protocol_names()?;
+        let names = self.protocol_names()?;
+        for p in self.protocol_params.keys() {
+            if !names.iter().any(|n| n.as_str() == p) {
+                return Err(self.invalid(format!("protocol_params.{p} names no protocol of this experiment")));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.protocols {
+            if !seen.insert(p.trim()) {
+                return Err(self.invalid(format!("protocol entry {p:?} is listed twice")));
+            }
+        }
         if self.repetitions == 0 {
             return Err(self.invalid("repetitions must be at least 1"));
         }
@@ -306,6 +372,9 @@ impl Experiment {
         for (i, p) in self.plot.iter().enumerate() {
             if p.kind == PlotKind::Cdf && p.point >= self.sweep.values.len() {
                 return Err(self.invalid(format!("plot #{i}: point {} is past the sweep's values", p.point)));
+            }
+            if !p.x.is_empty() && p.kind != PlotKind::Line {
+                return Err(self.invalid(format!("plot #{i}: x (a metric) is only for kind = \"line\"")));
             }
         }
         // Build every point's scenario now, so a typo fails before hours of runs.
@@ -428,5 +497,54 @@ mod tests {
         let both = multi.replace("params = [", "param = \"workload.amplification\"\n        params = [");
         let e = Experiment::from_toml_str(&both, "t.toml").unwrap_err();
         assert!(e.to_string().contains("exactly one of param and params"), "{e}");
+    }
+
+    #[test]
+    fn one_protocol_can_run_with_several_parameter_settings() {
+        let two = BASE.replace(
+            "protocols = [\"gentlerain\", \"causalspartanx\"]",
+            "protocols = [\"contrarian\", \"contrarian:rot_steps=4, tree_fanout=2\", \"cclo\"]",
+        );
+        let e = Experiment::from_toml_str(&two, "t.toml").unwrap();
+        let pts = e.points().unwrap();
+        assert_eq!(pts.len(), 3 * 2 * 2);
+        let (a, b, c) = (pts[0], pts[4], pts[8]);
+        assert_eq!((a.protocol, b.protocol), (ProtocolName::Contrarian, ProtocolName::Contrarian));
+        assert_ne!(a, b);
+        assert!(e.scenario(a, 0).unwrap().protocol.is_empty());
+        let p = e.scenario(b, 0).unwrap().protocol;
+        assert_eq!(p.get("rot_steps"), Some(&toml::Value::Integer(4)));
+        assert_eq!(p.get("tree_fanout"), Some(&toml::Value::Integer(2)));
+        assert!(e.scenario(c, 0).unwrap().protocol.is_empty());
+        assert_eq!(e.entry_label(b), "contrarian:rot_steps=4, tree_fanout=2");
+        assert!(e.point_name(b).starts_with("contrarian:rot_steps=4"), "{}", e.point_name(b));
+        // Malformed parameters, and the same entry twice.
+        let bad = two.replace("tree_fanout=2", "tree_fanout");
+        let err = Experiment::from_toml_str(&bad, "t.toml").unwrap_err();
+        assert!(err.to_string().contains("name=value"), "{err}");
+        // Per-protocol parameters reach every entry of that protocol only.
+        let shared = two.replace("[sweep]", "[protocol_params.contrarian]\nstabilization_interval_us = 7\n[sweep]");
+        let e = Experiment::from_toml_str(&shared, "t.toml").unwrap();
+        for p in [a, b] {
+            let t = e.scenario(p, 0).unwrap().protocol;
+            assert_eq!(t.get("stabilization_interval_us"), Some(&toml::Value::Integer(7)));
+        }
+        assert!(e.scenario(c, 0).unwrap().protocol.is_empty());
+        let err =
+            Experiment::from_toml_str(&shared.replace("protocol_params.contrarian", "protocol_params.cure"), "t.toml")
+                .unwrap_err();
+        assert!(err.to_string().contains("names no protocol"), "{err}");
+        let dup = two.replace("\"cclo\"", "\"contrarian\"");
+        let err = Experiment::from_toml_str(&dup, "t.toml").unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn a_line_may_plot_one_metric_against_another() {
+        let xy = format!("{BASE}\n[[plot]]\nkind = \"line\"\ny = \"latency.rot.mean_ms\"\nx = \"throughput_ops_s\"\n");
+        let e = Experiment::from_toml_str(&xy, "t.toml").unwrap();
+        assert_eq!(e.plot[0].x, "throughput_ops_s");
+        let err = Experiment::from_toml_str(&xy.replace("kind = \"line\"", "kind = \"bar\""), "t.toml").unwrap_err();
+        assert!(err.to_string().contains("only for kind"), "{err}");
     }
 }

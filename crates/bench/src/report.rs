@@ -51,8 +51,8 @@ pub fn write_all(r: &Results, dir: &Path, command: &str, date: &str) -> Result<W
 /// The legend name of a curve: the protocol, and the series value if any.
 fn curve_name(r: &Results, p: Point) -> String {
     match (&r.experiment.series, p.series) {
-        (Some(s), Some(i)) => format!("{} {}", p.protocol, s.label(i)),
-        _ => p.protocol.to_string(),
+        (Some(s), Some(i)) => format!("{} {}", r.experiment.entry_label(p), s.label(i)),
+        _ => r.experiment.entry_label(p),
     }
 }
 
@@ -86,14 +86,30 @@ pub fn chart(r: &Results, spec: &PlotSpec) -> Chart {
                     name,
                     points: pts
                         .iter()
-                        .map(|&p| (if bar { p.x as f64 } else { e.sweep.x(p.x) }, metric(r, p, &spec.y)))
+                        .map(|&p| {
+                            let x = if bar {
+                                p.x as f64
+                            } else if !spec.x.is_empty() {
+                                metric(r, p, &spec.x)
+                            } else {
+                                e.sweep.x(p.x)
+                            };
+                            (x, metric(r, p, &spec.y))
+                        })
                         .collect(),
                 })
                 .collect();
+            let x_label = if !spec.x.is_empty() {
+                if spec.x_label.is_empty() { spec.x.clone() } else { spec.x_label.clone() }
+            } else if e.sweep.x_label.is_empty() {
+                e.sweep.name()
+            } else {
+                e.sweep.x_label.clone()
+            };
             Chart {
                 kind: if bar { ChartKind::Bar } else { ChartKind::Line },
                 title,
-                x_label: if e.sweep.x_label.is_empty() { e.sweep.name() } else { e.sweep.x_label.clone() },
+                x_label,
                 y_label,
                 categories: (0..e.sweep.values.len()).map(|i| e.sweep.label(i)).collect(),
                 series,
@@ -142,7 +158,7 @@ fn csv(r: &Results) -> String {
             let _ = writeln!(
                 s,
                 "{},{},{},{},{},{},{}",
-                p.protocol,
+                quote(&e.entry_label(p)),
                 quote(&series),
                 quote(&e.sweep.label(p.x)),
                 e.sweep.x(p.x),

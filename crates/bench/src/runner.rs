@@ -74,7 +74,11 @@ pub fn run(
     let reps = opts.repetitions.unwrap_or(exp.repetitions).max(1);
     let runtime = opts.runtime.unwrap_or(exp.runtime);
     let points = exp.points()?;
-    let jobs: Vec<(usize, u32)> = (0..points.len()).flat_map(|i| (0..reps).map(move |r| (i, r))).collect();
+    // Repetition-major: every point's first repetition, then every point's
+    // second… so that on the network runtime (one run at a time) protocols
+    // alternate and drift in the machine's load does not favour one.
+    let n = points.len();
+    let jobs: Vec<(usize, u32)> = (0..reps).flat_map(|r| (0..n).map(move |i| (i, r))).collect();
     let samples: Mutex<Vec<Vec<Option<Sample>>>> = Mutex::new(vec![vec![None; reps as usize]; points.len()]);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<ExperimentError>> = Mutex::new(None);
@@ -137,7 +141,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
     let d = causeway_sim::Workload::default();
     let mut out = Vec::new();
-    let checks: [(&'static str, bool); 16] = [
+    let checks: [(&'static str, bool); 17] = [
         (
             "clocks (the network runtime uses the host's real clock)",
             sc.clocks.skew_us > 0 || !sc.clocks.node.is_empty() || sc.clocks.drift_ppm != 0.0,
@@ -145,6 +149,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         ("faults", !sc.faults.is_empty()),
         ("scripted clients", !sc.scripted.is_empty()),
         ("cpu.service_us", sc.cpu.service_us > 0),
+        ("cpu.kind_us", !sc.cpu.kind_us.is_empty()),
         ("network.jitter_pct", sc.network.jitter_pct > 0.0),
         ("topology.replication (partial)", !sc.topology.replication.eq(&causeway_core::Replication::Full)),
         ("workload.requestdistribution other than uniform", w.requestdistribution != Distribution::Uniform),

@@ -125,6 +125,8 @@ enum Out<M> {
 /// A simulation of protocol `P` on a scenario.
 pub struct Sim<P: Protocol> {
     sc: Scenario,
+    /// `[cpu.kind_us.<protocol>]`: extra CPU µs per handled message of a kind.
+    kind_us: std::collections::HashMap<String, f64>,
     cfg: P::Config,
     topology: Arc<Topology>,
     now: u64,
@@ -336,6 +338,12 @@ impl<P: Protocol> Sim<P> {
         let history = sc.record_history.then(|| History { protocol: P::NAME.into(), ops: Vec::new() });
         let full = topology.is_full_replication();
         let mut sim = Sim {
+            kind_us: sc
+                .cpu
+                .kind_us
+                .get(P::NAME)
+                .map(|t| t.iter().map(|(k, v)| (k.clone(), *v)).collect())
+                .unwrap_or_default(),
             workload: Generator::new(&sc.workload, topology.clone(), workload_clients),
             issued: 0,
             slowed: 0,
@@ -577,6 +585,16 @@ impl<P: Protocol> Sim<P> {
             Some(Input::Peer(_, msg) | Input::Client(_, msg)) if per_kib > 0.0 => wire_size(msg),
             _ => 0,
         };
+        let kind_us = if self.kind_us.is_empty() {
+            0.0
+        } else {
+            let kind = match &input {
+                Some(Input::Peer(_, msg) | Input::Client(_, msg)) => msg.kind(),
+                Some(Input::Timer(_)) => "timer",
+                None => "start",
+            };
+            self.kind_us.get(kind).copied().unwrap_or(0.0)
+        };
         let tag = match input {
             None => {
                 n.server.on_start(&mut env);
@@ -597,7 +615,7 @@ impl<P: Protocol> Sim<P> {
                 token.rotate_left(17)
             }
         };
-        let busy_us = self.sc.cpu.service_us + (in_bytes as f64 / 1024.0 * per_kib).round() as u64;
+        let busy_us = self.sc.cpu.service_us + (in_bytes as f64 / 1024.0 * per_kib + kind_us).round() as u64;
         if busy_us > 0 {
             n.busy_until = self.now + busy_us;
         }

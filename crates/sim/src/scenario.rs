@@ -26,6 +26,8 @@
 //! [cpu]
 //! service_us = 0            # CPU time per message a server handles; 0 = infinitely fast
 //! us_per_kib = 0.0          # plus this per KiB of the message (metadata costs CPU)
+//! [cpu.kind_us.cclo]        # plus this per message of a kind, for one protocol
+//! rot_req = 44.0            # (kinds as `Message::kind`; "timer" for timers)
 //!
 //! [workload]                # see Workload
 //! clients_per_dc = 64
@@ -178,6 +180,13 @@ pub struct CpuSpec {
     /// to its dependency lists. 0: size is free.
     #[serde(default)]
     pub us_per_kib: f64,
+    /// Extra CPU µs per message of a kind, per protocol (its `NAME`), then
+    /// per message kind (`Message::kind`; `"timer"` for timer inputs): what
+    /// a handler costs beyond its size, measured on the real state machines
+    /// (seed 004: `crates/bench/examples/rot_microbench.rs`). Kinds absent
+    /// cost nothing extra.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub kind_us: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
 }
 
 /// Key popularity.
@@ -551,6 +560,8 @@ pub enum ScenarioError {
     ClockNode(u32),
     #[error("scenario cpu.us_per_kib must be a finite number ≥ 0, got {0}")]
     CpuPerKib(f64),
+    #[error("scenario cpu.kind_us.{0}.{1} must be a finite number ≥ 0, got {2}")]
+    CpuKind(String, String, f64),
     #[error("scenario scripted client #{index}: dc {dc} is not in the topology")]
     ScriptDc { index: usize, dc: u16 },
 }
@@ -621,6 +632,11 @@ impl Scenario {
         self.one_way_us()?;
         if !(self.cpu.us_per_kib >= 0.0 && self.cpu.us_per_kib.is_finite()) {
             return Err(ScenarioError::CpuPerKib(self.cpu.us_per_kib));
+        }
+        for (p, kinds) in &self.cpu.kind_us {
+            if let Some((k, v)) = kinds.iter().find(|(_, v)| !(**v >= 0.0 && v.is_finite())) {
+                return Err(ScenarioError::CpuKind(p.clone(), k.clone(), *v));
+            }
         }
         let w = &self.workload;
         if w.clients_per_dc > 0 {

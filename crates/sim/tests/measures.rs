@@ -101,3 +101,26 @@ fn cpu_time_per_kib_slows_servers_that_handle_big_messages() {
     sc.cpu.us_per_kib = -1.0;
     assert!(Sim::<Eventual>::new(sc).err().unwrap().to_string().contains("cpu.us_per_kib"));
 }
+
+/// Saturated servers: a per-kind CPU cost charges only the named protocol's
+/// messages of that kind, and a negative one is refused by name.
+#[test]
+fn cpu_time_per_message_kind_charges_only_that_protocol_and_kind() {
+    let run = |protocol: &str, kind: &str| {
+        let mut sc = common::base(1, 1, 1_000, 4);
+        sc.workload.clients_per_dc = 32;
+        sc.workload.recordcount = 100;
+        sc.workload.readproportion = 1.0;
+        sc.workload.updateproportion = 0.0;
+        sc.cpu.service_us = 20;
+        sc.cpu.kind_us.entry(protocol.into()).or_default().insert(kind.into(), 60.0);
+        Sim::<Eventual>::new(sc).unwrap().run().throughput_ops_s
+    };
+    let (other_protocol, other_kind, charged) =
+        (run("cclo", "get_req"), run("eventual", "put_req"), run("eventual", "get_req"));
+    assert!((other_kind / other_protocol - 1.0).abs() < 0.05, "{other_protocol} vs {other_kind} ops/s");
+    assert!(charged < 0.4 * other_protocol, "80 µs per read instead of 20: {charged} vs {other_protocol} ops/s");
+    let mut sc = common::base(1, 1, 10, 1);
+    sc.cpu.kind_us.entry("eventual".into()).or_default().insert("get_req".into(), -1.0);
+    assert!(Sim::<Eventual>::new(sc).err().unwrap().to_string().contains("cpu.kind_us.eventual.get_req"));
+}
