@@ -63,6 +63,7 @@ mod msg;
 mod server;
 #[cfg(test)]
 mod tests;
+mod txn;
 
 pub use client::*;
 pub use config::*;
@@ -76,7 +77,7 @@ pub struct Eiger;
 
 impl Protocol for Eiger {
     const NAME: &'static str = "eiger";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
     const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the
