@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::replication::{Dep, Stamp};
 use super::txn::check_wot_shape;
+use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 use std::collections::BTreeMap;

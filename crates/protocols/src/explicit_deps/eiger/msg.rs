@@ -93,54 +93,129 @@ pub enum Msg {
     /// the current version. `floor` is the session's logical time, which
     /// the server witnesses first (deviation 2). `attempt` and `idx` name
     /// the operation attempt and the key's place in it.
-    Read { attempt: u32, idx: u32, key: Key, floor: u64 },
+    Read {
+        attempt: u32,
+        idx: u32,
+        key: Key,
+        floor: u64,
+    },
     /// Second-round read (`multiget_slice_by_time`, Fig 5.5): the version
     /// visible at logical time `at`.
-    ReadAt { attempt: u32, idx: u32, key: Key, at: u64 },
+    ReadAt {
+        attempt: u32,
+        idx: u32,
+        key: Key,
+        at: u64,
+    },
     /// `Err(())`: the version visible at the requested time was collected
     /// (the transaction restarts, §5.3).
-    ReadReply { attempt: u32, idx: u32, read: Result<Read, ()> },
+    ReadReply {
+        attempt: u32,
+        idx: u32,
+        read: Result<Read, ()>,
+    },
     /// A read refused: this server does not own the key.
-    Refused { attempt: u32, reason: String },
+    Refused {
+        attempt: u32,
+        reason: String,
+    },
     /// A write with its one-hop dependencies on operations (§5.2) and the
     /// session's logical time (deviation 2).
-    PutReq { key: Key, value: Value, deps: Vec<Dep>, floor: u64 },
+    PutReq {
+        key: Key,
+        value: Value,
+        deps: Vec<Dep>,
+        floor: u64,
+    },
     /// The write's stamp, or why it was refused.
-    PutReply { result: Result<Stamp, String> },
+    PutReply {
+        result: Result<Stamp, String>,
+    },
     /// A write-only transaction's sub-request to one participant (Lloyd
     /// §5.4, the implicit PREPARE in the accepting DC): its writes, the
     /// transaction, its one-hop dependencies and the session's time.
-    WotReq { info: TxnInfo, writes: Vec<(Key, Value)>, deps: Vec<Dep>, floor: u64 },
+    WotReq {
+        info: TxnInfo,
+        writes: Vec<(Key, Value)>,
+        deps: Vec<Dep>,
+        floor: u64,
+    },
     /// From the coordinator once committed: the coordinator key's stamp and
     /// the commit time; or, from any participant, why it was refused
     /// (nothing is applied then).
-    WotReply { id: TxnId, result: Result<(Stamp, u64), String> },
+    WotReply {
+        id: TxnId,
+        result: Result<(Stamp, u64), String>,
+    },
     /// One write of a transaction shipped to an equivalent node, when
     /// prepared (in stamp order); `deps` only with the coordinator key's.
-    ReplicateTxn { key: Key, value: Value, stamp: Stamp, info: TxnInfo, deps: Vec<Dep>, written_us: u64 },
+    ReplicateTxn {
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        info: TxnInfo,
+        deps: Vec<Dep>,
+        written_us: u64,
+    },
     /// Accepting coordinator → its equivalents: the transaction committed in
     /// its DC (the remote DC commits it only after this).
-    TxnCommitted { id: TxnId, coord_key: Key },
+    TxnCommitted {
+        id: TxnId,
+        coord_key: Key,
+    },
     /// The answer to `TxnCommitted`.
-    RemoteAck { id: TxnId, coord_key: Key },
+    RemoteAck {
+        id: TxnId,
+        coord_key: Key,
+    },
     /// Cohort → coordinator: prepared, its clock read `vote` then.
-    YesVote { id: TxnId, coord_key: Key, vote: u64 },
+    YesVote {
+        id: TxnId,
+        coord_key: Key,
+        vote: u64,
+    },
     /// Remote cohort → coordinator: its writes arrived (§5.4, NOTIFY).
-    Notify { id: TxnId, coord_key: Key },
+    Notify {
+        id: TxnId,
+        coord_key: Key,
+    },
     /// Remote coordinator → cohorts, once every cohort notified and the
     /// dependencies were checked: prepare and vote.
-    Prepare { id: TxnId },
+    Prepare {
+        id: TxnId,
+    },
     /// Coordinator → cohorts: apply at logical time `at`.
-    Commit { id: TxnId, coord_key: Key, at: u64 },
-    Ack { id: TxnId, coord_key: Key },
+    Commit {
+        id: TxnId,
+        coord_key: Key,
+        at: u64,
+    },
+    Ack {
+        id: TxnId,
+        coord_key: Key,
+    },
     /// Cohort → coordinator (§5.4.4, indirection): is the transaction
     /// committed, as of logical time `at`?
-    CommitCheck { id: TxnId, coord_key: Key, at: u64 },
+    CommitCheck {
+        id: TxnId,
+        coord_key: Key,
+        at: u64,
+    },
     /// `commit`: its commit time; `None`: not committed, and it will commit
     /// after `at` (the coordinator's clock has passed it).
-    CheckReply { id: TxnId, at: u64, commit: Option<u64> },
+    CheckReply {
+        id: TxnId,
+        at: u64,
+        commit: Option<u64>,
+    },
     /// The write shipped to an equivalent node.
-    Replicate { key: Key, value: Value, stamp: Stamp, deps: Vec<Dep>, written_us: u64 },
+    Replicate {
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        deps: Vec<Dep>,
+        written_us: u64,
+    },
     /// The shared replication path: `dep_check` (its answer carries the
     /// checked server's clock) and settling.
     Path(PathMsg),

@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
-use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
 use super::txn::{Coord, Deferred, Part};
+use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -236,7 +236,8 @@ impl EigerServer {
         let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
         let now = env.now_us();
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
-        env.store().insert(key.clone(), Version { value: value.clone(), stamp, state, collected_below: false, coord: None });
+        env.store()
+            .insert(key.clone(), Version { value: value.clone(), stamp, state, collected_below: false, coord: None });
         self.node.settle.own_write(stamp);
         self.publish(env, &key, stamp, now);
         env.reply(from, Msg::PutReply { result: Ok(stamp) });

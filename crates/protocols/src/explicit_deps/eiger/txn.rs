@@ -257,7 +257,13 @@ impl EigerServer {
             p.writes.push((key, stamp));
             return;
         }
-        let part = TxnPart { info: info.clone(), phase: Phase::Held, remote: true, deps: deps.clone(), origin_committed: false };
+        let part = TxnPart {
+            info: info.clone(),
+            phase: Phase::Held,
+            remote: true,
+            deps: deps.clone(),
+            origin_committed: false,
+        };
         let v = Version { value, stamp, state: State::Txn(Box::new(part)), collected_below: false, coord: None };
         env.store().insert(key.clone(), v);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
@@ -467,8 +473,12 @@ impl EigerServer {
     fn forget(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
         let Some(c) = self.coords.remove(&id) else { return };
         let Some(info) = c.info else { return };
-        let found =
-            env.store().versions(&info.coord_key).iter().find(|v| v.coord.as_ref().is_some_and(|t| t.info.id == id)).cloned();
+        let found = env
+            .store()
+            .versions(&info.coord_key)
+            .iter()
+            .find(|v| v.coord.as_ref().is_some_and(|t| t.info.id == id))
+            .cloned();
         if let Some(mut v) = found {
             if let Some(t) = v.coord.as_mut() {
                 t.acked = true;
@@ -519,7 +529,10 @@ impl EigerServer {
             // Committed after `at` for certain, or hidden at `at` by a
             // newer version whatever it does (§5.4, skip pending), or
             // coordinated here (then not committed: it would be applied).
-            if vote >= d.at || v.stamp < read.stamp || d.cleared.contains(&p.info.id) || self.coordinator_of(&p.info) == me
+            if vote >= d.at
+                || v.stamp < read.stamp
+                || d.cleared.contains(&p.info.id)
+                || self.coordinator_of(&p.info) == me
             {
                 continue;
             }
@@ -637,7 +650,8 @@ impl EigerServer {
                 .iter()
                 .filter_map(|(k, s)| env.store().exact(k, *s).and_then(|v| v.part()).map(|x| x.phase))
                 .collect();
-            let vote = phases.iter().filter_map(|ph| if let Phase::Prepared { vote } = ph { Some(*vote) } else { None }).max();
+            let vote =
+                phases.iter().filter_map(|ph| if let Phase::Prepared { vote } = ph { Some(*vote) } else { None }).max();
             match vote {
                 Some(vote) => env.send(to, Msg::YesVote { id, coord_key, vote }),
                 None if p.remote && p.notified => env.send(to, Msg::Notify { id, coord_key }),
@@ -729,8 +743,12 @@ impl EigerServer {
         }
         // A remote coordinator that decided but had not committed all its
         // own writes: finish, and tell the cohorts again.
-        let decided: Vec<TxnId> =
-            self.coords.iter().filter(|(_, c)| c.remote && c.committed.is_some() && c.unacked.is_empty()).map(|(&id, _)| id).collect();
+        let decided: Vec<TxnId> = self
+            .coords
+            .iter()
+            .filter(|(_, c)| c.remote && c.committed.is_some() && c.unacked.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
         for id in decided {
             let cohorts = self.coords[&id].info.as_ref().map(|info| self.cohorts(info)).unwrap_or_default();
             self.coords.get_mut(&id).expect("present").unacked = cohorts;
