@@ -283,7 +283,8 @@ impl Client for EigerClient {
                     self.floor = self.floor.max(commit).max(stamp.lamport());
                     env.complete(OpResult::Wot);
                 }
-                Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
+                Err((true, why)) => env.complete(OpResult::Failed(OpError::Aborted(why))),
+                Err((false, why)) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },
             (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read }) if attempt == self.attempt => {
                 let i = idx as usize;

@@ -21,6 +21,10 @@ pub struct Config {
     /// Re-send unanswered transaction messages (votes, NOTIFYs, COMMITs,
     /// commit checks) after this long: a participant may have restarted.
     pub txn_retry_ms: u64,
+    /// A coordinator that has waited this long for a transaction's votes
+    /// (a participant lost its sub-request in a crash: client requests are
+    /// not re-sent) aborts it.
+    pub txn_abort_ms: u64,
     /// Test only: a write-only transaction's coordinator commits once its
     /// own writes are prepared, without waiting for every YESVOTE.
     pub mutant_commit_without_all_votes: bool,
@@ -39,6 +43,7 @@ impl Default for Config {
             mutant_one_round_rot: false,
             mutant_skip_dep_check: false,
             txn_retry_ms: 100,
+            txn_abort_ms: 1_000,
             mutant_commit_without_all_votes: false,
             mutant_cohort_skips_coordinator_dep_check: false,
         }
@@ -61,6 +66,7 @@ impl Config {
             ("gc_interval_ms", 1, self.gc_interval_ms),
             ("dep_check_retry_ms", 1, self.dep_check_retry_ms),
             ("txn_retry_ms", 1, self.txn_retry_ms),
+            ("txn_abort_ms", 1, self.txn_abort_ms),
         ] {
             if got < min {
                 return Err(format!("{field} must be at least {min}, got {got}"));

@@ -142,10 +142,11 @@ pub enum Msg {
     },
     /// From the coordinator once committed: the coordinator key's stamp and
     /// the commit time; or, from any participant, why it was refused
-    /// (nothing is applied then).
+    /// (`true`: aborted by the coordinator, after a participant's
+    /// sub-request was lost; nothing is applied either way).
     WotReply {
         id: TxnId,
-        result: Result<(Stamp, u64), String>,
+        result: Result<(Stamp, u64), (bool, String)>,
     },
     /// One write of a transaction shipped to an equivalent node, when
     /// prepared (in stamp order); `deps` only with the coordinator key's.
@@ -162,6 +163,17 @@ pub enum Msg {
     TxnCommitted {
         id: TxnId,
         coord_key: Key,
+    },
+    /// Accepting coordinator → its equivalents: the transaction aborted.
+    TxnAborted {
+        id: TxnId,
+        coord_key: Key,
+    },
+    /// Coordinator → cohorts: discard the transaction's writes (deviation:
+    /// a coordinator aborts a transaction whose votes never all came,
+    /// because a participant lost its sub-request in a crash).
+    Abort {
+        id: TxnId,
     },
     /// The answer to `TxnCommitted`.
     RemoteAck {
@@ -201,12 +213,12 @@ pub enum Msg {
         coord_key: Key,
         at: u64,
     },
-    /// `commit`: its commit time; `None`: not committed, and it will commit
-    /// after `at` (the coordinator's clock has passed it).
+    /// The outcome as of `at` (`Open`: not committed, and it will commit
+    /// after `at`: the coordinator's clock has passed it).
     CheckReply {
         id: TxnId,
         at: u64,
-        commit: Option<u64>,
+        outcome: Outcome,
     },
     /// The write shipped to an equivalent node.
     Replicate {
@@ -224,7 +236,7 @@ pub enum Msg {
 crate::impl_message! {
     Msg {
         client: Read, ReadAt, ReadReply, Refused, PutReq, PutReply, WotReq, WotReply;
-        peer: Replicate, ReplicateTxn, TxnCommitted, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
+        peer: Replicate, ReplicateTxn, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
             CommitCheck, CheckReply;
         nested: Path;
     }
@@ -271,6 +283,20 @@ pub enum State {
     Committed { evt: u64, at_us: u64 },
     /// A write of a write-only transaction not committed here yet (§5.4).
     Txn(Box<TxnPart>),
+    /// A write of an aborted transaction (never visible), or, on a
+    /// coordinator key, a coordinator's record that it aborted the
+    /// transaction. `remote`: a remote DC's copy, still to go through the
+    /// replication path (as a write nobody can depend on).
+    Aborted { id: TxnId, remote: bool },
+}
+
+/// What a coordinator knows of a transaction's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Not decided: it commits after the time the question was asked at.
+    Open,
+    Committed(u64),
+    Aborted,
 }
 
 /// A stored version: ⟨stamp, value⟩ and its state. `collected_below`: older
@@ -293,7 +319,7 @@ impl Version {
     pub(super) fn evt(&self) -> Option<u64> {
         match self.state {
             State::Committed { evt, .. } => Some(evt),
-            State::Pending { .. } | State::Txn(_) => None,
+            State::Pending { .. } | State::Txn(_) | State::Aborted { .. } => None,
         }
     }
 
@@ -316,7 +342,8 @@ impl DepVersion for Version {
         match &self.state {
             State::Pending { deps } => Some(deps),
             State::Txn(p) if p.remote => Some(&p.deps),
-            State::Committed { .. } | State::Txn(_) => None,
+            State::Aborted { remote: true, .. } => Some(&[]),
+            State::Committed { .. } | State::Txn(_) | State::Aborted { .. } => None,
         }
     }
     fn committed(&self) -> bool {
@@ -334,7 +361,7 @@ impl DepVersion for Version {
     /// (one EVT for the whole transaction in this DC, §5.4).
     fn commit_at(self, now_us: u64, lamport: u64) -> Self {
         let evt = match &self.state {
-            State::Committed { .. } => return self,
+            State::Committed { .. } | State::Aborted { .. } => return self,
             State::Txn(p) => match p.phase {
                 Phase::Decided { at } => at,
                 _ => lamport,

@@ -289,7 +289,10 @@ impl EigerServer {
             // Pending versions stay until committed (recovery needs them),
             // and a coordinator's record of a transaction until every
             // participant acknowledged its commit.
-            let keep = |v: &Version| !v.committed() || v.coord.as_ref().is_some_and(|t| !t.acked);
+            let keep = |v: &Version| {
+                matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
+                    || v.coord.as_ref().is_some_and(|t| !t.acked)
+            };
             env.store().gc_key_keeping(&key, |v| v.stamp == floor.stamp, keep);
             if !floor.collected_below {
                 env.store().replace(&key, Version { collected_below: true, ..floor });

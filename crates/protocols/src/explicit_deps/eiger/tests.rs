@@ -534,3 +534,40 @@ fn a_bad_wot_is_refused_and_nothing_is_applied() {
     net.queue.clear();
     assert_eq!(run(&mut net, ALICE, Op::Wot { writes: vec![] }), OpResult::Wot);
 }
+
+/// A participant's sub-request is lost (client requests to a crashed node
+/// are not re-sent): the coordinator waits `txn_abort_ms` for the vote,
+/// then aborts. The client is told, every prepared write (in both DCs) is
+/// discarded, nothing is ever visible, and later writes of the keys from
+/// the same servers replicate as usual (nothing is left blocking them).
+#[test]
+fn a_transaction_missing_a_sub_request_aborts_everywhere() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 1, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    let (w, r0, r1) = (net.client(0, 0), net.client(0, 0), net.client(1, 0));
+    net.invoke(w, wot(&[(x, "1"), (y, "1"), (z, "1")]));
+    let coord_key = queued_coord_key(&net);
+    let lost = ks.iter().find(|k| **k != coord_key).expect("a cohort key").clone();
+    let lost_server = net.server_for(DcId(0), &lost);
+    net.queue.retain(|m| !(matches!(m.msg, Msg::WotReq { .. }) && m.to == Dest::Node(lost_server)));
+    net.deliver_all();
+    assert_eq!(net.take_result(w), None, "the coordinator waits for the missing vote");
+    net.advance_clocks(cfg.txn_abort_ms * 1_000);
+    settle_all(&mut net);
+    assert!(matches!(net.take_result(w), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    for (c, dc) in [(r0, 0), (r1, 1)] {
+        assert_eq!(rot_text(&mut net, c, &[x, y, z]), vec![None, None, None]);
+        for k in [x, y, z] {
+            let n = net.server_for(DcId(dc), k);
+            assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.part().is_none()), "left pending in DC{dc}");
+        }
+    }
+    for k in [x, y, z] {
+        put(&mut net, w, k, "2");
+    }
+    settle_all(&mut net);
+    assert_eq!(rot_text(&mut net, r1, &[x, y, z]), vec![Some("2".into()); 3], "later writes replicate");
+}

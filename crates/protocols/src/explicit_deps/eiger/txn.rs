@@ -72,6 +72,10 @@ pub(super) struct Coord {
     pub committed: Option<u64>,
     /// After the commit: participants that have not acknowledged it.
     pub unacked: BTreeSet<NodeId>,
+    /// When this node started tracking it (for the accepting DC's abort).
+    pub since_us: u64,
+    /// The coordinator key named by votes (known before `info`).
+    pub vote_key: Option<Key>,
 }
 
 /// A transaction with writes at this node as a cohort, not committed here.
@@ -159,7 +163,11 @@ impl EigerServer {
     ) {
         let id = info.id;
         if let Err(why) = self.check_wot(&info, &writes, &deps) {
-            return env.reply(from, Msg::WotReply { id, result: Err(why) });
+            return env.reply(from, Msg::WotReply { id, result: Err((false, why)) });
+        }
+        if self.is_coordinator(&info) && self.outcome(env, id, &info.coord_key) == Outcome::Aborted {
+            let why = "aborted: a participant's sub-request was lost".to_string();
+            return env.reply(from, Msg::WotReply { id, result: Err((true, why)) });
         }
         if self.parts.contains_key(&id) || self.coords.get(&id).is_some_and(|c| c.prepared) {
             return; // a repeated request
@@ -207,7 +215,7 @@ impl EigerServer {
             own.push((key, stamp));
         }
         if self.is_coordinator(&info) {
-            let c = self.coords.entry(id).or_default();
+            let c = self.coord_entry(id, now);
             c.info = Some(info);
             c.remote = false;
             c.client = Some(from);
@@ -268,7 +276,7 @@ impl EigerServer {
         env.store().insert(key.clone(), v);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
         if coordinator {
-            let c = self.coords.entry(id).or_default();
+            let c = self.coord_entry(id, env.now_us());
             c.info = Some(info);
             c.remote = true;
             c.own.push((key, stamp));
@@ -297,23 +305,37 @@ impl EigerServer {
             }
             Msg::RemoteAck { id, .. } | Msg::Ack { id, .. } => self.on_ack(env, from, id),
             Msg::YesVote { id, coord_key, vote } if same_dc => {
-                if let Some(at) = self.decided(env, id, &coord_key) {
-                    return env.send(from, Msg::Commit { id, coord_key, at });
+                match self.outcome(env, id, &coord_key) {
+                    Outcome::Committed(at) => return env.send(from, Msg::Commit { id, coord_key, at }),
+                    Outcome::Aborted => return env.send(from, Msg::Abort { id }),
+                    Outcome::Open => {}
                 }
-                self.coords.entry(id).or_default().votes.insert(from, vote);
+                let c = self.coord_entry(id, env.now_us());
+                c.votes.insert(from, vote);
+                c.vote_key = Some(coord_key);
                 self.try_commit(env, id);
             }
             Msg::Notify { id, coord_key } if same_dc => {
-                if let Some(at) = self.decided(env, id, &coord_key) {
-                    return env.send(from, Msg::Commit { id, coord_key, at });
+                match self.outcome(env, id, &coord_key) {
+                    Outcome::Committed(at) => return env.send(from, Msg::Commit { id, coord_key, at }),
+                    Outcome::Aborted => return env.send(from, Msg::Abort { id }),
+                    Outcome::Open => {}
                 }
-                let c = self.coords.entry(id).or_default();
+                // NOTIFY exists only in remote DCs.
+                let c = self.coord_entry(id, env.now_us());
+                c.remote = true;
                 c.notified.insert(from);
                 if c.prepared {
                     env.send(from, Msg::Prepare { id });
                 }
             }
             Msg::Prepare { id } if same_dc => self.on_prepare(env, id),
+            Msg::Abort { id } if same_dc => self.apply_abort(env, id),
+            Msg::TxnAborted { id, coord_key } if self.node.equivalents.contains(&from) => {
+                if self.outcome(env, id, &coord_key) == Outcome::Open {
+                    self.abort(env, id, &coord_key, true);
+                }
+            }
             Msg::Commit { id, coord_key, at } if same_dc => {
                 self.apply_commit(env, id, at);
                 env.send(from, Msg::Ack { id, coord_key });
@@ -322,25 +344,110 @@ impl EigerServer {
                 // §5.4.4: the coordinator's clock passes `at` first, so a
                 // transaction not committed now commits after `at`.
                 self.node.witness(at);
-                let commit = self.decided(env, id, &coord_key);
-                env.send(from, Msg::CheckReply { id, at, commit });
+                let outcome = self.outcome(env, id, &coord_key);
+                env.send(from, Msg::CheckReply { id, at, outcome });
             }
-            Msg::CheckReply { id, at, commit } if same_dc => match commit {
-                Some(t) => self.apply_commit(env, id, t),
-                None => self.resolve(env, id, None, at),
+            Msg::CheckReply { id, at, outcome } if same_dc => match outcome {
+                Outcome::Committed(t) => self.apply_commit(env, id, t),
+                Outcome::Aborted => self.apply_abort(env, id),
+                Outcome::Open => self.resolve(env, id, None, at),
             },
             _ => {}
         }
     }
 
-    /// The commit time of a transaction this node coordinates, if decided:
-    /// in memory, or on its coordinator key's version (after the
-    /// coordinator forgot it, or restarted).
-    fn decided(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) -> Option<u64> {
+    /// The outcome of a transaction this node coordinates: in memory, or
+    /// on its coordinator key's versions (after the coordinator forgot it,
+    /// or restarted).
+    fn outcome(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) -> Outcome {
         if let Some(c) = self.coords.get(&id) {
-            return c.committed;
+            return c.committed.map_or(Outcome::Open, Outcome::Committed);
         }
-        env.store().versions(coord_key).iter().find(|v| v.coord.as_ref().is_some_and(|t| t.info.id == id))?.evt()
+        for v in env.store().versions(coord_key) {
+            match (&v.state, &v.coord) {
+                (State::Aborted { id: a, .. }, _) if *a == id => return Outcome::Aborted,
+                (State::Committed { evt, .. }, Some(t)) if t.info.id == id => return Outcome::Committed(*evt),
+                _ => {}
+            }
+        }
+        Outcome::Open
+    }
+
+    fn coord_entry(&mut self, id: TxnId, now_us: u64) -> &mut Coord {
+        self.coords.entry(id).or_insert_with(|| Coord { since_us: now_us, ..Coord::default() })
+    }
+
+    /// The coordinator aborts (accepting DC: its votes never all came;
+    /// remote: the accepting DC aborted). Its own writes are marked
+    /// aborted, or a record is left on the coordinator key; the client,
+    /// the cohorts and the equivalents are told.
+    fn abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, remote: bool) {
+        let c = self.coords.remove(&id).unwrap_or_default();
+        debug_assert!(c.committed.is_none(), "a committed transaction is never aborted");
+        let mut cohorts: BTreeSet<NodeId> = c.votes.keys().chain(c.notified.iter()).copied().collect();
+        if let Some(info) = &c.info {
+            cohorts.extend(self.cohorts(info));
+        }
+        let mut marked = false;
+        for (key, stamp) in &c.own {
+            let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
+            if let State::Txn(p) = &v.state {
+                v.state = State::Aborted { id, remote: p.remote };
+                env.store().replace(key, v);
+                marked |= key == coord_key;
+                if remote {
+                    self.node.release(*stamp);
+                }
+            }
+        }
+        if !marked {
+            let stamp = self.node.next_stamp(std::iter::empty());
+            let record = Version {
+                value: Value::new(),
+                stamp,
+                state: State::Aborted { id, remote: false },
+                collected_below: false,
+                coord: None,
+            };
+            env.store().insert(coord_key.clone(), record);
+        }
+        if let Some(client) = c.client {
+            let why = "aborted: a participant's sub-request was lost".to_string();
+            env.reply(client, Msg::WotReply { id, result: Err((true, why)) });
+        }
+        for n in cohorts {
+            env.send(n, Msg::Abort { id });
+        }
+        if remote {
+            self.commit_ready(env);
+        } else {
+            for &e in &self.node.equivalents {
+                env.send(e, Msg::TxnAborted { id, coord_key: coord_key.clone() });
+            }
+        }
+    }
+
+    /// A cohort learned that the transaction aborted: its writes are
+    /// discarded (a remote DC's go through the replication path as writes
+    /// nobody can read), and reads waiting on it go on.
+    fn apply_abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
+        if let Some(p) = self.parts.remove(&id) {
+            for (key, stamp) in &p.writes {
+                let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
+                if !matches!(v.state, State::Txn(_)) {
+                    continue;
+                }
+                v.state = State::Aborted { id, remote: p.remote };
+                env.store().replace(key, v);
+                if p.remote {
+                    self.node.release(*stamp);
+                }
+            }
+            if p.remote {
+                self.commit_ready(env);
+            }
+        }
+        self.resolve(env, id, None, u64::MAX);
     }
 
     /// Remote coordinator: the accepting DC committed the transaction.
@@ -658,6 +765,28 @@ impl EigerServer {
                 None => {}
             }
         }
+        // The accepting DC's coordinator gives up on votes that never came.
+        let now = env.now_us();
+        let abort_us = self.cfg.txn_abort_ms * 1_000;
+        let stale: Vec<TxnId> = self
+            .coords
+            .iter()
+            .filter(|(_, c)| !c.remote && c.committed.is_none() && now.saturating_sub(c.since_us) >= abort_us)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in stale {
+            let c = &self.coords[&id];
+            let coord_key = match (&c.info, self.parts_coord_key(id)) {
+                (Some(info), _) => Some(info.coord_key.clone()),
+                (None, k) => k,
+            };
+            match coord_key {
+                Some(k) => self.abort(env, id, &k, false),
+                None => {
+                    self.coords.remove(&id);
+                }
+            }
+        }
         for (&id, c) in &self.coords {
             let Some(info) = &c.info else { continue };
             match c.committed {
@@ -689,8 +818,15 @@ impl EigerServer {
         }
     }
 
+    /// The coordinator key a vote named, for a transaction whose own
+    /// sub-request never reached its coordinator.
+    fn parts_coord_key(&self, id: TxnId) -> Option<Key> {
+        self.coords.get(&id).and_then(|c| c.vote_key.clone())
+    }
+
     /// After a restart: transactions in flight, from the store.
     pub(super) fn recover_txns(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let now = env.now_us();
         let mut release = Vec::new();
         for key in env.store().keys_sorted() {
             for v in env.store().versions(&key) {
@@ -703,7 +839,7 @@ impl EigerServer {
                     if !tag.remote {
                         unacked.extend(self.node.equivalents.iter().copied());
                     }
-                    let c = self.coords.entry(info.id).or_default();
+                    let c = self.coord_entry(info.id, now);
                     c.remote = tag.remote;
                     c.prepared = true;
                     c.committed = v.evt();
@@ -716,7 +852,7 @@ impl EigerServer {
                     release.push(v.stamp);
                 }
                 if self.is_coordinator(&p.info) {
-                    let c = self.coords.entry(id).or_default();
+                    let c = self.coord_entry(id, now);
                     c.info = Some(p.info.clone());
                     c.remote = p.remote;
                     c.own.push((key.clone(), v.stamp));
