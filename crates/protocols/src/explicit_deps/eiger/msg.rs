@@ -315,12 +315,24 @@ pub struct Version {
 }
 
 impl Version {
-    /// The EVT of a committed version.
+    /// The EVT of a readable version: committed, or a remote DC's copy of
+    /// a transaction's write whose commit time is decided (readable at it,
+    /// though it may still wait in the replication path to count as
+    /// committed for dependency checks).
     pub(super) fn evt(&self) -> Option<u64> {
-        match self.state {
-            State::Committed { evt, .. } => Some(evt),
-            State::Pending { .. } | State::Txn(_) | State::Aborted { .. } => None,
+        match &self.state {
+            State::Committed { evt, .. } => Some(*evt),
+            State::Txn(p) => match p.phase {
+                Phase::Decided { at } => Some(at),
+                Phase::Held | Phase::Prepared { .. } => None,
+            },
+            State::Pending { .. } | State::Aborted { .. } => None,
         }
+    }
+
+    /// Whether reads may return it.
+    pub(super) fn readable(&self) -> bool {
+        self.evt().is_some()
     }
 
     /// The transaction write this version is, while not committed here.

@@ -105,16 +105,16 @@ impl Server for EigerServer {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
                 let versions = env.store().versions(&key);
-                let latest = versions.iter().filter(|v| v.committed()).max_by_key(|v| v.stamp);
+                let latest = versions.iter().filter(|v| v.readable()).max_by_key(|v| v.stamp);
                 // A prepared transaction's write that would win over the
                 // current version (§5.4.4): an empty answer with only an
                 // LVT; the client reads the location again at EffT. (A
                 // write losing to the current version is skipped: it can
                 // never be read after it.)
                 let latest_stamp = latest.map_or(Stamp::NONE, |v| v.stamp);
-                let pending = versions
-                    .iter()
-                    .any(|v| matches!(v.part(), Some(p) if !matches!(p.phase, Phase::Held)) && v.stamp > latest_stamp);
+                let pending = versions.iter().any(|v| {
+                    matches!(v.part(), Some(p) if matches!(p.phase, Phase::Prepared { .. })) && v.stamp > latest_stamp
+                });
                 let read = match latest {
                     _ if pending => Read { value: None, stamp: Stamp::NONE, evt: 0, lvt, pending: true },
                     Some(v) => {

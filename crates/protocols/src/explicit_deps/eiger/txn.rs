@@ -366,7 +366,9 @@ impl EigerServer {
         for v in env.store().versions(coord_key) {
             match (&v.state, &v.coord) {
                 (State::Aborted { id: a, .. }, _) if *a == id => return Outcome::Aborted,
-                (State::Committed { evt, .. }, Some(t)) if t.info.id == id => return Outcome::Committed(*evt),
+                (_, Some(t)) if t.info.id == id && v.readable() => {
+                    return Outcome::Committed(v.evt().expect("readable"));
+                }
                 _ => {}
             }
         }

@@ -75,6 +75,9 @@ struct Waiting {
     missing: usize,
     /// Waits for [`DepNode::release`] besides its checks.
     held: bool,
+    /// The previous write of its key from its origin, waited for only to
+    /// keep one key's writes in order (not as a listed dependency).
+    prev_wait: Option<Stamp>,
 }
 
 /// A replicated write whose checks all passed: the variant commits it, then
@@ -387,10 +390,17 @@ impl DepNode {
         self.queue_replicated(env, key, stamp, deps, written_us, true);
     }
 
-    /// Whether a held write's checks (and its wait for the previous write
-    /// of its key from its origin) are all done: only the hold is left.
+    /// Whether a held write's dependency checks are all done. It may still
+    /// wait for the previous write of its key from its origin: that keeps
+    /// the order in which it counts as committed here (for checks of
+    /// writes depending on it), but must not hold back its transaction,
+    /// whose writes at other nodes may be queued behind writes of another
+    /// transaction that waits for this node's previous write in turn.
     pub fn only_held(&self, stamp: Stamp) -> bool {
-        self.queues.get(&stamp.origin()).and_then(|q| q.get(&stamp)).is_some_and(|w| w.held && w.missing == 1)
+        self.queues.get(&stamp.origin()).and_then(|q| q.get(&stamp)).is_some_and(|w| {
+            let prev = usize::from(w.prev_wait.is_some_and(|p| !self.is_committed(p)));
+            w.held && w.missing == 1 + prev
+        })
     }
 
     /// Release a held write: once its checks are done it is ready to commit
@@ -421,6 +431,7 @@ impl DepNode {
         // One key's writes from one origin still commit in stamp order
         // (module doc): wait for the previous one if it is pending.
         let mut missing = usize::from(held);
+        let mut prev_wait = None;
         if let Some(prev) = self.last_pending.insert((origin, key.clone()), stamp)
             && !self.skip_checks
             && !self.is_committed(prev)
@@ -428,8 +439,9 @@ impl DepNode {
             assert!(prev < stamp, "one origin's writes of a key arrive in stamp order");
             missing += 1;
             self.waiting.entry(origin).or_default().insert((prev, Waiter::Local { origin, stamp }));
+            prev_wait = Some(prev).filter(|&p| deps.iter().all(|d| d.stamp != p));
         }
-        let mut w = Waiting { key, stamp, written_us, arrived_us: now, missing, held };
+        let mut w = Waiting { key, stamp, written_us, arrived_us: now, missing, held, prev_wait };
         let mut by_owner: BTreeMap<NodeId, Vec<Dep>> = BTreeMap::new();
         for d in deps.iter().filter(|_| !self.skip_checks) {
             debug_assert!(d.stamp < stamp, "a dependency is stamped before its dependent");
