@@ -76,7 +76,14 @@
 //!    after a restart the clock is raised above every stamp, EVT and vote,
 //!    pending writes are checked again, and transactions resume (cohorts
 //!    re-send NOTIFY and votes, coordinators COMMIT, every
-//!    `txn_retry_ms`).
+//!    `txn_retry_ms`). A client's request to a crashed node is lost, so a
+//!    transaction can miss a participant's sub-request: the paper's
+//!    positive cohorts would then stay pending forever (and their remote
+//!    copies would block replication). Here the accepting coordinator
+//!    aborts a transaction whose votes have not all come within
+//!    `txn_abort_ms`; the abort is durable, reaches every cohort and remote
+//!    DC, and a late sub-request or vote is answered with it. Nothing of an
+//!    aborted transaction is ever visible; its client gets `Aborted`.
 //! 5. **Collection is by the superseding version's age** on the server's
 //!    own clock (the paper keeps values overwritten within the timeout,
 //!    and only those newer than a first-round answer); the kept oldest

@@ -41,7 +41,12 @@
 //! record of a committed transaction until every participant acknowledged
 //! it all live in the journaled store. A restarted node rebuilds its
 //! transactions from it; cohorts re-send NOTIFY and votes, coordinators
-//! COMMIT, every `txn_retry_ms`, until acknowledged.
+//! COMMIT, every `txn_retry_ms`, until acknowledged. A sub-request lost
+//! with a crashed node (client requests are not re-sent) would leave the
+//! others pending forever: the accepting coordinator aborts a transaction
+//! whose votes have not all come within `txn_abort_ms` (durably: its
+//! writes, or a record on the coordinator key, say so), and tells the
+//! cohorts and the remote coordinators, which discard their writes.
 
 use super::config::MAX_WOT_KEYS;
 use super::msg::*;
