@@ -70,8 +70,9 @@ pub struct TxnPart {
     /// write only, where the remote coordinator checks them (§5.4: cohorts
     /// send no `dep_check`s).
     pub deps: Vec<Dep>,
-    /// Remote coordinator only: the accepting DC committed the transaction.
-    pub origin_committed: bool,
+    /// Remote coordinator only: the accepting DC committed the transaction,
+    /// which has this arbitration stamp (see [`Version::arb`]).
+    pub origin_arb: Option<Stamp>,
 }
 
 /// Kept on the coordinator key's committed version by the coordinator: the
@@ -163,6 +164,7 @@ pub enum Msg {
     TxnCommitted {
         id: TxnId,
         coord_key: Key,
+        arb: Stamp,
     },
     /// Accepting coordinator → its equivalents: the transaction aborted.
     TxnAborted {
@@ -201,6 +203,7 @@ pub enum Msg {
         id: TxnId,
         coord_key: Key,
         at: u64,
+        arb: Stamp,
     },
     Ack {
         id: TxnId,
@@ -295,7 +298,8 @@ pub enum State {
 pub enum Outcome {
     /// Not decided: it commits after the time the question was asked at.
     Open,
-    Committed(u64),
+    /// Committed at this time, with this arbitration stamp.
+    Committed(u64, Stamp),
     Aborted,
 }
 
@@ -312,6 +316,12 @@ pub struct Version {
     /// transaction it committed.
     #[serde(default)]
     pub coord: Option<Box<CoordTag>>,
+    /// A transaction's write: the transaction's place in last-writer-wins
+    /// order, the same for all its writes in every DC — its commit time in
+    /// the accepting DC with the coordinator's id (the paper's single
+    /// timestamp per transaction, §5.4). `None`: the stamp.
+    #[serde(default)]
+    pub arb: Option<Stamp>,
 }
 
 impl Version {
@@ -328,6 +338,11 @@ impl Version {
             },
             State::Pending { .. } | State::Aborted { .. } => None,
         }
+    }
+
+    /// Its place in last-writer-wins order (what reads compare).
+    pub(super) fn arb(&self) -> Stamp {
+        self.arb.unwrap_or(self.stamp)
     }
 
     /// Whether reads may return it.

@@ -105,16 +105,13 @@ impl Server for EigerServer {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
                 let versions = env.store().versions(&key);
-                let latest = versions.iter().filter(|v| v.readable()).max_by_key(|v| v.stamp);
-                // A prepared transaction's write that would win over the
-                // current version (§5.4.4): an empty answer with only an
-                // LVT; the client reads the location again at EffT. (A
-                // write losing to the current version is skipped: it can
-                // never be read after it.)
-                let latest_stamp = latest.map_or(Stamp::NONE, |v| v.stamp);
-                let pending = versions.iter().any(|v| {
-                    matches!(v.part(), Some(p) if matches!(p.phase, Phase::Prepared { .. })) && v.stamp > latest_stamp
-                });
+                let latest = versions.iter().filter(|v| v.readable()).max_by_key(|v| v.arb());
+                // A prepared transaction's write (§5.4.4): an empty answer
+                // with only an LVT; the client reads the location again at
+                // EffT. (Its place in last-writer-wins order is its commit
+                // time, not known yet, so it is never skipped.)
+                let pending =
+                    versions.iter().any(|v| matches!(v.part(), Some(p) if matches!(p.phase, Phase::Prepared { .. })));
                 let read = match latest {
                     _ if pending => Read { value: None, stamp: Stamp::NONE, evt: 0, lvt, pending: true },
                     Some(v) => {
@@ -158,6 +155,7 @@ impl Server for EigerServer {
                     state: State::Pending { deps: deps.clone() },
                     collected_below: false,
                     coord: None,
+                    arb: None,
                 };
                 env.store().insert(key.clone(), v);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
@@ -202,7 +200,7 @@ pub(super) fn visible_at(versions: &[Version], at: u64) -> Result<Read, ()> {
     if kept_from.is_some_and(|evt| at < evt) {
         return Err(());
     }
-    let visible = versions.iter().filter(|v| v.evt().is_some_and(|e| e <= at)).max_by_key(|v| v.stamp);
+    let visible = versions.iter().filter(|v| v.evt().is_some_and(|e| e <= at)).max_by_key(|v| v.arb());
     Ok(match visible {
         Some(v) => Read {
             value: Some(v.value.clone()),
@@ -236,8 +234,10 @@ impl EigerServer {
         let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
         let now = env.now_us();
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
-        env.store()
-            .insert(key.clone(), Version { value: value.clone(), stamp, state, collected_below: false, coord: None });
+        env.store().insert(
+            key.clone(),
+            Version { value: value.clone(), stamp, state, collected_below: false, coord: None, arb: None },
+        );
         self.node.settle.own_write(stamp);
         self.publish(env, &key, stamp, now);
         env.reply(from, Msg::PutReply { result: Ok(stamp) });
@@ -278,11 +278,11 @@ impl EigerServer {
             let (_, key) = self.version_gc.pop_front().expect("front exists");
             let old_enough = |v: &Version| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now);
             let Some(floor) =
-                env.store().versions(&key).iter().filter(|v| old_enough(v)).max_by_key(|v| v.stamp).cloned()
+                env.store().versions(&key).iter().filter(|v| old_enough(v)).max_by_key(|v| v.arb()).cloned()
             else {
                 continue;
             };
-            let superseded = |v: &Version| v.stamp < floor.stamp && v.committed();
+            let superseded = |v: &Version| v.arb() < floor.arb() && v.committed();
             if !env.store().versions(&key).iter().any(superseded) {
                 continue;
             }
@@ -292,6 +292,7 @@ impl EigerServer {
             let keep = |v: &Version| {
                 matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
                     || v.coord.as_ref().is_some_and(|t| !t.acked)
+                    || v.arb() > floor.arb()
             };
             env.store().gc_key_keeping(&key, |v| v.stamp == floor.stamp, keep);
             if !floor.collected_below {

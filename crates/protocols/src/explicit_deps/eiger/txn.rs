@@ -67,8 +67,11 @@ pub(super) struct Coord {
     pub own: Vec<(Key, Stamp)>,
     /// Remote: cohorts that sent NOTIFY.
     pub notified: BTreeSet<NodeId>,
-    /// Remote: the accepting DC committed the transaction.
-    pub origin_committed: bool,
+    /// Remote: the accepting DC committed the transaction, with this
+    /// arbitration stamp.
+    pub origin_arb: Option<Stamp>,
+    /// The transaction's arbitration stamp, once committed.
+    pub arb: Stamp,
     /// The coordinator's own writes are pending (prepared).
     pub prepared: bool,
     /// YESVOTEs: cohort → its clock when it voted.
@@ -194,7 +197,7 @@ impl EigerServer {
                 phase: Phase::Prepared { vote },
                 remote: false,
                 deps: Vec::new(),
-                origin_committed: false,
+                origin_arb: None,
             };
             let v = Version {
                 value: value.clone(),
@@ -202,6 +205,7 @@ impl EigerServer {
                 state: State::Txn(Box::new(part)),
                 collected_below: false,
                 coord: None,
+                arb: None,
             };
             env.store().insert(key.clone(), v);
             self.node.settle.own_write(stamp);
@@ -257,6 +261,7 @@ impl EigerServer {
                 state: State::Pending { deps: Vec::new() },
                 collected_below: false,
                 coord: None,
+                arb: None,
             };
             env.store().insert(key.clone(), v);
             self.node.on_replicate(env, key.clone(), stamp, &[], written_us);
@@ -270,14 +275,10 @@ impl EigerServer {
             p.writes.push((key, stamp));
             return;
         }
-        let part = TxnPart {
-            info: info.clone(),
-            phase: Phase::Held,
-            remote: true,
-            deps: deps.clone(),
-            origin_committed: false,
-        };
-        let v = Version { value, stamp, state: State::Txn(Box::new(part)), collected_below: false, coord: None };
+        let part =
+            TxnPart { info: info.clone(), phase: Phase::Held, remote: true, deps: deps.clone(), origin_arb: None };
+        let v =
+            Version { value, stamp, state: State::Txn(Box::new(part)), collected_below: false, coord: None, arb: None };
         env.store().insert(key.clone(), v);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
         if coordinator {
@@ -304,14 +305,14 @@ impl EigerServer {
             Msg::ReplicateTxn { key, value, stamp, info, deps, written_us } => {
                 self.on_replicate_txn(env, from, (key, value, stamp, info, deps, written_us));
             }
-            Msg::TxnCommitted { id, coord_key } if self.node.equivalents.contains(&from) => {
-                self.on_origin_committed(env, id, &coord_key);
+            Msg::TxnCommitted { id, coord_key, arb } if self.node.equivalents.contains(&from) => {
+                self.on_origin_committed(env, id, &coord_key, arb);
                 env.send(from, Msg::RemoteAck { id, coord_key });
             }
             Msg::RemoteAck { id, .. } | Msg::Ack { id, .. } => self.on_ack(env, from, id),
             Msg::YesVote { id, coord_key, vote } if same_dc => {
                 match self.outcome(env, id, &coord_key) {
-                    Outcome::Committed(at) => return env.send(from, Msg::Commit { id, coord_key, at }),
+                    Outcome::Committed(at, arb) => return env.send(from, Msg::Commit { id, coord_key, at, arb }),
                     Outcome::Aborted => return env.send(from, Msg::Abort { id }),
                     Outcome::Open => {}
                 }
@@ -322,7 +323,7 @@ impl EigerServer {
             }
             Msg::Notify { id, coord_key } if same_dc => {
                 match self.outcome(env, id, &coord_key) {
-                    Outcome::Committed(at) => return env.send(from, Msg::Commit { id, coord_key, at }),
+                    Outcome::Committed(at, arb) => return env.send(from, Msg::Commit { id, coord_key, at, arb }),
                     Outcome::Aborted => return env.send(from, Msg::Abort { id }),
                     Outcome::Open => {}
                 }
@@ -336,13 +337,13 @@ impl EigerServer {
             }
             Msg::Prepare { id } if same_dc => self.on_prepare(env, id),
             Msg::Abort { id } if same_dc => self.apply_abort(env, id),
-            Msg::TxnAborted { id, coord_key } if self.node.equivalents.contains(&from) => {
-                if self.outcome(env, id, &coord_key) == Outcome::Open {
-                    self.abort(env, id, &coord_key, true);
-                }
+            Msg::TxnAborted { id, coord_key }
+                if self.node.equivalents.contains(&from) && self.outcome(env, id, &coord_key) == Outcome::Open =>
+            {
+                self.abort(env, id, &coord_key, true);
             }
-            Msg::Commit { id, coord_key, at } if same_dc => {
-                self.apply_commit(env, id, at);
+            Msg::Commit { id, coord_key, at, arb } if same_dc => {
+                self.apply_commit(env, id, at, arb);
                 env.send(from, Msg::Ack { id, coord_key });
             }
             Msg::CommitCheck { id, coord_key, at } if same_dc => {
@@ -353,7 +354,7 @@ impl EigerServer {
                 env.send(from, Msg::CheckReply { id, at, outcome });
             }
             Msg::CheckReply { id, at, outcome } if same_dc => match outcome {
-                Outcome::Committed(t) => self.apply_commit(env, id, t),
+                Outcome::Committed(t, arb) => self.apply_commit(env, id, t, arb),
                 Outcome::Aborted => self.apply_abort(env, id),
                 Outcome::Open => self.resolve(env, id, None, at),
             },
@@ -366,13 +367,13 @@ impl EigerServer {
     /// or restarted).
     fn outcome(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) -> Outcome {
         if let Some(c) = self.coords.get(&id) {
-            return c.committed.map_or(Outcome::Open, Outcome::Committed);
+            return c.committed.map_or(Outcome::Open, |t| Outcome::Committed(t, c.arb));
         }
         for v in env.store().versions(coord_key) {
             match (&v.state, &v.coord) {
                 (State::Aborted { id: a, .. }, _) if *a == id => return Outcome::Aborted,
                 (_, Some(t)) if t.info.id == id && v.readable() => {
-                    return Outcome::Committed(v.evt().expect("readable"));
+                    return Outcome::Committed(v.evt().expect("readable"), v.arb());
                 }
                 _ => {}
             }
@@ -415,6 +416,7 @@ impl EigerServer {
                 state: State::Aborted { id, remote: false },
                 collected_below: false,
                 coord: None,
+                arb: None,
             };
             env.store().insert(coord_key.clone(), record);
         }
@@ -458,12 +460,15 @@ impl EigerServer {
     }
 
     /// Remote coordinator: the accepting DC committed the transaction.
-    fn on_origin_committed(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) {
+    fn on_origin_committed(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, arb: Stamp) {
+        // Its commit here comes after its commit there (so a write that
+        // causally follows it anywhere is arbitrated after it).
+        self.node.witness(arb.lamport());
         let Some(c) = self.coords.get_mut(&id) else { return };
-        if c.committed.is_some() || c.origin_committed {
+        if c.committed.is_some() || c.origin_arb.is_some() {
             return;
         }
-        c.origin_committed = true;
+        c.origin_arb = Some(arb);
         let found = env
             .store()
             .versions(coord_key)
@@ -473,7 +478,7 @@ impl EigerServer {
         if let Some(mut v) = found
             && let State::Txn(p) = &mut v.state
         {
-            p.origin_committed = true;
+            p.origin_arb = Some(arb);
             env.store().replace(coord_key, v);
         }
     }
@@ -517,6 +522,7 @@ impl EigerServer {
             return;
         }
         let remote = c.remote;
+        let origin_arb = c.origin_arb;
         let max_vote = c.votes.values().copied().max().unwrap_or(0);
         let own = c.own.clone();
         let client = c.client;
@@ -524,6 +530,13 @@ impl EigerServer {
         // above every LVT a participant gave its current values.
         self.node.witness(max_vote);
         let t = self.node.next_stamp(std::iter::empty()).lamport();
+        // One place in last-writer-wins order for the whole transaction,
+        // in every DC: the accepting DC's commit time (§5.4).
+        let arb = if remote {
+            origin_arb.expect("a remote DC commits after the accepting DC")
+        } else {
+            Stamp::new(t, self.node.me)
+        };
         let now = env.now_us();
         let mut coord_stamp = Stamp::NONE;
         for (key, stamp) in &own {
@@ -532,6 +545,7 @@ impl EigerServer {
                 coord_stamp = *stamp;
                 v.coord = Some(Box::new(CoordTag { info: info.clone(), acked: false, remote }));
             }
+            v.arb = Some(arb);
             if remote {
                 if let State::Txn(p) = &mut v.state {
                     p.phase = Phase::Decided { at: t };
@@ -549,19 +563,20 @@ impl EigerServer {
         }
         let mut unacked = cohorts.clone();
         for &n in &cohorts {
-            env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at: t });
+            env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at: t, arb });
         }
         if !remote {
             if let Some(client) = client {
                 env.reply(client, Msg::WotReply { id, result: Ok((coord_stamp, t)) });
             }
             for &e in &self.node.equivalents {
-                env.send(e, Msg::TxnCommitted { id, coord_key: info.coord_key.clone() });
+                env.send(e, Msg::TxnCommitted { id, coord_key: info.coord_key.clone(), arb });
                 unacked.insert(e);
             }
         }
         let c = self.coords.get_mut(&id).expect("present");
         c.committed = Some(t);
+        c.arb = arb;
         c.unacked = unacked;
         if c.unacked.is_empty() {
             self.forget(env, id);
@@ -603,12 +618,13 @@ impl EigerServer {
 
     /// A cohort learned the commit time (COMMIT, or a commit check's
     /// answer): its writes are applied at it, and reads waiting on it go on.
-    fn apply_commit(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, at: u64) {
+    fn apply_commit(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, at: u64, arb: Stamp) {
         if let Some(p) = self.parts.remove(&id) {
             self.node.witness(at);
             let now = env.now_us();
             for (key, stamp) in &p.writes {
                 let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
+                v.arb = Some(arb);
                 let State::Txn(part) = &mut v.state else { continue };
                 if p.remote {
                     part.phase = Phase::Decided { at };
@@ -640,14 +656,10 @@ impl EigerServer {
         for v in versions {
             let Some(p) = v.part() else { continue };
             let Phase::Prepared { vote } = p.phase else { continue };
-            // Committed after `at` for certain, or hidden at `at` by a
-            // newer version whatever it does (§5.4, skip pending), or
-            // coordinated here (then not committed: it would be applied).
-            if vote >= d.at
-                || v.stamp < read.stamp
-                || d.cleared.contains(&p.info.id)
-                || self.coordinator_of(&p.info) == me
-            {
+            // Committed after `at` for certain (its vote is not before
+            // `at`), known not committed by `at`, or coordinated here (then
+            // not committed: it would be applied).
+            if vote >= d.at || d.cleared.contains(&p.info.id) || self.coordinator_of(&p.info) == me {
                 continue;
             }
             checks.insert(p.info.id, p.info.coord_key.clone());
@@ -711,7 +723,7 @@ impl EigerServer {
         let ready: Vec<TxnId> = self
             .coords
             .iter()
-            .filter(|(_, c)| c.remote && !c.prepared && c.committed.is_none() && c.origin_committed)
+            .filter(|(_, c)| c.remote && !c.prepared && c.committed.is_none() && c.origin_arb.is_some())
             .filter(|(_, c)| {
                 c.info.as_ref().is_some_and(|info| {
                     c.own.len() == self.my_keys(info).len()
@@ -800,9 +812,9 @@ impl EigerServer {
                 Some(at) => {
                     for &n in &c.unacked {
                         if self.node.equivalents.contains(&n) {
-                            env.send(n, Msg::TxnCommitted { id, coord_key: info.coord_key.clone() });
+                            env.send(n, Msg::TxnCommitted { id, coord_key: info.coord_key.clone(), arb: c.arb });
                         } else {
-                            env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at });
+                            env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at, arb: c.arb });
                         }
                     }
                 }
@@ -850,6 +862,7 @@ impl EigerServer {
                     c.remote = tag.remote;
                     c.prepared = true;
                     c.committed = v.evt();
+                    c.arb = v.arb();
                     c.unacked = unacked;
                     c.info = Some(info);
                 }
@@ -863,12 +876,13 @@ impl EigerServer {
                     c.info = Some(p.info.clone());
                     c.remote = p.remote;
                     c.own.push((key.clone(), v.stamp));
-                    c.origin_committed |= p.origin_committed;
+                    c.origin_arb = c.origin_arb.or(p.origin_arb);
                     match p.phase {
                         Phase::Prepared { .. } => c.prepared = true,
                         Phase::Decided { at } => {
                             c.prepared = true;
                             c.committed = Some(at);
+                            c.arb = v.arb();
                         }
                         Phase::Held => {}
                     }
