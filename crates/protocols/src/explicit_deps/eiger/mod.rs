@@ -50,10 +50,12 @@
 //!    write-only transaction writes each key once and at most
 //!    [`MAX_WOT_KEYS`] keys (else `BadRequest`, nothing applied).
 //!    Each participant stamps its writes of a transaction with its own fresh
-//!    Lamport stamp when it prepares (the paper gives the whole transaction
-//!    the coordinator's commit time as timestamp); every write still gets
-//!    the commit time as EVT, and last-writer-wins and dependencies use the
-//!    stamps. Participants ship their writes when prepared, in stamp order
+//!    Lamport stamp when it prepares, which replication and dependencies
+//!    use; last-writer-wins uses the paper's single transaction timestamp
+//!    (the accepting DC's commit time with the coordinator's id, kept on
+//!    each version as its arbitration stamp, the same in every DC), and
+//!    every write gets its DC's commit time as EVT. Participants ship their
+//!    writes when prepared, in stamp order
 //!    (the replication path's per-origin low-water marks need it); a remote
 //!    DC still commits only after the accepting coordinator's
 //!    `TxnCommitted`. See [`txn`] for the rest.
