@@ -40,6 +40,24 @@ fn a_cclo_that_skips_dep_check_is_caught() {
     assert!(out.contains("FAILED; replay: causeway torture -p cclo --runs 1 --seed"), "{out}");
 }
 
+/// Not in Eiger's MUTANTS: no conformance scenario writes a transaction;
+/// its scripted tests and torture (which draws write-only transactions for
+/// Eiger) catch them.
+#[test]
+fn an_eiger_coordinator_that_commits_without_all_votes_is_caught() {
+    let (ok, out) = torture(&["-p", "eiger", "--param", "mutant_commit_without_all_votes=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("--param 'mutant_commit_without_all_votes=true'"), "{out}");
+}
+
+#[test]
+fn an_eiger_remote_cohort_that_skips_its_coordinators_dep_check_is_caught() {
+    let param = "mutant_cohort_skips_coordinator_dep_check=true";
+    let (ok, out) = torture(&["-p", "eiger", "--param", param, "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains(&format!("--param '{param}'")), "{out}");
+}
+
 #[test]
 fn a_causalspartanx_that_skips_its_visibility_check_is_caught() {
     let (ok, out) = torture(&["-p", "causalspartanx", "--param", "mutant_skip_visibility_check=true", "--runs", "10"]);

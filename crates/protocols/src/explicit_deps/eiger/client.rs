@@ -1,8 +1,9 @@
 use super::config::*;
 use super::msg::*;
+use super::txn::check_wot_shape;
 use crate::explicit_deps::replication::{Dep, Stamp};
-use crate::kit::client::{client_server_for, fail_unsupported};
-use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
+use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
+use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 use std::collections::BTreeMap;
 
 /// A session (the paper's actor): the one-hop dependencies on operations
@@ -20,6 +21,9 @@ pub struct EigerClient {
     /// Numbers operation attempts, so a late reply to an abandoned attempt
     /// is recognised and dropped.
     attempt: u32,
+    /// Numbers the session's write-only transactions (with its nonce, a
+    /// transaction's cluster-wide id).
+    wot_seq: u64,
     op: Option<InFlight>,
 }
 
@@ -32,6 +36,7 @@ impl EigerClient {
             deps: BTreeMap::new(),
             floor: 0,
             attempt: 0,
+            wot_seq: 0,
             op: None,
         }
     }
@@ -40,6 +45,11 @@ impl EigerClient {
 pub(super) enum InFlight {
     Put {
         key: Key,
+    },
+    /// A write-only transaction waiting for its coordinator's answer.
+    Wot {
+        id: TxnId,
+        coord_key: Key,
     },
     Trans(Trans),
     /// A read transaction waiting out its back-off before a restart; the
@@ -145,6 +155,9 @@ impl EigerClient {
         if !t.second_round {
             let reads: Vec<(u64, u64)> =
                 t.results.iter().map(|r| r.as_ref().map(|r| (r.evt, r.lvt)).expect("round one is in")).collect();
+            // A location answered LVT-only (a transaction's write pending
+            // there, §5.4.4) has no value yet: read again at EffT.
+            let pending: Vec<bool> = t.results.iter().map(|r| r.as_ref().is_some_and(|r| r.pending)).collect();
             t.eff_t = effective_time(self.floor, &reads);
             t.second_round = true;
             if !self.one_round {
@@ -152,7 +165,7 @@ impl EigerClient {
                 // ends before EffT is read again at EffT.
                 let attempt = self.attempt;
                 for (i, key) in t.keys.iter().enumerate() {
-                    if reads[i].1 < t.eff_t {
+                    if reads[i].1 < t.eff_t || pending[i] {
                         let Some(to) = client_server_for(&self.ctx, env, key) else { return };
                         env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at: t.eff_t });
                         t.awaited += 1;
@@ -166,6 +179,7 @@ impl EigerClient {
         }
         // Every value returned is valid at EffT (the theorem of §5.3).
         if !self.one_round {
+            assert!(t.results.iter().flatten().all(|r| !r.pending), "a pending location is read again");
             for r in t.results.iter().flatten() {
                 assert!(r.evt <= t.eff_t && t.eff_t <= r.lvt, "a returned value is valid at EffT");
             }
@@ -188,6 +202,45 @@ impl EigerClient {
     }
 }
 
+/// SplitMix64: the client library's coordinator pick, a function of the
+/// session's nonce and the transaction's number (no global randomness).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl EigerClient {
+    /// A write-only transaction (Lloyd §5.4): a coordinator key picked at
+    /// random among its keys, one sub-request per participant, each with
+    /// the session's one-hop dependencies. Bad input (a key twice, too many
+    /// keys) is refused before anything is sent.
+    fn start_wot(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>) {
+        if writes.is_empty() {
+            return env.complete(OpResult::Wot);
+        }
+        let keys: Vec<Key> = writes.iter().map(|(k, _)| k.clone()).collect();
+        self.wot_seq += 1;
+        let id = TxnId { session: self.ctx.nonce, seq: self.wot_seq };
+        let coord_key = keys[(mix(id.session ^ mix(id.seq)) % keys.len() as u64) as usize].clone();
+        if let Err(why) = check_wot_shape(&keys, &coord_key) {
+            return env.complete(OpResult::Failed(OpError::BadRequest(why)));
+        }
+        let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
+        let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
+        for (w, to) in writes.into_iter().zip(servers) {
+            by_server.entry(to).or_default().push(w);
+        }
+        let deps: Vec<Dep> = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+        let info = TxnInfo { id, coord_key: coord_key.clone(), keys };
+        for (to, writes) in by_server {
+            env.send(to, Msg::WotReq { info: info.clone(), writes, deps: deps.clone(), floor: self.floor });
+        }
+        self.op = Some(InFlight::Wot { id, coord_key });
+    }
+}
+
 impl Client for EigerClient {
     type Msg = Msg;
 
@@ -202,6 +255,7 @@ impl Client for EigerClient {
                 self.op = Some(InFlight::Put { key: key.clone() });
                 env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
             }
+            Op::Wot { writes } => self.start_wot(env, writes),
             other => fail_unsupported(env, other.kind()),
         }
     }
@@ -217,6 +271,20 @@ impl Client for EigerClient {
                     env.complete(OpResult::Put);
                 }
                 Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
+            },
+            // The transaction is one operation of the session (§5.4): the
+            // context collapses to it, named by its coordinator key's write
+            // (a remote DC commits that write only with the whole
+            // transaction, and reads of the others indirect to it).
+            (Some(InFlight::Wot { id, coord_key }), Msg::WotReply { id: got, result }) if got == id => match result {
+                Ok((stamp, commit)) => {
+                    self.deps.clear();
+                    self.deps.insert((coord_key, stamp.origin()), stamp);
+                    self.floor = self.floor.max(commit).max(stamp.lamport());
+                    env.complete(OpResult::Wot);
+                }
+                Err((true, why)) => env.complete(OpResult::Failed(OpError::Aborted(why))),
+                Err((false, why)) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },
             (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read }) if attempt == self.attempt => {
                 let i = idx as usize;

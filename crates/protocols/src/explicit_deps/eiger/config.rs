@@ -18,6 +18,19 @@ pub struct Config {
     pub mutant_one_round_rot: bool,
     /// Test only: replicated writes are applied without `dep_check`s.
     pub mutant_skip_dep_check: bool,
+    /// Re-send unanswered transaction messages (votes, NOTIFYs, COMMITs,
+    /// commit checks) after this long: a participant may have restarted.
+    pub txn_retry_ms: u64,
+    /// A coordinator that has waited this long for a transaction's votes
+    /// (a participant lost its sub-request in a crash: client requests are
+    /// not re-sent) aborts it.
+    pub txn_abort_ms: u64,
+    /// Test only: a write-only transaction's coordinator commits once its
+    /// own writes are prepared, without waiting for every YESVOTE.
+    pub mutant_commit_without_all_votes: bool,
+    /// Test only: a remote cohort applies a transaction's write when it
+    /// arrives, before the coordinator's `dep_check`s succeeded.
+    pub mutant_cohort_skips_coordinator_dep_check: bool,
 }
 
 impl Default for Config {
@@ -29,9 +42,17 @@ impl Default for Config {
             dep_check_retry_ms: 1_000,
             mutant_one_round_rot: false,
             mutant_skip_dep_check: false,
+            txn_retry_ms: 100,
+            txn_abort_ms: 1_000,
+            mutant_commit_without_all_votes: false,
+            mutant_cohort_skips_coordinator_dep_check: false,
         }
     }
 }
+
+/// The most keys a write-only transaction may write; a larger one is
+/// refused with [`causeway_core::OpError::BadRequest`].
+pub const MAX_WOT_KEYS: usize = 256;
 
 /// The shortest `trans_time_ms` accepted: a read round inside a DC must
 /// fit in it many times over, or every read-only transaction restarts.
@@ -44,6 +65,8 @@ impl Config {
             ("trans_time_ms", MIN_TRANS_TIME_MS, self.trans_time_ms),
             ("gc_interval_ms", 1, self.gc_interval_ms),
             ("dep_check_retry_ms", 1, self.dep_check_retry_ms),
+            ("txn_retry_ms", 1, self.txn_retry_ms),
+            ("txn_abort_ms", 1, self.txn_abort_ms),
         ] {
             if got < min {
                 return Err(format!("{field} must be at least {min}, got {got}"));

@@ -2,7 +2,8 @@
 //!
 //! Lloyd et al., "Stronger Semantics for Low-Latency Geo-Replicated
 //! Storage" (NSDI 2013); Lloyd's dissertation Ch. 5 (§5.2 causal+ for
-//! column families, §5.3 read-only transactions, Fig 5.5).
+//! column families, §5.3 read-only transactions, Fig 5.5, §5.4 write-only
+//! transactions).
 //!
 //! - **One-hop dependencies on operations** (§5.2): the client library
 //!   collects ⟨locator, timestamp⟩ of every operation it read since its last
@@ -25,14 +26,39 @@
 //!   versions are kept for `trans_time` + margin after they are
 //!   superseded; a second-round read older than what was kept fails and
 //!   the transaction restarts. A plain `get` is a one-key transaction
-//!   (always one round).
+//!   (one round unless it meets a pending transaction).
+//! - **Write-only transactions** (§5.4, 2PC-PCI; [`txn`] has the protocol
+//!   step by step): the client library picks a coordinator key at random
+//!   (from its session nonce; no global randomness) and sends each
+//!   participant its writes with the transaction's one-hop dependencies;
+//!   participants store them pending and vote YES; the coordinator commits
+//!   at a fresh logical time above every vote, the EVT of every write of
+//!   the transaction in that DC, answers the client and sends COMMIT.
+//!   First-round reads of a pending location are answered LVT-only; a
+//!   second-round read that may fall after the commit asks the coordinator
+//!   (`commit_check`). In a remote DC cohorts NOTIFY the coordinator, which
+//!   alone runs the dependency checks, then PREPAREs, collects votes and
+//!   commits at a fresh local time. After a WOT the session's context is
+//!   the coordinator key's write (a remote DC commits it only with the
+//!   whole transaction).
 //!
 //! ## Choices and deviations from the paper
 //!
 //! 1. **Key-value data model**: a location is a key; no column families,
 //!    counters or deletes (`add`, `row family:column` are not implemented).
-//!    Write-only transactions (2PC-PCI, §5.4) are not implemented yet:
-//!    `wot`/`txn` are refused as unsupported.
+//!    Read-write transactions (`txn`) are refused as unsupported. A
+//!    write-only transaction writes each key once and at most
+//!    [`MAX_WOT_KEYS`] keys (else `BadRequest`, nothing applied).
+//!    Each participant stamps its writes of a transaction with its own fresh
+//!    Lamport stamp when it prepares, which replication and dependencies
+//!    use; last-writer-wins uses the paper's single transaction timestamp
+//!    (the accepting DC's commit time with the coordinator's id, kept on
+//!    each version as its arbitration stamp, the same in every DC), and
+//!    every write gets its DC's commit time as EVT. Participants ship their
+//!    writes when prepared, in stamp order
+//!    (the replication path's per-origin low-water marks need it); a remote
+//!    DC still commits only after the accepting coordinator's
+//!    `TxnCommitted`. See [`txn`] for the rest.
 //! 2. **The session's logical time** (`floor`): the client keeps the
 //!    largest EffT it read at and stamp it wrote and sends it with every
 //!    read and write; servers witness it first. The paper's freshness
@@ -44,18 +70,33 @@
 //! 3. **A restarted read transaction backs off and gives up** (as COPS-GT's
 //!    deviation 7): doubling back-off from 1 ms up to `trans_time`, and
 //!    `Aborted` after [`MAX_READ_TRANS_RESTARTS`] restarts in a row.
-//! 4. **Servers fail**: the paper assumes logical servers never fail.
-//!    Pending replicated writes and every version's EVT live in the
-//!    journaled store; after a restart the clock is raised above every
-//!    stamp and EVT, and pending writes are checked again.
+//! 4. **Servers fail**: the paper assumes logical servers never fail (and
+//!    describes no 2PC-PCI recovery). Pending replicated writes, every
+//!    version's EVT, and every transaction's pending writes with their
+//!    phase live in the journaled store, as does a coordinator's record of
+//!    a committed transaction until every participant acknowledged it;
+//!    after a restart the clock is raised above every stamp, EVT and vote,
+//!    pending writes are checked again, and transactions resume (cohorts
+//!    re-send NOTIFY and votes, coordinators COMMIT, every
+//!    `txn_retry_ms`). A client's request to a crashed node is lost, so a
+//!    transaction can miss a participant's sub-request: the paper's
+//!    positive cohorts would then stay pending forever (and their remote
+//!    copies would block replication). Here the accepting coordinator
+//!    aborts a transaction whose votes have not all come within
+//!    `txn_abort_ms`; the abort is durable, reaches every cohort and remote
+//!    DC, and a late sub-request or vote is answered with it. Nothing of an
+//!    aborted transaction is ever visible; its client gets `Aborted`.
 //! 5. **Collection is by the superseding version's age** on the server's
 //!    own clock (the paper keeps values overwritten within the timeout,
 //!    and only those newer than a first-round answer); the kept oldest
 //!    version is flagged so that a read before its EVT restarts instead
 //!    of returning a wrong answer, whatever the clocks do.
 //!
-//! Two deliberately broken variants exist for tests:
-//! `mutant_one_round_rot` (no second round) and `mutant_skip_dep_check`.
+//! Deliberately broken variants exist for tests: `mutant_one_round_rot` (no
+//! second round), `mutant_skip_dep_check`, `mutant_commit_without_all_votes`
+//! (a coordinator commits without every YESVOTE) and
+//! `mutant_cohort_skips_coordinator_dep_check` (a remote cohort applies a
+//! transaction's write before its coordinator's `dep_check`s).
 
 mod client;
 mod config;
@@ -63,6 +104,7 @@ mod msg;
 mod server;
 #[cfg(test)]
 mod tests;
+pub mod txn;
 
 pub use client::*;
 pub use config::*;
@@ -76,11 +118,13 @@ pub struct Eiger;
 
 impl Protocol for Eiger {
     const NAME: &'static str = "eiger";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
     const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the
-    /// step-by-step ACL race in `tests.rs` catches it instead.
+    /// step-by-step ACL race in `tests.rs` catches it instead. Nor are the
+    /// write-only transaction mutants (no conformance scenario writes a
+    /// transaction): scripted tests in `tests.rs` and torture catch them.
     const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     /// Lamport clocks, but collection waits `trans_time` on physical
     /// clocks. Unlike COPS-GT, a collection that comes too early makes a

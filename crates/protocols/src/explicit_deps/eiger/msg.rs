@@ -16,6 +16,75 @@ pub struct Read {
     /// version is still current (first round); for a read at a time
     /// (second round) the requested time itself.
     pub lvt: u64,
+    /// A first-round read of a location a prepared write-only transaction
+    /// may modify (Lloyd §5.4.4): no value, only an LVT (the server's
+    /// time); the client reads the location again at EffT.
+    #[serde(default)]
+    pub pending: bool,
+}
+
+/// Names a write-only transaction cluster-wide: its session's nonce and
+/// the session's count of transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TxnId {
+    pub session: u64,
+    pub seq: u64,
+}
+
+/// What every participant knows of a write-only transaction: its id, its
+/// coordinator key (Lloyd §5.4: picked at random by the client library
+/// among the transaction's keys), and every key it writes, from which each
+/// participant derives the others in its own DC.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnInfo {
+    pub id: TxnId,
+    pub coord_key: Key,
+    pub keys: Vec<Key>,
+}
+
+/// Where one participant's write of a transaction stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// A remote DC's copy, received and waiting for its coordinator's
+    /// PREPARE (the participant sent NOTIFY once its earlier writes of the
+    /// key were in). Not pending for readers yet.
+    Held,
+    /// Pending (Lloyd §5.4): the participant voted YES when its logical
+    /// clock read `vote`; the commit time will be later. Readers of the
+    /// location are answered LVT-only and indirect to the coordinator.
+    Prepared { vote: u64 },
+    /// A remote DC's copy whose commit time `at` is decided, about to be
+    /// committed through the replication path.
+    Decided { at: u64 },
+}
+
+/// One participant's write of a transaction, not yet committed here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnPart {
+    pub info: TxnInfo,
+    pub phase: Phase,
+    /// Replicated from another DC (committed through the replication
+    /// path) rather than accepted here.
+    pub remote: bool,
+    /// The transaction's one-hop dependencies: on the coordinator key's
+    /// write only, where the remote coordinator checks them (§5.4: cohorts
+    /// send no `dep_check`s).
+    pub deps: Vec<Dep>,
+    /// Remote coordinator only: the accepting DC committed the transaction,
+    /// which has this arbitration stamp (see [`Version::arb`]).
+    pub origin_arb: Option<Stamp>,
+}
+
+/// Kept on the coordinator key's committed version by the coordinator: the
+/// transaction, so a late COMMIT check or vote is answered, and whether
+/// every cohort (and, in the accepting DC, every remote coordinator) has
+/// acknowledged the commit; until then the version is not collected and a
+/// restarted coordinator sends COMMIT again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordTag {
+    pub info: TxnInfo,
+    pub acked: bool,
+    pub remote: bool,
 }
 
 /// Every message of the protocol.
@@ -25,22 +94,143 @@ pub enum Msg {
     /// the current version. `floor` is the session's logical time, which
     /// the server witnesses first (deviation 2). `attempt` and `idx` name
     /// the operation attempt and the key's place in it.
-    Read { attempt: u32, idx: u32, key: Key, floor: u64 },
+    Read {
+        attempt: u32,
+        idx: u32,
+        key: Key,
+        floor: u64,
+    },
     /// Second-round read (`multiget_slice_by_time`, Fig 5.5): the version
     /// visible at logical time `at`.
-    ReadAt { attempt: u32, idx: u32, key: Key, at: u64 },
+    ReadAt {
+        attempt: u32,
+        idx: u32,
+        key: Key,
+        at: u64,
+    },
     /// `Err(())`: the version visible at the requested time was collected
     /// (the transaction restarts, §5.3).
-    ReadReply { attempt: u32, idx: u32, read: Result<Read, ()> },
+    ReadReply {
+        attempt: u32,
+        idx: u32,
+        read: Result<Read, ()>,
+    },
     /// A read refused: this server does not own the key.
-    Refused { attempt: u32, reason: String },
+    Refused {
+        attempt: u32,
+        reason: String,
+    },
     /// A write with its one-hop dependencies on operations (§5.2) and the
     /// session's logical time (deviation 2).
-    PutReq { key: Key, value: Value, deps: Vec<Dep>, floor: u64 },
+    PutReq {
+        key: Key,
+        value: Value,
+        deps: Vec<Dep>,
+        floor: u64,
+    },
     /// The write's stamp, or why it was refused.
-    PutReply { result: Result<Stamp, String> },
+    PutReply {
+        result: Result<Stamp, String>,
+    },
+    /// A write-only transaction's sub-request to one participant (Lloyd
+    /// §5.4, the implicit PREPARE in the accepting DC): its writes, the
+    /// transaction, its one-hop dependencies and the session's time.
+    WotReq {
+        info: TxnInfo,
+        writes: Vec<(Key, Value)>,
+        deps: Vec<Dep>,
+        floor: u64,
+    },
+    /// From the coordinator once committed: the coordinator key's stamp and
+    /// the commit time; or, from any participant, why it was refused
+    /// (`true`: aborted by the coordinator, after a participant's
+    /// sub-request was lost; nothing is applied either way).
+    WotReply {
+        id: TxnId,
+        result: Result<(Stamp, u64), (bool, String)>,
+    },
+    /// One write of a transaction shipped to an equivalent node, when
+    /// prepared (in stamp order); `deps` only with the coordinator key's.
+    ReplicateTxn {
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        info: TxnInfo,
+        deps: Vec<Dep>,
+        written_us: u64,
+    },
+    /// Accepting coordinator → its equivalents: the transaction committed in
+    /// its DC (the remote DC commits it only after this).
+    TxnCommitted {
+        id: TxnId,
+        coord_key: Key,
+        arb: Stamp,
+    },
+    /// Accepting coordinator → its equivalents: the transaction aborted.
+    TxnAborted {
+        id: TxnId,
+        coord_key: Key,
+    },
+    /// Coordinator → cohorts: discard the transaction's writes (deviation:
+    /// a coordinator aborts a transaction whose votes never all came,
+    /// because a participant lost its sub-request in a crash).
+    Abort {
+        id: TxnId,
+    },
+    /// The answer to `TxnCommitted`.
+    RemoteAck {
+        id: TxnId,
+        coord_key: Key,
+    },
+    /// Cohort → coordinator: prepared, its clock read `vote` then.
+    YesVote {
+        id: TxnId,
+        coord_key: Key,
+        vote: u64,
+    },
+    /// Remote cohort → coordinator: its writes arrived (§5.4, NOTIFY).
+    Notify {
+        id: TxnId,
+        coord_key: Key,
+    },
+    /// Remote coordinator → cohorts, once every cohort notified and the
+    /// dependencies were checked: prepare and vote.
+    Prepare {
+        id: TxnId,
+    },
+    /// Coordinator → cohorts: apply at logical time `at`.
+    Commit {
+        id: TxnId,
+        coord_key: Key,
+        at: u64,
+        arb: Stamp,
+    },
+    Ack {
+        id: TxnId,
+        coord_key: Key,
+    },
+    /// Cohort → coordinator (§5.4.4, indirection): is the transaction
+    /// committed, as of logical time `at`?
+    CommitCheck {
+        id: TxnId,
+        coord_key: Key,
+        at: u64,
+    },
+    /// The outcome as of `at` (`Open`: not committed, and it will commit
+    /// after `at`: the coordinator's clock has passed it).
+    CheckReply {
+        id: TxnId,
+        at: u64,
+        outcome: Outcome,
+    },
     /// The write shipped to an equivalent node.
-    Replicate { key: Key, value: Value, stamp: Stamp, deps: Vec<Dep>, written_us: u64 },
+    Replicate {
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        deps: Vec<Dep>,
+        written_us: u64,
+    },
     /// The shared replication path: `dep_check` (its answer carries the
     /// checked server's clock) and settling.
     Path(PathMsg),
@@ -48,9 +238,10 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: Read, ReadAt, ReadReply, Refused, PutReply;
-        writes: PutReq;
-        peer: Replicate;
+        client: Read, ReadAt, ReadReply, Refused, PutReply, WotReply;
+        writes: PutReq, WotReq;
+        peer: Replicate, ReplicateTxn, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
+            CommitCheck, CheckReply;
         nested: Path;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
@@ -59,6 +250,11 @@ crate::impl_message! {
             Msg::PutReq { key, value, deps, .. } => {
                 (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
             }
+            Msg::WotReq { info, writes, deps, .. } => {
+                let keys = info.keys.iter().chain(writes.iter().map(|(k, _)| k)).chain(deps.iter().map(|d| &d.key));
+                let key_len = keys.map(|k| k.len()).max().unwrap_or(0).max(info.coord_key.len());
+                (key_len, writes.iter().map(|(_, v)| v.len()).max().unwrap_or(0))
+            }
             _ => (0, 0),
         }
     }
@@ -66,7 +262,10 @@ crate::impl_message! {
         match self {
             Msg::Read { key, .. } | Msg::ReadAt { key, .. } => key.len(),
             Msg::ReadReply { read, .. } => payload(read.iter().filter_map(|r| r.value.as_deref())),
-            Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } => key.len() + value.len(),
+            Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } | Msg::ReplicateTxn { key, value, .. } => {
+                key.len() + value.len()
+            }
+            Msg::WotReq { writes, .. } => writes.iter().map(|(k, v)| k.len() + v.len()).sum(),
             _ => 0,
         }
     }
@@ -86,6 +285,23 @@ pub enum State {
     /// Applied here at logical time `evt` (its EVT, §5.3) and at `at_us`
     /// of this node's clock (for collection).
     Committed { evt: u64, at_us: u64 },
+    /// A write of a write-only transaction not committed here yet (§5.4).
+    Txn(Box<TxnPart>),
+    /// A write of an aborted transaction (never visible), or, on a
+    /// coordinator key, a coordinator's record that it aborted the
+    /// transaction. `remote`: a remote DC's copy, still to go through the
+    /// replication path (as a write nobody can depend on).
+    Aborted { id: TxnId, remote: bool },
+}
+
+/// What a coordinator knows of a transaction's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Not decided: it commits after the time the question was asked at.
+    Open,
+    /// Committed at this time, with this arbitration stamp.
+    Committed(u64, Stamp),
+    Aborted,
 }
 
 /// A stored version: ⟨stamp, value⟩ and its state. `collected_below`: older
@@ -97,14 +313,49 @@ pub struct Version {
     pub stamp: Stamp,
     pub state: State,
     pub collected_below: bool,
+    /// On the coordinator key's version at the coordinator: the
+    /// transaction it committed.
+    #[serde(default)]
+    pub coord: Option<Box<CoordTag>>,
+    /// A transaction's write: the transaction's place in last-writer-wins
+    /// order, the same for all its writes in every DC — its commit time in
+    /// the accepting DC with the coordinator's id (the paper's single
+    /// timestamp per transaction, §5.4). `None`: the stamp.
+    #[serde(default)]
+    pub arb: Option<Stamp>,
 }
 
 impl Version {
-    /// The EVT of a committed version.
+    /// The EVT of a readable version: committed, or a remote DC's copy of
+    /// a transaction's write whose commit time is decided (readable at it,
+    /// though it may still wait in the replication path to count as
+    /// committed for dependency checks).
     pub(super) fn evt(&self) -> Option<u64> {
-        match self.state {
-            State::Committed { evt, .. } => Some(evt),
-            State::Pending { .. } => None,
+        match &self.state {
+            State::Committed { evt, .. } => Some(*evt),
+            State::Txn(p) => match p.phase {
+                Phase::Decided { at } => Some(at),
+                Phase::Held | Phase::Prepared { .. } => None,
+            },
+            State::Pending { .. } | State::Aborted { .. } => None,
+        }
+    }
+
+    /// Its place in last-writer-wins order (what reads compare).
+    pub(super) fn arb(&self) -> Stamp {
+        self.arb.unwrap_or(self.stamp)
+    }
+
+    /// Whether reads may return it.
+    pub(super) fn readable(&self) -> bool {
+        self.evt().is_some()
+    }
+
+    /// The transaction write this version is, while not committed here.
+    pub(super) fn part(&self) -> Option<&TxnPart> {
+        match &self.state {
+            State::Txn(p) => Some(p),
+            _ => None,
         }
     }
 }
@@ -112,18 +363,39 @@ impl Version {
 crate::impl_versioned!(Version, Stamp = stamp);
 
 impl DepVersion for Version {
+    /// A transaction's write accepted here is this node's own write: the
+    /// replication path does not queue it (`committed` below still says
+    /// it is not).
     fn pending_checks(&self) -> Option<&[Dep]> {
         match &self.state {
             State::Pending { deps } => Some(deps),
-            State::Committed { .. } => None,
+            State::Txn(p) if p.remote => Some(&p.deps),
+            State::Aborted { remote: true, .. } => Some(&[]),
+            State::Committed { .. } | State::Txn(_) | State::Aborted { .. } => None,
         }
+    }
+    fn committed(&self) -> bool {
+        matches!(self.state, State::Committed { .. })
+    }
+    fn held(&self) -> bool {
+        matches!(&self.state, State::Txn(p) if p.remote)
     }
     fn commit(self, _now_us: u64) -> Self {
         unreachable!("Eiger commits with a logical time: commit_at")
     }
     /// A replicated write applied here: its EVT is this node's logical time
     /// now, later than its stamp (§5.3: "in remote DCs EVT > timestamp").
+    /// A transaction's write commits at the time its coordinator decided
+    /// (one EVT for the whole transaction in this DC, §5.4).
     fn commit_at(self, now_us: u64, lamport: u64) -> Self {
-        Version { state: State::Committed { evt: lamport, at_us: now_us }, ..self }
+        let evt = match &self.state {
+            State::Committed { .. } | State::Aborted { .. } => return self,
+            State::Txn(p) => match p.phase {
+                Phase::Decided { at } => at,
+                _ => lamport,
+            },
+            State::Pending { .. } => lamport,
+        };
+        Version { state: State::Committed { evt, at_us: now_us }, ..self }
     }
 }

@@ -2,7 +2,8 @@ use super::*;
 use crate::explicit_deps::cops::tests::{
     an_independent_write_is_not_held_behind_a_blocked_one, pending_write_survives_a_restart,
 };
-use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, client_traffic, get, put, rot, text};
+use crate::explicit_deps::replication::DepVersion;
+use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, client_traffic, get, put, rot, run, text};
 use causeway_core::DcId;
 use causeway_core::{ClientId, Key, Op, OpResult};
 
@@ -167,4 +168,406 @@ fn a_remote_write_is_valid_only_after_its_dependency() {
 fn the_shared_replication_scenarios_hold_for_eiger() {
     pending_write_survives_a_restart::<Eiger>(Config::default());
     an_independent_write_is_not_held_behind_a_blocked_one::<Eiger>(Config::default());
+}
+
+// ------------------------------------------------- write-only transactions
+
+/// Commit checks and second-round reads are part of a read's own traffic.
+fn read_traffic(m: &Msg) -> bool {
+    matches!(m, Msg::CommitCheck { .. } | Msg::CheckReply { .. })
+}
+
+fn wot(writes: &[(&Key, &str)]) -> Op {
+    Op::Wot { writes: writes.iter().map(|&(k, v)| (k.clone(), bytes(v))).collect() }
+}
+
+fn rot_text(net: &mut TestNet<Eiger>, c: ClientId, keys: &[&Key]) -> Vec<Option<String>> {
+    rot(net, c, keys)
+}
+
+/// The coordinator key of the transaction whose sub-requests are queued.
+fn queued_coord_key(net: &TestNet<Eiger>) -> Key {
+    net.queue
+        .iter()
+        .find_map(|m| match &m.msg {
+            Msg::WotReq { info, .. } => Some(info.coord_key.clone()),
+            _ => None,
+        })
+        .expect("a queued sub-request")
+}
+
+fn count(net: &TestNet<Eiger>, pred: impl Fn(&Msg) -> bool) -> usize {
+    net.queue.iter().filter(|m| pred(&m.msg)).count()
+}
+
+/// Run a transaction in DC0 to its answer, delivering nothing to DC1 (nor
+/// on `held`).
+fn wot_in_dc0(net: &mut TestNet<Eiger>, c: ClientId, op: Op, held: impl Fn(&InFlight<Msg>) -> bool) {
+    net.invoke(c, op);
+    let topology = net.topology.clone();
+    net.deliver_while(|m| !matches!(m.to, Dest::Node(n) if topology.dc_of(n) == DcId(1)) && !held(m));
+    assert_eq!(net.take_result(c), Some(OpResult::Wot));
+}
+
+/// Run every timer and message until nothing moves (retries included).
+fn settle_all(net: &mut TestNet<Eiger>) {
+    for _ in 0..5 {
+        net.advance_clocks(200_000);
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+}
+
+/// A transaction's writes in the accepting DC: a read transaction over
+/// them sees all or nothing however the 2PC-PCI messages interleave with
+/// it (it is run after every single message), and ends seeing all.
+#[test]
+fn a_wot_is_atomic_under_a_concurrent_rot_in_the_accepting_dc() {
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    for k in [x, y, z] {
+        put(&mut net, ALICE, k, "old");
+    }
+    net.invoke(ALICE, wot(&[(x, "new"), (y, "new"), (z, "new")]));
+    let mut steps = 0;
+    loop {
+        let got = rot_text(&mut net, READER, &[x, y, z]);
+        assert!(got.iter().all(|v| v == &got[0]), "a partial transaction was read: {got:?}");
+        if !net.deliver_first(|_| true) {
+            break;
+        }
+        steps += 1;
+    }
+    assert!(steps >= 6, "votes, commits, acks: {steps} steps");
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    assert_eq!(rot_text(&mut net, READER, &[x, y, z]), vec![Some("new".into()); 3]);
+    assert_eq!(get(&mut net, ALICE, y), Some("new".into()), "the writer reads its own transaction");
+}
+
+/// §5.4.4 indirection: the coordinator committed and answered the client;
+/// the cohort's COMMIT is held. A read transaction finds the cohort's key
+/// pending (LVT only), reads it again at EffT, and the cohort asks the
+/// coordinator (`commit_check`), learns the commit time and returns the
+/// new value: three rounds in all, one of them a commit check.
+#[test]
+fn a_second_round_read_of_a_pending_write_checks_with_the_coordinator() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    put(&mut net, ALICE, &x, "x0");
+    put(&mut net, ALICE, &y, "y0");
+    net.invoke(ALICE, wot(&[(&x, "x1"), (&y, "y1")]));
+    let coord_key = queued_coord_key(&net);
+    let cohort_key = if coord_key == x { y.clone() } else { x.clone() };
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
+    net.deliver_while(|m| !is_commit(m));
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot), "the coordinator answered once committed");
+    assert_eq!(count(&net, |m| matches!(m, Msg::Commit { .. })), 1);
+    let cohort = net.server_for(DcId(0), &cohort_key);
+    assert!(net.latest(cohort, &cohort_key).part().is_some(), "still pending at the cohort");
+
+    net.invoke(READER, Op::Rot { keys: vec![x.clone(), y.clone()] });
+    let (mut first, mut second, mut checks) = (0, 0, 0);
+    loop {
+        if let Some(r) = net.take_result(READER) {
+            let OpResult::Rot(vs) = r else { panic!("{r:?}") };
+            assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("x1".into()), Some("y1".into())]);
+            break;
+        }
+        let i = net.queue.iter().position(|m| !is_commit(m)).expect("the read transaction completes");
+        match &net.queue[i].msg {
+            Msg::Read { .. } => first += 1,
+            Msg::ReadAt { .. } => second += 1,
+            Msg::CommitCheck { .. } => checks += 1,
+            _ => {}
+        }
+        let m = net.queue.remove(i);
+        net.queue.insert(0, m);
+        net.deliver_first(|_| true);
+    }
+    assert_eq!((first, checks), (2, 1), "one commit check, at the cohort's coordinator");
+    assert!(second >= 1, "the pending location is read again at EffT");
+    // The cohort learned the decision from the check; the late COMMIT is
+    // harmless.
+    assert!(net.latest(cohort, &cohort_key).committed());
+    net.deliver_all();
+    assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y1".into())]);
+}
+
+/// Before the coordinator decides, a read transaction that runs into the
+/// pending writes gets the old values of both (the commit check answers
+/// "not committed", and the commit then comes after the read's EffT).
+#[test]
+fn a_rot_before_the_commit_sees_neither_write() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    net.also_op_traffic = read_traffic;
+    let (x, y) = (acl_and_album(&net).0, acl_and_album(&net).1);
+    put(&mut net, ALICE, &x, "x0");
+    put(&mut net, ALICE, &y, "y0");
+    net.invoke(ALICE, wot(&[(&x, "x1"), (&y, "y1")]));
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    net.deliver_while(|m| !is_vote(m));
+    assert_eq!(net.take_result(ALICE), None);
+    assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x0".into()), Some("y0".into())]);
+    net.deliver_all();
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y1".into())]);
+}
+
+/// A transaction with a dependency (`a`, written first by the same
+/// session) replicated to DC1, with `a`'s replication held: DC1's
+/// coordinator's `dep_check` waits, so nothing of the transaction is
+/// visible there, whatever else is delivered; a read transaction in DC1,
+/// run after every message once `a` is released, sees all or nothing.
+#[test]
+fn a_replicated_wot_is_never_partially_visible_in_a_remote_dc() {
+    let mut net = TestNet::<Eiger>::new(2, 3, 1, Config::default());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (a, x, y) = (&ks[0], &ks[1], &ks[2]);
+    let (w, r) = (net.client(0, 0), net.client(1, 0));
+    put(&mut net, w, a, "a1");
+    let (a0, a1) = (net.server_for(DcId(0), a), net.server_for(DcId(1), a));
+    wot_in_dc0(&mut net, w, wot(&[(x, "x1"), (y, "y1")]), channel(a0, a1));
+    net.deliver_while(|m| !channel::<Msg>(a0, a1)(m) && !client_traffic(m));
+    for _ in 0..3 {
+        net.advance_clocks(200_000);
+        net.fire_all_timers();
+        net.deliver_while(|m| !channel::<Msg>(a0, a1)(m) && !client_traffic(m));
+    }
+    assert_eq!(rot_text(&mut net, r, &[x, y, a]), vec![None, None, None], "the transaction waits for a at DC1");
+    for k in [x, y] {
+        let n = net.server_for(DcId(1), k);
+        assert!(net.stores[n.idx()].versions(k).iter().all(|v| !v.committed()), "nothing applied before the checks");
+    }
+    loop {
+        let got = rot_text(&mut net, r, &[x, y, a]);
+        assert_eq!(got[0].is_some(), got[1].is_some(), "a partial transaction was read in DC1: {got:?}");
+        if got[0].is_some() {
+            assert_eq!(got[2], Some("a1".into()), "the transaction is visible before its dependency");
+        }
+        if !net.deliver_first(|_| true) {
+            break;
+        }
+    }
+    assert_eq!(rot_text(&mut net, r, &[x, y, a]), vec![Some("x1".into()), Some("y1".into()), Some("a1".into())]);
+    // One EVT for the whole transaction in DC1.
+    let evts: Vec<_> = [x, y].iter().map(|k| net.latest(net.server_for(DcId(1), k), k).evt()).collect();
+    assert_eq!(evts[0], evts[1]);
+}
+
+/// The same scenario with `mutant_cohort_skips_coordinator_dep_check`: the
+/// cohort's write is visible in DC1 before its dependency is.
+#[test]
+fn the_cohort_skipping_the_coordinators_dep_check_mutant_is_caught() {
+    let cfg = Config { mutant_cohort_skips_coordinator_dep_check: true, ..Config::default() };
+    let mut net = TestNet::<Eiger>::new(2, 3, 1, cfg);
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (a, x, y) = (&ks[0], &ks[1], &ks[2]);
+    let (w, r) = (net.client(0, 0), net.client(1, 0));
+    put(&mut net, w, a, "a1");
+    let (a0, a1) = (net.server_for(DcId(0), a), net.server_for(DcId(1), a));
+    wot_in_dc0(&mut net, w, wot(&[(x, "x1"), (y, "y1")]), channel(a0, a1));
+    net.deliver_while(|m| !channel::<Msg>(a0, a1)(m) && !client_traffic(m));
+    let got = rot_text(&mut net, r, &[x, y, a]);
+    assert_eq!(got[2], None);
+    assert!(got[0].is_some() != got[1].is_some(), "the cohort's write alone is visible: {got:?}");
+}
+
+/// `mutant_commit_without_all_votes`: the cohort's sub-request is slow; the
+/// coordinator commits and answers without its vote, and a read
+/// transaction sees the coordinator's write without the cohort's. The
+/// correct protocol waits (and the read sees neither).
+#[test]
+fn the_commit_without_all_votes_mutant_is_caught() {
+    for mutant in [false, true] {
+        let cfg = Config { mutant_commit_without_all_votes: mutant, ..Config::default() };
+        let mut net = TestNet::<Eiger>::new(1, 2, 2, cfg);
+        net.also_op_traffic = read_traffic;
+        let (x, y) = acl_and_album(&net);
+        net.invoke(ALICE, wot(&[(&x, "x1"), (&y, "y1")]));
+        let coord_key = queued_coord_key(&net);
+        let coord = net.server_for(DcId(0), &coord_key);
+        let slow = move |m: &InFlight<Msg>| {
+            matches!(m.msg, Msg::WotReq { .. }) && m.from == Dest::Client(ALICE) && m.to != Dest::Node(coord)
+        };
+        net.deliver_while(|m| !slow(m));
+        let i = net.queue.iter().position(slow).expect("the slow sub-request");
+        let held = net.queue.remove(i);
+        let got = rot_text(&mut net, READER, &[&x, &y]);
+        net.queue.push(held);
+        if mutant {
+            assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+            assert_eq!(got.iter().filter(|v| v.is_some()).count(), 1, "a partial transaction: {got:?}");
+        } else {
+            assert_eq!(net.take_result(ALICE), None);
+            assert_eq!(got, vec![None, None]);
+            net.deliver_all();
+            assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+            assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y1".into())]);
+        }
+    }
+}
+
+/// Restarts mid-transaction lose nothing and leave nothing half-visible:
+/// the coordinator after one of two votes (it forgets the vote, the
+/// cohort votes again), after the commit before the ACKs (it sends COMMIT
+/// again), and a cohort between its vote and the COMMIT.
+#[test]
+fn restarts_of_coordinator_and_cohort_mid_transaction_lose_nothing() {
+    let cfg = Config::default();
+    for case in 0..3 {
+        let mut net = TestNet::<Eiger>::new(1, 3, 2, cfg.clone());
+        net.also_op_traffic = read_traffic;
+        let ks = net.keys_on_distinct_partitions(3);
+        let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+        net.invoke(ALICE, wot(&[(x, "1"), (y, "1"), (z, "1")]));
+        let coord_key = queued_coord_key(&net);
+        let coord = net.server_for(DcId(0), &coord_key);
+        let cohort = net.server_for(DcId(0), ks.iter().find(|k| **k != coord_key).expect("a cohort key"));
+        let is = |pred: fn(&Msg) -> bool| move |m: &InFlight<Msg>| pred(&m.msg);
+        match case {
+            0 => {
+                // One vote in, then the coordinator restarts.
+                net.deliver_while(|m| !matches!(m.msg, Msg::YesVote { .. }));
+                assert!(net.deliver_first(is(|m| matches!(m, Msg::YesVote { .. }))));
+                net.restart(coord, &cfg);
+            }
+            1 => {
+                // Committed; the COMMITs are dropped (lost with the
+                // coordinator's sends), and it restarts.
+                net.deliver_while(|m| !matches!(m.msg, Msg::Commit { .. }));
+                assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+                net.queue.retain(|m| !matches!(m.msg, Msg::Commit { .. }));
+                net.restart(coord, &cfg);
+            }
+            _ => {
+                // A cohort voted, then restarts before the COMMIT.
+                net.deliver_while(|m| !matches!(m.msg, Msg::Commit { .. }));
+                net.restart(cohort, &cfg);
+            }
+        }
+        let got = rot_text(&mut net, READER, &[x, y, z]);
+        assert!(got.iter().all(|v| v == &got[0]), "case {case}: half-visible after the restart: {got:?}");
+        settle_all(&mut net);
+        let got = rot_text(&mut net, READER, &[x, y, z]);
+        assert_eq!(got, vec![Some("1".into()); 3], "case {case}: the transaction was lost");
+        for k in [x, y, z] {
+            let n = net.server_for(DcId(0), k);
+            assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.committed()), "case {case}: left pending");
+        }
+        let tag = net.latest(coord, &coord_key).coord.expect("the coordinator's record");
+        assert!(tag.acked, "case {case}: every cohort acknowledged");
+    }
+}
+
+/// Restarts in the remote DC: its coordinator forgets a NOTIFY, a cohort
+/// restarts right after its vote; retries finish the transaction, and it
+/// is never half-visible there meanwhile.
+#[test]
+fn restarts_in_the_remote_dc_lose_nothing() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 1, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    let (w, r) = (net.client(0, 0), net.client(1, 0));
+    wot_in_dc0(&mut net, w, wot(&[(x, "1"), (y, "1"), (z, "1")]), |_| false);
+    let topology = net.topology.clone();
+    let (mut coord_restarted, mut cohort_restarted) = (false, false);
+    for _ in 0..200 {
+        if net.queue.is_empty() {
+            net.advance_clocks(200_000);
+            net.fire_all_timers();
+        }
+        let Some(m) = net.queue.first().cloned() else { break };
+        net.deliver_first(|_| true);
+        match (&m.msg, m.from, m.to) {
+            (Msg::Notify { .. }, _, Dest::Node(coord1)) if !coord_restarted => {
+                net.restart(coord1, &cfg);
+                coord_restarted = true;
+            }
+            (Msg::YesVote { .. }, Dest::Node(from), _) if !cohort_restarted && topology.dc_of(from) == DcId(1) => {
+                net.restart(from, &cfg);
+                cohort_restarted = true;
+            }
+            _ => {}
+        }
+        let got = rot_text(&mut net, r, &[x, y, z]);
+        assert!(got.iter().all(|v| v == &got[0]), "half-visible in DC1: {got:?}");
+    }
+    assert!(coord_restarted && cohort_restarted);
+    settle_all(&mut net);
+    assert_eq!(rot_text(&mut net, r, &[x, y, z]), vec![Some("1".into()); 3]);
+    for k in [x, y, z] {
+        let n = net.server_for(DcId(1), k);
+        assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.committed()), "left pending in DC1");
+    }
+}
+
+/// Bad input: a key twice, or more than `MAX_WOT_KEYS` keys, is refused
+/// with a typed error before anything is sent; a malformed sub-request
+/// reaching a server is refused and nothing is stored.
+#[test]
+fn a_bad_wot_is_refused_and_nothing_is_applied() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    net.invoke(ALICE, wot(&[(&x, "1"), (&y, "1"), (&x, "2")]));
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::BadRequest(_)))));
+    assert!(net.queue.is_empty(), "nothing sent");
+    let many: Vec<(Key, causeway_core::Value)> =
+        (0..=MAX_WOT_KEYS).map(|i| (bytes(&format!("k{i}")), bytes("v"))).collect();
+    net.invoke(ALICE, Op::Wot { writes: many });
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::BadRequest(_)))));
+    assert!(net.queue.is_empty(), "nothing sent");
+    // A sub-request naming a key twice, sent straight to a server.
+    let n = net.server_for(DcId(0), &x);
+    let info = TxnInfo { id: TxnId { session: 9, seq: 1 }, coord_key: x.clone(), keys: vec![x.clone(), x.clone()] };
+    let msg = Msg::WotReq { info, writes: vec![(x.clone(), bytes("1"))], deps: vec![], floor: 0 };
+    net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
+    net.deliver_first(|_| true);
+    assert!(matches!(net.queue[0].msg, Msg::WotReply { result: Err(_), .. }));
+    assert!(net.stores[n.idx()].versions(&x).is_empty(), "nothing stored");
+    // An empty transaction is a no-op.
+    net.queue.clear();
+    assert_eq!(run(&mut net, ALICE, Op::Wot { writes: vec![] }), OpResult::Wot);
+}
+
+/// A participant's sub-request is lost (client requests to a crashed node
+/// are not re-sent): the coordinator waits `txn_abort_ms` for the vote,
+/// then aborts. The client is told, every prepared write (in both DCs) is
+/// discarded, nothing is ever visible, and later writes of the keys from
+/// the same servers replicate as usual (nothing is left blocking them).
+#[test]
+fn a_transaction_missing_a_sub_request_aborts_everywhere() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 1, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    let (w, r0, r1) = (net.client(0, 0), net.client(0, 0), net.client(1, 0));
+    net.invoke(w, wot(&[(x, "1"), (y, "1"), (z, "1")]));
+    let coord_key = queued_coord_key(&net);
+    let lost = ks.iter().find(|k| **k != coord_key).expect("a cohort key").clone();
+    let lost_server = net.server_for(DcId(0), &lost);
+    net.queue.retain(|m| !(matches!(m.msg, Msg::WotReq { .. }) && m.to == Dest::Node(lost_server)));
+    net.deliver_all();
+    assert_eq!(net.take_result(w), None, "the coordinator waits for the missing vote");
+    net.advance_clocks(cfg.txn_abort_ms * 1_000);
+    settle_all(&mut net);
+    assert!(matches!(net.take_result(w), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    for (c, dc) in [(r0, 0), (r1, 1)] {
+        assert_eq!(rot_text(&mut net, c, &[x, y, z]), vec![None, None, None]);
+        for k in [x, y, z] {
+            let n = net.server_for(DcId(dc), k);
+            assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.part().is_none()), "left pending in DC{dc}");
+        }
+    }
+    for k in [x, y, z] {
+        put(&mut net, w, k, "2");
+    }
+    settle_all(&mut net);
+    assert_eq!(rot_text(&mut net, r1, &[x, y, z]), vec![Some("2".into()); 3], "later writes replicate");
 }

@@ -70,8 +70,14 @@ struct Waiting {
     stamp: Stamp,
     written_us: u64,
     arrived_us: u64,
-    /// Checks still outstanding: local ones plus one per `DepCheck` sent.
+    /// Checks still outstanding: local ones plus one per `DepCheck` sent
+    /// (plus one while `held`).
     missing: usize,
+    /// Waits for [`DepNode::release`] besides its checks.
+    held: bool,
+    /// The previous write of its key from its origin, waited for only to
+    /// keep one key's writes in order (not as a listed dependency).
+    prev_wait: Option<Stamp>,
 }
 
 /// A replicated write whose checks all passed: the variant commits it, then
@@ -233,17 +239,17 @@ impl DepNode {
             self.through = decode_table(meta);
         }
         let keys = env.store().keys_sorted();
-        let mut pending: Vec<(Stamp, Key, Vec<Dep>)> = Vec::new();
+        let mut pending: Vec<(Stamp, Key, Vec<Dep>, bool)> = Vec::new();
         for k in &keys {
             for v in env.store().versions(k) {
                 self.lamport = self.lamport.max(v.order().lamport());
                 if let Some(deps) = v.pending_checks() {
-                    pending.push((v.order(), k.clone(), deps.to_vec()));
+                    pending.push((v.order(), k.clone(), deps.to_vec(), v.held()));
                 }
             }
         }
-        pending.sort_by_key(|(s, _, _)| (s.origin(), *s));
-        for (stamp, key, deps) in pending {
+        pending.sort_by_key(|(s, _, _, _)| (s.origin(), *s));
+        for (stamp, key, deps, held) in pending {
             if self.is_committed(stamp) {
                 // Committed before the crash, though its switch to committed
                 // was not logged: the table and the versions are logged in
@@ -256,7 +262,7 @@ impl DepNode {
                 continue;
             }
             // written_us is only a measurement; a recovered write reports 0.
-            self.on_replicate(env, key, stamp, &deps, 0);
+            self.queue_replicated(env, key, stamp, &deps, 0, held);
         }
     }
 
@@ -365,13 +371,67 @@ impl DepNode {
         deps: &[Dep],
         written_us: u64,
     ) {
+        self.queue_replicated(env, key, stamp, deps, written_us, false);
+    }
+
+    /// As [`DepNode::on_replicate`], for a write that also waits for the
+    /// variant's say-so ([`DepNode::release`]): a write of an Eiger
+    /// write-only transaction, committed in this DC only by its
+    /// coordinator's decision. It holds back its origin's low-water mark
+    /// like any pending write.
+    pub fn on_replicate_held<M: From<PathMsg>, V>(
+        &mut self,
+        env: &mut impl ServerEnv<M, V>,
+        key: Key,
+        stamp: Stamp,
+        deps: &[Dep],
+        written_us: u64,
+    ) {
+        self.queue_replicated(env, key, stamp, deps, written_us, true);
+    }
+
+    /// Whether a held write's dependency checks are all done. It may still
+    /// wait for the previous write of its key from its origin: that keeps
+    /// the order in which it counts as committed here (for checks of
+    /// writes depending on it), but must not hold back its transaction,
+    /// whose writes at other nodes may be queued behind writes of another
+    /// transaction that waits for this node's previous write in turn.
+    pub fn only_held(&self, stamp: Stamp) -> bool {
+        self.queues.get(&stamp.origin()).and_then(|q| q.get(&stamp)).is_some_and(|w| {
+            let prev = usize::from(w.prev_wait.is_some_and(|p| !self.is_committed(p)));
+            w.held && w.missing == 1 + prev
+        })
+    }
+
+    /// Release a held write: once its checks are done it is ready to commit
+    /// ([`DepNode::commit_ready`]). Releasing twice is harmless.
+    pub fn release(&mut self, stamp: Stamp) {
+        let origin = stamp.origin();
+        if let Some(w) = self.queues.get_mut(&origin).and_then(|q| q.get_mut(&stamp))
+            && w.held
+        {
+            w.held = false;
+            self.one_less(origin, stamp);
+        }
+    }
+
+    fn queue_replicated<M: From<PathMsg>, V>(
+        &mut self,
+        env: &mut impl ServerEnv<M, V>,
+        key: Key,
+        stamp: Stamp,
+        deps: &[Dep],
+        written_us: u64,
+        held: bool,
+    ) {
         let origin = stamp.origin();
         debug_assert_ne!(origin, self.me);
         self.lamport = self.lamport.max(stamp.lamport());
         let now = env.now_us();
         // One key's writes from one origin still commit in stamp order
         // (module doc): wait for the previous one if it is pending.
-        let mut missing = 0;
+        let mut missing = usize::from(held);
+        let mut prev_wait = None;
         if let Some(prev) = self.last_pending.insert((origin, key.clone()), stamp)
             && !self.skip_checks
             && !self.is_committed(prev)
@@ -379,8 +439,9 @@ impl DepNode {
             assert!(prev < stamp, "one origin's writes of a key arrive in stamp order");
             missing += 1;
             self.waiting.entry(origin).or_default().insert((prev, Waiter::Local { origin, stamp }));
+            prev_wait = Some(prev).filter(|&p| deps.iter().all(|d| d.stamp != p));
         }
-        let mut w = Waiting { key, stamp, written_us, arrived_us: now, missing };
+        let mut w = Waiting { key, stamp, written_us, arrived_us: now, missing, held, prev_wait };
         let mut by_owner: BTreeMap<NodeId, Vec<Dep>> = BTreeMap::new();
         for d in deps.iter().filter(|_| !self.skip_checks) {
             debug_assert!(d.stamp < stamp, "a dependency is stamped before its dependent");

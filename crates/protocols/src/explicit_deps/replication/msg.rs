@@ -51,6 +51,12 @@ pub trait DepVersion: Versioned<Order = Stamp> + Clone {
     fn committed(&self) -> bool {
         self.pending_checks().is_none()
     }
+    /// A pending version that also waits for the variant's release (an
+    /// Eiger transaction's write, see [`DepNode::on_replicate_held`](super::DepNode::on_replicate_held));
+    /// recovery queues it held again.
+    fn held(&self) -> bool {
+        false
+    }
 }
 
 /// The messages of the shared replication path between servers: the
