@@ -223,7 +223,8 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
         let l = |k: &str| g.latency.get(k).cloned().unwrap_or_default();
         println!(
             "SET (load): {:.0} ops/s\nMIXED {:.0}:{:.0}:{:.0} read:update:rot: {:.0} ops/s ({} errors); get p50/p99 {}/{} ms, \
-             put p50/p99 {}/{} ms, rot p50/p99 {}/{} ms  [{} protocol, {} connections, {}-byte values, {} keys]",
+             put p50/p99 {}/{} ms, rot p50/p99 {}/{} ms, CPU {:.1} user + {:.1} sys µs/op  \
+             [{} protocol, {} connections, {}-byte values, {} keys]",
             s.throughput_ops_s,
             m.read * 100.0,
             m.update * 100.0,
@@ -236,6 +237,8 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
             ms(l("put").p99_us),
             ms(l("rot").p50_us),
             ms(l("rot").p99_us),
+            g.cpu_user_us_per_op,
+            g.cpu_system_us_per_op,
             p,
             a.connections,
             a.value_size,
@@ -245,11 +248,14 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
         for (name, r, kind) in [("SET", &s, "put"), ("GET", &g, "get")] {
             let l = r.latency.get(kind).cloned().unwrap_or_default();
             println!(
-                "{name}: {:.0} ops/s ({} errors), p50 {} ms, p99 {} ms  [{} protocol, {} connections, {}-byte values, fsync {:?}]",
+                "{name}: {:.0} ops/s ({} errors), p50 {} ms, p99 {} ms, CPU {:.1} user + {:.1} sys µs/op  \
+                 [{} protocol, {} connections, {}-byte values, fsync {:?}]",
                 r.throughput_ops_s,
                 r.errors,
                 ms(l.p50_us),
                 ms(l.p99_us),
+                r.cpu_user_us_per_op,
+                r.cpu_system_us_per_op,
                 p,
                 a.connections,
                 a.value_size,

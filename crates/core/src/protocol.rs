@@ -83,6 +83,19 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     fn ephemeral(&self) -> bool {
         false
     }
+    /// Whether this peer message may be lost without harm: a request whose
+    /// sender copes with never hearing back (a read forwarded within a DC
+    /// that the client's deadline and the receiver's own expiry already
+    /// cover). The network runtime sends it at most once, neither journals
+    /// nor sequences it nor resends it after a reconnect or a crash, and
+    /// the simulator drops it at a cut or a crashed receiver. It is still
+    /// delivered after every sequenced message sent before it on its link,
+    /// never before. Journaling a read forward that nobody would resend
+    /// after a crash costs a log write and an acknowledgement per hop for
+    /// nothing.
+    fn transient(&self) -> bool {
+        false
+    }
 }
 
 /// Size of a message in the compact binary codec the network runtime uses

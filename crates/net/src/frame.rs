@@ -58,7 +58,8 @@ pub enum Wire<M> {
     },
     Request(M),
     Reply(M),
-    /// A peer message outside the sequence ([`causeway_core::Message::ephemeral`]):
+    /// A peer message outside the sequence ([`causeway_core::Message::ephemeral`]
+    /// or [`causeway_core::Message::transient`]):
     /// the receiver applies it only once it has delivered every sequenced
     /// message below `after_seq`, the ones sent before it.
     Ephemeral {

@@ -64,6 +64,10 @@ pub enum LinkItem<M> {
     /// An ephemeral message, to follow every sequenced message below
     /// `after_seq`; a newer one of the same kind replaces it.
     Ephemeral { after_seq: u64, msg: M, due: Instant },
+    /// A transient message (`Message::transient`): sent at most once, after
+    /// every sequenced message below `after_seq`; never kept for a
+    /// reconnect beyond the in-memory bound.
+    Transient { after_seq: u64, msg: M, due: Instant },
 }
 
 struct Item<M> {
@@ -162,6 +166,10 @@ struct Queue<M> {
     /// over an 80 ms injected delay is not superseded forever before it is
     /// ever due. At most delay ÷ period + 1 per kind.
     ephemeral: Vec<(&'static str, VecDeque<Pending<M>>)>,
+    /// Transient messages not yet written, in order. At most `cap`: while
+    /// the peer is away the oldest are dropped (their senders cope with
+    /// losing them, and they would be stale by the time it is back).
+    transient: VecDeque<Pending<M>>,
     cap: usize,
     epoch: Instant,
     saturated: bool,
@@ -173,7 +181,10 @@ struct Queue<M> {
 
 impl<M: Message> Queue<M> {
     fn is_empty(&self) -> bool {
-        self.window.is_empty() && self.spill.count == 0 && self.ephemeral.iter().all(|(_, q)| q.is_empty())
+        self.window.is_empty()
+            && self.spill.count == 0
+            && self.transient.is_empty()
+            && self.ephemeral.iter().all(|(_, q)| q.is_empty())
     }
 
     fn gauges(&self) {
@@ -226,6 +237,12 @@ impl<M: Message> Queue<M> {
                 while q.len() >= 2 && q[1].1 <= now {
                     q.pop_front();
                 }
+            }
+            LinkItem::Transient { after_seq, msg, due } => {
+                if self.transient.len() >= self.cap {
+                    self.transient.pop_front();
+                }
+                self.transient.push_back((after_seq, due, msg));
             }
         }
         self.gauges();
@@ -362,6 +379,7 @@ pub async fn run<M: Message>(
         window: VecDeque::new(),
         spill: Spill { path: p.spill_path.clone(), file: None, write_off: 0, read_off: 0, count: 0 },
         ephemeral: Vec::new(),
+        transient: VecDeque::new(),
         cap: p.cap.max(1),
         epoch: Instant::now(),
         saturated: false,
@@ -587,8 +605,29 @@ async fn session<M: Message>(
                 }
                 ready.extend(newest);
             }
+            // Transient messages in order, those due together in one write;
+            // each is taken off the queue before it is written (at most once).
+            let mut frames = Vec::new();
+            while let Some(&(after_seq, due, _)) = q.transient.front() {
+                if after_seq > next_send {
+                    break;
+                }
+                if due > now {
+                    next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
+                    break;
+                }
+                let (after_seq, _, msg) = q.transient.pop_front().expect("just seen");
+                frames.extend_from_slice(&encode(&Wire::Ephemeral { after_seq, msg }));
+                if frames.len() >= 64 * 1024 {
+                    next_due = Some(now); // the rest right after this write
+                    break;
+                }
+            }
             for (after_seq, _, msg) in ready {
-                write_all(&mut wr, &encode(&Wire::Ephemeral { after_seq, msg }), q, rx, stop).await?;
+                frames.extend_from_slice(&encode(&Wire::Ephemeral { after_seq, msg }));
+            }
+            if !frames.is_empty() {
+                write_all(&mut wr, &frames, q, rx, stop).await?;
             }
             tokio::select! {
                 it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },

@@ -80,6 +80,10 @@ pub struct LoadReport {
     pub ops: u64,
     pub errors: u64,
     pub throughput_ops_s: f64,
+    /// CPU time of this process per measured operation, in µs: the load
+    /// generator, plus the servers when they are embedded in it.
+    pub cpu_user_us_per_op: f64,
+    pub cpu_system_us_per_op: f64,
     pub latency: BTreeMap<String, Summary>,
     pub visibility: Vec<PairLatency>,
     #[serde(skip)]
@@ -271,11 +275,23 @@ pub async fn run_with_timeout<P: Protocol>(
             }
         }
     }
+    // CPU over the measured window only (the warm-up excluded), sampled
+    // within the progress tick.
+    let mut cpu_from = None;
     while Instant::now() < end {
         let done = (Instant::now() - origin).as_secs_f64() / (end - origin).as_secs_f64();
         progress(done.min(1.0));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let until = if cpu_from.is_none() {
+            measure_from.min(Instant::now() + Duration::from_millis(100))
+        } else {
+            Instant::now() + Duration::from_millis(100)
+        };
+        tokio::time::sleep_until(until.into()).await;
+        if cpu_from.is_none() && Instant::now() >= measure_from {
+            cpu_from = Some((Instant::now(), process_cpu_us()));
+        }
     }
+    let cpu_to = (Instant::now(), process_cpu_us());
     progress(1.0);
     let mut hist: BTreeMap<OpKind, Histogram<u64>> = BTreeMap::new();
     let (mut ops, mut errors) = (0, 0);
@@ -302,6 +318,17 @@ pub async fn run_with_timeout<P: Protocol>(
         }
     }
     records.sort_by_key(|r| r.complete_us);
+    // Operations are counted over the measured window; the CPU window may be
+    // a tick longer or shorter, so scale by their durations.
+    let (cpu_user_us_per_op, cpu_system_us_per_op) = match cpu_from {
+        Some((t0, (u0, s0))) if ops > 0 => {
+            let (t1, (u1, s1)) = cpu_to;
+            let window_s = (t1 - t0).as_secs_f64().max(1e-3);
+            let ops_in_window = ops as f64 * window_s / spec.duration.as_secs_f64();
+            ((u1 - u0) as f64 / ops_in_window, (s1 - s0) as f64 / ops_in_window)
+        }
+        _ => (0.0, 0.0),
+    };
     LoadReport {
         protocol: P::NAME.to_string(),
         sessions: id as usize,
@@ -309,8 +336,21 @@ pub async fn run_with_timeout<P: Protocol>(
         ops,
         errors,
         throughput_ops_s: ops as f64 / spec.duration.as_secs_f64(),
+        cpu_user_us_per_op,
+        cpu_system_us_per_op,
         latency: hist.iter().map(|(k, h)| (k.name().to_string(), Summary::of(h))).collect(),
         visibility,
         history: spec.record_history.then(|| History { protocol: P::NAME.to_string(), ops: records }),
     }
+}
+
+/// User and system CPU time this process has used, in µs (getrusage(2)).
+fn process_cpu_us() -> (u64, u64) {
+    // SAFETY: getrusage writes a `rusage` into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0, 0);
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_utime), us(ru.ru_stime))
 }

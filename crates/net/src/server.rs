@@ -742,6 +742,7 @@ enum Out<M> {
 enum Release<M> {
     Peer { to: NodeId, seq: u64, msg: M },
     Ephemeral { to: NodeId, after_seq: u64, msg: M },
+    Transient { to: NodeId, after_seq: u64, msg: M },
     Reply(ClientId, M),
 }
 
@@ -954,7 +955,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                 let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
             }
             Input::PeerEphemeral { from, after_seq, msg } => {
-                if !msg.ephemeral() {
+                if !msg.ephemeral() && !msg.transient() {
                     tracing::warn!(
                         node = self.node.0,
                         from = from.0,
@@ -1052,6 +1053,11 @@ impl<P: Protocol> ProtocolLoop<P> {
                         // Not journaled: a newer one supersedes it, and the
                         // protocol sends another on its next tick.
                         release.push(Release::Ephemeral { to, after_seq: self.next_seq[to.idx()], msg });
+                        continue;
+                    }
+                    if msg.transient() {
+                        // Not journaled: sent at most once (`Message::transient`).
+                        release.push(Release::Transient { to, after_seq: self.next_seq[to.idx()], msg });
                         continue;
                     }
                     let seq = self.next_seq[to.idx()];
@@ -1220,6 +1226,13 @@ impl<P: Protocol> ProtocolLoop<P> {
                 self.metrics.peer_out.inc();
                 if let Some(link) = &self.links[to.idx()] {
                     let _ = link.send(LinkItem::Ephemeral { after_seq, msg, due });
+                }
+            }
+            Release::Transient { to, after_seq, msg } => {
+                let due = tokio::time::Instant::now() + Duration::from_micros(self.wan_us[to.idx()]);
+                self.metrics.peer_out.inc();
+                if let Some(link) = &self.links[to.idx()] {
+                    let _ = link.send(LinkItem::Transient { after_seq, msg, due });
                 }
             }
             Release::Reply(client, msg) => {

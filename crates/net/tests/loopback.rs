@@ -217,3 +217,48 @@ async fn deletes_are_causally_ordered_over_tcp() {
         delete_is_ordered(p).await;
     }
 }
+
+/// Contrarian's 1½-round ROTs send the coordinator's snapshot as a
+/// transient message (`Message::transient`): the ROTs complete over TCP, and
+/// the log does not grow with them (a journaled forward would cost every
+/// ROT an outbox record at the coordinator and a delivery record at the
+/// partition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_read_forwards_are_not_journaled() {
+    use causeway_protocols::stabilization::contrarian::Contrarian;
+    let rt = tokio::runtime::Handle::current();
+    let cluster = Embedded::start(spec(ProtocolName::Contrarian, "transient"), &rt).unwrap();
+    let c = cluster.cluster.clone();
+    let t = c.topology.clone();
+    // Two keys on different partitions of DC 0, so every ROT has a coordinator
+    // and one other partition.
+    let mut keys: Vec<Bytes> = Vec::new();
+    for i in 0.. {
+        let k = Bytes::from(format!("k{i}"));
+        if keys.iter().all(|o| t.server_for_key(DcId(0), o) != t.server_for_key(DcId(0), &k)) {
+            keys.push(k);
+        }
+        if keys.len() == 2 {
+            break;
+        }
+    }
+    let mut s = Session::<Contrarian>::new(c.clone(), DcId(0), 1).unwrap();
+    for k in &keys {
+        s.put(k.clone(), k.clone()).await.unwrap();
+    }
+    let nodes: Vec<NodeId> = t.dc_servers(DcId(0)).collect();
+    let wal = || nodes.iter().map(|n| cluster.node(*n).unwrap().metrics.wal_bytes.get()).sum::<i64>();
+    // Let the writes' own records and the first clock floors settle.
+    assert_eq!(s.rot(keys.clone()).await.unwrap(), keys.iter().cloned().map(Some).collect::<Vec<_>>());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = wal();
+    const ROTS: i64 = 300;
+    for _ in 0..ROTS {
+        assert_eq!(s.rot(keys.clone()).await.unwrap(), keys.iter().cloned().map(Some).collect::<Vec<_>>());
+    }
+    let grown = wal() - before;
+    // Clock floors (about one per second per node) may be written meanwhile;
+    // nothing per ROT.
+    assert!(grown < ROTS * 8, "the log grew by {grown} bytes over {ROTS} ROTs");
+    tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+}

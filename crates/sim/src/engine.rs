@@ -441,7 +441,10 @@ impl<P: Protocol> Sim<P> {
     fn route(&mut self, from: Addr, to: Addr, msg: P::Msg) {
         let (da, db) = (self.addr_dc(from), self.addr_dc(to));
         if self.cut[da.idx()][db.idx()] {
-            self.held.push((from, to, msg));
+            // A transient message dies with the connection a cut breaks.
+            if !(msg.transient() && matches!((from, to), (Addr::Node(_), Addr::Node(_)))) {
+                self.held.push((from, to, msg));
+            }
             return;
         }
         let base = self.one_way_us[da.idx()][db.idx()];
@@ -520,8 +523,11 @@ impl<P: Protocol> Sim<P> {
         let n = &mut self.nodes[node.idx()];
         if n.crashed {
             // Peer messages wait in their senders' durable outboxes; client
-            // requests are lost (the client's deadline covers them).
-            if let Input::Peer(from, msg) = input {
+            // requests and transient peer messages are lost (the client's
+            // deadline covers them).
+            if let Input::Peer(from, msg) = input
+                && !msg.transient()
+            {
                 n.held_while_down.push_back((from, msg));
             }
             return;
@@ -748,7 +754,9 @@ impl<P: Protocol> Sim<P> {
         n.wake_at = None;
         let mut back = VecDeque::new();
         for input in n.inbox.drain(..) {
-            if let Input::Peer(from, msg) = input {
+            if let Input::Peer(from, msg) = input
+                && !msg.transient()
+            {
                 back.push_back((from, msg));
             }
         }

@@ -61,6 +61,12 @@
 //!    first. That is a join of two messages of the same request, not a wait
 //!    on clocks or replication. A half whose partner never comes (a crashed
 //!    coordinator, a refused request) expires after `orphan_read_timeout_us`.
+//!    Because of that expiry the coordinator's TV is a *transient* message
+//!    (`Message::transient`): the network runtime sends it once, without
+//!    journaling, sequencing or acknowledging it, and a cut or a crash may
+//!    lose it (the client's deadline covers the ROT). The paper's channels
+//!    are reliable; a read forward needs no durability, and journaling it
+//!    cost every 1½-round ROT a log write and an acknowledgement per hop.
 //! 2. **The coordinator ticks its clock** before fixing TV[m] (the paper
 //!    takes the clock as it is): the snapshot is then as fresh as the
 //!    physical clock allows.

@@ -74,6 +74,14 @@ crate::impl_message! {
     fn ephemeral(&self) -> bool {
         crate::stabilization::ephemeral_kind(self.kind())
     }
+    /// A coordinator's snapshot for a 1½-round read may be lost: the
+    /// partition drops a read half whose other half never came after
+    /// `orphan_read_timeout_us`, and the client's deadline covers the ROT
+    /// (Didona et al. §4 assume reliable channels; a read needs no
+    /// durability, so the runtime sends it once, unjournaled).
+    fn transient(&self) -> bool {
+        matches!(self, Msg::Snapshot { .. })
+    }
     fn max_key_value_len(&self) -> (usize, usize) {
         let longest = |keys: &[Key]| keys.iter().map(|k| k.len()).max().unwrap_or(0);
         match self {
