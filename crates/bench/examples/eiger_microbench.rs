@@ -514,6 +514,17 @@ fn main() {
             );
         }
     }
+    println!("\n| protocol | protocol sample | mean | per op |");
+    println!("|---|---|---:|---:|");
+    for (v, name) in VARIANTS.iter().enumerate() {
+        let names: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|m| m.samples.keys().copied()).collect();
+        for k in names {
+            let mean = median(all[v].iter().filter_map(|m| m.samples.get(k).map(|(n, s)| *s as f64 / *n as f64)).collect());
+            let per_op =
+                median(all[v].iter().filter_map(|m| m.samples.get(k).map(|(n, _)| *n as f64 / m.ops as f64)).collect());
+            println!("| {name} | {k} | {mean:.2} | {per_op:.4} |");
+        }
+    }
     println!("\n| protocol | message kind | per op | mean bytes | mean µs | mean bytes ({} B values) | mean µs |", big.value);
     println!("|---|---|---:|---:|---:|---:|---:|");
     // The slope: Δµs / ΔKiB per kind whose size grew, weighted by count.
