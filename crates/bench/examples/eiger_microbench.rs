@@ -519,13 +519,17 @@ fn main() {
     for (v, name) in VARIANTS.iter().enumerate() {
         let names: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|m| m.samples.keys().copied()).collect();
         for k in names {
-            let mean = median(all[v].iter().filter_map(|m| m.samples.get(k).map(|(n, s)| *s as f64 / *n as f64)).collect());
+            let mean =
+                median(all[v].iter().filter_map(|m| m.samples.get(k).map(|(n, s)| *s as f64 / *n as f64)).collect());
             let per_op =
                 median(all[v].iter().filter_map(|m| m.samples.get(k).map(|(n, _)| *n as f64 / m.ops as f64)).collect());
             println!("| {name} | {k} | {mean:.2} | {per_op:.4} |");
         }
     }
-    println!("\n| protocol | message kind | per op | mean bytes | mean µs | mean bytes ({} B values) | mean µs |", big.value);
+    println!(
+        "\n| protocol | message kind | per op | mean bytes | mean µs | mean bytes ({} B values) | mean µs |",
+        big.value
+    );
     println!("|---|---|---:|---:|---:|---:|---:|");
     // The slope: Δµs / ΔKiB per kind whose size grew, weighted by count.
     let (mut wsum, mut slope_sum) = (0.0, 0.0);
@@ -576,7 +580,12 @@ fn main() {
     let base = median(all[1].iter().map(|m| m.us_per_op()).collect());
     for (v, name) in VARIANTS.iter().enumerate() {
         let meas = median(all[v].iter().map(|m| m.us_per_op()).collect());
-        println!("| {name} | {meas:.2} | {:.2} | {:.2} | {:.3} |", model_per_op[v], model_per_op[v] / meas, base / meas);
+        println!(
+            "| {name} | {meas:.2} | {:.2} | {:.2} | {:.3} |",
+            model_per_op[v],
+            model_per_op[v] / meas,
+            base / meas
+        );
     }
     eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
 }
