@@ -1,14 +1,18 @@
 //! Named metrics of one run, and their medians over repetitions.
 //!
 //! Names (latencies in ms):
-//! - `throughput_ops_s`, `ops_failed`
-//! - `latency.<kind>.{mean,p50,p90,p95,p99,max}_ms` — kinds `get`, `put`,
-//!   `rot`, `amplified` (whole amplified requests), `rot_touching_slow` and
-//!   `rot_not_touching_slow` (while a node is slowed)
+//! - `throughput_ops_s`, `throughput_keys_s` (keys read or written per
+//!   second; a ROT or WOT of n keys counts n), `ops_failed`
+//! - `latency.<kind>.{mean,p50,p90,p95,p99,max}_ms` and `.count` — kinds
+//!   `get`, `put`, `rot`, `wot`, `amplified` (whole amplified requests),
+//!   `batch` (whole multi-key updates), `rot_touching_slow` and
+//!   `rot_not_touching_slow` (while a node is slowed), and with
+//!   `latency_by_rounds` `<kind>_1round`, `<kind>_2rounds`,
+//!   `<kind>_3plus_rounds` for get, rot, put and wot
 //! - `visibility.<from>-><to>.{mean,p50,p95,p99}_ms` per DC pair, and
 //!   `visibility.all.mean_ms` weighted over pairs
 //! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`
-//! - `<sample>.{mean,p99,max}` for each protocol sample, e.g.
+//! - `<sample>.{mean,p99,max,count}` for each protocol sample, e.g.
 //!   `deps_per_write.mean` (COPS, COPS-GT)
 //! - `stale_reads_pct`, `staleness.{mean,p99}_ms`
 //! - `msgs_per_op`, `server_bytes_per_op`, `client_bytes_per_op`,
@@ -53,6 +57,7 @@ impl Sample {
     pub fn from_sim(r: &SimReport) -> Sample {
         let mut s = Sample::default();
         s.metrics.insert("throughput_ops_s".into(), r.throughput_ops_s);
+        s.metrics.insert("throughput_keys_s".into(), r.throughput_keys_s);
         s.metrics.insert("ops_failed".into(), r.ops_failed as f64);
         for (k, sum) in &r.latency {
             let cdf = r.latency_cdf.get(k).map(Vec::as_slice);
@@ -77,6 +82,7 @@ impl Sample {
             s.metrics.insert(format!("{k}.mean"), sum.mean_us);
             s.metrics.insert(format!("{k}.p99"), sum.p99_us as f64);
             s.metrics.insert(format!("{k}.max"), sum.max_us as f64);
+            s.metrics.insert(format!("{k}.count"), sum.count as f64);
         }
         s.metrics.insert("stale_reads_pct".into(), r.stale_reads_pct);
         s.summary("staleness", &r.staleness, None);

@@ -114,6 +114,9 @@ struct Session<P: Protocol> {
     /// Replaced by a new session after a timeout: replies and timers for it
     /// are dropped.
     dead: bool,
+    /// Client inputs of the current operation that sent messages (for
+    /// `latency_by_rounds`).
+    rounds: u32,
 }
 
 enum Out<M> {
@@ -247,6 +250,20 @@ impl<M> ClientEnv<M> for CEnv<'_, M> {
     }
 }
 
+/// The latency name of an operation of `kind` whose client sent messages in
+/// `rounds` rounds (`Scenario::latency_by_rounds`).
+fn rounds_name(kind: causeway_core::OpKind, rounds: u32) -> Option<&'static str> {
+    use causeway_core::OpKind as K;
+    let names: [&'static str; 3] = match kind {
+        K::Get => ["get_1round", "get_2rounds", "get_3plus_rounds"],
+        K::Rot => ["rot_1round", "rot_2rounds", "rot_3plus_rounds"],
+        K::Put => ["put_1round", "put_2rounds", "put_3plus_rounds"],
+        K::Wot => ["wot_1round", "wot_2rounds", "wot_3plus_rounds"],
+        _ => return None,
+    };
+    Some(names[(rounds.max(1) as usize - 1).min(2)])
+}
+
 /// Simulated clocks read true time plus this epoch (about 11.6 days), so a
 /// node with a negative offset or a backward jump early in a run never
 /// reads a clock clamped at zero.
@@ -322,6 +339,7 @@ impl<P: Protocol> Sim<P> {
                 request: None,
                 op_no: 0,
                 dead: false,
+                rounds: 0,
             });
         };
         for d in topology.dc_ids().filter(|d| sc.workload.runs_in(*d)) {
@@ -378,6 +396,19 @@ impl<P: Protocol> Sim<P> {
         let fault_times: Vec<u64> = sim.sc.faults.iter().map(|f| f.time_us()).collect();
         for (index, t) in fault_times.into_iter().enumerate() {
             sim.schedule(t, Ev::Fault { index });
+        }
+        if sim.sc.workload.preload {
+            // YCSB's load phase: each workload client first writes its share of the keys.
+            let n = workload_clients;
+            for s in sim.clients.iter_mut().filter(|s| s.scripted.is_none()) {
+                let writes = &mut s.writes;
+                let c = s.workload_index;
+                let write_id = || {
+                    *writes += 1;
+                    ((c + 1) << 32) | *writes
+                };
+                s.pending = sim.workload.preload_ops(&sim.sc.workload, c, n, &mut s.rng, write_id);
+            }
         }
         for i in 0..sim.nodes.len() {
             sim.run_node(NodeId(i as u32), None);
@@ -678,6 +709,7 @@ impl<P: Protocol> Sim<P> {
         let s = &mut self.clients[c.idx()];
         s.busy = Some((op.clone(), self.now));
         s.op_no += 1;
+        s.rounds = 0;
         let op_no = s.op_no;
         let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
         s.proto.invoke(&mut env, op);
@@ -688,11 +720,26 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn after_client(&mut self, c: ClientId) {
+        if self.sc.latency_by_rounds && self.out.iter().any(|o| matches!(o, Out::Send(..))) {
+            self.clients[c.idx()].rounds += 1;
+        }
         self.flush(Addr::Client(c));
         if let Some(result) = self.done.take() {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
             let failed = matches!(result, OpResult::Failed(_));
+            let keys = match &op {
+                Op::Get { .. } | Op::Put { .. } => 1,
+                Op::Rot { keys } => keys.len(),
+                Op::Wot { writes } => writes.len(),
+                Op::Txn { reads, writes } => reads.len() + writes.len(),
+            };
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
+            self.metrics.keys_done(keys, invoke_us, failed);
+            if self.sc.latency_by_rounds
+                && let Some(name) = rounds_name(op.kind(), self.clients[c.idx()].rounds)
+            {
+                self.metrics.request_done(name, invoke_us, self.now, failed);
+            }
             if self.sc.measure_staleness {
                 self.metrics.staleness(&op, &result, invoke_us, self.now);
             }
@@ -837,6 +884,7 @@ impl<P: Protocol> Sim<P> {
             request: None,
             op_no: 0,
             dead: false,
+            rounds: 0,
         };
         let think = if replacement.scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
         self.clients.push(replacement);
@@ -1057,6 +1105,7 @@ impl<P: Protocol> Sim<P> {
             ops_completed: m.completed,
             ops_failed: m.failed,
             throughput_ops_s: if measured_us > 0 { m.completed as f64 * 1e6 / measured_us as f64 } else { 0.0 },
+            throughput_keys_s: if measured_us > 0 { m.keys as f64 * 1e6 / measured_us as f64 } else { 0.0 },
             latency: latencies().map(|(k, h)| (k, Summary::of(h))).collect(),
             latency_cdf: latencies().map(|(k, h)| (k, cdf_of(h))).collect(),
             visibility: m.visibility_report(&names),

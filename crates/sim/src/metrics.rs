@@ -42,6 +42,9 @@ pub struct SimReport {
     pub ops_completed: u64,
     pub ops_failed: u64,
     pub throughput_ops_s: f64,
+    /// Keys read or written by the operations completed in the window, per
+    /// second (a ROT or WOT of n keys counts n; Lloyd Table 7.6's keys/s).
+    pub throughput_keys_s: f64,
     /// Per operation kind, plus `amplified` for whole amplified requests.
     pub latency: BTreeMap<String, Summary>,
     /// Latency at the quantiles of [`CDF_QUANTILES`], per entry of `latency`.
@@ -99,6 +102,8 @@ pub(crate) struct Metrics {
     pub requests: BTreeMap<&'static str, Histogram<u64>>,
     pub completed: u64,
     pub failed: u64,
+    /// Keys of the operations completed in the window.
+    pub keys: u64,
     visibility: Vec<Vec<Histogram<u64>>>,
     pending: FxHashMap<u64, PendingWrite>,
     pub blocked: BTreeMap<&'static str, Histogram<u64>>,
@@ -125,6 +130,7 @@ impl Metrics {
             latency: BTreeMap::new(),
             requests: BTreeMap::new(),
             completed: 0,
+            keys: 0,
             failed: 0,
             visibility: (0..dcs).map(|_| (0..dcs).map(|_| histogram()).collect()).collect(),
             pending: FxHashMap::default(),
@@ -157,6 +163,13 @@ impl Metrics {
         self.completed += 1;
         let h = self.latency.entry(kind).or_insert_with(histogram);
         let _ = h.record((complete_us - invoke_us).max(1));
+    }
+
+    /// The keys an operation read or wrote, when it completed in the window.
+    pub fn keys_done(&mut self, keys: usize, invoke_us: u64, failed: bool) {
+        if self.in_window(invoke_us) && !failed {
+            self.keys += keys as u64;
+        }
     }
 
     /// A request of several operations finished (or one of them failed).

@@ -92,6 +92,14 @@ pub struct Scenario {
     /// Count bytes per message (costs a size computation per message).
     #[serde(default = "yes")]
     pub count_bytes: bool,
+    /// Also report each operation's latency under the number of rounds its
+    /// client sent messages in (the client's invocation, and each reply or
+    /// timer after which it sent more): `get_1round`, `get_2rounds`,
+    /// `get_3plus_rounds`, likewise `rot_`, `put_`, `wot_` (Lloyd Table
+    /// 7.4's one- and two-round Eiger reads, told apart without asking the
+    /// protocol).
+    #[serde(default)]
+    pub latency_by_rounds: bool,
     /// Measure read staleness (costs about a tenth of the engine's speed on
     /// a write-heavy run: two hash-map updates per write).
     #[serde(default = "yes")]
@@ -286,6 +294,37 @@ pub struct Workload {
     /// Value size in bytes (at least 10, the write tag).
     #[serde(default = "default_field")]
     pub fieldlength: usize,
+    /// A discrete distribution of value sizes instead of `fieldlength`:
+    /// each written value's size is `fieldlength_values[i]` with
+    /// probability proportional to `fieldlength_weights[i]` (Lloyd §7.3.6's
+    /// TAO workload draws value sizes from measured distributions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fieldlength_values: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fieldlength_weights: Vec<f64>,
+    /// A discrete distribution of keys per ROT instead of `rot_size`, as
+    /// `fieldlength_values`/`_weights` (TAO's keys per read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rot_size_values: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rot_size_weights: Vec<f64>,
+    /// Keys per update: when > 1, an update writes this many distinct keys
+    /// (placed as a WOT's, by `rot_partitions`) as a request of independent
+    /// PUTs issued one after another, reported as `batch` (a non-atomic
+    /// multi-key write, Eiger's `batch_mutate`). Each PUT counts as an
+    /// operation.
+    #[serde(default = "one_usize")]
+    pub update_size: usize,
+    /// YCSB's load phase: before its first operation, each workload client
+    /// PUTs its share of the `recordcount` keys (key i goes to client
+    /// i mod clients), so that reads find values of the workload's sizes.
+    /// Runs during the warm-up, which must be long enough to cover it.
+    #[serde(default)]
+    pub preload: bool,
+}
+
+fn one_usize() -> usize {
+    1
 }
 
 fn default_records() -> u64 {
@@ -350,6 +389,12 @@ impl Default for Workload {
             keys_per_group: default_group_keys(),
             keygroup_variance: one_f(),
             fieldlength: default_field(),
+            fieldlength_values: Vec::new(),
+            fieldlength_weights: Vec::new(),
+            rot_size_values: Vec::new(),
+            rot_size_weights: Vec::new(),
+            update_size: 1,
+            preload: false,
         }
     }
 }
@@ -399,8 +444,32 @@ impl Workload {
         if keys == 0 {
             return Err("recordcount must be at least 1".into());
         }
-        if self.rotproportion > 0.0 && (self.rot_size == 0 || self.rot_size as u64 > keys) {
-            return Err(format!("rot_size must be between 1 and the number of keys ({keys}), got {}", self.rot_size));
+        for (name, values, weights) in [
+            ("fieldlength", &self.fieldlength_values, &self.fieldlength_weights),
+            ("rot_size", &self.rot_size_values, &self.rot_size_weights),
+        ] {
+            if values.len() != weights.len() {
+                return Err(format!(
+                    "{name}_values has {} entries and {name}_weights {}: they must pair up",
+                    values.len(),
+                    weights.len()
+                ));
+            }
+            let total: f64 = weights.iter().sum();
+            if !values.is_empty() && (weights.iter().any(|w| !(*w >= 0.0 && w.is_finite())) || total <= 0.0) {
+                return Err(format!("{name}_weights must be finite, ≥ 0 and not all 0"));
+            }
+        }
+        let rot_sizes: Vec<usize> =
+            if self.rot_size_values.is_empty() { vec![self.rot_size] } else { self.rot_size_values.clone() };
+        if self.rotproportion > 0.0 && rot_sizes.iter().any(|&n| n == 0 || n as u64 > keys) {
+            return Err(format!("rot_size must be between 1 and the number of keys ({keys}), got {rot_sizes:?}"));
+        }
+        if self.update_size == 0 || (self.updateproportion > 0.0 && self.update_size as u64 > keys) {
+            return Err(format!(
+                "update_size must be between 1 and the number of keys ({keys}), got {}",
+                self.update_size
+            ));
         }
         if self.wotproportion > 0.0 && (self.wot_size == 0 || self.wot_size as u64 > keys) {
             return Err(format!("wot_size must be between 1 and the number of keys ({keys}), got {}", self.wot_size));
@@ -413,11 +482,12 @@ impl Workload {
                 self.txn_reads, self.txn_writes
             ));
         }
-        if self.rot_partitions as usize > topology.partitions() || self.rot_partitions as usize > self.rot_size.max(1) {
+        let max_rot = rot_sizes.iter().copied().max().unwrap_or(1).max(1);
+        if self.rot_partitions as usize > topology.partitions() || self.rot_partitions as usize > max_rot {
             return Err(format!(
                 "rot_partitions must be at most the partitions ({}) and rot_size ({}), got {}",
                 topology.partitions(),
-                self.rot_size,
+                max_rot,
                 self.rot_partitions
             ));
         }
@@ -596,6 +666,7 @@ impl Scenario {
             record_history: false,
             client_timeout_ms: 0,
             count_bytes: true,
+            latency_by_rounds: false,
             measure_staleness: true,
         }
     }

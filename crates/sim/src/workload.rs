@@ -16,6 +16,30 @@ use std::collections::VecDeque;
 
 /// The latency name under which whole amplified requests are reported.
 pub const AMPLIFIED: &str = "amplified";
+/// The latency name of whole multi-key updates (`update_size` > 1).
+pub const BATCH: &str = "batch";
+
+/// An entry of `values` drawn with probability proportional to its weight;
+/// `None` when there are none (the scalar setting applies).
+fn pick_weighted(values: &[usize], weights: &[f64], rng: &mut ChaCha8Rng) -> Option<usize> {
+    if values.is_empty() {
+        return None;
+    }
+    let total: f64 = weights.iter().sum();
+    let mut x = rng.random::<f64>() * total;
+    for (v, w) in values.iter().zip(weights) {
+        if x < *w {
+            return Some(*v);
+        }
+        x -= w;
+    }
+    values.last().copied()
+}
+
+/// The size of a value to write: drawn from `fieldlength_values`, else `fieldlength`.
+fn value_size(w: &Workload, rng: &mut ChaCha8Rng) -> usize {
+    pick_weighted(&w.fieldlength_values, &w.fieldlength_weights, rng).unwrap_or(w.fieldlength)
+}
 
 /// One request of a client: the operations it issues back to back, and the
 /// name its end-to-end latency is reported under when it has several.
@@ -163,27 +187,59 @@ impl Generator {
             if w.amplification > 0 {
                 return self.amplified(w, client, rng, write_id);
             }
+            if x < w.updateproportion && w.update_size > 1 {
+                let keys = self.txn_keys(w, w.update_size, client, dc, rng);
+                let ops = keys
+                    .into_iter()
+                    .map(|key| Op::Put { key, value: tagged_value(write_id(), value_size(w, rng)) })
+                    .collect();
+                return Request { ops, name: Some(BATCH) };
+            }
             let key = if x < w.updateproportion {
                 self.keys.pick(w, client, rng).clone()
             } else {
                 let i = self.keys.push(&self.topology);
                 self.keys.keys[i].clone()
             };
-            return one(Op::Put { key, value: tagged_value(write_id(), w.fieldlength) });
+            return one(Op::Put { key, value: tagged_value(write_id(), value_size(w, rng)) });
         }
         let x = x - w.updateproportion - w.insertproportion;
         if x < w.rotproportion {
-            return one(Op::Rot { keys: self.txn_keys(w, w.rot_size, client, dc, rng) });
+            let size = match pick_weighted(&w.rot_size_values, &w.rot_size_weights, rng) {
+                Some(n) => n.min(self.keys.len()),
+                None => w.rot_size,
+            };
+            return one(Op::Rot { keys: self.txn_keys(w, size, client, dc, rng) });
         }
         let x = x - w.rotproportion;
-        let mut writes = |keys: Vec<Key>| -> Vec<(Key, causeway_core::Value)> {
-            keys.into_iter().map(|k| (k, tagged_value(write_id(), w.fieldlength))).collect()
+        let mut writes = |keys: Vec<Key>, rng: &mut ChaCha8Rng| -> Vec<(Key, causeway_core::Value)> {
+            keys.into_iter().map(|k| (k, tagged_value(write_id(), value_size(w, rng)))).collect()
         };
         if x < w.wotproportion {
-            return one(Op::Wot { writes: writes(self.txn_keys(w, w.wot_size, client, dc, rng)) });
+            let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
+            return one(Op::Wot { writes: writes(keys, rng) });
         }
         let reads = self.txn_keys(w, w.txn_reads, client, dc, rng);
-        one(Op::Txn { reads, writes: writes(self.txn_keys(w, w.txn_writes, client, dc, rng)) })
+        let keys = self.txn_keys(w, w.txn_writes, client, dc, rng);
+        one(Op::Txn { reads, writes: writes(keys, rng) })
+    }
+
+    /// YCSB's load phase for workload client `client` of `clients`: a PUT
+    /// of every key `i` with `i mod clients == client`, in order, with
+    /// values of the workload's sizes.
+    pub fn preload_ops(
+        &self,
+        w: &Workload,
+        client: u64,
+        clients: u64,
+        rng: &mut ChaCha8Rng,
+        mut write_id: impl FnMut() -> u64,
+    ) -> VecDeque<Op> {
+        let clients = clients.max(1) as usize;
+        (client as usize..self.keys.len())
+            .step_by(clients)
+            .map(|i| Op::Put { key: self.keys.keys[i].clone(), value: tagged_value(write_id(), value_size(w, rng)) })
+            .collect()
     }
 
     /// DKVF's amplified insert (Roohitavaf §8, Fig 5.2): `amplification` PUTs
@@ -528,5 +584,100 @@ mod tests {
         assert!(g.keys.len() > 110);
         let newest = (0..1_000).filter(|_| idx(g.keys.pick(&w, 0, &mut rng)) + 5 >= g.keys.len() as u64).count();
         assert!(newest > 300, "the newest keys should be the hottest, got {newest}/1000");
+    }
+
+    #[test]
+    fn value_and_rot_sizes_follow_their_distributions() {
+        let w = Workload {
+            recordcount: 1_000,
+            readproportion: 0.0,
+            updateproportion: 0.5,
+            rotproportion: 0.5,
+            fieldlength_values: vec![16, 4096],
+            fieldlength_weights: vec![0.9, 0.1],
+            rot_size_values: vec![1, 8],
+            rot_size_weights: vec![3.0, 1.0],
+            ..Default::default()
+        };
+        let topology = TopologySpec::full(1, 4);
+        w.validate(&Topology::new(topology.clone()).unwrap()).unwrap();
+        let mut g = generator(&w, topology, 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let (mut small, mut large, mut one, mut eight) = (0, 0, 0, 0);
+        for _ in 0..4_000 {
+            match request(&mut g, &w, 0, &mut rng).ops.pop_front().unwrap() {
+                Op::Put { value, .. } if value.len() == 16 => small += 1,
+                Op::Put { value, .. } if value.len() == 4096 => large += 1,
+                Op::Rot { keys } if keys.len() == 1 => one += 1,
+                Op::Rot { keys } if keys.len() == 8 => eight += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!((1_650..1_950).contains(&small) && (120..280).contains(&large), "{small} {large}");
+        assert!((1_350..1_650).contains(&one) && (400..600).contains(&eight), "{one} {eight}");
+        // Mismatched or empty weights are refused by name.
+        let topo = Topology::new(TopologySpec::full(1, 4)).unwrap();
+        let bad = Workload { fieldlength_weights: vec![1.0], ..w.clone() };
+        assert!(bad.validate(&topo).unwrap_err().contains("fieldlength_values"));
+        let bad = Workload { rot_size_weights: vec![0.0, 0.0], ..w.clone() };
+        assert!(bad.validate(&topo).unwrap_err().contains("rot_size_weights"));
+        // Without a distribution the draws are the scalar settings', and
+        // consume no randomness (other experiments are unchanged).
+        let plain = Workload { fieldlength: 64, ..Default::default() };
+        let mut r1 = ChaCha8Rng::seed_from_u64(1);
+        assert_eq!(value_size(&plain, &mut r1), 64);
+        assert_eq!(r1.random::<u64>(), ChaCha8Rng::seed_from_u64(1).random::<u64>());
+    }
+
+    #[test]
+    fn multi_key_updates_are_batches_of_puts_and_preload_covers_every_key() {
+        let w = Workload {
+            recordcount: 100,
+            readproportion: 0.0,
+            updateproportion: 1.0,
+            update_size: 5,
+            rot_partitions: 2,
+            ..Default::default()
+        };
+        let mut g = generator(&w, TopologySpec::full(1, 4), 3);
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let r = request(&mut g, &w, 0, &mut rng);
+        assert_eq!(r.name, Some(BATCH));
+        let keys: Vec<Key> = r
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { key, .. } => key.clone(),
+                other => panic!("expected puts, got {other:?}"),
+            })
+            .collect();
+        let mut distinct = keys.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 5);
+        let mut parts: Vec<_> = keys.iter().map(|k| g.topology.partition_of(k)).collect();
+        parts.sort();
+        parts.dedup();
+        assert_eq!(parts.len(), 2, "a batch's keys follow rot_partitions");
+        // The load phase: three clients write the 100 keys once between them.
+        let mut all: Vec<Key> = Vec::new();
+        let mut id = 0;
+        for c in 0..3 {
+            let ops = g.preload_ops(&w, c, 3, &mut rng, || {
+                id += 1;
+                id
+            });
+            all.extend(ops.into_iter().map(|op| match op {
+                Op::Put { key, value } => {
+                    assert_eq!(value.len(), w.fieldlength);
+                    key
+                }
+                other => panic!("expected puts, got {other:?}"),
+            }));
+        }
+        assert_eq!(all.len(), 100);
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 100);
     }
 }

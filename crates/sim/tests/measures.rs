@@ -124,3 +124,33 @@ fn cpu_time_per_message_kind_charges_only_that_protocol_and_kind() {
     sc.cpu.kind_us.entry("eventual".into()).or_default().insert("get_req".into(), -1.0);
     assert!(Sim::<Eventual>::new(sc).err().unwrap().to_string().contains("cpu.kind_us.eventual.get_req"));
 }
+
+#[test]
+fn latency_by_rounds_tells_one_and_two_round_reads_apart() {
+    use causeway_protocols::explicit_deps::eiger::Eiger;
+    // Gets and 2-key WOTs over few keys: Eiger's gets meet pending
+    // transactions and take a second round; Eventual's never do.
+    let mut sc = common::base(1, 4, 2_000, 3);
+    sc.latency_by_rounds = true;
+    sc.workload.clients_per_dc = 8;
+    sc.workload.recordcount = 8;
+    sc.workload.readproportion = 0.5;
+    sc.workload.updateproportion = 0.0;
+    sc.workload.wotproportion = 0.5;
+    sc.workload.wot_size = 2;
+    sc.workload.rot_partitions = 2;
+    sc.workload.preload = true;
+    let e = Sim::<Eiger>::new(sc.clone()).unwrap().run();
+    let (one, two) = (e.latency["get_1round"].count, e.latency.get("get_2rounds").map_or(0, |s| s.count));
+    assert!(two > 0 && one > two, "{one} one-round and {two} two-round gets");
+    assert_eq!(one + two + e.latency.get("get_3plus_rounds").map_or(0, |s| s.count), e.latency["get"].count);
+    assert!(e.latency["get_2rounds"].mean_us > e.latency["get_1round"].mean_us);
+    assert_eq!(e.latency["wot_1round"].count, e.latency["wot"].count);
+    let ev = Sim::<Eventual>::new(sc.clone()).unwrap().run();
+    assert_eq!(ev.latency["get_1round"].count, ev.latency["get"].count);
+    // A WOT counts its keys in the keys' throughput.
+    assert!(ev.throughput_keys_s > 1.4 * ev.throughput_ops_s, "{} {}", ev.throughput_keys_s, ev.throughput_ops_s);
+    // Off by default.
+    sc.latency_by_rounds = false;
+    assert!(!Sim::<Eventual>::new(sc).unwrap().run().latency.contains_key("get_1round"));
+}

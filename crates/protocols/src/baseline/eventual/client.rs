@@ -57,9 +57,20 @@ impl EventualClient {
         if writes.is_empty() {
             return env.complete(read.map_or(OpResult::Wot, OpResult::Txn));
         }
-        self.pending = Some(Pending::Wot { missing: writes.len(), read });
-        for ((key, value), to) in writes.into_iter().zip(targets) {
-            env.send(to, Msg::PutReq { key, value });
+        // One request per server, as a client library splitting Cassandra's
+        // batch_mutate does (Lloyd §7.3.1): a single write as a plain PUT.
+        let mut by_server: std::collections::BTreeMap<NodeId, Vec<(Key, Value)>> = Default::default();
+        for (w, to) in writes.into_iter().zip(targets) {
+            by_server.entry(to).or_default().push(w);
+        }
+        self.pending = Some(Pending::Wot { missing: by_server.len(), read });
+        for (to, mut writes) in by_server {
+            if writes.len() == 1 {
+                let (key, value) = writes.pop().expect("one write");
+                env.send(to, Msg::PutReq { key, value });
+            } else {
+                env.send(to, Msg::PutBatch { writes });
+            }
         }
     }
 }

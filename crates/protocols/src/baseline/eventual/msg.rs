@@ -14,6 +14,13 @@ pub enum Msg {
         key: Key,
         value: Value,
     },
+    /// Several writes to one server, applied independently (not atomic):
+    /// Cassandra's `batch_mutate` as a client library splits it per server
+    /// (Lloyd §7.3.1), used for write-only and read-write transactions'
+    /// writes. One `PutReply` answers it.
+    PutBatch {
+        writes: Vec<(Key, Value)>,
+    },
     PutReply,
     /// The server does not store `key` (the client's placement is wrong):
     /// the request is refused, never silently dropped or misapplied.
@@ -30,7 +37,7 @@ pub enum Msg {
 crate::impl_message! {
     Msg {
         client: GetReq, GetReply, PutReply, Refused;
-        writes: PutReq;
+        writes: PutReq, PutBatch;
         peer: Replicate;
         nested: ;
     }
@@ -38,6 +45,9 @@ crate::impl_message! {
         match self {
             Msg::GetReq { key } => (key.len(), 0),
             Msg::PutReq { key, value } => (key.len(), value.len()),
+            Msg::PutBatch { writes } => writes.iter().fold((0, 0), |(k, v), (key, value)| {
+                (k.max(key.len()), v.max(value.len()))
+            }),
             _ => (0, 0),
         }
     }
@@ -48,6 +58,7 @@ crate::impl_message! {
             Msg::PutReq { key, value } | Msg::Replicate { key, version: Version { value, .. } } => {
                 key.len() + value.len()
             }
+            Msg::PutBatch { writes } => writes.iter().map(|(k, v)| k.len() + v.len()).sum(),
             Msg::Refused { key, .. } => key.len(),
             Msg::PutReply => 0,
         }

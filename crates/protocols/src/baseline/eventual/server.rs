@@ -28,6 +28,20 @@ impl EventualServer {
     }
 }
 
+impl EventualServer {
+    /// A client's write: stamp, apply, replicate.
+    fn write(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, value: causeway_core::Value) {
+        self.last_ts = env.now_us().max(self.last_ts + 1);
+        let version = Version { value, ts: self.last_ts, dc: self.dc };
+        Self::apply(env, key.clone(), version.clone());
+        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: version.ts });
+        let p = self.topology.partition_of(&key);
+        for n in equivalents_elsewhere(&self.topology, p, self.dc) {
+            env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
+        }
+    }
+}
+
 impl Server for EventualServer {
     type Msg = Msg;
     type Version = Version;
@@ -45,9 +59,13 @@ impl Server for EventualServer {
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
-        if let Msg::GetReq { key } | Msg::PutReq { key, .. } = &msg
-            && self.topology.server_for_key(self.dc, key) != Some(env.node())
-        {
+        let misplaced = |key: &Key| self.topology.server_for_key(self.dc, key) != Some(env.node());
+        let bad = match &msg {
+            Msg::GetReq { key } | Msg::PutReq { key, .. } => Some(key).filter(|k| misplaced(k)),
+            Msg::PutBatch { writes } => writes.iter().map(|(k, _)| k).find(|k| misplaced(k)),
+            _ => None,
+        };
+        if let Some(key) = bad {
             let reason = format!("node {} does not store this key", env.node());
             return env.reply(from, Msg::Refused { key: key.clone(), reason });
         }
@@ -57,20 +75,14 @@ impl Server for EventualServer {
                 env.reply(from, Msg::GetReply { key, value });
             }
             Msg::PutReq { key, value } => {
-                self.last_ts = env.now_us().max(self.last_ts + 1);
-                let version = Version { value, ts: self.last_ts, dc: self.dc };
-                Self::apply(env, key.clone(), version.clone());
-                env.observe(Observation::Visible {
-                    key: &key,
-                    value: &version.value,
-                    origin: self.dc,
-                    written_us: version.ts,
-                });
+                self.write(env, key, value);
                 env.reply(from, Msg::PutReply);
-                let p = self.topology.partition_of(&key);
-                for n in equivalents_elsewhere(&self.topology, p, self.dc) {
-                    env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
+            }
+            Msg::PutBatch { writes } => {
+                for (key, value) in writes {
+                    self.write(env, key, value);
                 }
+                env.reply(from, Msg::PutReply);
             }
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
