@@ -191,8 +191,11 @@ pub struct CpuSpec {
     /// Extra CPU µs per message of a kind, per protocol (its `NAME`), then
     /// per message kind (`Message::kind`; `"timer"` for timer inputs): what
     /// a handler costs beyond its size, measured on the real state machines
-    /// (seed 004: `crates/bench/examples/rot_microbench.rs`). Kinds absent
-    /// cost nothing extra.
+    /// by the bench crate's `rot_microbench` and `eiger_microbench` examples,
+    /// as Didona et al., "Okapi/Contrarian: the cost of latency-optimal
+    /// read-only transactions", §5 and Lloyd, "Stronger Semantics for
+    /// Low-Latency Geo-Replicated Storage", §6 model per-request server
+    /// work. Kinds absent cost nothing extra.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub kind_us: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
 }
