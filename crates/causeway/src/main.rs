@@ -216,25 +216,51 @@ enum Cmd {
         json: bool,
     },
     /// Read a key: prints its value. A missing key prints nothing and exits
-    /// with status 3 (with --json: `"found": false`).
+    /// with status 3 (with --json: `"found": false`). With columns (eiger's
+    /// column families): `causeway get ROW FAMILY:COLUMN…` reads those
+    /// columns of the row as one read-only transaction, and `causeway get
+    /// ROW FAMILY [--slice START:STOP:COUNT]` the family's columns (a
+    /// slice; each part may be empty), one `FAMILY:COLUMN = VALUE` a line.
     Get {
         key: String,
+        columns: Vec<String>,
+        /// With one FAMILY: only columns START through STOP (inclusive;
+        /// empty STOP: to the end), at most COUNT with a value (0 or empty:
+        /// no limit).
+        #[arg(long)]
+        slice: Option<String>,
         #[command(flatten)]
         at: ClientArgs,
     },
     /// Write a key. VALUE `-` reads the value from standard input, `@FILE`
-    /// from a file.
+    /// from a file. With columns (eiger): `causeway put ROW
+    /// FAMILY:COLUMN=VALUE…` writes the columns as one atomic write (a value
+    /// shaped FAMILY:COLUMN=… is always a column write: store such a text
+    /// as a plain value through `-` or `@FILE`).
     Put {
         key: String,
-        value: String,
+        #[arg(required = true)]
+        values: Vec<String>,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
+    /// Add DELTA (a signed 64-bit integer) to a counter column (eiger), e.g.
+    /// `causeway add alice counters:likes 5`; `get` then prints the sum.
+    Add {
+        row: String,
+        column: String,
+        #[arg(allow_hyphen_values = true)]
+        delta: i64,
         #[command(flatten)]
         at: ClientArgs,
     },
     /// Delete a key: a tombstone is written in its place, ordered causally
     /// like any write (a later write is never seen without the delete), and
-    /// reads then find no value (`get` exits with status 3).
+    /// reads then find no value (`get` exits with status 3). `causeway del
+    /// ROW FAMILY:COLUMN…` deletes columns (eiger), atomically.
     Del {
         key: String,
+        columns: Vec<String>,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -599,12 +625,31 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));
             net::up(causeway_net::embedded::EmbeddedSpec { tokens, ..spec }, &config_out, no_wan, json)?
         }
-        Cmd::Get { key, at } => net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?,
-        Cmd::Put { key, value, at } => {
-            let value = net::read_value(&value)?;
-            net::client_op(&at.into(), ClientCmd::Op(Op::Put { key: key.into(), value }))?
+        Cmd::Get { key, columns, slice, at } if columns.is_empty() => {
+            if slice.is_some() {
+                return Err("--slice needs a FAMILY to slice".into());
+            }
+            net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?
         }
-        Cmd::Del { key, at } => net::client_op(&at.into(), ClientCmd::Del(key.into()))?,
+        Cmd::Get { key, columns, slice, at } => net::client_op(&at.into(), net::column_read(&key, &columns, slice)?)?,
+        Cmd::Put { key, values, at } => match &values[..] {
+            [value] if net::parse_column_write(value).is_none() => {
+                let value = net::read_value(value)?;
+                net::client_op(&at.into(), ClientCmd::Op(Op::Put { key: key.into(), value }))?
+            }
+            _ => net::client_op(&at.into(), net::column_write(&key, &values)?)?,
+        },
+        Cmd::Add { row, column, delta, at } => {
+            let key = net::column_key(&row, &column)?;
+            net::client_op(&at.into(), ClientCmd::Columns { row: row.into(), op: Op::Add { key, delta } })?
+        }
+        Cmd::Del { key, columns, at } if columns.is_empty() => {
+            net::client_op(&at.into(), ClientCmd::Del(vec![key.into()]))?
+        }
+        Cmd::Del { key, columns, at } => {
+            let keys = columns.iter().map(|c| net::column_key(&key, c)).collect::<Result<Vec<_>, _>>()?;
+            net::client_op(&at.into(), ClientCmd::Del(keys))?
+        }
         Cmd::Rot { keys, at } => net::client_op(
             &at.into(),
             ClientCmd::Op(Op::Rot { keys: keys.into_iter().map(bytes::Bytes::from).collect() }),

@@ -246,11 +246,125 @@ fn json_value(v: &Option<bytes::Bytes>) -> serde_json::Value {
     }
 }
 
-/// A client command: an operation, or a delete (which is written as a
-/// tombstone, see [`causeway_core::tombstone`]).
+/// A client command: an operation, an operation on one row's columns
+/// (printed by column name), or a delete of keys or locations (written as
+/// tombstones, see [`causeway_core::tombstone`]).
 pub enum ClientCmd {
     Op(Op),
-    Del(bytes::Bytes),
+    Columns { row: bytes::Bytes, op: Op },
+    Del(Vec<bytes::Bytes>),
+}
+
+/// `FAMILY:COLUMN=VALUE` split, if `s` has that shape (a family name has
+/// no ':' or '=').
+pub fn parse_column_write(s: &str) -> Option<(&str, &str)> {
+    let (loc, value) = s.split_once('=')?;
+    let (family, column) = loc.split_once(':')?;
+    (!family.is_empty() && !column.is_empty()).then_some((loc, value))
+}
+
+/// The key of location `row:FAMILY:COLUMN`.
+pub fn column_key(row: &str, column: &str) -> Result<bytes::Bytes, Error> {
+    let (family, column) = column.split_once(':').ok_or_else(|| format!("expected FAMILY:COLUMN, got {column:?}"))?;
+    Ok(causeway_core::column::location_key(row.as_bytes(), family.as_bytes(), column.as_bytes())?)
+}
+
+/// `causeway put ROW FAMILY:COLUMN=VALUE…`: one column is a put, several
+/// one atomic write (a write-only transaction on the row's one server).
+pub fn column_write(row: &str, args: &[String]) -> Result<ClientCmd, Error> {
+    let mut writes = Vec::with_capacity(args.len());
+    for a in args {
+        let (loc, value) = parse_column_write(a).ok_or_else(|| format!("expected FAMILY:COLUMN=VALUE, got {a:?}"))?;
+        writes.push((column_key(row, loc)?, bytes::Bytes::copy_from_slice(value.as_bytes())));
+    }
+    let op = match <[_; 1]>::try_from(writes) {
+        Ok([(key, value)]) => Op::Put { key, value },
+        Err(writes) => Op::Wot { writes },
+    };
+    Ok(ClientCmd::Columns { row: bytes::Bytes::copy_from_slice(row.as_bytes()), op })
+}
+
+/// `causeway get ROW FAMILY:COLUMN…` (one read-only transaction) or
+/// `causeway get ROW FAMILY [--slice START:STOP:COUNT]` (a slice).
+pub fn column_read(row: &str, args: &[String], slice: Option<String>) -> Result<ClientCmd, Error> {
+    let row_b = bytes::Bytes::copy_from_slice(row.as_bytes());
+    let op = match args {
+        [family] if !family.contains(':') => {
+            let (start, stop, count) = match slice.as_deref() {
+                None => ("", "", 0),
+                Some(s) => match s.splitn(3, ':').collect::<Vec<_>>()[..] {
+                    [start, stop, count] => {
+                        let count = if count.is_empty() {
+                            0
+                        } else {
+                            count.parse().map_err(|_| format!("--slice COUNT must be a number, got {count:?}"))?
+                        };
+                        (start, stop, count)
+                    }
+                    _ => return Err(format!("--slice takes START:STOP:COUNT, got {s:?}").into()),
+                },
+            };
+            let b = |s: &str| bytes::Bytes::copy_from_slice(s.as_bytes());
+            Op::Slice { row: row_b.clone(), family: b(family), start: b(start), stop: b(stop), count }
+        }
+        _ => {
+            if slice.is_some() {
+                return Err("--slice takes exactly one FAMILY, no columns".into());
+            }
+            let keys = args.iter().map(|c| column_key(row, c)).collect::<Result<Vec<_>, _>>()?;
+            Op::Rot { keys }
+        }
+    };
+    Ok(ClientCmd::Columns { row: row_b, op })
+}
+
+/// `FAMILY:COLUMN` of a location key (the key itself if it is none).
+fn column_name(key: &[u8]) -> String {
+    match causeway_core::column::parse_location(key) {
+        Ok(l) => format!("{}:{}", String::from_utf8_lossy(l.family), String::from_utf8_lossy(l.column)),
+        Err(_) => String::from_utf8_lossy(key).into_owned(),
+    }
+}
+
+/// Print a column operation's result: `FAMILY:COLUMN = VALUE` lines (JSON:
+/// one array of objects); a write prints `ok`.
+fn print_columns(
+    out: &mut impl std::io::Write,
+    json: bool,
+    row: &[u8],
+    op: &Op,
+    result: OpResult,
+) -> Result<(), Error> {
+    let cells: Vec<(String, Option<bytes::Bytes>)> = match (op, result) {
+        (_, OpResult::Failed(e)) => return Err(e.into()),
+        (Op::Rot { keys }, OpResult::Rot(vs)) => keys.iter().map(|k| column_name(k)).zip(vs).collect(),
+        (Op::Slice { family, .. }, OpResult::Slice(cs)) => cs
+            .into_iter()
+            .map(|(c, v)| (format!("{}:{}", String::from_utf8_lossy(family), String::from_utf8_lossy(&c)), Some(v)))
+            .collect(),
+        (_, OpResult::Put | OpResult::Wot) => {
+            if json {
+                writeln!(out, "{}", serde_json::json!({ "row": String::from_utf8_lossy(row), "ok": true }))?;
+            } else {
+                writeln!(out, "ok")?;
+            }
+            return Ok(());
+        }
+        (_, other) => return Err(format!("unexpected answer {other:?}").into()),
+    };
+    if json {
+        let items: Vec<serde_json::Value> = cells
+            .iter()
+            .map(|(c, v)| serde_json::json!({ "row": String::from_utf8_lossy(row), "column": c, "found": v.is_some(), "value": json_value(v) }))
+            .collect();
+        writeln!(out, "{}", serde_json::Value::Array(items))?;
+    } else {
+        for (c, v) in cells {
+            let shown = v.map_or("(absent)".into(), |b| String::from_utf8_lossy(&b).into_owned());
+            writeln!(out, "{c} = {shown}")?;
+        }
+    }
+    Ok(())
 }
 
 pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
@@ -264,20 +378,27 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
             s.timeout = opts.timeout;
             s.set_token(opts.token.clone());
             match &cmd {
-                ClientCmd::Op(op) => s.execute(op.clone()).await,
-                ClientCmd::Del(key) => s.del(key.clone()).await.map(|()| OpResult::Put),
+                ClientCmd::Op(op) | ClientCmd::Columns { op, .. } => s.execute(op.clone()).await,
+                ClientCmd::Del(keys) => s.del_many(keys.clone()).await.map(|()| OpResult::Put),
             }
         })
     })?;
     let op = match cmd {
         ClientCmd::Op(op) => op,
-        ClientCmd::Del(key) => {
+        ClientCmd::Columns { row, op } => {
+            let mut out = std::io::stdout().lock();
+            print_columns(&mut out, opts.json, &row, &op, result)?;
+            out.flush()?;
+            return Ok(());
+        }
+        ClientCmd::Del(keys) => {
             if let OpResult::Failed(e) = result {
                 return Err(e.into());
             }
             let mut out = std::io::stdout().lock();
             if opts.json {
-                writeln!(out, "{}", serde_json::json!({ "key": String::from_utf8_lossy(&key), "deleted": true }))?;
+                let key = String::from_utf8_lossy(&keys[0]);
+                writeln!(out, "{}", serde_json::json!({ "key": key, "deleted": true }))?;
             } else {
                 writeln!(out, "ok")?;
             }

@@ -128,7 +128,111 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
             .collect();
         sc.scripted.push(ScriptedClient { dc, ops });
     }
+    // Counter columns where the protocol has them (eiger): one scripted
+    // session per DC adds to a few counters and reads them during the
+    // load, then reads each after the quiet time; `check_counters` holds
+    // every DC's final reads to the sum of acknowledged adds. From a
+    // stream of its own, so the other draws replay as before.
+    if offers(causeway_core::OpKind::Add) {
+        let mut crng = ChaCha8Rng::seed_from_u64(seed ^ 0xc0_u64);
+        let counters = counter_keys(crng.random_range(1..=3));
+        for dc in 0..dcs {
+            let mut ops = Vec::new();
+            let mut at_us = 0;
+            for _ in 0..crng.random_range(10..=60) {
+                at_us += crng.random_range(1_000..=load_ms * 1_000 / 10);
+                if at_us >= load_ms * 1_000 {
+                    break;
+                }
+                let key = counters[crng.random_range(0..counters.len())].clone();
+                let op = if crng.random_bool(0.7) {
+                    Op::Add { key, delta: crng.random_range(1..=5) }
+                } else {
+                    Op::Get { key }
+                };
+                ops.push(ScriptedOp { at_us, op });
+            }
+            for (i, key) in counters.iter().enumerate() {
+                ops.push(ScriptedOp { at_us: if i == 0 { quiet_us } else { 0 }, op: Op::Get { key: key.clone() } });
+            }
+            sc.scripted.push(ScriptedClient { dc, ops });
+        }
+    }
     Ok((sc, quiet_us))
+}
+
+/// The counter columns torture adds to.
+fn counter_keys(n: usize) -> Vec<Key> {
+    (0..n)
+        .map(|i| {
+            causeway_core::column::location_key(format!("ctr{i}").as_bytes(), b"counters", b"n").expect("a location")
+        })
+        .collect()
+}
+
+/// Counter convergence (Lloyd et al., "Stronger Semantics for
+/// Low-Latency Geo-Replicated Storage", §3, counter columns): every read
+/// of a counter invoked after `quiet_us` returns one value in every DC,
+/// the sum of its acknowledged adds plus some of those whose outcome is
+/// unknown (timed out; all deltas are positive, so that is a range).
+/// Counter operations are then taken out of the history: the register
+/// checker has no model of them.
+pub fn check_counters(history: &mut causeway_core::History, quiet_us: u64) -> Result<(), String> {
+    use causeway_core::OpResult;
+    use std::collections::BTreeMap;
+    let mut adds: BTreeMap<Key, (i64, i64)> = BTreeMap::new();
+    for r in &history.ops {
+        if let Op::Add { key, delta } = &r.op {
+            assert!(*delta > 0, "torture draws positive deltas");
+            let e = adds.entry(key.clone()).or_default();
+            match &r.result {
+                OpResult::Put => e.0 += delta,
+                OpResult::Failed(f) if f.is_unfinished() => e.1 += delta,
+                OpResult::Failed(_) => {}
+                other => return Err(format!("an add answered {other:?}")),
+            }
+        }
+    }
+    let is_counter = |k: &Key| causeway_core::column::parse_location(k).is_ok_and(|l| l.family == b"counters");
+    let mut finals: BTreeMap<Key, Vec<(causeway_core::DcId, i64)>> = BTreeMap::new();
+    for r in &history.ops {
+        let Op::Get { key } = &r.op else { continue };
+        if !is_counter(key) || r.invoke_us < quiet_us {
+            continue;
+        }
+        let (acked, unknown) = adds.get(key).copied().unwrap_or_default();
+        let v = match &r.result {
+            OpResult::Get(None) => 0,
+            OpResult::Get(Some(v)) => std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+                .ok_or_else(|| format!("counter {key:?} read {v:?}, not a number"))?,
+            other => return Err(format!("the final read of counter {key:?} in DC {} answered {other:?}", r.dc.0)),
+        };
+        if v < acked || v > acked + unknown {
+            return Err(format!(
+                "counter {:?} reads {v} in DC {} after quiescence; acknowledged adds sum to {acked} (plus up to \
+                 {unknown} of unknown outcome)",
+                String::from_utf8_lossy(causeway_core::column::row_of(key)),
+                r.dc.0
+            ));
+        }
+        finals.entry(key.clone()).or_default().push((r.dc, v));
+    }
+    for (key, reads) in &finals {
+        if reads.iter().any(|(_, v)| *v != reads[0].1) {
+            return Err(format!(
+                "counter {:?} diverged after quiescence: {reads:?} (DC, value)",
+                String::from_utf8_lossy(causeway_core::column::row_of(key))
+            ));
+        }
+    }
+    history.ops.retain(|r| match &r.op {
+        Op::Add { .. } => false,
+        Op::Get { key } => !is_counter(key),
+        _ => true,
+    });
+    Ok(())
 }
 
 /// The parameters the protocol draws for itself
@@ -163,11 +267,14 @@ pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckRepor
         faults: fault_windows(&sc, available)?,
         required: !opts.without.iter().any(|w| w == "liveness"),
     });
-    let history = with_protocol!(p, P => {
+    let mut history = with_protocol!(p, P => {
         let mut sim = Sim::<P>::new(sc).map_err(|e| e.to_string())?;
         sim.run();
         sim.take_history().expect("history recorded")
     });
+    check_counters(&mut history, quiet_us).map_err(|why| {
+        format!("{p}: run with seed {seed} FAILED the counter check: {why}; replay: causeway torture -p {p} --runs 1 --seed {seed}")
+    })?;
     let level = opts.level.unwrap_or_else(|| with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL)));
     let mut cfg = CheckConfig::at(level).quiescent_after(quiet_us);
     cfg.liveness = liveness;

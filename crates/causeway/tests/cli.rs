@@ -331,3 +331,98 @@ fn json_output_is_only_json() {
     let o = run(&["bench", "--workload", "z"], None);
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected a, b or c"), "{o:?}");
 }
+
+/// Eiger's column families from the command line: columns of one row
+/// written at once and read back by name, a slice, a counter, a column
+/// delete, and the typed refusals (an unknown family, `add` to a regular
+/// column, `put` to a counter); a plain `put k v` / `get k` still works.
+/// The eventual baseline refuses columns by name.
+#[test]
+fn eiger_columns_counters_and_slices_from_the_cli() {
+    let dir = tmp("columns");
+    let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("protocol = \"eventual\"", "protocol = \"eiger\"");
+    std::fs::write(&cfg, text).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let _server = Server(
+        bin()
+            .args(["server", "--config", cfg, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ok = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--config", cfg]);
+        let o = run(&a, None);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert_eq!(ok(&["get", "ready"]), "1\n", "a plain key still works");
+    assert_eq!(ok(&["get", "ready", "default:value"]), "default:value = 1\n", "it is the default column");
+    assert_eq!(ok(&["put", "alice", "default:town=Rome", "default:job=chef", "default:zoo=z"]), "ok\n");
+    assert_eq!(ok(&["get", "alice", "default:town", "default:job"]), "default:town = Rome\ndefault:job = chef\n");
+    assert_eq!(ok(&["get", "alice", "default", "--slice", "a:u:2"]), "default:job = chef\ndefault:town = Rome\n");
+    assert_eq!(ok(&["get", "alice", "default", "--slice", "k::"]), "default:town = Rome\ndefault:zoo = z\n");
+    assert_eq!(ok(&["add", "alice", "counters:likes", "5"]), "ok\n");
+    assert_eq!(ok(&["add", "alice", "counters:likes", "-2"]), "ok\n");
+    assert_eq!(ok(&["get", "alice", "counters:likes"]), "counters:likes = 3\n");
+    assert_eq!(ok(&["del", "alice", "default:job"]), "ok\n");
+    assert_eq!(ok(&["get", "alice", "default"]), "default:town = Rome\ndefault:zoo = z\n", "deleted: stripped");
+    assert_eq!(ok(&["get", "alice", "default:job"]), "default:job = (absent)\n");
+    let o = run(&["get", "alice", "default:job", "--json", "--config", cfg], None);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j[0]["found"], false, "{j}");
+    for (args, why) in [
+        (&["put", "alice", "nosuch:c=1"][..], "unknown column family"),
+        (&["get", "alice", "nosuch"][..], "unknown column family"),
+        (&["add", "alice", "default:town", "1"][..], "not a counter"),
+        (&["put", "alice", "counters:likes=1"][..], "is a counter"),
+        (&["add", "alice", "nocolon", "1"][..], "FAMILY:COLUMN"),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--config", cfg]);
+        let o = run(&a, None);
+        assert!(!o.status.success(), "{args:?} must fail");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{args:?}: {o:?}");
+    }
+    assert_eq!(ok(&["get", "alice", "counters:likes"]), "counters:likes = 3\n", "nothing applied, still serving");
+}
+
+/// Other protocols refuse columns, counters and slices with a typed error.
+#[test]
+fn other_protocols_refuse_columns_by_name() {
+    let dir = tmp("nocolumns");
+    let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
+    let cfg = cfg.to_str().unwrap();
+    let _server = Server(
+        bin()
+            .args(["server", "--config", cfg, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (args, why) in [
+        (&["put", "alice", "default:town=Rome"][..], "column families"),
+        (&["add", "alice", "counters:likes", "1"][..], "column families"),
+        (&["get", "alice", "default"][..], "does not support Slice"),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--config", cfg]);
+        let o = run(&a, None);
+        assert!(!o.status.success(), "{args:?} must fail");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{args:?}: {o:?}");
+    }
+}

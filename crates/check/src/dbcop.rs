@@ -241,6 +241,7 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
                 // even an uncommitted one as a writer.
                 (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) => continue,
                 (Op::Get { .. } | Op::Rot { .. }, _) => continue, // a failed read returned nothing
+                (Op::Add { .. } | Op::Slice { .. }, _) => continue, // no register read or written
             };
             session.push(txn);
         }

@@ -390,6 +390,7 @@ fn validate_shapes(history: &History) -> Result<(), ModelError> {
             OpResult::Rot(_) => "rot",
             OpResult::Wot => "wot",
             OpResult::Txn(_) => "txn",
+            OpResult::Slice(_) => "slice",
             OpResult::Failed(_) => continue,
         };
         let fits = matches!(
@@ -399,6 +400,10 @@ fn validate_shapes(history: &History) -> Result<(), ModelError> {
                 | (Op::Rot { .. }, OpResult::Rot(_))
                 | (Op::Wot { .. }, OpResult::Wot)
                 | (Op::Txn { .. }, OpResult::Txn(_))
+                // Counter adds and slices read and write no register: they
+                // are events of their sessions and nothing else here.
+                | (Op::Add { .. }, OpResult::Put)
+                | (Op::Slice { .. }, OpResult::Slice(_))
         );
         if !fits {
             return Err(ModelError::ResultMismatch { index, op: r.op.kind(), result });

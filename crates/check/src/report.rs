@@ -193,11 +193,17 @@ impl Stats {
                     s.txns += 1;
                     keys.extend(reads.iter().chain(writes.iter().map(|(k, _)| k)));
                 }
+                Op::Add { key, .. } => {
+                    s.puts += 1;
+                    keys.insert(key);
+                }
+                Op::Slice { .. } => s.gets += 1,
             }
             match &r.result {
                 OpResult::Failed(_) => s.failed += 1,
                 OpResult::Get(_) => s.reads += 1,
                 OpResult::Rot(v) | OpResult::Txn(v) => s.reads += v.len(),
+                OpResult::Slice(v) => s.reads += v.len(),
                 OpResult::Put | OpResult::Wot => {}
             }
         }

@@ -62,6 +62,7 @@
 //! a total order.
 
 pub mod clock;
+pub mod column;
 pub mod data;
 pub mod history;
 pub mod ids;

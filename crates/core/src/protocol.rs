@@ -116,10 +116,15 @@ pub enum OpKind {
     Wot,
     /// Read-write transaction: reads from one snapshot, then atomic writes.
     Txn,
+    /// Commutative add to a counter column (Eiger's column-family model).
+    Add,
+    /// A range of one row's columns in one family (Eiger's column-family model).
+    Slice,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 5] = [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
+    pub const ALL: [OpKind; 7] =
+        [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn, OpKind::Add, OpKind::Slice];
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Get => "get",
@@ -127,6 +132,8 @@ impl OpKind {
             OpKind::Rot => "rot",
             OpKind::Wot => "wot",
             OpKind::Txn => "txn",
+            OpKind::Add => "add",
+            OpKind::Slice => "slice",
         }
     }
 }
@@ -164,6 +171,26 @@ pub enum Op {
         reads: Vec<Key>,
         writes: Vec<(Key, Value)>,
     },
+    /// Add `delta` to the counter column at location `key` ([`crate::column`]):
+    /// commutative, so concurrent adds in different DCs all count (Lloyd et
+    /// al., "Stronger Semantics for Low-Latency Geo-Replicated Storage",
+    /// §3, counter columns). A read of a counter returns its value as
+    /// decimal ASCII. Answered with [`OpResult::Put`].
+    Add {
+        key: Key,
+        delta: i64,
+    },
+    /// The columns of `row`'s `family` named from `start` through `stop`
+    /// (inclusive, byte order; an empty `stop`: to the end), the first
+    /// `count` of them that hold a value, as one read-only transaction
+    /// (the paper's slice predicate `(start, stop, count)`, §3).
+    Slice {
+        row: Key,
+        family: bytes::Bytes,
+        start: bytes::Bytes,
+        stop: bytes::Bytes,
+        count: u32,
+    },
 }
 
 impl Op {
@@ -174,16 +201,32 @@ impl Op {
             Op::Rot { .. } => OpKind::Rot,
             Op::Wot { .. } => OpKind::Wot,
             Op::Txn { .. } => OpKind::Txn,
+            Op::Add { .. } => OpKind::Add,
+            Op::Slice { .. } => OpKind::Slice,
         }
     }
 
-    /// The keys the operation reads, in request order.
+    /// The keys the operation reads, in request order (a slice names a
+    /// row, not keys: none).
     pub fn reads(&self) -> Vec<&Key> {
         match self {
             Op::Get { key } => vec![key],
             Op::Rot { keys } | Op::Txn { reads: keys, .. } => keys.iter().collect(),
-            Op::Put { .. } | Op::Wot { .. } => Vec::new(),
+            Op::Put { .. } | Op::Wot { .. } | Op::Add { .. } | Op::Slice { .. } => Vec::new(),
         }
+    }
+
+    /// Every key the operation names (reads, writes, a counter, a slice's
+    /// row), for size limits.
+    pub fn keys(&self) -> Vec<&Key> {
+        let mut ks = self.reads();
+        ks.extend(self.writes().into_iter().map(|(k, _)| k));
+        match self {
+            Op::Add { key, .. } => ks.push(key),
+            Op::Slice { row, .. } => ks.push(row),
+            _ => {}
+        }
+        ks
     }
 
     /// The (key, value) pairs the operation writes, in request order.
@@ -191,7 +234,7 @@ impl Op {
         match self {
             Op::Put { key, value } => vec![(key, value)],
             Op::Wot { writes } | Op::Txn { writes, .. } => writes.iter().map(|(k, v)| (k, v)).collect(),
-            Op::Get { .. } | Op::Rot { .. } => Vec::new(),
+            Op::Get { .. } | Op::Rot { .. } | Op::Add { .. } | Op::Slice { .. } => Vec::new(),
         }
     }
 }
@@ -210,6 +253,9 @@ pub enum OpResult {
     /// A read-write transaction committed: the values read, one per read
     /// key in request order (its writes were applied).
     Txn(Vec<Option<Value>>),
+    /// A slice: (column name, value) in column order. Raw results include
+    /// deleted columns' tombstones; [`OpResult::visible`] strips them.
+    Slice(Vec<(bytes::Bytes, Value)>),
     Failed(OpError),
 }
 
@@ -223,6 +269,9 @@ impl OpResult {
             OpResult::Get(v) => OpResult::Get(crate::data::visible(v)),
             OpResult::Rot(vs) => OpResult::Rot(strip(vs)),
             OpResult::Txn(vs) => OpResult::Txn(strip(vs)),
+            OpResult::Slice(cs) => {
+                OpResult::Slice(cs.into_iter().filter(|(_, v)| !crate::data::is_tombstone(v)).collect())
+            }
             other => other,
         }
     }

@@ -222,9 +222,10 @@ impl Topology {
         self.roles[node.idx()].dc()
     }
 
-    /// The partition a key belongs to.
+    /// The partition a key belongs to: its row's (a column-family location
+    /// lives with its row, [`crate::column`]; a plain key is its own row).
     pub fn partition_of(&self, key: &[u8]) -> PartitionId {
-        PartitionId((stable_hash(key) % self.spec.partitions as u64) as u32)
+        PartitionId((stable_hash(crate::column::row_of(key)) % self.spec.partitions as u64) as u32)
     }
     /// The DCs storing partition `p`, ascending.
     pub fn dcs_of(&self, p: PartitionId) -> &[DcId] {

@@ -51,6 +51,8 @@ pub enum ClientError {
         "the value for key {key:?} is the reserved encoding of a delete's tombstone; it cannot be stored as a value"
     )]
     ReservedValue { key: String },
+    #[error("protocol {protocol} has no column families: row:family:column locations, counters and slices need eiger")]
+    ColumnsUnsupported { protocol: &'static str },
     #[error("this session broke on an earlier error; open a new one")]
     Broken,
     #[error(transparent)]
@@ -307,7 +309,7 @@ impl<P: Protocol> Session<P> {
                 Ok(())
             }
         };
-        op.reads().into_iter().chain(op.writes().into_iter().map(|(k, _)| k)).try_for_each(|k| key(k))?;
+        op.keys().into_iter().try_for_each(|k| key(k))?;
         match op.writes().into_iter().map(|(_, v)| v.len()).max() {
             Some(len) if len > l.max_value_bytes => Err(ClientError::ValueTooLarge { len, max: l.max_value_bytes }),
             _ => Ok(()),
@@ -331,6 +333,13 @@ impl<P: Protocol> Session<P> {
     pub async fn execute_raw(&mut self, op: Op) -> Result<OpResult, ClientError> {
         if self.broken {
             return Err(ClientError::Broken);
+        }
+        // A protocol without the column-family model would store an
+        // encoded location as an opaque key: refuse it instead.
+        if !P::OPS.contains(&causeway_core::OpKind::Slice)
+            && op.keys().iter().any(|k| causeway_core::column::is_location_key(k))
+        {
+            return Err(ClientError::ColumnsUnsupported { protocol: P::NAME });
         }
         self.check_sizes(&op)?;
         let r = self.execute_inner(op).await;
@@ -419,6 +428,50 @@ impl<P: Protocol> Session<P> {
             OpResult::Put => Ok(()),
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a delete answered {other:?}"),
+        }
+    }
+
+    /// Delete several locations at once (one atomic write-only transaction
+    /// of tombstones; one key: a plain delete).
+    pub async fn del_many(&mut self, keys: Vec<bytes::Bytes>) -> Result<(), ClientError> {
+        if let [key] = &keys[..] {
+            return self.del(key.clone()).await;
+        }
+        let writes = keys.into_iter().map(|k| (k, causeway_core::tombstone(rand::random()))).collect();
+        match self.execute_raw(Op::Wot { writes }).await? {
+            OpResult::Wot => Ok(()),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a delete answered {other:?}"),
+        }
+    }
+
+    /// Add `delta` to the counter column at location `key`
+    /// ([`causeway_core::column::location_key`]); protocols without
+    /// counters answer [`OpError::Unsupported`](causeway_core::OpError).
+    pub async fn add(&mut self, key: impl Into<bytes::Bytes>, delta: i64) -> Result<(), ClientError> {
+        match self.execute(Op::Add { key: key.into(), delta }).await? {
+            OpResult::Put => Ok(()),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("an add answered {other:?}"),
+        }
+    }
+
+    /// The columns of `row`'s `family` named `start` through `stop`
+    /// (inclusive; `stop` empty: to the end), at most `count` of them (0:
+    /// no limit), deleted ones left out: (column, value) in column order.
+    pub async fn slice(
+        &mut self,
+        row: impl Into<bytes::Bytes>,
+        family: impl Into<bytes::Bytes>,
+        start: impl Into<bytes::Bytes>,
+        stop: impl Into<bytes::Bytes>,
+        count: u32,
+    ) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>, ClientError> {
+        let op = Op::Slice { row: row.into(), family: family.into(), start: start.into(), stop: stop.into(), count };
+        match self.execute(op).await? {
+            OpResult::Slice(cells) => Ok(cells),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a slice answered {other:?}"),
         }
     }
 

@@ -3,6 +3,7 @@ use super::msg::*;
 use super::txn::check_wot_shape;
 use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
+use causeway_core::column::location_key;
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use std::collections::BTreeMap;
 /// collected since its last write (Lloyd §5.2), and its logical time.
 pub struct EigerClient {
     ctx: ClientCtx,
+    cfg: Config,
     trans_time_us: u64,
     one_round: bool,
     /// (key, origin) → the newest stamp read of it since the last write,
@@ -31,6 +33,7 @@ impl EigerClient {
     pub(super) fn new(cfg: &Config, ctx: ClientCtx) -> EigerClient {
         EigerClient {
             ctx,
+            cfg: cfg.clone(),
             trans_time_us: cfg.trans_time_us(),
             one_round: cfg.mutant_one_round_rot,
             deps: BTreeMap::new(),
@@ -43,6 +46,7 @@ impl EigerClient {
 }
 
 pub(super) enum InFlight {
+    /// A put or a counter add, waiting for its stamp.
     Put {
         key: Key,
     },
@@ -55,10 +59,28 @@ pub(super) enum InFlight {
     /// A read transaction waiting out its back-off before a restart; the
     /// timer's token is the attempt number it was set in.
     Backoff {
-        keys: Vec<Key>,
-        single: bool,
+        targets: Vec<ReadTarget>,
+        shape: Shape,
         restarts: u32,
     },
+}
+
+/// What one read of a transaction names.
+#[derive(Clone)]
+pub(super) enum ReadTarget {
+    Key(Key),
+    Slice(SliceSpec),
+}
+
+/// How a read transaction completes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// A plain `get`: a one-key transaction (all reads in Eiger are
+    /// transactional, §5.1), completed as `OpResult::Get`.
+    Get,
+    Rot,
+    /// One slice (§3's `multiget_slice` with a slice predicate).
+    Slice,
 }
 
 /// A read transaction that restarted this many times in a row ends with
@@ -71,10 +93,8 @@ pub const READ_TRANS_BACKOFF_US: u64 = 1_000;
 
 /// A read-only transaction in progress (Fig 5.5).
 pub(super) struct Trans {
-    keys: Vec<Key>,
-    /// A plain `get`: a one-key transaction (all reads in Eiger are
-    /// transactional, §5.1), completed as `OpResult::Get`.
-    single: bool,
+    targets: Vec<ReadTarget>,
+    shape: Shape,
     started_us: u64,
     /// Replies still awaited in the current round.
     awaited: usize,
@@ -103,25 +123,40 @@ impl EigerClient {
         self.attempt
     }
 
-    /// Round one: every location in parallel at its current version.
-    fn start_trans(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, single: bool, restarts: u32) {
-        if keys.is_empty() {
+    /// Round one: every location (or slice) in parallel at its current
+    /// version. A location of no declared column is refused first.
+    fn start_trans(&mut self, env: &mut impl ClientEnv<Msg>, targets: Vec<ReadTarget>, shape: Shape, restarts: u32) {
+        if targets.is_empty() {
             return env.complete(OpResult::Rot(Vec::new()));
         }
+        for t in &targets {
+            let checked = match t {
+                ReadTarget::Key(k) => self.cfg.column_kind(k).map(|_| ()),
+                ReadTarget::Slice(s) => check_slice_spec(&self.cfg, s),
+            };
+            if let Err(why) = checked {
+                return env.complete(OpResult::Failed(OpError::BadRequest(why)));
+            }
+        }
         let attempt = self.next_attempt();
-        let mut sends = Vec::with_capacity(keys.len());
-        for key in &keys {
-            let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+        let mut sends = Vec::with_capacity(targets.len());
+        for t in &targets {
+            let Some(to) = client_server_for(&self.ctx, env, t.placement_key()) else { return };
             sends.push(to);
         }
-        for (i, (key, to)) in keys.iter().zip(sends).enumerate() {
-            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), floor: self.floor });
+        for (i, (t, to)) in targets.iter().zip(sends).enumerate() {
+            let (idx, floor) = (i as u32, self.floor);
+            let msg = match t {
+                ReadTarget::Key(key) => Msg::Read { attempt, idx, key: key.clone(), floor },
+                ReadTarget::Slice(slice) => Msg::SliceRead { attempt, idx, slice: slice.clone(), floor },
+            };
+            env.send(to, msg);
         }
-        let n = keys.len();
+        let n = targets.len();
         let started_us = env.now_us();
         self.op = Some(InFlight::Trans(Trans {
-            keys,
-            single,
+            targets,
+            shape,
             started_us,
             awaited: n,
             second_round: false,
@@ -149,7 +184,7 @@ impl EigerClient {
             let attempt = self.next_attempt(); // late replies of this attempt are dropped
             let backoff_us = READ_TRANS_BACKOFF_US.saturating_mul(1 << (restarts - 1).min(20)).min(self.trans_time_us);
             env.set_timer(backoff_us, u64::from(attempt));
-            self.op = Some(InFlight::Backoff { keys: t.keys, single: t.single, restarts });
+            self.op = Some(InFlight::Backoff { targets: t.targets, shape: t.shape, restarts });
             return;
         }
         if !t.second_round {
@@ -164,10 +199,15 @@ impl EigerClient {
                 // Round two (Fig 5.5): every location whose valid interval
                 // ends before EffT is read again at EffT.
                 let attempt = self.attempt;
-                for (i, key) in t.keys.iter().enumerate() {
+                for (i, target) in t.targets.iter().enumerate() {
                     if reads[i].1 < t.eff_t || pending[i] {
-                        let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-                        env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at: t.eff_t });
+                        let Some(to) = client_server_for(&self.ctx, env, target.placement_key()) else { return };
+                        let (idx, at) = (i as u32, t.eff_t);
+                        let msg = match target {
+                            ReadTarget::Key(key) => Msg::ReadAt { attempt, idx, key: key.clone(), at },
+                            ReadTarget::Slice(slice) => Msg::SliceReadAt { attempt, idx, slice: slice.clone(), at },
+                        };
+                        env.send(to, msg);
                         t.awaited += 1;
                     }
                 }
@@ -186,19 +226,63 @@ impl EigerClient {
         }
         self.floor = self.floor.max(t.eff_t);
         let mut values = Vec::with_capacity(t.results.len());
-        for (k, r) in t.keys.iter().zip(t.results) {
+        let mut cells = Vec::new();
+        for (target, r) in t.targets.iter().zip(t.results) {
             let r = r.expect("every location was read");
-            if r.value.is_some() {
-                let e = self.deps.entry((k.clone(), r.stamp.origin())).or_default();
-                *e = (*e).max(r.stamp);
+            match target {
+                // A value read, deleted (a tombstone, stripped for the user
+                // by `OpResult::visible`) or not, is a dependency (§5.2);
+                // a counter's are its stored ones.
+                ReadTarget::Key(k) => {
+                    if r.value.is_some() {
+                        self.depend(k, r.stamp, &r.deps);
+                    }
+                    values.push(r.value);
+                }
+                ReadTarget::Slice(s) => {
+                    for c in r.cells {
+                        let key = location_key(&s.row, &s.family, &c.column).expect("a slice's own column");
+                        self.depend(&key, c.stamp, &c.deps);
+                        cells.push((c.column, c.value));
+                    }
+                }
             }
-            values.push(r.value);
         }
-        if t.single {
-            env.complete(OpResult::Get(values.pop().expect("one key")));
-        } else {
-            env.complete(OpResult::Rot(values));
+        match t.shape {
+            Shape::Get => env.complete(OpResult::Get(values.pop().expect("one key"))),
+            Shape::Rot => env.complete(OpResult::Rot(values)),
+            Shape::Slice => env.complete(OpResult::Slice(cells)),
         }
+    }
+
+    /// Record a dependency on what was read at `key` (§5.2): the write
+    /// `stamp`, or for a counter every add it stores (one per DC).
+    fn depend(&mut self, key: &Key, stamp: Stamp, counter_deps: &[Stamp]) {
+        let one = [stamp];
+        let stamps = if counter_deps.is_empty() { &one[..] } else { counter_deps };
+        for &s in stamps {
+            let e = self.deps.entry((key.clone(), s.origin())).or_default();
+            *e = (*e).max(s);
+        }
+    }
+}
+
+impl ReadTarget {
+    /// The key whose server answers the read (a slice's row's).
+    fn placement_key(&self) -> &Key {
+        match self {
+            ReadTarget::Key(k) => k,
+            ReadTarget::Slice(s) => &s.row,
+        }
+    }
+}
+
+/// Refuse a slice over no declared family, naming why.
+fn check_slice_spec(cfg: &Config, s: &SliceSpec) -> Result<(), String> {
+    causeway_core::column::family_prefix(&s.row, &s.family).map_err(|e| e.to_string())?;
+    match cfg.family(&s.family) {
+        Some(_) => Ok(()),
+        None => Err(format!("unknown column family {:?}", String::from_utf8_lossy(&s.family))),
     }
 }
 
@@ -224,7 +308,9 @@ impl EigerClient {
         self.wot_seq += 1;
         let id = TxnId { session: self.ctx.nonce, seq: self.wot_seq };
         let coord_key = keys[(mix(id.session ^ mix(id.seq)) % keys.len() as u64) as usize].clone();
-        if let Err(why) = check_wot_shape(&keys, &coord_key) {
+        if let Err(why) = check_wot_shape(&keys, &coord_key)
+            .and_then(|()| keys.iter().try_for_each(|k| self.cfg.expect_kind(k, ColumnKind::Regular)))
+        {
             return env.complete(OpResult::Failed(OpError::BadRequest(why)));
         }
         let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
@@ -246,14 +332,32 @@ impl Client for EigerClient {
 
     fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
         match op {
-            Op::Get { key } => self.start_trans(env, vec![key], true, 0),
-            Op::Rot { keys } => self.start_trans(env, keys, false, 0),
+            Op::Get { key } => self.start_trans(env, vec![ReadTarget::Key(key)], Shape::Get, 0),
+            Op::Rot { keys } => self.start_trans(env, keys.into_iter().map(ReadTarget::Key).collect(), Shape::Rot, 0),
+            Op::Slice { row, family, start, stop, count } => {
+                let slice = SliceSpec { row, family, start, stop, count };
+                self.start_trans(env, vec![ReadTarget::Slice(slice)], Shape::Slice, 0)
+            }
             // A write carries the session's one-hop dependencies (§5.2).
             Op::Put { key, value } => {
+                if let Err(why) = self.cfg.expect_kind(&key, ColumnKind::Regular) {
+                    return env.complete(OpResult::Failed(OpError::BadRequest(why)));
+                }
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
                 self.op = Some(InFlight::Put { key: key.clone() });
                 env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
+            }
+            // A counter add (§5.2) carries them too; the context then
+            // collapses to the add, like after a put.
+            Op::Add { key, delta } => {
+                if let Err(why) = self.cfg.expect_kind(&key, ColumnKind::Counter) {
+                    return env.complete(OpResult::Failed(OpError::BadRequest(why)));
+                }
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+                self.op = Some(InFlight::Put { key: key.clone() });
+                env.send(to, Msg::AddReq { key, delta, deps, floor: self.floor });
             }
             Op::Wot { writes } => self.start_wot(env, writes),
             other => fail_unsupported(env, other.kind()),
@@ -313,8 +417,8 @@ impl Client for EigerClient {
     /// A restarted transaction's back-off is over: start it again.
     fn on_timer(&mut self, env: &mut impl ClientEnv<Msg>, token: u64) {
         match self.op.take() {
-            Some(InFlight::Backoff { keys, single, restarts }) if token == u64::from(self.attempt) => {
-                self.start_trans(env, keys, single, restarts);
+            Some(InFlight::Backoff { targets, shape, restarts }) if token == u64::from(self.attempt) => {
+                self.start_trans(env, targets, shape, restarts);
             }
             op => self.op = op, // a stale timer
         }

@@ -31,6 +31,28 @@ pub struct Config {
     /// Test only: a remote cohort applies a transaction's write when it
     /// arrives, before the coordinator's `dep_check`s succeeded.
     pub mutant_cohort_skips_coordinator_dep_check: bool,
+    /// The column families every row has (Lloyd §5.2; the same list on
+    /// every node and client). `default` (a regular family) must be
+    /// listed: plain keys are its column `value`. A location in a family
+    /// not listed is refused.
+    pub families: Vec<Family>,
+}
+
+/// A column family: regular columns (`insert` overwrites, `delete` writes
+/// a tombstone) or counter columns (`add` only).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Family {
+    pub name: String,
+    #[serde(default)]
+    pub counter: bool,
+}
+
+/// What kind of column a location is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnKind {
+    Regular,
+    Counter,
 }
 
 impl Default for Config {
@@ -46,6 +68,10 @@ impl Default for Config {
             txn_abort_ms: 1_000,
             mutant_commit_without_all_votes: false,
             mutant_cohort_skips_coordinator_dep_check: false,
+            families: vec![
+                Family { name: causeway_core::column::DEFAULT_FAMILY.into(), counter: false },
+                Family { name: "counters".into(), counter: true },
+            ],
         }
     }
 }
@@ -72,7 +98,54 @@ impl Config {
                 return Err(format!("{field} must be at least {min}, got {got}"));
             }
         }
-        Ok(())
+        let mut seen = std::collections::BTreeSet::new();
+        for f in &self.families {
+            causeway_core::column::location_key(b"r", f.name.as_bytes(), b"c").map_err(|e| format!("families: {e}"))?;
+            if !seen.insert(&f.name) {
+                return Err(format!("families: {:?} is listed twice", f.name));
+            }
+        }
+        match self.family(causeway_core::column::DEFAULT_FAMILY.as_bytes()) {
+            Some(ColumnKind::Regular) => Ok(()),
+            _ => Err(format!(
+                "families must list {:?} as a regular (non-counter) family: plain keys live there",
+                causeway_core::column::DEFAULT_FAMILY
+            )),
+        }
+    }
+
+    /// The kind of family `name`, if it is declared.
+    pub fn family(&self, name: &[u8]) -> Option<ColumnKind> {
+        let f = self.families.iter().find(|f| f.name.as_bytes() == name)?;
+        Some(if f.counter { ColumnKind::Counter } else { ColumnKind::Regular })
+    }
+
+    /// The kind of column at location `key` (a plain key is the default
+    /// location), or why `key` names no column of this store: malformed,
+    /// or in an undeclared family.
+    pub fn column_kind(&self, key: &[u8]) -> Result<ColumnKind, String> {
+        let loc = causeway_core::column::parse_location(key).map_err(|e| e.to_string())?;
+        self.family(loc.family)
+            .ok_or_else(|| format!("unknown column family {:?}", String::from_utf8_lossy(loc.family)))
+    }
+
+    /// Refuse `key` unless it is a column of `kind`, naming the problem.
+    pub fn expect_kind(&self, key: &[u8], kind: ColumnKind) -> Result<(), String> {
+        let got = self.column_kind(key)?;
+        if got == kind {
+            return Ok(());
+        }
+        let loc = causeway_core::column::parse_location(key).expect("parsed above");
+        let name = format!(
+            "{}:{}:{}",
+            String::from_utf8_lossy(loc.row),
+            String::from_utf8_lossy(loc.family),
+            String::from_utf8_lossy(loc.column)
+        );
+        Err(match kind {
+            ColumnKind::Counter => format!("{name} is not a counter column: only counters take add"),
+            ColumnKind::Regular => format!("{name} is a counter column: it takes add, not put or delete"),
+        })
     }
 
     pub(super) fn trans_time_us(&self) -> u64 {

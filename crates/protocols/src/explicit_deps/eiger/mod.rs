@@ -44,10 +44,42 @@
 //!
 //! ## Choices and deviations from the paper
 //!
-//! 1. **Key-value data model**: a location is a key; no column families,
-//!    counters or deletes (`add`, `row family:column` are not implemented).
-//!    Read-write transactions (`txn`) are refused as unsupported. A
-//!    write-only transaction writes each key once and at most
+//! 1. **Column families** (§5.2, §3 of the paper): a location is
+//!    `row:family:column` ([`causeway_core::column`]; the plain key `k` is
+//!    `k:default:value`, so key-value workloads run unchanged); one row
+//!    lives on one partition (placement hashes the row). Families are
+//!    declared in the config ([`Family`]; default: `default`, regular, and
+//!    `counters`, counter); a location in an undeclared family, a
+//!    malformed one, `add` to a regular column and `put`/delete to a
+//!    counter are refused (`BadRequest`, nothing applied, by the client
+//!    library and again by servers). Several columns written at once are
+//!    one write-only transaction (one participant when they share a row):
+//!    atomic in every DC, where the paper's `batch_mutate` of one row is
+//!    one timestamped write. **Deletes** are in-band tombstones
+//!    ([`causeway_core::tombstone`]): replicated, ordered and journaled as
+//!    any write, returned to the client library (which records the
+//!    dependency) and stripped for the user ([`causeway_core::OpResult::visible`]).
+//!    **Counters** (§5.2, "counter columns"): each `add` is a version
+//!    carrying its delta; once applied here it carries the running total
+//!    in this node's application order (its `arb` is its EVT with this
+//!    node's id, so the newest applied add is what reads return, at any
+//!    time) and the counter's stored dependencies, at most one per DC:
+//!    each add depends on the previous add accepted in its DC (the per-DC
+//!    chain), replaces its DC's entry, and drops an entry it depends on
+//!    (the paper's reduction). A reader depends on those. Replicated adds
+//!    are applied after their `dep_check`s like any write, so every DC
+//!    ends at the sum of all adds (totals wrap modulo 2^64, which
+//!    commutes). Adds are not allowed inside write-only transactions.
+//!    **Slices** (`(start, stop, count)`: columns `start..=stop`, at most
+//!    `count` holding a value) are one location set on the row's server
+//!    inside the read-only transaction: its EVT is the newest EVT among
+//!    the columns that decide the answer (tombstones included), its
+//!    second round reads every column at EffT and commit-checks their
+//!    prepared transactions. Not implemented: super columns, slices by an
+//!    explicit column list (`get row f:a f:b` is a read-only transaction
+//!    over those locations instead, each its own location), counter
+//!    deletes. Read-write transactions (`txn`) are refused as unsupported.
+//!    A write-only transaction writes each key once and at most
 //!    [`MAX_WOT_KEYS`] keys (else `BadRequest`, nothing applied).
 //!    Each participant stamps its writes of a transaction with its own fresh
 //!    Lamport stamp when it prepares, which replication and dependencies
@@ -118,7 +150,7 @@ pub struct Eiger;
 
 impl Protocol for Eiger {
     const NAME: &'static str = "eiger";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot];
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Add, OpKind::Slice];
     const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the

@@ -1,5 +1,6 @@
 use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
 use crate::kit::msg::payload;
+use bytes::Bytes;
 use causeway_core::{Key, Value};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,62 @@ pub struct Read {
     /// time); the client reads the location again at EffT.
     #[serde(default)]
     pub pending: bool,
+    /// A counter column (Lloyd §5.2, counter columns): the adds its value
+    /// depends on, at most one per DC, which the reader depends on instead
+    /// of `stamp` alone.
+    #[serde(default)]
+    pub deps: Vec<Stamp>,
+    /// A slice: every column of the range that holds a version, in column
+    /// order, deleted ones (tombstones) included so that the reader
+    /// depends on them (§5.2, "new results for reads"). `value` is `None`.
+    #[serde(default)]
+    pub cells: Vec<Cell>,
+}
+
+/// One column of a slice's answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Cell {
+    pub column: Bytes,
+    pub value: Value,
+    pub stamp: Stamp,
+    /// A counter's stored dependencies (see [`Read::deps`]).
+    pub deps: Vec<Stamp>,
+}
+
+/// A slice predicate over one row's family (§3, `(start, stop, count)`):
+/// columns named `start` through `stop` inclusive (`stop` empty: to the
+/// end), at most `count` of them holding a value (0: no limit).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceSpec {
+    pub row: Key,
+    pub family: Bytes,
+    pub start: Bytes,
+    pub stop: Bytes,
+    pub count: u32,
+}
+
+/// A counter column's state on one stored add (Lloyd §5.2, counter
+/// columns). Each add is its own version; once applied here, a version
+/// carries the counter's running `total` in this DC's application order
+/// (adds commute, so every DC ends at the same sum) and the counter's
+/// stored dependencies.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    pub delta: i64,
+    /// The counter's value with this add applied (valid once `applied`).
+    pub total: i64,
+    /// The dependencies the add was written with (the session's one-hop
+    /// dependencies plus the previous add accepted in its DC); kept until
+    /// it is applied here, for the reduction.
+    pub attached: Vec<Dep>,
+    /// What a reader of the counter depends on: at most one add per DC.
+    pub deps: Vec<Stamp>,
+    /// The newest add applied here from each DC, unreduced: the previous
+    /// add of this DC that a new local add depends on (the per-DC chain).
+    pub chain: Vec<Stamp>,
+    /// Folded into the running total (a replicated add is folded when its
+    /// checks pass and it commits).
+    pub applied: bool,
 }
 
 /// Names a write-only transaction cluster-wide: its session's nonce and
@@ -115,6 +172,22 @@ pub enum Msg {
         idx: u32,
         read: Result<Read, ()>,
     },
+    /// First-round read of a slice (`multiget_slice` with a slice
+    /// predicate): one location set on the row's server, answered as one
+    /// [`Read`] whose EVT is the newest EVT among the columns it covers.
+    SliceRead {
+        attempt: u32,
+        idx: u32,
+        slice: SliceSpec,
+        floor: u64,
+    },
+    /// Second-round read of a slice at logical time `at`.
+    SliceReadAt {
+        attempt: u32,
+        idx: u32,
+        slice: SliceSpec,
+        at: u64,
+    },
     /// A read refused: this server does not own the key.
     Refused {
         attempt: u32,
@@ -125,6 +198,14 @@ pub enum Msg {
     PutReq {
         key: Key,
         value: Value,
+        deps: Vec<Dep>,
+        floor: u64,
+    },
+    /// A counter add (§5.2): commutative; its stamp comes back in
+    /// `PutReply`.
+    AddReq {
+        key: Key,
+        delta: i64,
         deps: Vec<Dep>,
         floor: u64,
     },
@@ -231,6 +312,15 @@ pub enum Msg {
         deps: Vec<Dep>,
         written_us: u64,
     },
+    /// A counter add shipped to an equivalent node; `deps` include the
+    /// previous add accepted in its DC (the per-DC chain, §5.2).
+    ReplicateAdd {
+        key: Key,
+        delta: i64,
+        stamp: Stamp,
+        deps: Vec<Dep>,
+        written_us: u64,
+    },
     /// The shared replication path: `dep_check` (its answer carries the
     /// checked server's clock) and settling.
     Path(PathMsg),
@@ -238,15 +328,16 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: Read, ReadAt, ReadReply, Refused, PutReply, WotReply;
-        writes: PutReq, WotReq;
-        peer: Replicate, ReplicateTxn, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
+        client: Read, ReadAt, SliceRead, SliceReadAt, ReadReply, Refused, PutReply, WotReply;
+        writes: PutReq, WotReq, AddReq;
+        peer: Replicate, ReplicateAdd, ReplicateTxn, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
             CommitCheck, CheckReply;
         nested: Path;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
-            Msg::Read { key, .. } | Msg::ReadAt { key, .. } => (key.len(), 0),
+            Msg::Read { key, .. } | Msg::ReadAt { key, .. } | Msg::AddReq { key, .. } => (key.len(), 0),
+            Msg::SliceRead { slice, .. } | Msg::SliceReadAt { slice, .. } => (slice.row.len(), 0),
             Msg::PutReq { key, value, deps, .. } => {
                 (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
             }
@@ -260,8 +351,15 @@ crate::impl_message! {
     }
     fn payload_bytes(&self) -> usize {
         match self {
-            Msg::Read { key, .. } | Msg::ReadAt { key, .. } => key.len(),
-            Msg::ReadReply { read, .. } => payload(read.iter().filter_map(|r| r.value.as_deref())),
+            Msg::Read { key, .. } | Msg::ReadAt { key, .. } | Msg::AddReq { key, .. } => key.len(),
+            Msg::ReplicateAdd { key, .. } => key.len() + 8,
+            Msg::SliceRead { slice, .. } | Msg::SliceReadAt { slice, .. } => {
+                slice.row.len() + slice.family.len() + slice.start.len() + slice.stop.len()
+            }
+            Msg::ReadReply { read, .. } => {
+                payload(read.iter().filter_map(|r| r.value.as_deref()))
+                    + read.iter().flat_map(|r| &r.cells).map(|c| c.column.len() + c.value.len()).sum::<usize>()
+            }
             Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } | Msg::ReplicateTxn { key, value, .. } => {
                 key.len() + value.len()
             }
@@ -323,6 +421,11 @@ pub struct Version {
     /// timestamp per transaction, §5.4). `None`: the stamp.
     #[serde(default)]
     pub arb: Option<Stamp>,
+    /// A counter column's add (§5.2). Its `arb` is, once applied, this
+    /// node's application order (its EVT with this node's id): the newest
+    /// applied version carries the running total.
+    #[serde(default)]
+    pub counter: Option<Box<Counter>>,
 }
 
 impl Version {

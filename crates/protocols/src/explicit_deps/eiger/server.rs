@@ -1,9 +1,12 @@
 use super::config::*;
 use super::msg::*;
-use super::txn::{Coord, Deferred, Part};
+use super::txn::{Coord, Deferred, Part, Target};
 use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
+use bytes::Bytes;
+use causeway_core::column::DEFAULT_COLUMN;
+use causeway_core::column::{family_prefix, is_location_key, location_key};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One Eiger server (a logical server of one DC, Lloyd §5.1): a Lamport
 /// clock, versions with valid times, the replication path.
@@ -23,6 +26,10 @@ pub struct EigerServer {
     pub(super) parts: BTreeMap<TxnId, Part>,
     /// Second-round reads waiting for commit checks (§5.4.4).
     pub(super) deferred: Vec<Deferred>,
+    /// Every encoded location key stored here, in order: a slice is a
+    /// range of it (the store itself is a hash map). Keys are never
+    /// removed from the store (collection keeps a key's newest version).
+    pub(super) columns: BTreeSet<Key>,
 }
 
 impl EigerServer {
@@ -40,7 +47,39 @@ impl EigerServer {
             coords: BTreeMap::new(),
             parts: BTreeMap::new(),
             deferred: Vec::new(),
+            columns: BTreeSet::new(),
         }
+    }
+
+    /// Record that `key` has a version here (for slices).
+    pub(super) fn note_key(&mut self, key: &Key) {
+        if is_location_key(key) && !self.columns.contains(key) {
+            self.columns.insert(key.clone());
+        }
+    }
+
+    /// The keys a slice covers that have versions here, in column order:
+    /// the row's plain key stands for column `value` of `default`.
+    pub(super) fn slice_keys(&self, s: &SliceSpec) -> Vec<(Bytes, Key)> {
+        let Ok(prefix) = family_prefix(&s.row, &s.family) else { return Vec::new() };
+        let in_range = |c: &[u8]| c >= &s.start[..] && (s.stop.is_empty() || c <= &s.stop[..]);
+        let from = [&prefix[..], &s.start[..]].concat();
+        let mut out: Vec<(Bytes, Key)> = self
+            .columns
+            .range(Key::from(from)..)
+            .take_while(|k| k.starts_with(&prefix))
+            .map(|k| (k.slice(prefix.len()..), k.clone()))
+            .take_while(|(c, _)| in_range(c))
+            .collect();
+        let default = location_key(&s.row, &s.family, DEFAULT_COLUMN.as_bytes());
+        if let Ok(k) = default
+            && !is_location_key(&k)
+            && in_range(DEFAULT_COLUMN.as_bytes())
+        {
+            out.push((Bytes::from_static(DEFAULT_COLUMN.as_bytes()), k));
+            out.sort();
+        }
+        out
     }
 }
 
@@ -67,6 +106,7 @@ impl Server for EigerServer {
         // be answered with an LVT below a version it returns.
         let now = env.now_us();
         for key in env.store().keys_sorted() {
+            self.note_key(&key);
             let versions = env.store().versions(&key);
             for v in versions {
                 if let Some(evt) = v.evt() {
@@ -93,10 +133,19 @@ impl Server for EigerServer {
         if !self.node.serving {
             return;
         }
-        if let Msg::Read { attempt, key, .. } | Msg::ReadAt { attempt, key, .. } = &msg
-            && let Err(reason) = self.node.check_owner(key)
-        {
-            return env.reply(from, Msg::Refused { attempt: *attempt, reason });
+        // A read of a key this node does not own, or of no column of this
+        // store (malformed, unknown family), is refused.
+        let target = match &msg {
+            Msg::Read { attempt, key, .. } | Msg::ReadAt { attempt, key, .. } => {
+                Some((*attempt, self.node.check_owner(key).and_then(|()| self.cfg.column_kind(key).map(|_| ()))))
+            }
+            Msg::SliceRead { attempt, slice, .. } | Msg::SliceReadAt { attempt, slice, .. } => {
+                Some((*attempt, self.node.check_owner(&slice.row).and_then(|()| self.check_slice(slice))))
+            }
+            _ => None,
+        };
+        if let Some((attempt, Err(reason))) = target {
+            return env.reply(from, Msg::Refused { attempt, reason });
         }
         match msg {
             // First round (§5.3): the current version, valid from its EVT
@@ -104,23 +153,18 @@ impl Server for EigerServer {
             Msg::Read { attempt, idx, key, floor } => {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
-                let versions = env.store().versions(&key);
-                let latest = versions.iter().filter(|v| v.readable()).max_by_key(|v| v.arb());
-                // A prepared transaction's write (§5.4.4): an empty answer
-                // with only an LVT; the client reads the location again at
-                // EffT. (Its place in last-writer-wins order is its commit
-                // time, not known yet, so it is never skipped.)
-                let pending =
-                    versions.iter().any(|v| matches!(v.part(), Some(p) if matches!(p.phase, Phase::Prepared { .. })));
-                let read = match latest {
-                    _ if pending => Read { value: None, stamp: Stamp::NONE, evt: 0, lvt, pending: true },
-                    Some(v) => {
-                        let evt = v.evt().expect("committed");
-                        assert!(evt <= lvt, "a version's EVT is never past the clock");
-                        Read { value: Some(v.value.clone()), stamp: v.stamp, evt, lvt, pending: false }
-                    }
-                    None => Read { value: None, stamp: Stamp::NONE, evt: 0, lvt, pending: false },
-                };
+                let read = current_read(env.store().versions(&key), lvt);
+                env.reply(from, Msg::ReadReply { attempt, idx, read: Ok(read) });
+            }
+            // A slice (§5.3 for a location set on one server): every
+            // column's current version; valid from the newest EVT among
+            // the columns that decide the answer through now.
+            Msg::SliceRead { attempt, idx, slice, floor } => {
+                self.node.witness(floor);
+                let lvt = self.node.lamport();
+                let keys = self.slice_keys(&slice);
+                let read =
+                    slice_read(env.store(), &slice, &keys, lvt, None).expect("a current read is never collected");
                 env.reply(from, Msg::ReadReply { attempt, idx, read: Ok(read) });
             }
             // Second round (`multiget_slice_by_time`, Fig 5.5): the clock
@@ -130,8 +174,13 @@ impl Server for EigerServer {
             // (commit checks, §5.4.4).
             Msg::ReadAt { attempt, idx, key, at } => {
                 self.node.witness(at);
-                self.read_at(env, Deferred::new(from, attempt, idx, key, at));
+                self.read_at(env, Deferred::new(from, attempt, idx, Target::Key(key), at));
             }
+            Msg::SliceReadAt { attempt, idx, slice, at } => {
+                self.node.witness(at);
+                self.read_at(env, Deferred::new(from, attempt, idx, Target::Slice(slice), at));
+            }
+            Msg::AddReq { key, delta, deps, floor } => self.on_add(env, from, key, delta, deps, floor),
             Msg::PutReq { key, value, deps, floor } => self.on_put(env, from, key, value, deps, floor),
             Msg::WotReq { info, writes, deps, floor } => self.on_wot(env, from, info, writes, deps, floor),
             _ => {} // the runtime refuses peer messages on client connections
@@ -156,8 +205,37 @@ impl Server for EigerServer {
                     collected_below: false,
                     coord: None,
                     arb: None,
+                    counter: None,
                 };
                 env.store().insert(key.clone(), v);
+                self.note_key(&key);
+                self.node.on_replicate(env, key, stamp, &deps, written_us);
+            }
+            // A replicated counter add (§5.2): pending like any replicated
+            // write; folded into the running total when its checks pass.
+            Msg::ReplicateAdd { key, delta, stamp, deps, written_us } => {
+                if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
+                    return;
+                }
+                let counter = Counter {
+                    delta,
+                    total: 0,
+                    attached: deps.clone(),
+                    deps: Vec::new(),
+                    chain: Vec::new(),
+                    applied: false,
+                };
+                let v = Version {
+                    value: Value::new(),
+                    stamp,
+                    state: State::Pending { deps: deps.clone() },
+                    collected_below: false,
+                    coord: None,
+                    arb: None,
+                    counter: Some(Box::new(counter)),
+                };
+                env.store().insert(key.clone(), v);
+                self.note_key(&key);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
             }
             Msg::Path(p) => {
@@ -189,10 +267,44 @@ impl Server for EigerServer {
     }
 }
 
+/// What a read of `v` returns, valid through `lvt`.
+fn read_of(v: &Version, lvt: u64) -> Read {
+    let evt = v.evt().expect("a readable version");
+    assert!(evt <= lvt, "a version's EVT is never past the read's time");
+    Read {
+        value: Some(v.value.clone()),
+        stamp: v.stamp,
+        evt,
+        lvt,
+        pending: false,
+        deps: v.counter.as_ref().map(|c| c.deps.clone()).unwrap_or_default(),
+        cells: Vec::new(),
+    }
+}
+
+fn empty_read(lvt: u64, pending: bool) -> Read {
+    Read { value: None, stamp: Stamp::NONE, evt: 0, lvt, pending, deps: Vec::new(), cells: Vec::new() }
+}
+
+/// The current version of a location (first round, §5.3) at logical time
+/// `lvt`, or an LVT-only answer if a prepared transaction's write is
+/// there (§5.4.4; its place in last-writer-wins order is its commit time,
+/// not known yet, so it is never skipped).
+pub(super) fn current_read(versions: &[Version], lvt: u64) -> Read {
+    if versions.iter().any(|v| matches!(v.part(), Some(p) if matches!(p.phase, Phase::Prepared { .. }))) {
+        return empty_read(lvt, true);
+    }
+    match versions.iter().filter(|v| v.readable()).max_by_key(|v| v.arb()) {
+        Some(v) => read_of(v, lvt),
+        None => empty_read(lvt, false),
+    }
+}
+
 /// The version of a key visible at logical time `at`: among the committed
 /// versions applied by then (EVT ≤ `at`), the newest by stamp (last writer
-/// wins, so an older write applied later is never visible). `Err(())` if
-/// versions from before `at` may have been collected.
+/// wins, so an older write applied later is never visible; a counter's
+/// newest applied add carries its total). `Err(())` if versions from
+/// before `at` may have been collected.
 pub(super) fn visible_at(versions: &[Version], at: u64) -> Result<Read, ()> {
     // Collection keeps, flagged, the newest version applied long enough
     // ago and drops what it superseded: before its EVT nothing is known.
@@ -202,15 +314,45 @@ pub(super) fn visible_at(versions: &[Version], at: u64) -> Result<Read, ()> {
     }
     let visible = versions.iter().filter(|v| v.evt().is_some_and(|e| e <= at)).max_by_key(|v| v.arb());
     Ok(match visible {
-        Some(v) => Read {
-            value: Some(v.value.clone()),
-            stamp: v.stamp,
-            evt: v.evt().expect("committed"),
-            lvt: at,
-            pending: false,
-        },
-        None => Read { value: None, stamp: Stamp::NONE, evt: 0, lvt: at, pending: false },
+        Some(v) => read_of(v, at),
+        None => empty_read(at, false),
     })
+}
+
+/// A slice's answer from the columns `keys` it covers (§3's slice
+/// predicate over one row, one server): each column's current version
+/// (`at: None`) or the one visible at `at`, in column order, until
+/// `count` columns with a value are in (deleted columns are returned too,
+/// as tombstones the client strips, so it depends on them). One location
+/// set: its EVT is the newest EVT of a column it covers, so that at every
+/// time from there through `lvt` the same slice would be returned.
+pub(super) fn slice_read(
+    store: &causeway_core::MvStore<Version>,
+    slice: &SliceSpec,
+    keys: &[(Bytes, Key)],
+    lvt: u64,
+    at: Option<u64>,
+) -> Result<Read, ()> {
+    let mut read = empty_read(lvt, false);
+    let mut live = 0u32;
+    for (column, key) in keys {
+        if slice.count > 0 && live >= slice.count {
+            break;
+        }
+        let versions = store.versions(key);
+        let r = match at {
+            None => current_read(versions, lvt),
+            Some(at) => visible_at(versions, at)?,
+        };
+        if r.pending {
+            return Ok(empty_read(lvt, true));
+        }
+        let Some(value) = r.value else { continue };
+        read.evt = read.evt.max(r.evt);
+        live += u32::from(!causeway_core::is_tombstone(&value));
+        read.cells.push(Cell { column: column.clone(), value, stamp: r.stamp, deps: r.deps });
+    }
+    Ok(read)
 }
 
 impl EigerServer {
@@ -226,7 +368,9 @@ impl EigerServer {
         deps: Vec<Dep>,
         floor: u64,
     ) {
-        if let Err(why) = self.node.check_request(&key, &deps) {
+        if let Err(why) =
+            self.node.check_request(&key, &deps).and_then(|()| self.cfg.expect_kind(&key, ColumnKind::Regular))
+        {
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
         env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
@@ -236,8 +380,17 @@ impl EigerServer {
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
         env.store().insert(
             key.clone(),
-            Version { value: value.clone(), stamp, state, collected_below: false, coord: None, arb: None },
+            Version {
+                value: value.clone(),
+                stamp,
+                state,
+                collected_below: false,
+                coord: None,
+                arb: None,
+                counter: None,
+            },
         );
+        self.note_key(&key);
         self.node.settle.own_write(stamp);
         self.publish(env, &key, stamp, now);
         env.reply(from, Msg::PutReply { result: Ok(stamp) });
@@ -252,6 +405,7 @@ impl EigerServer {
     /// gives each a fresh logical time, its EVT.
     pub(super) fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         for r in self.node.commit_ready(env) {
+            self.apply_add(env, &r.key, r.stamp);
             self.publish(env, &r.key, r.stamp, r.written_us);
         }
     }
@@ -299,5 +453,147 @@ impl EigerServer {
                 env.store().replace(&key, Version { collected_below: true, ..floor });
             }
         }
+    }
+}
+
+/// A counter's newest applied add (Lloyd §5.2, counter columns): its
+/// running total, stored dependencies and per-DC chain. Applied adds are
+/// ordered by application here (their `arb`, see [`Version::counter`]).
+fn counter_now(versions: &[Version]) -> Option<&Counter> {
+    versions
+        .iter()
+        .filter(|v| v.readable() && v.counter.as_ref().is_some_and(|c| c.applied))
+        .max_by_key(|v| v.arb())
+        .and_then(|v| v.counter.as_deref())
+}
+
+/// The stored dependencies after applying add `add` of `key`, written with
+/// `attached` (§5.2): one per DC — the add replaces its own DC's entry
+/// (the per-DC chain makes the newest add of a DC cover the earlier ones),
+/// and an entry the add itself depends on is dropped (the add is causally
+/// after it, so a dependency on the add covers it).
+pub(super) fn reduce_counter_deps(stored: &[Stamp], attached: &[Dep], key: &Key, add: Stamp) -> Vec<Stamp> {
+    let covered = |s: &Stamp| attached.iter().any(|d| d.key == *key && d.stamp == *s);
+    let mut out: Vec<Stamp> = stored.iter().filter(|s| s.origin() != add.origin() && !covered(s)).copied().collect();
+    out.push(add);
+    out.sort();
+    out
+}
+
+/// The newest add per DC after `add`.
+fn extend_chain(chain: &[Stamp], add: Stamp) -> Vec<Stamp> {
+    let mut out: Vec<Stamp> = chain.iter().filter(|s| s.origin() != add.origin()).copied().collect();
+    out.push(add);
+    out.sort();
+    out
+}
+
+impl EigerServer {
+    /// Refuse a slice over no family of this store.
+    fn check_slice(&self, s: &SliceSpec) -> Result<(), String> {
+        family_prefix(&s.row, &s.family).map_err(|e| e.to_string())?;
+        match self.cfg.family(&s.family) {
+            Some(_) => Ok(()),
+            None => Err(format!("unknown column family {:?}", String::from_utf8_lossy(&s.family))),
+        }
+    }
+
+    /// A counter add accepted in its local DC (§5.2): stamped above its
+    /// dependencies and the previous add accepted here (the per-DC chain,
+    /// shipped as an extra dependency), applied at once on the running
+    /// total, acknowledged, then shipped. Totals wrap on overflow: i64
+    /// addition modulo 2^64 commutes, so every DC still ends at one sum.
+    fn on_add(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: ClientId,
+        key: Key,
+        delta: i64,
+        deps: Vec<Dep>,
+        floor: u64,
+    ) {
+        if let Err(why) =
+            self.node.check_request(&key, &deps).and_then(|()| self.cfg.expect_kind(&key, ColumnKind::Counter))
+        {
+            return env.reply(from, Msg::PutReply { result: Err(why) });
+        }
+        self.node.witness(floor);
+        let me = self.node.me;
+        let (total, stored, chain) = match counter_now(env.store().versions(&key)) {
+            Some(c) => (c.total, c.deps.clone(), c.chain.clone()),
+            None => (0, Vec::new(), Vec::new()),
+        };
+        let mut attached = deps;
+        if let Some(&prev) = chain.iter().find(|s| s.origin() == me)
+            && !attached.iter().any(|d| d.key == key && d.stamp == prev)
+        {
+            attached.push(Dep { key: key.clone(), stamp: prev });
+        }
+        env.observe(Observation::Sample { what: "deps_per_write", value: attached.len() as u64 });
+        let stamp = self.node.next_stamp(attached.iter().map(|d| d.stamp));
+        let now = env.now_us();
+        let total = total.wrapping_add(delta);
+        let counter = Counter {
+            delta,
+            total,
+            attached: Vec::new(),
+            deps: reduce_counter_deps(&stored, &attached, &key, stamp),
+            chain: extend_chain(&chain, stamp),
+            applied: true,
+        };
+        let v = Version {
+            value: Value::from(total.to_string()),
+            stamp,
+            state: State::Committed { evt: stamp.lamport(), at_us: now },
+            collected_below: false,
+            coord: None,
+            arb: None,
+            counter: Some(Box::new(counter)),
+        };
+        env.store().insert(key.clone(), v);
+        self.note_key(&key);
+        self.node.settle.own_write(stamp);
+        self.publish(env, &key, stamp, now);
+        env.reply(from, Msg::PutReply { result: Ok(stamp) });
+        for &to in &self.node.equivalents {
+            let msg = Msg::ReplicateAdd { key: key.clone(), delta, stamp, deps: attached.clone(), written_us: now };
+            env.send(to, msg);
+        }
+    }
+
+    /// A replicated add just committed (its checks passed): fold it into
+    /// the running total at its EVT, in this node's application order,
+    /// and reduce the stored dependencies (§5.2). In the same turn as the
+    /// commit, so the journal never holds a committed add unfolded.
+    fn apply_add(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp) {
+        let versions = env.store().versions(key);
+        let Some(v) = versions.iter().find(|v| v.stamp == stamp) else { return };
+        let Some(c) = v.counter.as_deref().filter(|c| !c.applied) else { return };
+        let evt = v.evt().expect("just committed");
+        let (total, stored, chain) = match counter_now(versions) {
+            Some(now) => (now.total, now.deps.clone(), now.chain.clone()),
+            None => (0, Vec::new(), Vec::new()),
+        };
+        let order = Stamp::new(evt, self.node.me);
+        assert!(
+            versions.iter().filter(|o| o.counter.as_ref().is_some_and(|c| c.applied)).all(|o| o.arb() < order),
+            "adds are applied in this node's logical-time order"
+        );
+        let total = total.wrapping_add(c.delta);
+        let counter = Counter {
+            delta: c.delta,
+            total,
+            attached: Vec::new(),
+            deps: reduce_counter_deps(&stored, &c.attached, key, stamp),
+            chain: extend_chain(&chain, stamp),
+            applied: true,
+        };
+        let v = Version {
+            value: Value::from(total.to_string()),
+            arb: Some(order),
+            counter: Some(Box::new(counter)),
+            ..v.clone()
+        };
+        env.store().replace(key, v);
     }
 }

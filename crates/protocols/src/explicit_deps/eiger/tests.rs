@@ -571,3 +571,376 @@ fn a_transaction_missing_a_sub_request_aborts_everywhere() {
     settle_all(&mut net);
     assert_eq!(rot_text(&mut net, r1, &[x, y, z]), vec![Some("2".into()); 3], "later writes replicate");
 }
+
+// ------------------------------------------------ column families (§5.2)
+
+fn loc(row: &str, family: &str, column: &str) -> Key {
+    causeway_core::column::location_key(row.as_bytes(), family.as_bytes(), column.as_bytes()).expect("a location")
+}
+
+fn add(net: &mut TestNet<Eiger>, c: ClientId, k: &Key, delta: i64) {
+    assert_eq!(run(net, c, Op::Add { key: k.clone(), delta }), OpResult::Put);
+}
+
+fn slice(net: &mut TestNet<Eiger>, c: ClientId, row: &str, family: &str, range: (&str, &str, u32)) -> OpResult {
+    let op = Op::Slice {
+        row: bytes(row),
+        family: bytes(family),
+        start: bytes(range.0),
+        stop: bytes(range.1),
+        count: range.2,
+    };
+    run(net, c, op)
+}
+
+fn cells(r: OpResult) -> Vec<(String, String)> {
+    let OpResult::Slice(cs) = r.visible() else { panic!("not a slice") };
+    cs.into_iter().map(|(c, v)| (text(Some(c)).unwrap(), text(Some(v)).unwrap())).collect()
+}
+
+fn bad_request(r: Option<OpResult>) -> String {
+    match r {
+        Some(OpResult::Failed(causeway_core::OpError::BadRequest(why))) => why,
+        other => panic!("expected BadRequest, got {other:?}"),
+    }
+}
+
+/// The plain key is the default location of its row: `put k v` and a
+/// column read of `k:default:value` see the same value, and every column
+/// of a row lives on the row's partition.
+#[test]
+fn a_plain_key_is_its_rows_default_column_and_a_row_lives_on_one_partition() {
+    let mut net = TestNet::<Eiger>::new(1, 4, 1, Config::default());
+    put(&mut net, ALICE, &bytes("alice"), "plain");
+    assert_eq!(get(&mut net, ALICE, &loc("alice", "default", "value")), Some("plain".into()));
+    put(&mut net, ALICE, &loc("alice", "default", "town"), "Rome");
+    for k in [loc("alice", "default", "town"), loc("alice", "counters", "likes")] {
+        assert_eq!(net.topology.partition_of(&k), net.topology.partition_of(b"alice"));
+    }
+    assert_eq!(
+        cells(slice(&mut net, ALICE, "alice", "default", ("", "", 0))),
+        vec![("town".into(), "Rome".into()), ("value".into(), "plain".into())]
+    );
+}
+
+/// §5.2: a deleted column reads as nothing (the client library strips it)
+/// but the reader still depends on the delete: a write it makes next
+/// carries a dependency on the tombstone's write.
+#[test]
+fn a_deleted_column_is_stripped_but_still_a_dependency() {
+    let mut net = TestNet::<Eiger>::new(2, 2, 1, Config::default());
+    let (alice, bob) = (net.client(0, 0), net.client(1, 0));
+    let town = loc("alice", "default", "town");
+    put(&mut net, alice, &town, "Rome");
+    let tomb = causeway_core::tombstone(7);
+    assert_eq!(run(&mut net, alice, Op::Put { key: town.clone(), value: tomb.clone() }), OpResult::Put);
+    let tomb_stamp = net.latest(net.server_for(DcId(0), &town), &town).stamp;
+    let reader = net.client(0, 0);
+    let r = run(&mut net, reader, Op::Get { key: town.clone() });
+    assert_eq!(r, OpResult::Get(Some(tomb)), "the raw read is the delete");
+    assert_eq!(r.visible(), OpResult::Get(None), "a user sees no value");
+    // A slice strips it too, and still depends on it.
+    put(&mut net, reader, &loc("alice", "default", "zz"), "z");
+    assert_eq!(cells(slice(&mut net, reader, "alice", "default", ("", "", 0))), vec![("zz".into(), "z".into())]);
+    net.invoke(reader, Op::Rot { keys: vec![town.clone()] });
+    net.deliver_client_traffic();
+    net.take_result(reader);
+    net.invoke(reader, Op::Put { key: bytes("after"), value: bytes("1") });
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(reader), Some(OpResult::Put));
+    let deps = net
+        .queue
+        .iter()
+        .find_map(|m| match &m.msg {
+            Msg::Replicate { key, deps, .. } if key == &bytes("after") => Some(deps.clone()),
+            _ => None,
+        })
+        .expect("the write is shipped");
+    assert!(deps.iter().any(|d| d.key == town && d.stamp == tomb_stamp), "depends on the delete: {deps:?}");
+    net.deliver_all();
+    assert_eq!(get(&mut net, bob, &town).map(|_| ()), Some(()), "the tombstone replicated");
+    assert_eq!(run(&mut net, bob, Op::Get { key: town }).visible(), OpResult::Get(None));
+}
+
+/// §3's slice predicate: columns start..=stop in name order, the first
+/// `count` with a value; deleted ones are skipped, other families and rows
+/// are not included.
+#[test]
+fn a_slice_returns_a_rows_columns_in_order_within_its_bounds() {
+    let mut net = TestNet::<Eiger>::new(1, 3, 1, Config::default());
+    for c in ["a", "b", "c", "d", "e"] {
+        put(&mut net, ALICE, &loc("alice", "default", c), &c.to_uppercase());
+    }
+    put(&mut net, ALICE, &loc("alicex", "default", "b"), "other row");
+    add(&mut net, ALICE, &loc("alice", "counters", "b"), 3);
+    let del = Op::Put { key: loc("alice", "default", "c"), value: causeway_core::tombstone(1) };
+    assert_eq!(run(&mut net, ALICE, del), OpResult::Put);
+    let got = cells(slice(&mut net, ALICE, "alice", "default", ("b", "e", 2)));
+    assert_eq!(got, vec![("b".into(), "B".into()), ("d".into(), "D".into())]);
+    let got = cells(slice(&mut net, ALICE, "alice", "default", ("b", "c", 0)));
+    assert_eq!(got, vec![("b".into(), "B".into())]);
+    let got = cells(slice(&mut net, ALICE, "alice", "default", ("d", "", 0)));
+    assert_eq!(got, vec![("d".into(), "D".into()), ("e".into(), "E".into())]);
+    assert_eq!(cells(slice(&mut net, ALICE, "alice", "counters", ("", "", 0))), vec![("b".into(), "3".into())]);
+    assert_eq!(cells(slice(&mut net, ALICE, "nobody", "default", ("", "", 0))), vec![]);
+    // Several columns of one row written at once: one atomic write.
+    let w = wot(&[(&loc("bob", "default", "x"), "1"), (&loc("bob", "default", "y"), "2")]);
+    assert_eq!(run(&mut net, ALICE, w), OpResult::Wot);
+    assert_eq!(cells(slice(&mut net, ALICE, "bob", "default", ("", "", 0))).len(), 2);
+}
+
+/// A slice inside the read-only transaction machinery (Fig 5.5): a slice
+/// read before a write-only transaction over two of its columns commits
+/// sees neither, one after sees both, never one of them.
+#[test]
+fn a_slice_never_sees_half_a_write_only_transaction() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    net.also_op_traffic = read_traffic;
+    let (x, y) = (loc("carol", "default", "x"), loc("carol", "default", "y"));
+    put(&mut net, ALICE, &x, "0");
+    put(&mut net, ALICE, &y, "0");
+    net.invoke(ALICE, wot(&[(&x, "1"), (&y, "1")]));
+    for _ in 0..50 {
+        let got = cells(slice(&mut net, READER, "carol", "default", ("", "", 0)));
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].1, got[1].1, "half a transaction: {got:?}");
+        if !net.deliver_first(|m| !matches!(m.to, Dest::Client(c) if c == READER)) {
+            break;
+        }
+    }
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    assert_eq!(cells(slice(&mut net, READER, "carol", "default", ("", "", 0)))[0].1, "1");
+}
+
+/// A counter's state at `node`: its newest applied add (application order).
+fn counter_at(net: &TestNet<Eiger>, node: causeway_core::NodeId, k: &Key) -> Counter {
+    let versions = net.stores[node.idx()].versions(k);
+    let v = versions.iter().filter(|v| v.readable() && v.counter.is_some()).max_by_key(|v| v.arb()).expect("a counter");
+    *v.counter.clone().unwrap()
+}
+
+/// The sum every DC must reach: adds in both DCs, some concurrent.
+fn counter_in(net: &mut TestNet<Eiger>, c: ClientId, k: &Key) -> i64 {
+    get(net, c, k).map_or(0, |v| v.parse().expect("a counter reads as a number"))
+}
+
+/// §5.2 counters: concurrent adds in every DC commute; once replication
+/// drains, every DC reads the sum of every acknowledged add.
+#[test]
+fn counters_converge_to_the_sum_of_acknowledged_adds_in_every_dc() {
+    let mut net = TestNet::<Eiger>::new(3, 2, 1, Config::default());
+    let likes = loc("cats", "counters", "likes");
+    let mut sum = 0;
+    for round in 0..4i64 {
+        for dc in 0..3u16 {
+            let delta = (round + 1) * 10_i64.pow(u32::from(dc)) * if dc == 2 { -1 } else { 1 };
+            let c = net.client(dc, 0);
+            add(&mut net, c, &likes, delta);
+            sum += delta;
+        }
+        if round == 1 {
+            net.deliver_all();
+        }
+    }
+    // Before replication each DC has only its own adds plus what arrived.
+    net.deliver_all();
+    settle_all(&mut net);
+    for dc in 0..3 {
+        let c = net.client(dc, 0);
+        assert_eq!(counter_in(&mut net, c, &likes), sum, "DC{dc}");
+        let n = net.server_for(DcId(dc), &likes);
+        let deps = &counter_at(&net, n, &likes).deps;
+        assert!(deps.len() <= 3, "at most one stored dependency per DC: {deps:?}");
+    }
+}
+
+/// Under a partition each DC keeps serving its own adds (reads see its
+/// DC's sum so far); across a crash-restart of a remote server holding
+/// pending replicated adds, nothing is lost; after healing every DC reads
+/// the sum of all acknowledged adds.
+#[test]
+fn counters_converge_across_a_partition_and_a_crash_restart() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 1, cfg.clone());
+    let k = loc("post1", "counters", "retweets");
+    let (a, b) = (net.client(0, 0), net.client(1, 0));
+    let topology = net.topology.clone();
+    let cross = move |m: &InFlight<Msg>| match (m.from, m.to) {
+        (Dest::Node(f), Dest::Node(t)) => topology.dc_of(f) != topology.dc_of(t),
+        _ => false,
+    };
+    for i in 1..=5 {
+        add(&mut net, a, &k, i);
+        add(&mut net, b, &k, 100 * i);
+        net.deliver_while(|m| !cross(m));
+    }
+    assert_eq!(counter_in(&mut net, a, &k), 15, "DC0 alone");
+    assert_eq!(counter_in(&mut net, b, &k), 1500, "DC1 alone");
+    // Heal towards DC1 only partly: its server gets the adds (pending or
+    // applied) and then crashes and restarts from its journal.
+    let n1 = net.server_for(DcId(1), &k);
+    for _ in 0..3 {
+        net.deliver_first(|m| cross(m) && m.to == Dest::Node(n1));
+    }
+    net.restart(n1, &cfg);
+    settle_all(&mut net);
+    assert_eq!(counter_in(&mut net, a, &k), 1515);
+    assert_eq!(counter_in(&mut net, b, &k), 1515);
+    assert!(net.stores[n1.idx()].versions(&k).iter().all(|v| v.committed()), "nothing left pending");
+    assert_eq!(counter_at(&net, n1, &k).total, 1515);
+}
+
+/// §5.2's example: a reader of a counter depends on the adds it saw (one
+/// per DC); Alice reads 7, adds 1: the stored dependencies reduce to
+/// Alice's add alone, and a reader of 8 gets only that.
+#[test]
+fn a_counter_reader_depends_on_its_adds_and_the_stored_deps_reduce() {
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, Config::default());
+    let k = loc("cats", "counters", "liked_by");
+    let (a, b) = (net.client(0, 0), net.client(1, 0));
+    add(&mut net, a, &k, 1);
+    add(&mut net, a, &k, 2);
+    add(&mut net, b, &k, 4);
+    net.deliver_all();
+    let n0 = net.server_for(DcId(0), &k);
+    assert_eq!(counter_at(&net, n0, &k).deps.len(), 2, "one add per DC");
+    // Alice reads 7: she depends on both DCs' newest adds.
+    assert_eq!(counter_in(&mut net, a, &k), 7);
+    add(&mut net, a, &k, 1);
+    let sent = net
+        .queue
+        .iter()
+        .find_map(|m| match &m.msg {
+            Msg::ReplicateAdd { deps, delta: 1, .. } => Some(deps.clone()),
+            _ => None,
+        })
+        .expect("the add is shipped");
+    assert_eq!(sent.len(), 2, "on the DC1 add she read and on DC0's chain: {sent:?}");
+    net.deliver_all();
+    for dc in 0..2 {
+        let n = net.server_for(DcId(dc), &k);
+        let c = counter_at(&net, n, &k);
+        assert_eq!((c.total, c.deps.len()), (8, 1), "DC{dc}: only Alice's add is stored");
+    }
+    // Carol (a fresh session in DC1) reads 8 and writes: her write
+    // depends on Alice's add only.
+    let carol = net.client(1, 1);
+    assert_eq!(counter_in(&mut net, carol, &k), 8);
+    put(&mut net, carol, &bytes("reply"), "wow");
+    let deps = net
+        .queue
+        .iter()
+        .find_map(|m| match &m.msg {
+            Msg::Replicate { deps, .. } => Some(deps.clone()),
+            _ => None,
+        })
+        .expect("shipped");
+    assert_eq!(deps.len(), 1);
+    assert_eq!(deps[0].key, k);
+    assert_eq!(net.topology.dc_of(deps[0].stamp.origin()), DcId(0));
+}
+
+/// A replicated add is applied only after its dependencies: a reader in
+/// the remote DC that sees the add also sees what it depends on.
+#[test]
+fn a_replicated_add_waits_for_its_dependencies() {
+    let mut net = TestNet::<Eiger>::new(2, 4, 1, Config::default());
+    let (a, b) = (net.client(0, 0), net.client(1, 0));
+    let post = bytes("post");
+    let k = loc("post", "counters", "likes");
+    let post2 = (0..100)
+        .map(|i| bytes(&format!("p{i}")))
+        .find(|p| net.topology.partition_of(p) != net.topology.partition_of(&k))
+        .unwrap();
+    let _ = post;
+    put(&mut net, a, &post2, "hello");
+    add(&mut net, a, &k, 1);
+    // Deliver the add to DC1 but hold the post's replication.
+    let post_server = net.server_for(DcId(0), &post2);
+    let held = move |m: &InFlight<Msg>| m.from == Dest::Node(post_server) && matches!(m.msg, Msg::Replicate { .. });
+    net.deliver_while(|m| !held(m));
+    assert_eq!(counter_in(&mut net, b, &k), 0, "the add waits for the post");
+    net.deliver_all();
+    assert_eq!(counter_in(&mut net, b, &k), 1);
+    assert_eq!(get(&mut net, b, &post2), Some("hello".into()));
+}
+
+/// Bad input gets a typed error, nothing is applied, and the server keeps
+/// serving: an unknown family, a malformed location, an add to a regular
+/// column, a put or delete to a counter, a write-only transaction mixing
+/// them, one touching a location twice, or too large.
+#[test]
+fn bad_column_input_is_refused_and_nothing_is_applied() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 1, Config::default());
+    let ctr = loc("r", "counters", "n");
+    let reg = loc("r", "default", "c");
+    let unknown = loc("r", "nosuch", "c");
+    let mut malformed = ctr.to_vec();
+    malformed.truncate(5);
+    let malformed = Key::from(malformed);
+    for (op, what) in [
+        (Op::Put { key: unknown.clone(), value: bytes("v") }, "unknown column family"),
+        (Op::Get { key: unknown.clone() }, "unknown column family"),
+        (Op::Put { key: malformed.clone(), value: bytes("v") }, "location"),
+        (Op::Get { key: malformed.clone() }, "location"),
+        (Op::Add { key: reg.clone(), delta: 1 }, "not a counter"),
+        (Op::Add { key: bytes("plain"), delta: 1 }, "not a counter"),
+        (Op::Put { key: ctr.clone(), value: bytes("5") }, "is a counter"),
+        (Op::Put { key: ctr.clone(), value: causeway_core::tombstone(3) }, "is a counter"),
+        (wot(&[(&reg, "1"), (&ctr, "1")]), "is a counter"),
+        (wot(&[(&reg, "1"), (&reg, "2")]), "once"),
+        (
+            Op::Slice { row: bytes("r"), family: bytes("nosuch"), start: bytes(""), stop: bytes(""), count: 0 },
+            "unknown column family",
+        ),
+    ] {
+        net.invoke(ALICE, op.clone());
+        let why = bad_request(net.take_result(ALICE));
+        assert!(why.contains(what), "{op:?}: {why}");
+        assert!(net.queue.is_empty(), "{op:?}: nothing sent");
+    }
+    let many: Vec<(Key, causeway_core::Value)> =
+        (0..=MAX_WOT_KEYS).map(|i| (loc("r", "default", &format!("c{i}")), bytes("v"))).collect();
+    net.invoke(ALICE, Op::Wot { writes: many });
+    bad_request(net.take_result(ALICE));
+    // Sent straight to the server, past the client library's checks.
+    let n = net.server_for(DcId(0), &reg);
+    for msg in [
+        Msg::AddReq { key: reg.clone(), delta: 1, deps: vec![], floor: 0 },
+        Msg::PutReq { key: ctr.clone(), value: bytes("1"), deps: vec![], floor: 0 },
+        Msg::PutReq { key: unknown.clone(), value: bytes("1"), deps: vec![], floor: 0 },
+    ] {
+        net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
+        net.deliver_first(|_| true);
+        assert!(matches!(net.queue.remove(0).msg, Msg::PutReply { result: Err(_) }));
+    }
+    net.queue.push(InFlight {
+        from: Dest::Client(ALICE),
+        to: Dest::Node(n),
+        msg: Msg::Read { attempt: 1, idx: 0, key: unknown.clone(), floor: 0 },
+    });
+    net.deliver_first(|_| true);
+    assert!(matches!(net.queue.remove(0).msg, Msg::Refused { .. }));
+    for k in [&reg, &ctr, &unknown] {
+        assert!(net.stores[n.idx()].versions(k).is_empty(), "nothing stored");
+    }
+    // Still serving.
+    add(&mut net, ALICE, &ctr, 2);
+    put(&mut net, ALICE, &reg, "ok");
+    assert_eq!(rot(&mut net, ALICE, &[&ctr, &reg]), vec![Some("2".into()), Some("ok".into())]);
+}
+
+/// Families are declared in the config; it must keep `default` regular.
+#[test]
+fn the_family_list_is_validated() {
+    let mut cfg = Config::default();
+    assert!(cfg.check().is_ok());
+    cfg.families.retain(|f| f.name != "default");
+    assert!(cfg.check().unwrap_err().contains("default"));
+    let mut cfg = Config::default();
+    cfg.families.push(Family { name: "a:b".into(), counter: false });
+    assert!(cfg.check().is_err());
+    let mut cfg = Config::default();
+    cfg.families.push(Family { name: "counters".into(), counter: false });
+    assert!(cfg.check().unwrap_err().contains("twice"));
+}

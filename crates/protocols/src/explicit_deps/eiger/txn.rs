@@ -48,9 +48,10 @@
 //! writes, or a record on the coordinator key, say so), and tells the
 //! cohorts and the remote coordinators, which discard their writes.
 
+use super::config::ColumnKind;
 use super::config::MAX_WOT_KEYS;
 use super::msg::*;
-use super::server::{EigerServer, visible_at};
+use super::server::{EigerServer, slice_read, visible_at};
 use crate::explicit_deps::replication::{Dep, DepVersion, Stamp};
 use causeway_core::{ClientId, Key, NodeId, ServerEnv, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,12 +98,18 @@ pub(super) struct Part {
     pub applied_early: bool,
 }
 
+/// What a read names: one location, or a slice of a row's family.
+pub(super) enum Target {
+    Key(Key),
+    Slice(SliceSpec),
+}
+
 /// A second-round read waiting for commit checks.
 pub(super) struct Deferred {
     client: ClientId,
     attempt: u32,
     idx: u32,
-    key: Key,
+    target: Target,
     at: u64,
     /// Transactions whose check is outstanding: id → coordinator key.
     waiting: BTreeMap<TxnId, Key>,
@@ -111,8 +118,8 @@ pub(super) struct Deferred {
 }
 
 impl Deferred {
-    pub(super) fn new(client: ClientId, attempt: u32, idx: u32, key: Key, at: u64) -> Deferred {
-        Deferred { client, attempt, idx, key, at, waiting: BTreeMap::new(), cleared: BTreeSet::new() }
+    pub(super) fn new(client: ClientId, attempt: u32, idx: u32, target: Target, at: u64) -> Deferred {
+        Deferred { client, attempt, idx, target, at, waiting: BTreeMap::new(), cleared: BTreeSet::new() }
     }
 }
 
@@ -152,6 +159,10 @@ impl EigerServer {
         let mine: BTreeSet<&Key> = writes.iter().map(|(k, _)| k).collect();
         if mine.len() != writes.len() || mine != self.my_keys(info).iter().collect() {
             return Err(format!("node {} was not sent exactly the transaction's keys it serves", self.node.me));
+        }
+        // Every key, not only this participant's: all refuse alike.
+        for k in &info.keys {
+            self.cfg.expect_kind(k, ColumnKind::Regular)?;
         }
         let first = &writes.first().ok_or("a participant with no writes")?.0;
         self.node.check_request(first, deps)
@@ -206,8 +217,10 @@ impl EigerServer {
                 collected_below: false,
                 coord: None,
                 arb: None,
+                counter: None,
             };
             env.store().insert(key.clone(), v);
+            self.note_key(&key);
             self.node.settle.own_write(stamp);
             let ship_deps = if key == info.coord_key { deps.clone() } else { Vec::new() };
             for &to in &self.node.equivalents {
@@ -262,8 +275,10 @@ impl EigerServer {
                 collected_below: false,
                 coord: None,
                 arb: None,
+                counter: None,
             };
             env.store().insert(key.clone(), v);
+            self.note_key(&key);
             self.node.on_replicate(env, key.clone(), stamp, &[], written_us);
             let p = self.parts.entry(id).or_insert_with(|| Part {
                 info: info.clone(),
@@ -277,9 +292,17 @@ impl EigerServer {
         }
         let part =
             TxnPart { info: info.clone(), phase: Phase::Held, remote: true, deps: deps.clone(), origin_arb: None };
-        let v =
-            Version { value, stamp, state: State::Txn(Box::new(part)), collected_below: false, coord: None, arb: None };
+        let v = Version {
+            value,
+            stamp,
+            state: State::Txn(Box::new(part)),
+            collected_below: false,
+            coord: None,
+            arb: None,
+            counter: None,
+        };
         env.store().insert(key.clone(), v);
+        self.note_key(&key);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
         if coordinator {
             let c = self.coord_entry(id, env.now_us());
@@ -417,6 +440,7 @@ impl EigerServer {
                 collected_below: false,
                 coord: None,
                 arb: None,
+                counter: None,
             };
             env.store().insert(coord_key.clone(), record);
         }
@@ -646,14 +670,25 @@ impl EigerServer {
     /// A second-round read (`multiget_slice_by_time`, §5.4.4): answered
     /// once no prepared write that may have committed by `at` is unknown.
     pub(super) fn read_at(&mut self, env: &mut impl ServerEnv<Msg, Version>, mut d: Deferred) {
-        let versions = env.store().versions(&d.key);
-        let read = match visible_at(versions, d.at) {
+        let keys: Vec<Key> = match &d.target {
+            Target::Key(k) => vec![k.clone()],
+            Target::Slice(s) => self.slice_keys(s).into_iter().map(|(_, k)| k).collect(),
+        };
+        let read = match &d.target {
+            Target::Key(k) => visible_at(env.store().versions(k), d.at),
+            Target::Slice(s) => {
+                let cols = self.slice_keys(s);
+                slice_read(env.store(), s, &cols, d.at, Some(d.at))
+            }
+        };
+        let read = match read {
             Ok(r) => r,
             Err(()) => return env.reply(d.client, Msg::ReadReply { attempt: d.attempt, idx: d.idx, read: Err(()) }),
         };
         let me = Some(self.node.me);
         let mut checks = BTreeMap::new();
-        for v in versions {
+        let store = env.store();
+        for v in keys.iter().flat_map(|k| store.versions(k)) {
             let Some(p) = v.part() else { continue };
             let Phase::Prepared { vote } = p.phase else { continue };
             // Committed after `at` for certain (its vote is not before
