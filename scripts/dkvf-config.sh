@@ -4,6 +4,8 @@
 # 50 client sessions on DC 0, 64-byte values, 100 000 keys, YCSB workload a
 # (50:50 read:update) after a load phase. One line per protocol and round;
 # medians at the end. The DKVF figures to compare with are in BENCHMARKS.md.
+# PLAINTEXT=1 runs the servers without TLS, as DKVF's Java sockets are;
+# PROTOCOLS="a b" picks the protocols.
 # Usage: scripts/dkvf-config.sh [causeway-binary] [rounds] [seconds] [fsync]
 set -eu
 B=$(realpath "${1:-target/release/causeway}")
@@ -11,6 +13,7 @@ ROUNDS=${2:-3}
 SECS=${3:-10}
 FSYNC=${4:-never}
 PROTOCOLS=${PROTOCOLS:-"eventual gentlerain causalspartanx cops"}
+if [ "${PLAINTEXT:-0}" = 1 ]; then TLS='plaintext = true'; else TLS='dir = "certs"'; fi
 D=$(mktemp -d /tmp/causeway-dkvf.XXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
 port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
@@ -29,12 +32,12 @@ partitions = 1
 [storage]
 fsync = "$FSYNC"
 [tls]
-dir = "certs"
+$TLS
 TOML
-    "$B" certs --config "$dir/cluster.toml" >/dev/null
-    CAUSEWAY_LOG=warn "$B" server --config "$dir/cluster.toml" --node 0 &
+    if [ "${PLAINTEXT:-0}" != 1 ]; then "$B" certs --config "$dir/cluster.toml" >/dev/null; fi
+    CAUSEWAY_LOG=error "$B" server --config "$dir/cluster.toml" --node 0 &
     s0=$!
-    CAUSEWAY_LOG=warn "$B" server --config "$dir/cluster.toml" --node 1 &
+    CAUSEWAY_LOG=error "$B" server --config "$dir/cluster.toml" --node 1 &
     s1=$!
     until "$B" put ready 1 --config "$dir/cluster.toml" --timeout-ms 500 >/dev/null 2>&1; do sleep 0.1; done
     out=$("$B" bench --config "$dir/cluster.toml" -c 50 -d 64 --keys 100000 --seconds "$SECS" --workload a --json 2>/dev/null)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Side-by-side throughput: Debian's redis-server vs Causeway.
 
-Default mode: `redis-benchmark -c 50 -d 64 -t set,get -r 100000` (no
-pipelining) against redis-server, and `causeway bench -c 50 -d 64` (its own
+Default mode: `redis-benchmark -c 50 -d 64 -t set,get -r 100000 -P N`
+against redis-server, and `causeway bench -c 50 -d 64 -P N` (its own
 client, in-process embedded node) for each protocol.
 
 --front-door: the same client binary on both sides. redis-benchmark drives
@@ -14,22 +14,31 @@ ratios to Redis are printed. Needs redis-server and redis-benchmark on PATH
 (apt-get install redis-server redis-tools) and a release build of causeway
 (cargo build --release -p causeway).
 
-usage: scripts/redis-compare.py [--front-door] [-P N] [ROUNDS] [SECONDS] [FSYNC]
+--plaintext: the embedded server without TLS, as redis-server runs
+(default mode only).
+
+usage: scripts/redis-compare.py [--front-door] [--plaintext] [-P N] [--protocols a,b] [ROUNDS] [SECONDS] [FSYNC]
+(protocols default: eventual,causalspartanx)
 """
 import json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 args = sys.argv[1:]
 front_door = "--front-door" in args
-args = [a for a in args if a != "--front-door"]
+plaintext = "--plaintext" in args
+args = [a for a in args if a not in ("--front-door", "--plaintext")]
 pipeline = 1
 if "-P" in args:
     i = args.index("-P")
     pipeline = int(args[i + 1])
     del args[i:i + 2]
+protocols = ["eventual", "causalspartanx"]
+if "--protocols" in args:
+    i = args.index("--protocols")
+    protocols = args[i + 1].split(",")
+    del args[i:i + 2]
 rounds = int(args[0]) if len(args) > 0 else 5
 seconds = int(args[1]) if len(args) > 1 else 4
 fsync = args[2] if len(args) > 2 else "never"
-protocols = ["eventual", "causalspartanx"]
 causeway = "target/release/causeway"
 redis_port = "6399"
 door_port = 6480
@@ -89,8 +98,9 @@ try:
             if front_door:
                 got = front_door_run(p)
             else:
-                out = subprocess.run([causeway, "bench", "-p", p, "-c", "50", "-d", "64", "--seconds",
-                                      str(seconds), "--fsync", fsync, "--json"], capture_output=True, text=True).stdout
+                out = subprocess.run([causeway, "bench", "-p", p, "-c", "50", "-d", "64", "-P", str(pipeline), "--seconds",
+                                      str(seconds), "--fsync", fsync, "--json"] + (["--plaintext"] if plaintext else []),
+                                     capture_output=True, text=True).stdout
                 j = json.loads(out)
                 got = {kind: j[kind]["throughput_ops_s"] for kind in ("set", "get")}
             for kind, v in got.items():
@@ -100,7 +110,7 @@ finally:
     redis.terminate()
 
 client = f"redis-benchmark -P {pipeline} on both sides (Causeway: its Redis front door)" if front_door \
-    else "redis-benchmark vs causeway bench"
+    else f"redis-benchmark vs causeway bench, -P {pipeline}, causeway {'plaintext' if plaintext else 'TLS'}"
 print(f"{rounds} alternating rounds, {client}, 50 connections, 64-byte values, 100 000 keys, "
       f"causeway fsync={fsync}")
 print(f"{'system':<16} {'op':<4} {'median ops/s':>13} {'ratio to redis':>15}   all runs")

@@ -198,11 +198,13 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         params: sc.protocol.clone(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
     let w = &sc.workload;
     let ls = LoadSpec {
         sessions_per_dc: w.clients_per_dc,
+        pipeline: 1,
         dcs: w.dcs.iter().map(|d| causeway_core::DcId(*d)).collect(),
         duration: Duration::from_millis(sc.duration_ms.saturating_sub(sc.warmup_ms)),
         warmup: Duration::from_millis(sc.warmup_ms),

@@ -308,6 +308,10 @@ enum Cmd {
         config: Option<PathBuf>,
         #[arg(long, short = 'c', default_value_t = 50)]
         connections: u32,
+        /// Pipeline N operations per connection, like redis-benchmark -P:
+        /// each connection carries N causal sessions and waits for all N.
+        #[arg(long = "pipeline", short = 'P', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        pipeline: u32,
         #[arg(long, short = 'd', default_value_t = 64)]
         value_size: usize,
         #[arg(long, default_value_t = 5)]
@@ -317,6 +321,10 @@ enum Cmd {
         /// always | group | never (embedded server only).
         #[arg(long, default_value = "always")]
         fsync: String,
+        /// Run the embedded server without TLS (as redis-server is), to
+        /// compare with a plaintext system or measure what TLS costs.
+        #[arg(long, conflicts_with = "config")]
+        plaintext: bool,
         #[arg(long)]
         json: bool,
         /// Deadline of each operation, connecting included.
@@ -664,10 +672,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             protocol,
             config,
             connections,
+            pipeline,
             value_size,
             seconds,
             keys,
             fsync,
+            plaintext,
             json,
             timeout_ms,
             workload,
@@ -696,10 +706,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 protocol,
                 config,
                 connections,
+                pipeline,
                 value_size,
                 seconds,
                 keys,
                 fsync,
+                plaintext,
                 json,
                 op_timeout,
                 mix,

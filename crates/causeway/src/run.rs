@@ -122,10 +122,14 @@ pub struct BenchArgs {
     pub protocol: ProtocolName,
     pub config: Option<PathBuf>,
     pub connections: u32,
+    /// Operations in flight per connection (`-P`).
+    pub pipeline: u32,
     pub value_size: usize,
     pub seconds: u64,
     pub keys: u64,
     pub fsync: Fsync,
+    /// The embedded server without TLS.
+    pub plaintext: bool,
     pub json: bool,
     pub op_timeout: Duration,
     /// A mixed closed-loop phase after the load phase: read, update and
@@ -170,6 +174,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
             spec.partitions = 1;
             spec.rtt_ms = Vec::new();
             spec.fsync = a.fsync;
+            spec.plaintext = a.plaintext;
             let dir = spec.data_dir.clone();
             let e = Embedded::start(spec, rt.handle())?;
             (e.cluster.clone(), Some(e), Some(dir))
@@ -178,6 +183,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
     let p = cluster.protocol;
     let base = LoadSpec {
         sessions_per_dc: a.connections,
+        pipeline: a.pipeline,
         dcs: vec![DcId(0)],
         duration: Duration::from_secs(a.seconds),
         warmup: Duration::from_millis(500),
@@ -224,7 +230,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
         println!(
             "SET (load): {:.0} ops/s\nMIXED {:.0}:{:.0}:{:.0} read:update:rot: {:.0} ops/s ({} errors); get p50/p99 {}/{} ms, \
              put p50/p99 {}/{} ms, rot p50/p99 {}/{} ms, CPU {:.1} user + {:.1} sys µs/op  \
-             [{} protocol, {} connections, {}-byte values, {} keys]",
+             [{} protocol, {} connections × {} pipelined, {}-byte values, {} keys]",
             s.throughput_ops_s,
             m.read * 100.0,
             m.update * 100.0,
@@ -241,6 +247,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
             g.cpu_system_us_per_op,
             p,
             a.connections,
+            a.pipeline,
             a.value_size,
             a.keys,
         );
@@ -249,7 +256,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
             let l = r.latency.get(kind).cloned().unwrap_or_default();
             println!(
                 "{name}: {:.0} ops/s ({} errors), p50 {} ms, p99 {} ms, CPU {:.1} user + {:.1} sys µs/op  \
-                 [{} protocol, {} connections, {}-byte values, fsync {:?}]",
+                 [{} protocol, {} connections × {} pipelined, {}-byte values, fsync {:?}]",
                 r.throughput_ops_s,
                 r.errors,
                 ms(l.p50_us),
@@ -258,6 +265,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
                 r.cpu_system_us_per_op,
                 p,
                 a.connections,
+                a.pipeline,
                 a.value_size,
                 a.fsync
             );

@@ -26,6 +26,7 @@ fn network_histories_pass_the_checker() {
             params: toml::Table::new(),
             ports: Default::default(),
             tokens: None,
+            plaintext: false,
         };
         let cluster = Embedded::start(spec, rt.handle()).unwrap();
         let c = cluster.cluster.clone();

@@ -3,7 +3,11 @@
 //! its own DC.
 //!
 //! A session is sequential, like the protocols assume: one operation at a
-//! time. It connects lazily to each server the protocol addresses. An
+//! time. A pipelined session ([`Session::pipelined`]) is `depth` such
+//! sessions sharing one connection per server: each slot is an independent
+//! causal session (its own client state and id at the server), and
+//! [`Session::execute_many`] runs one operation on each at once, so their
+//! requests and replies share frames, writes and wake-ups. It connects lazily to each server the protocol addresses. An
 //! operation that times out or loses a connection leaves the protocol's
 //! client state mid-operation, so the session refuses further work with
 //! [`ClientError::Broken`]; open a new session (its causal context starts
@@ -13,6 +17,7 @@ use crate::config::Cluster;
 use crate::frame::{Wire, WireError, decode, encode, read_frame};
 use crate::inbox::{LocalConn, LocalDoor};
 use crate::tls::ClientTls;
+use crate::tls::Conn;
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -21,7 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -91,17 +96,37 @@ impl<M> ClientEnv<M> for CEnv<M> {
 
 /// How a session reaches one node.
 enum Link<M> {
-    /// Encoded request frames, for the connection's writer task.
-    Remote(mpsc::UnboundedSender<Vec<u8>>),
+    /// The connection's write half, written by the session itself (no
+    /// writer task to wake per request), and the frames queued for it:
+    /// every request of one turn (all slots of a pipelined session) goes
+    /// out in one write.
+    Remote { wr: WriteHalf<Conn>, out: Vec<u8>, _reader: Reader },
     /// In the node's own process ([`LocalDoor`]).
     Local(LocalConn<M>),
 }
 
+/// A connection's reader task, stopped with the link: with both halves
+/// gone the socket closes, so the server ends the session at once rather
+/// than at its idle timeout.
+struct Reader(tokio::task::JoinHandle<()>);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl<M: causeway_core::Message> Link<M> {
-    fn send(&self, msg: M) -> Result<(), Option<WireError>> {
+    fn send(&mut self, slot: u32, msg: M) -> Result<(), Option<WireError>> {
         match self {
-            Link::Remote(tx) => tx.send(encode(&Wire::Request(msg))).map_err(|_| None),
-            Link::Local(c) => c.send(msg).map_err(Some),
+            Link::Remote { out, .. } => {
+                let frame = if slot == 0 { Wire::Request(msg) } else { Wire::RequestOn { slot, msg } };
+                out.extend_from_slice(&encode(&frame));
+                Ok(())
+            }
+            Link::Local(c) if slot == 0 => c.send(msg).map_err(Some),
+            // An in-process session is a single slot (`with_local`).
+            Link::Local(_) => Err(Some(WireError::TooManySlots { slot, max: 1 })),
         }
     }
 }
@@ -109,7 +134,8 @@ impl<M: causeway_core::Message> Link<M> {
 pub struct Session<P: Protocol> {
     tls: ClientTls,
     cluster: Arc<Cluster>,
-    proto: P::Client,
+    /// One protocol client per logical session (slot) of the connections.
+    protos: Vec<P::Client>,
     /// Per node: the open connection and its generation.
     conns: FxHashMap<NodeId, (u64, Link<P::Msg>)>,
     conn_gen: u64,
@@ -117,7 +143,8 @@ pub struct Session<P: Protocol> {
     local: Option<LocalDoor<P::Msg>>,
     events_tx: mpsc::UnboundedSender<Event<P::Msg>>,
     events: mpsc::UnboundedReceiver<Event<P::Msg>>,
-    timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    /// (due, order, slot, token).
+    timers: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
     timer_seq: u64,
     /// Deadline of one operation, connecting and the hello included: a
     /// session never waits longer for anything.
@@ -142,19 +169,39 @@ impl<P: Protocol> Session<P> {
     /// [`Session::new`] with given credentials (a node's front door shows
     /// the node's certificate).
     pub fn with_tls(cluster: Arc<Cluster>, dc: DcId, id: u32, tls: ClientTls) -> Result<Session<P>, ClientError> {
+        Self::build(cluster, dc, id, 1, tls)
+    }
+
+    /// `depth` independent sessions over one connection per server, named
+    /// `first_id`, `first_id + 1`, … in protocol state; run operations on
+    /// them together with [`Session::execute_many`] (what `causeway bench
+    /// -P` does).
+    pub fn pipelined(cluster: Arc<Cluster>, dc: DcId, first_id: u32, depth: u32) -> Result<Session<P>, ClientError> {
+        let tls = ClientTls::load(&cluster)?;
+        Self::build(cluster, dc, first_id, depth.clamp(1, crate::frame::MAX_SLOTS_PER_CONNECTION), tls)
+    }
+
+    fn build(cluster: Arc<Cluster>, dc: DcId, id: u32, depth: u32, tls: ClientTls) -> Result<Session<P>, ClientError> {
         if dc.idx() >= cluster.topology.dcs() {
             return Err(ClientError::UnknownDc { dc: dc.0, dcs: cluster.topology.dcs() });
         }
         let cfg: P::Config = cluster.config.params.clone().try_into().expect("validated with the cluster config");
-        let proto = P::client(
-            &cfg,
-            ClientCtx { id: ClientId(id), dc, nonce: rand::random(), topology: cluster.topology.clone() },
-        );
+        let protos = (0..depth)
+            .map(|slot| {
+                let ctx = ClientCtx {
+                    id: ClientId(id.wrapping_add(slot)),
+                    dc,
+                    nonce: rand::random(),
+                    topology: cluster.topology.clone(),
+                };
+                P::client(&cfg, ctx)
+            })
+            .collect();
         let (events_tx, events) = mpsc::unbounded_channel();
         Ok(Session {
             tls,
             cluster,
-            proto,
+            protos,
             conns: FxHashMap::default(),
             events_tx,
             events,
@@ -176,7 +223,8 @@ impl<P: Protocol> Session<P> {
     }
 
     /// Reach `door`'s node in-process rather than over TCP (what a node's
-    /// Redis front door does for its own node).
+    /// Redis front door does for its own node). In-process sessions are not
+    /// pipelined: only slot 0 reaches that node.
     pub fn with_local(mut self, door: LocalDoor<P::Msg>) -> Self {
         self.local = Some(door);
         self
@@ -248,7 +296,7 @@ impl<P: Protocol> Session<P> {
             _ => return Err(ClientError::ConnectionLost(node.0)),
         }
         let tx = self.events_tx.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Ok(Some(b)) = read_frame(&mut rd, max).await {
                 let Ok(w) = decode::<P::Msg>(&b) else { break };
                 if tx.send(Event::Frame(node, generation, w)).is_err() {
@@ -257,38 +305,50 @@ impl<P: Protocol> Session<P> {
             }
             let _ = tx.send(Event::Closed(node, generation));
         });
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
-        tokio::spawn(async move {
-            let mut batch = Vec::new();
-            while let Some(b) = wrx.recv().await {
-                // Frames already queued go out with it in one write (one TLS
-                // record, one syscall) rather than one each.
-                batch.clear();
-                batch.extend_from_slice(&b);
-                while batch.len() < 64 * 1024 {
-                    let Ok(b) = wrx.try_recv() else { break };
-                    batch.extend_from_slice(&b);
-                }
-                if wr.write_all(&batch).await.is_err() {
-                    return;
-                }
-                if wr.flush().await.is_err() {
-                    return;
-                }
-            }
-        });
-        self.conns.insert(node, (generation, Link::Remote(wtx)));
+        self.conns.insert(node, (generation, Link::Remote { wr, out: Vec::new(), _reader: Reader(reader) }));
         Ok(())
     }
 
-    async fn flush(&mut self, env: &mut CEnv<P::Msg>, deadline: Instant) -> Result<(), ClientError> {
+    /// Write out the requests queued on each connection, one write (one TLS
+    /// record, one syscall) per connection, within the deadline.
+    async fn write_queued(&mut self, deadline: Instant) -> Result<(), ClientError> {
+        let mut lost = None;
+        for (node, (_, link)) in self.conns.iter_mut() {
+            let Link::Remote { wr, out, .. } = link else { continue };
+            if out.is_empty() {
+                continue;
+            }
+            let write = async {
+                wr.write_all(out).await?;
+                wr.flush().await
+            };
+            match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), write).await {
+                Ok(Ok(())) => out.clear(),
+                Ok(Err(_)) => {
+                    lost = Some(*node);
+                    break;
+                }
+                Err(_) => return Err(ClientError::Timeout(self.timeout)),
+            }
+        }
+        match lost {
+            Some(node) => {
+                self.conns.remove(&node);
+                Err(ClientError::ConnectionLost(node.0))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Send what slot `slot`'s client asked to send and arm its timers.
+    async fn flush(&mut self, slot: usize, env: &mut CEnv<P::Msg>, deadline: Instant) -> Result<(), ClientError> {
         for (after_us, token) in env.timers.drain(..) {
             self.timer_seq += 1;
-            self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, token)));
+            self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, slot, token)));
         }
         for (to, msg) in std::mem::take(&mut env.sends) {
             self.connect(to, deadline).await?;
-            match self.conns.get(&to).map(|(_, c)| c.send(msg)) {
+            match self.conns.get_mut(&to).map(|(_, c)| c.send(slot as u32, msg)) {
                 Some(Ok(())) => {}
                 Some(Err(Some(error))) => return Err(ClientError::Refused { node: to.0, error }),
                 Some(Err(None)) | None => {
@@ -331,18 +391,35 @@ impl<P: Protocol> Session<P> {
     /// tombstones are returned as the writes they are. History recorders use
     /// this, so that the checker sees which delete a read returned.
     pub async fn execute_raw(&mut self, op: Op) -> Result<OpResult, ClientError> {
+        let mut r = self.execute_many(vec![op]).await?;
+        Ok(r.pop().expect("one result per operation"))
+    }
+
+    /// Run `ops[i]` on slot `i` ([`Session::pipelined`]), all at once, and
+    /// return their results (raw, as [`Session::execute_raw`]) when every
+    /// one has completed. Any error ends the whole session: the outcome of
+    /// the operations still running is then unknown.
+    pub async fn execute_many(&mut self, ops: Vec<Op>) -> Result<Vec<OpResult>, ClientError> {
         if self.broken {
             return Err(ClientError::Broken);
         }
-        // A protocol without the column-family model would store an
-        // encoded location as an opaque key: refuse it instead.
-        if !P::OPS.contains(&causeway_core::OpKind::Slice)
-            && op.keys().iter().any(|k| causeway_core::column::is_location_key(k))
-        {
-            return Err(ClientError::ColumnsUnsupported { protocol: P::NAME });
+        assert!(
+            ops.len() <= self.protos.len(),
+            "{} operations for a session of depth {}",
+            ops.len(),
+            self.protos.len()
+        );
+        for op in &ops {
+            // A protocol without the column-family model would store an
+            // encoded location as an opaque key: refuse it instead.
+            if !P::OPS.contains(&causeway_core::OpKind::Slice)
+                && op.keys().iter().any(|k| causeway_core::column::is_location_key(k))
+            {
+                return Err(ClientError::ColumnsUnsupported { protocol: P::NAME });
+            }
+            self.check_sizes(op)?;
         }
-        self.check_sizes(&op)?;
-        let r = self.execute_inner(op).await;
+        let r = self.execute_inner(ops).await;
         if r.is_err() {
             self.broken = true;
             self.conns.clear();
@@ -350,34 +427,69 @@ impl<P: Protocol> Session<P> {
         r
     }
 
+    /// How many operations [`Session::execute_many`] can run at once.
+    pub fn depth(&self) -> usize {
+        self.protos.len()
+    }
+
     /// Whether an earlier error ended this session (see [`ClientError::Broken`]).
     pub fn is_broken(&self) -> bool {
         self.broken
     }
 
-    async fn execute_inner(&mut self, op: Op) -> Result<OpResult, ClientError> {
+    async fn execute_inner(&mut self, ops: Vec<Op>) -> Result<Vec<OpResult>, ClientError> {
         let deadline = Instant::now() + self.timeout;
-        let mut env = CEnv { now: now_us(), sends: Vec::new(), timers: Vec::new(), done: None };
-        self.proto.invoke(&mut env, op);
-        self.flush(&mut env, deadline).await?;
+        let n = ops.len();
+        let now = now_us();
+        // One environment per slot, idle ones included: a late reply to an
+        // earlier operation of an idle slot still reaches its client.
+        let mut envs: Vec<CEnv<P::Msg>> =
+            (0..self.protos.len()).map(|_| CEnv { now, sends: Vec::new(), timers: Vec::new(), done: None }).collect();
+        let mut results: Vec<Option<OpResult>> = (0..n).map(|_| None).collect();
+        for (slot, op) in ops.into_iter().enumerate() {
+            self.protos[slot].invoke(&mut envs[slot], op);
+        }
+        for (slot, env) in envs.iter_mut().enumerate().take(n) {
+            self.flush(slot, env, deadline).await?;
+        }
+        self.write_queued(deadline).await?;
+        let mut left = n;
         loop {
-            if let Some(r) = env.done.take() {
-                return Ok(r);
+            for (slot, env) in envs.iter_mut().enumerate() {
+                if let Some(r) = env.done.take()
+                    && slot < n
+                    && results[slot].is_none()
+                {
+                    results[slot] = Some(r);
+                    left -= 1;
+                }
             }
-            let next_timer = self.timers.peek().map(|Reverse((t, _, _))| *t);
+            if left == 0 {
+                return Ok(results.into_iter().map(|r| r.expect("every slot completed")).collect());
+            }
+            let next_timer = self.timers.peek().map(|Reverse((t, ..))| *t);
             let wake = next_timer.map_or(deadline, |t| t.min(deadline));
             let ev = tokio::time::timeout_at(tokio::time::Instant::from_std(wake), self.events.recv()).await;
-            env.now = now_us();
-            match ev {
+            let now = now_us();
+            let touched = match ev {
                 Ok(Some(Event::Frame(node, generation, _)))
-                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) => {}
-                Ok(Some(Event::Frame(node, _, Wire::Reply(msg)))) => self.proto.on_reply(&mut env, node, msg),
+                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) =>
+                {
+                    None
+                }
+                Ok(Some(Event::Frame(node, _, Wire::Reply(msg)))) => self.deliver(&mut envs, 0, node, msg, now),
+                Ok(Some(Event::Frame(node, _, Wire::ReplyOn { slot, msg }))) => {
+                    self.deliver(&mut envs, slot as usize, node, msg, now)
+                }
                 Ok(Some(Event::Frame(node, _, Wire::Refused(error)))) => {
                     return Err(ClientError::Refused { node: node.0, error });
                 }
-                Ok(Some(Event::Frame(..))) => {}
+                Ok(Some(Event::Frame(..))) => None,
                 Ok(Some(Event::Closed(node, generation)))
-                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) => {}
+                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) =>
+                {
+                    None
+                }
                 Ok(Some(Event::Closed(node, _))) => {
                     self.conns.remove(&node);
                     return Err(ClientError::ConnectionLost(node.0));
@@ -387,17 +499,46 @@ impl<P: Protocol> Session<P> {
                     if Instant::now() >= deadline {
                         return Err(ClientError::Timeout(self.timeout));
                     }
-                    while let Some(Reverse((t, _, token))) = self.timers.peek().copied() {
+                    while let Some(Reverse((t, _, slot, token))) = self.timers.peek().copied() {
                         if t > Instant::now() {
                             break;
                         }
                         self.timers.pop();
-                        self.proto.on_timer(&mut env, token);
+                        envs[slot].now = now;
+                        self.protos[slot].on_timer(&mut envs[slot], token);
+                    }
+                    None
+                }
+            };
+            match touched {
+                Some(slot) => self.flush(slot, &mut envs[slot], deadline).await?,
+                // Timers may have fired on any slot.
+                None => {
+                    for (slot, env) in envs.iter_mut().enumerate() {
+                        if !env.sends.is_empty() || !env.timers.is_empty() {
+                            self.flush(slot, env, deadline).await?;
+                        }
                     }
                 }
             }
-            self.flush(&mut env, deadline).await?;
+            self.write_queued(deadline).await?;
         }
+    }
+
+    /// Hand a reply to slot `slot`'s client; the slot, if it has one.
+    fn deliver(
+        &mut self,
+        envs: &mut [CEnv<P::Msg>],
+        slot: usize,
+        node: NodeId,
+        msg: P::Msg,
+        now: u64,
+    ) -> Option<usize> {
+        // A slot this session never opened: nothing of ours to answer.
+        let env = envs.get_mut(slot)?;
+        env.now = now;
+        self.protos[slot].on_reply(env, node, msg);
+        Some(slot)
     }
 
     pub async fn get(&mut self, key: impl Into<bytes::Bytes>) -> Result<Option<bytes::Bytes>, ClientError> {

@@ -36,6 +36,10 @@ pub struct EmbeddedSpec {
     pub ports: Ports,
     /// The access tokens file ([`crate::auth`]); `None` for no tokens.
     pub tokens: Option<PathBuf>,
+    /// No TLS on any link (`[tls] plaintext = true`), for measuring what
+    /// TLS costs or comparing with a plaintext system; each node says so
+    /// loudly at start.
+    pub plaintext: bool,
 }
 
 /// Optional HTTP and Redis endpoints on loopback: node N gets base + N.
@@ -61,6 +65,7 @@ impl EmbeddedSpec {
             params: toml::Table::new(),
             ports: Ports::default(),
             tokens: None,
+            plaintext: false,
         }
     }
 }
@@ -141,7 +146,11 @@ impl Embedded {
             storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },
             limits,
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
-            tls: TlsSection { dir: Some(tls_dir), plaintext: false },
+            tls: if spec.plaintext {
+                TlsSection { dir: None, plaintext: true }
+            } else {
+                TlsSection { dir: Some(tls_dir), plaintext: false }
+            },
             auth: AuthSection { tokens: spec.tokens.clone() },
         };
         let cluster = Arc::new(config.validate()?);

@@ -69,7 +69,24 @@ pub enum Wire<M> {
     /// The other side refuses something; a refusal of the hello closes the
     /// connection.
     Refused(WireError),
+    /// A request of the connection's logical session `slot`. One connection
+    /// may carry many independent sessions (a pipelined client: each is
+    /// sequential, like every protocol's client assumes, but their requests
+    /// share frames and syscalls). `Request` is slot 0.
+    RequestOn {
+        slot: u32,
+        msg: M,
+    },
+    /// A reply to logical session `slot` ([`Wire::RequestOn`]); `Reply` is slot 0.
+    ReplyOn {
+        slot: u32,
+        msg: M,
+    },
 }
+
+/// How many logical sessions one client connection may carry
+/// ([`Wire::RequestOn`]).
+pub const MAX_SLOTS_PER_CONNECTION: u32 = 1024;
 
 /// Why a server refused a connection or a request.
 #[derive(Clone, Debug, Error, Serialize, Deserialize, PartialEq, Eq)]
@@ -109,6 +126,8 @@ pub enum WireError {
     BadToken,
     #[error("a {role} token may not send {kind:?} requests")]
     Forbidden { role: String, kind: String },
+    #[error("session slot {slot} is beyond the limit of {max} sessions per connection")]
+    TooManySlots { slot: u32, max: u32 },
 }
 
 impl WireError {
@@ -128,6 +147,7 @@ impl WireError {
             WireError::TooManyConnections { .. } => "too_many_connections",
             WireError::Unauthenticated { .. } => "unauthenticated",
             WireError::TokenRequired => "no_token",
+            WireError::TooManySlots { .. } => "too_many_slots",
             WireError::BadToken => "bad_token",
             WireError::Forbidden { .. } => "forbidden",
         }

@@ -21,8 +21,12 @@ use tokio::sync::mpsc;
 
 /// What the protocol thread is told.
 pub(crate) enum Input<M> {
+    /// A logical session opened: its replies are encoded for `slot` of
+    /// the connection ([`crate::frame::Wire::ReplyOn`]; 0: plain `Reply`)
+    /// and queued on `tx`.
     ClientHello {
         client: ClientId,
+        slot: u32,
         tx: mpsc::UnboundedSender<Vec<u8>>,
     },
     Client {
@@ -32,10 +36,13 @@ pub(crate) enum Input<M> {
     ClientGone {
         client: ClientId,
     },
+    /// One frame's worth of sequenced peer messages, numbered `first_seq`,
+    /// `first_seq + 1`, …: one hand-off to the protocol thread per frame
+    /// rather than per message.
     Peer {
         from: NodeId,
-        seq: u64,
-        msg: M,
+        first_seq: u64,
+        msgs: Vec<M>,
     },
     /// An unsequenced message from `from`, sent after its `after_seq - 1`.
     PeerEphemeral {
@@ -114,7 +121,7 @@ impl<M: Message> LocalDoor<M> {
         let role = role_of(self.tokens.as_deref(), token).inspect_err(|e| self.metrics.refuse(e.reason()))?;
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = mpsc::unbounded_channel();
-        self.input.send(Input::ClientHello { client, tx }).map_err(|_| WireError::ShuttingDown)?;
+        self.input.send(Input::ClientHello { client, slot: 0, tx }).map_err(|_| WireError::ShuttingDown)?;
         self.metrics.clients.inc();
         Ok((LocalConn { client, role, door: self.clone() }, rx))
     }

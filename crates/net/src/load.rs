@@ -1,7 +1,9 @@
 //! A closed-loop load generator over real client sessions: what `causeway
 //! demo` and `causeway bench` drive a cluster with.
 //!
-//! Each session is a tokio task issuing one operation at a time (YCSB-style
+//! Each connection is a tokio task issuing one operation at a time, or with
+//! `pipeline` N, one on each of N sessions sharing its connections and
+//! waiting for all N, as redis-benchmark's `-P` does (YCSB-style
 //! mix of get, put and ROT over `keys` keys, uniform), recording latencies in
 //! an HdrHistogram and, if asked, the history for the checker. Visibility is
 //! measured from the outside, as Roohitavaf does: for each ordered DC pair a
@@ -25,7 +27,11 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct LoadSpec {
+    /// Connections (closed-loop tasks) per DC.
     pub sessions_per_dc: u32,
+    /// Operations each connection has in flight at once, each on its own
+    /// causal session ([`Session::pipelined`]); 1: no pipelining.
+    pub pipeline: u32,
     /// Only put sessions in these DCs (empty: every DC).
     pub dcs: Vec<DcId>,
     pub duration: Duration,
@@ -47,6 +53,7 @@ impl Default for LoadSpec {
     fn default() -> Self {
         LoadSpec {
             sessions_per_dc: 8,
+            pipeline: 1,
             dcs: Vec::new(),
             duration: Duration::from_secs(5),
             warmup: Duration::from_millis(500),
@@ -126,20 +133,22 @@ pub async fn run_with_timeout<P: Protocol>(
     let fresh_ids = Arc::new(AtomicU64::new(1_000_000));
     let mut tasks = Vec::new();
     let mut id = 0u32;
+    let depth = spec.pipeline.max(1);
     for &dc in &dcs {
         for _ in 0..spec.sessions_per_dc {
-            id += 1;
+            let first = id + 1;
+            id += depth;
             let (cluster, keys, spec, next_write) = (cluster.clone(), keys.clone(), spec.clone(), next_write.clone());
             let fresh_ids = fresh_ids.clone();
             tasks.push(tokio::spawn(async move {
-                let mut cid = id;
-                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ((id as u64) << 20));
+                let mut cid = first;
+                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ((first as u64) << 20));
                 let mut res = SessionResult { hist: BTreeMap::new(), ops: 0, errors: 0, records: Vec::new() };
                 let mut session: Option<Session<P>> = None;
                 while Instant::now() < end {
                     let s = match session.as_mut() {
                         Some(s) => s,
-                        None => match Session::<P>::new(cluster.clone(), dc, cid) {
+                        None => match Session::<P>::pipelined(cluster.clone(), dc, cid, depth) {
                             Ok(mut s) => {
                                 s.timeout = op_timeout;
                                 s.set_token(spec.token.clone());
@@ -148,56 +157,41 @@ pub async fn run_with_timeout<P: Protocol>(
                             Err(_) => return res,
                         },
                     };
-                    // A protocol without read-only transactions is not
-                    // sent any: its share goes to the other operations.
-                    let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
-                    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot);
-                    let pick = |rng: &mut ChaCha8Rng| keys[rng.random_range(0..keys.len())].clone();
-                    let op = if x < spec.read {
-                        Op::Get { key: pick(&mut rng) }
-                    } else if x < spec.read + spec.update {
-                        let w = next_write.fetch_add(1, Ordering::Relaxed);
-                        Op::Put { key: pick(&mut rng), value: tagged_value(w, spec.value_size) }
-                    } else {
-                        let mut ks = Vec::with_capacity(spec.rot_size);
-                        while ks.len() < spec.rot_size.min(keys.len()) {
-                            let k = pick(&mut rng);
-                            if !ks.contains(&k) {
-                                ks.push(k);
-                            }
-                        }
-                        Op::Rot { keys: ks }
-                    };
-                    let kind = op.kind();
+                    let ops: Vec<Op> = (0..depth).map(|_| next_op::<P>(&spec, &keys, &next_write, &mut rng)).collect();
                     let t0 = Instant::now();
-                    let r = s.execute_raw(op.clone()).await;
+                    let r = s.execute_many(ops.clone()).await;
                     let t1 = Instant::now();
                     let measured = t0 >= measure_from && t1 <= end;
+                    let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
+                        res.records.push(OpRecord {
+                            client: ClientId(cid + slot as u32),
+                            dc,
+                            op,
+                            result,
+                            invoke_us: (t0 - origin).as_micros() as u64,
+                            complete_us: (t1 - origin).as_micros() as u64,
+                        })
+                    };
                     match r {
-                        Ok(result) => {
-                            if measured {
-                                res.ops += 1;
-                                let _ = res
-                                    .hist
-                                    .entry(kind)
-                                    .or_insert_with(histogram)
-                                    .record((t1 - t0).as_micros().max(1) as u64);
-                            }
-                            if spec.record_history {
-                                res.records.push(OpRecord {
-                                    client: ClientId(cid),
-                                    dc,
-                                    op,
-                                    result,
-                                    invoke_us: (t0 - origin).as_micros() as u64,
-                                    complete_us: (t1 - origin).as_micros() as u64,
-                                });
+                        Ok(results) => {
+                            for (slot, (op, result)) in ops.into_iter().zip(results).enumerate() {
+                                if measured {
+                                    res.ops += 1;
+                                    let _ = res
+                                        .hist
+                                        .entry(op.kind())
+                                        .or_insert_with(histogram)
+                                        .record((t1 - t0).as_micros().max(1) as u64);
+                                }
+                                if spec.record_history {
+                                    record(&mut res, slot, op, result);
+                                }
                             }
                         }
                         Err(e) => {
                             res.errors += 1;
                             if spec.record_history {
-                                // The operation may or may not have taken effect; a
+                                // The operations may or may not have taken effect; a
                                 // timeout is recorded as one, so the checker's
                                 // liveness checks see the operation that never finished.
                                 let error = match &e {
@@ -206,19 +200,14 @@ pub async fn run_with_timeout<P: Protocol>(
                                     }
                                     e => causeway_core::OpError::Aborted(e.to_string()),
                                 };
-                                res.records.push(OpRecord {
-                                    client: ClientId(cid),
-                                    dc,
-                                    op,
-                                    result: OpResult::Failed(error),
-                                    invoke_us: (t0 - origin).as_micros() as u64,
-                                    complete_us: (t1 - origin).as_micros() as u64,
-                                });
+                                for (slot, op) in ops.into_iter().enumerate() {
+                                    record(&mut res, slot, op, OpResult::Failed(error.clone()));
+                                }
                             }
                             // A broken session's causal context is gone: the next
                             // session is a new client in the history.
                             session = None;
-                            cid = fresh_ids.fetch_add(1, Ordering::Relaxed) as u32;
+                            cid = fresh_ids.fetch_add(depth as u64, Ordering::Relaxed) as u32;
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                     }
@@ -341,6 +330,30 @@ pub async fn run_with_timeout<P: Protocol>(
         latency: hist.iter().map(|(k, h)| (k.name().to_string(), Summary::of(h))).collect(),
         visibility,
         history: spec.record_history.then(|| History { protocol: P::NAME.to_string(), ops: records }),
+    }
+}
+
+/// The next operation of the mix: a get, a put of a fresh tagged value, or
+/// a ROT of `rot_size` distinct keys (not for a protocol without ROTs: its
+/// share goes to the other operations).
+fn next_op<P: Protocol>(spec: &LoadSpec, keys: &[bytes::Bytes], next_write: &AtomicU64, rng: &mut ChaCha8Rng) -> Op {
+    let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
+    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot);
+    let pick = |rng: &mut ChaCha8Rng| keys[rng.random_range(0..keys.len())].clone();
+    if x < spec.read {
+        Op::Get { key: pick(rng) }
+    } else if x < spec.read + spec.update {
+        let w = next_write.fetch_add(1, Ordering::Relaxed);
+        Op::Put { key: pick(rng), value: tagged_value(w, spec.value_size) }
+    } else {
+        let mut ks = Vec::with_capacity(spec.rot_size);
+        while ks.len() < spec.rot_size.min(keys.len()) {
+            let k = pick(rng);
+            if !ks.contains(&k) {
+                ks.push(k);
+            }
+        }
+        Op::Rot { keys: ks }
     }
 }
 

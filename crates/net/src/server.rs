@@ -14,7 +14,7 @@
 
 use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
-use crate::frame::{FrameError, Wire, WireError, decode, encode, read_frame};
+use crate::frame::{FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::inbox::{Input, LocalDoor, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
@@ -622,10 +622,8 @@ impl<M: Message> Acceptor<M> {
                     if *g != my_gen {
                         break; // superseded by a newer connection from the same peer
                     }
-                    for (i, msg) in msgs.into_iter().enumerate() {
-                        if self.input.send(Input::Peer { from, seq: first_seq + i as u64, msg }).is_err() {
-                            break;
-                        }
+                    if self.input.send(Input::Peer { from, first_seq, msgs }).is_err() {
+                        break;
                     }
                 }
                 Ok(other) => {
@@ -673,9 +671,12 @@ impl<M: Message> Acceptor<M> {
                 }
             }
         });
-        if self.input.send(Input::ClientHello { client, tx: tx.clone() }).is_err() {
+        if self.input.send(Input::ClientHello { client, slot: 0, tx: tx.clone() }).is_err() {
             return;
         }
+        // The connection's logical sessions ([`Wire::RequestOn`]), opened on
+        // their first request; slot 0 is the hello's.
+        let mut slots: Vec<Option<ClientId>> = vec![Some(client)];
         self.metrics.clients.inc();
         let idle = Duration::from_millis(limits.idle_timeout_ms);
         loop {
@@ -695,15 +696,10 @@ impl<M: Message> Acceptor<M> {
                 Ok(Err(e)) => Err(e),
             };
             let refusal = match frame {
-                Ok(Wire::Request(msg)) => match admit(&msg, role, &limits) {
+                Ok(Wire::Request(msg)) => self.admit_request(client, msg, role, &limits),
+                Ok(Wire::RequestOn { slot, msg }) => match self.slot_client(&mut slots, slot, &tx) {
+                    Ok(c) => self.admit_request(c, msg, role, &limits),
                     Err(e) => Some(e),
-                    Ok(()) => {
-                        if self.input.send(Input::Client { client, msg }).is_err() {
-                            let _ = tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
-                            break;
-                        }
-                        None
-                    }
                 },
                 Ok(_) => {
                     let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
@@ -718,15 +714,56 @@ impl<M: Message> Acceptor<M> {
                     break;
                 }
             };
-            if let Some(e) = refusal {
-                self.metrics.refuse(e.reason());
-                let _ = tx.send(encode::<M>(&Wire::Refused(e)));
+            match refusal {
+                Some(WireError::ShuttingDown) => {
+                    let _ = tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
+                    break;
+                }
+                Some(e) => {
+                    self.metrics.refuse(e.reason());
+                    let _ = tx.send(encode::<M>(&Wire::Refused(e)));
+                }
+                None => {}
             }
         }
-        let _ = self.input.send(Input::ClientGone { client });
+        for client in slots.into_iter().flatten() {
+            let _ = self.input.send(Input::ClientGone { client });
+        }
         self.metrics.clients.dec();
         drop(tx);
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    }
+
+    /// Hand an admitted request of session `client` to the protocol thread;
+    /// the refusal to send back otherwise.
+    fn admit_request(&self, client: ClientId, msg: M, role: Role, limits: &crate::config::Limits) -> Option<WireError> {
+        if let Err(e) = admit(&msg, role, limits) {
+            return Some(e);
+        }
+        self.input.send(Input::Client { client, msg }).err().map(|_| WireError::ShuttingDown)
+    }
+
+    /// The session of `slot` on this connection, opened now if it is new.
+    fn slot_client(
+        &self,
+        slots: &mut Vec<Option<ClientId>>,
+        slot: u32,
+        tx: &mpsc::UnboundedSender<Vec<u8>>,
+    ) -> Result<ClientId, WireError> {
+        if slot >= MAX_SLOTS_PER_CONNECTION {
+            return Err(WireError::TooManySlots { slot, max: MAX_SLOTS_PER_CONNECTION });
+        }
+        let i = slot as usize;
+        if slots.len() <= i {
+            slots.resize(i + 1, None);
+        }
+        if let Some(c) = slots[i] {
+            return Ok(c);
+        }
+        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
+        self.input.send(Input::ClientHello { client, slot, tx: tx.clone() }).map_err(|_| WireError::ShuttingDown)?;
+        slots[i] = Some(client);
+        Ok(client)
     }
 }
 
@@ -820,7 +857,8 @@ struct ProtocolLoop<P: Protocol> {
     fsync: Fsync,
     group: Duration,
     inputs: smpsc::Receiver<Input<P::Msg>>,
-    clients: FxHashMap<ClientId, mpsc::UnboundedSender<Vec<u8>>>,
+    /// Each open session's reply queue and its slot on its connection.
+    clients: FxHashMap<ClientId, (mpsc::UnboundedSender<Vec<u8>>, u32)>,
     links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>>,
     acked: Vec<Arc<AtomicU64>>,
     logged_acked: Vec<u64>,
@@ -921,8 +959,8 @@ impl<P: Protocol> ProtocolLoop<P> {
     fn handle(&mut self, input: Input<P::Msg>) {
         let mut env = node_env!(self);
         match input {
-            Input::ClientHello { client, tx } => {
-                self.clients.insert(client, tx);
+            Input::ClientHello { client, slot, tx } => {
+                self.clients.insert(client, (tx, slot));
             }
             Input::ClientGone { client } => {
                 self.clients.remove(&client);
@@ -933,26 +971,10 @@ impl<P: Protocol> ProtocolLoop<P> {
                 self.in_progress.insert(client, (msg.kind(), Instant::now()));
                 self.server.on_client(&mut env, client, msg);
             }
-            Input::Peer { from, seq, msg } => {
-                let last = self.delivered[from.idx()];
-                if seq <= last {
-                    return; // a duplicate resent after a reconnect
+            Input::Peer { from, first_seq, msgs } => {
+                for (i, msg) in msgs.into_iter().enumerate() {
+                    self.deliver_peer(from, first_seq + i as u64, msg);
                 }
-                if seq != last + 1 {
-                    tracing::error!(node = self.node.0, from = from.0, seq, last, "peer sequence gap; dropping");
-                    return;
-                }
-                self.delivered[from.idx()] = seq;
-                self.metrics.peer_in.inc();
-                self.server.on_peer(&mut env, from, msg);
-                // The delivery mark follows the handler's effects in the log.
-                for (k, v) in env.store.drain_journal() {
-                    let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
-                }
-                if let Some(bytes) = env.store.take_dirty_meta() {
-                    let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Meta { bytes });
-                }
-                let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
             }
             Input::PeerEphemeral { from, after_seq, msg } => {
                 if !msg.ephemeral() && !msg.transient() {
@@ -973,6 +995,30 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
             Input::Stop => self.stopping = true,
         }
+    }
+
+    /// Deliver the sequenced message `seq` from `from`, once and in order.
+    fn deliver_peer(&mut self, from: NodeId, seq: u64, msg: P::Msg) {
+        let last = self.delivered[from.idx()];
+        if seq <= last {
+            return; // a duplicate resent after a reconnect
+        }
+        if seq != last + 1 {
+            tracing::error!(node = self.node.0, from = from.0, seq, last, "peer sequence gap; dropping");
+            return;
+        }
+        self.delivered[from.idx()] = seq;
+        self.metrics.peer_in.inc();
+        let mut env = node_env!(self);
+        self.server.on_peer(&mut env, from, msg);
+        // The delivery mark follows the handler's effects in the log.
+        for (k, v) in env.store.drain_journal() {
+            let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
+        }
+        if let Some(bytes) = env.store.take_dirty_meta() {
+            let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Meta { bytes });
+        }
+        let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
     }
 
     fn fire_timers(&mut self) {
@@ -1239,8 +1285,12 @@ impl<P: Protocol> ProtocolLoop<P> {
                 if let Some((kind, since)) = self.in_progress.remove(&client) {
                     self.metrics.record_latency(kind, since.elapsed().as_micros() as u64);
                 }
-                if let Some(tx) = self.clients.get(&client) {
-                    let _ = tx.send(encode(&Wire::Reply(msg)));
+                if let Some((tx, slot)) = self.clients.get(&client) {
+                    let frame = match *slot {
+                        0 => Wire::Reply(msg),
+                        slot => Wire::ReplyOn { slot, msg },
+                    };
+                    let _ = tx.send(encode(&frame));
                 }
             }
         }

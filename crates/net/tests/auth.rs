@@ -126,6 +126,7 @@ async fn every_door_holds_tokens_to_their_roles() {
         params: toml::Table::new(),
         ports: Ports { metrics: Some(base), redis: Some(base + 2) },
         tokens: Some(tokens.clone()),
+        plaintext: false,
     };
     let c = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
     let m = |reason: &'static str| (0..2).map(|n| c.node(NodeId(n)).unwrap().metrics.refused_for(reason)).sum::<u64>();

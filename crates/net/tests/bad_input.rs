@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use causeway_core::{DcId, NodeId};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
-use causeway_net::frame::{Wire, WireError, decode, encode, read_frame};
+use causeway_net::frame::{MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, read_frame};
 use causeway_net::tls::{ClientTls, Conn};
 use causeway_net::{Fsync, Session};
 use causeway_protocols::ProtocolName;
@@ -46,6 +46,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         params: toml::Table::new(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
@@ -130,6 +131,18 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     // The same connection still works after those refusals.
     send(&mut s, &encode(&W::Request(Msg::GetReq { key: Bytes::from_static(b"k") }))).await;
     assert!(matches!(answer(&mut s).await, Some(W::Reply(Msg::GetReply { .. }))));
+    // A logical session beyond the per-connection limit is refused by name;
+    // one within it is answered under its own slot.
+    let get = || Msg::GetReq { key: Bytes::from_static(b"k") };
+    send(&mut s, &encode(&W::RequestOn { slot: MAX_SLOTS_PER_CONNECTION, msg: get() })).await;
+    let r = answer(&mut s).await;
+    assert!(
+        matches!(&r, Some(W::Refused(WireError::TooManySlots { slot, .. })) if *slot == MAX_SLOTS_PER_CONNECTION),
+        "{r:?}"
+    );
+    send(&mut s, &encode(&W::RequestOn { slot: 3, msg: get() })).await;
+    let r = answer(&mut s).await;
+    assert!(matches!(&r, Some(W::ReplyOn { slot: 3, msg: Msg::GetReply { .. } })), "{r:?}");
     // An enum variant index no message has.
     let mut frame = vec![0, 0, 0, 2];
     frame.extend_from_slice(&[7, 200]);

@@ -24,6 +24,7 @@ fn spec(name: &str) -> EmbeddedSpec {
         params: toml::Table::new(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     }
 }
 

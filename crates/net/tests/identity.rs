@@ -37,6 +37,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         params: toml::Table::new(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -25,6 +25,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         params: toml::Table::new(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     }
 }
 
@@ -261,4 +262,58 @@ async fn transient_read_forwards_are_not_journaled() {
     // nothing per ROT.
     assert!(grown < ROTS * 8, "the log grew by {grown} bytes over {ROTS} ROTs");
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+}
+
+/// A pipelined session (`causeway bench -P`): its slots are independent
+/// causal sessions sharing one connection per server. Every slot writes a
+/// photo then an album in one batch each; a reader in the other DC that
+/// sees a slot's album sees its photo, and each slot reads its own writes.
+async fn pipelined_slots_are_causal_sessions(p: ProtocolName) {
+    use causeway_core::{Op, OpResult};
+    const DEPTH: u32 = 8;
+    let rt = tokio::runtime::Handle::current();
+    let cluster = Embedded::start(spec(p, "pipe"), &rt).unwrap();
+    let key = |what: &str, slot: u32| Bytes::from(format!("{what}-{slot}"));
+    with_protocol!(p, P => {
+        let mut w = Session::<P>::pipelined(cluster.cluster.clone(), DcId(0), 1, DEPTH).unwrap();
+        assert_eq!(w.depth(), DEPTH as usize);
+        for what in ["photo", "album"] {
+            let ops = (0..DEPTH).map(|i| Op::Put { key: key(what, i), value: key(what, i) }).collect();
+            let r = w.execute_many(ops).await.unwrap();
+            assert!(r.iter().all(|r| matches!(r, OpResult::Put)), "{p}: {r:?}");
+        }
+        // Each slot reads its own album, and fewer operations than slots run too.
+        let ops = (0..DEPTH / 2).map(|i| Op::Get { key: key("album", i) }).collect();
+        let r = w.execute_many(ops).await.unwrap();
+        for (i, r) in r.iter().enumerate() {
+            assert_eq!(r, &OpResult::Get(Some(key("album", i as u32))), "{p}: slot {i}");
+        }
+        let mut r = Session::<P>::pipelined(cluster.cluster.clone(), DcId(1), 100, DEPTH).unwrap();
+        let start = Instant::now();
+        let mut seen = vec![false; DEPTH as usize];
+        while !seen.iter().all(|s| *s) {
+            let ops = (0..DEPTH).map(|i| Op::Get { key: key("album", i) }).collect();
+            let albums = r.execute_many(ops).await.unwrap();
+            let ops = (0..DEPTH).map(|i| Op::Get { key: key("photo", i) }).collect();
+            let photos = r.execute_many(ops).await.unwrap();
+            for i in 0..DEPTH as usize {
+                if albums[i] != OpResult::Get(None) {
+                    seen[i] = true;
+                    if p != ProtocolName::Eventual {
+                        assert_eq!(photos[i], OpResult::Get(Some(key("photo", i as u32))), "{p}: slot {i}'s album without its photo");
+                    }
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{p}: albums never all visible in dc1: {seen:?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_protocol_serves_pipelined_sessions() {
+    for &p in ProtocolName::ALL {
+        pipelined_slots_are_causal_sessions(p).await;
+    }
 }

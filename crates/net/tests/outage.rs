@@ -28,6 +28,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         params: toml::Table::new(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     }
 }
 

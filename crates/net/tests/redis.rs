@@ -37,6 +37,7 @@ fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
         params: toml::Table::new(),
         ports: Ports { metrics: None, redis: Some(base) },
         tokens: None,
+        plaintext: false,
     };
     let cluster = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
     (cluster, base)

@@ -45,6 +45,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
         params: toml::Table::new(),
         ports: Default::default(),
         tokens: None,
+        plaintext: false,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

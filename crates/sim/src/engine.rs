@@ -728,7 +728,12 @@ impl<P: Protocol> Sim<P> {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
             let failed = matches!(result, OpResult::Failed(_));
             let keys = match &op {
-                Op::Get { .. } | Op::Put { .. } => 1,
+                Op::Get { .. } | Op::Put { .. } | Op::Add { .. } => 1,
+                // A slice reads as many columns as it returns.
+                Op::Slice { .. } => match &result {
+                    OpResult::Slice(cells) => cells.len().max(1),
+                    _ => 1,
+                },
                 Op::Rot { keys } => keys.len(),
                 Op::Wot { writes } => writes.len(),
                 Op::Txn { reads, writes } => reads.len() + writes.len(),
