@@ -469,7 +469,19 @@ impl<P: Protocol> Session<P> {
             }
             let next_timer = self.timers.peek().map(|Reverse((t, ..))| *t);
             let wake = next_timer.map_or(deadline, |t| t.min(deadline));
-            let ev = tokio::time::timeout_at(tokio::time::Instant::from_std(wake), self.events.recv()).await;
+            // A reply already queued (the usual case for all but the first
+            // of a pipelined batch) is taken without arming a timer, unless
+            // a timer or the deadline is due: those go first.
+            let ev = if wake <= Instant::now() {
+                Err(())
+            } else {
+                match self.events.try_recv() {
+                    Ok(e) => Ok(Some(e)),
+                    Err(_) => tokio::time::timeout_at(tokio::time::Instant::from_std(wake), self.events.recv())
+                        .await
+                        .map_err(|_| ()),
+                }
+            };
             let now = now_us();
             let touched = match ev {
                 Ok(Some(Event::Frame(node, generation, _)))

@@ -110,7 +110,12 @@ pub enum Fsync {
     /// an acknowledged write survives power loss.
     #[default]
     Always,
-    /// At most every `group_commit_ms`; acknowledgements wait for it.
+    /// Like `Always`, but while requests keep arriving one sync covers up
+    /// to `group_commit_ms` of turns: fewer syncs under saturation, at the
+    /// cost of that much latency. When the inbox runs dry the sync happens
+    /// at once (waiting then only adds latency, as a fixed timer did: with
+    /// 50 closed-loop sessions it held every reply ~2 ms and ran at half
+    /// `Always`'s rate). Acknowledgements wait for the sync either way.
     Group,
     /// Never: the OS decides. An acknowledged write survives a process crash
     /// (`kill -9`) but not power loss.

@@ -158,8 +158,11 @@ pub async fn run_with_timeout<P: Protocol>(
                         },
                     };
                     let ops: Vec<Op> = (0..depth).map(|_| next_op::<P>(&spec, &keys, &next_write, &mut rng)).collect();
+                    let kinds: Vec<OpKind> = ops.iter().map(Op::kind).collect();
+                    // The operations are kept only for the history.
+                    let (ops, kept) = if spec.record_history { (ops.clone(), ops) } else { (ops, Vec::new()) };
                     let t0 = Instant::now();
-                    let r = s.execute_many(ops.clone()).await;
+                    let r = s.execute_many(ops).await;
                     let t1 = Instant::now();
                     let measured = t0 >= measure_from && t1 <= end;
                     let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
@@ -174,18 +177,15 @@ pub async fn run_with_timeout<P: Protocol>(
                     };
                     match r {
                         Ok(results) => {
-                            for (slot, (op, result)) in ops.into_iter().zip(results).enumerate() {
-                                if measured {
-                                    res.ops += 1;
-                                    let _ = res
-                                        .hist
-                                        .entry(op.kind())
-                                        .or_insert_with(histogram)
-                                        .record((t1 - t0).as_micros().max(1) as u64);
+                            if measured {
+                                res.ops += kinds.len() as u64;
+                                let latency_us = (t1 - t0).as_micros().max(1) as u64;
+                                for kind in kinds {
+                                    let _ = res.hist.entry(kind).or_insert_with(histogram).record(latency_us);
                                 }
-                                if spec.record_history {
-                                    record(&mut res, slot, op, result);
-                                }
+                            }
+                            for (slot, (op, result)) in kept.into_iter().zip(results).enumerate() {
+                                record(&mut res, slot, op, result);
                             }
                         }
                         Err(e) => {
@@ -200,7 +200,7 @@ pub async fn run_with_timeout<P: Protocol>(
                                     }
                                     e => causeway_core::OpError::Aborted(e.to_string()),
                                 };
-                                for (slot, op) in ops.into_iter().enumerate() {
+                                for (slot, op) in kept.into_iter().enumerate() {
                                     record(&mut res, slot, op, OpResult::Failed(error.clone()));
                                 }
                             }

@@ -365,6 +365,7 @@ pub fn spawn<P: Protocol>(
         out: Vec::new(),
         held: Vec::new(),
         last_sync: Instant::now(),
+        inbox_dry: true,
         metrics: metrics.clone(),
         stopping: false,
         logged_peers: (0..n).map(|i| recovered.peer_incarnations.get(&NodeId(i as u32)).copied()).collect(),
@@ -875,6 +876,8 @@ struct ProtocolLoop<P: Protocol> {
     /// group sync.
     held: Vec<Release<P::Msg>>,
     last_sync: Instant,
+    /// The last turn took every input there was ([`Fsync::Group`] syncs then).
+    inbox_dry: bool,
     metrics: Arc<NodeMetrics>,
     stopping: bool,
     /// Peer incarnations as logged; the shared table may know newer ones.
@@ -936,10 +939,14 @@ impl<P: Protocol> ProtocolLoop<P> {
                 },
             };
             batch.extend(first);
+            self.inbox_dry = false;
             while batch.len() < 1024 {
                 match self.inputs.try_recv() {
                     Ok(i) => batch.push(i),
-                    Err(_) => break,
+                    Err(_) => {
+                        self.inbox_dry = true;
+                        break;
+                    }
                 }
             }
             for input in batch.drain(..) {
@@ -1118,7 +1125,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         let sync_now = match self.fsync {
             Fsync::Always => true,
             Fsync::Never => false,
-            Fsync::Group => self.last_sync.elapsed() >= self.group || self.stopping,
+            Fsync::Group => self.inbox_dry || self.last_sync.elapsed() >= self.group || self.stopping,
         };
         let ok = match self.fsync {
             Fsync::Group if !sync_now => self.wal.flush(false),

@@ -8,8 +8,9 @@ use causeway_core::{
     ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
     Topology, Value, Versioned,
 };
+use rustc_hash::FxHashSet;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits; the pace epoch it was set under
@@ -57,7 +58,7 @@ pub struct CsxServer {
     /// unblocks, so admitting versions costs O(log n) each, not a scan per
     /// DSV change.
     pending_visible: Vec<BinaryHeap<Reverse<(Hlc, u64)>>>,
-    pending_slab: BTreeMap<u64, PendingVisible>,
+    pending_slab: rustc_hash::FxHashMap<u64, PendingVisible>,
     next_pending: u64,
     /// ROTXs this server coordinates, by id.
     rots: Gathering<RotInProgress>,
@@ -104,7 +105,9 @@ pub(super) struct Gc {
     clock_us: u64,
     /// Keys that had more than one version when last written, oldest first.
     dirty: VecDeque<Key>,
-    dirty_set: BTreeSet<Key>,
+    /// Membership only (the order is `dirty`'s): a hash set, since an ordered
+    /// one compares whole keys on every write.
+    dirty_set: FxHashSet<Key>,
 }
 
 impl CsxServer {
@@ -132,10 +135,10 @@ impl CsxServer {
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
             pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
-            pending_slab: BTreeMap::new(),
+            pending_slab: Default::default(),
             next_pending: 0,
             rots: Gathering::default(),
-            gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
+            gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: FxHashSet::default() },
         }
     }
 }

@@ -7,6 +7,7 @@ use causeway_core::{
     ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv, Topology,
     Value, Versioned, vmax,
 };
+use rustc_hash::FxHashSet;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -89,7 +90,9 @@ pub(super) struct PendingVisible {
 pub(super) struct Gc {
     history: VecDeque<(u64, Vec<TimeUs>)>,
     dirty: VecDeque<Key>,
-    dirty_set: BTreeSet<Key>,
+    /// Membership only (the order is `dirty`'s): a hash set, since an ordered
+    /// one compares whole keys on every write.
+    dirty_set: FxHashSet<Key>,
 }
 
 impl Partition {
@@ -115,7 +118,7 @@ impl Partition {
             pending_slab: BTreeMap::new(),
             next_pending: 0,
             clock_us: 0,
-            gc: Gc { history: VecDeque::new(), dirty: VecDeque::new(), dirty_set: BTreeSet::new() },
+            gc: Gc { history: VecDeque::new(), dirty: VecDeque::new(), dirty_set: FxHashSet::default() },
             topology,
         }
     }
