@@ -1,0 +1,36 @@
+#!/bin/bash
+# A system-wide CPU profile of one protocol on DKVF's configuration (issue
+# 18): two `causeway server` processes (2 DCs x 1 partition, plaintext,
+# fsync never) and `causeway bench --workload a` (50 sessions, 64-byte
+# values, 100 000 keys) for 8 s, under `perf record -a`. Read it with
+#   perf report -i OUT --no-children --sort comm -g none
+#   perf report -i OUT --no-children --comm causeway-node-0,causeway-node-1 --sort sym -g none
+# Usage: scripts/profile-2dc.sh PROTOCOL OUT.data [causeway-binary]
+set -eu
+P=$1
+OUT=$(realpath -m "$2")
+B=$(realpath "${3:-target/release/causeway}")
+D=$(mktemp -d /tmp/causeway-prof.XXXX)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+cd "$D"
+port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
+cat > cluster.toml <<TOML
+cluster_id = "prof-$P"
+protocol = "$P"
+data_dir = "data"
+nodes = ["127.0.0.1:$(port)", "127.0.0.1:$(port)"]
+[topology]
+dcs = 2
+partitions = 1
+[storage]
+fsync = "never"
+[tls]
+plaintext = true
+TOML
+CAUSEWAY_LOG=error "$B" server --config cluster.toml --node 0 &
+CAUSEWAY_LOG=error "$B" server --config cluster.toml --node 1 &
+until "$B" put ready 1 --config cluster.toml --timeout-ms 500 >/dev/null 2>&1; do sleep 0.1; done
+perf record -a -e cpu-clock -F 999 -g -o "$OUT" -- sleep 9 >/dev/null 2>&1 &
+rec=$!
+"$B" bench --config cluster.toml -c 50 -d 64 --keys 100000 --seconds 8 --workload a 2>&1 | tail -1
+wait $rec
