@@ -4,8 +4,9 @@
 //! (Contrarian), a vector GST (Cure), and next a UST (PaRiS). The shared
 //! kit is the per-DC aggregation tree that computes the stable time
 //! ([`stable_tree`]), the coordinator's split and gather of a read-only
-//! transaction's slices ([`slices`]), and the idle pacing of the heartbeat
-//! and tree timers ([`pace`]).
+//! transaction's slices ([`slices`]), the idle pacing of the heartbeat
+//! and tree timers ([`pace`]), and the collection of versions below a
+//! stable-vector horizon ([`version_gc`]).
 
 pub mod causal_spartan_x;
 pub mod contrarian;
@@ -16,6 +17,7 @@ pub mod slices;
 pub mod stable_tree;
 #[cfg(test)]
 pub(crate) mod testnet;
+pub mod version_gc;
 
 /// How long an operation may wait for a stable time to cover what it needs
 /// (the liveness bound GentleRain and CausalSpartanX declare): one WAN trip

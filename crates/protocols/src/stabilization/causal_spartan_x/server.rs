@@ -4,13 +4,13 @@ use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::pace::Pace;
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use crate::stabilization::version_gc::VersionGc;
 use causeway_core::{
     ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
     Topology, Value, Versioned,
 };
-use rustc_hash::FxHashSet;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits; the pace epoch it was set under
@@ -22,8 +22,7 @@ fn timer(kind: u64, epoch: u64) -> u64 {
     (epoch << 2) | kind
 }
 
-/// Keys GC examines per θ tick at most.
-pub const GC_KEYS_PER_TICK: usize = 64;
+pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
 /// Partition server p^m_n (§5.2).
 pub struct CsxServer {
@@ -62,7 +61,7 @@ pub struct CsxServer {
     next_pending: u64,
     /// ROTXs this server coordinates, by id.
     rots: Gathering<RotInProgress>,
-    gc: Gc,
+    gc: VersionGc<Vec<Hlc>>,
 }
 
 pub(super) struct PendingVisible {
@@ -95,21 +94,6 @@ impl RotInProgress {
     }
 }
 
-pub(super) struct Gc {
-    /// `(local µs, DSV then)`, oldest first, one entry per θ tick in which the
-    /// DSV changed. Once any entry is `gc_grace_us` old, the front is the newest
-    /// such entry: the GC horizon.
-    history: VecDeque<(u64, Vec<Hlc>)>,
-    /// The largest `now_us` seen, so the history stays sorted when the clock
-    /// steps back. A step back pauses GC; it cannot make it early.
-    clock_us: u64,
-    /// Keys that had more than one version when last written, oldest first.
-    dirty: VecDeque<Key>,
-    /// Membership only (the order is `dirty`'s): a hash set, since an ordered
-    /// one compares whole keys on every write.
-    dirty_set: FxHashSet<Key>,
-}
-
 impl CsxServer {
     pub(super) fn new(cfg: &Config, ctx: NodeCtx) -> Self {
         let m = ctx.role.dc();
@@ -138,7 +122,7 @@ impl CsxServer {
             pending_slab: Default::default(),
             next_pending: 0,
             rots: Gathering::default(),
-            gc: Gc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: FxHashSet::default() },
+            gc: VersionGc::default(),
         }
     }
 }
@@ -558,12 +542,7 @@ impl CsxServer {
 
     /// Insert into the store and note the key for GC.
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        let store = env.store();
-        let inserted = store.insert(key.clone(), version);
-        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.gc.dirty_set.insert(key.clone()) {
-            self.gc.dirty.push_back(key);
-        }
-        inserted
+        self.gc.apply(env.store(), key, version)
     }
 
     fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, dsv: &[Hlc]) {
@@ -657,30 +636,8 @@ impl CsxServer {
     /// versions older than the newest one slice-visible at the horizon (the
     /// newest DSV at least `gc_grace_us` old).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let g = &mut self.gc;
-        g.clock_us = g.clock_us.max(env.now_us());
-        let now_us = g.clock_us;
-        match g.history.back_mut() {
-            Some((at_us, dsv)) if *at_us == now_us => dsv.clone_from(&self.dsv),
-            Some((_, dsv)) if *dsv == self.dsv => {}
-            _ => g.history.push_back((now_us, self.dsv.clone())),
-        }
-        let grace_us = self.cfg.gc_grace_us;
-        let Some(h) = g.history.iter().rposition(|(at_us, _)| at_us.saturating_add(grace_us) <= now_us) else {
-            return;
-        };
-        g.history.drain(..h);
-        let horizon = &g.history[0].1;
-        let store = env.store();
-        for _ in 0..GC_KEYS_PER_TICK.min(g.dirty.len()) {
-            let Some(key) = g.dirty.pop_front() else { break };
-            store.gc_key(&key, |v| slice_visible(v, horizon));
-            if store.versions(&key).len() > 1 {
-                g.dirty.push_back(key);
-            } else {
-                g.dirty_set.remove(&key);
-            }
-        }
+        let now_us = env.now_us();
+        self.gc.collect(env.store(), now_us, &self.dsv, self.cfg.gc_grace_us, |v, horizon| slice_visible(v, horizon));
     }
 }
 

@@ -3,13 +3,13 @@ use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::pace::Pace;
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use crate::stabilization::version_gc::VersionGc;
 use causeway_core::{
     ClientId, DcId, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
     Topology, Value, Versioned, vmax,
 };
-use rustc_hash::FxHashSet;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits; the pace epoch it was set under
@@ -21,8 +21,7 @@ fn timer(kind: u64, epoch: u64) -> u64 {
     (epoch << 2) | kind
 }
 
-/// Keys GC examines per θ tick at most.
-pub const GC_KEYS_PER_TICK: usize = 64;
+pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
 /// A Contrarian node. Only partition servers take part; any other node of
 /// a shared topology (a service node) ignores every input.
@@ -85,7 +84,7 @@ pub(super) struct Partition {
     /// The largest clock reading seen, for timeouts that must not run
     /// backwards with the clock.
     clock_us: u64,
-    gc: Gc,
+    gc: VersionGc<Vec<Hlc>>,
 }
 
 /// One half of a 1½-round read, and when (`clock_us`) it arrived. The keys
@@ -108,17 +107,6 @@ pub(super) struct PendingVisible {
     order: (Hlc, DcId),
     value: Value,
     dv: Vec<Hlc>,
-}
-
-pub(super) struct Gc {
-    /// `(clock_us, GSS then)`, oldest first, one entry per θ tick in which
-    /// the GSS changed; trimmed to the newest entry `gc_grace_us` old.
-    history: VecDeque<(u64, Vec<Hlc>)>,
-    /// Keys with more than one version, oldest first.
-    dirty: VecDeque<Key>,
-    /// Membership only (the order is `dirty`'s): a hash set, since an ordered
-    /// one compares whole keys on every write.
-    dirty_set: FxHashSet<Key>,
 }
 
 impl Partition {
@@ -146,7 +134,7 @@ impl Partition {
             pending_slab: BTreeMap::new(),
             next_pending: 0,
             clock_us: 0,
-            gc: Gc { history: VecDeque::new(), dirty: VecDeque::new(), dirty_set: FxHashSet::default() },
+            gc: VersionGc::default(),
             topology,
         }
     }
@@ -717,41 +705,17 @@ impl Partition {
     /// reads that version or a newer one; a slice that finds nothing left
     /// fails with "snapshot pruned" rather than returning an older state.
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let g = &mut self.gc;
-        let now_us = self.clock_us;
-        match g.history.back_mut() {
-            Some((at_us, gss)) if *at_us == now_us => gss.clone_from(&self.gss),
-            Some((_, gss)) if *gss == self.gss => {}
-            _ => g.history.push_back((now_us, self.gss.clone())),
-        }
-        let grace_us = self.cfg.gc_grace_us;
-        let Some(h) = g.history.iter().rposition(|(at_us, _)| at_us.saturating_add(grace_us) <= now_us) else {
-            return;
-        };
-        g.history.drain(..h);
-        let (horizon, m) = (&g.history[0].1, self.m);
-        let store = env.store();
-        for _ in 0..GC_KEYS_PER_TICK.min(g.dirty.len()) {
-            let Some(key) = g.dirty.pop_front() else { break };
-            store.gc_key(&key, |v| in_snapshot(v, horizon, m, false));
-            if store.versions(&key).len() > 1 {
-                g.dirty.push_back(key);
-            } else {
-                g.dirty_set.remove(&key);
-            }
-        }
+        let (now_us, m) = (self.clock_us, self.m);
+        self.gc.collect(env.store(), now_us, &self.gss, self.cfg.gc_grace_us, |v, horizon| {
+            in_snapshot(v, horizon, m, false)
+        });
     }
 
     // ------------------------------------------------------------ shared steps
 
     /// Insert into the store and note the key for GC.
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        let store = env.store();
-        let inserted = store.insert(key.clone(), version);
-        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.gc.dirty_set.insert(key.clone()) {
-            self.gc.dirty.push_back(key);
-        }
-        inserted
+        self.gc.apply(env.store(), key, version)
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {

@@ -3,13 +3,13 @@ use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::pace::Pace;
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use crate::stabilization::version_gc::VersionGc;
 use causeway_core::{
     ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv, Topology,
     Value, Versioned, vmax,
 };
-use rustc_hash::FxHashSet;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits: heartbeat and stabilization
@@ -22,8 +22,7 @@ fn timer(kind: u64, epoch_or_id: u64) -> u64 {
     (epoch_or_id << 2) | kind
 }
 
-/// Keys GC examines per θ tick at most.
-pub const GC_KEYS_PER_TICK: usize = 64;
+pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
 /// A Cure node. Only partition servers take part.
 pub struct CureServer {
@@ -71,7 +70,7 @@ pub(super) struct Partition {
     pending_slab: BTreeMap<u64, PendingVisible>,
     next_pending: u64,
     clock_us: u64,
-    gc: Gc,
+    gc: VersionGc<Vec<TimeUs>>,
 }
 
 /// A request waiting inside the server, and since when (local µs).
@@ -85,14 +84,6 @@ pub(super) struct PendingVisible {
     order: (TimeUs, DcId),
     value: Value,
     dv: Vec<TimeUs>,
-}
-
-pub(super) struct Gc {
-    history: VecDeque<(u64, Vec<TimeUs>)>,
-    dirty: VecDeque<Key>,
-    /// Membership only (the order is `dirty`'s): a hash set, since an ordered
-    /// one compares whole keys on every write.
-    dirty_set: FxHashSet<Key>,
 }
 
 impl Partition {
@@ -118,7 +109,7 @@ impl Partition {
             pending_slab: BTreeMap::new(),
             next_pending: 0,
             clock_us: 0,
-            gc: Gc { history: VecDeque::new(), dirty: VecDeque::new(), dirty_set: FxHashSet::default() },
+            gc: VersionGc::default(),
             topology,
         }
     }
@@ -561,40 +552,16 @@ impl Partition {
     /// snapshot made of a GST at least `gc_grace_us` old (local entry: that
     /// GST's, below every later snapshot's clock entry).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let g = &mut self.gc;
-        let now_us = self.clock_us;
-        match g.history.back_mut() {
-            Some((at_us, gst)) if *at_us == now_us => gst.clone_from(&self.gst),
-            Some((_, gst)) if *gst == self.gst => {}
-            _ => g.history.push_back((now_us, self.gst.clone())),
-        }
-        let grace_us = self.cfg.gc_grace_us;
-        let Some(h) = g.history.iter().rposition(|(at_us, _)| at_us.saturating_add(grace_us) <= now_us) else {
-            return;
-        };
-        g.history.drain(..h);
-        let (horizon, m) = (&g.history[0].1, self.m);
-        let store = env.store();
-        for _ in 0..GC_KEYS_PER_TICK.min(g.dirty.len()) {
-            let Some(key) = g.dirty.pop_front() else { break };
-            store.gc_key(&key, |v| in_snapshot(v, horizon, m, false));
-            if store.versions(&key).len() > 1 {
-                g.dirty.push_back(key);
-            } else {
-                g.dirty_set.remove(&key);
-            }
-        }
+        let (now_us, m) = (self.clock_us, self.m);
+        self.gc.collect(env.store(), now_us, &self.gst, self.cfg.gc_grace_us, |v, horizon| {
+            in_snapshot(v, horizon, m, false)
+        });
     }
 
     // ------------------------------------------------------------ shared steps
 
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        let store = env.store();
-        let inserted = store.insert(key.clone(), version);
-        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.gc.dirty_set.insert(key.clone()) {
-            self.gc.dirty.push_back(key);
-        }
-        inserted
+        self.gc.apply(env.store(), key, version)
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
