@@ -7,7 +7,9 @@
 //! sessions sharing one connection per server: each slot is an independent
 //! causal session (its own client state and id at the server), and
 //! [`Session::execute_many`] runs one operation on each at once, so their
-//! requests and replies share frames, writes and wake-ups. It connects lazily to each server the protocol addresses. An
+//! requests and replies share frames, writes and wake-ups.
+//!
+//! A session connects lazily to each server the protocol addresses. An
 //! operation that times out or loses a connection leaves the protocol's
 //! client state mid-operation, so the session refuses further work with
 //! [`ClientError::Broken`]; open a new session (its causal context starts
@@ -16,8 +18,7 @@
 use crate::config::Cluster;
 use crate::frame::{Wire, WireError, decode, encode, read_frame};
 use crate::inbox::{LocalConn, LocalDoor};
-use crate::tls::ClientTls;
-use crate::tls::Conn;
+use crate::tls::{ClientTls, Conn};
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
