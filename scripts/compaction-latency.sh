@@ -8,10 +8,11 @@
 # protocol-thread pause (copy_ms) and total background time (ms).
 # Usage: scripts/compaction-latency.sh [path/to/causeway]
 set -eu
+SCRIPTS=$(realpath "$(dirname "$0")")
 B=$(realpath "${1:-target/release/causeway}")
 D=$(mktemp -d /tmp/causeway-compaction.XXXX)
 cd "$D"
-port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
+. "$SCRIPTS/lib/cluster.sh"
 cat >cluster.toml <<TOML
 cluster_id = "compaction-bench"
 protocol = "eventual"

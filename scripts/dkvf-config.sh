@@ -13,37 +13,18 @@ ROUNDS=${2:-3}
 SECS=${3:-10}
 FSYNC=${4:-never}
 PROTOCOLS=${PROTOCOLS:-"eventual gentlerain causalspartanx cops"}
-if [ "${PLAINTEXT:-0}" = 1 ]; then TLS='plaintext = true'; else TLS='dir = "certs"'; fi
 D=$(mktemp -d /tmp/causeway-dkvf.XXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
-port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
+. "$(dirname "$0")/lib/cluster.sh"
 for r in $(seq 1 "$ROUNDS"); do
   for p in $PROTOCOLS; do
     dir="$D/$p-$r"
-    mkdir -p "$dir"
-    cat >"$dir/cluster.toml" <<TOML
-cluster_id = "dkvf-$p-$r"
-protocol = "$p"
-data_dir = "data"
-nodes = ["127.0.0.1:$(port)", "127.0.0.1:$(port)"]
-[topology]
-dcs = 2
-partitions = 1
-[storage]
-fsync = "$FSYNC"
-[tls]
-$TLS
-TOML
-    if [ "${PLAINTEXT:-0}" != 1 ]; then "$B" certs --config "$dir/cluster.toml" >/dev/null; fi
-    CAUSEWAY_LOG=error "$B" server --config "$dir/cluster.toml" --node 0 &
-    s0=$!
-    CAUSEWAY_LOG=error "$B" server --config "$dir/cluster.toml" --node 1 &
-    s1=$!
-    until "$B" put ready 1 --config "$dir/cluster.toml" --timeout-ms 500 >/dev/null 2>&1; do sleep 0.1; done
+    two_dc_config "$dir" "dkvf-$p-$r" "$p" "$FSYNC" "${PLAINTEXT:-0}"
+    start_two_dc "$dir"
     out=$("$B" bench --config "$dir/cluster.toml" -c 50 -d 64 --keys 100000 --seconds "$SECS" --workload a --json 2>/dev/null)
     ops=$(python3 -c "import json,sys;print(round(json.loads(sys.argv[1])['mixed']['throughput_ops_s']))" "$out")
     echo "round $r $p $ops"
-    kill $s0 $s1; wait $s0 $s1 2>/dev/null || true
+    kill $SERVERS; wait $SERVERS 2>/dev/null || true
   done
 done | tee "$D/runs.txt"
 python3 - "$D/runs.txt" <<'PY'

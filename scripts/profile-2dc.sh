@@ -12,25 +12,10 @@ OUT=$(realpath -m "$2")
 B=$(realpath "${3:-target/release/causeway}")
 D=$(mktemp -d /tmp/causeway-prof.XXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
-cd "$D"
-port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
-cat > cluster.toml <<TOML
-cluster_id = "prof-$P"
-protocol = "$P"
-data_dir = "data"
-nodes = ["127.0.0.1:$(port)", "127.0.0.1:$(port)"]
-[topology]
-dcs = 2
-partitions = 1
-[storage]
-fsync = "never"
-[tls]
-plaintext = true
-TOML
-CAUSEWAY_LOG=error "$B" server --config cluster.toml --node 0 &
-CAUSEWAY_LOG=error "$B" server --config cluster.toml --node 1 &
-until "$B" put ready 1 --config cluster.toml --timeout-ms 500 >/dev/null 2>&1; do sleep 0.1; done
+. "$(dirname "$0")/lib/cluster.sh"
+two_dc_config "$D" "prof-$P" "$P" never 1
+start_two_dc "$D"
 perf record -a -e cpu-clock -F 999 -g -o "$OUT" -- sleep 9 >/dev/null 2>&1 &
 rec=$!
-"$B" bench --config cluster.toml -c 50 -d 64 --keys 100000 --seconds 8 --workload a 2>&1 | tail -1
+"$B" bench --config "$D/cluster.toml" -c 50 -d 64 --keys 100000 --seconds 8 --workload a 2>&1 | tail -1
 wait $rec

@@ -5,12 +5,13 @@
 # rounds of SECONDS each. Prints one line per run and the medians.
 # Usage: scripts/tls-cost.sh [path/to/causeway] [rounds] [seconds]
 set -eu
+SCRIPTS=$(realpath "$(dirname "$0")")
 B=$(realpath "${1:-target/release/causeway}")
 ROUNDS=${2:-5}
 SECS=${3:-10}
 D=$(mktemp -d /tmp/causeway-tls-cost.XXXX)
 cd "$D"
-port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
+. "$SCRIPTS/lib/cluster.sh"
 for mode in tls plain; do
   mkdir -p $mode
   if [ $mode = tls ]; then sec='dir = "certs"'; else sec='plaintext = true'; fi

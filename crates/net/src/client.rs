@@ -16,7 +16,7 @@
 //! afresh, which is always safe).
 
 use crate::config::Cluster;
-use crate::frame::{Wire, WireError, decode, encode, read_frame};
+use crate::frame::{Wire, WireError, decode, encode, encode_into, read_frame};
 use crate::inbox::{LocalConn, LocalDoor};
 use crate::tls::{ClientTls, Conn};
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
@@ -122,7 +122,7 @@ impl<M: causeway_core::Message> Link<M> {
         match self {
             Link::Remote { out, .. } => {
                 let frame = if slot == 0 { Wire::Request(msg) } else { Wire::RequestOn { slot, msg } };
-                out.extend_from_slice(&encode(&frame));
+                *out = encode_into(&frame, std::mem::take(out));
                 Ok(())
             }
             Link::Local(c) if slot == 0 => c.send(msg).map_err(Some),

@@ -168,11 +168,18 @@ pub enum FrameError {
 
 /// Encode a frame, length prefix included.
 pub fn encode<M: Serialize>(w: &Wire<M>) -> Vec<u8> {
-    // The body is serialised after a placeholder for its length, into the
-    // buffer that is sent: no second buffer and copy per frame.
-    let mut buf = postcard::to_extend(w, vec![0u8; 4]).expect("serialising into a Vec cannot fail");
-    let len = (buf.len() - 4) as u32;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
+    encode_into(w, Vec::new())
+}
+
+/// [`encode`], appended to `buf` (a connection's queue of frames to write):
+/// the body is serialised after a placeholder for its length, into the
+/// buffer that is sent, with no second buffer and copy per frame.
+pub fn encode_into<M: Serialize>(w: &Wire<M>, mut buf: Vec<u8>) -> Vec<u8> {
+    let start = buf.len();
+    buf.extend_from_slice(&[0u8; 4]);
+    let mut buf = postcard::to_extend(w, buf).expect("serialising into a Vec cannot fail");
+    let len = (buf.len() - start - 4) as u32;
+    buf[start..start + 4].copy_from_slice(&len.to_be_bytes());
     buf
 }
 
@@ -225,6 +232,19 @@ mod tests {
         assert!(matches!(read_frame(&mut r, 2).await, Err(FrameError::TooLarge { .. })));
         let mut r = &bytes[..bytes.len() - 1];
         assert!(matches!(read_frame(&mut r, 1024).await, Err(FrameError::Truncated)));
+    }
+
+    /// Frames appended to one buffer read back one by one, in order.
+    #[tokio::test]
+    async fn appended_frames_read_back_in_order() {
+        let mut buf = encode_into::<Msg>(&Wire::Ack { next_seq: 1 }, Vec::new());
+        buf = encode_into::<Msg>(&Wire::RequestOn { slot: 3, msg: Msg::PutReply }, buf);
+        let mut r = &buf[..];
+        let first = read_frame(&mut r, 1024).await.unwrap().unwrap();
+        assert!(matches!(decode::<Msg>(&first).unwrap(), Wire::Ack { next_seq: 1 }));
+        let second = read_frame(&mut r, 1024).await.unwrap().unwrap();
+        assert!(matches!(decode::<Msg>(&second).unwrap(), Wire::RequestOn { slot: 3, msg: Msg::PutReply }));
+        assert!(read_frame(&mut r, 1024).await.unwrap().is_none());
     }
 
     /// Random bytes never panic the decoder (the cargo-fuzz target in
