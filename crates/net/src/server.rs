@@ -464,9 +464,30 @@ impl<M> Clone for Acceptor<M> {
     }
 }
 
-async fn refuse<M: Message>(s: &mut (impl tokio::io::AsyncWrite + Unpin), e: WireError) {
+/// Answer with a typed refusal, then close gracefully. Closing a socket that
+/// still holds unread input makes the kernel send a reset, and a reset can
+/// overtake the refusal in flight, so the peer would see "connection reset"
+/// instead of the reason. So: send, shut our side (TLS close_notify + FIN),
+/// and drain what the peer already sent until it closes too, bounded in
+/// both time and bytes.
+async fn refuse<M: Message>(s: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin), e: WireError) {
+    use tokio::io::AsyncReadExt;
+    const LINGER: Duration = Duration::from_millis(500);
+    const LINGER_BYTES: usize = 1 << 20;
     let _ = s.write_all(&encode::<M>(&Wire::Refused(e))).await;
     let _ = s.flush().await;
+    let _ = s.shutdown().await;
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut buf = [0u8; 4096];
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
+    })
+    .await;
 }
 
 /// Write one frame and flush it (TLS may hold written bytes until a flush).
