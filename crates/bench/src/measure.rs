@@ -104,6 +104,7 @@ impl Sample {
     pub fn from_load(r: &LoadReport) -> Sample {
         let mut s = Sample::default();
         s.metrics.insert("throughput_ops_s".into(), r.throughput_ops_s);
+        s.metrics.insert("throughput_keys_s".into(), r.throughput_keys_s);
         s.metrics.insert("ops_failed".into(), r.errors as f64);
         for (k, sum) in &r.latency {
             s.summary(&format!("latency.{k}"), sum, None);

@@ -135,8 +135,9 @@ pub fn run(
 }
 
 /// The network runtime can express a subset of a scenario: topology, WAN
-/// round trips, and a uniform get/put/ROT mix. Anything else is refused by
-/// name rather than silently dropped.
+/// round trips, and a uniform get/put/ROT/WOT mix, with ROT and value sizes
+/// fixed or drawn from discrete distributions, and YCSB's load phase.
+/// Anything else is refused by name rather than silently dropped.
 fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
     let d = causeway_sim::Workload::default();
@@ -156,7 +157,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         ("workload.insertproportion", w.insertproportion > 0.0),
         ("workload.amplification", w.amplification > 0),
         ("workload.rot_partitions", w.rot_partitions > 0),
-        ("workload.wotproportion", w.wotproportion > 0.0),
+        ("workload.update_size (multi-key updates)", w.update_size != d.update_size),
         ("workload.txnproportion", w.txnproportion > 0.0),
         ("workload.local_txn_ratio", w.local_txn_ratio.is_some()),
         ("workload.operationcount", w.operationcount > 0),
@@ -214,6 +215,11 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         update: w.updateproportion,
         rot: w.rotproportion,
         rot_size: w.rot_size,
+        wot: w.wotproportion,
+        wot_size: w.wot_size,
+        rot_sizes: w.rot_size_values.iter().copied().zip(w.rot_size_weights.iter().copied()).collect(),
+        value_sizes: w.fieldlength_values.iter().copied().zip(w.fieldlength_weights.iter().copied()).collect(),
+        preload: w.preload,
         record_history: false,
         visibility_probes: sc.topology.dcs > 1,
         seed: sc.seed,

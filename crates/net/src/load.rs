@@ -42,6 +42,18 @@ pub struct LoadSpec {
     pub update: f64,
     pub rot: f64,
     pub rot_size: usize,
+    /// Write-only transactions of `wot_size` keys (for a protocol without
+    /// them, their share goes to the other operations).
+    pub wot: f64,
+    pub wot_size: usize,
+    /// ROT sizes drawn from this discrete distribution of (size, weight)
+    /// (empty: always `rot_size`).
+    pub rot_sizes: Vec<(usize, f64)>,
+    /// Value sizes drawn from (size, weight) (empty: always `value_size`).
+    pub value_sizes: Vec<(usize, f64)>,
+    /// Write every key once before the run (YCSB's load phase), so reads
+    /// find values of the workload's sizes rather than nothing.
+    pub preload: bool,
     pub record_history: bool,
     pub visibility_probes: bool,
     pub seed: u64,
@@ -63,6 +75,11 @@ impl Default for LoadSpec {
             update: 0.45,
             rot: 0.10,
             rot_size: 4,
+            wot: 0.0,
+            wot_size: 2,
+            rot_sizes: Vec::new(),
+            value_sizes: Vec::new(),
+            preload: false,
             record_history: false,
             visibility_probes: true,
             seed: 1,
@@ -87,6 +104,8 @@ pub struct LoadReport {
     pub ops: u64,
     pub errors: u64,
     pub throughput_ops_s: f64,
+    /// Keys read or written per second (a ROT or WOT of n keys counts n).
+    pub throughput_keys_s: f64,
     /// CPU time of this process per measured operation, in µs: the load
     /// generator, plus the servers when they are embedded in it.
     pub cpu_user_us_per_op: f64,
@@ -100,6 +119,7 @@ pub struct LoadReport {
 struct SessionResult {
     hist: BTreeMap<OpKind, Histogram<u64>>,
     ops: u64,
+    keys: u64,
     errors: u64,
     records: Vec<OpRecord>,
 }
@@ -123,12 +143,19 @@ pub async fn run_with_timeout<P: Protocol>(
     progress: impl Fn(f64),
 ) -> LoadReport {
     let dcs: Vec<DcId> = if spec.dcs.is_empty() { cluster.topology.dc_ids().collect() } else { spec.dcs.clone() };
-    let origin = Instant::now();
-    let measure_from = origin + spec.warmup;
-    let end = measure_from + spec.duration;
     let keys: Arc<Vec<bytes::Bytes>> =
         Arc::new((0..spec.keys).map(|i| bytes::Bytes::from(format!("user{i}"))).collect());
     let next_write = Arc::new(AtomicU64::new(1));
+    // The load phase is outside the measured run and its history: its
+    // writes are ordinary writes of sessions that end before it starts.
+    let origin = Instant::now();
+    let (preload_errors, preload_records) = if spec.preload {
+        preload::<P>(&cluster, &spec, &keys, &next_write, op_timeout, origin).await
+    } else {
+        (0, Vec::new())
+    };
+    let measure_from = Instant::now() + spec.warmup;
+    let end = measure_from + spec.duration;
     // Client ids for sessions replacing broken ones, above the initial ones.
     let fresh_ids = Arc::new(AtomicU64::new(1_000_000));
     let mut tasks = Vec::new();
@@ -143,7 +170,7 @@ pub async fn run_with_timeout<P: Protocol>(
             tasks.push(tokio::spawn(async move {
                 let mut cid = first;
                 let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ((first as u64) << 20));
-                let mut res = SessionResult { hist: BTreeMap::new(), ops: 0, errors: 0, records: Vec::new() };
+                let mut res = SessionResult { hist: BTreeMap::new(), ops: 0, keys: 0, errors: 0, records: Vec::new() };
                 let mut session: Option<Session<P>> = None;
                 while Instant::now() < end {
                     let s = match session.as_mut() {
@@ -159,6 +186,7 @@ pub async fn run_with_timeout<P: Protocol>(
                     };
                     let ops: Vec<Op> = (0..depth).map(|_| next_op::<P>(&spec, &keys, &next_write, &mut rng)).collect();
                     let kinds: Vec<OpKind> = ops.iter().map(Op::kind).collect();
+                    let key_count: u64 = ops.iter().map(keys_of).sum();
                     // The operations are kept only for the history.
                     let (ops, kept) = if spec.record_history { (ops.clone(), ops) } else { (ops, Vec::new()) };
                     let t0 = Instant::now();
@@ -179,6 +207,7 @@ pub async fn run_with_timeout<P: Protocol>(
                         Ok(results) => {
                             if measured {
                                 res.ops += kinds.len() as u64;
+                                res.keys += key_count;
                                 let latency_us = (t1 - t0).as_micros().max(1) as u64;
                                 for kind in kinds {
                                     let _ = res.hist.entry(kind).or_insert_with(histogram).record(latency_us);
@@ -194,12 +223,7 @@ pub async fn run_with_timeout<P: Protocol>(
                                 // The operations may or may not have taken effect; a
                                 // timeout is recorded as one, so the checker's
                                 // liveness checks see the operation that never finished.
-                                let error = match &e {
-                                    crate::client::ClientError::Timeout(d) => {
-                                        causeway_core::OpError::TimedOut { after_ms: d.as_millis() as u64 }
-                                    }
-                                    e => causeway_core::OpError::Aborted(e.to_string()),
-                                };
+                                let error = failure_of(&e);
                                 for (slot, op) in kept.into_iter().enumerate() {
                                     record(&mut res, slot, op, OpResult::Failed(error.clone()));
                                 }
@@ -283,11 +307,12 @@ pub async fn run_with_timeout<P: Protocol>(
     let cpu_to = (Instant::now(), process_cpu_us());
     progress(1.0);
     let mut hist: BTreeMap<OpKind, Histogram<u64>> = BTreeMap::new();
-    let (mut ops, mut errors) = (0, 0);
-    let mut records = Vec::new();
+    let (mut ops, mut key_total, mut errors) = (0, 0, preload_errors);
+    let mut records = preload_records;
     for t in tasks {
         if let Ok(r) = t.await {
             ops += r.ops;
+            key_total += r.keys;
             errors += r.errors;
             for (k, h) in r.hist {
                 let _ = hist.entry(k).or_insert_with(histogram).add(&h);
@@ -325,6 +350,7 @@ pub async fn run_with_timeout<P: Protocol>(
         ops,
         errors,
         throughput_ops_s: ops as f64 / spec.duration.as_secs_f64(),
+        throughput_keys_s: key_total as f64 / spec.duration.as_secs_f64(),
         cpu_user_us_per_op,
         cpu_system_us_per_op,
         latency: hist.iter().map(|(k, h)| (k.name().to_string(), Summary::of(h))).collect(),
@@ -333,27 +359,137 @@ pub async fn run_with_timeout<P: Protocol>(
     }
 }
 
-/// The next operation of the mix: a get, a put of a fresh tagged value, or
-/// a ROT of `rot_size` distinct keys (not for a protocol without ROTs: its
-/// share goes to the other operations).
+/// The next operation of the mix: a get, a put of a fresh tagged value, a
+/// ROT of distinct keys, or a WOT of distinct keys (not for a protocol
+/// without ROTs or WOTs: their shares go to the other operations).
 fn next_op<P: Protocol>(spec: &LoadSpec, keys: &[bytes::Bytes], next_write: &AtomicU64, rng: &mut ChaCha8Rng) -> Op {
     let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
-    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot);
+    let wot = if P::OPS.contains(&OpKind::Wot) { spec.wot } else { 0.0 };
+    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot + wot);
     let pick = |rng: &mut ChaCha8Rng| keys[rng.random_range(0..keys.len())].clone();
-    if x < spec.read {
-        Op::Get { key: pick(rng) }
-    } else if x < spec.read + spec.update {
-        let w = next_write.fetch_add(1, Ordering::Relaxed);
-        Op::Put { key: pick(rng), value: tagged_value(w, spec.value_size) }
-    } else {
-        let mut ks = Vec::with_capacity(spec.rot_size);
-        while ks.len() < spec.rot_size.min(keys.len()) {
+    let distinct = |n: usize, rng: &mut ChaCha8Rng| {
+        let mut ks = Vec::with_capacity(n);
+        while ks.len() < n.min(keys.len()) {
             let k = pick(rng);
             if !ks.contains(&k) {
                 ks.push(k);
             }
         }
-        Op::Rot { keys: ks }
+        ks
+    };
+    let value = |rng: &mut ChaCha8Rng| {
+        let size = pick_weighted(&spec.value_sizes, rng).unwrap_or(spec.value_size);
+        tagged_value(next_write.fetch_add(1, Ordering::Relaxed), size)
+    };
+    if x < spec.read {
+        Op::Get { key: pick(rng) }
+    } else if x < spec.read + spec.update {
+        Op::Put { key: pick(rng), value: value(rng) }
+    } else if x < spec.read + spec.update + rot {
+        let n = pick_weighted(&spec.rot_sizes, rng).unwrap_or(spec.rot_size);
+        Op::Rot { keys: distinct(n, rng) }
+    } else {
+        let ks = distinct(spec.wot_size, rng);
+        Op::Wot { writes: ks.into_iter().map(|k| (k, value(rng))).collect() }
+    }
+}
+
+/// How many keys an operation reads or writes.
+fn keys_of(op: &Op) -> u64 {
+    match op {
+        Op::Rot { keys } => keys.len() as u64,
+        Op::Wot { writes } => writes.len() as u64,
+        Op::Txn { reads, writes } => (reads.len() + writes.len()) as u64,
+        _ => 1,
+    }
+}
+
+/// An entry of a (value, weight) distribution drawn with probability
+/// proportional to its weight; `None` when it is empty.
+fn pick_weighted(dist: &[(usize, f64)], rng: &mut ChaCha8Rng) -> Option<usize> {
+    let total: f64 = dist.iter().map(|(_, w)| w).sum();
+    let mut x = rng.random::<f64>() * total;
+    for &(v, w) in dist {
+        if x < w {
+            return Some(v);
+        }
+        x -= w;
+    }
+    dist.last().map(|&(v, _)| v)
+}
+
+/// YCSB's load phase: every key written once, with values of the
+/// workload's sizes, by `sessions` sessions in each DC's share of the keys
+/// (key `i` by DC `i mod dcs`). Errors are counted, not fatal.
+async fn preload<P: Protocol>(
+    cluster: &Arc<Cluster>,
+    spec: &LoadSpec,
+    keys: &Arc<Vec<bytes::Bytes>>,
+    next_write: &Arc<AtomicU64>,
+    op_timeout: Duration,
+    origin: Instant,
+) -> (u64, Vec<OpRecord>) {
+    const LOADERS_PER_DC: u32 = 8;
+    let dcs: Vec<DcId> = cluster.topology.dc_ids().collect();
+    let mut tasks = Vec::new();
+    for (d, &dc) in dcs.iter().enumerate() {
+        for l in 0..LOADERS_PER_DC {
+            let (cluster, keys, spec, next_write) = (cluster.clone(), keys.clone(), spec.clone(), next_write.clone());
+            let stride = dcs.len() * LOADERS_PER_DC as usize;
+            let first = d + dcs.len() * l as usize;
+            tasks.push(tokio::spawn(async move {
+                let id = 800_000 + first as u32;
+                let Ok(mut s) = Session::<P>::new(cluster, dc, id) else { return (1, Vec::new()) };
+                s.timeout = op_timeout;
+                s.set_token(spec.token.clone());
+                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x10ad ^ ((first as u64) << 20));
+                let (mut errors, mut records) = (0, Vec::new());
+                for key in keys.iter().skip(first).step_by(stride) {
+                    let size = pick_weighted(&spec.value_sizes, &mut rng).unwrap_or(spec.value_size);
+                    let value = tagged_value(next_write.fetch_add(1, Ordering::Relaxed), size);
+                    let op = Op::Put { key: key.clone(), value: value.clone() };
+                    let t0 = Instant::now();
+                    let result = match s.put(key.clone(), value).await {
+                        Ok(()) => OpResult::Put,
+                        Err(e) => {
+                            errors += 1;
+                            OpResult::Failed(failure_of(&e))
+                        }
+                    };
+                    if spec.record_history {
+                        records.push(OpRecord {
+                            client: ClientId(id),
+                            dc,
+                            op,
+                            result,
+                            invoke_us: (t0 - origin).as_micros() as u64,
+                            complete_us: (Instant::now() - origin).as_micros() as u64,
+                        });
+                    }
+                }
+                (errors, records)
+            }));
+        }
+    }
+    let (mut errors, mut records) = (0, Vec::new());
+    for t in tasks {
+        match t.await {
+            Ok((e, r)) => {
+                errors += e;
+                records.extend(r);
+            }
+            Err(_) => errors += 1,
+        }
+    }
+    (errors, records)
+}
+
+/// How a failed operation goes into the history: a timeout as one, so the
+/// checker's liveness checks see the operation that never finished.
+fn failure_of(e: &crate::client::ClientError) -> causeway_core::OpError {
+    match e {
+        crate::client::ClientError::Timeout(d) => causeway_core::OpError::TimedOut { after_ms: d.as_millis() as u64 },
+        e => causeway_core::OpError::Aborted(e.to_string()),
     }
 }
 

@@ -5,6 +5,7 @@ use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::column::location_key;
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// A session (the paper's actor): the one-hop dependencies on operations
@@ -15,8 +16,10 @@ pub struct EigerClient {
     trans_time_us: u64,
     one_round: bool,
     /// (key, origin) → the newest stamp read of it since the last write,
-    /// or that write. Kept by the client library, never on servers.
-    pub(super) deps: BTreeMap<(Key, NodeId), Stamp>,
+    /// or that write. Kept by the client library, never on servers. A
+    /// hash map: between two writes a session can read thousands of keys
+    /// (TAO-like workloads), and each read looks its keys up.
+    pub(super) deps: FxHashMap<(Key, NodeId), Stamp>,
     /// The session's logical time: the newest EffT it read at and stamp it
     /// wrote (deviation 2). Reads and writes carry it.
     pub(super) floor: u64,
@@ -36,7 +39,7 @@ impl EigerClient {
             cfg: cfg.clone(),
             trans_time_us: cfg.trans_time_us(),
             one_round: cfg.mutant_one_round_rot,
-            deps: BTreeMap::new(),
+            deps: FxHashMap::default(),
             floor: 0,
             attempt: 0,
             wot_seq: 0,
@@ -144,13 +147,23 @@ impl EigerClient {
             let Some(to) = client_server_for(&self.ctx, env, t.placement_key()) else { return };
             sends.push(to);
         }
+        // One request per server for its keys (a transaction spans few
+        // servers, so a short list beats a map); a slice is its own.
+        let floor = self.floor;
+        let mut by_server: Vec<(NodeId, Vec<(u32, Key)>)> = Vec::new();
         for (i, (t, to)) in targets.iter().zip(sends).enumerate() {
-            let (idx, floor) = (i as u32, self.floor);
-            let msg = match t {
-                ReadTarget::Key(key) => Msg::Read { attempt, idx, key: key.clone(), floor },
-                ReadTarget::Slice(slice) => Msg::SliceRead { attempt, idx, slice: slice.clone(), floor },
-            };
-            env.send(to, msg);
+            match t {
+                ReadTarget::Key(key) => match by_server.iter_mut().find(|(n, _)| *n == to) {
+                    Some((_, keys)) => keys.push((i as u32, key.clone())),
+                    None => by_server.push((to, vec![(i as u32, key.clone())])),
+                },
+                ReadTarget::Slice(slice) => {
+                    env.send(to, Msg::SliceRead { attempt, idx: i as u32, slice: slice.clone(), floor })
+                }
+            }
+        }
+        for (to, keys) in by_server {
+            env.send(to, Msg::Read { attempt, keys, floor });
         }
         let n = targets.len();
         let started_us = env.now_us();
@@ -234,7 +247,7 @@ impl EigerClient {
                 // by `OpResult::visible`) or not, is a dependency (§5.2);
                 // a counter's are its stored ones.
                 ReadTarget::Key(k) => {
-                    if r.value.is_some() {
+                    if r.value.is_some() && !r.never_depend {
                         self.depend(k, r.stamp, &r.deps);
                     }
                     values.push(r.value);
@@ -401,6 +414,21 @@ impl Client for EigerClient {
                     Err(()) => t.restart = true,
                 }
                 t.awaited -= 1;
+                if t.awaited == 0 {
+                    self.round_done(env, t);
+                } else {
+                    self.op = Some(InFlight::Trans(t));
+                }
+            }
+            (Some(InFlight::Trans(mut t)), Msg::ReadsReply { attempt, reads }) if attempt == self.attempt => {
+                for (idx, read) in reads {
+                    let i = idx as usize;
+                    // Only a first-round answer awaited for this location.
+                    if i < t.results.len() && t.results[i].is_none() && t.awaited > 0 && !t.second_round {
+                        t.results[i] = Some(read);
+                        t.awaited -= 1;
+                    }
+                }
                 if t.awaited == 0 {
                     self.round_done(env, t);
                 } else {

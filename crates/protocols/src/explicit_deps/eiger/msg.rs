@@ -27,6 +27,13 @@ pub struct Read {
     /// of `stamp` alone.
     #[serde(default)]
     pub deps: Vec<Stamp>,
+    /// The write read (for a counter: every add it depends on) is settled,
+    /// committed in every DC (Lloyd §6.1, "never-depend", as for COPS): a
+    /// dependency on it would always pass its check, so the reader does
+    /// not record one. Set on first-round reads; others keep their
+    /// dependencies, which is merely conservative.
+    #[serde(default)]
+    pub never_depend: bool,
     /// A slice: every column of the range that holds a version, in column
     /// order, deleted ones (tombstones) included so that the reader
     /// depends on them (§5.2, "new results for reads"). `value` is `None`.
@@ -147,15 +154,22 @@ pub struct CoordTag {
 /// Every message of the protocol.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
-    /// First-round read (`multiget_slice` of one location, Lloyd §5.3):
-    /// the current version. `floor` is the session's logical time, which
-    /// the server witnesses first (deviation 2). `attempt` and `idx` name
-    /// the operation attempt and the key's place in it.
+    /// First-round read (`multiget_slice`, Lloyd §5.3): the current
+    /// version of each location, one request per server for all of the
+    /// transaction's locations there, as the paper's client library sends
+    /// its parallel `multiget_slice`s. `floor` is the session's logical
+    /// time, which the server witnesses first (deviation 2). `attempt`
+    /// names the operation attempt and each `u32` the key's place in it.
     Read {
         attempt: u32,
-        idx: u32,
-        key: Key,
+        keys: Vec<(u32, Key)>,
         floor: u64,
+    },
+    /// The answers to a [`Msg::Read`], all valid through one LVT (the
+    /// server's time when it read them).
+    ReadsReply {
+        attempt: u32,
+        reads: Vec<(u32, Read)>,
     },
     /// Second-round read (`multiget_slice_by_time`, Fig 5.5): the version
     /// visible at logical time `at`.
@@ -328,7 +342,7 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: Read, ReadAt, SliceRead, SliceReadAt, ReadReply, Refused, PutReply, WotReply;
+        client: Read, ReadAt, SliceRead, SliceReadAt, ReadReply, ReadsReply, Refused, PutReply, WotReply;
         writes: PutReq, WotReq, AddReq;
         peer: Replicate, ReplicateAdd, ReplicateTxn, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
             CommitCheck, CheckReply;
@@ -336,7 +350,8 @@ crate::impl_message! {
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
-            Msg::Read { key, .. } | Msg::ReadAt { key, .. } | Msg::AddReq { key, .. } => (key.len(), 0),
+            Msg::Read { keys, .. } => (keys.iter().map(|(_, k)| k.len()).max().unwrap_or(0), 0),
+            Msg::ReadAt { key, .. } | Msg::AddReq { key, .. } => (key.len(), 0),
             Msg::SliceRead { slice, .. } | Msg::SliceReadAt { slice, .. } => (slice.row.len(), 0),
             Msg::PutReq { key, value, deps, .. } => {
                 (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
@@ -351,11 +366,13 @@ crate::impl_message! {
     }
     fn payload_bytes(&self) -> usize {
         match self {
-            Msg::Read { key, .. } | Msg::ReadAt { key, .. } | Msg::AddReq { key, .. } => key.len(),
+            Msg::Read { keys, .. } => keys.iter().map(|(_, k)| k.len()).sum(),
+            Msg::ReadAt { key, .. } | Msg::AddReq { key, .. } => key.len(),
             Msg::ReplicateAdd { key, .. } => key.len() + 8,
             Msg::SliceRead { slice, .. } | Msg::SliceReadAt { slice, .. } => {
                 slice.row.len() + slice.family.len() + slice.start.len() + slice.stop.len()
             }
+            Msg::ReadsReply { reads, .. } => payload(reads.iter().filter_map(|(_, r)| r.value.as_deref())),
             Msg::ReadReply { read, .. } => {
                 payload(read.iter().filter_map(|r| r.value.as_deref()))
                     + read.iter().flat_map(|r| &r.cells).map(|c| c.column.len() + c.value.len()).sum::<usize>()

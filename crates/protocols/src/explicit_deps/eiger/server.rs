@@ -136,7 +136,13 @@ impl Server for EigerServer {
         // A read of a key this node does not own, or of no column of this
         // store (malformed, unknown family), is refused.
         let target = match &msg {
-            Msg::Read { attempt, key, .. } | Msg::ReadAt { attempt, key, .. } => {
+            Msg::Read { attempt, keys, .. } => Some((
+                *attempt,
+                keys.iter().try_for_each(|(_, key)| {
+                    self.node.check_owner(key).and_then(|()| self.cfg.column_kind(key).map(|_| ()))
+                }),
+            )),
+            Msg::ReadAt { attempt, key, .. } => {
                 Some((*attempt, self.node.check_owner(key).and_then(|()| self.cfg.column_kind(key).map(|_| ()))))
             }
             Msg::SliceRead { attempt, slice, .. } | Msg::SliceReadAt { attempt, slice, .. } => {
@@ -150,11 +156,19 @@ impl Server for EigerServer {
         match msg {
             // First round (§5.3): the current version, valid from its EVT
             // through now.
-            Msg::Read { attempt, idx, key, floor } => {
+            Msg::Read { attempt, keys, floor } => {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
-                let read = current_read(env.store().versions(&key), lvt);
-                env.reply(from, Msg::ReadReply { attempt, idx, read: Ok(read) });
+                let (store, settle) = (env.store(), &self.node.settle);
+                let reads = keys
+                    .into_iter()
+                    .map(|(idx, key)| {
+                        let mut read = current_read(store.versions(&key), lvt);
+                        forget_settled(&mut read, settle);
+                        (idx, read)
+                    })
+                    .collect();
+                env.reply(from, Msg::ReadsReply { attempt, reads });
             }
             // A slice (§5.3 for a location set on one server): every
             // column's current version; valid from the newest EVT among
@@ -278,12 +292,39 @@ fn read_of(v: &Version, lvt: u64) -> Read {
         lvt,
         pending: false,
         deps: v.counter.as_ref().map(|c| c.deps.clone()).unwrap_or_default(),
+        never_depend: false,
         cells: Vec::new(),
     }
 }
 
 fn empty_read(lvt: u64, pending: bool) -> Read {
-    Read { value: None, stamp: Stamp::NONE, evt: 0, lvt, pending, deps: Vec::new(), cells: Vec::new() }
+    Read {
+        value: None,
+        stamp: Stamp::NONE,
+        evt: 0,
+        lvt,
+        pending,
+        deps: Vec::new(),
+        never_depend: false,
+        cells: Vec::new(),
+    }
+}
+
+/// Drop what the reader need not depend on (Lloyd §6.1's never-depend):
+/// settled writes, committed in every DC, whose checks always pass. Without
+/// this a session that reads much and writes rarely carries a dependency on
+/// nearly every key it read into its next write, and every remote DC
+/// checks each one (TAO-like workloads: thousands per write).
+fn forget_settled(read: &mut Read, settle: &crate::explicit_deps::replication::Settle) {
+    if read.value.is_none() {
+        return;
+    }
+    if read.deps.is_empty() {
+        read.never_depend = settle.is_settled(read.stamp);
+    } else {
+        read.deps.retain(|&s| !settle.is_settled(s));
+        read.never_depend = read.deps.is_empty();
+    }
 }
 
 /// The current version of a location (first round, §5.3) at logical time

@@ -917,7 +917,7 @@ fn bad_column_input_is_refused_and_nothing_is_applied() {
     net.queue.push(InFlight {
         from: Dest::Client(ALICE),
         to: Dest::Node(n),
-        msg: Msg::Read { attempt: 1, idx: 0, key: unknown.clone(), floor: 0 },
+        msg: Msg::Read { attempt: 1, keys: vec![(0, unknown.clone())], floor: 0 },
     });
     net.deliver_first(|_| true);
     assert!(matches!(net.queue.remove(0).msg, Msg::Refused { .. }));
