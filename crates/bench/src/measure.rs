@@ -8,7 +8,9 @@
 //!   `batch` (whole multi-key updates), `rot_touching_slow` and
 //!   `rot_not_touching_slow` (while a node is slowed), and with
 //!   `latency_by_rounds` `<kind>_1round`, `<kind>_2rounds`,
-//!   `<kind>_3plus_rounds` for get, rot, put and wot
+//!   `<kind>_3plus_rounds` for get, rot, put and wot, and
+//!   `get_indirected`, `rot_indirected` (reads a client noted indirected,
+//!   taken out of their rounds names)
 //! - `visibility.<from>-><to>.{mean,p50,p95,p99}_ms` per DC pair, and
 //!   `visibility.all.mean_ms` weighted over pairs
 //! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`

@@ -373,6 +373,15 @@ pub trait ClientEnv<M> {
     fn set_timer(&mut self, after_us: u64, token: u64);
     /// Finish the operation in progress.
     fn complete(&mut self, result: OpResult);
+    /// Tell the runtime how the operation in progress went, for
+    /// measurement only: a label such as `"indirected"` (an Eiger read a
+    /// server answered only after asking a transaction's coordinator, the
+    /// "Eiger indirected" row of Lloyd's dissertation, Table 7.4). Call it
+    /// before [`ClientEnv::complete`]; a runtime may report the operation's
+    /// latency apart under it, or ignore it (the default). It never changes
+    /// what the operation returns, and the protocol must not depend on it
+    /// being heard.
+    fn note(&mut self, _label: &'static str) {}
 }
 
 /// The server half of a protocol, owned by one node.

@@ -117,6 +117,9 @@ struct Session<P: Protocol> {
     /// Client inputs of the current operation that sent messages (for
     /// `latency_by_rounds`).
     rounds: u32,
+    /// Labels the client noted for the current operation
+    /// ([`ClientEnv::note`], for `latency_by_rounds`).
+    notes: Vec<&'static str>,
 }
 
 enum Out<M> {
@@ -232,6 +235,7 @@ struct CEnv<'a, M> {
     now: u64,
     out: &'a mut Vec<Out<M>>,
     done: &'a mut Option<OpResult>,
+    notes: &'a mut Vec<&'static str>,
 }
 
 impl<M> ClientEnv<M> for CEnv<'_, M> {
@@ -248,6 +252,11 @@ impl<M> ClientEnv<M> for CEnv<'_, M> {
         assert!(self.done.is_none(), "a client completed one operation twice");
         *self.done = Some(result);
     }
+    fn note(&mut self, label: &'static str) {
+        if !self.notes.contains(&label) {
+            self.notes.push(label);
+        }
+    }
 }
 
 /// The latency name of an operation of `kind` whose client sent messages in
@@ -262,6 +271,26 @@ fn rounds_name(kind: causeway_core::OpKind, rounds: u32) -> Option<&'static str>
         _ => return None,
     };
     Some(names[(rounds.max(1) as usize - 1).min(2)])
+}
+
+/// The latency name of an operation of `kind` its client noted with
+/// `notes`, taking precedence over its rounds name: an Eiger read noted
+/// `indirected` (a second-round read a server answered only after a
+/// `commit_check` to a transaction's coordinator) is reported under
+/// `get_indirected` / `rot_indirected` *instead of* its rounds bucket, so
+/// that the buckets of a kind partition its operations, as the rows of
+/// Lloyd's dissertation, Table 7.4 ("Eiger 1 round", "2 rounds",
+/// "indirected") do. Other labels and kinds keep the rounds name.
+fn noted_name(kind: causeway_core::OpKind, notes: &[&'static str]) -> Option<&'static str> {
+    use causeway_core::OpKind as K;
+    if !notes.contains(&"indirected") {
+        return None;
+    }
+    match kind {
+        K::Get => Some("get_indirected"),
+        K::Rot => Some("rot_indirected"),
+        _ => None,
+    }
 }
 
 /// Simulated clocks read true time plus this epoch (about 11.6 days), so a
@@ -340,6 +369,7 @@ impl<P: Protocol> Sim<P> {
                 op_no: 0,
                 dead: false,
                 rounds: 0,
+                notes: Vec::new(),
             });
         };
         for d in topology.dc_ids().filter(|d| sc.workload.runs_in(*d)) {
@@ -710,8 +740,10 @@ impl<P: Protocol> Sim<P> {
         s.busy = Some((op.clone(), self.now));
         s.op_no += 1;
         s.rounds = 0;
+        s.notes.clear();
         let op_no = s.op_no;
-        let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
+        let mut env =
+            CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done, notes: &mut s.notes };
         s.proto.invoke(&mut env, op);
         if self.sc.client_timeout_ms > 0 {
             self.schedule(self.now + self.sc.client_timeout_ms * 1_000, Ev::ClientDeadline { client: c, op_no });
@@ -740,8 +772,9 @@ impl<P: Protocol> Sim<P> {
             };
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
             self.metrics.keys_done(keys, invoke_us, failed);
+            let s = &self.clients[c.idx()];
             if self.sc.latency_by_rounds
-                && let Some(name) = rounds_name(op.kind(), self.clients[c.idx()].rounds)
+                && let Some(name) = noted_name(op.kind(), &s.notes).or_else(|| rounds_name(op.kind(), s.rounds))
             {
                 self.metrics.request_done(name, invoke_us, self.now, failed);
             }
@@ -890,6 +923,7 @@ impl<P: Protocol> Sim<P> {
             op_no: 0,
             dead: false,
             rounds: 0,
+            notes: Vec::new(),
         };
         let think = if replacement.scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
         self.clients.push(replacement);
@@ -974,7 +1008,12 @@ impl<P: Protocol> Sim<P> {
                     self.events += 1;
                     self.trace = mix(self.trace, self.now ^ 0xcc ^ ((c.0 as u64) << 24));
                     let s = &mut self.clients[c.idx()];
-                    let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
+                    let mut env = CEnv {
+                        now: self.now + CLOCK_EPOCH_US,
+                        out: &mut self.out,
+                        done: &mut self.done,
+                        notes: &mut s.notes,
+                    };
                     s.proto.on_reply(&mut env, f, msg);
                     self.after_client(c);
                 }
@@ -991,7 +1030,12 @@ impl<P: Protocol> Sim<P> {
                 }
                 self.events += 1;
                 let s = &mut self.clients[client.idx()];
-                let mut env = CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done };
+                let mut env = CEnv {
+                    now: self.now + CLOCK_EPOCH_US,
+                    out: &mut self.out,
+                    done: &mut self.done,
+                    notes: &mut s.notes,
+                };
                 s.proto.on_timer(&mut env, token);
                 self.after_client(client);
             }

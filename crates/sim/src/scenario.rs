@@ -97,7 +97,11 @@ pub struct Scenario {
     /// timer after which it sent more): `get_1round`, `get_2rounds`,
     /// `get_3plus_rounds`, likewise `rot_`, `put_`, `wot_` (Lloyd Table
     /// 7.4's one- and two-round Eiger reads, told apart without asking the
-    /// protocol).
+    /// protocol). A get or ROT whose client noted it `indirected`
+    /// ([`causeway_core::ClientEnv::note`]: Eiger's second-round read
+    /// answered after a `commit_check`, Table 7.4's "Eiger indirected" row)
+    /// goes to `get_indirected` / `rot_indirected` instead of its rounds
+    /// name, so each kind's names still partition its operations.
     #[serde(default)]
     pub latency_by_rounds: bool,
     /// Measure read staleness (costs about a tenth of the engine's speed on

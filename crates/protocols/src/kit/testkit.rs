@@ -49,6 +49,9 @@ pub struct TestNet<P: Protocol> {
     /// about how often a protocol wakes.
     pub timer_log: Vec<(NodeId, u64)>,
     pub results: Vec<Option<OpResult>>,
+    /// Per client, the labels it noted ([`ClientEnv::note`]) during its
+    /// current or last operation (cleared when it invokes the next).
+    pub notes: Vec<Vec<&'static str>>,
     pub seen: Vec<Seen>,
     /// Peer messages an operation needs besides client traffic (a ROT's
     /// slices), for [`run`]; protocol tests set it.
@@ -105,6 +108,7 @@ struct CEnv<'a, M> {
     queue: &'a mut Vec<InFlight<M>>,
     timers: &'a mut Vec<(Dest, u64)>,
     result: &'a mut Option<OpResult>,
+    notes: &'a mut Vec<&'static str>,
 }
 
 impl<M> ClientEnv<M> for CEnv<'_, M> {
@@ -120,6 +124,10 @@ impl<M> ClientEnv<M> for CEnv<'_, M> {
     fn complete(&mut self, result: OpResult) {
         assert!(self.result.is_none(), "client {:?} completed an operation twice", self.client);
         *self.result = Some(result);
+    }
+    fn note(&mut self, label: &'static str) {
+        assert!(self.result.is_none(), "client {:?} noted {label:?} after completing", self.client);
+        self.notes.push(label);
     }
 }
 
@@ -155,6 +163,7 @@ impl<P: Protocol> TestNet<P> {
             stores: (0..n).map(|_| MvStore::new()).collect(),
             clocks: vec![1_000; n],
             results: vec![None; clients.len()],
+            notes: vec![Vec::new(); clients.len()],
             topology,
             servers,
             clients,
@@ -262,7 +271,9 @@ impl<P: Protocol> TestNet<P> {
             queue: &mut self.queue,
             timers: &mut self.timers,
             result: &mut self.results[client.idx()],
+            notes: &mut self.notes[client.idx()],
         };
+        env.notes.clear();
         self.clients[client.idx()].invoke(&mut env, op);
     }
 
@@ -322,6 +333,7 @@ impl<P: Protocol> TestNet<P> {
                     queue: &mut self.queue,
                     timers: &mut self.timers,
                     result: &mut self.results[to.idx()],
+                    notes: &mut self.notes[to.idx()],
                 };
                 self.clients[to.idx()].on_reply(&mut env, from, m.msg);
             }
@@ -353,6 +365,7 @@ impl<P: Protocol> TestNet<P> {
                 queue: &mut self.queue,
                 timers: &mut self.timers,
                 result: &mut self.results[c.idx()],
+                notes: &mut self.notes[c.idx()],
             };
             self.clients[c.idx()].on_timer(&mut env, token);
         }

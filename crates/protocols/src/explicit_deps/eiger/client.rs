@@ -30,6 +30,12 @@ pub struct EigerClient {
     /// transaction's cluster-wide id).
     wot_seq: u64,
     op: Option<InFlight>,
+    /// Some read of the operation in progress (any attempt of it) was
+    /// answered only after a commit check (Lloyd §5.4.4): the operation is
+    /// noted "indirected" to the runtime when it completes, for the latency
+    /// row of that name (Lloyd's dissertation, Table 7.4). Never affects
+    /// the result.
+    indirected: bool,
 }
 
 impl EigerClient {
@@ -44,6 +50,7 @@ impl EigerClient {
             attempt: 0,
             wot_seq: 0,
             op: None,
+            indirected: false,
         }
     }
 }
@@ -192,7 +199,7 @@ impl EigerClient {
                      trans_time_ms ({} ms) or asked for a collected version",
                     self.trans_time_us / 1_000
                 );
-                return env.complete(OpResult::Failed(OpError::Aborted(why)));
+                return self.complete_trans(env, OpResult::Failed(OpError::Aborted(why)));
             }
             let attempt = self.next_attempt(); // late replies of this attempt are dropped
             let backoff_us = READ_TRANS_BACKOFF_US.saturating_mul(1 << (restarts - 1).min(20)).min(self.trans_time_us);
@@ -261,11 +268,21 @@ impl EigerClient {
                 }
             }
         }
-        match t.shape {
-            Shape::Get => env.complete(OpResult::Get(values.pop().expect("one key"))),
-            Shape::Rot => env.complete(OpResult::Rot(values)),
-            Shape::Slice => env.complete(OpResult::Slice(cells)),
+        let result = match t.shape {
+            Shape::Get => OpResult::Get(values.pop().expect("one key")),
+            Shape::Rot => OpResult::Rot(values),
+            Shape::Slice => OpResult::Slice(cells),
+        };
+        self.complete_trans(env, result);
+    }
+
+    /// Finish a read transaction, first telling the runtime whether a read
+    /// of it was indirected to a coordinator (a measurement hint only).
+    fn complete_trans(&mut self, env: &mut impl ClientEnv<Msg>, result: OpResult) {
+        if self.indirected {
+            env.note("indirected");
         }
+        env.complete(result);
     }
 
     /// Record a dependency on what was read at `key` (§5.2): the write
@@ -344,6 +361,7 @@ impl Client for EigerClient {
     type Msg = Msg;
 
     fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        self.indirected = false;
         match op {
             Op::Get { key } => self.start_trans(env, vec![ReadTarget::Key(key)], Shape::Get, 0),
             Op::Rot { keys } => self.start_trans(env, keys.into_iter().map(ReadTarget::Key).collect(), Shape::Rot, 0),
@@ -403,12 +421,15 @@ impl Client for EigerClient {
                 Err((true, why)) => env.complete(OpResult::Failed(OpError::Aborted(why))),
                 Err((false, why)) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },
-            (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read }) if attempt == self.attempt => {
+            (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read, indirected })
+                if attempt == self.attempt =>
+            {
                 let i = idx as usize;
                 if i >= t.results.len() || t.awaited == 0 {
                     self.op = Some(InFlight::Trans(t));
                     return;
                 }
+                self.indirected |= indirected;
                 match read {
                     Ok(r) => t.results[i] = Some(r),
                     Err(()) => t.restart = true,

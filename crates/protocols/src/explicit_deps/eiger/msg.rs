@@ -185,6 +185,11 @@ pub enum Msg {
         attempt: u32,
         idx: u32,
         read: Result<Read, ()>,
+        /// A second-round read the server answered only after asking a
+        /// pending transaction's coordinator (`commit_check`, Lloyd §5.4.4).
+        /// For measurement only (the "Eiger indirected" row of Lloyd's
+        /// dissertation, Table 7.4): the client never acts on it.
+        indirected: bool,
     },
     /// First-round read of a slice (`multiget_slice` with a slice
     /// predicate): one location set on the row's server, answered as one

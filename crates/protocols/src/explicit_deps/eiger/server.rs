@@ -179,7 +179,7 @@ impl Server for EigerServer {
                 let keys = self.slice_keys(&slice);
                 let read =
                     slice_read(env.store(), &slice, &keys, lvt, None).expect("a current read is never collected");
-                env.reply(from, Msg::ReadReply { attempt, idx, read: Ok(read) });
+                env.reply(from, Msg::ReadReply { attempt, idx, read: Ok(read), indirected: false });
             }
             // Second round (`multiget_slice_by_time`, Fig 5.5): the clock
             // moves to `at` first, so nothing applied from now on is

@@ -59,6 +59,9 @@ fn acl_race(cfg: Config) -> (Vec<Option<String>>, usize) {
         assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
     }
     let (r, second_round) = finish(&mut net, READER);
+    // A second round with no transaction pending asks no coordinator: the
+    // read is not noted indirected (Table 7.4 counts it as "2 rounds").
+    assert!(net.notes[READER.idx()].is_empty(), "noted {:?}", net.notes[READER.idx()]);
     let OpResult::Rot(vs) = r else { panic!("ROT returned {r:?}") };
     (vs.into_iter().map(text).collect(), second_round)
 }
@@ -288,11 +291,74 @@ fn a_second_round_read_of_a_pending_write_checks_with_the_coordinator() {
     }
     assert_eq!((first, checks), (2, 1), "one commit check, at the cohort's coordinator");
     assert!(second >= 1, "the pending location is read again at EffT");
+    assert_eq!(net.notes[READER.idx()], vec!["indirected"], "the runtime is told the read was indirected");
     // The cohort learned the decision from the check; the late COMMIT is
     // harmless.
     assert!(net.latest(cohort, &cohort_key).committed());
     net.deliver_all();
     assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y1".into())]);
+}
+
+/// Run a get delivering only its own traffic (commit checks included),
+/// counting its second-round reads and the commit checks sent for it.
+fn traced_get(net: &mut TestNet<Eiger>, c: ClientId, key: &Key) -> (Option<String>, usize, usize) {
+    net.invoke(c, Op::Get { key: key.clone() });
+    let own = |m: &InFlight<Msg>| client_traffic(m) || read_traffic(&m.msg);
+    let (mut second_round, mut checks) = (0, 0);
+    loop {
+        if let Some(r) = net.take_result(c) {
+            let OpResult::Get(v) = r else { panic!("GET returned {r:?}") };
+            return (text(v), second_round, checks);
+        }
+        let next = net.queue.iter().find(|m| own(m)).expect("the get completes without other traffic");
+        match next.msg {
+            Msg::ReadAt { .. } => second_round += 1,
+            Msg::CommitCheck { .. } => checks += 1,
+            _ => {}
+        }
+        net.deliver_first(own);
+    }
+}
+
+/// A get answered only after a commit check is noted "indirected" to the
+/// runtime (Lloyd's dissertation, Table 7.4 reports such reads apart from
+/// one- and two-round reads); gets that asked no coordinator are not,
+/// whether they took one round or two.
+#[test]
+fn only_a_read_that_asked_the_coordinator_is_noted_indirected() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    put(&mut net, ALICE, &x, "old");
+    put(&mut net, ALICE, &y, "old");
+    net.invoke(ALICE, wot(&[(&x, "new"), (&y, "new")]));
+    let coord_key = queued_coord_key(&net);
+    let cohort_key = if coord_key == x { y.clone() } else { x.clone() };
+    let noted = |net: &TestNet<Eiger>| net.notes[READER.idx()].clone();
+
+    // Both writes prepared, the cohort's YESVOTE held: the coordinator key
+    // is pending at its own coordinator, which reads it again at EffT
+    // without asking anyone (two rounds, not indirected).
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    net.deliver_while(|m| !is_vote(m));
+    assert_eq!(traced_get(&mut net, READER, &coord_key), (Some("old".into()), 1, 0));
+    assert_eq!(noted(&net), Vec::<&str>::new());
+
+    // Committed at the coordinator, the cohort's COMMIT held. The
+    // coordinator key: one round. The cohort key: pending (LVT only), read
+    // again at EffT (above the cohort's vote: the session's time is past
+    // the commit), and the cohort asks the coordinator: indirected.
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
+    net.deliver_while(|m| !is_commit(m));
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    assert_eq!(traced_get(&mut net, READER, &coord_key), (Some("new".into()), 0, 0));
+    assert_eq!(noted(&net), Vec::<&str>::new());
+    assert_eq!(traced_get(&mut net, READER, &cohort_key), (Some("new".into()), 1, 1));
+    assert_eq!(noted(&net), vec!["indirected"]);
+
+    // The cohort learned the commit from the check: the next get of it
+    // takes one round and is not noted (notes are per operation).
+    assert_eq!(traced_get(&mut net, READER, &cohort_key), (Some("new".into()), 0, 0));
+    assert_eq!(noted(&net), Vec::<&str>::new());
 }
 
 /// Before the coordinator decides, a read transaction that runs into the

@@ -115,11 +115,23 @@ pub(super) struct Deferred {
     waiting: BTreeMap<TxnId, Key>,
     /// Transactions known not committed by `at`.
     cleared: BTreeSet<TxnId>,
+    /// Some commit check was sent for this read: its answer waited on a
+    /// coordinator (told to the client, for measurement only).
+    indirected: bool,
 }
 
 impl Deferred {
     pub(super) fn new(client: ClientId, attempt: u32, idx: u32, target: Target, at: u64) -> Deferred {
-        Deferred { client, attempt, idx, target, at, waiting: BTreeMap::new(), cleared: BTreeSet::new() }
+        Deferred {
+            client,
+            attempt,
+            idx,
+            target,
+            at,
+            waiting: BTreeMap::new(),
+            cleared: BTreeSet::new(),
+            indirected: false,
+        }
     }
 }
 
@@ -681,9 +693,10 @@ impl EigerServer {
                 slice_read(env.store(), s, &cols, d.at, Some(d.at))
             }
         };
+        let (attempt, idx, indirected) = (d.attempt, d.idx, d.indirected);
         let read = match read {
             Ok(r) => r,
-            Err(()) => return env.reply(d.client, Msg::ReadReply { attempt: d.attempt, idx: d.idx, read: Err(()) }),
+            Err(()) => return env.reply(d.client, Msg::ReadReply { attempt, idx, read: Err(()), indirected }),
         };
         let me = Some(self.node.me);
         let mut checks = BTreeMap::new();
@@ -700,7 +713,7 @@ impl EigerServer {
             checks.insert(p.info.id, p.info.coord_key.clone());
         }
         if checks.is_empty() {
-            return env.reply(d.client, Msg::ReadReply { attempt: d.attempt, idx: d.idx, read: Ok(read) });
+            return env.reply(d.client, Msg::ReadReply { attempt, idx, read: Ok(read), indirected });
         }
         for (id, coord_key) in &checks {
             if let Some(to) = self.node.topology.server_for_key(self.node.dc, coord_key) {
@@ -709,6 +722,7 @@ impl EigerServer {
         }
         env.observe(causeway_core::Observation::Sample { what: "commit_checks", value: checks.len() as u64 });
         d.waiting = checks;
+        d.indirected = true;
         self.deferred.push(d);
     }
 
