@@ -96,9 +96,7 @@ impl Client for EventualClient {
                     env.complete(OpResult::Rot(Vec::new()));
                     return;
                 }
-                for (k, to) in keys.iter().zip(targets) {
-                    env.send(to, Msg::GetReq { key: k.clone() });
-                }
+                send_reads(env, &keys, targets);
                 let n = keys.len();
                 self.pending = Some(Pending::Rot { keys, values: vec![None; n], missing: n });
             }
@@ -108,9 +106,7 @@ impl Client for EventualClient {
                 if reads.is_empty() {
                     return self.put_all(env, writes, Some(Vec::new()));
                 }
-                for (k, to) in reads.iter().zip(targets) {
-                    env.send(to, Msg::GetReq { key: k.clone() });
-                }
+                send_reads(env, &reads, targets);
                 let n = reads.len();
                 self.pending = Some(Pending::TxnReads { keys: reads, values: vec![None; n], missing: n, writes });
             }
@@ -136,9 +132,16 @@ impl Client for EventualClient {
             (Some(Pending::Get), Msg::GetReply { value, .. }) => self.finish(env, OpResult::Get(value)),
             (Some(Pending::Put), Msg::PutReply) => self.finish(env, OpResult::Put),
             (Some(Pending::Rot { keys, mut values, mut missing }), Msg::GetReply { key, value }) => {
-                if let Some(i) = keys.iter().position(|k| *k == key) {
-                    values[i] = value;
-                    missing -= 1;
+                fill(&keys, &mut values, &mut missing, key, value);
+                if missing == 0 {
+                    self.finish(env, OpResult::Rot(values));
+                } else {
+                    self.pending = Some(Pending::Rot { keys, values, missing });
+                }
+            }
+            (Some(Pending::Rot { keys, mut values, mut missing }), Msg::GetBatchReply { values: got }) => {
+                for (key, value) in got {
+                    fill(&keys, &mut values, &mut missing, key, value);
                 }
                 if missing == 0 {
                     self.finish(env, OpResult::Rot(values));
@@ -151,10 +154,17 @@ impl Client for EventualClient {
                 (0, Some(values)) => self.finish(env, OpResult::Txn(values)),
                 (missing, read) => self.pending = Some(Pending::Wot { missing, read }),
             },
-            (Some(Pending::TxnReads { keys, mut values, mut missing, writes }), Msg::GetReply { key, value }) => {
-                if let Some(i) = keys.iter().position(|k| *k == key) {
-                    values[i] = value;
-                    missing -= 1;
+            (
+                Some(Pending::TxnReads { keys, mut values, mut missing, writes }),
+                msg @ (Msg::GetReply { .. } | Msg::GetBatchReply { .. }),
+            ) => {
+                let got = match msg {
+                    Msg::GetReply { key, value } => vec![(key, value)],
+                    Msg::GetBatchReply { values } => values,
+                    _ => unreachable!("matched above"),
+                };
+                for (key, value) in got {
+                    fill(&keys, &mut values, &mut missing, key, value);
                 }
                 if missing == 0 && self.refused.is_some() {
                     self.finish(env, OpResult::Txn(values));
@@ -166,5 +176,31 @@ impl Client for EventualClient {
             }
             (p, _) => self.pending = p, // a stray reply: ignore it
         }
+    }
+}
+
+/// A multi-key read's requests: one per server, a `GetBatch` where the
+/// server holds several of the keys (Cassandra's `multiget_slice`).
+fn send_reads(env: &mut impl ClientEnv<Msg>, keys: &[Key], targets: Vec<NodeId>) {
+    let mut by_server: Vec<(NodeId, Vec<Key>)> = Vec::new();
+    for (k, to) in keys.iter().zip(targets) {
+        match by_server.iter_mut().find(|(n, _)| *n == to) {
+            Some((_, ks)) => ks.push(k.clone()),
+            None => by_server.push((to, vec![k.clone()])),
+        }
+    }
+    for (to, mut ks) in by_server {
+        let msg =
+            if ks.len() == 1 { Msg::GetReq { key: ks.pop().expect("one key") } } else { Msg::GetBatch { keys: ks } };
+        env.send(to, msg);
+    }
+}
+
+/// Put one answer of a multi-key read in its place (the first unanswered
+/// occurrence of its key).
+fn fill(keys: &[Key], values: &mut [Option<Value>], missing: &mut usize, key: Key, value: Option<Value>) {
+    if let Some(i) = keys.iter().position(|k| *k == key) {
+        values[i] = value;
+        *missing -= 1;
     }
 }

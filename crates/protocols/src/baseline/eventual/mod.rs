@@ -21,6 +21,8 @@ mod client;
 mod config;
 mod msg;
 mod server;
+#[cfg(test)]
+mod tests;
 
 pub use client::*;
 pub use config::*;

@@ -10,6 +10,16 @@ pub enum Msg {
         key: Key,
         value: Option<Value>,
     },
+    /// Several reads from one server: Cassandra's `multiget_slice` as a
+    /// client library splits a multi-key read per server (Lloyd §7.3.1),
+    /// so Eventual's multi-key reads cost what the causal protocols'
+    /// per-server read rounds cost.
+    GetBatch {
+        keys: Vec<Key>,
+    },
+    GetBatchReply {
+        values: Vec<(Key, Option<Value>)>,
+    },
     PutReq {
         key: Key,
         value: Value,
@@ -36,7 +46,7 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: GetReq, GetReply, PutReply, Refused;
+        client: GetReq, GetBatch, GetReply, GetBatchReply, PutReply, Refused;
         writes: PutReq, PutBatch;
         peer: Replicate;
         nested: ;
@@ -44,6 +54,7 @@ crate::impl_message! {
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
             Msg::GetReq { key } => (key.len(), 0),
+            Msg::GetBatch { keys } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
             Msg::PutReq { key, value } => (key.len(), value.len()),
             Msg::PutBatch { writes } => writes.iter().fold((0, 0), |(k, v), (key, value)| {
                 (k.max(key.len()), v.max(value.len()))
@@ -55,6 +66,8 @@ crate::impl_message! {
         match self {
             Msg::GetReq { key } => key.len(),
             Msg::GetReply { key, value } => key.len() + value.as_ref().map_or(0, |v| v.len()),
+            Msg::GetBatch { keys } => keys.iter().map(|k| k.len()).sum(),
+            Msg::GetBatchReply { values } => values.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len())).sum(),
             Msg::PutReq { key, value } | Msg::Replicate { key, version: Version { value, .. } } => {
                 key.len() + value.len()
             }

@@ -59,7 +59,8 @@ impl Server for EventualServer {
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
-        let misplaced = |key: &Key| self.topology.server_for_key(self.dc, key) != Some(env.node());
+        let me = env.node();
+        let misplaced = |key: &Key| self.topology.server_for_key(self.dc, key) != Some(me);
         let bad = match &msg {
             Msg::GetReq { key } | Msg::PutReq { key, .. } => Some(key).filter(|k| misplaced(k)),
             Msg::PutBatch { writes } => writes.iter().map(|(k, _)| k).find(|k| misplaced(k)),
@@ -73,6 +74,21 @@ impl Server for EventualServer {
             Msg::GetReq { key } => {
                 let value = env.store().latest(&key).map(|v| v.value.clone());
                 env.reply(from, Msg::GetReply { key, value });
+            }
+            // Each key answered on its own terms: a misplaced one refused
+            // by name, the others read.
+            Msg::GetBatch { keys } => {
+                let mut values = Vec::with_capacity(keys.len());
+                for key in keys {
+                    if misplaced(&key) {
+                        let reason = format!("node {me} does not store this key");
+                        env.reply(from, Msg::Refused { key, reason });
+                    } else {
+                        let value = env.store().latest(&key).map(|v| v.value.clone());
+                        values.push((key, value));
+                    }
+                }
+                env.reply(from, Msg::GetBatchReply { values });
             }
             Msg::PutReq { key, value } => {
                 self.write(env, key, value);
