@@ -209,11 +209,14 @@ fn randomized_faulty_eventual_run_is_flagged() {
 
 #[test]
 fn randomized_faulty_eventual_run_with_write_transactions_has_fractured_reads() {
-    let mut sc = faulty(8, 0.1);
+    let mut sc = faulty(9, 0.1);
     sc.workload.wotproportion = 0.1;
     sc.workload.wot_size = 3;
-    // Few keys, so readers often meet a transaction's keys.
-    sc.workload.recordcount = 30;
+    // Few keys, so readers often meet a transaction's keys, and jitter, so
+    // that a ROT's per-server reads and a WOT's per-server writes (both
+    // sent at once) arrive at their servers in different orders.
+    sc.workload.recordcount = 12;
+    sc.network.jitter_pct = 30.0;
     let h = run(sc);
     assert!(h.ops.iter().any(|o| matches!(o.op, Op::Wot { .. })));
     let r = check(&h, &CheckConfig::at(Level::CausalPlus));

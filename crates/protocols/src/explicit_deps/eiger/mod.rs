@@ -20,13 +20,20 @@
 //!   tick in a remote DC); a read of the current version returns its EVT
 //!   and as LVT the server's current logical time.
 //! - **Read-only transactions** (Fig 5.5): one parallel round of current
-//!   reads; EffT = the smallest LVT ≥ the largest EVT; a second parallel
+//!   reads, one request per server for all its locations (the client
+//!   library's parallel `multiget_slice`s); EffT = the smallest LVT ≥ the largest EVT; a second parallel
 //!   round, `multiget_slice_by_time(EffT)`, only for locations whose LVT is
 //!   below EffT. Every value returned is valid at EffT (asserted). Old
 //!   versions are kept for `trans_time` + margin after they are
 //!   superseded; a second-round read older than what was kept fails and
 //!   the transaction restarts. A plain `get` is a one-key transaction
 //!   (one round unless it meets a pending transaction).
+//! - **Never-depend** (Lloyd §6.1, as for COPS): a first-round read of a
+//!   write already committed in every DC (settled, by the replication
+//!   path's settling) is flagged, and the client records no dependency on
+//!   it: its check would always pass. Without it a session that reads much
+//!   and writes rarely carries thousands of dependencies into its next
+//!   write.
 //! - **Write-only transactions** (§5.4, 2PC-PCI; [`txn`] has the protocol
 //!   step by step): the client library picks a coordinator key at random
 //!   (from its session nonce; no global randomness) and sends each
