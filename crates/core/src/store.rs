@@ -124,6 +124,26 @@ impl<V: Versioned + Clone> MvStore<V> {
         true
     }
 
+    /// Change the version of `key` ordered `order` in place, *without*
+    /// journaling it. Only for a mark that recovery can do without: one
+    /// that summarises state a replayed log gives back anyway (Eiger's
+    /// `collected_below` says older versions were collected; collection is
+    /// not journaled either, so a replay returns those versions and the
+    /// mark is not needed, while a snapshot copies the in-memory state,
+    /// mark included). `f` must keep the version's order and value.
+    /// Returns false, changing nothing, when no such version is stored.
+    pub fn mark_unjournaled(&mut self, key: &[u8], order: V::Order, f: impl FnOnce(&mut V)) -> bool {
+        let Some(c) = self.chains.get_mut(key) else { return false };
+        let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
+        let len = c.versions[i].value().len();
+        f(&mut c.versions[i]);
+        assert!(
+            c.versions[i].order() == order && c.versions[i].value().len() == len,
+            "a mark keeps the version's order and value"
+        );
+        true
+    }
+
     /// Recovery: put back a logged version, the later record winning when
     /// one with the same order is already there (it was replaced).
     pub fn restore(&mut self, key: Key, v: V) {
@@ -308,6 +328,31 @@ mod tests {
         assert_eq!(s.value_bytes(), 6);
         // Nothing stable: nothing dropped.
         assert_eq!(s.gc_key(b"k", |_| false), 0);
+    }
+
+    #[test]
+    fn a_mark_changes_a_version_in_place_and_is_not_journaled() {
+        #[derive(Clone, Debug)]
+        struct M(u64, Value, bool);
+        impl Versioned for M {
+            type Order = u64;
+            fn order(&self) -> u64 {
+                self.0
+            }
+            fn value(&self) -> &Value {
+                &self.1
+            }
+        }
+        let mut s: MvStore<M> = MvStore::new();
+        s.enable_journal();
+        s.insert(k(), M(1, Bytes::from_static(b"x"), false));
+        s.insert(k(), M(2, Bytes::from_static(b"y"), false));
+        let _ = s.drain_journal();
+        assert!(s.mark_unjournaled(b"k", 1, |m| m.2 = true));
+        assert!(s.versions(b"k")[0].2 && !s.versions(b"k")[1].2);
+        assert!(s.drain_journal().is_empty(), "not journaled");
+        assert!(!s.mark_unjournaled(b"k", 3, |m| m.2 = true), "no such version");
+        assert!(!s.mark_unjournaled(b"j", 1, |m| m.2 = true), "no such key");
     }
 
     #[test]

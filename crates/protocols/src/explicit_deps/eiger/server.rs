@@ -472,12 +472,17 @@ impl EigerServer {
         {
             let (_, key) = self.version_gc.pop_front().expect("front exists");
             let old_enough = |v: &Version| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now);
-            let Some(floor) =
-                env.store().versions(&key).iter().filter(|v| old_enough(v)).max_by_key(|v| v.arb()).cloned()
+            let Some((floor_arb, floor_stamp, flagged)) = env
+                .store()
+                .versions(&key)
+                .iter()
+                .filter(|v| old_enough(v))
+                .max_by_key(|v| v.arb())
+                .map(|v| (v.arb(), v.stamp, v.collected_below))
             else {
                 continue;
             };
-            let superseded = |v: &Version| v.arb() < floor.arb() && v.committed();
+            let superseded = |v: &Version| v.arb() < floor_arb && v.committed();
             if !env.store().versions(&key).iter().any(superseded) {
                 continue;
             }
@@ -487,11 +492,14 @@ impl EigerServer {
             let keep = |v: &Version| {
                 matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
                     || v.coord.as_ref().is_some_and(|t| !t.acked)
-                    || v.arb() > floor.arb()
+                    || v.arb() > floor_arb
             };
-            env.store().gc_key_keeping(&key, |v| v.stamp == floor.stamp, keep);
-            if !floor.collected_below {
-                env.store().replace(&key, Version { collected_below: true, ..floor });
+            env.store().gc_key_keeping(&key, |v| v.stamp == floor_stamp, keep);
+            // Not journaled: a node restarted from its log gets back the
+            // versions collected here (collection is not logged), so it
+            // needs no mark; a snapshot copies the mark with the state.
+            if !flagged {
+                env.store().mark_unjournaled(&key, floor_stamp, |v| v.collected_below = true);
             }
         }
     }
