@@ -131,18 +131,11 @@ impl Client for EventualClient {
         match (self.pending.take(), msg) {
             (Some(Pending::Get), Msg::GetReply { value, .. }) => self.finish(env, OpResult::Get(value)),
             (Some(Pending::Put), Msg::PutReply) => self.finish(env, OpResult::Put),
-            (Some(Pending::Rot { keys, mut values, mut missing }), Msg::GetReply { key, value }) => {
-                fill(&keys, &mut values, &mut missing, key, value);
-                if missing == 0 {
-                    self.finish(env, OpResult::Rot(values));
-                } else {
-                    self.pending = Some(Pending::Rot { keys, values, missing });
-                }
-            }
-            (Some(Pending::Rot { keys, mut values, mut missing }), Msg::GetBatchReply { values: got }) => {
-                for (key, value) in got {
-                    fill(&keys, &mut values, &mut missing, key, value);
-                }
+            (
+                Some(Pending::Rot { keys, mut values, mut missing }),
+                msg @ (Msg::GetReply { .. } | Msg::GetBatchReply { .. }),
+            ) => {
+                fill(&keys, &mut values, &mut missing, msg);
                 if missing == 0 {
                     self.finish(env, OpResult::Rot(values));
                 } else {
@@ -158,14 +151,7 @@ impl Client for EventualClient {
                 Some(Pending::TxnReads { keys, mut values, mut missing, writes }),
                 msg @ (Msg::GetReply { .. } | Msg::GetBatchReply { .. }),
             ) => {
-                let got = match msg {
-                    Msg::GetReply { key, value } => vec![(key, value)],
-                    Msg::GetBatchReply { values } => values,
-                    _ => unreachable!("matched above"),
-                };
-                for (key, value) in got {
-                    fill(&keys, &mut values, &mut missing, key, value);
-                }
+                fill(&keys, &mut values, &mut missing, msg);
                 if missing == 0 && self.refused.is_some() {
                     self.finish(env, OpResult::Txn(values));
                 } else if missing == 0 {
@@ -196,11 +182,19 @@ fn send_reads(env: &mut impl ClientEnv<Msg>, keys: &[Key], targets: Vec<NodeId>)
     }
 }
 
-/// Put one answer of a multi-key read in its place (the first unanswered
-/// occurrence of its key).
-fn fill(keys: &[Key], values: &mut [Option<Value>], missing: &mut usize, key: Key, value: Option<Value>) {
-    if let Some(i) = keys.iter().position(|k| *k == key) {
-        values[i] = value;
-        *missing -= 1;
+/// Put a multi-key read's answers (one `GetReply` or a server's
+/// `GetBatchReply`) in their places: each at its key's first place
+/// (a ROT names a key once).
+fn fill(keys: &[Key], values: &mut [Option<Value>], missing: &mut usize, msg: Msg) {
+    let mut one = |key: Key, value: Option<Value>| {
+        if let Some(i) = keys.iter().position(|k| *k == key) {
+            values[i] = value;
+            *missing -= 1;
+        }
+    };
+    match msg {
+        Msg::GetReply { key, value } => one(key, value),
+        Msg::GetBatchReply { values: got } => got.into_iter().for_each(|(key, value)| one(key, value)),
+        _ => {}
     }
 }
