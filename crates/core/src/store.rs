@@ -124,24 +124,50 @@ impl<V: Versioned + Clone> MvStore<V> {
         true
     }
 
-    /// Change the version of `key` ordered `order` in place, *without*
-    /// journaling it. Only for a mark that recovery can do without: one
-    /// that summarises state a replayed log gives back anyway (Eiger's
-    /// `collected_below` says older versions were collected; collection is
-    /// not journaled either, so a replay returns those versions and the
-    /// mark is not needed, while a snapshot copies the in-memory state,
-    /// mark included). `f` must keep the version's order and value.
-    /// Returns false, changing nothing, when no such version is stored.
-    pub fn mark_unjournaled(&mut self, key: &[u8], order: V::Order, f: impl FnOnce(&mut V)) -> bool {
-        let Some(c) = self.chains.get_mut(key) else { return false };
-        let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
-        let len = c.versions[i].value().len();
-        f(&mut c.versions[i]);
+    /// Collect one key's old versions in a single lookup, for a protocol
+    /// whose rule must see the whole chain first. `plan` looks at the
+    /// versions (oldest first) and names the one to keep as the new floor
+    /// (its index), or `None` to change nothing. Every version before the
+    /// floor goes unless `keep(version, floor)` holds. Then `mark` changes
+    /// the floor in place *without* journaling it: only for a mark that
+    /// recovery can do without, one summarising state a replayed log gives
+    /// back anyway (Eiger's `collected_below` says older versions were
+    /// collected; collection is not journaled either, so a replay returns
+    /// those versions and needs no mark, while a snapshot copies the
+    /// in-memory state, mark included). `mark` must keep the version's
+    /// order and value. Returns how many versions were dropped.
+    pub fn collect_planned(
+        &mut self,
+        key: &[u8],
+        plan: impl FnOnce(&[V]) -> Option<usize>,
+        mut keep: impl FnMut(&V, &V) -> bool,
+        mark: impl FnOnce(&mut V),
+    ) -> usize {
+        let Some(c) = self.chains.get_mut(key) else { return 0 };
+        let Some(floor) = plan(&c.versions) else { return 0 };
+        assert!(floor < c.versions.len(), "the plan names a stored version");
+        // Chains are short (a few versions): removing in place beats a
+        // scratch buffer.
+        let (mut freed, mut dropped, mut at) = (0, 0, floor);
+        for i in (0..floor).rev() {
+            if !keep(&c.versions[i], &c.versions[at]) {
+                freed += c.versions.remove(i).value().len();
+                dropped += 1;
+                at -= 1;
+            }
+        }
+        if dropped > 0 {
+            c.pruned = true;
+            self.versions -= dropped;
+            self.value_bytes -= freed;
+        }
+        let (order, len) = (c.versions[at].order(), c.versions[at].value().len());
+        mark(&mut c.versions[at]);
         assert!(
-            c.versions[i].order() == order && c.versions[i].value().len() == len,
+            c.versions[at].order() == order && c.versions[at].value().len() == len,
             "a mark keeps the version's order and value"
         );
-        true
+        dropped
     }
 
     /// Recovery: put back a logged version, the later record winning when
@@ -331,7 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mark_changes_a_version_in_place_and_is_not_journaled() {
+    fn planned_collection_drops_below_the_floor_and_marks_it_unjournaled() {
         #[derive(Clone, Debug)]
         struct M(u64, Value, bool);
         impl Versioned for M {
@@ -348,11 +374,25 @@ mod tests {
         s.insert(k(), M(1, Bytes::from_static(b"x"), false));
         s.insert(k(), M(2, Bytes::from_static(b"y"), false));
         let _ = s.drain_journal();
-        assert!(s.mark_unjournaled(b"k", 1, |m| m.2 = true));
-        assert!(s.versions(b"k")[0].2 && !s.versions(b"k")[1].2);
-        assert!(s.drain_journal().is_empty(), "not journaled");
-        assert!(!s.mark_unjournaled(b"k", 3, |m| m.2 = true), "no such version");
-        assert!(!s.mark_unjournaled(b"j", 1, |m| m.2 = true), "no such key");
+        s.insert(k(), M(3, Bytes::from_static(b"zz"), false));
+        let _ = s.drain_journal();
+        // Floor at order 3; order 2 is kept by `keep`, order 1 goes.
+        let dropped = s.collect_planned(
+            b"k",
+            |vs| vs.iter().position(|m| m.0 == 3),
+            |m, floor| m.0 == 2 && floor.0 == 3,
+            |m| m.2 = true,
+        );
+        assert_eq!(dropped, 1);
+        let got: Vec<(u64, bool)> = s.versions(b"k").iter().map(|m| (m.0, m.2)).collect();
+        assert_eq!(got, vec![(2, false), (3, true)], "the floor is marked, the kept version not");
+        assert!(s.drain_journal().is_empty(), "neither collection nor the mark is journaled");
+        assert_eq!((s.version_count(), s.value_bytes()), (2, 3));
+        assert!(s.was_pruned(b"k"));
+        // No plan: nothing changes; no key: nothing happens.
+        assert_eq!(s.collect_planned(b"k", |_| None, |_, _| false, |m| m.2 = false), 0);
+        assert!(s.versions(b"k")[1].2);
+        assert_eq!(s.collect_planned(b"j", |_| Some(0), |_, _| false, |_| ()), 0);
     }
 
     #[test]

@@ -121,9 +121,9 @@ pub(super) struct Trans {
 /// every EVT (and the session's time, deviation 2). Always exists: the
 /// result with the largest EVT has an LVT at least that large, and every
 /// LVT is at least the session's time, which servers witnessed.
-pub fn effective_time(floor: u64, reads: &[(u64, u64)]) -> u64 {
-    let max_evt = reads.iter().map(|&(evt, _)| evt).fold(floor, u64::max);
-    let eff_t = reads.iter().map(|&(_, lvt)| lvt).filter(|&lvt| lvt >= max_evt).min();
+pub fn effective_time(floor: u64, reads: impl IntoIterator<Item = (u64, u64)> + Clone) -> u64 {
+    let max_evt = reads.clone().into_iter().map(|(evt, _)| evt).fold(floor, u64::max);
+    let eff_t = reads.into_iter().map(|(_, lvt)| lvt).filter(|&lvt| lvt >= max_evt).min();
     eff_t.expect("some first-round LVT reaches the largest EVT")
 }
 
@@ -149,9 +149,36 @@ impl EigerClient {
             }
         }
         let attempt = self.next_attempt();
+        let floor = self.floor;
+        if let [ReadTarget::Key(key)] = &targets[..] {
+            // A get: one key, one server, nothing to group.
+            let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+            env.send(to, Msg::Read { attempt, keys: vec![(0, key.clone())], floor });
+        } else if !self.send_first_round(env, &targets, attempt) {
+            return; // no server for some key: the operation failed
+        }
+        let n = targets.len();
+        let started_us = env.now_us();
+        self.op = Some(InFlight::Trans(Trans {
+            targets,
+            shape,
+            started_us,
+            awaited: n,
+            second_round: false,
+            results: vec![None; n],
+            restart: false,
+            restarts,
+            eff_t: 0,
+        }));
+    }
+
+    /// Round one of a transaction of several reads: one request per server
+    /// for its keys, a slice on its own. False, nothing sent, when some
+    /// key has no server (the operation was failed).
+    fn send_first_round(&mut self, env: &mut impl ClientEnv<Msg>, targets: &[ReadTarget], attempt: u32) -> bool {
         let mut sends = Vec::with_capacity(targets.len());
-        for t in &targets {
-            let Some(to) = client_server_for(&self.ctx, env, t.placement_key()) else { return };
+        for t in targets {
+            let Some(to) = client_server_for(&self.ctx, env, t.placement_key()) else { return false };
             sends.push(to);
         }
         // One request per server for its keys (a transaction spans few
@@ -172,19 +199,7 @@ impl EigerClient {
         for (to, keys) in by_server {
             env.send(to, Msg::Read { attempt, keys, floor });
         }
-        let n = targets.len();
-        let started_us = env.now_us();
-        self.op = Some(InFlight::Trans(Trans {
-            targets,
-            shape,
-            started_us,
-            awaited: n,
-            second_round: false,
-            results: vec![None; n],
-            restart: false,
-            restarts,
-            eff_t: 0,
-        }));
+        true
     }
 
     /// A round's replies are all in: run round two, finish, or restart.
@@ -208,19 +223,21 @@ impl EigerClient {
             return;
         }
         if !t.second_round {
-            let reads: Vec<(u64, u64)> =
-                t.results.iter().map(|r| r.as_ref().map(|r| (r.evt, r.lvt)).expect("round one is in")).collect();
-            // A location answered LVT-only (a transaction's write pending
-            // there, §5.4.4) has no value yet: read again at EffT.
-            let pending: Vec<bool> = t.results.iter().map(|r| r.as_ref().is_some_and(|r| r.pending)).collect();
-            t.eff_t = effective_time(self.floor, &reads);
+            let first = |r: &Option<Read>| {
+                let r = r.as_ref().expect("round one is in");
+                (r.evt, r.lvt)
+            };
+            t.eff_t = effective_time(self.floor, t.results.iter().map(first));
             t.second_round = true;
             if !self.one_round {
                 // Round two (Fig 5.5): every location whose valid interval
-                // ends before EffT is read again at EffT.
+                // ends before EffT is read again at EffT, and every one
+                // answered LVT-only (a transaction's write pending there,
+                // §5.4.4), which has no value yet.
                 let attempt = self.attempt;
                 for (i, target) in t.targets.iter().enumerate() {
-                    if reads[i].1 < t.eff_t || pending[i] {
+                    let r = t.results[i].as_ref().expect("round one is in");
+                    if r.lvt < t.eff_t || r.pending {
                         let Some(to) = client_server_for(&self.ctx, env, target.placement_key()) else { return };
                         let (idx, at) = (i as u32, t.eff_t);
                         let msg = match target {
@@ -245,7 +262,9 @@ impl EigerClient {
             }
         }
         self.floor = self.floor.max(t.eff_t);
-        let mut values = Vec::with_capacity(t.results.len());
+        // A get's one value needs no vector.
+        let mut values = Vec::with_capacity(if t.shape == Shape::Rot { t.results.len() } else { 0 });
+        let mut got = None;
         let mut cells = Vec::new();
         for (target, r) in t.targets.iter().zip(t.results) {
             let r = r.expect("every location was read");
@@ -257,7 +276,11 @@ impl EigerClient {
                     if r.value.is_some() && !r.never_depend {
                         self.depend(k, r.stamp, &r.deps);
                     }
-                    values.push(r.value);
+                    if t.shape == Shape::Get {
+                        got = r.value;
+                    } else {
+                        values.push(r.value);
+                    }
                 }
                 ReadTarget::Slice(s) => {
                     for c in r.cells {
@@ -269,7 +292,7 @@ impl EigerClient {
             }
         }
         let result = match t.shape {
-            Shape::Get => OpResult::Get(values.pop().expect("one key")),
+            Shape::Get => OpResult::Get(got),
             Shape::Rot => OpResult::Rot(values),
             Shape::Slice => OpResult::Slice(cells),
         };

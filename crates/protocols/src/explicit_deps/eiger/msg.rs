@@ -165,8 +165,9 @@ pub enum Msg {
         keys: Vec<(u32, Key)>,
         floor: u64,
     },
-    /// The answers to a [`Msg::Read`], all valid through one LVT (the
-    /// server's time when it read them).
+    /// The answers to a [`Msg::Read`] of several keys, all valid through
+    /// one LVT (the server's time when it read them). A read of one key (a
+    /// get) is answered by a [`Msg::ReadReply`] instead, with no vector.
     ReadsReply {
         attempt: u32,
         reads: Vec<(u32, Read)>,

@@ -160,6 +160,12 @@ impl Server for EigerServer {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
                 let (store, settle) = (env.store(), &self.node.settle);
+                if let [(idx, key)] = &keys[..] {
+                    // A get: one answer, no vector.
+                    let mut read = current_read(store.versions(key), lvt);
+                    forget_settled(&mut read, settle);
+                    return env.reply(from, Msg::ReadReply { attempt, idx: *idx, read: Ok(read), indirected: false });
+                }
                 let reads = keys
                     .into_iter()
                     .map(|(idx, key)| {
@@ -472,35 +478,25 @@ impl EigerServer {
         {
             let (_, key) = self.version_gc.pop_front().expect("front exists");
             let old_enough = |v: &Version| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now);
-            let Some((floor_arb, floor_stamp, flagged)) = env
-                .store()
-                .versions(&key)
-                .iter()
-                .filter(|v| old_enough(v))
-                .max_by_key(|v| v.arb())
-                .map(|v| (v.arb(), v.stamp, v.collected_below))
-            else {
-                continue;
+            // The floor: the newest version applied long enough ago, if it
+            // superseded a committed one.
+            let plan = |vs: &[Version]| {
+                let (at, floor) = vs.iter().enumerate().filter(|(_, v)| old_enough(v)).max_by_key(|(_, v)| v.arb())?;
+                vs.iter().any(|v| v.arb() < floor.arb() && v.committed()).then_some(at)
             };
-            let superseded = |v: &Version| v.arb() < floor_arb && v.committed();
-            if !env.store().versions(&key).iter().any(superseded) {
-                continue;
-            }
             // Pending versions stay until committed (recovery needs them),
             // and a coordinator's record of a transaction until every
             // participant acknowledged its commit.
-            let keep = |v: &Version| {
+            let keep = |v: &Version, floor: &Version| {
                 matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
                     || v.coord.as_ref().is_some_and(|t| !t.acked)
-                    || v.arb() > floor_arb
+                    || v.arb() > floor.arb()
             };
-            env.store().gc_key_keeping(&key, |v| v.stamp == floor_stamp, keep);
-            // Not journaled: a node restarted from its log gets back the
-            // versions collected here (collection is not logged), so it
-            // needs no mark; a snapshot copies the mark with the state.
-            if !flagged {
-                env.store().mark_unjournaled(&key, floor_stamp, |v| v.collected_below = true);
-            }
+            // One lookup per key. The mark is not journaled: a node
+            // restarted from its log gets back the versions collected here
+            // (collection is not logged), so it needs no mark; a snapshot
+            // copies the mark with the state.
+            env.store().collect_planned(&key, plan, keep, |v| v.collected_below = true);
         }
     }
 }

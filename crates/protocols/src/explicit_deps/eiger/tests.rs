@@ -102,12 +102,12 @@ fn a_quiet_read_transaction_takes_one_round() {
 #[test]
 fn effective_time_is_the_smallest_lvt_reaching_the_largest_evt() {
     // Fig 5.4(a): [1,10] and [5,12] overlap; EffT = 10, one round.
-    assert_eq!(effective_time(0, &[(1, 10), (5, 12)]), 10);
+    assert_eq!(effective_time(0, [(1, 10), (5, 12)]), 10);
     // Fig 5.4(b): location 1 valid [1,10], location 2 [12,15]: EffT = 15.
-    assert_eq!(effective_time(0, &[(1, 10), (12, 15)]), 15);
+    assert_eq!(effective_time(0, [(1, 10), (12, 15)]), 15);
     // The session's time lifts it (deviation 2).
-    assert_eq!(effective_time(11, &[(1, 11), (5, 12)]), 11);
-    assert_eq!(effective_time(12, &[(1, 12), (5, 13)]), 12);
+    assert_eq!(effective_time(11, [(1, 11), (5, 12)]), 11);
+    assert_eq!(effective_time(12, [(1, 12), (5, 13)]), 12);
 }
 
 /// §5.3, limiting old values: a transaction whose second round asks for
