@@ -14,6 +14,13 @@ mod net;
 mod run;
 mod torture;
 
+/// mimalloc rather than glibc's malloc: a server frees old versions (GC)
+/// of every size while it allocates frames and messages, and glibc's
+/// consolidation and bin searches then cost more per operation than the
+/// protocol's own work (profiled on Eiger's get path).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use causeway_core::Op;
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, SimReport, report};
