@@ -448,7 +448,9 @@ impl Client for EigerClient {
                 if attempt == self.attempt =>
             {
                 let i = idx as usize;
-                if i >= t.results.len() || t.awaited == 0 {
+                // Only an awaited answer: in round one (a get's, or a
+                // server's one key) a location not yet answered.
+                if i >= t.results.len() || t.awaited == 0 || (!t.second_round && t.results[i].is_some()) {
                     self.op = Some(InFlight::Trans(t));
                     return;
                 }

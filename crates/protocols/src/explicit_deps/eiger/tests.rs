@@ -1010,3 +1010,24 @@ fn the_family_list_is_validated() {
     cfg.families.push(Family { name: "counters".into(), counter: false });
     assert!(cfg.check().unwrap_err().contains("twice"));
 }
+
+/// A first-round answer delivered twice (a one-key `ReadReply`, as each of
+/// a two-server ROT's servers sends) counts once: the transaction waits for
+/// the other location instead of finishing without it.
+#[test]
+fn a_repeated_first_round_answer_counts_once() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "friends");
+    put(&mut net, ALICE, &album, "personal");
+    net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
+    let to_reader = |m: &InFlight<Msg>| m.to == Dest::Client(READER) && matches!(m.msg, Msg::ReadReply { .. });
+    // Both requests reach their servers; one answer is copied.
+    net.deliver_while(|m| m.from == Dest::Client(READER));
+    let first = net.queue.iter().position(to_reader).expect("a one-key first-round answer");
+    let copy = net.queue[first].clone();
+    net.queue.insert(first + 1, copy);
+    let (r, _) = finish(&mut net, READER);
+    let OpResult::Rot(vs) = r else { panic!("{r:?}") };
+    assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("friends".into()), Some("personal".into())]);
+}
