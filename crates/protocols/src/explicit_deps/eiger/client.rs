@@ -56,9 +56,11 @@ impl EigerClient {
 }
 
 pub(super) enum InFlight {
-    /// A put or a counter add, waiting for its stamp.
+    /// A put or a counter add, waiting for its stamp; `done` is what it
+    /// completes as (a one-key write-only transaction is a put).
     Put {
         key: Key,
+        done: OpResult,
     },
     /// A write-only transaction waiting for its coordinator's answer.
     Wot {
@@ -366,6 +368,17 @@ impl EigerClient {
         {
             return env.complete(OpResult::Failed(OpError::BadRequest(why)));
         }
+        if let [(key, _)] = &writes[..] {
+            // One key: atomic visibility holds for any write of it, so it
+            // is a put (one server, no 2PC-PCI, no pending window in which
+            // reads of the key take a second round), as Eventual's one-key
+            // transaction is. It is still one event of the session.
+            let Some(to) = client_server_for(&self.ctx, env, key) else { return };
+            let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+            let (key, value) = writes.into_iter().next().expect("one write");
+            self.op = Some(InFlight::Put { key: key.clone(), done: OpResult::Wot });
+            return env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
+        }
         let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
         let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
         for (w, to) in writes.into_iter().zip(servers) {
@@ -399,7 +412,7 @@ impl Client for EigerClient {
                 }
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
-                self.op = Some(InFlight::Put { key: key.clone() });
+                self.op = Some(InFlight::Put { key: key.clone(), done: OpResult::Put });
                 env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
             }
             // A counter add (§5.2) carries them too; the context then
@@ -410,7 +423,7 @@ impl Client for EigerClient {
                 }
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
-                self.op = Some(InFlight::Put { key: key.clone() });
+                self.op = Some(InFlight::Put { key: key.clone(), done: OpResult::Put });
                 env.send(to, Msg::AddReq { key, delta, deps, floor: self.floor });
             }
             Op::Wot { writes } => self.start_wot(env, writes),
@@ -421,12 +434,12 @@ impl Client for EigerClient {
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
         match (self.op.take(), msg) {
             // After a write the context collapses to that write (§5.2).
-            (Some(InFlight::Put { key }), Msg::PutReply { result }) => match result {
+            (Some(InFlight::Put { key, done }), Msg::PutReply { result }) => match result {
                 Ok(stamp) => {
                     self.deps.clear();
                     self.deps.insert((key, stamp.origin()), stamp);
                     self.floor = self.floor.max(stamp.lamport());
-                    env.complete(OpResult::Put);
+                    env.complete(done);
                 }
                 Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },

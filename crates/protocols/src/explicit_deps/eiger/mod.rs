@@ -47,7 +47,9 @@
 //!   alone runs the dependency checks, then PREPAREs, collects votes and
 //!   commits at a fresh local time. After a WOT the session's context is
 //!   the coordinator key's write (a remote DC commits it only with the
-//!   whole transaction).
+//!   whole transaction). A one-key transaction is sent as a put: atomic
+//!   visibility holds for any single write, and a put has no pending
+//!   window in which reads of the key need a second round.
 //!
 //! ## Choices and deviations from the paper
 //!

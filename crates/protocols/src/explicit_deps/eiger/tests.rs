@@ -1031,3 +1031,16 @@ fn a_repeated_first_round_answer_counts_once() {
     let OpResult::Rot(vs) = r else { panic!("{r:?}") };
     assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("friends".into()), Some("personal".into())]);
 }
+
+/// A one-key write-only transaction is a put: no 2PC-PCI message is sent,
+/// it completes as a transaction, and it is read like any write.
+#[test]
+fn a_one_key_write_only_transaction_is_a_put() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    let (acl, _) = acl_and_album(&net);
+    net.invoke(ALICE, wot(&[(&acl, "friends")]));
+    assert!(net.queue.iter().all(|m| matches!(m.msg, Msg::PutReq { .. })), "only a PutReq is sent");
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    assert_eq!(get(&mut net, READER, &acl), Some("friends".into()));
+}
