@@ -374,22 +374,36 @@ impl EigerClient {
             // reads of the key take a second round), as Eventual's one-key
             // transaction is. It is still one event of the session.
             let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-            let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
             let (key, value) = writes.into_iter().next().expect("one write");
-            self.op = Some(InFlight::Put { key: key.clone(), done: OpResult::Wot });
-            return env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
+            return self.send_put(env, to, key, value, OpResult::Wot);
         }
         let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
         let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
         for (w, to) in writes.into_iter().zip(servers) {
             by_server.entry(to).or_default().push(w);
         }
-        let deps: Vec<Dep> = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+        let deps = self.one_hop_deps();
         let info = TxnInfo { id, coord_key: coord_key.clone(), keys };
         for (to, writes) in by_server {
             env.send(to, Msg::WotReq { info: info.clone(), writes, deps: deps.clone(), floor: self.floor });
         }
         self.op = Some(InFlight::Wot { id, coord_key });
+    }
+}
+
+impl EigerClient {
+    /// The session's context as the one-hop dependencies a write carries
+    /// (§5.2).
+    fn one_hop_deps(&self) -> Vec<Dep> {
+        self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect()
+    }
+
+    /// A put to `to` with the session's dependencies, completing as `done`
+    /// (a put, or a one-key write-only transaction).
+    fn send_put(&mut self, env: &mut impl ClientEnv<Msg>, to: NodeId, key: Key, value: Value, done: OpResult) {
+        let deps = self.one_hop_deps();
+        self.op = Some(InFlight::Put { key: key.clone(), done });
+        env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
     }
 }
 
@@ -411,9 +425,7 @@ impl Client for EigerClient {
                     return env.complete(OpResult::Failed(OpError::BadRequest(why)));
                 }
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
-                self.op = Some(InFlight::Put { key: key.clone(), done: OpResult::Put });
-                env.send(to, Msg::PutReq { key, value, deps, floor: self.floor });
+                self.send_put(env, to, key, value, OpResult::Put);
             }
             // A counter add (§5.2) carries them too; the context then
             // collapses to the add, like after a put.
@@ -422,7 +434,7 @@ impl Client for EigerClient {
                     return env.complete(OpResult::Failed(OpError::BadRequest(why)));
                 }
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                let deps = self.deps.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+                let deps = self.one_hop_deps();
                 self.op = Some(InFlight::Put { key: key.clone(), done: OpResult::Put });
                 env.send(to, Msg::AddReq { key, delta, deps, floor: self.floor });
             }
