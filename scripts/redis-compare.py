@@ -39,7 +39,7 @@ if "--protocols" in args:
 rounds = int(args[0]) if len(args) > 0 else 5
 seconds = int(args[1]) if len(args) > 1 else 4
 fsync = args[2] if len(args) > 2 else "never"
-causeway = "target/release/causeway"
+causeway = os.environ.get("CAUSEWAY", "target/release/causeway")
 redis_port = "6399"
 door_port = 6480
 

@@ -3,6 +3,7 @@
 use causeway_core::{DcId, Op, OpResult};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::WireError;
+use causeway_net::server::NodeThreads;
 use causeway_net::{ClusterConfig, Session};
 use causeway_protocols::with_protocol;
 use std::path::{Path, PathBuf};
@@ -109,8 +110,9 @@ pub fn token(cmd: crate::TokenCmd) -> Result<(), Error> {
 pub fn server(config: &Path, node: u32) -> Result<(), Error> {
     let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
     let node = cluster.check_node(node)?;
-    let rt = runtime()?;
-    let h = with_protocol!(cluster.protocol, P => causeway_net::server::spawn::<P>(cluster.clone(), node, None, rt.handle())?);
+    // Only waits for a signal: the node runs on a thread of its own.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let h = with_protocol!(cluster.protocol, P => causeway_net::server::spawn::<P>(cluster.clone(), node, None, NodeThreads::Own)?);
     tracing::info!(node = node.0, addr = %h.addr, protocol = %cluster.protocol, "serving");
     // A node whose protocol thread died exits (non-zero, through `stop`) so
     // that a supervisor restarts it, rather than holding its port open.

@@ -3,7 +3,7 @@
 //! and `causeway demo` run, and what the integration tests use.
 
 use crate::config::{AuthSection, Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, TlsSection, Wan};
-use crate::server::{self, NodeError, NodeHandle};
+use crate::server::{self, NodeError, NodeHandle, NodeThreads};
 use causeway_core::{NodeId, TopologySpec};
 use causeway_protocols::{ProtocolName, with_protocol};
 use std::path::PathBuf;
@@ -68,6 +68,14 @@ impl EmbeddedSpec {
             plaintext: false,
         }
     }
+}
+
+/// A node of a one-node cluster gets a thread of its own, as a server
+/// process would (its connections and protocol then hand requests to each
+/// other without waking another thread); the nodes of a larger cluster share
+/// the caller's runtime, as a thread per node would outnumber the cores.
+fn threads(nodes: usize, rt: &tokio::runtime::Handle) -> NodeThreads<'_> {
+    if nodes == 1 { NodeThreads::Own } else { NodeThreads::Shared(rt) }
 }
 
 /// `n` loopback addresses from port `base` on.
@@ -156,8 +164,7 @@ impl Embedded {
         let cluster = Arc::new(config.validate()?);
         let mut handles = Vec::with_capacity(n);
         for (i, l) in listeners.into_iter().enumerate() {
-            let h =
-                with_protocol!(spec.protocol, P => server::spawn::<P>(cluster.clone(), NodeId(i as u32), Some(l), rt)?);
+            let h = with_protocol!(spec.protocol, P => server::spawn::<P>(cluster.clone(), NodeId(i as u32), Some(l), threads(n, rt))?);
             handles.push(Some(h));
         }
         Ok(Embedded { cluster, nodes: handles, rt: rt.clone() })
@@ -178,7 +185,8 @@ impl Embedded {
     /// Restart a stopped node on its old address, recovering from its log.
     pub fn restart_node(&mut self, node: NodeId) -> Result<(), NodeError> {
         let c = self.cluster.clone();
-        let h = with_protocol!(c.protocol, P => server::spawn::<P>(c.clone(), node, None, &self.rt)?);
+        let threads = threads(self.nodes.len(), &self.rt);
+        let h = with_protocol!(c.protocol, P => server::spawn::<P>(c.clone(), node, None, threads)?);
         self.nodes[node.idx()] = Some(h);
         Ok(())
     }

@@ -16,7 +16,6 @@ use crate::metrics::NodeMetrics;
 use causeway_core::{ClientId, Message, NodeId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc as smpsc;
 use tokio::sync::mpsc;
 
 /// What the protocol thread is told.
@@ -86,7 +85,7 @@ pub(crate) fn admit<M: Message>(msg: &M, role: Role, limits: &crate::config::Lim
 /// task in between. Admission (token, role, limits) is the TCP path's.
 pub struct LocalDoor<M> {
     pub node: NodeId,
-    pub(crate) input: smpsc::Sender<Input<M>>,
+    pub(crate) input: mpsc::UnboundedSender<Input<M>>,
     pub(crate) next_client: Arc<AtomicU32>,
     pub(crate) metrics: Arc<NodeMetrics>,
     pub(crate) limits: crate::config::Limits,

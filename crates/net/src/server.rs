@@ -1,10 +1,14 @@
 //! One node of any protocol, as a real server.
 //!
-//! The protocol's state machine runs on a dedicated thread (it is
-//! single-threaded by design, and owning a thread lets it block on the log's
-//! `fsync` and on peer backpressure without stalling tokio). Tokio tasks
-//! accept connections, read frames, run the peer links and serve metrics;
-//! they talk to the protocol thread through channels.
+//! The protocol's state machine runs on a thread of its own (it is
+//! single-threaded by design), as an async loop on a current-thread tokio
+//! runtime. Tokio tasks accept connections, read frames, run the peer links
+//! and serve metrics; they talk to the protocol loop through channels. Where
+//! those tasks run is [`NodeThreads`]: on the protocol thread's runtime too
+//! (a server process: one event loop, as redis-server has, and no wake-up of
+//! another thread between a request and its reply; the log's `fsync` then
+//! runs on tokio's blocking pool so the connections keep reading), or on a
+//! runtime shared by the nodes of an embedded cluster.
 //!
 //! Each turn of the protocol thread takes every input that is waiting (a
 //! batch), runs the handlers, appends what they changed to the write-ahead
@@ -45,8 +49,10 @@ pub enum NodeError {
     Wal { node: u32, source: WalError },
     #[error("node {node}: {source}")]
     DataDir { node: u32, source: IdentityError },
-    #[error("node {node}: the protocol thread panicked")]
+    #[error("node {node}: the protocol loop panicked")]
     Panicked { node: u32 },
+    #[error("node {node}: cannot start its thread or runtime: {source}")]
+    Thread { node: u32, source: std::io::Error },
     #[error("node {node}: {source}")]
     Tls { node: u32, source: crate::tls::TlsError },
     #[error("node {node}: {source}")]
@@ -73,6 +79,8 @@ pub struct NodeHandle {
     stop_tasks: watch::Sender<bool>,
     stop_thread: Box<dyn Fn() + Send + Sync>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Disconnects when the protocol loop has ended.
+    done: smpsc::Receiver<()>,
     /// Disconnects when the accept task has ended and dropped its listener.
     acceptor_done: smpsc::Receiver<()>,
     failed: Arc<Failed>,
@@ -94,6 +102,7 @@ impl NodeHandle {
         // be restarted on the same address at once.
         let _ = self.acceptor_done.recv_timeout(Duration::from_secs(5));
         (self.stop_thread)();
+        let _ = self.done.recv();
         if let Some(t) = self.thread.take() {
             t.join().map_err(|_| NodeError::Panicked { node: self.node.0 })?;
         }
@@ -125,7 +134,7 @@ pub fn spawn<P: Protocol>(
     cluster: Arc<Cluster>,
     node: NodeId,
     listener: Option<std::net::TcpListener>,
-    rt: &tokio::runtime::Handle,
+    threads: NodeThreads<'_>,
 ) -> Result<NodeHandle, NodeError> {
     let addr = cluster.addrs[node.idx()];
     let listener = match listener {
@@ -172,7 +181,9 @@ pub fn spawn<P: Protocol>(
     let metrics = Arc::new(NodeMetrics::new(n));
     let peers = Arc::new(PeerIncarnations::new(n, &recovered.peer_incarnations));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (in_tx, in_rx) = smpsc::channel::<Input<P::Msg>>();
+    let (in_tx, in_rx) = mpsc::unbounded_channel::<Input<P::Msg>>();
+    // The node's tasks, started on its own runtime by its thread (below).
+    let mut tasks: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> = Vec::new();
     let durable_delivered: Arc<Vec<AtomicU64>> =
         Arc::new((0..n).map(|i| AtomicU64::new(*recovered.delivered.get(&NodeId(i as u32)).unwrap_or(&0))).collect());
 
@@ -203,7 +214,7 @@ pub fn spawn<P: Protocol>(
             depth: metrics.peer_depth[i].clone(),
             spilled: metrics.peer_spilled[i].clone(),
         };
-        rt.spawn(link::run::<P::Msg>(params, rx, stop_rx.clone()));
+        tasks.push(Box::pin(link::run::<P::Msg>(params, rx, stop_rx.clone())));
         links.push(Some(tx));
     }
 
@@ -226,7 +237,7 @@ pub fn spawn<P: Protocol>(
     };
     let mut stop_accept = stop_rx.clone();
     let (acceptor_done_tx, acceptor_done) = smpsc::channel::<()>();
-    rt.spawn(async move {
+    tasks.push(Box::pin(async move {
         let _done = acceptor_done_tx;
         let listener = match TcpListener::from_std(listener) {
             Ok(l) => l,
@@ -289,10 +300,10 @@ pub fn spawn<P: Protocol>(
                 _ = stop_accept.changed() => return,
             }
         }
-    });
+    }));
     if let Some(maddr) = cluster.metrics_addrs.get(node.idx()).copied() {
         let about = Arc::new(crate::dashboard::About::of::<P>(&cluster, node));
-        rt.spawn(crate::http::serve(maddr, metrics.clone(), about, http_tokens.clone(), stop_rx.clone()));
+        tasks.push(Box::pin(crate::http::serve(maddr, metrics.clone(), about, http_tokens.clone(), stop_rx.clone())));
     }
     if let Some(raddr) = cluster.redis_addrs.get(node.idx()).copied().flatten() {
         let local = LocalDoor {
@@ -303,7 +314,7 @@ pub fn spawn<P: Protocol>(
             limits: cluster.config.limits.clone(),
             tokens: http_tokens.clone(),
         };
-        rt.spawn(crate::redis::serve::<P>(raddr, cluster.clone(), local, metrics.clone(), stop_rx.clone()));
+        tasks.push(Box::pin(crate::redis::serve::<P>(raddr, cluster.clone(), local, metrics.clone(), stop_rx.clone())));
     }
 
     // The protocol thread.
@@ -348,6 +359,7 @@ pub fn spawn<P: Protocol>(
         store,
         wal,
         fsync: cluster.config.storage.fsync,
+        sync_off_thread: matches!(threads, NodeThreads::Own),
         group: Duration::from_millis(cluster.config.storage.group_commit_ms.max(1)),
         inputs: in_rx,
         clients: FxHashMap::default(),
@@ -377,36 +389,46 @@ pub fn spawn<P: Protocol>(
     };
     let outbox = recovered.outbox;
     let failed = Arc::new(Failed::default());
-    let (failed_in, stop_on_panic) = (failed.clone(), stop_tx.clone());
-    let health = metrics.clone();
+    let report = Panicked { node, failed: failed.clone(), stop: stop_tx.clone(), health: metrics.clone() };
+    let stop_after = stop_tx.clone();
+    let own_tasks = match threads {
+        NodeThreads::Own => Some(tasks),
+        NodeThreads::Shared(rt) => {
+            for t in tasks {
+                rt.spawn(t);
+            }
+            None
+        }
+    };
+    let node_main = async move {
+        for t in own_tasks.into_iter().flatten() {
+            tokio::spawn(t);
+        }
+        pl.resend_outbox(outbox);
+        // Recovered, listening, links started: `/readyz` says so.
+        pl.metrics.serving.store(true, Ordering::Relaxed);
+        pl.run().await;
+        // However the loop ended (stopped, or the log failed), the node's
+        // network tasks end with it.
+        let _ = stop_after.send(true);
+    };
+    // Disconnects when the protocol loop has ended and a panic of it is
+    // reported.
+    let (done_tx, done) = smpsc::channel::<()>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| NodeError::Thread { node: node.0, source })?;
     let thread = std::thread::Builder::new()
         .name(format!("causeway-node-{}", node.0))
         .spawn(move || {
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                pl.resend_outbox(outbox);
-                // Recovered, listening, links started: `/readyz` says so.
-                pl.metrics.serving.store(true, Ordering::Relaxed);
-                pl.run();
-            }));
-            health.serving.store(false, Ordering::Relaxed);
-            if let Err(payload) = run {
-                health.failed.store(true, Ordering::Relaxed);
-                let what = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-text panic".into());
-                tracing::error!(
-                    node = node.0,
-                    "the protocol thread panicked: {what}; this node stops serving (everything it \
-                     acknowledged is in its log: restart it)"
-                );
-                failed_in.flag.store(true, Ordering::Release);
-                failed_in.notify.notify_one();
-                let _ = stop_on_panic.send(true);
+            let _done = done_tx;
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || rt.block_on(node_main))) {
+                Ok(()) => report.ended(),
+                Err(payload) => report.panicked(&panic_text(payload)),
             }
         })
-        .expect("spawning a thread");
+        .map_err(|source| NodeError::Thread { node: node.0, source })?;
     let stop_in = in_tx;
     Ok(NodeHandle {
         node,
@@ -417,9 +439,61 @@ pub fn spawn<P: Protocol>(
             let _ = stop_in.send(Input::Stop);
         }),
         thread: Some(thread),
+        done,
         acceptor_done,
         failed,
     })
+}
+
+/// Where a node runs its network tasks (connections, links, the HTTP and
+/// Redis listeners). The protocol loop always has a thread of its own.
+pub enum NodeThreads<'a> {
+    /// On the protocol loop's thread, one current-thread runtime for
+    /// everything, as redis-server runs its event loop: a request reaches
+    /// the protocol, and its reply the connection, without waking another
+    /// thread. On two cores that hand-off cost about a third of the Redis
+    /// front door's throughput (BENCHMARKS.md). A server process, and an
+    /// embedded cluster of one node, run this way.
+    Own,
+    /// On a runtime the caller owns, shared with the other nodes of an
+    /// embedded cluster: with a thread per node's network tasks, the
+    /// threads outnumber the cores and the 3-DC demo ran 15-45 % slower.
+    Shared(&'a tokio::runtime::Handle),
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-text panic".into())
+}
+
+/// Reports the end of a node's protocol loop.
+struct Panicked {
+    node: NodeId,
+    failed: Arc<Failed>,
+    stop: watch::Sender<bool>,
+    health: Arc<NodeMetrics>,
+}
+
+impl Panicked {
+    fn ended(&self) {
+        self.health.serving.store(false, Ordering::Relaxed);
+    }
+
+    fn panicked(&self, what: &str) {
+        self.ended();
+        self.health.failed.store(true, Ordering::Relaxed);
+        tracing::error!(
+            node = self.node.0,
+            "the protocol loop panicked: {what}; this node stops serving (everything it \
+             acknowledged is in its log: restart it)"
+        );
+        self.failed.flag.store(true, Ordering::Release);
+        self.failed.notify.notify_one();
+        let _ = self.stop.send(true);
+    }
 }
 
 // ------------------------------------------------------------ connections
@@ -430,7 +504,7 @@ struct Acceptor<M> {
     tokens: Option<Arc<Tokens>>,
     cluster: Arc<Cluster>,
     node: NodeId,
-    input: smpsc::Sender<Input<M>>,
+    input: mpsc::UnboundedSender<Input<M>>,
     delivered: Arc<Vec<AtomicU64>>,
     next_client: Arc<AtomicU32>,
     /// Per source node: held while a connection from it pushes a batch, and
@@ -877,8 +951,13 @@ struct ProtocolLoop<P: Protocol> {
     store: MvStore<P::Version>,
     wal: Wal,
     fsync: Fsync,
+    /// Sync the log on tokio's blocking pool, not on this thread: when the
+    /// connections share this thread ([`NodeThreads::Own`]) they go on
+    /// reading meanwhile. Otherwise the hand-off to the pool and back would
+    /// only add two wake-ups per sync.
+    sync_off_thread: bool,
     group: Duration,
-    inputs: smpsc::Receiver<Input<P::Msg>>,
+    inputs: mpsc::UnboundedReceiver<Input<P::Msg>>,
     /// Each open session's reply queue and its slot on its connection.
     clients: FxHashMap<ClientId, (mpsc::UnboundedSender<Vec<u8>>, u32)>,
     links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>>,
@@ -934,12 +1013,12 @@ impl<P: Protocol> ProtocolLoop<P> {
         }
     }
 
-    fn run(mut self) {
+    async fn run(&mut self) {
         {
             let mut env = node_env!(self);
             self.server.on_start(&mut env);
         }
-        self.commit();
+        self.commit().await;
         let mut batch = Vec::with_capacity(1024);
         while !self.stopping {
             let mut deadline = self.timers.peek().map(|Reverse((t, _, _))| *t);
@@ -947,16 +1026,18 @@ impl<P: Protocol> ProtocolLoop<P> {
                 let sync_at = self.last_sync + self.group;
                 deadline = Some(deadline.map_or(sync_at, |d| d.min(sync_at)));
             }
-            let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let first = match wait {
-                Some(w) => match self.inputs.recv_timeout(w) {
-                    Ok(i) => Some(i),
-                    Err(smpsc::RecvTimeoutError::Timeout) => None,
-                    Err(smpsc::RecvTimeoutError::Disconnected) => break,
+            let first = match deadline {
+                Some(d) => tokio::select! {
+                    biased;
+                    i = self.inputs.recv() => match i {
+                        Some(i) => Some(i),
+                        None => break,
+                    },
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(d)) => None,
                 },
-                None => match self.inputs.recv() {
-                    Ok(i) => Some(i),
-                    Err(_) => break,
+                None => match self.inputs.recv().await {
+                    Some(i) => Some(i),
+                    None => break,
                 },
             };
             batch.extend(first);
@@ -974,13 +1055,18 @@ impl<P: Protocol> ProtocolLoop<P> {
                 self.handle(input);
             }
             self.fire_timers();
-            self.commit();
+            self.commit().await;
+            if !self.inbox_dry {
+                // The connection tasks share this thread: let them run
+                // before the next full batch.
+                tokio::task::yield_now().await;
+            }
         }
         // Everything handled so far is made durable before the thread ends,
         // and a snapshot being written is finished (a restart must not open
         // the log while it is).
         self.fsync = Fsync::Always;
-        self.commit();
+        self.commit().await;
         self.reap_compaction(true);
     }
 
@@ -1062,7 +1148,7 @@ impl<P: Protocol> ProtocolLoop<P> {
     }
 
     /// Log what this turn changed, sync per policy, then release its output.
-    fn commit(&mut self) {
+    async fn commit(&mut self) {
         for (k, v) in self.store.drain_journal() {
             self.log(LogRecord::Version { key: k, version: v });
         }
@@ -1148,10 +1234,8 @@ impl<P: Protocol> ProtocolLoop<P> {
             Fsync::Never => false,
             Fsync::Group => self.inbox_dry || self.last_sync.elapsed() >= self.group || self.stopping,
         };
-        let ok = match self.fsync {
-            Fsync::Group if !sync_now => self.wal.flush(false),
-            _ => self.wal.flush(sync_now),
-        };
+        let ok =
+            if sync_now && self.sync_off_thread { self.wal.flush_synced().await } else { self.wal.flush(sync_now) };
         if let Err(e) = ok {
             // The log is the promise behind every acknowledgement: without it
             // this node must not acknowledge anything more.

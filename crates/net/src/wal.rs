@@ -307,6 +307,26 @@ impl Wal {
         }
         Ok(())
     }
+
+    /// [`Wal::flush`] with a sync, the `fsync` itself on tokio's blocking
+    /// pool: the node's runtime thread, which also runs its connections and
+    /// links, keeps reading requests while the disk syncs (they queue for
+    /// the next turn, which is how group commit fills its groups). The
+    /// caller appends nothing until this returns.
+    pub async fn flush_synced(&mut self) -> Result<(), WalError> {
+        self.out.flush().map_err(io_err(&self.path))?;
+        if !self.unsynced {
+            return Ok(());
+        }
+        let file = self.out.get_ref().try_clone().map_err(io_err(&self.path))?;
+        tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            .map_err(io_err(&self.path))?;
+        self.unsynced = false;
+        self.syncs += 1;
+        Ok(())
+    }
 }
 
 const OLD_LOG: &str = "wal.old";
