@@ -389,7 +389,7 @@ pub fn spawn<P: Protocol>(
     };
     let outbox = recovered.outbox;
     let failed = Arc::new(Failed::default());
-    let report = Panicked { node, failed: failed.clone(), stop: stop_tx.clone(), health: metrics.clone() };
+    let report = LoopEnd { node, failed: failed.clone(), stop: stop_tx.clone(), health: metrics.clone() };
     let stop_after = stop_tx.clone();
     let own_tasks = match threads {
         NodeThreads::Own => Some(tasks),
@@ -456,8 +456,9 @@ pub enum NodeThreads<'a> {
     /// embedded cluster of one node, run this way.
     Own,
     /// On a runtime the caller owns, shared with the other nodes of an
-    /// embedded cluster: with a thread per node's network tasks, the
-    /// threads outnumber the cores and the 3-DC demo ran 15-45 % slower.
+    /// embedded cluster: with a runtime per node the threads outnumber the
+    /// cores, and the 3-DC demo's six nodes ran 0.63-0.98x as fast for
+    /// every protocol but COPS-GT (BENCHMARKS.md).
     Shared(&'a tokio::runtime::Handle),
 }
 
@@ -469,15 +470,15 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a non-text panic".into())
 }
 
-/// Reports the end of a node's protocol loop.
-struct Panicked {
+/// Reports the end of a node's protocol loop, and a panic of it.
+struct LoopEnd {
     node: NodeId,
     failed: Arc<Failed>,
     stop: watch::Sender<bool>,
     health: Arc<NodeMetrics>,
 }
 
-impl Panicked {
+impl LoopEnd {
     fn ended(&self) {
         self.health.serving.store(false, Ordering::Relaxed);
     }
