@@ -7,7 +7,7 @@ checks it shows every node ready, runs `causeway bench` against the cluster
 and checks the page's numbers move; saves target/dashboard.png (the CI
 artifact). Needs a release build of causeway. Exits non-zero on failure.
 """
-import os, random, shutil, subprocess, sys, tempfile, time, urllib.request
+import os, random, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 from playwright.sync_api import sync_playwright
 
 causeway = "target/release/causeway"
@@ -15,7 +15,26 @@ browser_path = shutil.which("chromium") or shutil.which("chromium-browser") or s
 if not browser_path:
     sys.exit("dashboard-check: no chromium on PATH (apt-get install chromium)")
 work = tempfile.mkdtemp(prefix="causeway-dash-")
-port = random.randint(20000, 40000)
+
+
+def free_ports(n):
+    """A base port with n free ports from it, below the kernel's ephemeral
+    range (32768 on): a port drawn inside it can be taken meanwhile by an
+    outgoing connection, and the node whose metrics listener then cannot bind
+    shows as down (this made CI fail once)."""
+    for _ in range(100):
+        base = random.randint(20000, 32000 - n)
+        try:
+            socks = [socket.create_server(("127.0.0.1", base + i)) for i in range(n)]
+        except OSError:
+            continue
+        for s in socks:
+            s.close()
+        return base
+    sys.exit("dashboard-check: no free run of ports below 32000")
+
+
+port = free_ports(4)
 up = subprocess.Popen([causeway, "up", "-p", "causalspartanx", "--dcs", "2", "--partitions", "2", "--no-wan",
                        "--fsync", "never", "--metrics-port", str(port), "--data-dir", f"{work}/data",
                        "--config-out", f"{work}/cluster.toml"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
