@@ -79,8 +79,6 @@ pub struct NodeHandle {
     stop_tasks: watch::Sender<bool>,
     stop_thread: Box<dyn Fn() + Send + Sync>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// Disconnects when the protocol loop has ended.
-    done: smpsc::Receiver<()>,
     /// Disconnects when the accept task has ended and dropped its listener.
     acceptor_done: smpsc::Receiver<()>,
     failed: Arc<Failed>,
@@ -102,7 +100,6 @@ impl NodeHandle {
         // be restarted on the same address at once.
         let _ = self.acceptor_done.recv_timeout(Duration::from_secs(5));
         (self.stop_thread)();
-        let _ = self.done.recv();
         if let Some(t) = self.thread.take() {
             t.join().map_err(|_| NodeError::Panicked { node: self.node.0 })?;
         }
@@ -412,21 +409,15 @@ pub fn spawn<P: Protocol>(
         // network tasks end with it.
         let _ = stop_after.send(true);
     };
-    // Disconnects when the protocol loop has ended and a panic of it is
-    // reported.
-    let (done_tx, done) = smpsc::channel::<()>();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|source| NodeError::Thread { node: node.0, source })?;
     let thread = std::thread::Builder::new()
         .name(format!("causeway-node-{}", node.0))
-        .spawn(move || {
-            let _done = done_tx;
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || rt.block_on(node_main))) {
-                Ok(()) => report.ended(),
-                Err(payload) => report.panicked(&panic_text(payload)),
-            }
+        .spawn(move || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || rt.block_on(node_main))) {
+            Ok(()) => report.ended(),
+            Err(payload) => report.panicked(&panic_text(payload)),
         })
         .map_err(|source| NodeError::Thread { node: node.0, source })?;
     let stop_in = in_tx;
@@ -439,7 +430,6 @@ pub fn spawn<P: Protocol>(
             let _ = stop_in.send(Input::Stop);
         }),
         thread: Some(thread),
-        done,
         acceptor_done,
         failed,
     })

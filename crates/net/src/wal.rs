@@ -302,8 +302,7 @@ impl Wal {
         self.out.flush().map_err(io_err(&self.path))?;
         if sync && self.unsynced {
             self.out.get_ref().sync_data().map_err(io_err(&self.path))?;
-            self.unsynced = false;
-            self.syncs += 1;
+            self.synced();
         }
         Ok(())
     }
@@ -323,9 +322,13 @@ impl Wal {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)))
             .map_err(io_err(&self.path))?;
+        self.synced();
+        Ok(())
+    }
+
+    fn synced(&mut self) {
         self.unsynced = false;
         self.syncs += 1;
-        Ok(())
     }
 }
 
