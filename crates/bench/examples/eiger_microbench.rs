@@ -14,7 +14,8 @@
 //! every read a read-only transaction of `--keys-read` (5) keys, a write
 //! fraction `--w` (0.1) of operations writing `--keys-write` (5) keys,
 //! `--wtf` (0.5) of them as write-only transactions and the rest as
-//! independent PUTs, `--value` (128) byte values, uniform over 100 000 keys.
+//! independent PUTs (one after another; `--batches 1`: one non-atomic batch
+//! sent at once), `--value` (128) byte values, uniform over 100 000 keys.
 //! The harness is `rot_microbench`'s: every message is delivered at once,
 //! FIFO, in this process; a server's time is measured around decoding the
 //! frame with the network runtime's codec, the handler, and encoding what
@@ -56,6 +57,9 @@ struct Opts {
     wtf: f64,
     us_per_msg: u64,
     scale: f64,
+    /// The non-transactional writes as one non-atomic `Op::Batch` each
+    /// (all keys sent at once) instead of PUTs one after another.
+    batches: bool,
 }
 
 /// Per message kind at the servers: count, bytes, ns.
@@ -172,7 +176,8 @@ impl<P: Protocol> Harness<P> {
             rot_size: opts.keys_read,
             wotproportion: opts.w * opts.wtf,
             wot_size: opts.keys_write,
-            updateproportion: opts.w * (1.0 - opts.wtf),
+            updateproportion: if opts.batches { 0.0 } else { opts.w * (1.0 - opts.wtf) },
+            batchproportion: if opts.batches { opts.w * (1.0 - opts.wtf) } else { 0.0 },
             update_size: opts.keys_write,
             requestdistribution: Distribution::Uniform,
             fieldlength: opts.value,
@@ -442,6 +447,7 @@ fn main() {
         wtf: 0.5,
         us_per_msg: 2,
         scale: 50.0,
+        batches: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for a in args.chunks(2) {
@@ -449,7 +455,7 @@ fn main() {
         let bad = || -> ! {
             eprintln!(
                 "usage: eiger_microbench [--reps N] [--ops N] [--clients N] [--dcs N] [--partitions N] [--value B] \
-                 [--keys-read N] [--keys-write N] [--w W] [--wtf F] [--us-per-msg N] [--scale F]"
+                 [--keys-read N] [--keys-write N] [--w W] [--wtf F] [--us-per-msg N] [--scale F] [--batches 0|1]"
             );
             std::process::exit(2)
         };
@@ -466,6 +472,7 @@ fn main() {
             "--wtf" => o.wtf = v.parse().unwrap_or_else(|_| bad()),
             "--us-per-msg" => o.us_per_msg = v.parse().unwrap_or_else(|_| bad()),
             "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
+            "--batches" => o.batches = v.parse::<u8>().unwrap_or_else(|_| bad()) == 1,
             _ => bad(),
         }
     }

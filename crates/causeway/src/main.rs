@@ -285,6 +285,15 @@ enum Cmd {
         #[command(flatten)]
         at: ClientArgs,
     },
+    /// Write several keys as one non-atomic batch, all in parallel, e.g.
+    /// `causeway batch x=1 y=2`: a reader may see some writes and not
+    /// others (protocols without batches refuse it).
+    Batch {
+        #[arg(required = true, value_parser = parse_write)]
+        writes: Vec<(String, String)>,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
     /// The main job: for every implemented protocol, start the embedded
     /// 3-DC cluster (Virginia/Oregon/Ireland round trips injected), drive it
     /// with a mixed workload, check the recorded history, and print one
@@ -672,6 +681,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Wot { writes, at } => net::client_op(
             &at.into(),
             ClientCmd::Op(Op::Wot {
+                writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
+            }),
+        )?,
+        Cmd::Batch { writes, at } => net::client_op(
+            &at.into(),
+            ClientCmd::Op(Op::Batch {
                 writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
             }),
         )?,

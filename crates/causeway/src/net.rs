@@ -446,8 +446,10 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
                 }
             }
         }
-        (_, OpResult::Wot) if opts.json => writeln!(out, "{}", serde_json::json!({ "ok": true }))?,
-        (_, OpResult::Wot) => writeln!(out, "ok")?,
+        (Op::Wot { .. } | Op::Batch { .. }, OpResult::Wot | OpResult::Put) if opts.json => {
+            writeln!(out, "{}", serde_json::json!({ "ok": true }))?
+        }
+        (Op::Wot { .. } | Op::Batch { .. }, OpResult::Wot | OpResult::Put) => writeln!(out, "ok")?,
         (_, other) => writeln!(out, "{other:?}")?,
     }
     out.flush()?;

@@ -82,6 +82,10 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         w.wotproportion = rng.random_range(0.0..=0.2);
         w.wot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
     }
+    if offers(causeway_core::OpKind::Batch) {
+        w.batchproportion = rng.random_range(0.0..=0.2);
+        w.wot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
+    }
     if offers(causeway_core::OpKind::Txn) {
         w.txnproportion = rng.random_range(0.0..=0.2);
         w.txn_reads = rng.random_range(0..=4usize).min(w.recordcount as usize);

@@ -134,7 +134,15 @@ fn topo(n: usize, preds: &[Vec<usize>]) -> Option<Vec<usize>> {
 }
 
 fn rec(client: u32, op: Op, result: OpResult, at_us: u64) -> OpRecord {
-    OpRecord { client: ClientId(client), dc: DcId(0), op, result, invoke_us: at_us, complete_us: at_us + 1 }
+    OpRecord {
+        client: ClientId(client),
+        dc: DcId(0),
+        op,
+        result,
+        invoke_us: at_us,
+        complete_us: at_us + 1,
+        batch: None,
+    }
 }
 fn put(client: u32, key: &str, id: u64, ok: bool, at_us: u64) -> OpRecord {
     let result = if ok { OpResult::Put } else { OpResult::Failed(OpError::Aborted("refused".into())) };

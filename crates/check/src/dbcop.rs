@@ -138,12 +138,19 @@ pub enum ExportError {
     /// dbcop rejects a read whose version no transaction wrote.
     #[error("op #{op} read {key} from no write (thin-air read); dbcop cannot represent it")]
     ThinAirRead { op: usize, key: String },
+    /// A batch's writes are unordered within their session (a fork and a
+    /// join); a dbcop session is a sequence of transactions.
+    #[error("op #{op} is a write of a non-atomic batch; dbcop's sessions cannot represent its parallel writes")]
+    Batch { op: usize },
 }
 
 /// Export a history.
 pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
     let m = Model::build(history)?;
     let ops = &history.ops;
+    if let Some(op) = ops.iter().position(|r| r.batch.is_some()) {
+        return Err(ExportError::Batch { op });
+    }
 
     // Versions: one per write event, a `Wot` having one per key.
     let events: Vec<(u32, u32, Option<u64>)> = (0..ops.len() as u32)
@@ -242,6 +249,9 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
                 (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) => continue,
                 (Op::Get { .. } | Op::Rot { .. }, _) => continue, // a failed read returned nothing
                 (Op::Add { .. } | Op::Slice { .. }, _) => continue, // no register read or written
+                // Refused above (the model rejects a batch recorded whole,
+                // and the export one recorded as puts).
+                (Op::Batch { .. }, _) => return Err(ExportError::Batch { op: i }),
             };
             session.push(txn);
         }

@@ -36,4 +36,10 @@ pub enum ModelError {
     DuplicateKey { index: usize, op: OpKind, key: String },
     #[error("the history has {0} operations; the checker indexes them with 32 bits")]
     TooLarge(usize),
+    /// A batch is recorded as one `Put` per write ([`causeway_core::OpRecord::expand`]),
+    /// so that each write has an index of its own.
+    #[error("op #{index} is a batch recorded whole; record one put per write (OpRecord::expand)")]
+    UnexpandedBatch { index: usize },
+    #[error("op #{index} is marked as a write of batch {batch} but is a {}", op.name())]
+    BatchNotPut { index: usize, batch: u64, op: OpKind },
 }

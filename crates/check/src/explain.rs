@@ -341,6 +341,9 @@ impl<'a, 'h> Explainer<'a, 'h> {
             if p != NONE {
                 preds.push((p, RawLink::Session, 0));
             }
+            if let Some(joined) = m.joins.get(&u) {
+                preds.extend(joined.iter().map(|&f| (f, RawLink::Session, 0)));
+            }
             for rd in m.reads_of(u) {
                 if let Source::Write(w) = rd.source
                     && (with_dropped || !self.c.is_dropped(u, w))

@@ -211,6 +211,7 @@ mod tests {
             result,
             invoke_us: at,
             complete_us: done,
+            batch: None,
         }
     }
 

@@ -14,6 +14,13 @@
 //!   node with both: its reads (from its snapshot, before its own writes)
 //!   and its writes. `None` reads the initial
 //!   state. A value that no write of that key wrote is a thin-air read.
+//! - **Batches** (`Op::Batch`, non-atomic parallel writes) are recorded as
+//!   one `Put` per write sharing a `batch` number. Their writes are
+//!   unordered among themselves: the session forks at the batch and joins
+//!   after it. The first successful write takes the batch's place in the
+//!   session; each other one gets a one-write *fork* session (a phantom
+//!   session, below) ordered after the session's earlier operations, and
+//!   the session's next operation is ordered after it too ([`Model::joins`]).
 //! - **Failed operations** returned nothing and are dropped, except a failed
 //!   `Put` whose value some read returned: it may have happened, so it is a
 //!   legal source. It is ordered after its session's earlier operations (it
@@ -99,8 +106,12 @@ pub struct Model<'h> {
     /// (session, key) → the session's writes of the key as (pos, op), by pos.
     writes_by: FxHashMap<(u32, u32), Vec<(u32, u32)>>,
     /// Per op: the nodes ordered right after it in session order: its
-    /// session successor, then phantom writes hanging off it.
+    /// session successor, then phantom writes hanging off it (for a batch's
+    /// fork write, the operation that joins it).
     pub so_succ: Vec<Vec<u32>>,
+    /// Per node after a batch: the batch's fork writes, its session
+    /// predecessors besides `so_pred` (empty for almost every node).
+    pub joins: FxHashMap<u32, Vec<u32>>,
     /// Per write op: ops that read it (deduplicated, ascending).
     pub readers: FxHashMap<u32, Vec<u32>>,
 }
@@ -202,37 +213,84 @@ impl<'h> Model<'h> {
         let mut so_succ: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut sessions = Vec::with_capacity(by_client.len());
         let mut phantoms: Vec<(u32, u32)> = Vec::new(); // (op, pred)
+        // A batch's fork writes: (op, pred, the forks of the batch before).
+        let mut forks: Vec<(u32, u32, Vec<u32>)> = Vec::new();
+        let mut joins: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
         for (client, mut idx) in by_client {
             idx.sort_by_key(|&i| (ops[i as usize].invoke_us, ops[i as usize].complete_us, i));
             for w in idx.windows(2) {
                 let (a, b) = (&ops[w[0] as usize], &ops[w[1] as usize]);
-                if b.invoke_us < a.complete_us {
+                let one_batch = a.batch.is_some() && a.batch == b.batch;
+                if b.invoke_us < a.complete_us && !one_batch {
                     return Err(ModelError::OverlappingSession { client, first: w[0] as usize, second: w[1] as usize });
                 }
             }
             let s = sessions.len() as u32;
             let mut members: Vec<u32> = Vec::new();
+            // The batch being read: its number, the session's last member
+            // before it, and whether one of its writes took its place.
+            let mut batch: Option<(u64, u32, bool)> = None;
+            // Fork writes of the last batch, which the next member joins.
+            let mut open: Vec<u32> = Vec::new();
+            let mut closing: Vec<u32> = Vec::new();
             for i in idx {
-                let failed = matches!(ops[i as usize].result, OpResult::Failed(_));
-                if !failed {
-                    let p = members.last().copied().unwrap_or(NONE);
-                    is_node[i as usize] = true;
-                    session_of[i as usize] = s;
-                    pos[i as usize] = members.len() as u32 + 1;
-                    so_pred[i as usize] = p;
-                    if p != NONE {
-                        so_succ[p as usize].push(i);
+                let r = &ops[i as usize];
+                match (r.batch, batch) {
+                    (Some(b), Some((cur, _, _))) if b == cur => {}
+                    (Some(b), _) => {
+                        closing = std::mem::take(&mut open);
+                        batch = Some((b, members.last().copied().unwrap_or(NONE), false));
                     }
-                    members.push(i);
-                } else if read_failed[i as usize] {
-                    phantoms.push((i, members.last().copied().unwrap_or(NONE)));
+                    (None, _) => batch = None,
                 }
+                // The member before this op in session order (before its
+                // batch, for a batch's write).
+                let before = batch.map_or(members.last().copied().unwrap_or(NONE), |(_, p, _)| p);
+                let failed = matches!(r.result, OpResult::Failed(_));
+                if failed {
+                    if read_failed[i as usize] {
+                        phantoms.push((i, before));
+                    }
+                    continue;
+                }
+                if let Some((b, p, true)) = batch {
+                    // A further write of the batch: a fork of its own.
+                    forks.push((i, p, closing.clone()));
+                    open.push(i);
+                    batch = Some((b, p, true));
+                    continue;
+                }
+                if let Some((b, p, false)) = batch {
+                    batch = Some((b, p, true));
+                }
+                let p = members.last().copied().unwrap_or(NONE);
+                debug_assert!(batch.is_none() || p == before);
+                is_node[i as usize] = true;
+                session_of[i as usize] = s;
+                pos[i as usize] = members.len() as u32 + 1;
+                so_pred[i as usize] = p;
+                if p != NONE {
+                    so_succ[p as usize].push(i);
+                }
+                // A batch's first write joins the batch before it (so do its
+                // forks, above); any other member joins the last batch.
+                let joined = if batch.is_some() { closing.clone() } else { std::mem::take(&mut open) };
+                for &f in &joined {
+                    so_succ[f as usize].push(i);
+                }
+                if !joined.is_empty() {
+                    joins.insert(i, joined);
+                }
+                members.push(i);
             }
             sessions.push(SessionInfo { client, phantom: false, ops: members });
         }
         let real_sessions = sessions.len();
         phantoms.sort_unstable();
-        for (i, p) in phantoms {
+        let mut extra: Vec<(u32, u32, Vec<u32>)> = phantoms.into_iter().map(|(i, p)| (i, p, Vec::new())).collect();
+        extra.extend(forks);
+        extra.sort_unstable();
+        for (i, p, joined) in extra {
             let s = sessions.len() as u32;
             is_node[i as usize] = true;
             session_of[i as usize] = s;
@@ -240,6 +298,12 @@ impl<'h> Model<'h> {
             so_pred[i as usize] = p;
             if p != NONE {
                 so_succ[p as usize].push(i);
+            }
+            for &f in &joined {
+                so_succ[f as usize].push(i);
+            }
+            if !joined.is_empty() {
+                joins.insert(i, joined);
             }
             sessions.push(SessionInfo { client: ops[i as usize].client, phantom: true, ops: vec![i] });
         }
@@ -291,6 +355,7 @@ impl<'h> Model<'h> {
             writers,
             writes_by,
             so_succ,
+            joins,
             readers,
         })
     }
@@ -384,6 +449,14 @@ impl<'h> Model<'h> {
 /// Reject results that do not fit their operation.
 fn validate_shapes(history: &History) -> Result<(), ModelError> {
     for (index, r) in history.ops.iter().enumerate() {
+        if matches!(r.op, Op::Batch { .. }) {
+            return Err(ModelError::UnexpandedBatch { index });
+        }
+        if let Some(batch) = r.batch
+            && !matches!(r.op, Op::Put { .. })
+        {
+            return Err(ModelError::BatchNotPut { index, batch, op: r.op.kind() });
+        }
         let result = match &r.result {
             OpResult::Get(_) => "get",
             OpResult::Put => "put",

@@ -189,6 +189,11 @@ impl Stats {
                     s.wots += 1;
                     keys.extend(writes.iter().map(|(k, _)| k));
                 }
+                // Recorded as puts (`OpRecord::expand`); counted so if not.
+                Op::Batch { writes } => {
+                    s.puts += writes.len();
+                    keys.extend(writes.iter().map(|(k, _)| k));
+                }
                 Op::Txn { reads, writes } => {
                     s.txns += 1;
                     keys.extend(reads.iter().chain(writes.iter().map(|(k, _)| k)));

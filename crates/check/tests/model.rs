@@ -42,6 +42,7 @@ fn untagged_values_are_identified_by_their_bytes() {
         result,
         invoke_us: t,
         complete_us: t + 1,
+        batch: None,
     };
     let hello = Bytes::from_static(b"hello");
     let h = History {
@@ -172,6 +173,7 @@ fn dbcop_export_handles_untagged_values_and_failed_puts() {
         result: OpResult::Put,
         invoke_us: 1_000,
         complete_us: 1_001,
+        batch: None,
     });
     let e = to_dbcop(&hist).unwrap();
     assert!(!e.tagged_versions);
@@ -237,4 +239,34 @@ fn dbcop_export_makes_a_write_only_transaction_one_transaction() {
     let mut h = H::new();
     h.wot(0, &[("x", 1), ("x", 2)]);
     assert_eq!(model_error(&h.history()), ModelError::DuplicateKey { index: 0, op: OpKind::Wot, key: "x".into() });
+}
+
+#[test]
+fn batches_must_be_recorded_as_puts_and_may_overlap_only_themselves() {
+    // A batch's puts share their times: not an overlapping session.
+    let mut h = H::new();
+    let writes = h.batch(0, &[("x", 1), ("y", 2)]);
+    h.get(0, "x", Some(1));
+    assert!(check(&h.history(), &CheckConfig::default()).passed);
+    // Two batches may not overlap each other.
+    let mut hist = h.history();
+    hist.ops[writes[1]].batch = Some(99);
+    assert!(matches!(model_error(&hist), ModelError::OverlappingSession { .. }));
+    // A batch recorded whole, or a batch number on something else.
+    let mut hist = h.history();
+    hist.ops.push(OpRecord {
+        client: ClientId(1),
+        dc: DcId(0),
+        op: Op::Batch { writes: vec![(k("z"), common::v(5))] },
+        result: OpResult::Put,
+        invoke_us: 1_000,
+        complete_us: 1_001,
+        batch: None,
+    });
+    assert_eq!(model_error(&hist), ModelError::UnexpandedBatch { index: 3 });
+    let mut hist = h.history();
+    hist.ops[2].batch = Some(7);
+    assert_eq!(model_error(&hist), ModelError::BatchNotPut { index: 2, batch: 7, op: OpKind::Get });
+    // dbcop's sessions have no fork: the export refuses.
+    assert_eq!(to_dbcop(&h.history()).unwrap_err(), ExportError::Batch { op: 0 });
 }

@@ -325,3 +325,56 @@ fn eventual_under_skew_loses_a_causally_later_write_which_only_causal_levels_fla
     let v = r.violations[0].to_string();
     assert!(v.contains("x=w1") && v.contains("acknowledged write x=w2"), "{v}");
 }
+
+/// Eiger's non-atomic batches from the simulator, under a partition, a
+/// pause and skew: the history (each batch recorded as puts that fork and
+/// join their session) is causal; and the same history with each batch
+/// read as one write-only transaction is not, so readers did see batches
+/// in part and the fork-join model is what let it pass.
+#[test]
+fn randomized_faulty_eiger_run_with_batches_is_causal_and_sees_batches_in_part() {
+    use causeway_core::{OpRecord, OpResult};
+    use causeway_protocols::explicit_deps::eiger::Eiger;
+    let mut sc = faulty(11, 0.2);
+    sc.workload.batchproportion = 0.2;
+    sc.workload.wot_size = 2;
+    sc.workload.rot_size = 2;
+    sc.workload.recordcount = 12;
+    sc.network.jitter_pct = 30.0;
+    let mut sim = Sim::<Eiger>::new(sc).expect("valid scenario");
+    sim.run();
+    let h = sim.take_history().expect("history recorded");
+    let batches = h.ops.iter().filter(|o| o.batch.is_some()).count();
+    assert!(batches > 1_000, "{batches} batch writes");
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(r.passed, "{r}");
+    // Each acknowledged batch as one WOT.
+    let mut as_wots = History { protocol: h.protocol.clone(), ops: Vec::new() };
+    let mut at: std::collections::HashMap<(causeway_core::ClientId, u64), usize> = Default::default();
+    for o in &h.ops {
+        match (o.batch, &o.op, &o.result) {
+            (Some(b), Op::Put { key, value }, OpResult::Put) => {
+                let i = *at.entry((o.client, b)).or_insert_with(|| {
+                    as_wots.ops.push(OpRecord {
+                        op: Op::Wot { writes: Vec::new() },
+                        result: OpResult::Wot,
+                        batch: None,
+                        ..o.clone()
+                    });
+                    as_wots.ops.len() - 1
+                });
+                let Op::Wot { writes } = &mut as_wots.ops[i].op else { unreachable!() };
+                writes.push((key.clone(), value.clone()));
+            }
+            (Some(_), _, _) => {} // a failed batch write: left out
+            _ => as_wots.ops.push(o.clone()),
+        }
+    }
+    // Read as transactions, a batch seen in part is a fractured read, or
+    // (when the older value read is concurrent with the batch rather than
+    // before it) a cycle of the arbitration order the transaction's one
+    // place in it would need.
+    let r = check(&as_wots, &CheckConfig::at(Level::CausalPlus));
+    let partial = r.count(Kind::FracturedRead) + r.count(Kind::CyclicArbitration);
+    assert!(!r.passed && partial > 0, "no reader saw a batch in part:\n{r}");
+}

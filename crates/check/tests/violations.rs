@@ -593,3 +593,95 @@ fn rot_snapshot_constrains_arbitration() {
     ok.get(3, "x", Some(3));
     assert_clean(&run(&ok));
 }
+
+/// `x` and `y` written before, then overwritten by one non-atomic batch.
+fn batch_over(h: &mut H) {
+    h.put(0, "x", 1);
+    h.put(0, "y", 2);
+    h.batch(0, &[("x", 3), ("y", 4)]);
+}
+
+#[test]
+fn batch_seen_in_part_is_not_fractured() {
+    // What a transaction may not do, a batch may: its writes are
+    // unordered among themselves, so a reader (a ROT, a session) may see
+    // either without the other.
+    for reads in [[("x", Some(3)), ("y", Some(2))], [("x", Some(1)), ("y", Some(4))]] {
+        let mut h = H::new();
+        batch_over(&mut h);
+        h.rot(1, &reads);
+        assert_clean(&run(&h));
+        let mut h = H::new();
+        batch_over(&mut h);
+        h.get(1, reads[0].0, reads[0].1);
+        h.get(1, reads[1].0, reads[1].1);
+        assert_clean(&run(&h));
+    }
+    // Each write still follows the session's earlier operations: x=w3 with
+    // y older than w2 (here ∅) is not causal.
+    let mut h = H::new();
+    batch_over(&mut h);
+    h.get(1, "x", Some(3));
+    h.get(1, "y", None);
+    assert!(!run(&h).passed);
+}
+
+#[test]
+fn the_operation_after_a_batch_follows_every_write_of_it() {
+    // c0 writes z after the batch: a reader of z must see both of the
+    // batch's writes (or newer), whichever took the batch's place in the
+    // session and whichever was forked.
+    for stale in ["x", "y"] {
+        let mut h = H::new();
+        batch_over(&mut h);
+        h.put(0, "z", 5);
+        h.get(1, "z", Some(5));
+        h.get(1, stale, Some(if stale == "x" { 1 } else { 2 }));
+        let r = run(&h);
+        assert!(!r.passed, "stale {stale} after z passed:\n{r}");
+        assert!(failed(&r).contains(&Kind::WriteCoRead), "{r}");
+        let mut h = H::new();
+        batch_over(&mut h);
+        h.put(0, "z", 5);
+        h.get(1, "z", Some(5));
+        h.get(1, stale, Some(if stale == "x" { 3 } else { 4 }));
+        assert_clean(&run(&h));
+    }
+}
+
+#[test]
+fn batches_in_a_row_join_one_another() {
+    // The second batch's writes each follow all of the first's, the first
+    // batch being its session's first operation (no predecessor).
+    for (seen, missed) in [("w", "y"), ("w", "x"), ("z", "y"), ("z", "x")] {
+        let mut h = H::new();
+        h.batch(0, &[("x", 1), ("y", 2)]);
+        h.batch(0, &[("z", 3), ("w", 4)]);
+        h.get(1, seen, Some(if seen == "z" { 3 } else { 4 }));
+        h.get(1, missed, None);
+        let r = run(&h);
+        assert!(failed(&r).contains(&Kind::WriteCoInitRead), "{seen} then {missed}=∅ passed:\n{r}");
+        let mut h = H::new();
+        h.batch(0, &[("x", 1), ("y", 2)]);
+        h.batch(0, &[("z", 3), ("w", 4)]);
+        h.get(1, seen, Some(if seen == "z" { 3 } else { 4 }));
+        h.get(1, missed, Some(if missed == "x" { 1 } else { 2 }));
+        h.get(1, if seen == "z" { "w" } else { "z" }, None);
+        assert_clean(&run(&h));
+    }
+}
+
+#[test]
+fn a_failed_batch_write_that_was_read_may_have_happened() {
+    let mut h = H::new();
+    h.put(0, "x", 1);
+    let writes = h.batch(0, &[("x", 3), ("y", 4)]);
+    for i in writes {
+        h.ops[i].result = causeway_core::OpResult::Failed(causeway_core::OpError::TimedOut { after_ms: 5 });
+    }
+    h.get(1, "y", Some(4));
+    h.get(1, "x", Some(1));
+    assert_clean(&run(&h));
+    h.get(1, "x", None);
+    assert!(!run(&h).passed, "y=w4 follows x=w1");
+}

@@ -23,6 +23,37 @@ pub struct OpRecord {
     /// client gave up).
     pub invoke_us: u64,
     pub complete_us: u64,
+    /// Set on the `Put`s one [`Op::Batch`] was recorded as: the batch's
+    /// number, unique within its client's session. The writes of one batch
+    /// were issued together and are unordered among themselves (the
+    /// checker's model forks the session at the batch and joins it after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+}
+
+impl OpRecord {
+    /// The records to keep of this one: itself, or for a [`Op::Batch`] one
+    /// `Put` per write, each with the batch's result and times and `batch`
+    /// set to `id` (unique among the client's batches), so that every write
+    /// has an index of its own in the history.
+    pub fn expand(self, id: u64) -> Vec<OpRecord> {
+        let OpRecord { client, dc, op, result, invoke_us, complete_us, .. } = self;
+        match op {
+            Op::Batch { writes } => writes
+                .into_iter()
+                .map(|(key, value)| OpRecord {
+                    client,
+                    dc,
+                    op: Op::Put { key, value },
+                    result: result.clone(),
+                    invoke_us,
+                    complete_us,
+                    batch: Some(id),
+                })
+                .collect(),
+            op => vec![OpRecord { client, dc, op, result, invoke_us, complete_us, batch: None }],
+        }
+    }
 }
 
 /// All operations of a run, in completion order (pending ones last).

@@ -114,6 +114,8 @@ pub enum OpKind {
     Rot,
     /// Write-only transaction: several puts made visible atomically.
     Wot,
+    /// Non-atomic batch: several puts issued in parallel, each its own write.
+    Batch,
     /// Read-write transaction: reads from one snapshot, then atomic writes.
     Txn,
     /// Commutative add to a counter column (Eiger's column-family model).
@@ -123,14 +125,15 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 7] =
-        [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn, OpKind::Add, OpKind::Slice];
+    pub const ALL: [OpKind; 8] =
+        [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Batch, OpKind::Txn, OpKind::Add, OpKind::Slice];
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Get => "get",
             OpKind::Put => "put",
             OpKind::Rot => "rot",
             OpKind::Wot => "wot",
+            OpKind::Batch => "batch",
             OpKind::Txn => "txn",
             OpKind::Add => "add",
             OpKind::Slice => "slice",
@@ -159,6 +162,16 @@ pub enum Op {
     /// transactions), and the transaction is one event of the causal order.
     /// Keys are distinct.
     Wot {
+        writes: Vec<(Key, Value)>,
+    },
+    /// Write every pair as its own write, all in parallel: no atomicity (a
+    /// reader may see some and not others) and no order among them; each
+    /// follows the session's earlier operations, and the session's later
+    /// operations follow all of them. Cassandra's non-atomic `batch_mutate`,
+    /// the "normal (2)" writes of Lloyd's dissertation, Table 7.4. Answered
+    /// with [`OpResult::Put`]; a history records it as one `Put` per write
+    /// ([`crate::OpRecord::batch`]). Keys are distinct.
+    Batch {
         writes: Vec<(Key, Value)>,
     },
     /// A read-write transaction in the shape Spirovska et al. (PaRiS) evaluates: all
@@ -200,6 +213,7 @@ impl Op {
             Op::Put { .. } => OpKind::Put,
             Op::Rot { .. } => OpKind::Rot,
             Op::Wot { .. } => OpKind::Wot,
+            Op::Batch { .. } => OpKind::Batch,
             Op::Txn { .. } => OpKind::Txn,
             Op::Add { .. } => OpKind::Add,
             Op::Slice { .. } => OpKind::Slice,
@@ -212,7 +226,7 @@ impl Op {
         match self {
             Op::Get { key } => vec![key],
             Op::Rot { keys } | Op::Txn { reads: keys, .. } => keys.iter().collect(),
-            Op::Put { .. } | Op::Wot { .. } | Op::Add { .. } | Op::Slice { .. } => Vec::new(),
+            Op::Put { .. } | Op::Wot { .. } | Op::Batch { .. } | Op::Add { .. } | Op::Slice { .. } => Vec::new(),
         }
     }
 
@@ -233,7 +247,9 @@ impl Op {
     pub fn writes(&self) -> Vec<(&Key, &Value)> {
         match self {
             Op::Put { key, value } => vec![(key, value)],
-            Op::Wot { writes } | Op::Txn { writes, .. } => writes.iter().map(|(k, v)| (k, v)).collect(),
+            Op::Wot { writes } | Op::Batch { writes } | Op::Txn { writes, .. } => {
+                writes.iter().map(|(k, v)| (k, v)).collect()
+            }
             Op::Get { .. } | Op::Rot { .. } | Op::Add { .. } | Op::Slice { .. } => Vec::new(),
         }
     }

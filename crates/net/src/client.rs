@@ -639,6 +639,19 @@ impl<P: Protocol> Session<P> {
         }
     }
 
+    /// Write every pair as its own write, all in parallel and not
+    /// atomically (Cassandra's `batch_mutate`): a reader may see some and
+    /// not others, and none depends on another; the session's later
+    /// operations follow all of them. Protocols without batches answer
+    /// [`OpError::Unsupported`](causeway_core::OpError).
+    pub async fn batch(&mut self, writes: Vec<(bytes::Bytes, bytes::Bytes)>) -> Result<(), ClientError> {
+        match self.execute(Op::Batch { writes }).await? {
+            OpResult::Put => Ok(()),
+            OpResult::Failed(e) => Err(e.into()),
+            other => unreachable!("a batch answered {other:?}"),
+        }
+    }
+
     /// A read-write transaction: read `reads` from one snapshot, then write
     /// `writes` atomically; returns the values read. Protocols without them
     /// answer [`OpError::Unsupported`](causeway_core::OpError).

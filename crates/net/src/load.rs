@@ -46,6 +46,9 @@ pub struct LoadSpec {
     /// them, their share goes to the other operations).
     pub wot: f64,
     pub wot_size: usize,
+    /// Non-atomic batches of `wot_size` keys ([`Op::Batch`]; for a
+    /// protocol without them, their share goes to the other operations).
+    pub batch: f64,
     /// ROT sizes drawn from this discrete distribution of (size, weight)
     /// (empty: always `rot_size`).
     pub rot_sizes: Vec<(usize, f64)>,
@@ -77,6 +80,7 @@ impl Default for LoadSpec {
             rot_size: 4,
             wot: 0.0,
             wot_size: 2,
+            batch: 0.0,
             rot_sizes: Vec::new(),
             value_sizes: Vec::new(),
             preload: false,
@@ -194,14 +198,18 @@ pub async fn run_with_timeout<P: Protocol>(
                     let t1 = Instant::now();
                     let measured = t0 >= measure_from && t1 <= end;
                     let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
-                        res.records.push(OpRecord {
+                        let rec = OpRecord {
                             client: ClientId(cid + slot as u32),
                             dc,
                             op,
                             result,
                             invoke_us: (t0 - origin).as_micros() as u64,
                             complete_us: (t1 - origin).as_micros() as u64,
-                        })
+                            batch: None,
+                        };
+                        // A batch's number: unique among this task's records.
+                        let id = res.records.len() as u64;
+                        res.records.extend(rec.expand(id));
                     };
                     match r {
                         Ok(results) => {
@@ -360,12 +368,14 @@ pub async fn run_with_timeout<P: Protocol>(
 }
 
 /// The next operation of the mix: a get, a put of a fresh tagged value, a
-/// ROT of distinct keys, or a WOT of distinct keys (not for a protocol
-/// without ROTs or WOTs: their shares go to the other operations).
+/// ROT of distinct keys, or a WOT or batch of distinct keys (not for a
+/// protocol without ROTs, WOTs or batches: their shares go to the other
+/// operations).
 fn next_op<P: Protocol>(spec: &LoadSpec, keys: &[bytes::Bytes], next_write: &AtomicU64, rng: &mut ChaCha8Rng) -> Op {
     let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
     let wot = if P::OPS.contains(&OpKind::Wot) { spec.wot } else { 0.0 };
-    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot + wot);
+    let batch = if P::OPS.contains(&OpKind::Batch) { spec.batch } else { 0.0 };
+    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot + wot + batch);
     let pick = |rng: &mut ChaCha8Rng| keys[rng.random_range(0..keys.len())].clone();
     let distinct = |n: usize, rng: &mut ChaCha8Rng| {
         let mut ks = Vec::with_capacity(n);
@@ -388,9 +398,12 @@ fn next_op<P: Protocol>(spec: &LoadSpec, keys: &[bytes::Bytes], next_write: &Ato
     } else if x < spec.read + spec.update + rot {
         let n = pick_weighted(&spec.rot_sizes, rng).unwrap_or(spec.rot_size);
         Op::Rot { keys: distinct(n, rng) }
-    } else {
+    } else if x < spec.read + spec.update + rot + wot {
         let ks = distinct(spec.wot_size, rng);
         Op::Wot { writes: ks.into_iter().map(|k| (k, value(rng))).collect() }
+    } else {
+        let ks = distinct(spec.wot_size, rng);
+        Op::Batch { writes: ks.into_iter().map(|k| (k, value(rng))).collect() }
     }
 }
 
@@ -398,7 +411,7 @@ fn next_op<P: Protocol>(spec: &LoadSpec, keys: &[bytes::Bytes], next_write: &Ato
 fn keys_of(op: &Op) -> u64 {
     match op {
         Op::Rot { keys } => keys.len() as u64,
-        Op::Wot { writes } => writes.len() as u64,
+        Op::Wot { writes } | Op::Batch { writes } => writes.len() as u64,
         Op::Txn { reads, writes } => (reads.len() + writes.len()) as u64,
         _ => 1,
     }
@@ -464,6 +477,7 @@ async fn preload<P: Protocol>(
                             result,
                             invoke_us: (t0 - origin).as_micros() as u64,
                             complete_us: (Instant::now() - origin).as_micros() as u64,
+                            batch: None,
                         });
                     }
                 }

@@ -111,28 +111,35 @@ async fn acknowledged_writes_survive_a_restart() {
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
 }
 
-/// Write-only transactions over TCP: the protocols that offer them apply
-/// every write; the others refuse them with a typed error and keep serving.
+/// Write-only transactions and non-atomic batches over TCP: the protocols
+/// that offer them apply every write; the others refuse them with a typed
+/// error and keep serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn write_only_transactions_are_applied_or_refused_by_name() {
+async fn write_only_transactions_and_batches_are_applied_or_refused_by_name() {
+    use causeway_core::OpKind;
     for &p in ProtocolName::ALL {
         let rt = tokio::runtime::Handle::current();
         let cluster = Embedded::start(spec(p, "wot"), &rt).unwrap();
         with_protocol!(p, P => {
-            let mut s = Session::<P>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
-            let writes = vec![(Bytes::from_static(b"x"), Bytes::from_static(b"1")), (Bytes::from_static(b"y"), Bytes::from_static(b"2"))];
-            let offered = <P as causeway_core::Protocol>::OPS.contains(&causeway_core::OpKind::Wot);
-            match s.wot(writes).await {
-                Ok(()) => {
-                    assert!(offered, "{p} accepted a wot it does not list");
-                    assert_eq!(s.get(Bytes::from_static(b"y")).await.unwrap().as_deref(), Some(&b"2"[..]));
-                }
-                Err(e) => {
-                    assert!(!offered, "{p}: {e}");
-                    assert!(e.to_string().contains("does not support Wot"), "{p}: {e}");
-                    // The session and the server go on.
-                    let mut s = Session::<P>::new(cluster.cluster.clone(), DcId(0), 2).unwrap();
-                    s.put(Bytes::from_static(b"x"), Bytes::from_static(b"3")).await.unwrap();
+            for (i, kind) in [OpKind::Wot, OpKind::Batch].into_iter().enumerate() {
+                let mut s = Session::<P>::new(cluster.cluster.clone(), DcId(0), 1 + 2 * i as u32).unwrap();
+                let (x, y) = (Bytes::from(format!("x{i}")), Bytes::from(format!("y{i}")));
+                let writes = vec![(x.clone(), Bytes::from_static(b"1")), (y.clone(), Bytes::from_static(b"2"))];
+                let offered = <P as causeway_core::Protocol>::OPS.contains(&kind);
+                let r = if kind == OpKind::Wot { s.wot(writes).await } else { s.batch(writes).await };
+                match r {
+                    Ok(()) => {
+                        assert!(offered, "{p} accepted a {kind:?} it does not list");
+                        assert_eq!(s.get(x.clone()).await.unwrap().as_deref(), Some(&b"1"[..]));
+                        assert_eq!(s.get(y.clone()).await.unwrap().as_deref(), Some(&b"2"[..]));
+                    }
+                    Err(e) => {
+                        assert!(!offered, "{p}: {e}");
+                        assert!(e.to_string().contains(&format!("does not support {kind:?}")), "{p}: {e}");
+                        // The session and the server go on.
+                        let mut s = Session::<P>::new(cluster.cluster.clone(), DcId(0), 2 + 2 * i as u32).unwrap();
+                        s.put(x, Bytes::from_static(b"3")).await.unwrap();
+                    }
                 }
             }
         });

@@ -177,6 +177,10 @@ mod tests {
                     let writes = vec![(k("x"), v("1")), (k("y"), v("2"))];
                     assert!(op_sends_a_write::<P>(Op::Wot { writes }), "{p}: a WOT sends no write");
                 }
+                if offers(OpKind::Batch) {
+                    let writes = vec![(k("x"), v("1")), (k("y"), v("2"))];
+                    assert!(op_sends_a_write::<P>(Op::Batch { writes }), "{p}: a batch sends no write");
+                }
             });
         }
     }

@@ -767,7 +767,7 @@ impl<P: Protocol> Sim<P> {
                     _ => 1,
                 },
                 Op::Rot { keys } => keys.len(),
-                Op::Wot { writes } => writes.len(),
+                Op::Wot { writes } | Op::Batch { writes } => writes.len(),
                 Op::Txn { reads, writes } => reads.len() + writes.len(),
             };
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
@@ -793,14 +793,18 @@ impl<P: Protocol> Sim<P> {
             }
             self.trace = mix(self.trace, 0xd0e ^ self.now);
             if let Some(h) = self.history.as_mut() {
-                h.ops.push(OpRecord {
+                let rec = OpRecord {
                     client: c,
                     dc: self.clients[c.idx()].dc,
                     op,
                     result,
                     invoke_us,
                     complete_us: self.now,
-                });
+                    batch: None,
+                };
+                // A batch's number: the history's length, unique in the run.
+                let id = h.ops.len() as u64;
+                h.ops.extend(rec.expand(id));
             }
             let s = &self.clients[c.idx()];
             let think = if s.scripted.is_some() || !s.pending.is_empty() { 0 } else { self.sc.workload.think_time_us };
@@ -1117,8 +1121,12 @@ impl<P: Protocol> Sim<P> {
                     result: OpResult::Failed(causeway_core::OpError::Pending),
                     invoke_us,
                     complete_us: now,
+                    batch: None,
                 })
             })
+            // A pending batch's number: past any completed operation's.
+            .enumerate()
+            .flat_map(|(j, r)| r.expand(u64::MAX / 2 + j as u64))
             .collect()
     }
 

@@ -188,7 +188,10 @@ impl Metrics {
     /// either way.
     pub fn staleness(&mut self, op: &Op, result: &OpResult, invoke_us: u64, complete_us: u64) {
         match (op, result) {
-            (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, OpResult::Put | OpResult::Wot | OpResult::Txn(_)) => {
+            (
+                Op::Put { .. } | Op::Wot { .. } | Op::Batch { .. } | Op::Txn { .. },
+                OpResult::Put | OpResult::Wot | OpResult::Txn(_),
+            ) => {
                 if let (Op::Txn { reads, .. }, OpResult::Txn(vs)) = (op, result)
                     && self.in_window(invoke_us)
                 {

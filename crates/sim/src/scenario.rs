@@ -266,6 +266,11 @@ pub struct Workload {
     /// Keys per WOT (distinct).
     #[serde(default = "default_rot")]
     pub wot_size: usize,
+    /// Non-atomic batches (`Op::Batch`: `wot_size` keys placed as a WOT's,
+    /// written in parallel, no atomicity), for protocols that offer them;
+    /// the others fail them as unsupported. Lloyd's "normal (2)" writes.
+    #[serde(default)]
+    pub batchproportion: f64,
     /// Read-write transactions in Spirovska et al.'s shape: `txn_reads` reads from
     /// one snapshot, then `txn_writes` atomic writes (PaRiS: 19 + 1 for its
     /// 95:5 mix, 10 + 10 for 50:50). Their keys follow `rot_partitions` and
@@ -317,9 +322,9 @@ pub struct Workload {
     pub rot_size_weights: Vec<f64>,
     /// Keys per update: when > 1, an update writes this many distinct keys
     /// (placed as a WOT's, by `rot_partitions`) as a request of independent
-    /// PUTs issued one after another, reported as `batch` (a non-atomic
-    /// multi-key write, Eiger's `batch_mutate`). Each PUT counts as an
-    /// operation.
+    /// PUTs issued one after another, reported as `update_batch` (a
+    /// non-atomic multi-key write sent key by key; `batchproportion` sends
+    /// one as a single `Op::Batch`). Each PUT counts as an operation.
     #[serde(default = "one_usize")]
     pub update_size: usize,
     /// YCSB's load phase: before its first operation, each workload client
@@ -384,6 +389,7 @@ impl Default for Workload {
             rot_partitions: 0,
             wotproportion: 0.0,
             wot_size: default_rot(),
+            batchproportion: 0.0,
             txnproportion: 0.0,
             txn_reads: default_txn_reads(),
             txn_writes: default_txn_writes(),
@@ -425,12 +431,13 @@ impl Workload {
             self.insertproportion,
             self.rotproportion,
             self.wotproportion,
+            self.batchproportion,
             self.txnproportion,
         ];
         let total: f64 = props.iter().sum();
         if total.is_nan() || total <= 0.0 || props.iter().any(|p| *p < 0.0) {
-            return Err("readproportion, updateproportion, insertproportion, rotproportion, wotproportion and \
-                        txnproportion must be ≥ 0 and not all 0"
+            return Err("readproportion, updateproportion, insertproportion, rotproportion, wotproportion, \
+                        batchproportion and txnproportion must be ≥ 0 and not all 0"
                 .into());
         }
         if let Some(d) = self.dcs.iter().find(|d| **d as usize >= topology.dcs()) {
@@ -478,7 +485,9 @@ impl Workload {
                 self.update_size
             ));
         }
-        if self.wotproportion > 0.0 && (self.wot_size == 0 || self.wot_size as u64 > keys) {
+        if (self.wotproportion > 0.0 || self.batchproportion > 0.0)
+            && (self.wot_size == 0 || self.wot_size as u64 > keys)
+        {
             return Err(format!("wot_size must be between 1 and the number of keys ({keys}), got {}", self.wot_size));
         }
         if self.txnproportion > 0.0

@@ -16,8 +16,10 @@ use std::collections::VecDeque;
 
 /// The latency name under which whole amplified requests are reported.
 pub const AMPLIFIED: &str = "amplified";
-/// The latency name of whole multi-key updates (`update_size` > 1).
-pub const BATCH: &str = "batch";
+/// The latency name of whole multi-key updates (`update_size` > 1), issued
+/// as PUTs one after another (not `batch`, the latency name of one
+/// `Op::Batch`, whose writes are sent at once).
+pub const UPDATE_BATCH: &str = "update_batch";
 
 /// An entry of `values` drawn with probability proportional to its weight;
 /// `None` when there are none (the scalar setting applies).
@@ -176,6 +178,7 @@ impl Generator {
             + w.insertproportion
             + w.rotproportion
             + w.wotproportion
+            + w.batchproportion
             + w.txnproportion;
         let x = rng.random::<f64>() * total;
         let one = |op| Request { ops: VecDeque::from([op]), name: None };
@@ -193,7 +196,7 @@ impl Generator {
                     .into_iter()
                     .map(|key| Op::Put { key, value: tagged_value(write_id(), value_size(w, rng)) })
                     .collect();
-                return Request { ops, name: Some(BATCH) };
+                return Request { ops, name: Some(UPDATE_BATCH) };
             }
             let key = if x < w.updateproportion {
                 self.keys.pick(w, client, rng).clone()
@@ -218,6 +221,11 @@ impl Generator {
         if x < w.wotproportion {
             let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
             return one(Op::Wot { writes: writes(keys, rng) });
+        }
+        let x = x - w.wotproportion;
+        if x < w.batchproportion {
+            let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
+            return one(Op::Batch { writes: writes(keys, rng) });
         }
         let reads = self.txn_keys(w, w.txn_reads, client, dc, rng);
         let keys = self.txn_keys(w, w.txn_writes, client, dc, rng);
@@ -642,7 +650,7 @@ mod tests {
         let mut g = generator(&w, TopologySpec::full(1, 4), 3);
         let mut rng = ChaCha8Rng::seed_from_u64(8);
         let r = request(&mut g, &w, 0, &mut rng);
-        assert_eq!(r.name, Some(BATCH));
+        assert_eq!(r.name, Some(UPDATE_BATCH));
         let keys: Vec<Key> = r
             .ops
             .iter()

@@ -36,6 +36,7 @@ impl H {
             result,
             invoke_us: self.t,
             complete_us: self.t + 5,
+            batch: None,
         });
         self.ops.len() - 1
     }
@@ -51,6 +52,25 @@ impl H {
     /// A write-only transaction writing each key with its id.
     pub fn wot(&mut self, client: u32, writes: &[(&str, u64)]) -> usize {
         self.push(client, Op::Wot { writes: writes.iter().map(|&(key, id)| (k(key), v(id))).collect() }, OpResult::Wot)
+    }
+
+    /// A non-atomic batch, recorded as the runtimes record it: one put per
+    /// write, sharing a batch number (`OpRecord::expand`). Returns the
+    /// puts' indices.
+    pub fn batch(&mut self, client: u32, writes: &[(&str, u64)]) -> Vec<usize> {
+        self.t += 10;
+        let rec = OpRecord {
+            client: ClientId(client),
+            dc: DcId((client % 2) as u16),
+            op: Op::Batch { writes: writes.iter().map(|&(key, id)| (k(key), v(id))).collect() },
+            result: OpResult::Put,
+            invoke_us: self.t,
+            complete_us: self.t + 5,
+            batch: None,
+        };
+        let first = self.ops.len();
+        self.ops.extend(rec.expand(first as u64));
+        (first..self.ops.len()).collect()
     }
 
     /// A read-write transaction: its reads (`None`: ∅), then its writes.

@@ -34,11 +34,11 @@ pub(super) enum Pending {
         values: Vec<Option<Value>>,
         missing: usize,
     },
-    /// Puts not yet acknowledged; `read` holds a read-write transaction's
-    /// values.
+    /// Puts not yet acknowledged (a WOT, a batch, or a read-write
+    /// transaction's writes); `done` is what the operation completes as.
     Wot {
         missing: usize,
-        read: Option<Vec<Option<Value>>>,
+        done: OpResult,
     },
     /// A read-write transaction's reads, its writes waiting for them.
     TxnReads {
@@ -50,12 +50,13 @@ pub(super) enum Pending {
 }
 
 impl EventualClient {
-    /// Send every write to its key's server; finish when all are
-    /// acknowledged, as a WOT, or as a read-write transaction with `read`.
-    fn put_all(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>, read: Option<Vec<Option<Value>>>) {
+    /// Send every write to its key's server; finish as `done` when all are
+    /// acknowledged (a WOT, a batch — the same here, both non-atomic — or a
+    /// read-write transaction with the values it read).
+    fn put_all(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>, done: OpResult) {
         let Some(targets) = client_servers_for(&self.ctx, env, writes.iter().map(|(k, _)| &k[..])) else { return };
         if writes.is_empty() {
-            return env.complete(read.map_or(OpResult::Wot, OpResult::Txn));
+            return env.complete(done);
         }
         // One request per server, as a client library splitting Cassandra's
         // batch_mutate does (Lloyd §7.3.1): a single write as a plain PUT.
@@ -63,7 +64,7 @@ impl EventualClient {
         for (w, to) in writes.into_iter().zip(targets) {
             by_server.entry(to).or_default().push(w);
         }
-        self.pending = Some(Pending::Wot { missing: by_server.len(), read });
+        self.pending = Some(Pending::Wot { missing: by_server.len(), done });
         for (to, mut writes) in by_server {
             if writes.len() == 1 {
                 let (key, value) = writes.pop().expect("one write");
@@ -100,11 +101,12 @@ impl Client for EventualClient {
                 let n = keys.len();
                 self.pending = Some(Pending::Rot { keys, values: vec![None; n], missing: n });
             }
-            Op::Wot { writes } => self.put_all(env, writes, None),
+            Op::Wot { writes } => self.put_all(env, writes, OpResult::Wot),
+            Op::Batch { writes } => self.put_all(env, writes, OpResult::Put),
             Op::Txn { reads, writes } => {
                 let Some(targets) = client_servers_for(&self.ctx, env, reads.iter().map(|k| &k[..])) else { return };
                 if reads.is_empty() {
-                    return self.put_all(env, writes, Some(Vec::new()));
+                    return self.put_all(env, writes, OpResult::Txn(Vec::new()));
                 }
                 send_reads(env, &reads, targets);
                 let n = reads.len();
@@ -142,10 +144,9 @@ impl Client for EventualClient {
                     self.pending = Some(Pending::Rot { keys, values, missing });
                 }
             }
-            (Some(Pending::Wot { missing, read }), Msg::PutReply) => match (missing - 1, read) {
-                (0, None) => self.finish(env, OpResult::Wot),
-                (0, Some(values)) => self.finish(env, OpResult::Txn(values)),
-                (missing, read) => self.pending = Some(Pending::Wot { missing, read }),
+            (Some(Pending::Wot { missing, done }), Msg::PutReply) => match missing - 1 {
+                0 => self.finish(env, done),
+                missing => self.pending = Some(Pending::Wot { missing, done }),
             },
             (
                 Some(Pending::TxnReads { keys, mut values, mut missing, writes }),
@@ -155,7 +156,7 @@ impl Client for EventualClient {
                 if missing == 0 && self.refused.is_some() {
                     self.finish(env, OpResult::Txn(values));
                 } else if missing == 0 {
-                    self.put_all(env, writes, Some(values));
+                    self.put_all(env, writes, OpResult::Txn(values));
                 } else {
                     self.pending = Some(Pending::TxnReads { keys, values, missing, writes });
                 }

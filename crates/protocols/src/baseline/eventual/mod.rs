@@ -35,7 +35,7 @@ pub struct Eventual;
 
 impl Protocol for Eventual {
     const NAME: &'static str = "eventual";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Txn];
+    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Batch, OpKind::Txn];
     const CAUSAL: bool = false;
     /// Every write is local and last-writer-wins needs no clock property
     /// for eventual consistency; a restart recovers `last_ts` from the store.

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use super::txn::check_wot_shape;
+use super::txn::{check_batch_shape, check_wot_shape};
 use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::column::location_key;
@@ -61,6 +61,12 @@ pub(super) enum InFlight {
     Put {
         key: Key,
         done: OpResult,
+    },
+    /// A non-atomic batch waiting for one `BatchReply` from each of the
+    /// servers in `keys`, with the stamps in so far.
+    Batch {
+        keys: BTreeMap<NodeId, Vec<Key>>,
+        stamps: Vec<(Key, Stamp)>,
     },
     /// A write-only transaction waiting for its coordinator's answer.
     Wot {
@@ -392,6 +398,36 @@ impl EigerClient {
 }
 
 impl EigerClient {
+    /// A non-atomic batch (Cassandra's `batch_mutate`, Lloyd's "normal
+    /// (2)"): one `BatchReq` per server, all sent at once with the
+    /// session's one-hop dependencies, so no write of the batch depends on
+    /// another. Once every server has answered, the context is every write
+    /// of the batch (§5.2: after a write it collapses to that write; here
+    /// the batch's writes are all the session's latest operation).
+    fn start_batch(&mut self, env: &mut impl ClientEnv<Msg>, writes: Vec<(Key, Value)>) {
+        if writes.is_empty() {
+            return env.complete(OpResult::Put);
+        }
+        let keys: Vec<Key> = writes.iter().map(|(k, _)| k.clone()).collect();
+        if let Err(why) = check_batch_shape(&keys)
+            .and_then(|()| keys.iter().try_for_each(|k| self.cfg.expect_kind(k, ColumnKind::Regular)))
+        {
+            return env.complete(OpResult::Failed(OpError::BadRequest(why)));
+        }
+        let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
+        let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
+        for (w, to) in writes.into_iter().zip(servers) {
+            by_server.entry(to).or_default().push(w);
+        }
+        let deps = self.one_hop_deps();
+        let mut keys = BTreeMap::new();
+        for (to, writes) in by_server {
+            keys.insert(to, writes.iter().map(|(k, _)| k.clone()).collect());
+            env.send(to, Msg::BatchReq { writes, deps: deps.clone(), floor: self.floor });
+        }
+        self.op = Some(InFlight::Batch { keys, stamps: Vec::new() });
+    }
+
     /// The session's context as the one-hop dependencies a write carries
     /// (§5.2).
     fn one_hop_deps(&self) -> Vec<Dep> {
@@ -439,12 +475,39 @@ impl Client for EigerClient {
                 env.send(to, Msg::AddReq { key, delta, deps, floor: self.floor });
             }
             Op::Wot { writes } => self.start_wot(env, writes),
+            Op::Batch { writes } => self.start_batch(env, writes),
             other => fail_unsupported(env, other.kind()),
         }
     }
 
-    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, from: NodeId, msg: Msg) {
         match (self.op.take(), msg) {
+            (Some(InFlight::Batch { mut keys, mut stamps }), Msg::BatchReply { result }) => {
+                let Some(written) = keys.remove(&from) else {
+                    self.op = Some(InFlight::Batch { keys, stamps });
+                    return; // not a server this batch is waiting for
+                };
+                match result {
+                    Ok(got) if got.len() == written.len() => stamps.extend(written.into_iter().zip(got)),
+                    Ok(got) => {
+                        let why = format!("batch reply has {} stamps for {} writes", got.len(), written.len());
+                        return env.complete(OpResult::Failed(OpError::BadRequest(why)));
+                    }
+                    // The other servers' writes may be applied: a batch is
+                    // not atomic, and a failed write may have happened.
+                    Err(why) => return env.complete(OpResult::Failed(OpError::BadRequest(why))),
+                }
+                if !keys.is_empty() {
+                    self.op = Some(InFlight::Batch { keys, stamps });
+                    return;
+                }
+                self.deps.clear();
+                for (key, stamp) in stamps {
+                    self.floor = self.floor.max(stamp.lamport());
+                    self.deps.insert((key, stamp.origin()), stamp);
+                }
+                env.complete(OpResult::Put);
+            }
             // After a write the context collapses to that write (§5.2).
             (Some(InFlight::Put { key, done }), Msg::PutReply { result }) => match result {
                 Ok(stamp) => {

@@ -159,7 +159,8 @@ pub struct Eiger;
 
 impl Protocol for Eiger {
     const NAME: &'static str = "eiger";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Add, OpKind::Slice];
+    const OPS: &'static [OpKind] =
+        &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Batch, OpKind::Add, OpKind::Slice];
     const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the

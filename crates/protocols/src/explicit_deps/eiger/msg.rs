@@ -233,6 +233,20 @@ pub enum Msg {
     PutReply {
         result: Result<Stamp, String>,
     },
+    /// A non-atomic batch's writes to one server (Cassandra's
+    /// `batch_mutate`, the "normal (2)" writes of Lloyd's dissertation,
+    /// Table 7.4): each is a put of its own with the session's one-hop
+    /// dependencies; none depends on another.
+    BatchReq {
+        writes: Vec<(Key, Value)>,
+        deps: Vec<Dep>,
+        floor: u64,
+    },
+    /// The batch's stamps, one per write in request order, or why it was
+    /// refused (then none of its writes was applied).
+    BatchReply {
+        result: Result<Vec<Stamp>, String>,
+    },
     /// A write-only transaction's sub-request to one participant (Lloyd
     /// §5.4, the implicit PREPARE in the accepting DC): its writes, the
     /// transaction, its one-hop dependencies and the session's time.
@@ -348,8 +362,8 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: Read, ReadAt, SliceRead, SliceReadAt, ReadReply, ReadsReply, Refused, PutReply, WotReply;
-        writes: PutReq, WotReq, AddReq;
+        client: Read, ReadAt, SliceRead, SliceReadAt, ReadReply, ReadsReply, Refused, PutReply, BatchReply, WotReply;
+        writes: PutReq, BatchReq, WotReq, AddReq;
         peer: Replicate, ReplicateAdd, ReplicateTxn, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
             CommitCheck, CheckReply;
         nested: Path;
@@ -361,6 +375,11 @@ crate::impl_message! {
             Msg::SliceRead { slice, .. } | Msg::SliceReadAt { slice, .. } => (slice.row.len(), 0),
             Msg::PutReq { key, value, deps, .. } => {
                 (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
+            }
+            Msg::BatchReq { writes, deps, .. } => {
+                let keys = writes.iter().map(|(k, _)| k).chain(deps.iter().map(|d| &d.key));
+                let key_len = keys.map(|k| k.len()).max().unwrap_or(0);
+                (key_len, writes.iter().map(|(_, v)| v.len()).max().unwrap_or(0))
             }
             Msg::WotReq { info, writes, deps, .. } => {
                 let keys = info.keys.iter().chain(writes.iter().map(|(k, _)| k)).chain(deps.iter().map(|d| &d.key));
@@ -386,7 +405,9 @@ crate::impl_message! {
             Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } | Msg::ReplicateTxn { key, value, .. } => {
                 key.len() + value.len()
             }
-            Msg::WotReq { writes, .. } => writes.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            Msg::WotReq { writes, .. } | Msg::BatchReq { writes, .. } => {
+                writes.iter().map(|(k, v)| k.len() + v.len()).sum()
+            }
             _ => 0,
         }
     }

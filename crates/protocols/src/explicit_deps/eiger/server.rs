@@ -202,6 +202,7 @@ impl Server for EigerServer {
             }
             Msg::AddReq { key, delta, deps, floor } => self.on_add(env, from, key, delta, deps, floor),
             Msg::PutReq { key, value, deps, floor } => self.on_put(env, from, key, value, deps, floor),
+            Msg::BatchReq { writes, deps, floor } => self.on_batch(env, from, writes, deps, floor),
             Msg::WotReq { info, writes, deps, floor } => self.on_wot(env, from, info, writes, deps, floor),
             _ => {} // the runtime refuses peer messages on client connections
         }
@@ -422,6 +423,51 @@ impl EigerServer {
         }
         env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
         self.node.witness(floor);
+        let (stamp, now) = self.store_put(env, &key, &value, &deps);
+        env.reply(from, Msg::PutReply { result: Ok(stamp) });
+        self.ship_put(env, key, value, stamp, &deps, now);
+    }
+
+    /// A non-atomic batch's writes to this server: each checked first (a
+    /// bad one refuses the whole request, nothing applied), then each
+    /// applied and shipped as a put of its own with the same dependencies,
+    /// one reply for all.
+    fn on_batch(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: ClientId,
+        writes: Vec<(Key, Value)>,
+        deps: Vec<Dep>,
+        floor: u64,
+    ) {
+        let checked = writes.iter().try_for_each(|(key, _)| {
+            self.node.check_request(key, &deps).and_then(|()| self.cfg.expect_kind(key, ColumnKind::Regular))
+        });
+        if let Err(why) = checked {
+            return env.reply(from, Msg::BatchReply { result: Err(why) });
+        }
+        self.node.witness(floor);
+        let mut stored = Vec::with_capacity(writes.len());
+        for (key, value) in &writes {
+            env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
+            stored.push(self.store_put(env, key, value, &deps));
+        }
+        env.reply(from, Msg::BatchReply { result: Ok(stored.iter().map(|&(stamp, _)| stamp).collect()) });
+        for ((key, value), (stamp, now)) in writes.into_iter().zip(stored) {
+            self.ship_put(env, key, value, stamp, &deps, now);
+        }
+    }
+
+    /// Stamp and store one accepted local write (§5.2); its EVT is its
+    /// stamp's time. Returns the stamp and the time it was written, for
+    /// [`Self::ship_put`] once the client is answered.
+    fn store_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: &Key,
+        value: &Value,
+        deps: &[Dep],
+    ) -> (Stamp, u64) {
         let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
         let now = env.now_us();
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
@@ -437,13 +483,25 @@ impl EigerServer {
                 counter: None,
             },
         );
-        self.note_key(&key);
+        self.note_key(key);
         self.node.settle.own_write(stamp);
-        self.publish(env, &key, stamp, now);
-        env.reply(from, Msg::PutReply { result: Ok(stamp) });
+        self.publish(env, key, stamp, now);
+        (stamp, now)
+    }
+
+    /// Ship a stored local write to its equivalent nodes with its one-hop
+    /// dependencies (§5.2).
+    fn ship_put(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        deps: &[Dep],
+        written_us: u64,
+    ) {
         for &to in &self.node.equivalents {
-            let msg =
-                Msg::Replicate { key: key.clone(), value: value.clone(), stamp, deps: deps.clone(), written_us: now };
+            let msg = Msg::Replicate { key: key.clone(), value: value.clone(), stamp, deps: deps.to_vec(), written_us };
             env.send(to, msg);
         }
     }

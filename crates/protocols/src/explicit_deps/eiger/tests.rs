@@ -1044,3 +1044,50 @@ fn a_one_key_write_only_transaction_is_a_put() {
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     assert_eq!(get(&mut net, READER, &acl), Some("friends".into()));
 }
+
+/// A non-atomic batch (Lloyd's "normal (2)"): one `BatchReq` per server,
+/// all carrying the session's dependencies and none on each other; the
+/// session's context afterwards is every write of the batch; the remote DC
+/// applies each write as soon as its own dependencies are there, so one
+/// write may be visible before the other.
+#[test]
+fn a_batch_writes_each_key_on_its_own_and_the_session_depends_on_all() {
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, Config::default());
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "public");
+    let batch = Op::Batch { writes: vec![(acl.clone(), bytes("friends")), (album.clone(), bytes("personal"))] };
+    net.invoke(ALICE, batch);
+    let reqs: Vec<&Vec<crate::explicit_deps::replication::Dep>> = net
+        .queue
+        .iter()
+        .filter_map(|m| match &m.msg {
+            Msg::BatchReq { deps, .. } => Some(deps),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reqs.len(), 2, "one request per server");
+    assert!(reqs.iter().all(|d| d.len() == 1 && d[0].key == acl), "each carries the session's one dependency");
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
+    let mut ctx: Vec<Key> = net.clients[ALICE.idx()].deps.keys().map(|(k, _)| k.clone()).collect();
+    ctx.sort();
+    let mut both = vec![acl.clone(), album.clone()];
+    both.sort();
+    assert_eq!(ctx, both, "after a batch the context is each of its writes");
+    // Bad input: a key twice is refused before anything is sent.
+    net.invoke(ALICE, Op::Batch { writes: vec![(acl.clone(), bytes("a")), (acl.clone(), bytes("b"))] });
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::BadRequest(_)))));
+    assert!(net.queue.iter().all(|m| !matches!(m.msg, Msg::BatchReq { .. })));
+    // The remote DC: each write is replicated with the session's
+    // dependencies only, so neither waits for the other.
+    let replicated: Vec<&Vec<crate::explicit_deps::replication::Dep>> = net
+        .queue
+        .iter()
+        .filter_map(|m| match &m.msg {
+            Msg::Replicate { key, deps, .. } if *key == album => Some(deps),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replicated.len(), 1, "album's write is shipped to its one equivalent");
+    assert!(replicated.iter().all(|d| d.len() == 1 && d[0].key == acl), "{replicated:?}");
+}
