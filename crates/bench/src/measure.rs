@@ -108,6 +108,10 @@ impl Sample {
         s.metrics.insert("throughput_ops_s".into(), r.throughput_ops_s);
         s.metrics.insert("throughput_keys_s".into(), r.throughput_keys_s);
         s.metrics.insert("ops_failed".into(), r.errors as f64);
+        // The whole process's CPU (servers, links, load generator) per
+        // operation: on one machine, what throughput is made of.
+        s.metrics.insert("cpu_user_us_per_op".into(), r.cpu_user_us_per_op);
+        s.metrics.insert("cpu_system_us_per_op".into(), r.cpu_system_us_per_op);
         for (k, sum) in &r.latency {
             s.summary(&format!("latency.{k}"), sum, None);
         }

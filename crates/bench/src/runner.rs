@@ -76,9 +76,14 @@ pub fn run(
     let points = exp.points()?;
     // Repetition-major: every point's first repetition, then every point's
     // second… so that on the network runtime (one run at a time) protocols
-    // alternate and drift in the machine's load does not favour one.
+    // alternate and drift in the machine's load does not favour one. Odd
+    // repetitions run the points in reverse (A B B A …), so that no point
+    // always runs first in a round, right after the previous round's
+    // cluster stopped: on eiger-tao-network the first point of each round
+    // ran 6–8 % slower than the same code later in the round.
     let n = points.len();
-    let jobs: Vec<(usize, u32)> = (0..reps).flat_map(|r| (0..n).map(move |i| (i, r))).collect();
+    let jobs: Vec<(usize, u32)> =
+        (0..reps).flat_map(|r| (0..n).map(move |i| (if r % 2 == 1 { n - 1 - i } else { i }, r))).collect();
     let samples: Mutex<Vec<Vec<Option<Sample>>>> = Mutex::new(vec![vec![None; reps as usize]; points.len()]);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<ExperimentError>> = Mutex::new(None);
