@@ -230,15 +230,18 @@ impl<'h> Model<'h> {
             // The batch being read: its number, the session's last member
             // before it, and whether one of its writes took its place.
             let mut batch: Option<(u64, u32, bool)> = None;
-            // Fork writes of the last batch, which the next member joins.
+            // Fork writes no member of the session follows yet: the next
+            // member joins them.
             let mut open: Vec<u32> = Vec::new();
-            let mut closing: Vec<u32> = Vec::new();
+            // At a batch: the forks open before it, which each of its
+            // writes joins.
+            let mut before_batch: Vec<u32> = Vec::new();
             for i in idx {
                 let r = &ops[i as usize];
                 match (r.batch, batch) {
                     (Some(b), Some((cur, _, _))) if b == cur => {}
                     (Some(b), _) => {
-                        closing = std::mem::take(&mut open);
+                        before_batch = open.clone();
                         batch = Some((b, members.last().copied().unwrap_or(NONE), false));
                     }
                     (None, _) => batch = None,
@@ -253,18 +256,25 @@ impl<'h> Model<'h> {
                     }
                     continue;
                 }
-                if let Some((b, p, true)) = batch {
+                if let Some((_, p, true)) = batch {
                     // A further write of the batch: a fork of its own.
-                    forks.push((i, p, closing.clone()));
+                    forks.push((i, p, before_batch.clone()));
                     open.push(i);
-                    batch = Some((b, p, true));
                     continue;
                 }
-                if let Some((b, p, false)) = batch {
-                    batch = Some((b, p, true));
-                }
+                let joined = match batch {
+                    // The batch's first successful write: it joins the forks
+                    // before the batch, and the session's later members
+                    // follow them through it.
+                    Some((b, p, false)) => {
+                        batch = Some((b, p, true));
+                        open.clear();
+                        before_batch.clone()
+                    }
+                    _ => std::mem::take(&mut open),
+                };
                 let p = members.last().copied().unwrap_or(NONE);
-                debug_assert!(batch.is_none() || p == before);
+                debug_assert_eq!(p, before);
                 is_node[i as usize] = true;
                 session_of[i as usize] = s;
                 pos[i as usize] = members.len() as u32 + 1;
@@ -272,9 +282,6 @@ impl<'h> Model<'h> {
                 if p != NONE {
                     so_succ[p as usize].push(i);
                 }
-                // A batch's first write joins the batch before it (so do its
-                // forks, above); any other member joins the last batch.
-                let joined = if batch.is_some() { closing.clone() } else { std::mem::take(&mut open) };
                 for &f in &joined {
                     so_succ[f as usize].push(i);
                 }

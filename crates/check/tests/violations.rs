@@ -672,6 +672,28 @@ fn batches_in_a_row_join_one_another() {
 }
 
 #[test]
+fn a_batch_joins_the_forks_of_a_batch_before_a_failed_one() {
+    // y=w2 is the first batch's fork; the second batch failed whole; the
+    // third batch's writes, and what follows, still follow y=w2.
+    for seen in [("u", 4), ("w", 5), ("v", 6)] {
+        let mut h = H::new();
+        h.batch(0, &[("x", 1), ("y", 2)]);
+        let failed = h.batch(0, &[("z", 3)]);
+        h.ops[failed[0]].result = causeway_core::OpResult::Failed(causeway_core::OpError::Aborted("refused".into()));
+        h.batch(0, &[("u", 4), ("w", 5)]);
+        h.put(0, "v", 6);
+        h.get(1, seen.0, Some(seen.1));
+        h.get(1, "y", None);
+        let r = run(&h);
+        assert!(failed_kinds_contain(&r, Kind::WriteCoInitRead), "{} then y=∅ passed:\n{r}", seen.0);
+    }
+}
+
+fn failed_kinds_contain(r: &CheckReport, k: Kind) -> bool {
+    failed(r).contains(&k)
+}
+
+#[test]
 fn a_failed_batch_write_that_was_read_may_have_happened() {
     let mut h = H::new();
     h.put(0, "x", 1);
