@@ -82,14 +82,22 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         w.wotproportion = rng.random_range(0.0..=0.2);
         w.wot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
     }
-    if offers(causeway_core::OpKind::Batch) {
-        w.batchproportion = rng.random_range(0.0..=0.2);
-        w.wot_size = rng.random_range(2..=4usize).min(w.recordcount as usize);
-    }
     if offers(causeway_core::OpKind::Txn) {
         w.txnproportion = rng.random_range(0.0..=0.2);
         w.txn_reads = rng.random_range(0..=4usize).min(w.recordcount as usize);
         w.txn_writes = rng.random_range(1..=3usize).min(w.recordcount as usize);
+    }
+    // Non-atomic batches, where the protocol offers them, as a share of the
+    // updates (so the transactions' share is what it was), drawn from a
+    // stream of their own so that the draws above stay as they were.
+    if offers(causeway_core::OpKind::Batch) {
+        let mut b = ChaCha8Rng::seed_from_u64(seed ^ 0xba7c_4e5);
+        let share = b.random_range(0.0..=0.4);
+        w.batchproportion = w.updateproportion * share;
+        w.updateproportion -= w.batchproportion;
+        if !offers(causeway_core::OpKind::Wot) {
+            w.wot_size = b.random_range(2..=4usize).min(w.recordcount as usize);
+        }
     }
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
     let mut c = chaos_for(p);
