@@ -91,7 +91,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     // updates (so the transactions' share is what it was), drawn from a
     // stream of their own so that the draws above stay as they were.
     if offers(causeway_core::OpKind::Batch) {
-        let mut b = ChaCha8Rng::seed_from_u64(seed ^ 0xba7c_4e5);
+        let mut b = ChaCha8Rng::seed_from_u64(seed ^ 0x0ba7_c4e5);
         let share = b.random_range(0.0..=0.4);
         w.batchproportion = w.updateproportion * share;
         w.updateproportion -= w.batchproportion;
