@@ -440,8 +440,13 @@ impl EigerServer {
         deps: Vec<Dep>,
         floor: u64,
     ) {
-        let checked = writes.iter().try_for_each(|(key, _)| {
-            self.node.check_request(key, &deps).and_then(|()| self.cfg.expect_kind(key, ColumnKind::Regular))
+        // The client library checks the shape too; a peer that skips it
+        // (a key twice, too many keys) is refused here all the same.
+        let keys: Vec<Key> = writes.iter().map(|(k, _)| k.clone()).collect();
+        let checked = super::txn::check_batch_shape(&keys).and_then(|()| {
+            writes.iter().try_for_each(|(key, _)| {
+                self.node.check_request(key, &deps).and_then(|()| self.cfg.expect_kind(key, ColumnKind::Regular))
+            })
         });
         if let Err(why) = checked {
             return env.reply(from, Msg::BatchReply { result: Err(why) });

@@ -980,6 +980,17 @@ fn bad_column_input_is_refused_and_nothing_is_applied() {
         net.deliver_first(|_| true);
         assert!(matches!(net.queue.remove(0).msg, Msg::PutReply { result: Err(_) }));
     }
+    // A batch with a key twice, or a good key beside a counter: refused
+    // whole, nothing of it applied.
+    for writes in [
+        vec![(reg.clone(), bytes("1")), (reg.clone(), bytes("2"))],
+        vec![(reg.clone(), bytes("1")), (ctr.clone(), bytes("1"))],
+    ] {
+        let msg = Msg::BatchReq { writes, deps: vec![], floor: 0 };
+        net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
+        net.deliver_first(|_| true);
+        assert!(matches!(net.queue.remove(0).msg, Msg::BatchReply { result: Err(_) }));
+    }
     net.queue.push(InFlight {
         from: Dest::Client(ALICE),
         to: Dest::Node(n),
