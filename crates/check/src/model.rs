@@ -206,16 +206,11 @@ impl<'h> Model<'h> {
         for (i, r) in ops.iter().enumerate() {
             by_client.entry(r.client).or_default().push(i as u32);
         }
-        let mut is_node = vec![false; n];
-        let mut session_of = vec![NONE; n];
-        let mut pos = vec![0u32; n];
-        let mut so_pred = vec![NONE; n];
-        let mut so_succ: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut order = SessionOrder::new(n);
         let mut sessions = Vec::with_capacity(by_client.len());
         let mut phantoms: Vec<(u32, u32)> = Vec::new(); // (op, pred)
         // A batch's fork writes: (op, pred, the forks of the batch before).
         let mut forks: Vec<(u32, u32, Vec<u32>)> = Vec::new();
-        let mut joins: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
         for (client, mut idx) in by_client {
             idx.sort_by_key(|&i| (ops[i as usize].invoke_us, ops[i as usize].complete_us, i));
             for w in idx.windows(2) {
@@ -273,21 +268,8 @@ impl<'h> Model<'h> {
                     }
                     _ => std::mem::take(&mut open),
                 };
-                let p = members.last().copied().unwrap_or(NONE);
-                debug_assert_eq!(p, before);
-                is_node[i as usize] = true;
-                session_of[i as usize] = s;
-                pos[i as usize] = members.len() as u32 + 1;
-                so_pred[i as usize] = p;
-                if p != NONE {
-                    so_succ[p as usize].push(i);
-                }
-                for &f in &joined {
-                    so_succ[f as usize].push(i);
-                }
-                if !joined.is_empty() {
-                    joins.insert(i, joined);
-                }
+                debug_assert_eq!(members.last().copied().unwrap_or(NONE), before);
+                order.place(i, s, members.len() as u32 + 1, before, joined);
                 members.push(i);
             }
             sessions.push(SessionInfo { client, phantom: false, ops: members });
@@ -298,22 +280,10 @@ impl<'h> Model<'h> {
         extra.extend(forks);
         extra.sort_unstable();
         for (i, p, joined) in extra {
-            let s = sessions.len() as u32;
-            is_node[i as usize] = true;
-            session_of[i as usize] = s;
-            pos[i as usize] = 1;
-            so_pred[i as usize] = p;
-            if p != NONE {
-                so_succ[p as usize].push(i);
-            }
-            for &f in &joined {
-                so_succ[f as usize].push(i);
-            }
-            if !joined.is_empty() {
-                joins.insert(i, joined);
-            }
+            order.place(i, sessions.len() as u32, 1, p, joined);
             sessions.push(SessionInfo { client: ops[i as usize].client, phantom: true, ops: vec![i] });
         }
+        let SessionOrder { is_node, session_of, pos, so_pred, so_succ, joins } = order;
 
         // Reads of ops that are not nodes (failed gets/rots have none) are dropped.
         let mut writers: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
@@ -450,6 +420,45 @@ impl<'h> Model<'h> {
         }
         let skip = remote.len().saturating_sub(max);
         (prev, remote.split_off(skip))
+    }
+}
+
+/// The session order as it is built: per op, its node, session, position
+/// and predecessors (the [`Model`] fields of the same names).
+struct SessionOrder {
+    is_node: Vec<bool>,
+    session_of: Vec<u32>,
+    pos: Vec<u32>,
+    so_pred: Vec<u32>,
+    so_succ: Vec<Vec<u32>>,
+    joins: FxHashMap<u32, Vec<u32>>,
+}
+
+impl SessionOrder {
+    fn new(n: usize) -> SessionOrder {
+        SessionOrder {
+            is_node: vec![false; n],
+            session_of: vec![NONE; n],
+            pos: vec![0; n],
+            so_pred: vec![NONE; n],
+            so_succ: vec![Vec::new(); n],
+            joins: FxHashMap::default(),
+        }
+    }
+
+    /// Make op `i` the node at position `at` of session `s`, right after
+    /// `pred` (NONE: first) and the fork writes `joined`.
+    fn place(&mut self, i: u32, s: u32, at: u32, pred: u32, joined: Vec<u32>) {
+        self.is_node[i as usize] = true;
+        self.session_of[i as usize] = s;
+        self.pos[i as usize] = at;
+        self.so_pred[i as usize] = pred;
+        for p in std::iter::once(pred).filter(|&p| p != NONE).chain(joined.iter().copied()) {
+            self.so_succ[p as usize].push(i);
+        }
+        if !joined.is_empty() {
+            self.joins.insert(i, joined);
+        }
     }
 }
 

@@ -207,16 +207,20 @@ fn randomized_faulty_eventual_run_is_flagged() {
     }
 }
 
-#[test]
-fn randomized_faulty_eventual_run_with_write_transactions_has_fractured_reads() {
-    let mut sc = faulty(9, 0.1);
-    sc.workload.wotproportion = 0.1;
-    sc.workload.wot_size = 3;
-    // Few keys, so readers often meet a transaction's keys, and jitter, so
-    // that a ROT's per-server reads and a WOT's per-server writes (both
-    // sent at once) arrive at their servers in different orders.
+/// Few keys, so readers often meet a multi-key write's keys, and jitter,
+/// so that a ROT's per-server reads and a WOT's or batch's per-server
+/// writes (all sent at once) arrive at their servers in different orders.
+fn crowded(mut sc: Scenario) -> Scenario {
     sc.workload.recordcount = 12;
     sc.network.jitter_pct = 30.0;
+    sc
+}
+
+#[test]
+fn randomized_faulty_eventual_run_with_write_transactions_has_fractured_reads() {
+    let mut sc = crowded(faulty(9, 0.1));
+    sc.workload.wotproportion = 0.1;
+    sc.workload.wot_size = 3;
     let h = run(sc);
     assert!(h.ops.iter().any(|o| matches!(o.op, Op::Wot { .. })));
     let r = check(&h, &CheckConfig::at(Level::CausalPlus));
@@ -335,12 +339,10 @@ fn eventual_under_skew_loses_a_causally_later_write_which_only_causal_levels_fla
 fn randomized_faulty_eiger_run_with_batches_is_causal_and_sees_batches_in_part() {
     use causeway_core::{OpRecord, OpResult};
     use causeway_protocols::explicit_deps::eiger::Eiger;
-    let mut sc = faulty(11, 0.2);
+    let mut sc = crowded(faulty(11, 0.2));
     sc.workload.batchproportion = 0.2;
     sc.workload.wot_size = 2;
     sc.workload.rot_size = 2;
-    sc.workload.recordcount = 12;
-    sc.network.jitter_pct = 30.0;
     let mut sim = Sim::<Eiger>::new(sc).expect("valid scenario");
     sim.run();
     let h = sim.take_history().expect("history recorded");

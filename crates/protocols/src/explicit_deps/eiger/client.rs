@@ -62,10 +62,10 @@ pub(super) enum InFlight {
         key: Key,
         done: OpResult,
     },
-    /// A non-atomic batch waiting for one `BatchReply` from each of the
-    /// servers in `keys`, with the stamps in so far.
+    /// A non-atomic batch waiting for one `BatchReply` from each server
+    /// in `awaited` (with the keys it was sent), and the stamps in so far.
     Batch {
-        keys: BTreeMap<NodeId, Vec<Key>>,
+        awaited: BTreeMap<NodeId, Vec<Key>>,
         stamps: Vec<(Key, Stamp)>,
     },
     /// A write-only transaction waiting for its coordinator's answer.
@@ -408,24 +408,23 @@ impl EigerClient {
         if writes.is_empty() {
             return env.complete(OpResult::Put);
         }
-        let keys: Vec<Key> = writes.iter().map(|(k, _)| k.clone()).collect();
-        if let Err(why) = check_batch_shape(&keys)
-            .and_then(|()| keys.iter().try_for_each(|k| self.cfg.expect_kind(k, ColumnKind::Regular)))
+        if let Err(why) = check_batch_shape(&writes)
+            .and_then(|()| writes.iter().try_for_each(|(k, _)| self.cfg.expect_kind(k, ColumnKind::Regular)))
         {
             return env.complete(OpResult::Failed(OpError::BadRequest(why)));
         }
-        let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
+        let Some(servers) = client_servers_for(&self.ctx, env, writes.iter().map(|(k, _)| &k[..])) else { return };
         let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
         for (w, to) in writes.into_iter().zip(servers) {
             by_server.entry(to).or_default().push(w);
         }
         let deps = self.one_hop_deps();
-        let mut keys = BTreeMap::new();
+        let mut awaited = BTreeMap::new();
         for (to, writes) in by_server {
-            keys.insert(to, writes.iter().map(|(k, _)| k.clone()).collect());
+            awaited.insert(to, writes.iter().map(|(k, _)| k.clone()).collect());
             env.send(to, Msg::BatchReq { writes, deps: deps.clone(), floor: self.floor });
         }
-        self.op = Some(InFlight::Batch { keys, stamps: Vec::new() });
+        self.op = Some(InFlight::Batch { awaited, stamps: Vec::new() });
     }
 
     /// The session's context as the one-hop dependencies a write carries
@@ -482,9 +481,9 @@ impl Client for EigerClient {
 
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, from: NodeId, msg: Msg) {
         match (self.op.take(), msg) {
-            (Some(InFlight::Batch { mut keys, mut stamps }), Msg::BatchReply { result }) => {
-                let Some(written) = keys.remove(&from) else {
-                    self.op = Some(InFlight::Batch { keys, stamps });
+            (Some(InFlight::Batch { mut awaited, mut stamps }), Msg::BatchReply { result }) => {
+                let Some(written) = awaited.remove(&from) else {
+                    self.op = Some(InFlight::Batch { awaited, stamps });
                     return; // not a server this batch is waiting for
                 };
                 match result {
@@ -497,8 +496,8 @@ impl Client for EigerClient {
                     // not atomic, and a failed write may have happened.
                     Err(why) => return env.complete(OpResult::Failed(OpError::BadRequest(why))),
                 }
-                if !keys.is_empty() {
-                    self.op = Some(InFlight::Batch { keys, stamps });
+                if !awaited.is_empty() {
+                    self.op = Some(InFlight::Batch { awaited, stamps });
                     return;
                 }
                 self.deps.clear();

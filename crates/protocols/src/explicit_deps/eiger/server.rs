@@ -442,8 +442,7 @@ impl EigerServer {
     ) {
         // The client library checks the shape too; a peer that skips it
         // (a key twice, too many keys) is refused here all the same.
-        let keys: Vec<Key> = writes.iter().map(|(k, _)| k.clone()).collect();
-        let checked = super::txn::check_batch_shape(&keys).and_then(|()| {
+        let checked = super::txn::check_batch_shape(&writes).and_then(|()| {
             writes.iter().try_for_each(|(key, _)| {
                 self.node.check_request(key, &deps).and_then(|()| self.cfg.expect_kind(key, ColumnKind::Regular))
             })

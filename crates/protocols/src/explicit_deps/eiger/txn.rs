@@ -986,15 +986,15 @@ pub fn check_wot_shape(keys: &[Key], coord_key: &Key) -> Result<(), String> {
 }
 
 /// A non-atomic batch's shape, checked by the client library before it
-/// sends anything: at most [`MAX_WOT_KEYS`] keys (a batch's writes share
+/// sends anything and by each server it reaches: at most [`MAX_WOT_KEYS`] keys (a batch's writes share
 /// one reply per server, as a transaction's do), each once, so that every
 /// write has a stamp of its own in the session's context.
-pub fn check_batch_shape(keys: &[Key]) -> Result<(), String> {
-    if keys.len() > MAX_WOT_KEYS {
-        return Err(format!("a batch writes at most {MAX_WOT_KEYS} keys, got {}", keys.len()));
+pub fn check_batch_shape(writes: &[(Key, Value)]) -> Result<(), String> {
+    if writes.len() > MAX_WOT_KEYS {
+        return Err(format!("a batch writes at most {MAX_WOT_KEYS} keys, got {}", writes.len()));
     }
-    let distinct: BTreeSet<&Key> = keys.iter().collect();
-    if distinct.len() != keys.len() {
+    let distinct: BTreeSet<&Key> = writes.iter().map(|(k, _)| k).collect();
+    if distinct.len() != writes.len() {
         return Err("a batch writes each key once".into());
     }
     Ok(())
