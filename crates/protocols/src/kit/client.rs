@@ -30,6 +30,17 @@ pub fn client_servers_for<'a, M>(
     keys.into_iter().map(|k| client_server_for(ctx, env, k)).collect()
 }
 
+/// Writes grouped by the server of each (`servers[i]` is `writes[i]`'s, as
+/// [`client_servers_for`] gives them): one request per server, as a client
+/// library splitting Cassandra's `batch_mutate` sends (Lloyd §7.3.1).
+pub fn by_server<T>(writes: Vec<T>, servers: Vec<NodeId>) -> std::collections::BTreeMap<NodeId, Vec<T>> {
+    let mut grouped: std::collections::BTreeMap<NodeId, Vec<T>> = Default::default();
+    for (w, to) in writes.into_iter().zip(servers) {
+        grouped.entry(to).or_default().push(w);
+    }
+    grouped
+}
+
 /// Complete an operation the protocol does not implement with a typed error.
 pub fn fail_unsupported<M>(env: &mut impl ClientEnv<M>, kind: OpKind) {
     env.complete(OpResult::Failed(OpError::Unsupported(kind)));

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
+use crate::kit::client::{by_server, client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 
 pub struct EventualClient {
@@ -58,12 +58,8 @@ impl EventualClient {
         if writes.is_empty() {
             return env.complete(done);
         }
-        // One request per server, as a client library splitting Cassandra's
-        // batch_mutate does (Lloyd §7.3.1): a single write as a plain PUT.
-        let mut by_server: std::collections::BTreeMap<NodeId, Vec<(Key, Value)>> = Default::default();
-        for (w, to) in writes.into_iter().zip(targets) {
-            by_server.entry(to).or_default().push(w);
-        }
+        // One request per server; a single write as a plain PUT.
+        let by_server = by_server(writes, targets);
         self.pending = Some(Pending::Wot { missing: by_server.len(), done });
         for (to, mut writes) in by_server {
             if writes.len() == 1 {

@@ -2,7 +2,7 @@ use super::config::*;
 use super::msg::*;
 use super::txn::{check_batch_shape, check_wot_shape};
 use crate::explicit_deps::replication::{Dep, Stamp};
-use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
+use crate::kit::client::{by_server, client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::column::location_key;
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 use rustc_hash::FxHashMap;
@@ -384,10 +384,7 @@ impl EigerClient {
             return self.send_put(env, to, key, value, OpResult::Wot);
         }
         let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
-        let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
-        for (w, to) in writes.into_iter().zip(servers) {
-            by_server.entry(to).or_default().push(w);
-        }
+        let by_server = by_server(writes, servers);
         let deps = self.one_hop_deps();
         let info = TxnInfo { id, coord_key: coord_key.clone(), keys };
         for (to, writes) in by_server {
@@ -414,10 +411,7 @@ impl EigerClient {
             return env.complete(OpResult::Failed(OpError::BadRequest(why)));
         }
         let Some(servers) = client_servers_for(&self.ctx, env, writes.iter().map(|(k, _)| &k[..])) else { return };
-        let mut by_server: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
-        for (w, to) in writes.into_iter().zip(servers) {
-            by_server.entry(to).or_default().push(w);
-        }
+        let by_server = by_server(writes, servers);
         let deps = self.one_hop_deps();
         let mut awaited = BTreeMap::new();
         for (to, writes) in by_server {

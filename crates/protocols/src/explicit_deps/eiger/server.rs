@@ -416,9 +416,7 @@ impl EigerServer {
         deps: Vec<Dep>,
         floor: u64,
     ) {
-        if let Err(why) =
-            self.node.check_request(&key, &deps).and_then(|()| self.cfg.expect_kind(&key, ColumnKind::Regular))
-        {
+        if let Err(why) = self.check_put(&key, &deps) {
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
         env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
@@ -442,11 +440,8 @@ impl EigerServer {
     ) {
         // The client library checks the shape too; a peer that skips it
         // (a key twice, too many keys) is refused here all the same.
-        let checked = super::txn::check_batch_shape(&writes).and_then(|()| {
-            writes.iter().try_for_each(|(key, _)| {
-                self.node.check_request(key, &deps).and_then(|()| self.cfg.expect_kind(key, ColumnKind::Regular))
-            })
-        });
+        let checked = super::txn::check_batch_shape(&writes)
+            .and_then(|()| writes.iter().try_for_each(|(key, _)| self.check_put(key, &deps)));
         if let Err(why) = checked {
             return env.reply(from, Msg::BatchReply { result: Err(why) });
         }
@@ -460,6 +455,12 @@ impl EigerServer {
         for ((key, value), (stamp, now)) in writes.into_iter().zip(stored) {
             self.ship_put(env, key, value, stamp, &deps, now);
         }
+    }
+
+    /// Refuse a client's write of `key` this server does not own, that is
+    /// not a regular column, or whose dependencies are malformed.
+    fn check_put(&self, key: &Key, deps: &[Dep]) -> Result<(), String> {
+        self.node.check_request(key, deps).and_then(|()| self.cfg.expect_kind(key, ColumnKind::Regular))
     }
 
     /// Stamp and store one accepted local write (§5.2); its EVT is its

@@ -972,30 +972,31 @@ pub fn check_wot_shape(keys: &[Key], coord_key: &Key) -> Result<(), String> {
     if keys.is_empty() {
         return Err("a write-only transaction writes at least one key".into());
     }
-    if keys.len() > MAX_WOT_KEYS {
-        return Err(format!("a write-only transaction writes at most {MAX_WOT_KEYS} keys, got {}", keys.len()));
-    }
-    let distinct: BTreeSet<&Key> = keys.iter().collect();
-    if distinct.len() != keys.len() {
-        return Err("a write-only transaction writes each key once".into());
-    }
-    if !distinct.contains(coord_key) {
+    if !distinct_keys("a write-only transaction", keys.iter())?.contains(coord_key) {
         return Err("the coordinator key is not one of the transaction's keys".into());
     }
     Ok(())
 }
 
 /// A non-atomic batch's shape, checked by the client library before it
-/// sends anything and by each server it reaches: at most [`MAX_WOT_KEYS`] keys (a batch's writes share
-/// one reply per server, as a transaction's do), each once, so that every
-/// write has a stamp of its own in the session's context.
+/// sends anything and by each server it reaches: at most [`MAX_WOT_KEYS`]
+/// keys (a batch's writes share one reply per server, as a transaction's
+/// do), each once, so that every write has a stamp of its own in the
+/// session's context.
 pub fn check_batch_shape(writes: &[(Key, Value)]) -> Result<(), String> {
-    if writes.len() > MAX_WOT_KEYS {
-        return Err(format!("a batch writes at most {MAX_WOT_KEYS} keys, got {}", writes.len()));
+    distinct_keys("a batch", writes.iter().map(|(k, _)| k)).map(|_| ())
+}
+
+/// The keys of a multi-key write (`what` names it in errors), refused when
+/// more than [`MAX_WOT_KEYS`] or when one is named twice.
+fn distinct_keys<'a>(what: &str, keys: impl ExactSizeIterator<Item = &'a Key>) -> Result<BTreeSet<&'a Key>, String> {
+    let n = keys.len();
+    if n > MAX_WOT_KEYS {
+        return Err(format!("{what} writes at most {MAX_WOT_KEYS} keys, got {n}"));
     }
-    let distinct: BTreeSet<&Key> = writes.iter().map(|(k, _)| k).collect();
-    if distinct.len() != writes.len() {
-        return Err("a batch writes each key once".into());
+    let distinct: BTreeSet<&Key> = keys.collect();
+    if distinct.len() != n {
+        return Err(format!("{what} writes each key once"));
     }
-    Ok(())
+    Ok(distinct)
 }
