@@ -29,6 +29,21 @@ struct Chain<V> {
     pruned: bool,
 }
 
+impl<V: Versioned> Chain<V> {
+    /// Drop every version older than the newest one satisfying `stable`;
+    /// returns how many went and their value bytes.
+    fn drop_below_newest(&mut self, stable: impl FnMut(&V) -> bool) -> (usize, usize) {
+        let Some(keep_from) = self.versions.iter().rposition(stable) else { return (0, 0) };
+        if keep_from == 0 {
+            return (0, 0);
+        }
+        let freed = self.versions[..keep_from].iter().map(|v| v.value().len()).sum();
+        self.versions.drain(..keep_from);
+        self.pruned = true;
+        (keep_from, freed)
+    }
+}
+
 /// Multi-version key-value store. Keys live in a hash map with a fixed hasher
 /// (no per-process random seed), and nothing here iterates it in hash order
 /// without sorting, so runs are reproducible.
@@ -86,6 +101,15 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Insert a version in order.
     pub fn insert(&mut self, key: Key, v: V) -> Inserted {
+        self.insert_collecting(key, v, |_| false).0
+    }
+
+    /// Insert a version in order, then drop the key's versions older than
+    /// the newest one satisfying `stable` (as [`MvStore::gc_key`]) in the
+    /// same lookup: a write-heavy key is collected as it is written, not
+    /// only when a periodic pass reaches it. Returns where the version
+    /// landed and how many versions the key holds afterwards.
+    pub fn insert_collecting(&mut self, key: Key, v: V, stable: impl FnMut(&V) -> bool) -> (Inserted, usize) {
         let order = v.order();
         let bytes = v.value().len();
         if let Some(j) = self.journal.as_mut() {
@@ -97,7 +121,7 @@ impl<V: Versioned + Clone> MvStore<V> {
             None => 0,
             Some(last) if last.order() < order => chain.versions.len(),
             _ => match chain.versions.binary_search_by(|x| x.order().cmp(&order)) {
-                Ok(_) => return Inserted::Duplicate,
+                Ok(_) => return (Inserted::Duplicate, chain.versions.len()),
                 Err(i) => i,
             },
         };
@@ -105,7 +129,13 @@ impl<V: Versioned + Clone> MvStore<V> {
         chain.versions.insert(pos, v);
         self.versions += 1;
         self.value_bytes += bytes;
-        if newest { Inserted::Newest } else { Inserted::Older }
+        let inserted = if newest { Inserted::Newest } else { Inserted::Older };
+        if chain.versions.len() > 1 {
+            let (dropped, freed) = chain.drop_below_newest(stable);
+            self.versions -= dropped;
+            self.value_bytes -= freed;
+        }
+        (inserted, chain.versions.len())
     }
 
     /// Overwrite the version of `key` with the same order as `v` (a
@@ -226,19 +256,13 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Drop every version older than the newest one satisfying `stable`:
     /// a version every present and future reader would skip for a newer one.
-    /// Returns how many were dropped.
-    pub fn gc_key(&mut self, key: &[u8], mut stable: impl FnMut(&V) -> bool) -> usize {
-        let Some(c) = self.chains.get_mut(key) else { return 0 };
-        let Some(keep_from) = c.versions.iter().rposition(&mut stable) else { return 0 };
-        if keep_from == 0 {
-            return 0;
-        }
-        let freed: usize = c.versions[..keep_from].iter().map(|v| v.value().len()).sum();
-        c.versions.drain(..keep_from);
-        c.pruned = true;
-        self.versions -= keep_from;
+    /// Returns how many were dropped and how many the key holds afterwards.
+    pub fn gc_key(&mut self, key: &[u8], stable: impl FnMut(&V) -> bool) -> (usize, usize) {
+        let Some(c) = self.chains.get_mut(key) else { return (0, 0) };
+        let (dropped, freed) = c.drop_below_newest(stable);
+        self.versions -= dropped;
         self.value_bytes -= freed;
-        keep_from
+        (dropped, c.versions.len())
     }
 
     /// [`MvStore::gc_key`], but versions matching `keep` survive wherever
@@ -346,14 +370,14 @@ mod tests {
             s.insert(k(), v(t));
         }
         assert!(!s.was_pruned(b"k"));
-        assert_eq!(s.gc_key(b"k", |x| x.0 <= 3), 2);
+        assert_eq!(s.gc_key(b"k", |x| x.0 <= 3), (2, 3));
         let orders: Vec<u64> = s.versions(b"k").iter().map(|x| x.0).collect();
         assert_eq!(orders, vec![3, 4, 5]);
         assert!(s.was_pruned(b"k"));
         assert_eq!(s.version_count(), 3);
         assert_eq!(s.value_bytes(), 6);
         // Nothing stable: nothing dropped.
-        assert_eq!(s.gc_key(b"k", |_| false), 0);
+        assert_eq!(s.gc_key(b"k", |_| false), (0, 3));
     }
 
     #[test]

@@ -8,9 +8,14 @@
 //! still gathering slices). Which versions lie inside a snapshot is the
 //! protocol's own rule, passed in as `visible`.
 //!
-//! Only keys with more than one version are looked at, a bounded number per
-//! tick, oldest first, so a tick costs O([`GC_KEYS_PER_TICK`]) whatever the
-//! store holds.
+//! A write collects its own key as it lands, so a key holds at most the
+//! newest version inside the horizon and those written since: however fast
+//! it is written, its chain stays as long as its last `gc_grace_us` or so of
+//! writes. The periodic pass is for keys that went quiet with more than one
+//! version: it looks at [`GC_KEYS_PER_TICK`] of them a tick, oldest first,
+//! and only those queued before the horizon was recorded (a later one has
+//! nothing the horizon can collect yet), so a tick costs
+//! O([`GC_KEYS_PER_TICK`]) whatever the store holds.
 
 use causeway_core::{Inserted, Key, MvStore, Versioned};
 use rustc_hash::FxHashSet;
@@ -28,28 +33,57 @@ pub struct VersionGc<S> {
     /// The largest `now_us` seen, so the history stays sorted when the clock
     /// steps back. A step back pauses GC; it cannot make it early.
     clock_us: u64,
-    /// Keys that had more than one version when last written, oldest first.
-    dirty: VecDeque<Key>,
+    /// Keys that had more than one version when last written, with when
+    /// they were queued (by `clock_us`), oldest first.
+    dirty: VecDeque<(u64, Key)>,
     /// Membership only (the order is `dirty`'s): a hash set, since an
     /// ordered one compares whole keys on every write.
     dirty_set: FxHashSet<Key>,
+    /// Whether the front of `history` is a horizon yet (some entry has
+    /// been `gc_grace_us` old).
+    has_horizon: bool,
 }
 
 impl<S> Default for VersionGc<S> {
     fn default() -> Self {
-        VersionGc { history: VecDeque::new(), clock_us: 0, dirty: VecDeque::new(), dirty_set: FxHashSet::default() }
+        VersionGc {
+            history: VecDeque::new(),
+            clock_us: 0,
+            dirty: VecDeque::new(),
+            dirty_set: FxHashSet::default(),
+            has_horizon: false,
+        }
     }
 }
 
 impl<S: Clone + PartialEq> VersionGc<S> {
-    /// Insert into the store and note the key if it now has versions to
-    /// collect.
-    pub fn apply<V: Versioned + Clone>(&mut self, store: &mut MvStore<V>, key: Key, version: V) -> Inserted {
-        let inserted = store.insert(key.clone(), version);
-        if inserted != Inserted::Duplicate && store.versions(&key).len() > 1 && self.dirty_set.insert(key.clone()) {
-            self.dirty.push_back(key);
+    /// Insert into the store, dropping the key's versions older than the
+    /// newest one `visible` at the current horizon (so a key written faster
+    /// than the periodic pass reaches it holds no more versions than its
+    /// last `gc_grace_us` of writes), and note the key if it still has
+    /// versions to collect.
+    pub fn apply<V: Versioned + Clone>(
+        &mut self,
+        store: &mut MvStore<V>,
+        key: Key,
+        version: V,
+        visible: impl Fn(&V, &S) -> bool,
+    ) -> Inserted {
+        let (inserted, left) = match self.horizon() {
+            Some(h) => store.insert_collecting(key.clone(), version, |v| visible(v, h)),
+            None => store.insert_collecting(key.clone(), version, |_| false),
+        };
+        if inserted != Inserted::Duplicate && left > 1 && self.dirty_set.insert(key.clone()) {
+            self.dirty.push_back((self.clock_us, key));
         }
         inserted
+    }
+
+    /// The stable vector every read's snapshot is at or above: the newest
+    /// recorded one at least `gc_grace_us` old, once [`VersionGc::collect`]
+    /// has found one.
+    fn horizon(&self) -> Option<&S> {
+        if self.has_horizon { self.history.front().map(|(_, s)| s) } else { None }
     }
 
     /// Record `stable` as of `now_us`; then, on at most
@@ -74,12 +108,19 @@ impl<S: Clone + PartialEq> VersionGc<S> {
             return;
         };
         self.history.drain(..h);
-        let horizon = &self.history[0].1;
-        for _ in 0..GC_KEYS_PER_TICK.min(self.dirty.len()) {
-            let Some(key) = self.dirty.pop_front() else { break };
-            store.gc_key(&key, |v| visible(v, horizon));
-            if store.versions(&key).len() > 1 {
-                self.dirty.push_back(key);
+        self.has_horizon = true;
+        let (horizon_us, horizon) = (self.history[0].0, &self.history[0].1);
+        // A key queued after the horizon was recorded holds nothing the
+        // horizon can collect yet (its extra versions are newer): the pass
+        // stops there rather than visit it in vain.
+        for _ in 0..GC_KEYS_PER_TICK {
+            match self.dirty.front() {
+                Some(&(queued_us, _)) if queued_us <= horizon_us => {}
+                _ => break,
+            }
+            let Some((_, key)) = self.dirty.pop_front() else { break };
+            if store.gc_key(&key, |v| visible(v, horizon)).1 > 1 {
+                self.dirty.push_back((now_us, key));
             } else {
                 self.dirty_set.remove(&key);
             }
@@ -116,10 +157,10 @@ mod tests {
         let mut store = MvStore::default();
         let mut gc = VersionGc::<u64>::default();
         let k = Bytes::from_static(b"k");
-        for t in [1, 2, 3, 5] {
-            gc.apply(&mut store, k.clone(), v(t));
-        }
         let visible = |x: &V, s: &u64| x.0 <= *s;
+        for t in [1, 2, 3, 5] {
+            gc.apply(&mut store, k.clone(), v(t), visible);
+        }
         gc.collect(&mut store, 1_000, &3, 500, visible);
         assert_eq!(store.versions(&k).len(), 4, "nothing is collected before the grace");
         gc.collect(&mut store, 1_600, &5, 500, visible);
@@ -136,11 +177,36 @@ mod tests {
         let mut store = MvStore::default();
         let mut gc = VersionGc::<u64>::default();
         let k = Bytes::from_static(b"k");
-        gc.apply(&mut store, k.clone(), v(1));
-        gc.apply(&mut store, k.clone(), v(2));
         let visible = |x: &V, s: &u64| x.0 <= *s;
+        gc.apply(&mut store, k.clone(), v(1), visible);
+        gc.apply(&mut store, k.clone(), v(2), visible);
         gc.collect(&mut store, 1_000, &2, 500, visible);
         gc.collect(&mut store, 100, &2, 500, visible);
         assert_eq!(store.versions(&k).len(), 2);
+    }
+
+    /// Once there is a horizon, a write collects its own key: a key
+    /// rewritten faster than the periodic pass visits it keeps only the
+    /// newest version inside the horizon and the ones above it.
+    #[test]
+    fn a_write_collects_its_key_below_the_horizon() {
+        let mut store = MvStore::default();
+        let mut gc = VersionGc::<u64>::default();
+        let k = Bytes::from_static(b"k");
+        let visible = |x: &V, s: &u64| x.0 <= *s;
+        for t in 1..=10 {
+            gc.apply(&mut store, k.clone(), v(t), visible);
+        }
+        assert_eq!(store.versions(&k).len(), 10, "no horizon yet: every version stays");
+        // A horizon of 8 (recorded at 0 µs, 500 µs grace), with no keys
+        // visited by the pass.
+        gc.collect(&mut store, 0, &8, 500, visible);
+        gc.dirty.clear();
+        gc.collect(&mut store, 600, &20, 500, visible);
+        assert_eq!(store.versions(&k).len(), 10, "the pass had no key to visit");
+        gc.apply(&mut store, k.clone(), v(11), visible);
+        let left: Vec<u64> = store.versions(&k).iter().map(|x| x.0).collect();
+        assert_eq!(left, vec![8, 9, 10, 11], "the newest inside the horizon and everything newer stay");
+        assert!(store.was_pruned(&k));
     }
 }

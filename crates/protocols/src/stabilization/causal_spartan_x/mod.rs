@@ -108,9 +108,9 @@
 //! - **DSV tree.** The root pushes the aggregate of the VVs, not its own DSV
 //!   (which client vectors may have raised). Nodes forward a push as soon as it
 //!   arrives rather than at their next tick.
-//! - **Garbage collection** is not in the thesis. Every θ, on keys written
-//!   recently (the dirty list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop
-//!   every version older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is
+//! - **Garbage collection** is not in the thesis. On each write to a key,
+//!   and every θ on keys that went quiet with several versions (the dirty
+//!   list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop every version older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is
 //!   covered by a DSV this server held at least `gc_grace_us` ago. That version
 //!   is GET-visible, and slice-visible for any `sv` ≥ that DSV, so GETs never
 //!   change and current snapshots never lose a version. A slice that finds no eligible version of a key that GC has

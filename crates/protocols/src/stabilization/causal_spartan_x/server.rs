@@ -542,7 +542,7 @@ impl CsxServer {
 
     /// Insert into the store and note the key for GC.
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version)
+        self.gc.apply(env.store(), key, version, |v, horizon| slice_visible(v, horizon))
     }
 
     fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, dsv: &[Hlc]) {
@@ -632,7 +632,8 @@ impl CsxServer {
         env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
     }
 
-    /// Record the DSV; then, on at most [`GC_KEYS_PER_TICK`] dirty keys, drop
+    /// Record the DSV; then, on a bounded number of dirty keys
+    /// ([`VersionGc::collect`]), drop
     /// versions older than the newest one slice-visible at the horizon (the
     /// newest DSV at least `gc_grace_us` old).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {

@@ -697,7 +697,8 @@ impl Partition {
         self.halves.retain(|_, h| h.at_us().saturating_add(timeout_us) > now_us);
     }
 
-    /// Record the GSS; then, on at most [`GC_KEYS_PER_TICK`] keys, drop the
+    /// Record the GSS; then, on a bounded number of dirty keys
+    /// ([`VersionGc::collect`]), drop the
     /// versions older than the newest one inside the horizon, the snapshot
     /// made of a GSS at least `gc_grace_us` old. Every later snapshot is at
     /// or above the horizon (TV's remote entries are a GSS of this DC or
@@ -705,17 +706,15 @@ impl Partition {
     /// reads that version or a newer one; a slice that finds nothing left
     /// fails with "snapshot pruned" rather than returning an older state.
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let (now_us, m) = (self.clock_us, self.m);
-        self.gc.collect(env.store(), now_us, &self.gss, self.cfg.gc_grace_us, |v, horizon| {
-            in_snapshot(v, horizon, m, false)
-        });
+        let now_us = self.clock_us;
+        self.gc.collect(env.store(), now_us, &self.gss, self.cfg.gc_grace_us, gc_visible(self.m));
     }
 
     // ------------------------------------------------------------ shared steps
 
     /// Insert into the store and note the key for GC.
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version)
+        self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
@@ -775,4 +774,10 @@ fn remote_entries(v: &[Hlc], m: usize) -> impl Iterator<Item = (usize, Hlc)> + '
 /// Every entry of `v` except DC `m`'s is ≤ `vv`'s.
 fn remote_covered(v: &[Hlc], vv: &[Hlc], m: usize) -> bool {
     v.len() == vv.len() && v.iter().zip(vv).enumerate().all(|(i, (a, b))| i == m || a <= b)
+}
+
+/// Whether a version lies inside a GC horizon (a snapshot made of an old
+/// stable vector), for [`VersionGc`].
+fn gc_visible(m: DcId) -> impl Fn(&Version, &Vec<Hlc>) -> bool {
+    move |v, horizon| in_snapshot(v, horizon, m, false)
 }

@@ -552,16 +552,14 @@ impl Partition {
     /// snapshot made of a GST at least `gc_grace_us` old (local entry: that
     /// GST's, below every later snapshot's clock entry).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let (now_us, m) = (self.clock_us, self.m);
-        self.gc.collect(env.store(), now_us, &self.gst, self.cfg.gc_grace_us, |v, horizon| {
-            in_snapshot(v, horizon, m, false)
-        });
+        let now_us = self.clock_us;
+        self.gc.collect(env.store(), now_us, &self.gst, self.cfg.gc_grace_us, gc_visible(self.m));
     }
 
     // ------------------------------------------------------------ shared steps
 
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version)
+        self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
@@ -606,4 +604,10 @@ fn remote_entries(v: &[TimeUs], m: usize) -> impl Iterator<Item = (usize, TimeUs
 
 fn remote_covered(v: &[TimeUs], vv: &[TimeUs], m: usize) -> bool {
     v.len() == vv.len() && v.iter().zip(vv).enumerate().all(|(i, (a, b))| i == m || a <= b)
+}
+
+/// Whether a version lies inside a GC horizon (a snapshot made of an old
+/// stable vector), for [`VersionGc`].
+fn gc_visible(m: DcId) -> impl Fn(&Version, &Vec<TimeUs>) -> bool {
+    move |v, horizon| in_snapshot(v, horizon, m, false)
 }
