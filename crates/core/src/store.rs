@@ -302,6 +302,14 @@ impl<V: Versioned + Clone> MvStore<V> {
     }
 
     /// Keys in byte order (for convergence checks and snapshots; O(n log n)).
+    /// Every key and its versions, in the hash map's order. For a copy
+    /// that is sorted before anyone sees it (the network runtime's snapshot
+    /// copies the store this way on its protocol thread and sorts on its
+    /// writer thread); anything else wants [`MvStore::keys_sorted`].
+    pub fn chains_unordered(&self) -> impl Iterator<Item = (&Key, &[V])> {
+        self.chains.iter().map(|(k, c)| (k, c.versions.as_slice()))
+    }
+
     pub fn keys_sorted(&self) -> Vec<Key> {
         let mut k: Vec<Key> = self.chains.keys().cloned().collect();
         k.sort();

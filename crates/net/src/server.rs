@@ -26,7 +26,7 @@ use crate::metrics::NodeMetrics;
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, Wal, WalError};
 use causeway_core::{
-    ClientId, DcId, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
+    ClientId, DcId, Key, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
 };
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -1278,11 +1278,15 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
         };
         let store = &self.store;
-        let keys = store.keys_sorted();
-        let mut records: Vec<LogRecord<P::Version, P::Msg>> = Vec::with_capacity(store.version_count() + 16);
-        for k in &keys {
-            records.extend(store.versions(k).iter().map(|v| LogRecord::Version { key: k.clone(), version: v.clone() }));
+        // The copy is all this thread does (it holds up every request);
+        // sorting by key, so the snapshot is the same for the same state, is
+        // the writer thread's. A key's versions are copied together and in
+        // order, and the sort is stable, so they stay in order.
+        let mut versions: Vec<(Key, P::Version)> = Vec::with_capacity(store.version_count());
+        for (k, chain) in store.chains_unordered() {
+            versions.extend(chain.iter().map(|v| (k.clone(), v.clone())));
         }
+        let mut records: Vec<LogRecord<P::Version, P::Msg>> = Vec::with_capacity(16);
         // Every peer's acknowledgement mark. With nothing unacknowledged it
         // equals the next sequence number, which must survive (the restarted
         // node must not resend from 1, or its peer would drop everything new
@@ -1310,11 +1314,13 @@ impl<P: Protocol> ProtocolLoop<P> {
         let copy_ms = started.elapsed().as_millis() as u64;
         let node = self.node.0;
         let handle = std::thread::Builder::new().name(format!("causeway-snapshot-{node}")).spawn(move || {
-            let n = keys.len();
-            pending.write(records.into_iter(), |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
+            versions.sort_by(|a, b| a.0.cmp(&b.0));
+            let n = versions.len();
+            let records = versions.into_iter().map(|(key, version)| LogRecord::Version { key, version }).chain(records);
+            pending.write(records, |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
             tracing::info!(
                 node,
-                keys = n,
+                versions = n,
                 copy_ms,
                 ms = started.elapsed().as_millis() as u64,
                 "log compacted into a snapshot in the background"
