@@ -301,7 +301,6 @@ impl<V: Versioned + Clone> MvStore<V> {
         dropped
     }
 
-    /// Keys in byte order (for convergence checks and snapshots; O(n log n)).
     /// Every key and its versions, in the hash map's order. For a copy
     /// that is sorted before anyone sees it (the network runtime's snapshot
     /// copies the store this way on its protocol thread and sorts on its
@@ -310,6 +309,7 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.chains.iter().map(|(k, c)| (k, c.versions.as_slice()))
     }
 
+    /// Keys in byte order (for convergence checks and restarts; O(n log n)).
     pub fn keys_sorted(&self) -> Vec<Key> {
         let mut k: Vec<Key> = self.chains.keys().cloned().collect();
         k.sort();

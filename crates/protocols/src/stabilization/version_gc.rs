@@ -111,8 +111,13 @@ impl<S: Clone + PartialEq> VersionGc<S> {
         self.has_horizon = true;
         let (horizon_us, horizon) = (self.history[0].0, &self.history[0].1);
         // A key queued after the horizon was recorded holds nothing the
-        // horizon can collect yet (its extra versions are newer): the pass
-        // stops there rather than visit it in vain.
+        // horizon can collect: its newest version inside the horizon is the
+        // one it had before, since the stable vectors of these protocols
+        // cover only versions a node has already received (a version
+        // written later lies outside). So the pass stops at the first such
+        // key rather than visit it in vain; the queue is in time order, and
+        // while the stable vector stands still there is nothing newer to
+        // collect anyway.
         for _ in 0..GC_KEYS_PER_TICK {
             match self.dirty.front() {
                 Some(&(queued_us, _)) if queued_us <= horizon_us => {}
@@ -208,5 +213,27 @@ mod tests {
         let left: Vec<u64> = store.versions(&k).iter().map(|x| x.0).collect();
         assert_eq!(left, vec![8, 9, 10, 11], "the newest inside the horizon and everything newer stay");
         assert!(store.was_pruned(&k));
+    }
+
+    /// The pass leaves alone a key queued after the horizon was recorded
+    /// (it would find nothing to collect), and visits it once a later
+    /// horizon is.
+    #[test]
+    fn the_pass_waits_for_a_horizon_newer_than_the_key() {
+        let mut store = MvStore::default();
+        let mut gc = VersionGc::<u64>::default();
+        let k = Bytes::from_static(b"k");
+        let visible = |x: &V, s: &u64| x.0 <= *s;
+        gc.collect(&mut store, 0, &1, 500, visible);
+        gc.collect(&mut store, 100, &2, 500, visible);
+        for t in [1, 2] {
+            gc.apply(&mut store, k.clone(), v(t), visible);
+        }
+        gc.collect(&mut store, 550, &2, 500, visible);
+        assert_eq!(gc.dirty.front().map(|d| d.0), Some(100), "queued at 100, after the horizon (recorded at 0)");
+        assert_eq!(store.versions(&k).len(), 2);
+        gc.collect(&mut store, 700, &2, 500, visible);
+        assert_eq!(store.versions(&k).len(), 1, "the horizon recorded at 100 collects the key");
+        assert!(gc.dirty.is_empty());
     }
 }

@@ -110,12 +110,14 @@
 //!   arrives rather than at their next tick.
 //! - **Garbage collection** is not in the thesis. On each write to a key,
 //!   and every θ on keys that went quiet with several versions (the dirty
-//!   list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop every version older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is
-//!   covered by a DSV this server held at least `gc_grace_us` ago. That version
-//!   is GET-visible, and slice-visible for any `sv` ≥ that DSV, so GETs never
-//!   change and current snapshots never lose a version. A slice that finds no eligible version of a key that GC has
-//!   pruned fails the ROTX with `Aborted("snapshot pruned")`. It never returns
-//!   data older than the snapshot.
+//!   list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop every version
+//!   older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is covered by a
+//!   DSV this server held at least `gc_grace_us` ago. That version is
+//!   GET-visible, and slice-visible for any `sv` ≥ that DSV, so GETs never
+//!   change and current snapshots never lose a version. A slice that finds
+//!   no eligible version of a key that GC has pruned fails the ROTX with
+//!   `Aborted("snapshot pruned")`. It never returns data older than the
+//!   snapshot.
 //! - **Observations.** A remote version is reported [`Observation::Visible`](causeway_core::Observation::Visible)
 //!   once, when the GET rule (line 3) first admits it *and* it is the version a
 //!   GET would return. Last-writer-wins losers are never reported, as in
