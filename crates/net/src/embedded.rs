@@ -102,6 +102,27 @@ impl Embedded {
         limits: Limits,
         rt: &tokio::runtime::Handle,
     ) -> Result<Embedded, EmbeddedError> {
+        let storage = StorageConfig { fsync: spec.fsync, ..StorageConfig::default() };
+        Self::launch(spec, limits, storage, rt)
+    }
+
+    /// [`Embedded::start`] with other storage settings, which replace the
+    /// spec's `fsync` (a tiny `snapshot_bytes` compacts the log every few
+    /// writes).
+    pub fn start_with_storage(
+        spec: EmbeddedSpec,
+        storage: StorageConfig,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<Embedded, EmbeddedError> {
+        Self::launch(spec, Limits::default(), storage, rt)
+    }
+
+    fn launch(
+        spec: EmbeddedSpec,
+        limits: Limits,
+        storage: StorageConfig,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<Embedded, EmbeddedError> {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
@@ -151,7 +172,7 @@ impl Embedded {
             redis: spec.ports.redis.map(|b| numbered(b, n)).unwrap_or_default(),
             topology,
             params: spec.params.clone(),
-            storage: StorageConfig { fsync: spec.fsync, ..StorageConfig::default() },
+            storage,
             limits,
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
             tls: if spec.plaintext {

@@ -111,6 +111,67 @@ async fn acknowledged_writes_survive_a_restart() {
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
 }
 
+/// A log compacted every few writes (a 4 KiB `snapshot_bytes`) while writes
+/// keep coming: after a restart every acknowledged write is back, for a
+/// protocol that keeps one version per key and for one that keeps several
+/// and collects them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load() {
+    use causeway_net::config::StorageConfig;
+    for p in [ProtocolName::Eventual, ProtocolName::CausalSpartanX] {
+        let rt = tokio::runtime::Handle::current();
+        let mut s = spec(p, "snapshots");
+        s.dcs = 1;
+        s.partitions = 1;
+        s.rtt_ms = Vec::new();
+        let storage = StorageConfig { fsync: Fsync::Never, snapshot_bytes: 4096, ..StorageConfig::default() };
+        let mut cluster = Embedded::start_with_storage(s, storage, &rt).unwrap();
+        let c = cluster.cluster.clone();
+        // Each key written three times, the last value the one to survive; the
+        // sessions' writes interleave, so compactions start between them.
+        let keys: Vec<Bytes> = (0..300).map(|i| Bytes::from(format!("k{i:03}"))).collect();
+        with_protocol!(p, P => {
+            let mut tasks = Vec::new();
+            for (w, chunk) in keys.chunks(75).enumerate() {
+                let (c, chunk) = (c.clone(), chunk.to_vec());
+                tasks.push(tokio::spawn(async move {
+                    let mut s = Session::<P>::new(c, DcId(0), 1 + w as u32).unwrap();
+                    for round in 0..3 {
+                        for k in &chunk {
+                            s.put(k.clone(), Bytes::from(format!("{k:?}-{round}"))).await.unwrap();
+                        }
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let node = NodeId(0);
+        let compactions = cluster.node(node).unwrap().metrics.render();
+        let line =
+            compactions.lines().find(|l| l.starts_with("causeway_snapshots_total ")).unwrap_or_default().to_string();
+        let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(count >= 2, "{p}: expected the log compacted several times during the writes, got {line:?}");
+        let mut cluster = tokio::task::spawn_blocking(move || {
+            cluster.stop_node(node).unwrap();
+            cluster.restart_node(node).unwrap();
+            cluster
+        })
+        .await
+        .unwrap();
+        with_protocol!(p, P => {
+            let mut r = Session::<P>::new(c.clone(), DcId(0), 99).unwrap();
+            for k in &keys {
+                let want = Bytes::from(format!("{k:?}-2"));
+                assert_eq!(r.get(k.clone()).await.unwrap(), Some(want), "{p}: lost {k:?} across a restart");
+            }
+        });
+        let _ = &mut cluster;
+        tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+    }
+}
+
 /// Write-only transactions and non-atomic batches over TCP: the protocols
 /// that offer them apply every write; the others refuse them with a typed
 /// error and keep serving.
