@@ -29,6 +29,19 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
     }
 }
 
+/// Stop each of `nodes` cleanly and start it again from its log.
+async fn restart(mut cluster: Embedded, nodes: Vec<NodeId>) -> Embedded {
+    tokio::task::spawn_blocking(move || {
+        for n in &nodes {
+            cluster.stop_node(*n).unwrap();
+            cluster.restart_node(*n).unwrap();
+        }
+        cluster
+    })
+    .await
+    .unwrap()
+}
+
 async fn replicate_and_order(p: ProtocolName) {
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec(p, "repl"), &rt).unwrap();
@@ -82,7 +95,7 @@ async fn acknowledged_writes_survive_a_restart() {
     let rt = tokio::runtime::Handle::current();
     let mut s = spec(p, "restart");
     s.fsync = Fsync::Always;
-    let mut cluster = Embedded::start(s, &rt).unwrap();
+    let cluster = Embedded::start(s, &rt).unwrap();
     let c = cluster.cluster.clone();
     let keys: Vec<Bytes> = (0..50).map(|i| Bytes::from(format!("k{i}"))).collect();
     with_protocol!(p, P => {
@@ -92,22 +105,13 @@ async fn acknowledged_writes_survive_a_restart() {
         }
     });
     let nodes: Vec<NodeId> = c.topology.dc_servers(DcId(0)).collect();
-    let mut cluster = tokio::task::spawn_blocking(move || {
-        for n in &nodes {
-            cluster.stop_node(*n).unwrap();
-            cluster.restart_node(*n).unwrap();
-        }
-        cluster
-    })
-    .await
-    .unwrap();
+    let cluster = restart(cluster, nodes).await;
     with_protocol!(p, P => {
         let mut r = Session::<P>::new(c.clone(), DcId(0), 3).unwrap();
         for k in &keys {
             assert_eq!(r.get(k.clone()).await.unwrap().as_ref(), Some(k), "lost {k:?} across a restart");
         }
     });
-    let _ = &mut cluster;
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
 }
 
@@ -130,7 +134,7 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
             s.params.insert("gc_grace_us".into(), toml::Value::Integer(2_000));
         }
         let storage = StorageConfig { fsync: Fsync::Never, snapshot_bytes: 4096, ..StorageConfig::default() };
-        let mut cluster = Embedded::start_with_storage(s, storage, &rt).unwrap();
+        let cluster = Embedded::start_with_storage(s, storage, &rt).unwrap();
         let c = cluster.cluster.clone();
         // Each key written three times, the last value the one to survive; the
         // sessions' writes interleave, so compactions start between them.
@@ -162,13 +166,7 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
         assert!(count >= 2, "{p}: expected the log compacted several times during the writes, got {count}");
         let versions = metric("causeway_store_versions");
         assert!(versions < 900, "{p}: 900 writes left {versions} versions: nothing was collected");
-        let cluster = tokio::task::spawn_blocking(move || {
-            cluster.stop_node(node).unwrap();
-            cluster.restart_node(node).unwrap();
-            cluster
-        })
-        .await
-        .unwrap();
+        let cluster = restart(cluster, vec![node]).await;
         with_protocol!(p, P => {
             let mut r = Session::<P>::new(c.clone(), DcId(0), 99).unwrap();
             for k in &keys {

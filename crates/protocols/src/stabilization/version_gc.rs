@@ -155,22 +155,32 @@ mod tests {
         V(t, Bytes::from_static(b"x"))
     }
 
+    /// A version is inside a snapshot `s` when its order is at most `s`.
+    fn visible(x: &V, s: &u64) -> bool {
+        x.0 <= *s
+    }
+
+    /// An empty store, its GC and the one key the tests write.
+    fn fixture() -> (MvStore<V>, VersionGc<u64>, Key) {
+        (MvStore::default(), VersionGc::default(), Bytes::from_static(b"k"))
+    }
+
+    fn orders(store: &MvStore<V>, k: &Key) -> Vec<u64> {
+        store.versions(k).iter().map(|x| x.0).collect()
+    }
+
     /// Versions inside the horizon but older than its newest go once the
     /// horizon is `grace_us` old; newer ones and the newest inside stay.
     #[test]
     fn collects_below_the_horizon_after_the_grace() {
-        let mut store = MvStore::default();
-        let mut gc = VersionGc::<u64>::default();
-        let k = Bytes::from_static(b"k");
-        let visible = |x: &V, s: &u64| x.0 <= *s;
+        let (mut store, mut gc, k) = fixture();
         for t in [1, 2, 3, 5] {
             gc.apply(&mut store, k.clone(), v(t), visible);
         }
         gc.collect(&mut store, 1_000, &3, 500, visible);
         assert_eq!(store.versions(&k).len(), 4, "nothing is collected before the grace");
         gc.collect(&mut store, 1_600, &5, 500, visible);
-        let left: Vec<u64> = store.versions(&k).iter().map(|x| x.0).collect();
-        assert_eq!(left, vec![3, 5], "horizon 3: the newest inside it and everything newer stay");
+        assert_eq!(orders(&store, &k), vec![3, 5], "horizon 3: the newest inside it and everything newer stay");
         gc.collect(&mut store, 2_200, &5, 500, visible);
         assert_eq!(store.versions(&k).len(), 1);
         assert!(gc.dirty.is_empty() && gc.dirty_set.is_empty(), "a key with one version is no longer dirty");
@@ -179,10 +189,7 @@ mod tests {
     /// A clock that steps back does not reorder the history or collect early.
     #[test]
     fn a_clock_step_back_pauses_collection() {
-        let mut store = MvStore::default();
-        let mut gc = VersionGc::<u64>::default();
-        let k = Bytes::from_static(b"k");
-        let visible = |x: &V, s: &u64| x.0 <= *s;
+        let (mut store, mut gc, k) = fixture();
         gc.apply(&mut store, k.clone(), v(1), visible);
         gc.apply(&mut store, k.clone(), v(2), visible);
         gc.collect(&mut store, 1_000, &2, 500, visible);
@@ -195,10 +202,7 @@ mod tests {
     /// newest version inside the horizon and the ones above it.
     #[test]
     fn a_write_collects_its_key_below_the_horizon() {
-        let mut store = MvStore::default();
-        let mut gc = VersionGc::<u64>::default();
-        let k = Bytes::from_static(b"k");
-        let visible = |x: &V, s: &u64| x.0 <= *s;
+        let (mut store, mut gc, k) = fixture();
         for t in 1..=10 {
             gc.apply(&mut store, k.clone(), v(t), visible);
         }
@@ -210,8 +214,7 @@ mod tests {
         gc.collect(&mut store, 600, &20, 500, visible);
         assert_eq!(store.versions(&k).len(), 10, "the pass had no key to visit");
         gc.apply(&mut store, k.clone(), v(11), visible);
-        let left: Vec<u64> = store.versions(&k).iter().map(|x| x.0).collect();
-        assert_eq!(left, vec![8, 9, 10, 11], "the newest inside the horizon and everything newer stay");
+        assert_eq!(orders(&store, &k), vec![8, 9, 10, 11], "the newest inside the horizon and everything newer stay");
         assert!(store.was_pruned(&k));
     }
 
@@ -220,10 +223,7 @@ mod tests {
     /// horizon is.
     #[test]
     fn the_pass_waits_for_a_horizon_newer_than_the_key() {
-        let mut store = MvStore::default();
-        let mut gc = VersionGc::<u64>::default();
-        let k = Bytes::from_static(b"k");
-        let visible = |x: &V, s: &u64| x.0 <= *s;
+        let (mut store, mut gc, k) = fixture();
         gc.collect(&mut store, 0, &1, 500, visible);
         gc.collect(&mut store, 100, &2, 500, visible);
         for t in [1, 2] {
