@@ -101,8 +101,12 @@
 //!    not bound it: a *floor* `clock_lease_us` ahead of the clock is
 //!    journaled as the store's metadata whenever the clock reaches the
 //!    previous floor (about once a lease), and a restart resumes above it.
-//!    VV's remote entries resume from the stored versions; half-read 1½
-//!    ROTs are lost with the process and their clients time out.
+//!    VV's remote entries resume from the stored versions: the timestamps
+//!    of remote ones, and the DVs of local ones (each DV entry was a GSS
+//!    this partition had reached, and what it covers was journaled first),
+//!    so a fresh session sees this partition's own writes without waiting
+//!    for a heartbeat. Half-read 1½ ROTs are lost with the process and
+//!    their clients time out.
 //! 10. **Version GC**, not in the paper: as in CausalSpartanX, each θ on
 //!     recently written keys, drop versions older than the newest one in
 //!     the snapshot made of a GSS at least `gc_grace_us` old. A read that

@@ -629,11 +629,24 @@ impl Partition {
         let keys = env.store().keys_sorted();
         self.restarted = floor.is_some() || !keys.is_empty();
         let mut hlc = floor.unwrap_or(Hlc::ZERO);
+        let m = self.m.idx();
         for k in keys {
             for v in env.store().versions(&k) {
                 hlc = hlc.max(v.ts);
                 if let Some(e) = self.vv.get_mut(v.sr.idx()) {
                     *e = (*e).max(v.ts);
+                }
+                // A local version's remote entries were GSS values of this
+                // DC when it was written, so this partition had received
+                // everything they cover, journaled before the version
+                // itself: VV may resume there. Without this, VV entries fed
+                // only by heartbeats come back as zero, and until the next
+                // heartbeat a fresh session's snapshot misses this
+                // partition's own acknowledged writes.
+                if v.sr.idx() == m {
+                    for (e, &d) in self.vv.iter_mut().zip(&v.dv) {
+                        *e = (*e).max(d);
+                    }
                 }
             }
         }

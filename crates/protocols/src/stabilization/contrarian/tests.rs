@@ -405,6 +405,30 @@ fn a_restart_resumes_the_clock_above_every_snapshot_served() {
     assert_eq!(get(&mut net, cl(0, 0), x), Some("X1".into()));
 }
 
+/// Deviation 9: a restarted partition's VV resumes from its own versions'
+/// DVs, not only from heartbeats it has yet to hear again. A write that
+/// depended on DC 1's heartbeats stays visible to a fresh session in its
+/// DC after a restart, before DC 1 is heard from.
+#[test]
+fn a_restart_keeps_own_writes_visible_before_any_heartbeat() {
+    let cfg = Config::default();
+    let mut net = net_with(2, 1, cfg.clone());
+    let x = &net.keys_on_distinct_partitions(1)[0];
+    let (p0, p1) = (net.server_for(DC0, x), net.server_for(DC1, x));
+    net.advance_clocks(1_000);
+    stabilize(&mut net); // DC 1's heartbeats raise DC 0's GSS[1]
+    assert_eq!(get(&mut net, cl(0, 0), x), None); // the client learns GSS[1]
+    put(&mut net, cl(0, 0), x, "X");
+    assert!(net.latest(p0, x).dv[1] > Hlc::ZERO, "the write depends on DC 1's stable time");
+    net.restart(p0, &cfg);
+    let from_dc1 = move |m: &InFlight<Msg>| m.from == Dest::Node(p1);
+    net.queue.retain(|m| !from_dc1(m));
+    net.advance_clocks(1_000);
+    stabilize_holding(&mut net, &from_dc1);
+    net.queue.retain(|m| !from_dc1(m));
+    assert_eq!(get(&mut net, cl(0, 1), x), Some("X".into()), "a fresh session sees the acknowledged write");
+}
+
 #[test]
 fn bad_requests_get_typed_errors() {
     let mut net = net(2, 2);
