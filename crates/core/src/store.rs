@@ -6,9 +6,15 @@
 //! forget: [`MvStore::gc_key`] drops versions older than the newest one every
 //! reader can see, and remembers that it did, so a read that would have
 //! needed a dropped version can tell "pruned" from "never existed".
+//!
+//! It can also *freeze*: hand out a copy of itself as it stood at one
+//! moment, made a slice at a time while it keeps changing
+//! ([`MvStore::begin_freeze`]), so a snapshot never stops the node that
+//! owns the store for longer than one slice.
 
 use crate::data::{Key, Value};
-use rustc_hash::FxHashMap;
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
 use std::fmt::Debug;
 
 /// What the store needs from a protocol's version type.
@@ -27,6 +33,15 @@ struct Chain<V> {
     versions: Vec<V>,
     /// Set once GC dropped anything from this chain.
     pruned: bool,
+    /// The last freeze that copied this chain, or the freeze under way
+    /// when the chain was created (which it is not part of).
+    frozen: u64,
+}
+
+impl<V> Chain<V> {
+    fn new(frozen: u64) -> Self {
+        Chain { versions: Vec::new(), pruned: false, frozen }
+    }
 }
 
 impl<V: Versioned> Chain<V> {
@@ -44,12 +59,25 @@ impl<V: Versioned> Chain<V> {
     }
 }
 
-/// Multi-version key-value store. Keys live in a hash map with a fixed hasher
-/// (no per-process random seed), and nothing here iterates it in hash order
-/// without sorting, so runs are reproducible.
+/// A copy of the store as it stood when [`MvStore::begin_freeze`] ran,
+/// filled by [`MvStore::freeze_step`] in key-index order and, for a chain
+/// about to change first, by the change itself (copy before write).
+#[derive(Debug)]
+struct Freeze<V> {
+    epoch: u64,
+    /// Chains at indices below this existed at the start; later ones did not.
+    end: usize,
+    /// The next index `freeze_step` looks at.
+    next: usize,
+    copy: Vec<(Key, V)>,
+}
+
+/// Multi-version key-value store. Keys live in an insertion-ordered hash map
+/// with a fixed hasher (no per-process random seed). Chains are never
+/// removed, so a key's index is stable for the store's life.
 #[derive(Debug)]
 pub struct MvStore<V> {
-    chains: FxHashMap<Key, Chain<V>>,
+    chains: IndexMap<Key, Chain<V>, FxBuildHasher>,
     versions: usize,
     value_bytes: usize,
     journal: Option<Vec<(Key, V)>>,
@@ -57,17 +85,22 @@ pub struct MvStore<V> {
     /// whether it changed since the runtime last logged it.
     meta: Option<Vec<u8>>,
     meta_dirty: bool,
+    freeze: Option<Freeze<V>>,
+    /// The epoch of the latest freeze begun (0: none yet).
+    freeze_epoch: u64,
 }
 
 impl<V> Default for MvStore<V> {
     fn default() -> Self {
         MvStore {
-            chains: FxHashMap::default(),
+            chains: IndexMap::default(),
             versions: 0,
             value_bytes: 0,
             journal: None,
             meta: None,
             meta_dirty: false,
+            freeze: None,
+            freeze_epoch: 0,
         }
     }
 }
@@ -82,6 +115,18 @@ pub enum Inserted {
     /// A version with the same order already exists; the insert was ignored
     /// (a replayed replication message).
     Duplicate,
+}
+
+/// Copy before write: a chain that existed when the freeze under way began
+/// and is about to change for the first time since is copied as it stands.
+fn preserve<V: Clone>(freeze: &mut Option<Freeze<V>>, key: impl FnOnce() -> Key, chain: &mut Chain<V>) {
+    if let Some(f) = freeze
+        && chain.frozen != f.epoch
+    {
+        chain.frozen = f.epoch;
+        let key = key();
+        f.copy.extend(chain.versions.iter().map(|v| (key.clone(), v.clone())));
+    }
 }
 
 impl<V: Versioned + Clone> MvStore<V> {
@@ -115,7 +160,12 @@ impl<V: Versioned + Clone> MvStore<V> {
         if let Some(j) = self.journal.as_mut() {
             j.push((key.clone(), v.clone()));
         }
-        let chain = self.chains.entry(key).or_insert_with(|| Chain { versions: Vec::new(), pruned: false });
+        let epoch = self.freeze_epoch;
+        let entry = self.chains.entry(key);
+        let i = entry.index();
+        entry.or_insert_with(|| Chain::new(epoch));
+        let (key, chain) = self.chains.get_index_mut(i).expect("just found or inserted");
+        preserve(&mut self.freeze, || key.clone(), chain);
         // Versions nearly always arrive newest-last; check the tail first.
         let pos = match chain.versions.last() {
             None => 0,
@@ -144,8 +194,9 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// Returns false, changing nothing, when no such version is stored.
     pub fn replace(&mut self, key: &[u8], v: V) -> bool {
         let order = v.order();
-        let Some(c) = self.chains.get_mut(key) else { return false };
+        let Some((_, k, c)) = self.chains.get_full_mut(key) else { return false };
         let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
+        preserve(&mut self.freeze, || k.clone(), c);
         self.value_bytes = self.value_bytes - c.versions[i].value().len() + v.value().len();
         if let Some(j) = self.journal.as_mut() {
             j.push((Key::copy_from_slice(key), v.clone()));
@@ -173,9 +224,10 @@ impl<V: Versioned + Clone> MvStore<V> {
         mut keep: impl FnMut(&V, &V) -> bool,
         mark: impl FnOnce(&mut V),
     ) -> usize {
-        let Some(c) = self.chains.get_mut(key) else { return 0 };
+        let Some((_, k, c)) = self.chains.get_full_mut(key) else { return 0 };
         let Some(floor) = plan(&c.versions) else { return 0 };
         assert!(floor < c.versions.len(), "the plan names a stored version");
+        preserve(&mut self.freeze, || k.clone(), c);
         // Chains are short (a few versions): removing in place beats a
         // scratch buffer.
         let (mut freed, mut dropped, mut at) = (0, 0, floor);
@@ -258,7 +310,10 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// a version every present and future reader would skip for a newer one.
     /// Returns how many were dropped and how many the key holds afterwards.
     pub fn gc_key(&mut self, key: &[u8], stable: impl FnMut(&V) -> bool) -> (usize, usize) {
-        let Some(c) = self.chains.get_mut(key) else { return (0, 0) };
+        let Some((_, k, c)) = self.chains.get_full_mut(key) else { return (0, 0) };
+        if self.freeze.is_some() && c.versions.len() > 1 {
+            preserve(&mut self.freeze, || k.clone(), c);
+        }
         let (dropped, freed) = c.drop_below_newest(stable);
         self.versions -= dropped;
         self.value_bytes -= freed;
@@ -277,8 +332,11 @@ impl<V: Versioned + Clone> MvStore<V> {
         mut stable: impl FnMut(&V) -> bool,
         mut keep: impl FnMut(&V) -> bool,
     ) -> usize {
-        let Some(c) = self.chains.get_mut(key) else { return 0 };
+        let Some((_, k, c)) = self.chains.get_full_mut(key) else { return 0 };
         let Some(keep_from) = c.versions.iter().rposition(&mut stable) else { return 0 };
+        if keep_from > 0 {
+            preserve(&mut self.freeze, || k.clone(), c);
+        }
         let mut freed = 0;
         let mut dropped = 0;
         let mut i = 0;
@@ -301,12 +359,44 @@ impl<V: Versioned + Clone> MvStore<V> {
         dropped
     }
 
-    /// Every key and its versions, in the hash map's order. For a copy
-    /// that is sorted before anyone sees it (the network runtime's snapshot
-    /// copies the store this way on its protocol thread and sorts on its
-    /// writer thread); anything else wants [`MvStore::keys_sorted`].
-    pub fn chains_unordered(&self) -> impl Iterator<Item = (&Key, &[V])> {
-        self.chains.iter().map(|(k, c)| (k, c.versions.as_slice()))
+    /// Begin a copy of the store as it stands now: every version, with its
+    /// key, a key's versions together and oldest first, keys in no
+    /// particular order. [`MvStore::freeze_step`] makes it a slice at a
+    /// time, and the store may change in between: the first change to a
+    /// chain not copied yet copies it first, and chains created since are
+    /// left out. So the copy is exactly the store at this call, and a
+    /// snapshot made of it is exact with the log position at this call.
+    /// The network runtime's checkpoint uses it, so that a large store
+    /// does not stop the node for the whole copy.
+    pub fn begin_freeze(&mut self) {
+        assert!(self.freeze.is_none(), "one freeze at a time");
+        self.freeze_epoch += 1;
+        let (end, copy) = (self.chains.len(), Vec::with_capacity(self.versions));
+        self.freeze = Some(Freeze { epoch: self.freeze_epoch, end, next: 0, copy });
+    }
+
+    /// Whether a freeze is under way.
+    pub fn freezing(&self) -> bool {
+        self.freeze.is_some()
+    }
+
+    /// Copy up to `max_keys` more chains of the freeze under way; the whole
+    /// copy once it is complete.
+    pub fn freeze_step(&mut self, max_keys: usize) -> Option<Vec<(Key, V)>> {
+        let f = self.freeze.as_mut().expect("freeze_step without begin_freeze");
+        let stop = f.end.min(f.next + max_keys);
+        for i in f.next..stop {
+            let (key, chain) = self.chains.get_index_mut(i).expect("chains are never removed");
+            if chain.frozen != f.epoch {
+                chain.frozen = f.epoch;
+                f.copy.extend(chain.versions.iter().map(|v| (key.clone(), v.clone())));
+            }
+        }
+        f.next = stop;
+        if stop < f.end {
+            return None;
+        }
+        self.freeze.take().map(|f| f.copy)
     }
 
     /// Keys in byte order (for convergence checks and restarts; O(n log n)).
@@ -356,6 +446,19 @@ mod tests {
         Bytes::from_static(b"k")
     }
 
+    /// A version with a mark that `collect_planned` may change in place.
+    #[derive(Clone, Debug, PartialEq)]
+    struct M(u64, Value, u32);
+    impl Versioned for M {
+        type Order = u64;
+        fn order(&self) -> u64 {
+            self.0
+        }
+        fn value(&self) -> &Value {
+            &self.1
+        }
+    }
+
     #[test]
     fn chain_is_ordered_and_deduplicated() {
         let mut s = MvStore::new();
@@ -390,40 +493,29 @@ mod tests {
 
     #[test]
     fn planned_collection_drops_below_the_floor_and_marks_it_unjournaled() {
-        #[derive(Clone, Debug)]
-        struct M(u64, Value, bool);
-        impl Versioned for M {
-            type Order = u64;
-            fn order(&self) -> u64 {
-                self.0
-            }
-            fn value(&self) -> &Value {
-                &self.1
-            }
-        }
         let mut s: MvStore<M> = MvStore::new();
         s.enable_journal();
-        s.insert(k(), M(1, Bytes::from_static(b"x"), false));
-        s.insert(k(), M(2, Bytes::from_static(b"y"), false));
+        s.insert(k(), M(1, Bytes::from_static(b"x"), 0));
+        s.insert(k(), M(2, Bytes::from_static(b"y"), 0));
         let _ = s.drain_journal();
-        s.insert(k(), M(3, Bytes::from_static(b"zz"), false));
+        s.insert(k(), M(3, Bytes::from_static(b"zz"), 0));
         let _ = s.drain_journal();
         // Floor at order 3; order 2 is kept by `keep`, order 1 goes.
         let dropped = s.collect_planned(
             b"k",
             |vs| vs.iter().position(|m| m.0 == 3),
             |m, floor| m.0 == 2 && floor.0 == 3,
-            |m| m.2 = true,
+            |m| m.2 = 1,
         );
         assert_eq!(dropped, 1);
-        let got: Vec<(u64, bool)> = s.versions(b"k").iter().map(|m| (m.0, m.2)).collect();
-        assert_eq!(got, vec![(2, false), (3, true)], "the floor is marked, the kept version not");
+        let got: Vec<(u64, u32)> = s.versions(b"k").iter().map(|m| (m.0, m.2)).collect();
+        assert_eq!(got, vec![(2, 0), (3, 1)], "the floor is marked, the kept version not");
         assert!(s.drain_journal().is_empty(), "neither collection nor the mark is journaled");
         assert_eq!((s.version_count(), s.value_bytes()), (2, 3));
         assert!(s.was_pruned(b"k"));
         // No plan: nothing changes; no key: nothing happens.
-        assert_eq!(s.collect_planned(b"k", |_| None, |_, _| false, |m| m.2 = false), 0);
-        assert!(s.versions(b"k")[1].2);
+        assert_eq!(s.collect_planned(b"k", |_| None, |_, _| false, |m| m.2 = 0), 0);
+        assert_eq!(s.versions(b"k")[1].2, 1);
         assert_eq!(s.collect_planned(b"j", |_| Some(0), |_, _| false, |_| ()), 0);
     }
 
@@ -462,5 +554,93 @@ mod tests {
         let j = s.drain_journal();
         assert_eq!(j.len(), 1);
         assert!(s.drain_journal().is_empty());
+    }
+
+    fn contents(s: &MvStore<M>) -> Vec<(Key, M)> {
+        let mut all: Vec<(Key, M)> = s
+            .keys_sorted()
+            .into_iter()
+            .flat_map(|k| s.versions(&k).iter().map(move |v| (k.clone(), v.clone())))
+            .collect();
+        all.sort_by(|a, b| (&a.0, a.1.0).cmp(&(&b.0, b.1.0)));
+        all
+    }
+
+    /// Every kind of change, interleaved at random with freeze steps: the
+    /// finished copy is the store as it stood when the freeze began.
+    #[test]
+    fn a_freeze_copies_the_store_as_it_stood_at_its_start() {
+        for seed in 1..=300u64 {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let mut s = MvStore::new();
+            let key = |i: u64| Bytes::from(format!("k{i}"));
+            let mut t = 0;
+            for _ in 0..next(40) {
+                t += 1;
+                s.insert(key(next(12)), M(t, Bytes::from(format!("v{t}")), 0));
+            }
+            for freeze in 0..3 {
+                let before = contents(&s);
+                s.begin_freeze();
+                let copy = loop {
+                    match next(6) {
+                        0 => {
+                            if let Some(copy) = s.freeze_step(1 + next(3) as usize) {
+                                break copy;
+                            }
+                        }
+                        1 => {
+                            t += 1;
+                            s.insert(key(next(16)), M(t, Bytes::from(format!("v{t}")), 0));
+                        }
+                        2 => {
+                            let k = key(next(16));
+                            if let Some(v) = s.versions(&k).first().cloned() {
+                                s.replace(&k, M(v.0, Bytes::from(format!("r{t}")), v.2));
+                            }
+                        }
+                        3 => {
+                            let cut = t.saturating_sub(next(8));
+                            s.gc_key(&key(next(16)), |v| v.0 <= cut);
+                        }
+                        4 => {
+                            let cut = t.saturating_sub(next(8));
+                            s.gc_key_keeping(&key(next(16)), |v| v.0 <= cut, |v| v.0 % 3 == 0);
+                        }
+                        _ => {
+                            let mark = next(100) as u32 + 1;
+                            s.collect_planned(
+                                &key(next(16)),
+                                |vs| vs.len().checked_sub(1),
+                                |_, _| false,
+                                |v| v.2 = mark,
+                            );
+                        }
+                    }
+                };
+                let mut copy = copy;
+                copy.sort_by(|a, b| (&a.0, a.1.0).cmp(&(&b.0, b.1.0)));
+                assert_eq!(
+                    copy, before,
+                    "seed {seed}, freeze {freeze}: the copy is not the store at the freeze's start"
+                );
+                assert!(!s.freezing());
+            }
+        }
+    }
+
+    #[test]
+    fn a_freeze_of_an_empty_store_completes_at_once() {
+        let mut s: MvStore<V> = MvStore::new();
+        s.begin_freeze();
+        assert!(s.freezing());
+        assert_eq!(s.freeze_step(1).map(|c| c.len()), Some(0));
+        assert!(!s.freezing());
     }
 }

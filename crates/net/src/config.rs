@@ -18,6 +18,7 @@
 //! fsync = "always"                # always | group | never
 //! group_commit_ms = 2             # with fsync = "group"
 //! snapshot_bytes = 67108864       # compact the log into a snapshot past this size
+//! checkpoint_slice_us = 500       # a snapshot copies the store this long per turn
 //!
 //! [limits]
 //! max_key_bytes = 4096
@@ -132,6 +133,16 @@ pub struct StorageConfig {
     /// Compact the write-ahead log into a snapshot once it exceeds this.
     #[serde(default = "default_snapshot_bytes")]
     pub snapshot_bytes: u64,
+    /// A snapshot copies the store as it stood when it began, but at most
+    /// this long per turn of the node's loop (requests are served in
+    /// between): the most a checkpoint adds to one request's latency. 0
+    /// copies one slice of keys per turn.
+    #[serde(default = "default_checkpoint_slice_us")]
+    pub checkpoint_slice_us: u64,
+}
+
+fn default_checkpoint_slice_us() -> u64 {
+    500
 }
 
 fn default_snapshot_bytes() -> u64 {
@@ -148,6 +159,7 @@ impl Default for StorageConfig {
             fsync: Fsync::Always,
             group_commit_ms: default_group_ms(),
             snapshot_bytes: default_snapshot_bytes(),
+            checkpoint_slice_us: default_checkpoint_slice_us(),
         }
     }
 }

@@ -100,6 +100,9 @@ pub struct NodeMetrics {
     /// fsyncs of the log: an idle node should add none.
     pub wal_syncs: Counter,
     pub snapshots: Counter,
+    /// Turns of the node's loop that copied part of the store for a
+    /// snapshot (each at most `checkpoint_slice_us` long).
+    pub snapshot_copy_turns: Counter,
     pub clients: Gauge,
     /// Open connections to the Redis front door.
     pub redis_clients: Gauge,
@@ -139,6 +142,7 @@ impl NodeMetrics {
             wal_bytes: Gauge::default(),
             wal_syncs: Counter::default(),
             snapshots: Counter::default(),
+            snapshot_copy_turns: Counter::default(),
             clients: Gauge::default(),
             redis_clients: Gauge::default(),
             redis_commands: Family::default(),
@@ -195,6 +199,11 @@ impl NodeMetrics {
         r.register("wal_bytes", "Bytes in the write-ahead log", self.wal_bytes.clone());
         r.register("wal_syncs", "fsyncs of the write-ahead log", self.wal_syncs.clone());
         r.register("snapshots", "Log compactions into a snapshot", self.snapshots.clone());
+        r.register(
+            "snapshot_copy_turns",
+            "Turns of the node's loop that copied part of the store for a snapshot",
+            self.snapshot_copy_turns.clone(),
+        );
         r.register("clients", "Open client connections", self.clients.clone());
         r.register("redis_clients", "Open Redis front-door connections", self.redis_clients.clone());
         r.register("redis_commands", "Redis front-door commands, by command", self.redis_commands.clone());

@@ -116,7 +116,8 @@ async fn acknowledged_writes_survive_a_restart() {
 }
 
 /// A log compacted every few writes (a 4 KiB `snapshot_bytes`) while writes
-/// keep coming: after a restart every acknowledged write is back, for a
+/// keep coming, each snapshot copied over several turns of the node's loop
+/// (`checkpoint_slice_us = 0`): after a restart every acknowledged write is back, for a
 /// protocol that keeps one version per key and for one that keeps several
 /// and collects them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +134,14 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
             // the snapshots copy collected chains.
             s.params.insert("gc_grace_us".into(), toml::Value::Integer(2_000));
         }
-        let storage = StorageConfig { fsync: Fsync::Never, snapshot_bytes: 4096, ..StorageConfig::default() };
+        // One slice of keys copied per turn: each snapshot's copy spans
+        // several turns, with the sessions' writes landing in between.
+        let storage = StorageConfig {
+            fsync: Fsync::Never,
+            snapshot_bytes: 4096,
+            checkpoint_slice_us: 0,
+            ..StorageConfig::default()
+        };
         let cluster = Embedded::start_with_storage(s, storage, &rt).unwrap();
         let c = cluster.cluster.clone();
         // Each key written three times, the last value the one to survive; the
@@ -164,6 +172,8 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
         };
         let count = metric("causeway_snapshots_total");
         assert!(count >= 2, "{p}: expected the log compacted several times during the writes, got {count}");
+        let turns = metric("causeway_snapshot_copy_turns_total");
+        assert!(turns > count, "{p}: {count} snapshots copied in {turns} turns: none spanned several");
         let versions = metric("causeway_store_versions");
         assert!(versions < 900, "{p}: 900 writes left {versions} versions: nothing was collected");
         let cluster = restart(cluster, vec![node]).await;
