@@ -1,7 +1,9 @@
 //! `kill -9` a server process during writes, restart it, and check that no
 //! acknowledged write is lost and that replication resumes. The log is
-//! compacted into snapshots every 16 KiB, so recovery reads a snapshot plus
-//! a log, and peer sequence numbers must survive compaction.
+//! compacted into snapshots every 16 KiB, each copied over several turns of
+//! the node's loop, so recovery reads a snapshot plus a log (or a log set
+//! aside by a kill mid-copy), and peer sequence numbers must survive
+//! compaction.
 
 use bytes::Bytes;
 use causeway_core::DcId;
@@ -11,8 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// `n` distinct free ports: every listener is held until all are bound (one
+/// at a time, the OS may hand out the same port twice).
+fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> =
+        (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
 }
 
 fn start(config: &std::path::Path, node: u32) -> Child {
@@ -30,12 +36,14 @@ fn crash_restart(p: ProtocolName) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
+    let [a, b] = free_ports();
+    // Snapshots copied one slice of keys per turn, so a kill may land
+    // while one is being copied.
     let text = format!(
-        "cluster_id = \"crash-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
-         [topology]\ndcs = 2\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\nsnapshot_bytes = 16384\n",
+        "cluster_id = \"crash-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n\
+         [topology]\ndcs = 2\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\nsnapshot_bytes = 16384\n\
+         checkpoint_slice_us = 0\n",
         dir.join("data").display(),
-        free_port(),
-        free_port()
     );
     std::fs::write(&config_path, text).unwrap();
     causeway_net::tls::generate(&dir.join("certs"), "crash-test", 2, &causeway_net::tls::Validity { days: 1 }).unwrap();
@@ -130,15 +138,16 @@ fn pending_write_survives_kill_9(p: ProtocolName) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
+    let ports: [u16; 3] = free_ports();
     let text = format!(
         "cluster_id = \"pending-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\n\
          nodes = [\"127.0.0.1:{}\", \"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
          [topology]\ndcs = 3\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\n\
          [wan]\nrtt_ms = [[0, 2, 2000], [2, 0, 2], [2000, 2, 0]]\n",
         dir.join("data").display(),
-        free_port(),
-        free_port(),
-        free_port()
+        ports[0],
+        ports[1],
+        ports[2]
     );
     std::fs::write(&config_path, text).unwrap();
     causeway_net::tls::generate(&dir.join("certs"), "pending-test", 3, &causeway_net::tls::Validity { days: 1 })
