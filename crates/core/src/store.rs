@@ -311,7 +311,7 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// Returns how many were dropped and how many the key holds afterwards.
     pub fn gc_key(&mut self, key: &[u8], stable: impl FnMut(&V) -> bool) -> (usize, usize) {
         let Some((_, k, c)) = self.chains.get_full_mut(key) else { return (0, 0) };
-        if self.freeze.is_some() && c.versions.len() > 1 {
+        if c.versions.len() > 1 {
             preserve(&mut self.freeze, || k.clone(), c);
         }
         let (dropped, freed) = c.drop_below_newest(stable);
@@ -384,16 +384,14 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// copy once it is complete.
     pub fn freeze_step(&mut self, max_keys: usize) -> Option<Vec<(Key, V)>> {
         let f = self.freeze.as_mut().expect("freeze_step without begin_freeze");
-        let stop = f.end.min(f.next + max_keys);
-        for i in f.next..stop {
+        let (start, end) = (f.next, f.end);
+        f.next = end.min(start + max_keys);
+        for i in start..f.next {
             let (key, chain) = self.chains.get_index_mut(i).expect("chains are never removed");
-            if chain.frozen != f.epoch {
-                chain.frozen = f.epoch;
-                f.copy.extend(chain.versions.iter().map(|v| (key.clone(), v.clone())));
-            }
+            // A chain changed since the start was copied then; the rest now.
+            preserve(&mut self.freeze, || key.clone(), chain);
         }
-        f.next = stop;
-        if stop < f.end {
+        if self.freeze.as_ref().is_some_and(|f| f.next < end) {
             return None;
         }
         self.freeze.take().map(|f| f.copy)
