@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `n` distinct free ports: every listener is held until all are bound (one
+/// `N` distinct free ports: every listener is held until all are bound (one
 /// at a time, the OS may hand out the same port twice).
 fn free_ports<const N: usize>() -> [u16; N] {
     let held: Vec<std::net::TcpListener> =
@@ -138,16 +138,13 @@ fn pending_write_survives_kill_9(p: ProtocolName) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
-    let ports: [u16; 3] = free_ports();
+    let [a, b, c] = free_ports();
     let text = format!(
         "cluster_id = \"pending-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\n\
-         nodes = [\"127.0.0.1:{}\", \"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
+         nodes = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\", \"127.0.0.1:{c}\"]\n\
          [topology]\ndcs = 3\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\n\
          [wan]\nrtt_ms = [[0, 2, 2000], [2, 0, 2], [2000, 2, 0]]\n",
         dir.join("data").display(),
-        ports[0],
-        ports[1],
-        ports[2]
     );
     std::fs::write(&config_path, text).unwrap();
     causeway_net::tls::generate(&dir.join("certs"), "pending-test", 3, &causeway_net::tls::Validity { days: 1 })
