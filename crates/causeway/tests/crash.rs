@@ -48,8 +48,7 @@ fn crash_restart(p: ProtocolName) {
     std::fs::write(&config_path, text).unwrap();
     causeway_net::tls::generate(&dir.join("certs"), "crash-test", 2, &causeway_net::tls::Validity { days: 1 }).unwrap();
     let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
-    let mut n0 = start(&config_path, 0);
-    let mut n1 = start(&config_path, 1);
+    let mut nodes = Nodes(vec![start(&config_path, 0), start(&config_path, 1)]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let acked: Vec<Bytes> = rt.block_on(async {
         with_protocol!(p, P => {
@@ -60,11 +59,11 @@ fn crash_restart(p: ProtocolName) {
             let mut i = 0u32;
             while started.elapsed() < Duration::from_secs(6) {
                 if !killed && acked.len() >= 200 {
-                    n0.kill().unwrap(); // SIGKILL
-                    n0.wait().unwrap();
+                    nodes.0[0].kill().unwrap(); // SIGKILL
+                    nodes.0[0].wait().unwrap();
                     killed = true;
                     tokio::time::sleep(Duration::from_millis(300)).await;
-                    n0 = start(&config_path, 0);
+                    nodes.0[0] = start(&config_path, 0);
                 }
                 if killed && acked.len() >= 400 {
                     break;
@@ -113,10 +112,7 @@ fn crash_restart(p: ProtocolName) {
             }
         })
     });
-    let _ = n0.kill();
-    let _ = n1.kill();
-    let _ = n0.wait();
-    let _ = n1.wait();
+    drop(nodes);
     assert!(dir.join("data/node-0/snapshot").exists(), "{p}: the log was never compacted");
 }
 
