@@ -7,7 +7,8 @@
 //!   one that is not (the scenario's proof that it can fail);
 //! - convergence after a partition heals;
 //! - a node restarted from what it journaled keeps every acknowledged write
-//!   and serves on;
+//!   and serves on, and goes on serving its DC at once while another DC is
+//!   cut off (where the protocol promises availability under partitions);
 //! - a request the server cannot serve (a key it does not store) is refused
 //!   with a typed error — the client's operation completes, it never waits;
 //! - each of the protocol's deliberately broken variants
@@ -16,7 +17,7 @@
 mod common;
 
 use causeway_core::{ClientCtx, ClientId, DcId, NodeId, Op, OpResult, Protocol, Topology, TopologySpec};
-use causeway_protocols::kit::testkit::{TestNet, bytes};
+use causeway_protocols::kit::testkit::{Dest, InFlight, TestNet, bytes};
 use causeway_protocols::{ProtocolName, with_protocol};
 use causeway_sim::{Fault, FaultKind, Scenario};
 use std::sync::Arc;
@@ -140,6 +141,69 @@ fn read_eventually<P: Protocol>(net: &mut TestNet<P>, c: ClientId, get: &Op, wan
 #[test]
 fn every_protocol_survives_a_restart_from_its_journal() {
     each(|p| with_protocol!(p, P => survives_restart::<P>()));
+}
+
+/// Write and read with both DCs talking (so the session has learned DC 1's
+/// progress), cut DC 1 off, restart the key's server in DC 0 from its
+/// journal, then read, write and read again (and a read-only transaction
+/// where the protocol has them): each must complete while DC 1 stays away.
+/// A protocol that promises availability under partitions must not let a
+/// restart turn into a wait for another DC (Cure's restarted VV once did:
+/// its reads waited for DC 1's next heartbeat).
+fn serves_after_a_restart_while_a_dc_is_away<P: Protocol>() -> Result<(), String> {
+    let cfg = P::Config::default();
+    let mut net = TestNet::<P>::new(2, 1, 1, cfg.clone());
+    let c = net.client(0, 0);
+    let k = net.key_on(0);
+    let put = |v: &str| Op::Put { key: k.clone(), value: bytes(v) };
+    let get = Op::Get { key: k.clone() };
+    expect(net.run(c, put("v1")), OpResult::Put, "first write")?;
+    for _ in 0..20 {
+        net.advance_clocks(5_000);
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+    expect(net.run(c, get.clone()), OpResult::Get(Some(bytes("v1"))), "read before the cut")?;
+    let topology = net.topology.clone();
+    let from_dc1 = move |m: &InFlight<P::Msg>| matches!(m.from, Dest::Node(n) if topology.dc_of(n) == DcId(1));
+    net.restart(net.server_for(DcId(0), &k), &cfg);
+    let mut ops = vec![(get.clone(), Some(OpResult::Get(Some(bytes("v1"))))), (put("v2"), Some(OpResult::Put))];
+    ops.push((get, Some(OpResult::Get(Some(bytes("v2"))))));
+    if P::OPS.contains(&causeway_core::OpKind::Rot) {
+        ops.push((Op::Rot { keys: vec![k.clone()] }, None));
+    }
+    for (op, want) in ops {
+        let what = format!("{:?} after the restart, DC 1 away", op.kind());
+        net.invoke(c, op);
+        let mut got = None;
+        for _ in 0..10_000 {
+            net.queue.retain(|m| !from_dc1(m));
+            net.deliver_while(|m| !from_dc1(m));
+            got = net.take_result(c);
+            if got.is_some() {
+                break;
+            }
+            net.advance_clocks(1_000);
+            net.fire_all_timers();
+        }
+        match (got, want) {
+            (None, _) => return Err(format!("{what}: still waiting after 10 simulated seconds")),
+            (Some(g), Some(w)) => expect(g, w, &what)?,
+            (Some(OpResult::Rot(vs)), None) if vs == vec![Some(bytes("v2"))] => {}
+            (Some(g), None) => return Err(format!("{what}: got {g:?}, expected [\"v2\"]")),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_available_protocol_serves_a_restarted_node_while_a_dc_is_away() {
+    each(|p| {
+        if !with_protocol!(p, P => <P as Protocol>::AVAILABLE_UNDER_PARTITIONS) {
+            return Ok(());
+        }
+        with_protocol!(p, P => serves_after_a_restart_while_a_dc_is_away::<P>())
+    });
 }
 
 /// A client whose idea of the placement is wrong (it believes in three

@@ -38,16 +38,22 @@
 //!    stamped in the same µs can slip under a snapshot.
 //! 3. **Bounded waits.** A request that would wait more than
 //!    `max_clock_wait_us` for the clock is refused with `Aborted`; a
-//!    restarted partition whose VV lags a snapshot waits for heartbeats,
+//!    restarted partition whose VV lags a snapshot (only one from a log
+//!    written before VV was journaled, deviation 5) waits for heartbeats,
 //!    re-checking every θ.
 //! 4. **Clocks must not step back** (Cure's assumption): a backward jump can
 //!    stamp a version under a GST or snapshot already handed out, as in
 //!    GentleRain (Roohitavaf §5.1.1), so `TOLERATES` leaves backward jumps
 //!    out. Drift and forward jumps are harmless.
-//! 5. **Crash recovery**: the VV's remote entries and `announced_us` resume
-//!    from the stored versions; parked requests are lost with the process
-//!    and their clients time out. A clock that never runs backwards keeps
-//!    every later timestamp above what was announced before the crash.
+//! 5. **Crash recovery**: `announced_us` resumes from the stored versions,
+//!    and the VV's remote entries from those and from the VV journaled in
+//!    every stabilization turn that reports it (`journal_vv`): no GST a
+//!    client holds is above a restarted partition's VV, so its reads do not
+//!    wait for a DC that may be cut off (found by a test that restarts a
+//!    partition while DC 1 is away; before, the read waited for DC 1's next
+//!    heartbeat). Parked requests are lost with the process and their
+//!    clients time out. A clock that never runs backwards keeps every later
+//!    timestamp above what was announced before the crash.
 //! 6. **GC, bad input, observations** as in Contrarian (its deviations 8,
 //!    10, 11).
 
@@ -78,8 +84,9 @@ impl Protocol for Cure {
     /// Physical clocks: no backward jumps (deviation 4).
     const TOLERATES: causeway_core::Faults =
         causeway_core::Faults { backward_jumps: false, ..causeway_core::Faults::ALL };
-    /// Waits are for the local clock (or a restarted node's VV), never for a
-    /// remote DC: local operations complete while a DC is cut off.
+    /// Waits are for the local clock, never for a remote DC (a restarted
+    /// node's VV resumes from its journal, deviation 5): local operations
+    /// complete while a DC is cut off.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
     type Msg = Msg;
     type Version = Version;

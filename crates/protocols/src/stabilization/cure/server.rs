@@ -60,6 +60,9 @@ pub(super) struct Partition {
     /// had stored anything, so the checks against VV are off: a GST or a
     /// client's snapshot may be ahead of it, and reads wait for VV instead.
     heard_since_start: Vec<bool>,
+    /// VV's remote entries as last journaled ([`Partition::journal_vv`]);
+    /// the local entry stays 0.
+    journaled_vv: Vec<TimeUs>,
     pub(super) tree: StableTree<TimeUs>,
     replicated_since_heartbeat: bool,
     pace: Pace,
@@ -100,6 +103,7 @@ impl Partition {
             gst: vec![0; dcs],
             announced_us: 0,
             heard_since_start: (0..dcs).map(|d| d == m.idx()).collect(),
+            journaled_vv: vec![0; dcs],
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
@@ -494,10 +498,11 @@ impl Partition {
         self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
     }
 
-    /// After a restart: VV from the stored versions; every later version is
-    /// stamped above every stored one. A clock that never runs backwards
-    /// (Cure's assumption; the network runtime keeps a journaled floor
-    /// under it) keeps it above every heartbeat and snapshot handed out.
+    /// After a restart: VV from the stored versions and the journaled VV
+    /// (deviation 5); every later version is stamped above every stored
+    /// one. A clock that never runs backwards (Cure's assumption; the
+    /// network runtime keeps a journaled floor under it) keeps it above
+    /// every heartbeat and snapshot handed out.
     fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let keys = env.store().keys_sorted();
         for k in keys {
@@ -507,6 +512,34 @@ impl Partition {
                     *e = (*e).max(v.ts);
                 }
             }
+        }
+        let m = self.m.idx();
+        if let Some(journaled) = env.store().meta().and_then(|b| decode_vv(b, self.vv.len())) {
+            for (i, t) in journaled.into_iter().enumerate().filter(|&(i, _)| i != m) {
+                self.vv[i] = self.vv[i].max(t);
+                self.journaled_vv[i] = t;
+            }
+        }
+    }
+
+    /// Journal VV's remote entries when they rose since the last time, in
+    /// the turn that reports them (deviation 5). Every GST of this DC is
+    /// the minimum of reports, and this partition's reports leave only
+    /// after the VV they carry is in its log, so after a restart VV is at
+    /// least every GST entry any client holds. Without it a restarted
+    /// partition's VV resumes from the stored versions alone, below the
+    /// heartbeats it had heard, and a session's read waits for the other
+    /// DC's next heartbeat: for as long as that DC is cut off.
+    fn journal_vv(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let m = self.m.idx();
+        let rose = self.vv.iter().zip(&self.journaled_vv).enumerate().any(|(i, (v, j))| i != m && v > j);
+        if rose {
+            for (i, (j, v)) in self.journaled_vv.iter_mut().zip(&self.vv).enumerate() {
+                if i != m {
+                    *j = *v;
+                }
+            }
+            env.store().set_meta(self.journaled_vv.iter().flat_map(|t| t.to_le_bytes()).collect());
         }
     }
 
@@ -533,6 +566,7 @@ impl Partition {
         // VV[m] = clock − 1, for the same reason as the heartbeat's value.
         self.announced_us = self.announced_us.max(env.now_us().saturating_sub(1));
         self.vv[m] = self.vv[m].max(self.announced_us);
+        self.journal_vv(env);
         match self.tree.step(&self.vv) {
             TreeStep::Report { parent, aggregate } => {
                 env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.pace.last_work_us() });
@@ -610,4 +644,12 @@ fn remote_covered(v: &[TimeUs], vv: &[TimeUs], m: usize) -> bool {
 /// stable vector), for [`VersionGc`].
 fn gc_visible(m: DcId) -> impl Fn(&Version, &Vec<TimeUs>) -> bool {
     move |v, horizon| in_snapshot(v, horizon, m, false)
+}
+
+/// A journaled VV ([`Partition::journal_vv`]): `dcs` little-endian µs.
+fn decode_vv(bytes: &[u8], dcs: usize) -> Option<Vec<TimeUs>> {
+    if bytes.len() != dcs * 8 {
+        return None;
+    }
+    Some(bytes.chunks_exact(8).map(|c| TimeUs::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
 }

@@ -279,3 +279,44 @@ fn a_partition_restarted_with_nothing_stored_takes_the_gst_it_forgot() {
         assert_eq!(get(&mut net, c, &k), Some("after".into()));
     }
 }
+
+/// Liveness across a restart while another DC is away: a partition that
+/// comes back with VV[1] below a session's snapshot must not make that
+/// session's reads wait for DC 1, which may be cut off for as long as a
+/// partition lasts (Cure promises local reads while a DC is away).
+#[test]
+fn a_restart_while_dc1_is_away_does_not_block_local_reads() {
+    let cfg = Config::default();
+    let mut net = net_with(2, 1, cfg.clone());
+    let x = &net.keys_on_distinct_partitions(1)[0];
+    let (p0, p1) = (net.server_for(DC0, x), net.server_for(DC1, x));
+    let c = cl(0, 0);
+    put(&mut net, c, x, "X");
+    for _ in 0..3 {
+        net.advance_clocks(5_000);
+        stabilize(&mut net); // DC 1's heartbeats raise DC 0's GST[1]
+    }
+    assert_eq!(get(&mut net, c, x), Some("X".into()));
+    assert!(part(&net, p0).gst[1] > 0, "the session's snapshot has seen DC 1's heartbeats");
+    net.restart(p0, &cfg);
+    let from_dc1 = move |m: &InFlight<Msg>| m.from == Dest::Node(p1);
+    net.queue.retain(|m| !from_dc1(m));
+    net.invoke(c, Op::Get { key: x.clone() });
+    let r = finish_holding(&mut net, c, &from_dc1);
+    assert_eq!(r, Some(OpResult::Get(Some(bytes("X")))), "the read must complete while DC 1 is away");
+}
+
+/// [`finish`] while every message `held` is dropped; `None` if the
+/// operation is still waiting after 10 simulated seconds.
+fn finish_holding(net: &mut Net, c: ClientId, held: &dyn Fn(&InFlight<Msg>) -> bool) -> Option<OpResult> {
+    for _ in 0..10_000 {
+        net.queue.retain(|m| !held(m));
+        net.deliver_while(|m| !held(m));
+        if let Some(r) = net.take_result(c) {
+            return Some(r);
+        }
+        net.advance_clocks(1_000);
+        net.fire_all_timers();
+    }
+    None
+}
