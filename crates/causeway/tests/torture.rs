@@ -58,6 +58,17 @@ fn an_eiger_remote_cohort_that_skips_its_coordinators_dep_check_is_caught() {
     assert!(out.contains(&format!("--param '{param}'")), "{out}");
 }
 
+/// Issue 15's first mutant: a read-only transaction that answers from its
+/// first round even when a location's LVT is below EffT (Lloyd, Fig 5.5).
+/// Not in Eiger's MUTANTS (no conformance scenario forces a write between
+/// a transaction's two reads); torture's concurrent ROTs and writes do.
+#[test]
+fn an_eiger_rot_that_skips_its_second_round_is_caught() {
+    let (ok, out) = torture(&["-p", "eiger", "--param", "mutant_one_round_rot=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("--param 'mutant_one_round_rot=true'"), "{out}");
+}
+
 #[test]
 fn a_causalspartanx_that_skips_its_visibility_check_is_caught() {
     let (ok, out) = torture(&["-p", "causalspartanx", "--param", "mutant_skip_visibility_check=true", "--runs", "10"]);

@@ -164,7 +164,8 @@ impl Protocol for Eiger {
     const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the
-    /// step-by-step ACL race in `tests.rs` catches it instead. Nor are the
+    /// step-by-step ACL race in `tests.rs` and torture catch it instead
+    /// (`an_eiger_rot_that_skips_its_second_round_is_caught`). Nor are the
     /// write-only transaction mutants (no conformance scenario writes a
     /// transaction): scripted tests in `tests.rs` and torture catch them.
     const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
