@@ -150,9 +150,9 @@ fn every_protocol_survives_a_restart_from_its_journal() {
 /// A protocol that promises availability under partitions must not let a
 /// restart turn into a wait for another DC (Cure's restarted VV once did:
 /// its reads waited for DC 1's next heartbeat).
-fn serves_after_a_restart_while_a_dc_is_away<P: Protocol>() -> Result<(), String> {
+fn serves_after_a_restart_while_a_dc_is_away<P: Protocol>(partitions: u32) -> Result<(), String> {
     let cfg = P::Config::default();
-    let mut net = TestNet::<P>::new(2, 1, 1, cfg.clone());
+    let mut net = TestNet::<P>::new(2, partitions, 1, cfg.clone());
     let c = net.client(0, 0);
     let k = net.key_on(0);
     let put = |v: &str| Op::Put { key: k.clone(), value: bytes(v) };
@@ -173,7 +173,7 @@ fn serves_after_a_restart_while_a_dc_is_away<P: Protocol>() -> Result<(), String
         ops.push((Op::Rot { keys: vec![k.clone()] }, None));
     }
     for (op, want) in ops {
-        let what = format!("{:?} after the restart, DC 1 away", op.kind());
+        let what = format!("{partitions} partitions: {:?} after the restart, DC 1 away", op.kind());
         net.invoke(c, op);
         let mut got = None;
         for _ in 0..10_000 {
@@ -202,7 +202,10 @@ fn every_available_protocol_serves_a_restarted_node_while_a_dc_is_away() {
         if !with_protocol!(p, P => <P as Protocol>::AVAILABLE_UNDER_PARTITIONS) {
             return Ok(());
         }
-        with_protocol!(p, P => serves_after_a_restart_while_a_dc_is_away::<P>())
+        for partitions in [1, 2] {
+            with_protocol!(p, P => serves_after_a_restart_while_a_dc_is_away::<P>(partitions))?;
+        }
+        Ok(())
     });
 }
 
