@@ -562,3 +562,30 @@ fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     assert_eq!(rot(&mut net, fourth, &[x]), vec![Some("x".into())]);
     assert_never_blocked(&net);
 }
+
+/// Torture seed 77086: a partition that had stored nothing crashed and came
+/// back with VV = 0; the DC's next DSV push was above that, and the "DSV
+/// never exceeds what this partition received" assertion fired, because
+/// only a partition that found versions in its store counted as restarted.
+/// Until it hears from DC j again, entry j is exempt; it serves on.
+#[test]
+fn a_partition_restarted_with_nothing_stored_takes_the_dsv_it_forgot() {
+    for restarted in [0u32, 1] {
+        let mut net = net(2, 2);
+        for _ in 0..3 {
+            net.advance_clocks(5_000);
+            stabilize(&mut net);
+        }
+        assert!(net.servers[restarted as usize].dsv[1] > Hlc::ZERO, "the DSV moved before the crash");
+        net.restart(NodeId(restarted), &Config::default());
+        // The DC's DSV reaches it before any heartbeat from DC 1 does.
+        net.advance_clocks(5_000);
+        net.fire_all_timers();
+        net.deliver_while(|m| !matches!(m.msg, Msg::Heartbeat { .. } | Msg::Replicate { .. }));
+        stabilize(&mut net);
+        let c = cl(0, 0);
+        let k = net.key_on(restarted);
+        put(&mut net, c, &k, "after");
+        assert_eq!(get(&mut net, c, &k), Some("after".into()));
+    }
+}
