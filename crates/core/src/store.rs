@@ -81,10 +81,12 @@ pub struct MvStore<V> {
     versions: usize,
     value_bytes: usize,
     journal: Option<Vec<(Key, V)>>,
-    /// The protocol's durable metadata (see [`MvStore::set_meta`]) and
-    /// whether it changed since the runtime last logged it.
+    /// The protocol's durable metadata (see [`MvStore::set_meta`]),
+    /// whether it changed since the runtime last logged it, and whether
+    /// that change asks for a sync.
     meta: Option<Vec<u8>>,
     meta_dirty: bool,
+    meta_sync: bool,
     freeze: Option<Freeze<V>>,
     /// The epoch of the latest freeze begun (0: none yet).
     freeze_epoch: u64,
@@ -99,6 +101,7 @@ impl<V> Default for MvStore<V> {
             journal: None,
             meta: None,
             meta_dirty: false,
+            meta_sync: false,
             freeze: None,
             freeze_epoch: 0,
         }
@@ -268,6 +271,19 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn set_meta(&mut self, meta: Vec<u8>) {
         self.meta = Some(meta);
         self.meta_dirty = true;
+        self.meta_sync = true;
+    }
+
+    /// [`MvStore::set_meta`] for metadata whose loss in an operating-system
+    /// crash costs only liveness, never safety: it is written to the log
+    /// before this turn's output leaves (so it survives the process being
+    /// killed) but asks for no sync of its own, reaching the disk with the
+    /// next sync something else asks for. An idle node that records it
+    /// every few milliseconds then does not sync that often. (A change set
+    /// with [`MvStore::set_meta`] in the same turn still syncs.)
+    pub fn set_meta_unsynced(&mut self, meta: Vec<u8>) {
+        self.meta = Some(meta);
+        self.meta_dirty = true;
     }
 
     /// The metadata last set (or recovered).
@@ -275,9 +291,11 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.meta.as_deref()
     }
 
-    /// For the runtime: the metadata, if it changed since the last call.
-    pub fn take_dirty_meta(&mut self) -> Option<Vec<u8>> {
-        if std::mem::take(&mut self.meta_dirty) { self.meta.clone() } else { None }
+    /// For the runtime: the metadata, if it changed since the last call,
+    /// and whether it asks for a sync.
+    pub fn take_dirty_meta(&mut self) -> Option<(Vec<u8>, bool)> {
+        let sync = std::mem::take(&mut self.meta_sync);
+        if std::mem::take(&mut self.meta_dirty) { self.meta.clone().map(|m| (m, sync)) } else { None }
     }
 
     /// The latest version of `key`.
@@ -538,9 +556,14 @@ mod tests {
         let mut s: MvStore<V> = MvStore::new();
         assert_eq!(s.take_dirty_meta(), None);
         s.set_meta(vec![1, 2]);
-        assert_eq!(s.take_dirty_meta(), Some(vec![1, 2]));
+        assert_eq!(s.take_dirty_meta(), Some((vec![1, 2], true)));
         assert_eq!(s.take_dirty_meta(), None);
         assert_eq!(s.meta(), Some(&[1u8, 2][..]));
+        s.set_meta_unsynced(vec![3]);
+        assert_eq!(s.take_dirty_meta(), Some((vec![3], false)));
+        s.set_meta(vec![4]);
+        s.set_meta_unsynced(vec![5]);
+        assert_eq!(s.take_dirty_meta(), Some((vec![5], true)), "a synced change in the same turn still syncs");
     }
 
     #[test]

@@ -1151,8 +1151,9 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (k, v) in env.store.drain_journal() {
             let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
         }
-        if let Some(bytes) = env.store.take_dirty_meta() {
-            let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Meta { bytes });
+        if let Some((bytes, sync)) = env.store.take_dirty_meta() {
+            let r = LogRecord::<P::Version, P::Msg>::Meta { bytes };
+            let _ = if sync { self.wal.append(&r) } else { self.wal.append_unsynced(&r) };
         }
         let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
     }
@@ -1174,8 +1175,13 @@ impl<P: Protocol> ProtocolLoop<P> {
         for (k, v) in self.store.drain_journal() {
             self.log(LogRecord::Version { key: k, version: v });
         }
-        if let Some(bytes) = self.store.take_dirty_meta() {
-            self.log(LogRecord::Meta { bytes });
+        if let Some((bytes, sync)) = self.store.take_dirty_meta() {
+            if sync {
+                self.log(LogRecord::Meta { bytes });
+            } else if let Err(e) = self.wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::Meta { bytes }) {
+                tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
+                self.stopping = true;
+            }
         }
         // Peer incarnations learned by a hello or a welcome.
         for (i, inc) in self.peers.snapshot().into_iter().enumerate() {

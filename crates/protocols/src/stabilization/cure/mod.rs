@@ -51,7 +51,10 @@
 //!    client holds is above a restarted partition's VV, so its reads do not
 //!    wait for a DC that may be cut off (found by a test that restarts a
 //!    partition while DC 1 is away; before, the read waited for DC 1's next
-//!    heartbeat). Parked requests are lost with the process and their
+//!    heartbeat). The record is in the log file before the report leaves
+//!    but is not synced for itself (it changes every θ), so an
+//!    operating-system crash can lose the last ones; reads then wait for
+//!    heartbeats as before, which costs liveness, not safety. Parked requests are lost with the process and their
 //!    clients time out. A clock that never runs backwards keeps every later
 //!    timestamp above what was announced before the crash.
 //! 6. **GC, bad input, observations** as in Contrarian (its deviations 8,
