@@ -1178,9 +1178,8 @@ impl<P: Protocol> ProtocolLoop<P> {
         if let Some((bytes, sync)) = self.store.take_dirty_meta() {
             if sync {
                 self.log(LogRecord::Meta { bytes });
-            } else if let Err(e) = self.wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::Meta { bytes }) {
-                tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
-                self.stopping = true;
+            } else {
+                self.log_unsynced(LogRecord::Meta { bytes });
             }
         }
         // Peer incarnations learned by a hello or a welcome.
@@ -1213,12 +1212,7 @@ impl<P: Protocol> ProtocolLoop<P> {
             // messages since the last sync; it matters only if the system
             // clock is also stepped back below them across the reboot.
             self.persisted_floor_us = now + CLOCK_LEASE_US;
-            if let Err(e) =
-                self.wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::ClockFloor { us: self.persisted_floor_us })
-            {
-                tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
-                self.stopping = true;
-            }
+            self.log_unsynced(LogRecord::ClockFloor { us: self.persisted_floor_us });
         }
         let mut out = std::mem::take(&mut self.out);
         let mut release = Vec::with_capacity(out.len());
@@ -1421,6 +1415,15 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     fn log(&mut self, r: LogRecord<P::Version, P::Msg>) {
         if let Err(e) = self.wal.append(&r) {
+            tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
+            self.stopping = true;
+        }
+    }
+
+    /// [`Self::log`] for a record that asks for no sync of its own
+    /// ([`Wal::append_unsynced`]).
+    fn log_unsynced(&mut self, r: LogRecord<P::Version, P::Msg>) {
+        if let Err(e) = self.wal.append_unsynced(&r) {
             tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
             self.stopping = true;
         }
