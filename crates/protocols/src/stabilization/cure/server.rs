@@ -532,19 +532,15 @@ impl Partition {
     /// DC's next heartbeat: for as long as that DC is cut off.
     fn journal_vv(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let m = self.m.idx();
-        let rose = self.vv.iter().zip(&self.journaled_vv).enumerate().any(|(i, (v, j))| i != m && v > j);
-        if rose {
-            for (i, (j, v)) in self.journaled_vv.iter_mut().zip(&self.vv).enumerate() {
-                if i != m {
-                    *j = *v;
-                }
-            }
-            // Unsynced: losing it to an operating-system crash costs only
-            // the wait for heartbeats this journal avoids, and it changes
-            // every θ, which with `fsync = always` would sync an idle node
-            // that often.
-            env.store().set_meta_unsynced(self.journaled_vv.iter().flat_map(|t| t.to_le_bytes()).collect());
+        if remote_covered(&self.vv, &self.journaled_vv, m) {
+            return;
         }
+        self.journaled_vv.clone_from(&self.vv);
+        self.journaled_vv[m] = 0;
+        // Unsynced: losing it to an operating-system crash costs only the
+        // wait for heartbeats this journal avoids, and it changes every θ,
+        // which with `fsync = always` would sync an idle node that often.
+        env.store().set_meta_unsynced(self.journaled_vv.iter().flat_map(|t| t.to_le_bytes()).collect());
     }
 
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
