@@ -300,23 +300,6 @@ fn a_restart_while_dc1_is_away_does_not_block_local_reads() {
     assert!(part(&net, p0).gst[1] > 0, "the session's snapshot has seen DC 1's heartbeats");
     net.restart(p0, &cfg);
     let from_dc1 = move |m: &InFlight<Msg>| m.from == Dest::Node(p1);
-    net.queue.retain(|m| !from_dc1(m));
-    net.invoke(c, Op::Get { key: x.clone() });
-    let r = finish_holding(&mut net, c, &from_dc1);
+    let r = net.run_dropping(c, Op::Get { key: x.clone() }, from_dc1);
     assert_eq!(r, Some(OpResult::Get(Some(bytes("X")))), "the read must complete while DC 1 is away");
-}
-
-/// [`finish`] while every message `held` is dropped; `None` if the
-/// operation is still waiting after 10 simulated seconds.
-fn finish_holding(net: &mut Net, c: ClientId, held: &dyn Fn(&InFlight<Msg>) -> bool) -> Option<OpResult> {
-    for _ in 0..10_000 {
-        net.queue.retain(|m| !held(m));
-        net.deliver_while(|m| !held(m));
-        if let Some(r) = net.take_result(c) {
-            return Some(r);
-        }
-        net.advance_clocks(1_000);
-        net.fire_all_timers();
-    }
-    None
 }
