@@ -70,6 +70,15 @@ impl<T: Ord + Copy> DepSet<T> {
             Err(i) => self.0.insert(i, (dc, t)),
         }
     }
+    /// `maxDS(self, {⟨dc, t⟩})` as a new set, in one allocation (a clone
+    /// then [`DepSet::raise`] of a new DC allocates twice).
+    pub fn raised(&self, dc: DcId, t: T) -> Self {
+        let mut v = Vec::with_capacity(self.0.len() + 1);
+        v.extend_from_slice(&self.0);
+        let mut set = DepSet(v);
+        set.raise(dc, t);
+        set
+    }
     /// `maxDS(self, other)` (Roohitavaf Alg 5.1).
     pub fn merge(&mut self, other: &DepSet<T>) {
         for &(dc, t) in &other.0 {
@@ -119,5 +128,16 @@ mod tests {
         assert!(!e.covered_by(&[4, 2, 10]));
         e.prune_covered(&[4, 2, 10]);
         assert_eq!(e.entries(), &[(DcId(1), 3)]);
+    }
+
+    #[test]
+    fn raised_is_a_raised_copy() {
+        let d = DepSet::single(DcId(2), 10u64);
+        for (dc, t) in [(DcId(0), 4), (DcId(2), 7), (DcId(2), 12), (DcId(3), 1)] {
+            let mut want = d.clone();
+            want.raise(dc, t);
+            assert_eq!(d.raised(dc, t), want);
+        }
+        assert_eq!(d.entries(), &[(DcId(2), 10)], "the original is unchanged");
     }
 }

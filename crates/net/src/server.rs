@@ -1244,7 +1244,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                     }
                     let seq = self.next_seq[to.idx()];
                     self.next_seq[to.idx()] += 1;
-                    self.log(LogRecord::Outbox { to, seq, msg: msg.clone() });
+                    self.log_outbox(to, seq, &msg);
                     release.push(Release::Peer { to, seq, msg });
                 }
                 Out::Reply(c, msg) => release.push(Release::Reply(c, msg)),
@@ -1344,10 +1344,9 @@ impl<P: Protocol> ProtocolLoop<P> {
     }
 
     /// Copy the store for the checkpoint under way for about `slice`; once
-    /// the copy is complete, hand it to the snapshot thread, which sorts it
-    /// by key (so the snapshot is the same for the same state; a key's
-    /// versions are copied together and in order, and the sort is stable)
-    /// and writes it.
+    /// the copy is complete, hand it to the snapshot thread, which puts it
+    /// in the store's key order ([`causeway_core::Frozen::into_ordered`]: the snapshot
+    /// does not depend on how the copy's slices fell) and writes it.
     fn advance_checkpoint(&mut self, slice: Duration) {
         let Some(f) = self.freezing.as_mut() else { return };
         let began = Instant::now();
@@ -1362,14 +1361,14 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
         };
         f.copy_us += began.elapsed().as_micros() as u64;
-        let Some(mut versions) = copy else { return };
+        let Some(versions) = copy else { return };
         let Freezing { pending, records, logged_acked, started, rotate_us, copy_us, turns } =
             self.freezing.take().expect("a checkpoint under way");
         let node = self.node.0;
         let handle = std::thread::Builder::new().name(format!("causeway-snapshot-{node}")).spawn(move || {
-            versions.sort_by(|a, b| a.0.cmp(&b.0));
             let n = versions.len();
-            let records = versions.into_iter().map(|(key, version)| LogRecord::Version { key, version }).chain(records);
+            let records =
+                versions.into_ordered().map(|(key, version)| LogRecord::Version { key, version }).chain(records);
             pending.write(records, |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
             tracing::info!(
                 node,
@@ -1415,6 +1414,16 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     fn log(&mut self, r: LogRecord<P::Version, P::Msg>) {
         if let Err(e) = self.wal.append(&r) {
+            tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
+            self.stopping = true;
+        }
+    }
+
+    /// [`Self::log`] for a message to a peer, borrowed rather than copied
+    /// (`&P::Msg` encodes as `P::Msg` does, so recovery reads it back as an
+    /// ordinary outbox record).
+    fn log_outbox(&mut self, to: NodeId, seq: u64, msg: &P::Msg) {
+        if let Err(e) = self.wal.append(&LogRecord::<P::Version, &P::Msg>::Outbox { to, seq, msg }) {
             tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
             self.stopping = true;
         }

@@ -99,6 +99,9 @@ pub struct Wal {
     unsynced: bool,
     /// Syncs performed, for the metrics.
     pub syncs: u64,
+    /// Where a record is encoded before it is framed: reused, so an append
+    /// allocates nothing once it has grown to the largest record.
+    scratch: Vec<u8>,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
@@ -160,6 +163,7 @@ impl Wal {
             dir: dir.to_path_buf(),
             unsynced: false,
             syncs: 0,
+            scratch: Vec::new(),
         };
         Ok((wal, rec))
     }
@@ -256,10 +260,7 @@ impl Wal {
     /// the file at the next [`Wal::flush`] (so it survives the process being
     /// killed) and the disk with the next sync that anything else asks for.
     pub fn append_unsynced<V: Serialize, M: Serialize>(&mut self, r: &LogRecord<V, M>) -> Result<(), WalError> {
-        let (head, payload) = frame_record(r);
-        self.out.write_all(&head).map_err(io_err(&self.path))?;
-        self.out.write_all(&payload).map_err(io_err(&self.path))?;
-        self.bytes += 8 + payload.len() as u64;
+        self.bytes += write_record(&mut self.out, &mut self.scratch, r).map_err(io_err(&self.path))?;
         Ok(())
     }
 
@@ -375,10 +376,9 @@ impl PendingCheckpoint {
             for src in [&fin, &self.old] {
                 copy_outbox(src, &mut w, &tmp, &acked)?;
             }
+            let mut scratch = Vec::new();
             for r in records {
-                let (head, payload) = frame_record(&r);
-                w.write_all(&head).map_err(io_err(&tmp))?;
-                w.write_all(&payload).map_err(io_err(&tmp))?;
+                write_record(&mut w, &mut scratch, &r).map_err(io_err(&tmp))?;
             }
             w.flush().map_err(io_err(&tmp))?;
             w.get_ref().sync_all().map_err(io_err(&tmp))?;
@@ -458,12 +458,21 @@ fn copy_outbox(src: &Path, w: &mut impl Write, tmp: &Path, acked: &impl Fn(NodeI
 }
 
 /// A record's header (length, checksum) and payload.
-fn frame_record<V: Serialize, M: Serialize>(r: &LogRecord<V, M>) -> ([u8; 8], Vec<u8>) {
-    let payload = postcard::to_stdvec(r).expect("serialising a record cannot fail");
+/// Frame `r` (length, CRC, payload) onto `w`, encoding it in `scratch`;
+/// returns the bytes written.
+fn write_record<V: Serialize, M: Serialize>(
+    w: &mut impl Write,
+    scratch: &mut Vec<u8>,
+    r: &LogRecord<V, M>,
+) -> std::io::Result<u64> {
+    scratch.clear();
+    *scratch = postcard::to_extend(r, std::mem::take(scratch)).expect("serialising a record cannot fail");
     let mut head = [0u8; 8];
-    head[..4].copy_from_slice(&(payload.len() as u32).to_be_bytes());
-    head[4..].copy_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-    (head, payload)
+    head[..4].copy_from_slice(&(scratch.len() as u32).to_be_bytes());
+    head[4..].copy_from_slice(&crc32fast::hash(scratch).to_be_bytes());
+    w.write_all(&head)?;
+    w.write_all(scratch)?;
+    Ok(8 + scratch.len() as u64)
 }
 
 #[cfg(test)]

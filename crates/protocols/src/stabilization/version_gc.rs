@@ -17,8 +17,7 @@
 //! nothing the horizon can collect yet), so a tick costs
 //! O([`GC_KEYS_PER_TICK`]) whatever the store holds.
 
-use causeway_core::{Inserted, Key, MvStore, Versioned};
-use rustc_hash::FxHashSet;
+use causeway_core::{Inserted, Key, KeyIndex, MvStore, Versioned};
 use std::collections::VecDeque;
 
 /// Keys GC examines per tick at most. At θ = 5 ms this is about 200 000
@@ -39,11 +38,12 @@ pub struct VersionGc<S> {
     /// steps back. A step back pauses GC; it cannot make it early.
     clock_us: u64,
     /// Keys that had more than one version when last written, with when
-    /// they were queued (by `clock_us`), oldest first.
-    dirty: VecDeque<(u64, Key)>,
-    /// Membership only (the order is `dirty`'s): a hash set, since an
-    /// ordered one compares whole keys on every write.
-    dirty_set: FxHashSet<Key>,
+    /// they were queued (by `clock_us`), oldest first. By the store's
+    /// [`KeyIndex`], not the key: queueing and visiting then hash and
+    /// compare no key bytes (the store's lookup on the write already did).
+    dirty: VecDeque<(u64, KeyIndex)>,
+    /// Membership (the order is `dirty`'s), indexed by [`KeyIndex::get`].
+    queued: Vec<bool>,
     /// Whether the front of `history` is a horizon yet (some entry has
     /// been `gc_grace_us` old).
     has_horizon: bool,
@@ -55,7 +55,7 @@ impl<S> Default for VersionGc<S> {
             history: VecDeque::new(),
             clock_us: 0,
             dirty: VecDeque::new(),
-            dirty_set: FxHashSet::default(),
+            queued: Vec::new(),
             has_horizon: false,
         }
     }
@@ -74,14 +74,21 @@ impl<S: Clone + PartialEq> VersionGc<S> {
         version: V,
         visible: impl Fn(&V, &S) -> bool,
     ) -> Inserted {
-        let (inserted, left) = match self.horizon() {
-            Some(h) => store.insert_collecting(key.clone(), version, |v| visible(v, h)),
-            None => store.insert_collecting(key.clone(), version, |_| false),
+        let landed = match self.horizon() {
+            Some(h) => store.insert_collecting(key, version, |v| visible(v, h)),
+            None => store.insert_collecting(key, version, |_| false),
         };
-        if inserted != Inserted::Duplicate && left > 1 && self.dirty_set.insert(key.clone()) {
-            self.dirty.push_back((self.clock_us, key));
+        if landed.inserted != Inserted::Duplicate && landed.left > 1 {
+            let i = landed.index.get();
+            if i >= self.queued.len() {
+                self.queued.resize(i + 1, false);
+            }
+            if !self.queued[i] {
+                self.queued[i] = true;
+                self.dirty.push_back((self.clock_us, landed.index));
+            }
         }
-        inserted
+        landed.inserted
     }
 
     /// The stable vector every read's snapshot is at or above: the newest
@@ -128,11 +135,11 @@ impl<S: Clone + PartialEq> VersionGc<S> {
                 Some(&(queued_us, _)) if queued_us <= horizon_us => {}
                 _ => break,
             }
-            let Some((_, key)) = self.dirty.pop_front() else { break };
-            if store.gc_key(&key, |v| visible(v, horizon)).1 > 1 {
-                self.dirty.push_back((now_us, key));
+            let Some((_, index)) = self.dirty.pop_front() else { break };
+            if store.gc_at(index, |v| visible(v, horizon)).1 > 1 {
+                self.dirty.push_back((now_us, index));
             } else {
-                self.dirty_set.remove(&key);
+                self.queued[index.get()] = false;
             }
         }
     }
@@ -188,7 +195,26 @@ mod tests {
         assert_eq!(orders(&store, &k), vec![3, 5], "horizon 3: the newest inside it and everything newer stay");
         gc.collect(&mut store, 2_200, &5, 500, visible);
         assert_eq!(store.versions(&k).len(), 1);
-        assert!(gc.dirty.is_empty() && gc.dirty_set.is_empty(), "a key with one version is no longer dirty");
+        assert!(gc.dirty.is_empty() && !gc.queued.contains(&true), "a key with one version is no longer dirty");
+    }
+
+    /// Each key is queued once however often it is written while queued,
+    /// and the pass finds every queued key again by its index.
+    #[test]
+    fn a_key_is_queued_once_and_the_pass_reaches_each() {
+        let (mut store, mut gc, a) = fixture();
+        let b = Bytes::from_static(b"b");
+        for t in [1, 2, 3] {
+            gc.apply(&mut store, a.clone(), v(t), visible);
+            gc.apply(&mut store, b.clone(), v(t), visible);
+        }
+        assert_eq!(gc.dirty.len(), 2, "one entry per key");
+        gc.collect(&mut store, 1_000, &3, 500, visible);
+        gc.collect(&mut store, 1_600, &3, 500, visible);
+        assert_eq!((orders(&store, &a), orders(&store, &b)), (vec![3], vec![3]));
+        assert!(gc.dirty.is_empty() && !gc.queued.contains(&true));
+        gc.apply(&mut store, b.clone(), v(4), visible);
+        assert_eq!(gc.dirty.iter().map(|d| d.1.get()).collect::<Vec<_>>(), vec![1], "b queued again, by its index");
     }
 
     /// A clock that steps back does not reorder the history or collect early.
@@ -216,6 +242,7 @@ mod tests {
         // visited by the pass.
         gc.collect(&mut store, 0, &8, 500, visible);
         gc.dirty.clear();
+        gc.queued.clear();
         gc.collect(&mut store, 600, &20, 500, visible);
         assert_eq!(store.versions(&k).len(), 10, "the pass had no key to visit");
         gc.apply(&mut store, k.clone(), v(11), visible);

@@ -21,7 +21,7 @@ impl EventualServer {
     /// Insert, then forget everything but the winner: last-writer-wins needs
     /// one version per key, and reads never ask for an older one.
     fn apply(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> causeway_core::Inserted {
-        env.store().insert_collecting(key, version, |_| true).0
+        env.store().insert_collecting(key, version, |_| true).inserted
     }
 }
 

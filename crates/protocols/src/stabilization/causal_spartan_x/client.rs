@@ -92,7 +92,7 @@ pub(super) fn remember(map: &mut BTreeMap<Key, Cached>, key: Key, c: Cached) {
 
 pub(super) enum Pending {
     Get { key: Key },
-    Put { key: Key, value: Value, ds: DepSet<Hlc> },
+    Put { key: Key, value: Value },
     Rot { keys: Vec<Key> },
 }
 
@@ -158,15 +158,17 @@ impl CsxClient {
     }
 
     /// PUT reply: DSc = maxDS(DSc, {⟨sr, ut⟩}).
-    fn finish_put(&mut self, key: Key, value: Value, sent_ds: DepSet<Hlc>, stamp: Stamp) -> Result<(), OpError> {
+    fn finish_put(&mut self, key: Key, value: Value, stamp: Stamp) -> Result<(), OpError> {
         if stamp.sr.idx() >= self.dsv.len() {
             return Err(malformed("put reply"));
         }
         self.ds.raise(stamp.sr, stamp.ut);
-        if !self.paper_dsv_merge {
-            let mut ds = sent_ds;
-            ds.raise(stamp.sr, stamp.ut);
-            self.note_seen(key, Cached { value, ut: stamp.ut, sr: stamp.sr, ds });
+        // The session ran nothing else since it sent DSc with the PUT, so
+        // DSc is now the new version's `maxDS(ds, {⟨sr, ut⟩})`: cache the
+        // version with it (note_seen's rule), copying it only if needed.
+        if !self.paper_dsv_merge && !covered_remote(&self.ds, &self.dsv, self.ctx.dc) {
+            let ds = self.ds.clone();
+            remember(&mut self.cache, key, Cached { value, ut: stamp.ut, sr: stamp.sr, ds });
         }
         Ok(())
     }
@@ -220,7 +222,7 @@ impl Client for CsxClient {
                         past: self.past(),
                     },
                 );
-                self.pending = Some(Pending::Put { key, value, ds: self.ds.clone() });
+                self.pending = Some(Pending::Put { key, value });
             }
             Op::Rot { keys } => {
                 let Some(first) = keys.first() else {
@@ -241,8 +243,8 @@ impl Client for CsxClient {
         let Some(pending) = self.pending.take() else { return };
         let result = match (pending, msg) {
             (Pending::Get { key }, Msg::GetReply(r)) => r.and_then(|ok| self.finish_get(key, ok)).map(OpResult::Get),
-            (Pending::Put { key, value, ds }, Msg::PutReply(r)) => {
-                r.and_then(|stamp| self.finish_put(key, value, ds, stamp)).map(|()| OpResult::Put)
+            (Pending::Put { key, value }, Msg::PutReply(r)) => {
+                r.and_then(|stamp| self.finish_put(key, value, stamp)).map(|()| OpResult::Put)
             }
             (Pending::Rot { keys }, Msg::RotReply(r)) => r.and_then(|ok| self.finish_rot(&keys, ok)).map(OpResult::Rot),
             (p, _) => {

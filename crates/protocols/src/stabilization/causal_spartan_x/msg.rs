@@ -156,9 +156,7 @@ crate::impl_versioned!(Version, (Hlc, DcId) = (ut, sr));
 impl Version {
     /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})`: the version and everything it depends on.
     pub(super) fn full_ds(&self) -> DepSet<Hlc> {
-        let mut ds = self.ds.clone();
-        ds.raise(self.sr, self.ut);
-        ds
+        self.ds.raised(self.sr, self.ut)
     }
     pub(super) fn read_item(&self) -> ReadItem {
         ReadItem { value: self.value.clone(), ut: self.ut, sr: self.sr }

@@ -263,15 +263,27 @@ impl CsxServer {
         // serve that past from its own cache instead of waiting for the DSV.
         // Local only: replicas go without it (see `Version::past`).
         let past = uncovered_past(&past, &self.dsv, self.m);
-        let replica = Version { value, ut, sr: self.m, ds, past: Vec::new() };
-        self.apply(env, key.clone(), Version { past, ..replica.clone() });
-        env.observe(Observation::Visible { key: &key, value: &replica.value, origin: self.m, written_us: ut.l });
+        // What the peers get: the version without `past`, copied only if
+        // there are peers to send it to.
+        let replica = (!self.peers.is_empty()).then(|| Version {
+            value: value.clone(),
+            ut,
+            sr: self.m,
+            ds: ds.clone(),
+            past: Vec::new(),
+        });
+        env.observe(Observation::Visible { key: &key, value: &value, origin: self.m, written_us: ut.l });
+        self.apply(env, key.clone(), Version { value, ut, sr: self.m, ds, past });
         env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));
         // Line 19. Sent in ut order on FIFO channels, so a peer may set VV[m] = ut.
-        for &peer in &self.peers {
-            env.send(peer, Msg::Replicate { key: key.clone(), version: replica.clone() });
+        if let Some(replica) = replica {
+            let (last, rest) = self.peers.split_last().expect("replica only with peers");
+            for &peer in rest {
+                env.send(peer, Msg::Replicate { key: key.clone(), version: replica.clone() });
+            }
+            env.send(*last, Msg::Replicate { key, version: replica });
+            self.replicated_since_heartbeat = true;
         }
-        self.replicated_since_heartbeat |= !self.peers.is_empty();
     }
 
     /// Alg 5.2 line 20: insert, and VV[k] = d.ut.
@@ -412,7 +424,8 @@ impl CsxServer {
             match store.latest_where(key, |d| slice_visible(d, sv)) {
                 Some(d) => {
                     // Line 23.
-                    ds.merge(&d.full_ds());
+                    ds.merge(&d.ds);
+                    ds.raise(d.sr, d.ut);
                     items.push(Some(d.read_item()));
                 }
                 // GC dropped what this snapshot would have read: fail rather than
