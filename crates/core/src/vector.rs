@@ -3,6 +3,7 @@
 
 use crate::ids::DcId;
 use serde::{Deserialize, Serialize};
+use smallvec::{SmallVec, smallvec};
 
 /// Entry-wise max of `b` into `a`. Vectors of different lengths are a bug.
 pub fn vmax<T: Ord + Copy>(a: &mut [T], b: &[T]) {
@@ -34,18 +35,24 @@ pub fn vmin_entry<T: Ord + Copy>(a: &[T]) -> Option<T> {
     a.iter().copied().min()
 }
 
+/// Entries a [`DepSet`] holds without allocating.
+const DEP_SET_INLINE: usize = 2;
+
 /// A dependency set: at most one ⟨dc, timestamp⟩ entry per DC, sorted by DC.
 /// Sparse because most clients depend on only a few DCs, and the seeds measure
-/// metadata size.
+/// metadata size. Up to [`DEP_SET_INLINE`] entries live inline: every stored
+/// version carries one, and a copy of it (a snapshot copies every version)
+/// then allocates nothing and reads no second cache line. Encoded as a
+/// sequence, as a `Vec` is.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DepSet<T>(Vec<(DcId, T)>);
+pub struct DepSet<T>(SmallVec<[(DcId, T); DEP_SET_INLINE]>);
 
 impl<T: Ord + Copy> DepSet<T> {
     pub fn new() -> Self {
-        DepSet(Vec::new())
+        DepSet(SmallVec::new())
     }
     pub fn single(dc: DcId, t: T) -> Self {
-        DepSet(vec![(dc, t)])
+        DepSet(smallvec![(dc, t)])
     }
     pub fn entries(&self) -> &[(DcId, T)] {
         &self.0
@@ -70,10 +77,10 @@ impl<T: Ord + Copy> DepSet<T> {
             Err(i) => self.0.insert(i, (dc, t)),
         }
     }
-    /// `maxDS(self, {⟨dc, t⟩})` as a new set, in one allocation (a clone
-    /// then [`DepSet::raise`] of a new DC allocates twice).
+    /// `maxDS(self, {⟨dc, t⟩})` as a new set, in at most one allocation (a
+    /// clone then [`DepSet::raise`] of a new DC could allocate twice).
     pub fn raised(&self, dc: DcId, t: T) -> Self {
-        let mut v = Vec::with_capacity(self.0.len() + 1);
+        let mut v = SmallVec::with_capacity(self.0.len() + 1);
         v.extend_from_slice(&self.0);
         let mut set = DepSet(v);
         set.raise(dc, t);
@@ -95,7 +102,7 @@ impl<T: Ord + Copy> DepSet<T> {
     }
     /// Drop entries already ≤ `v` (they no longer constrain anything).
     pub fn prune_covered(&mut self, v: &[T]) {
-        self.0.retain(|&(dc, t)| t > v[dc.idx()]);
+        self.0.retain(|e| e.1 > v[e.0.idx()]);
     }
 }
 
