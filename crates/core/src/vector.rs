@@ -41,9 +41,9 @@ const DEP_SET_INLINE: usize = 2;
 /// A dependency set: at most one ⟨dc, timestamp⟩ entry per DC, sorted by DC.
 /// Sparse because most clients depend on only a few DCs, and the seeds measure
 /// metadata size. Up to [`DEP_SET_INLINE`] entries live inline: every stored
-/// version carries one, and a copy of it (a snapshot copies every version)
-/// then allocates nothing and reads no second cache line. Encoded as a
-/// sequence, as a `Vec` is.
+/// CausalSpartanX version carries one, and a copy of it (a snapshot copies
+/// every version) then allocates nothing and reads no second cache line.
+/// Encoded as a sequence, as a `Vec` is.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DepSet<T>(SmallVec<[(DcId, T); DEP_SET_INLINE]>);
 

@@ -1413,26 +1413,29 @@ impl<P: Protocol> ProtocolLoop<P> {
     }
 
     fn log(&mut self, r: LogRecord<P::Version, P::Msg>) {
-        if let Err(e) = self.wal.append(&r) {
-            tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
-            self.stopping = true;
-        }
+        let appended = self.wal.append(&r);
+        self.appended(appended);
     }
 
     /// [`Self::log`] for a message to a peer, borrowed rather than copied
     /// (`&P::Msg` encodes as `P::Msg` does, so recovery reads it back as an
     /// ordinary outbox record).
     fn log_outbox(&mut self, to: NodeId, seq: u64, msg: &P::Msg) {
-        if let Err(e) = self.wal.append(&LogRecord::<P::Version, &P::Msg>::Outbox { to, seq, msg }) {
-            tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
-            self.stopping = true;
-        }
+        let appended = self.wal.append(&LogRecord::<P::Version, &P::Msg>::Outbox { to, seq, msg });
+        self.appended(appended);
     }
 
     /// [`Self::log`] for a record that asks for no sync of its own
     /// ([`Wal::append_unsynced`]).
     fn log_unsynced(&mut self, r: LogRecord<P::Version, P::Msg>) {
-        if let Err(e) = self.wal.append_unsynced(&r) {
+        let appended = self.wal.append_unsynced(&r);
+        self.appended(appended);
+    }
+
+    /// A failed append stops the node: the log is the promise behind every
+    /// acknowledgement.
+    fn appended(&mut self, r: Result<(), WalError>) {
+        if let Err(e) = r {
             tracing::error!(node = self.node.0, "write-ahead log append failed: {e}");
             self.stopping = true;
         }

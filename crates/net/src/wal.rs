@@ -457,7 +457,6 @@ fn copy_outbox(src: &Path, w: &mut impl Write, tmp: &Path, acked: &impl Fn(NodeI
     }
 }
 
-/// A record's header (length, checksum) and payload.
 /// Frame `r` (length, CRC, payload) onto `w`, encoding it in `scratch`;
 /// returns the bytes written.
 fn write_record<V: Serialize, M: Serialize>(
