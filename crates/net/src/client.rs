@@ -17,13 +17,14 @@
 
 use crate::config::Cluster;
 use crate::frame::{Wire, WireError, decode, encode, encode_into, read_frame};
-use crate::inbox::{LocalConn, LocalDoor};
+use crate::inbox::{LocalConn, LocalDoor, LocalReplies};
 use crate::tls::{ClientTls, Conn};
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -106,6 +107,29 @@ enum Link<M> {
     Local(LocalConn<M>),
 }
 
+/// An in-process session's replies, put by the node's protocol thread
+/// straight into the session's events as a TCP reader would put them:
+/// no frame to encode and decode, no task to forward them. The node drops
+/// it when it forgets the session or stops, and the session then sees its
+/// connection closed.
+struct LocalEvents<M> {
+    node: NodeId,
+    generation: u64,
+    tx: mpsc::UnboundedSender<Event<M>>,
+}
+
+impl<M: causeway_core::Message> LocalReplies<M> for LocalEvents<M> {
+    fn reply(&mut self, msg: M) {
+        let _ = self.tx.send(Event::Frame(self.node, self.generation, Wire::Reply(msg)));
+    }
+}
+
+impl<M> Drop for LocalEvents<M> {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Event::Closed(self.node, self.generation));
+    }
+}
+
 /// A connection's reader task, stopped with the link: with both halves
 /// gone the socket closes, so the server ends the session at once rather
 /// than at its idle timeout.
@@ -150,6 +174,11 @@ pub struct Session<P: Protocol> {
     /// Deadline of one operation, connecting and the hello included: a
     /// session never waits longer for anything.
     pub timeout: Duration,
+    /// The one timer a wait for a reply arms, kept from operation to
+    /// operation: moving a registered timer later is an atomic update in
+    /// tokio, where a fresh one per wait is an insertion into the timer
+    /// wheel and a removal from it, for every request.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     broken: bool,
     /// The access token shown in every hello ([`crate::auth`]).
     token: Option<String>,
@@ -212,6 +241,7 @@ impl<P: Protocol> Session<P> {
             broken: false,
             token: None,
             local: None,
+            sleep: None,
             conn_gen: 0,
         })
     }
@@ -238,19 +268,10 @@ impl<P: Protocol> Session<P> {
         self.conn_gen += 1;
         let generation = self.conn_gen;
         if let Some(door) = self.local.as_ref().filter(|d| d.node == node) {
-            let (conn, mut replies) =
-                door.attach(self.token.as_deref()).map_err(|error| ClientError::Refused { node: node.0, error })?;
-            let tx = self.events_tx.clone();
-            tokio::spawn(async move {
-                while let Some(b) = replies.recv().await {
-                    // The frame as a TCP session reads it: a length prefix, then the body.
-                    let Ok(w) = decode::<P::Msg>(&b[4..]) else { break };
-                    if tx.send(Event::Frame(node, generation, w)).is_err() {
-                        return;
-                    }
-                }
-                let _ = tx.send(Event::Closed(node, generation));
-            });
+            let replies = Box::new(LocalEvents { node, generation, tx: self.events_tx.clone() });
+            let conn = door
+                .attach(self.token.as_deref(), replies)
+                .map_err(|error| ClientError::Refused { node: node.0, error })?;
             self.conns.insert(node, (generation, Link::Local(conn)));
             return Ok(());
         }
@@ -370,8 +391,8 @@ impl<P: Protocol> Session<P> {
                 Ok(())
             }
         };
-        op.keys().into_iter().try_for_each(|k| key(k))?;
-        match op.writes().into_iter().map(|(_, v)| v.len()).max() {
+        op.each_key().try_for_each(|k| key(k))?;
+        match op.each_write().map(|(_, v)| v.len()).max() {
             Some(len) if len > l.max_value_bytes => Err(ClientError::ValueTooLarge { len, max: l.max_value_bytes }),
             _ => Ok(()),
         }
@@ -382,7 +403,7 @@ impl<P: Protocol> Session<P> {
     /// sent ([`ClientError::ReservedValue`]), and values read that are
     /// tombstones come back as "no value".
     pub async fn execute(&mut self, op: Op) -> Result<OpResult, ClientError> {
-        if let Some((key, _)) = op.writes().into_iter().find(|(_, v)| causeway_core::is_tombstone(v)) {
+        if let Some((key, _)) = op.each_write().find(|(_, v)| causeway_core::is_tombstone(v)) {
             return Err(ClientError::ReservedValue { key: String::from_utf8_lossy(key).into_owned() });
         }
         Ok(self.execute_raw(op).await?.visible())
@@ -414,7 +435,7 @@ impl<P: Protocol> Session<P> {
             // A protocol without the column-family model would store an
             // encoded location as an opaque key: refuse it instead.
             if !P::OPS.contains(&causeway_core::OpKind::Slice)
-                && op.keys().iter().any(|k| causeway_core::column::is_location_key(k))
+                && op.each_key().any(|k| causeway_core::column::is_location_key(k))
             {
                 return Err(ClientError::ColumnsUnsupported { protocol: P::NAME });
             }
@@ -455,6 +476,7 @@ impl<P: Protocol> Session<P> {
         }
         self.write_queued(deadline).await?;
         let mut left = n;
+        let mut first = true;
         loop {
             for (slot, env) in envs.iter_mut().enumerate() {
                 if let Some(r) = env.done.take()
@@ -473,14 +495,33 @@ impl<P: Protocol> Session<P> {
             // A reply already queued (the usual case for all but the first
             // of a pipelined batch) is taken without arming a timer, unless
             // a timer or the deadline is due: those go first.
-            let ev = if wake <= Instant::now() {
+            // The deadline was set just now, so on the first pass only a
+            // timer can be due (one clock read less per request).
+            let due = match next_timer {
+                None if first => false,
+                _ => wake <= Instant::now(),
+            };
+            first = false;
+            let ev = if due {
                 Err(())
             } else {
                 match self.events.try_recv() {
                     Ok(e) => Ok(Some(e)),
-                    Err(_) => tokio::time::timeout_at(tokio::time::Instant::from_std(wake), self.events.recv())
-                        .await
-                        .map_err(|_| ()),
+                    Err(_) => {
+                        let wake = tokio::time::Instant::from_std(wake);
+                        let sleep = match &mut self.sleep {
+                            Some(s) => {
+                                s.as_mut().reset(wake);
+                                s
+                            }
+                            None => self.sleep.insert(Box::pin(tokio::time::sleep_until(wake))),
+                        };
+                        tokio::select! {
+                            biased;
+                            e = self.events.recv() => Ok(e),
+                            () = sleep.as_mut() => Err(()),
+                        }
+                    }
                 }
             };
             let now = now_us();

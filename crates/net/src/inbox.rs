@@ -20,13 +20,10 @@ use tokio::sync::mpsc;
 
 /// What the protocol thread is told.
 pub(crate) enum Input<M> {
-    /// A logical session opened: its replies are encoded for `slot` of
-    /// the connection ([`crate::frame::Wire::ReplyOn`]; 0: plain `Reply`)
-    /// and queued on `tx`.
+    /// A logical session opened: where its replies go.
     ClientHello {
         client: ClientId,
-        slot: u32,
-        tx: mpsc::UnboundedSender<Vec<u8>>,
+        replies: Replies<M>,
     },
     Client {
         client: ClientId,
@@ -50,6 +47,25 @@ pub(crate) enum Input<M> {
         msg: M,
     },
     Stop,
+}
+
+/// Where the protocol thread puts a session's replies.
+pub(crate) enum Replies<M> {
+    /// A TCP connection's writer: each reply encoded as a frame for `slot`
+    /// of the connection ([`crate::frame::Wire::ReplyOn`]; 0: plain
+    /// `Reply`).
+    Frames { tx: mpsc::UnboundedSender<Vec<u8>>, slot: u32 },
+    /// An in-process session ([`LocalDoor`]): the message itself, neither
+    /// encoded nor decoded nor handed through a task of its own.
+    Local(Box<dyn LocalReplies<M>>),
+}
+
+/// An in-process session's reply queue, called on the protocol thread
+/// with each reply to the session. The node drops it when the session
+/// ends or the node stops, which is how the session learns that its node
+/// is gone.
+pub trait LocalReplies<M>: Send {
+    fn reply(&mut self, msg: M);
 }
 
 /// What a client session may do, from the token its hello showed: anything
@@ -105,9 +121,9 @@ impl<M> Clone for LocalDoor<M> {
     }
 }
 
-/// One in-process session: send with [`LocalConn::send`]; replies (encoded
-/// frames) arrive on the receiver [`LocalDoor::attach`] returned. Dropping
-/// it ends the session at the node.
+/// One in-process session: send with [`LocalConn::send`]; replies reach
+/// the [`LocalReplies`] given to [`LocalDoor::attach`]. Dropping it ends
+/// the session at the node.
 pub struct LocalConn<M> {
     client: ClientId,
     role: Role,
@@ -115,14 +131,16 @@ pub struct LocalConn<M> {
 }
 
 impl<M: Message> LocalDoor<M> {
-    /// Open a session showing `token`, as a hello would.
-    pub fn attach(&self, token: Option<&str>) -> Result<(LocalConn<M>, mpsc::UnboundedReceiver<Vec<u8>>), WireError> {
+    /// Open a session showing `token`, as a hello would, its replies going
+    /// to `replies`.
+    pub fn attach(&self, token: Option<&str>, replies: Box<dyn LocalReplies<M>>) -> Result<LocalConn<M>, WireError> {
         let role = role_of(self.tokens.as_deref(), token).inspect_err(|e| self.metrics.refuse(e.reason()))?;
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.input.send(Input::ClientHello { client, slot: 0, tx }).map_err(|_| WireError::ShuttingDown)?;
+        self.input
+            .send(Input::ClientHello { client, replies: Replies::Local(replies) })
+            .map_err(|_| WireError::ShuttingDown)?;
         self.metrics.clients.inc();
-        Ok((LocalConn { client, role, door: self.clone() }, rx))
+        Ok(LocalConn { client, role, door: self.clone() })
     }
 }
 

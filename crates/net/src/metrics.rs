@@ -218,6 +218,21 @@ impl NodeMetrics {
         self.requests.get_or_create(&Kind { kind }).inc();
     }
 
+    /// The request counter and latency histogram of `kind`, for a caller
+    /// that keeps them rather than looking them up (under the family's
+    /// lock) per request.
+    pub fn request_metrics(&self, kind: &'static str) -> (Counter, Histogram) {
+        (
+            self.requests.get_or_create(&Kind { kind }).clone(),
+            self.request_seconds.get_or_create(&Kind { kind }).clone(),
+        )
+    }
+
+    /// The counter of Redis command `command`, for a connection to keep.
+    pub fn redis_counter(&self, command: &'static str) -> Counter {
+        self.redis_commands.get_or_create(&Command { command }).clone()
+    }
+
     pub fn count_redis(&self, command: &'static str) {
         self.redis_commands.get_or_create(&Command { command }).inc();
     }

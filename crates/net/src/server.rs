@@ -20,7 +20,7 @@ use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
 use crate::frame::{FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
-use crate::inbox::{Input, LocalDoor, admit, role_of};
+use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::NodeMetrics;
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
@@ -28,6 +28,7 @@ use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError};
 use causeway_core::{
     ClientId, DcId, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
 };
+use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -385,6 +386,7 @@ pub fn spawn<P: Protocol>(
         freezing: None,
         compaction: None,
         in_progress: FxHashMap::default(),
+        by_kind: Vec::new(),
     };
     let outbox = recovered.outbox;
     let failed = Arc::new(Failed::default());
@@ -760,7 +762,8 @@ impl<M: Message> Acceptor<M> {
                 }
             }
         });
-        if self.input.send(Input::ClientHello { client, slot: 0, tx: tx.clone() }).is_err() {
+        if self.input.send(Input::ClientHello { client, replies: Replies::Frames { tx: tx.clone(), slot: 0 } }).is_err()
+        {
             return;
         }
         // The connection's logical sessions ([`Wire::RequestOn`]), opened on
@@ -768,11 +771,16 @@ impl<M: Message> Acceptor<M> {
         let mut slots: Vec<Option<ClientId>> = vec![Some(client)];
         self.metrics.clients.inc();
         let idle = Duration::from_millis(limits.idle_timeout_ms);
+        // One timer per connection, moved later at each request (an atomic
+        // update in tokio), rather than a new one per request.
+        let mut idle_timer = Box::pin(tokio::time::sleep(idle));
         loop {
             // Closing mid-frame is fine: a client that sends half a frame and
             // stalls for the idle timeout is gone either way.
+            idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
             let read = tokio::select! {
-                r = tokio::time::timeout(idle, read_frame(&mut rd, limits.max_frame_bytes)) => r,
+                r = read_frame(&mut rd, limits.max_frame_bytes) => Ok(r),
+                () = idle_timer.as_mut() => Err(()),
                 _ = stop.changed() => break,
             };
             let frame = match read {
@@ -850,13 +858,25 @@ impl<M: Message> Acceptor<M> {
             return Ok(c);
         }
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
-        self.input.send(Input::ClientHello { client, slot, tx: tx.clone() }).map_err(|_| WireError::ShuttingDown)?;
+        self.input
+            .send(Input::ClientHello { client, replies: Replies::Frames { tx: tx.clone(), slot } })
+            .map_err(|_| WireError::ShuttingDown)?;
         slots[i] = Some(client);
         Ok(client)
     }
 }
 
 // ------------------------------------------------------------ protocol thread
+
+/// The index in `by_kind` ([`ProtocolLoop`]'s) of request kind `kind`.
+fn kind_metrics(by_kind: &mut Vec<(&'static str, Counter, Histogram)>, m: &NodeMetrics, kind: &'static str) -> usize {
+    if let Some(i) = by_kind.iter().position(|(k, ..)| std::ptr::eq(*k, kind) || *k == kind) {
+        return i;
+    }
+    let (counter, histogram) = m.request_metrics(kind);
+    by_kind.push((kind, counter, histogram));
+    by_kind.len() - 1
+}
 
 enum Out<M> {
     Send(NodeId, M),
@@ -969,8 +989,8 @@ struct ProtocolLoop<P: Protocol> {
     sync_off_thread: bool,
     group: Duration,
     inputs: mpsc::UnboundedReceiver<Input<P::Msg>>,
-    /// Each open session's reply queue and its slot on its connection.
-    clients: FxHashMap<ClientId, (mpsc::UnboundedSender<Vec<u8>>, u32)>,
+    /// Where each open session's replies go.
+    clients: FxHashMap<ClientId, Replies<P::Msg>>,
     links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>>,
     acked: Vec<Arc<AtomicU64>>,
     logged_acked: Vec<u64>,
@@ -1005,7 +1025,12 @@ struct ProtocolLoop<P: Protocol> {
     compaction: Option<std::thread::JoinHandle<Result<(), WalError>>>,
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
-    in_progress: FxHashMap<ClientId, (&'static str, Instant)>,
+    in_progress: FxHashMap<ClientId, (usize, Instant)>,
+    /// Each request kind seen, with its counter and latency histogram
+    /// (`in_progress` holds the index): looked up here by the kind's
+    /// address rather than in the metric families, under their lock, twice
+    /// per request.
+    by_kind: Vec<(&'static str, Counter, Histogram)>,
 }
 
 impl<P: Protocol> ProtocolLoop<P> {
@@ -1095,16 +1120,17 @@ impl<P: Protocol> ProtocolLoop<P> {
     fn handle(&mut self, input: Input<P::Msg>) {
         let mut env = node_env!(self);
         match input {
-            Input::ClientHello { client, slot, tx } => {
-                self.clients.insert(client, (tx, slot));
+            Input::ClientHello { client, replies } => {
+                self.clients.insert(client, replies);
             }
             Input::ClientGone { client } => {
                 self.clients.remove(&client);
                 self.in_progress.remove(&client);
             }
             Input::Client { client, msg } => {
-                self.metrics.count_request(msg.kind());
-                self.in_progress.insert(client, (msg.kind(), Instant::now()));
+                let kind = kind_metrics(&mut self.by_kind, &self.metrics, msg.kind());
+                self.by_kind[kind].1.inc();
+                self.in_progress.insert(client, (kind, Instant::now()));
                 self.server.on_client(&mut env, client, msg);
             }
             Input::Peer { from, first_seq, msgs } => {
@@ -1468,14 +1494,18 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
             Release::Reply(client, msg) => {
                 if let Some((kind, since)) = self.in_progress.remove(&client) {
-                    self.metrics.record_latency(kind, since.elapsed().as_micros() as u64);
+                    self.by_kind[kind].2.observe(since.elapsed().as_micros() as f64 / 1e6);
                 }
-                if let Some((tx, slot)) = self.clients.get(&client) {
-                    let frame = match *slot {
-                        0 => Wire::Reply(msg),
-                        slot => Wire::ReplyOn { slot, msg },
-                    };
-                    let _ = tx.send(encode(&frame));
+                match self.clients.get_mut(&client) {
+                    Some(Replies::Frames { tx, slot }) => {
+                        let frame = match *slot {
+                            0 => Wire::Reply(msg),
+                            slot => Wire::ReplyOn { slot, msg },
+                        };
+                        let _ = tx.send(encode(&frame));
+                    }
+                    Some(Replies::Local(to)) => to.reply(msg),
+                    None => {}
                 }
             }
         }
