@@ -41,6 +41,8 @@ seconds = int(args[1]) if len(args) > 1 else 4
 fsync = args[2] if len(args) > 2 else "never"
 causeway = os.environ.get("CAUSEWAY", "target/release/causeway")
 redis_port = "6399"
+# redis-benchmark's -n: requests per kind and second of the intended run.
+REQUESTS = 40_000
 door_port = 6480
 
 
@@ -78,8 +80,9 @@ def front_door_run(p):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(door_port)
-        # As many requests as Redis would do in `seconds` at ~1/3 its rate.
-        return redis_benchmark(door_port, ("set", "get"), 15_000 * seconds * pipeline)
+        # The same redis-benchmark command as Redis gets (the same number of
+        # requests, from an empty keyspace on both sides).
+        return redis_benchmark(door_port, ("set", "get"), REQUESTS * seconds * pipeline)
     finally:
         up.terminate()
         up.wait()
@@ -92,7 +95,7 @@ wait_port(int(redis_port))
 res = {(who, kind): [] for who in ["redis"] + protocols for kind in ("set", "get")}
 try:
     for r in range(rounds):
-        for kind, v in redis_benchmark(redis_port, ("set", "get"), 40_000 * seconds * pipeline).items():
+        for kind, v in redis_benchmark(redis_port, ("set", "get"), REQUESTS * seconds * pipeline).items():
             res[("redis", kind)].append(v)
         for p in protocols:
             if front_door:
