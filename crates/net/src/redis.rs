@@ -609,7 +609,7 @@ impl<P: Protocol> Conn<P> {
                 _ => arity("get"),
             },
             "set" => match rest {
-                [k, v] => self.run(Exec::Set(vec![(k.clone(), v.clone())])).await,
+                [k, v] => self.run(Exec::Set(vec![(owned(k), owned(v))])).await,
                 [_, _, ..] => {
                     err("ERR SET options are not supported: a causal store has no expiry or conditional writes")
                 }
@@ -629,7 +629,7 @@ impl<P: Protocol> Conn<P> {
             },
             "del" => match rest {
                 [] => arity("del"),
-                keys => self.run(Exec::Del(keys.to_vec())).await,
+                keys => self.run(Exec::Del(keys.iter().map(owned).collect())).await,
             },
             "multi" => {
                 if self.multi.is_some() {
@@ -686,7 +686,7 @@ impl<P: Protocol> Conn<P> {
             let keys: Vec<Bytes> = batch.into_iter().map(|mut a| a.swap_remove(1)).collect();
             read(&mut self.session, &keys).await.map(|vs| vs.into_iter().map(bulk).collect())
         } else {
-            let writes: Vec<(Bytes, Bytes)> = batch.into_iter().map(|a| (a[1].clone(), a[2].clone())).collect();
+            let writes: Vec<(Bytes, Bytes)> = batch.into_iter().map(|a| (owned(&a[1]), owned(&a[2]))).collect();
             let r = if writes.len() == 1 {
                 let (k, v) = writes.into_iter().next().expect("one write");
                 self.session.put(k, v).await
@@ -848,7 +848,7 @@ fn queued(name: &str, rest: &[Bytes]) -> Result<Queued, Frame> {
     match (name, rest) {
         ("get", [k]) => Ok(Queued::Get(k.clone())),
         ("mget", keys) if !keys.is_empty() => Ok(Queued::MGet(keys.to_vec())),
-        ("set", [k, v]) => Ok(Queued::Set(vec![(k.clone(), v.clone())])),
+        ("set", [k, v]) => Ok(Queued::Set(vec![(owned(k), owned(v))])),
         ("mset", kv) => {
             pairs(kv).map(Queued::Set).ok_or_else(|| error("ERR wrong number of arguments for 'mset' command"))
         }
@@ -861,7 +861,7 @@ fn pairs(kv: &[Bytes]) -> Option<Vec<(Bytes, Bytes)>> {
     if kv.is_empty() || !kv.len().is_multiple_of(2) {
         return None;
     }
-    Some(kv.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect())
+    Some(kv.chunks(2).map(|p| (owned(&p[0]), owned(&p[1]))).collect())
 }
 
 /// Transactions take distinct keys; a key set twice keeps its last value,
@@ -875,6 +875,15 @@ fn last_write_wins(w: Vec<(Bytes, Bytes)>) -> Vec<(Bytes, Bytes)> {
         }
     }
     out
+}
+
+/// A key or value that will be stored, in an allocation of its own. A
+/// request's arguments are slices of the connection's read buffer, and a
+/// stored slice would keep that whole buffer alive as long as its version
+/// lives (a million SETs over 100 000 keys left an Eventual node at 164 MB
+/// resident, 75 MB with the copy).
+fn owned(b: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(b)
 }
 
 /// The distinct keys, and for each requested key its index among them.
