@@ -178,7 +178,7 @@ pub struct Session<P: Protocol> {
     /// operation: moving a registered timer later is an atomic update in
     /// tokio, where a fresh one per wait is an insertion into the timer
     /// wheel and a removal from it, for every request.
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    sleep: Option<(tokio::runtime::Id, Pin<Box<tokio::time::Sleep>>)>,
     broken: bool,
     /// The access token shown in every hello ([`crate::auth`]).
     token: Option<String>,
@@ -509,12 +509,16 @@ impl<P: Protocol> Session<P> {
                     Ok(e) => Ok(Some(e)),
                     Err(_) => {
                         let wake = tokio::time::Instant::from_std(wake);
+                        let runtime = tokio::runtime::Handle::current().id();
                         let sleep = match &mut self.sleep {
-                            Some(s) => {
+                            Some((r, s)) if *r == runtime => {
                                 s.as_mut().reset(wake);
                                 s
                             }
-                            None => self.sleep.insert(Box::pin(tokio::time::sleep_until(wake))),
+                            // A timer belongs to the runtime it was made on:
+                            // one kept from a runtime since dropped would
+                            // fail (a panic in tokio) rather than fire.
+                            _ => &mut self.sleep.insert((runtime, Box::pin(tokio::time::sleep_until(wake)))).1,
                         };
                         tokio::select! {
                             biased;

@@ -87,3 +87,31 @@ async fn a_full_accept_queue_times_out_the_connect() {
         "{e}"
     );
 }
+
+/// A session keeps its reply timer from one operation to the next. A timer
+/// belongs to the runtime it was made on, so a session used on a runtime
+/// since dropped, then on another, must make a new one: reusing the old
+/// one would panic in tokio instead of waiting.
+#[test]
+fn a_session_outlives_the_runtime_it_ran_on() {
+    use causeway_net::embedded::{Embedded, EmbeddedSpec};
+    use causeway_protocols::ProtocolName;
+    let nodes_rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = std::env::temp_dir().join(format!("causeway-session-runtimes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut spec = EmbeddedSpec::default_for(ProtocolName::Eventual, dir.clone());
+    (spec.dcs, spec.partitions, spec.rtt_ms, spec.plaintext) = (1, 1, vec![vec![0.0]], true);
+    let cluster = Embedded::start(spec, nodes_rt.handle()).unwrap();
+    let mut s = Session::<Eventual>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+    let first = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    first.block_on(s.put(Bytes::from_static(b"k"), Bytes::from_static(b"v"))).unwrap();
+    drop(first);
+    // Its connections went with the first runtime; showing a token (none)
+    // drops them, so the next operation connects afresh on the second.
+    s.set_token(None);
+    let second = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let got = second.block_on(s.get(Bytes::from_static(b"k"))).unwrap();
+    assert_eq!(got.as_deref(), Some(&b"v"[..]));
+    cluster.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
