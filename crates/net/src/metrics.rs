@@ -233,10 +233,6 @@ impl NodeMetrics {
         self.redis_commands.get_or_create(&Command { command }).clone()
     }
 
-    pub fn count_redis(&self, command: &'static str) {
-        self.redis_commands.get_or_create(&Command { command }).inc();
-    }
-
     pub fn record_latency(&self, kind: &'static str, us: u64) {
         self.request_seconds.get_or_create(&Kind { kind }).observe(us as f64 / 1e6);
     }
@@ -274,5 +270,31 @@ impl NodeMetrics {
         let mut s = String::new();
         prometheus_client::encoding::text::encode(&mut s, &self.registry).expect("writing to a String cannot fail");
         s
+    }
+}
+
+/// Metrics one task keeps by name (a request kind, a Redis command), found
+/// by the name's address: a request then does not look its metric up in
+/// the family, under the family's lock.
+pub struct Kept<T>(Vec<(&'static str, T)>);
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept(Vec::new())
+    }
+}
+
+impl<T> Kept<T> {
+    /// Where `name`'s metrics are, made by `make` the first time.
+    pub fn index(&mut self, name: &'static str, make: impl FnOnce() -> T) -> usize {
+        if let Some(i) = self.0.iter().position(|(n, _)| std::ptr::eq(*n, name) || *n == name) {
+            return i;
+        }
+        self.0.push((name, make()));
+        self.0.len() - 1
+    }
+
+    pub fn get(&self, i: usize) -> &T {
+        &self.0[i].1
     }
 }

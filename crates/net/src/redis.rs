@@ -48,10 +48,11 @@ use crate::auth::{Grant, Tokens};
 use crate::client::{ClientError, Session};
 use crate::config::Cluster;
 use crate::inbox::LocalDoor;
-use crate::metrics::NodeMetrics;
+use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::ClientTls;
 use bytes::{Bytes, BytesMut};
 use causeway_core::{DcId, NodeId, OpKind, Protocol};
+use prometheus_client::metrics::counter::Counter;
 use redis_protocol::resp2::decode::decode_bytes_mut;
 use redis_protocol::resp2::encode::extend_encode;
 use redis_protocol::resp2::types::BytesFrame as Frame;
@@ -166,7 +167,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, mut stop
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut idle_timer = Box::pin(tokio::time::sleep(idle));
-    let mut counts = Counts::default();
+    let mut counts = Kept::default();
     // Every whole request read and not yet answered, in order.
     let mut requests: std::collections::VecDeque<Result<Vec<Bytes>, &'static str>> = Default::default();
     loop {
@@ -211,7 +212,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, mut stop
             let answer = match args {
                 Ok(args) => {
                     if let Some(name) = args.first() {
-                        counts.count(&door.metrics, name);
+                        count(&mut counts, &door.metrics, name);
                     }
                     match c.admit(&args) {
                         Ok(()) => match c.batchable(&args) {
@@ -225,7 +226,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, mut stop
                                     {
                                         break;
                                     }
-                                    counts.count(&door.metrics, &next[0]);
+                                    count(&mut counts, &door.metrics, &next[0]);
                                     batch.push(requests.pop_front().expect("a front").expect("checked Ok"));
                                 }
                                 let (answers, ended) = c.batch(kind, batch).await;
@@ -392,25 +393,11 @@ fn request_args(frame: Frame) -> Result<Vec<Bytes>, &'static str> {
     }
 }
 
-/// The command counters a connection has used, kept so that a request
-/// does not look its counter up in the metric family, under its lock.
-#[derive(Default)]
-struct Counts(Vec<(&'static str, prometheus_client::metrics::counter::Counter)>);
-
-impl Counts {
-    fn count(&mut self, metrics: &NodeMetrics, name: &[u8]) {
-        let name = command_name(name);
-        match self.0.iter().find(|(n, _)| std::ptr::eq(*n, name)) {
-            Some((_, c)) => {
-                c.inc();
-            }
-            None => {
-                let c = metrics.redis_counter(name);
-                c.inc();
-                self.0.push((name, c));
-            }
-        }
-    }
+/// Count a request of command `name` on a connection's kept counters.
+fn count(kept: &mut Kept<Counter>, metrics: &NodeMetrics, name: &[u8]) {
+    let name = command_name(name);
+    let i = kept.index(name, || metrics.redis_counter(name));
+    kept.get(i).inc();
 }
 
 /// The command's name for metrics: one of a fixed set, so that a client

@@ -22,7 +22,7 @@ use crate::frame::{FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
-use crate::metrics::NodeMetrics;
+use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError};
 use causeway_core::{
@@ -386,7 +386,7 @@ pub fn spawn<P: Protocol>(
         freezing: None,
         compaction: None,
         in_progress: FxHashMap::default(),
-        by_kind: Vec::new(),
+        by_kind: Kept::default(),
     };
     let outbox = recovered.outbox;
     let failed = Arc::new(Failed::default());
@@ -868,16 +868,6 @@ impl<M: Message> Acceptor<M> {
 
 // ------------------------------------------------------------ protocol thread
 
-/// The index in `by_kind` ([`ProtocolLoop`]'s) of request kind `kind`.
-fn kind_metrics(by_kind: &mut Vec<(&'static str, Counter, Histogram)>, m: &NodeMetrics, kind: &'static str) -> usize {
-    if let Some(i) = by_kind.iter().position(|(k, ..)| std::ptr::eq(*k, kind) || *k == kind) {
-        return i;
-    }
-    let (counter, histogram) = m.request_metrics(kind);
-    by_kind.push((kind, counter, histogram));
-    by_kind.len() - 1
-}
-
 enum Out<M> {
     Send(NodeId, M),
     Reply(ClientId, M),
@@ -1026,11 +1016,9 @@ struct ProtocolLoop<P: Protocol> {
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
     in_progress: FxHashMap<ClientId, (usize, Instant)>,
-    /// Each request kind seen, with its counter and latency histogram
-    /// (`in_progress` holds the index): looked up here by the kind's
-    /// address rather than in the metric families, under their lock, twice
-    /// per request.
-    by_kind: Vec<(&'static str, Counter, Histogram)>,
+    /// Each request kind's counter and latency histogram (`in_progress`
+    /// holds the index).
+    by_kind: Kept<(Counter, Histogram)>,
 }
 
 impl<P: Protocol> ProtocolLoop<P> {
@@ -1128,8 +1116,9 @@ impl<P: Protocol> ProtocolLoop<P> {
                 self.in_progress.remove(&client);
             }
             Input::Client { client, msg } => {
-                let kind = kind_metrics(&mut self.by_kind, &self.metrics, msg.kind());
-                self.by_kind[kind].1.inc();
+                let (name, metrics) = (msg.kind(), &self.metrics);
+                let kind = self.by_kind.index(name, || metrics.request_metrics(name));
+                self.by_kind.get(kind).0.inc();
                 self.in_progress.insert(client, (kind, Instant::now()));
                 self.server.on_client(&mut env, client, msg);
             }
@@ -1494,7 +1483,7 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
             Release::Reply(client, msg) => {
                 if let Some((kind, since)) = self.in_progress.remove(&client) {
-                    self.by_kind[kind].2.observe(since.elapsed().as_micros() as f64 / 1e6);
+                    self.by_kind.get(kind).1.observe(since.elapsed().as_micros() as f64 / 1e6);
                 }
                 match self.clients.get_mut(&client) {
                     Some(Replies::Frames { tx, slot }) => {
