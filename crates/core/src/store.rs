@@ -102,7 +102,7 @@ impl<V> Frozen<V> {
     /// the chains, and each chain is moved out once, in that order: a
     /// sort of the copy itself moved every version O(log n) times through
     /// a scratch buffer half the copy's size, whose fresh pages the kernel
-    /// zeroed (on a write-heavy node a third of the snapshot thread's CPU).
+    /// zeroed (on a write-heavy node over a third of the snapshot thread's CPU).
     /// Meant for the thread that writes the snapshot, not the store's
     /// owner.
     pub fn into_ordered(self) -> impl Iterator<Item = (Key, V)> {
