@@ -151,13 +151,13 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
         // first only after three rounds, so the writers go on, round by
         // round, until two snapshots are counted (at most 100 rounds).
         let node = NodeId(0);
-        let snapshots = cluster.node(node).unwrap().metrics.clone();
+        let node_metrics = cluster.node(node).unwrap().metrics.clone();
         let keys: Vec<Bytes> = (0..300).map(|i| Bytes::from(format!("k{i:03}"))).collect();
         let mut last_round = Vec::new();
         with_protocol!(p, P => {
             let mut tasks = Vec::new();
             for (w, chunk) in keys.chunks(75).enumerate() {
-                let (c, chunk, snapshots) = (c.clone(), chunk.to_vec(), snapshots.clone());
+                let (c, chunk, node_metrics) = (c.clone(), chunk.to_vec(), node_metrics.clone());
                 tasks.push(tokio::spawn(async move {
                     let mut s = Session::<P>::new(c, DcId(0), 1 + w as u32).unwrap();
                     let mut round = 0;
@@ -165,7 +165,7 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
                         for k in &chunk {
                             s.put(k.clone(), Bytes::from(format!("{k:?}-{round}"))).await.unwrap();
                         }
-                        if (round >= 2 && snapshots.snapshots.get() >= 2) || round >= 99 {
+                        if (round >= 2 && node_metrics.snapshots.get() >= 2) || round >= 99 {
                             return round;
                         }
                         round += 1;
