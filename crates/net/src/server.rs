@@ -18,7 +18,7 @@
 
 use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
-use crate::frame::{FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, read_frame};
+use crate::frame::{FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, encode_into, read_frame};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
@@ -26,7 +26,7 @@ use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError};
 use causeway_core::{
-    ClientId, DcId, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
+    ClientId, DcId, Key, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
 };
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use rustc_hash::FxHashMap;
@@ -355,6 +355,7 @@ pub fn spawn<P: Protocol>(
         dc,
         server,
         store,
+        journal_spare: Vec::new(),
         wal,
         fsync: cluster.config.storage.fsync,
         sync_off_thread: matches!(threads, NodeThreads::Own),
@@ -962,6 +963,10 @@ struct Freezing<P: Protocol> {
     turns: u32,
 }
 
+/// The buffer a reply frame is encoded into starts this large: most
+/// replies fit (a put's stamp, a small value with its metadata).
+const REPLY_FRAME_BYTES: usize = 128;
+
 /// Keys a checkpoint copies between two looks at the clock.
 const FREEZE_STEP_KEYS: usize = 16;
 
@@ -970,6 +975,9 @@ struct ProtocolLoop<P: Protocol> {
     dc: DcId,
     server: P::Server,
     store: MvStore<P::Version>,
+    /// The journal buffer drained last, handed back to the store
+    /// ([`MvStore::take_journal`]) so the next turn's reuses its capacity.
+    journal_spare: Vec<(Key, P::Version)>,
     wal: Wal,
     fsync: Fsync,
     /// Sync the log on tokio's blocking pool, not on this thread: when the
@@ -1163,9 +1171,11 @@ impl<P: Protocol> ProtocolLoop<P> {
         let mut env = node_env!(self);
         self.server.on_peer(&mut env, from, msg);
         // The delivery mark follows the handler's effects in the log.
-        for (k, v) in env.store.drain_journal() {
+        let mut journal = env.store.take_journal(std::mem::take(&mut self.journal_spare));
+        for (k, v) in journal.drain(..) {
             let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
         }
+        self.journal_spare = journal;
         if let Some((bytes, sync)) = env.store.take_dirty_meta() {
             let r = LogRecord::<P::Version, P::Msg>::Meta { bytes };
             let _ = if sync { self.wal.append(&r) } else { self.wal.append_unsynced(&r) };
@@ -1187,9 +1197,11 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     /// Log what this turn changed, sync per policy, then release its output.
     async fn commit(&mut self) {
-        for (k, v) in self.store.drain_journal() {
+        let mut journal = self.store.take_journal(std::mem::take(&mut self.journal_spare));
+        for (k, v) in journal.drain(..) {
             self.log(LogRecord::Version { key: k, version: v });
         }
+        self.journal_spare = journal;
         if let Some((bytes, sync)) = self.store.take_dirty_meta() {
             if sync {
                 self.log(LogRecord::Meta { bytes });
@@ -1491,7 +1503,9 @@ impl<P: Protocol> ProtocolLoop<P> {
                             0 => Wire::Reply(msg),
                             slot => Wire::ReplyOn { slot, msg },
                         };
-                        let _ = tx.send(encode(&frame));
+                        // Sized for a typical reply, so encoding it grows
+                        // the buffer once at most rather than from empty.
+                        let _ = tx.send(encode_into(&frame, Vec::with_capacity(REPLY_FRAME_BYTES)));
                     }
                     Some(Replies::Local(to)) => to.reply(msg),
                     None => {}
