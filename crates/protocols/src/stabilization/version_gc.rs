@@ -154,8 +154,9 @@ impl<S: Clone + PartialEq> VersionGc<S> {
             let Some((queued_us, index)) = self.dirty.pop_front() else { break };
             let state = &mut self.keys[index.get()];
             // Written since it was queued: that write collected the key at
-            // its horizon, and left it holding versions too new for this one
-            // (or it would not still be written to). Look again later.
+            // its own horizon. Reading it again now would cost a cache miss
+            // for little more; it stays queued, and is read once it has gone
+            // quiet.
             if state.written_us > queued_us {
                 self.dirty.push_back((now_us, index));
                 continue;
