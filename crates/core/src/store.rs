@@ -210,21 +210,18 @@ impl<V: Versioned + Clone> MvStore<V> {
         Self::default()
     }
 
-    /// Keep a copy of every inserted version until [`MvStore::drain_journal`].
+    /// Keep a copy of every inserted version until [`MvStore::take_journal`].
     /// The network runtime uses this to write ahead before it acknowledges.
     pub fn enable_journal(&mut self) {
         self.journal.get_or_insert_with(Vec::new);
     }
 
-    pub fn drain_journal(&mut self) -> Vec<(Key, V)> {
-        self.take_journal(Vec::new())
-    }
-
-    /// [`MvStore::drain_journal`], with `spare` (emptied) put in the
-    /// journal's place. A caller that hands back the buffer it drained last
-    /// time keeps its capacity, so a turn's journal grows without
-    /// reallocating: at a pipelined client's hundreds of writes a turn,
-    /// growing a fresh vector each turn copied every entry about twice.
+    /// The versions journaled since the last call, oldest first, with
+    /// `spare` (emptied) put in the journal's place. A caller that hands
+    /// back the buffer it drained last time keeps its capacity, so a turn's
+    /// journal grows without reallocating: at a pipelined client's hundreds
+    /// of writes a turn, growing a fresh vector each turn copied every entry
+    /// about twice.
     pub fn take_journal(&mut self, mut spare: Vec<(Key, V)>) -> Vec<(Key, V)> {
         spare.clear();
         match self.journal.as_mut() {
@@ -610,9 +607,9 @@ mod tests {
         s.enable_journal();
         s.insert(k(), M(1, Bytes::from_static(b"x"), 0));
         s.insert(k(), M(2, Bytes::from_static(b"y"), 0));
-        let _ = s.drain_journal();
+        let _ = s.take_journal(Vec::new());
         s.insert(k(), M(3, Bytes::from_static(b"zz"), 0));
-        let _ = s.drain_journal();
+        let _ = s.take_journal(Vec::new());
         // Floor at order 3; order 2 is kept by `keep`, order 1 goes.
         let dropped = s.collect_planned(
             b"k",
@@ -623,7 +620,7 @@ mod tests {
         assert_eq!(dropped, 1);
         let got: Vec<(u64, u32)> = s.versions(b"k").iter().map(|m| (m.0, m.2)).collect();
         assert_eq!(got, vec![(2, 0), (3, 1)], "the floor is marked, the kept version not");
-        assert!(s.drain_journal().is_empty(), "neither collection nor the mark is journaled");
+        assert!(s.take_journal(Vec::new()).is_empty(), "neither collection nor the mark is journaled");
         assert_eq!((s.version_count(), s.value_bytes()), (2, 3));
         assert!(s.was_pruned(b"k"));
         // No plan: nothing changes; no key: nothing happens.
@@ -641,7 +638,7 @@ mod tests {
         assert!(!s.replace(b"k", v(2)), "no version 2 to replace");
         assert_eq!(s.exact(b"k", 1).unwrap().1, Bytes::from_static(b"changed"));
         assert_eq!(s.value_bytes(), 7);
-        assert_eq!(s.drain_journal().len(), 1);
+        assert_eq!(s.take_journal(Vec::new()).len(), 1);
         s.restore(k(), V(1, Bytes::from_static(b"again")));
         s.restore(k(), v(3));
         assert_eq!(s.versions(b"k").len(), 2);
@@ -690,9 +687,9 @@ mod tests {
         s.insert(k(), v(1));
         s.enable_journal();
         s.insert(k(), v(2));
-        let j = s.drain_journal();
+        let j = s.take_journal(Vec::new());
         assert_eq!(j.len(), 1);
-        assert!(s.drain_journal().is_empty());
+        assert!(s.take_journal(Vec::new()).is_empty());
     }
 
     fn contents(s: &MvStore<M>) -> Vec<(Key, M)> {
