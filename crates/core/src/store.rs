@@ -219,9 +219,9 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// The versions journaled since the last call, oldest first, with
     /// `spare` (emptied) put in the journal's place. A caller that hands
     /// back the buffer it drained last time keeps its capacity, so a turn's
-    /// journal grows without reallocating: at a pipelined client's hundreds
-    /// of writes a turn, growing a fresh vector each turn copied every entry
-    /// about twice.
+    /// journal grows without reallocating (a fresh vector each turn
+    /// reallocated as it doubled, at a pipelined client's hundreds of writes
+    /// a turn).
     pub fn take_journal(&mut self, mut spare: Vec<(Key, V)>) -> Vec<(Key, V)> {
         spare.clear();
         match self.journal.as_mut() {

@@ -1503,8 +1503,8 @@ impl<P: Protocol> ProtocolLoop<P> {
                             0 => Wire::Reply(msg),
                             slot => Wire::ReplyOn { slot, msg },
                         };
-                        // Sized for a typical reply, so encoding it grows
-                        // the buffer once at most rather than from empty.
+                        // Sized so that a typical reply's encoding does not
+                        // grow the buffer at all.
                         let _ = tx.send(encode_into(&frame, Vec::with_capacity(REPLY_FRAME_BYTES)));
                     }
                     Some(Replies::Local(to)) => to.reply(msg),
