@@ -5,6 +5,7 @@
 //! - reads its own writes, and monotonic reads across a partition;
 //! - photo-then-album across DCs: never for a causal protocol, and seen for
 //!   one that is not (the scenario's proof that it can fail);
+//! - ACL/album and photo/album read with read-only transactions in every DC;
 //! - convergence after a partition heals;
 //! - a node restarted from what it journaled keeps every acknowledged write
 //!   and serves on, and goes on serving its DC at once while another DC is
@@ -80,6 +81,33 @@ fn photo_then_album_is_causal_exactly_where_promised() {
         }
         if !causal && seen == 0 {
             return Err("not causal, yet the scenario never showed the album before its photo".into());
+        }
+        Ok(())
+    });
+}
+
+/// Read-only transactions keep causal order in every DC, the writers' own
+/// included: ⟨public ACL, new album⟩ and ⟨no photo, album entry⟩ are never
+/// returned. The readers must also have seen the new writes, or the check
+/// proves nothing. (Eventual has ROTs and no causal promise; its
+/// anomalies are shown in `photo_then_album_is_causal_exactly_where_promised`.)
+#[test]
+fn read_only_transactions_keep_causal_order_in_every_dc() {
+    each(|p| {
+        let (causal, rot) = with_protocol!(p, P => (<P as Protocol>::CAUSAL, <P as Protocol>::OPS.contains(&causeway_core::OpKind::Rot)));
+        if !causal || !rot {
+            return Ok(());
+        }
+        for seed in 1..=2 {
+            let seen = with_protocol!(p, P => common::rot_order_in_every_dc::<P>(seed));
+            for (dc, s) in seen.iter().enumerate() {
+                if s.acl_violations > 0 || s.photo_violations > 0 {
+                    return Err(format!("seed {seed}, DC {dc}: {s:?}"));
+                }
+                if s.acl_saw_new == 0 || s.photo_saw_album == 0 {
+                    return Err(format!("seed {seed}, DC {dc}: the reader never saw the new writes: {s:?}"));
+                }
+            }
         }
         Ok(())
     });

@@ -164,3 +164,53 @@ fn latency_by_rounds_tells_one_round_two_round_and_indirected_reads_apart() {
     sc.latency_by_rounds = false;
     assert!(!Sim::<Eventual>::new(sc).unwrap().run().latency.contains_key("get_1round"));
 }
+
+/// Lloyd's dissertation §5.7 (Fig 5.5): a read-only transaction takes at
+/// most two rounds of reads (a second-round read that meets a pending
+/// transaction asks its coordinator — `commit_check` — server-side, not a
+/// third client round), and exactly one when nothing is written
+/// concurrently. Counted by the simulator per operation
+/// (`latency_by_rounds`), over several seeds, in both DCs.
+#[test]
+fn eiger_reads_take_at_most_two_rounds_and_one_when_nothing_is_written() {
+    use causeway_protocols::explicit_deps::eiger::Eiger;
+    for seed in 1..=2 {
+        // Contended: 16 keys, ROTs, gets, PUTs and WOTs from both DCs, with
+        // jitter so that reads meet pending and freshly committed writes.
+        let mut sc = common::base(2, 4, 600, seed);
+        sc.latency_by_rounds = true;
+        sc.workload.dcs = vec![0, 1];
+        sc.workload.clients_per_dc = 8;
+        sc.workload.recordcount = 16;
+        sc.workload.preload = true;
+        sc.workload.readproportion = 0.2;
+        sc.workload.rotproportion = 0.4;
+        sc.workload.rot_size = 4;
+        sc.workload.rot_partitions = 3;
+        sc.workload.updateproportion = 0.2;
+        sc.workload.wotproportion = 0.2;
+        sc.workload.wot_size = 3;
+        sc.network.jitter_pct = 30.0;
+        let r = Sim::<Eiger>::new(sc.clone()).unwrap().run();
+        let count = |name: &str| r.latency.get(name).map_or(0, |s| s.count);
+        let (rots, gets) = (count("rot"), count("get"));
+        assert!(rots > 2_000 && gets > 1_000, "seed {seed}: {rots} ROTs, {gets} gets");
+        assert!(count("rot_2rounds") + count("rot_indirected") > 0, "seed {seed}: no ROT ever needed a second round");
+        assert_eq!(count("rot_3plus_rounds"), 0, "seed {seed}: ROTs of three rounds or more");
+        assert_eq!(count("get_3plus_rounds"), 0, "seed {seed}: gets of three rounds or more");
+
+        // Quiet: the same keys written once by the load phase, then only
+        // ROTs, measured after a warm-up that covers the load phase and
+        // each client's first ROTs (which may take two rounds: the servers'
+        // clocks differ until a client's requests carry the largest).
+        sc.workload.readproportion = 0.0;
+        sc.workload.updateproportion = 0.0;
+        sc.workload.wotproportion = 0.0;
+        sc.workload.rotproportion = 1.0;
+        sc.warmup_ms = 200;
+        let r = Sim::<Eiger>::new(sc).unwrap().run();
+        let count = |name: &str| r.latency.get(name).map_or(0, |s| s.count);
+        assert!(count("rot") > 5_000, "seed {seed}: {} quiet ROTs", count("rot"));
+        assert_eq!(count("rot_1round"), count("rot"), "seed {seed}: quiet ROTs that took more than one round");
+    }
+}
