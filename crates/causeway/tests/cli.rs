@@ -335,7 +335,8 @@ fn json_output_is_only_json() {
 /// Eiger's column families from the command line: columns of one row
 /// written at once and read back by name, a slice, a counter, a column
 /// delete, and the typed refusals (an unknown family, `add` to a regular
-/// column, `put` to a counter); a plain `put k v` / `get k` still works.
+/// column, `put` to a counter); a plain `put k v` / `get k` still works;
+/// `wot` read back by `rot`, and a malformed `wot` refused whole.
 /// The eventual baseline refuses columns by name.
 #[test]
 fn eiger_columns_counters_and_slices_from_the_cli() {
@@ -393,6 +394,30 @@ fn eiger_columns_counters_and_slices_from_the_cli() {
         assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{args:?}: {o:?}");
     }
     assert_eq!(ok(&["get", "alice", "counters:likes"]), "counters:likes = 3\n", "nothing applied, still serving");
+
+    // A write-only transaction (2PC-PCI over whichever servers hold the
+    // keys) read back with a read-only transaction; a WOT that writes one
+    // key twice, or over MAX_WOT_KEYS keys, is refused whole.
+    assert_eq!(ok(&["wot", "x=1", "y=2", "z=3"]), "ok\n");
+    let o = ok(&["rot", "x", "y", "z", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    let values: Vec<&str> = j.as_array().unwrap().iter().map(|e| e["value"].as_str().unwrap()).collect();
+    assert_eq!(values, ["1", "2", "3"], "{j}");
+    let max = causeway_protocols::eiger::MAX_WOT_KEYS;
+    let many: Vec<String> = (0..=max).map(|i| format!("w{i}=v")).collect();
+    let too_many: Vec<&str> = ["wot"].into_iter().chain(many.iter().map(|s| s.as_str())).collect();
+    let too_many_why = format!("at most {max} keys, got {}", max + 1);
+    for (args, why) in [(&["wot", "x=9", "q=9", "x=8"][..], "writes each key once"), (&too_many[..], &too_many_why[..])]
+    {
+        let mut a = args.to_vec();
+        a.extend(["--config", cfg]);
+        let o = run(&a, None);
+        assert!(!o.status.success(), "a WOT of {} writes must fail", args.len() - 1);
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{o:?}");
+    }
+    assert_eq!(ok(&["get", "x"]), "1\n", "the refused WOTs applied nothing");
+    assert!(!run(&["get", "q", "--config", cfg], None).status.success(), "q was never written");
+    assert!(!run(&["get", "w0", "--config", cfg], None).status.success(), "w0 was never written");
 }
 
 /// Other protocols refuse columns, counters and slices with a typed error.
