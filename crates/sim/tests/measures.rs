@@ -165,12 +165,12 @@ fn latency_by_rounds_tells_one_round_two_round_and_indirected_reads_apart() {
     assert!(!Sim::<Eventual>::new(sc).unwrap().run().latency.contains_key("get_1round"));
 }
 
-/// Lloyd's dissertation §5.7 (Fig 5.5): a read-only transaction takes at
-/// most two rounds of reads (a second-round read that meets a pending
-/// transaction asks its coordinator — `commit_check` — server-side, not a
-/// third client round), and exactly one when nothing is written
-/// concurrently. Counted by the simulator per operation
-/// (`latency_by_rounds`), over several seeds, in both DCs.
+/// Lloyd §5.3 (Fig 5.5): a read-only transaction takes at most two rounds
+/// of reads (a second-round read that meets a pending transaction asks its
+/// coordinator — §5.4's `commit_check` — server-side, not a third client
+/// round), and exactly one when nothing is written concurrently. Counted
+/// by the simulator per operation (`latency_by_rounds`), over two seeds,
+/// with readers in both DCs.
 #[test]
 fn eiger_reads_take_at_most_two_rounds_and_one_when_nothing_is_written() {
     use causeway_protocols::explicit_deps::eiger::Eiger;

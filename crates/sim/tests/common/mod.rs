@@ -160,10 +160,10 @@ pub struct RotOrder {
     pub photo_saw_album: usize,
 }
 
-/// The ACL/album and photo/album examples (Lloyd et al., "Don't Settle for
-/// Eventual", §2; Lloyd's dissertation §5.1) read with read-only
-/// transactions by a reader in *every* DC, the writers' own included, on 3
-/// DCs × 4 partitions. Alice (DC0) makes the ACL friends-only, then posts to
+/// The photo/album example (Lloyd §3.2) and the ACL/album race (Lloyd §4.3,
+/// `read_trans((ACL, album))`), read with read-only transactions by a
+/// reader in *every* DC, the writers' own included, on 3 DCs × 4
+/// partitions. Alice (DC0) makes the ACL friends-only, then posts to
 /// the album; Bob (DC0) uploads a photo, then adds it to a second album.
 /// The ACL's and the photo's servers in DC0 replicate slowly to both other
 /// DCs, so a remote DC receives each album write long before what it
