@@ -413,6 +413,27 @@ crate::impl_message! {
     }
 }
 
+impl Msg {
+    /// The write-only transaction a message between servers is about.
+    pub fn txn_id(&self) -> Option<TxnId> {
+        match self {
+            Msg::ReplicateTxn { info, .. } => Some(info.id),
+            Msg::TxnCommitted { id, .. }
+            | Msg::TxnAborted { id, .. }
+            | Msg::Abort { id }
+            | Msg::RemoteAck { id, .. }
+            | Msg::YesVote { id, .. }
+            | Msg::Notify { id, .. }
+            | Msg::Prepare { id }
+            | Msg::Commit { id, .. }
+            | Msg::Ack { id, .. }
+            | Msg::CommitCheck { id, .. }
+            | Msg::CheckReply { id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+}
+
 impl From<PathMsg> for Msg {
     fn from(p: PathMsg) -> Msg {
         Msg::Path(p)

@@ -30,6 +30,16 @@ pub struct EigerServer {
     /// range of it (the store itself is a hash map). Keys are never
     /// removed from the store (collection keeps a key's newest version).
     pub(super) columns: BTreeSet<Key>,
+    /// A remote DC's held write of a transaction → the transaction, until
+    /// the write is released: what the replication path's progress on a
+    /// held write ([`DepNode::take_held_progress`]) is about.
+    pub(super) held_txn: BTreeMap<Stamp, TxnId>,
+    /// Transactions a message or the replication path's progress may have
+    /// made ready to NOTIFY or PREPARE ([`EigerServer::advance_txns`]).
+    pub(super) dirty_txns: BTreeSet<TxnId>,
+    /// Look at every transaction, not only the dirty ones (after a restart,
+    /// and on the retry timer as a safety net).
+    pub(super) scan_all_txns: bool,
 }
 
 impl EigerServer {
@@ -48,6 +58,9 @@ impl EigerServer {
             parts: BTreeMap::new(),
             deferred: Vec::new(),
             columns: BTreeSet::new(),
+            held_txn: BTreeMap::new(),
+            dirty_txns: BTreeSet::new(),
+            scan_all_txns: false,
         }
     }
 
@@ -123,6 +136,7 @@ impl Server for EigerServer {
         // Transactions in flight resume (their state is in the store).
         self.recover_txns(env);
         self.commit_ready(env);
+        self.scan_all_txns = true;
         self.advance_txns(env);
         env.set_timer(self.node.retry_us, RETRY_TIMER);
         env.set_timer(self.cfg.gc_interval_ms * 1_000, GC_TIMER);
@@ -262,7 +276,12 @@ impl Server for EigerServer {
             Msg::Path(p) => {
                 self.node.on_path(env, from, p);
             }
-            other => self.on_txn_peer(env, from, other),
+            other => {
+                if let Some(id) = other.txn_id() {
+                    self.dirty_txns.insert(id);
+                }
+                self.on_txn_peer(env, from, other)
+            }
         }
         self.commit_ready(env);
         self.advance_txns(env);
@@ -281,6 +300,8 @@ impl Server for EigerServer {
             }
             TXN_TIMER => {
                 self.retry_txns(env);
+                self.scan_all_txns = true;
+                self.advance_txns(env);
                 env.set_timer(self.cfg.txn_retry_ms * 1_000, TXN_TIMER);
             }
             _ => {}

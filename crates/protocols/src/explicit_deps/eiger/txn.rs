@@ -316,6 +316,7 @@ impl EigerServer {
         env.store().insert(key.clone(), v);
         self.note_key(&key);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
+        self.held_txn.insert(stamp, id);
         if coordinator {
             let c = self.coord_entry(id, env.now_us());
             c.info = Some(info);
@@ -439,7 +440,7 @@ impl EigerServer {
                 env.store().replace(key, v);
                 marked |= key == coord_key;
                 if remote {
-                    self.node.release(*stamp);
+                    self.release_held(*stamp);
                 }
             }
         }
@@ -485,7 +486,7 @@ impl EigerServer {
                 v.state = State::Aborted { id, remote: p.remote };
                 env.store().replace(key, v);
                 if p.remote {
-                    self.node.release(*stamp);
+                    self.release_held(*stamp);
                 }
             }
             if p.remote {
@@ -587,7 +588,7 @@ impl EigerServer {
                     p.phase = Phase::Decided { at: t };
                 }
                 env.store().replace(key, v);
-                self.node.release(*stamp);
+                self.release_held(*stamp);
             } else {
                 v.state = State::Committed { evt: t, at_us: now };
                 env.store().replace(key, v);
@@ -665,7 +666,7 @@ impl EigerServer {
                 if p.remote {
                     part.phase = Phase::Decided { at };
                     env.store().replace(key, v);
-                    self.node.release(*stamp);
+                    self.release_held(*stamp);
                 } else {
                     v.state = State::Committed { evt: at, at_us: now };
                     env.store().replace(key, v);
@@ -753,38 +754,76 @@ impl EigerServer {
     /// After every message: remote cohorts whose writes are all in (behind
     /// their origin's earlier writes of the keys) NOTIFY; remote
     /// coordinators with every NOTIFY, their checks done and the accepting
-    /// DC's commit PREPARE.
+    /// DC's commit PREPARE (Lloyd §5.4, replicated write-only transactions).
+    ///
+    /// Only the transactions that may have become ready are looked at: those
+    /// a message named, and those whose held writes the replication path
+    /// moved on ([`DepNode::take_held_progress`]); every one after a restart
+    /// and on the retry timer. Looking at every transaction after every
+    /// message made a remote DC that restarted with a backlog (transactions
+    /// queued behind their sessions' earlier ones, §5.4's one-hop
+    /// dependency on the previous transaction's coordinator key, each
+    /// re-NOTIFYing every `txn_retry_ms`) spend its time in this scan, the
+    /// cost growing with the square of the backlog: a kill -9 of a DC1
+    /// server under load left DC1 minutes behind, never catching up while
+    /// writes went on.
     pub(super) fn advance_txns(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let mut notify = Vec::new();
-        for (&id, p) in &self.parts {
-            if p.remote && !p.notified && self.part_ready(p) {
-                notify.push(id);
+        loop {
+            for s in self.node.take_held_progress() {
+                if let Some(&id) = self.held_txn.get(&s) {
+                    self.dirty_txns.insert(id);
+                }
+            }
+            let ids: Vec<TxnId> = if std::mem::take(&mut self.scan_all_txns) {
+                self.dirty_txns.clear();
+                self.parts.keys().chain(self.coords.keys()).copied().collect()
+            } else {
+                std::mem::take(&mut self.dirty_txns).into_iter().collect()
+            };
+            if ids.is_empty() {
+                return;
+            }
+            // Preparing one may commit it, and the commits move others on.
+            for id in ids {
+                self.advance_txn(env, id);
             }
         }
-        for id in notify {
-            let p = self.parts.get_mut(&id).expect("present");
-            p.notified = true;
+    }
+
+    /// NOTIFY or PREPARE transaction `id`, if this node has it and it is ready.
+    fn advance_txn(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
+        if let Some(p) = self.parts.get(&id)
+            && p.remote
+            && !p.notified
+            && self.part_ready(p)
+        {
             let coord_key = p.info.coord_key.clone();
+            self.parts.get_mut(&id).expect("present").notified = true;
             if let Some(to) = self.node.topology.server_for_key(self.node.dc, &coord_key) {
                 env.send(to, Msg::Notify { id, coord_key });
             }
         }
-        let ready: Vec<TxnId> = self
-            .coords
-            .iter()
-            .filter(|(_, c)| c.remote && !c.prepared && c.committed.is_none() && c.origin_arb.is_some())
-            .filter(|(_, c)| {
-                c.info.as_ref().is_some_and(|info| {
-                    c.own.len() == self.my_keys(info).len()
+        let ready = self.coords.get(&id).is_some_and(|c| {
+            c.remote
+                && !c.prepared
+                && c.committed.is_none()
+                && c.origin_arb.is_some()
+                && c.info.as_ref().is_some_and(|info| {
+                    self.cohorts(info).iter().all(|n| c.notified.contains(n))
                         && c.own.iter().all(|&(_, s)| self.node.only_held(s))
-                        && self.cohorts(info).iter().all(|n| c.notified.contains(n))
+                        && c.own.len() == self.my_keys(info).len()
                 })
-            })
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ready {
+        });
+        if ready {
             self.prepare_remote(env, id);
         }
+    }
+
+    /// Release a remote DC's held write of a transaction (decided or
+    /// aborted): the replication path commits it once its checks are done.
+    fn release_held(&mut self, stamp: Stamp) {
+        self.held_txn.remove(&stamp);
+        self.node.release(stamp);
     }
 
     /// A remote cohort's writes are all in and only wait for the commit.
@@ -917,6 +956,9 @@ impl EigerServer {
                 }
                 let Some(p) = v.part() else { continue };
                 let id = p.info.id;
+                if p.remote {
+                    self.held_txn.insert(v.stamp, id);
+                }
                 if let Phase::Decided { .. } = p.phase {
                     release.push(v.stamp);
                 }
@@ -960,7 +1002,7 @@ impl EigerServer {
             self.coords.get_mut(&id).expect("present").unacked = cohorts;
         }
         for s in release {
-            self.node.release(s);
+            self.release_held(s);
         }
     }
 }

@@ -147,6 +147,10 @@ pub struct DepNode {
     /// Checks this node sent, by id.
     sent_checks: BTreeMap<u64, SentCheck>,
     next_check: u64,
+    /// Held writes with one check fewer outstanding since the variant last
+    /// took them ([`DepNode::take_held_progress`]): the only way a held
+    /// write becomes [`only_held`](DepNode::only_held) other than arriving.
+    held_progress: Vec<Stamp>,
 }
 
 /// The replication path's settings, the same for every variant.
@@ -188,6 +192,7 @@ impl DepNode {
             remote_checks: BTreeMap::new(),
             sent_checks: BTreeMap::new(),
             next_check: 0,
+            held_progress: Vec::new(),
         }
     }
 
@@ -403,6 +408,14 @@ impl DepNode {
         })
     }
 
+    /// The held writes that came closer to [`only_held`](DepNode::only_held)
+    /// since the last call (a check answered, a dependency or the previous
+    /// write of the key committed here), so that a variant waiting for
+    /// them looks at those alone rather than at everything it holds.
+    pub fn take_held_progress(&mut self) -> Vec<Stamp> {
+        std::mem::take(&mut self.held_progress)
+    }
+
     /// Release a held write: once its checks are done it is ready to commit
     /// ([`DepNode::commit_ready`]). Releasing twice is harmless.
     pub fn release(&mut self, stamp: Stamp) {
@@ -518,6 +531,9 @@ impl DepNode {
             w.missing -= 1;
             if w.missing == 0 {
                 self.ready.insert((origin, stamp));
+            }
+            if w.held {
+                self.held_progress.push(stamp);
             }
         }
     }
