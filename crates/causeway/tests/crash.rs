@@ -6,8 +6,9 @@
 //! compaction.
 
 use bytes::Bytes;
-use causeway_core::DcId;
+use causeway_core::{DcId, PartitionId};
 use causeway_net::{ClusterConfig, Session};
+use causeway_protocols::eiger::Eiger;
 use causeway_protocols::{ProtocolName, with_protocol};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -226,4 +227,379 @@ impl Drop for Nodes {
 fn a_write_waiting_for_its_dependencies_survives_kill_9() {
     pending_write_survives_kill_9(ProtocolName::Cops);
     pending_write_survives_kill_9(ProtocolName::CopsGt);
+}
+
+// ------------------------------------------------- Eiger write-only transactions
+
+/// Where one write-only transaction of [`eiger_wot_survives_kill_9_of_any_participant`]
+/// stands, as its client saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WotState {
+    /// Sent, no answer yet.
+    InFlight,
+    /// The coordinator answered: committed.
+    Acked,
+    /// An error (lost connection, timeout, `Aborted`): may be present or
+    /// absent, never partial.
+    Failed,
+}
+
+/// One write-only transaction: its own fresh keys (two on each partition),
+/// which it writes once with `value`, and its state.
+struct WotGroup {
+    keys: Vec<Bytes>,
+    value: Bytes,
+    state: WotState,
+}
+
+/// What the writers, readers and the test driver share.
+struct WotShared {
+    groups: Vec<WotGroup>,
+    /// The scenario running, named in every violation.
+    scenario: &'static str,
+    /// Half-visible answers seen by the readers during the scenario.
+    violations: Vec<String>,
+    acked_in_scenario: usize,
+    /// Read-only transactions answered during the scenario, per DC.
+    rots_ok: [usize; 2],
+    stop: bool,
+}
+
+type SharedWots = Arc<std::sync::Mutex<WotShared>>;
+
+/// The first `per_partition` keys named `{prefix}-{c}` on each partition.
+fn keys_on_each_partition(cluster: &causeway_net::Cluster, prefix: &str, per_partition: usize) -> Vec<Bytes> {
+    let parts = cluster.topology.partitions();
+    let mut by_part: Vec<Vec<Bytes>> = vec![Vec::new(); parts];
+    for c in 0.. {
+        if by_part.iter().all(|v| v.len() == per_partition) {
+            break;
+        }
+        let k = format!("{prefix}-{c}");
+        let p = cluster.topology.partition_of(k.as_bytes()).idx();
+        if by_part[p].len() < per_partition {
+            by_part[p].push(Bytes::from(k));
+        }
+    }
+    by_part.concat()
+}
+
+/// Atomic visibility in one read-only transaction's answer `got` over
+/// `hot` (written by every transaction) followed by each group's keys:
+/// the hot keys all show the same transaction, and each group's keys are
+/// all absent or all its value. What is wrong, if anything.
+fn half_visible(hot: usize, groups: &[(Vec<Bytes>, Bytes)], got: &[Option<Bytes>]) -> Option<String> {
+    let (h, mut rest) = got.split_at(hot);
+    if h.iter().any(|v| v != &h[0]) {
+        return Some(format!("the hot keys show different transactions: {h:?}"));
+    }
+    for (keys, value) in groups {
+        let (g, tail) = rest.split_at(keys.len());
+        rest = tail;
+        let all_absent = g.iter().all(Option::is_none);
+        let all_present = g.iter().all(|v| v.as_ref() == Some(value));
+        if !all_absent && !all_present {
+            return Some(format!("transaction {value:?} half-visible: keys {keys:?} read {g:?}"));
+        }
+    }
+    None
+}
+
+fn eiger_session(cluster: &Arc<causeway_net::Cluster>, dc: u16, id: u32) -> Session<Eiger> {
+    let mut s = Session::<Eiger>::new(cluster.clone(), DcId(dc), id).unwrap();
+    s.timeout = Duration::from_secs(2);
+    s
+}
+
+/// A client of DC0 issuing write-only transactions back to back, each over
+/// the hot keys and fresh keys of its own, until told to stop.
+async fn wot_writer(cluster: Arc<causeway_net::Cluster>, shared: SharedWots, hot: Vec<Bytes>, writer: u32) {
+    let mut session = None;
+    loop {
+        let s = session.get_or_insert_with(|| eiger_session(&cluster, 0, 100 + writer));
+        // Numbered across writers and scenarios: every key is written once.
+        let (idx, keys, value) = {
+            let mut sh = shared.lock().unwrap();
+            if sh.stop {
+                return;
+            }
+            let idx = sh.groups.len();
+            let keys = keys_on_each_partition(&cluster, &format!("g{idx}"), 2);
+            let value = Bytes::from(format!("wot{idx}"));
+            sh.groups.push(WotGroup { keys: keys.clone(), value: value.clone(), state: WotState::InFlight });
+            (idx, keys, value)
+        };
+        let writes = hot.iter().chain(&keys).map(|k| (k.clone(), value.clone())).collect();
+        let ok = s.wot(writes).await.is_ok();
+        {
+            let mut sh = shared.lock().unwrap();
+            sh.groups[idx].state = if ok { WotState::Acked } else { WotState::Failed };
+            sh.acked_in_scenario += usize::from(ok);
+        }
+        if !ok {
+            // A server is down or restarting: a new session after a pause.
+            session = None;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A client of `dc` reading, in one read-only transaction, the hot keys,
+/// the newest transactions (most still in flight: their writes pending in
+/// DC0, or held in DC1) and a few older ones, and recording any answer
+/// that shows a transaction half-applied.
+async fn wot_reader(cluster: Arc<causeway_net::Cluster>, shared: SharedWots, hot: Vec<Bytes>, dc: u16) {
+    let mut session = None;
+    loop {
+        let groups: Vec<(Vec<Bytes>, Bytes)> = {
+            let sh = shared.lock().unwrap();
+            if sh.stop {
+                return;
+            }
+            let n = sh.groups.len();
+            let mut pick: Vec<usize> = (n.saturating_sub(4)..n).collect();
+            if n > 0 {
+                pick.extend((0..2).map(|_| rand::random_range(0..n)));
+                pick.sort_unstable();
+                pick.dedup();
+            }
+            pick.into_iter().map(|i| (sh.groups[i].keys.clone(), sh.groups[i].value.clone())).collect()
+        };
+        let keys: Vec<Bytes> = hot.iter().chain(groups.iter().flat_map(|(k, _)| k)).cloned().collect();
+        let s = session.get_or_insert_with(|| eiger_session(&cluster, dc, 200 + u32::from(dc)));
+        match s.rot(keys).await {
+            Ok(got) => {
+                let mut sh = shared.lock().unwrap();
+                sh.rots_ok[dc as usize] += 1;
+                if let Some(what) = half_visible(hot.len(), &groups, &got) {
+                    let v = format!("{}: a read-only transaction in dc{dc} during the crash: {what}", sh.scenario);
+                    sh.violations.push(v);
+                }
+            }
+            Err(_) => {
+                session = None;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// After a scenario, with no transaction running: every acknowledged
+/// transaction is fully present in DC0 at once (a read that errs because a
+/// server is still starting is retried), no transaction is half-visible
+/// in either DC, and DC1 converges to DC0 (every acknowledged transaction
+/// arrives whole, an unacknowledged one is there exactly if DC0 has it,
+/// the hot keys agree) within `deadline`.
+async fn check_wots(cluster: &Arc<causeway_net::Cluster>, shared: &SharedWots, hot: &[Bytes], deadline: Instant) {
+    let (scenario, groups) = {
+        let sh = shared.lock().unwrap();
+        let groups: Vec<(Vec<Bytes>, Bytes, WotState)> =
+            sh.groups.iter().map(|g| (g.keys.clone(), g.value.clone(), g.state)).collect();
+        (sh.scenario, groups)
+    };
+    let mut sessions = [None, None];
+    // Reads `keys` in `dc`, retrying errors until the deadline.
+    async fn rot_until(
+        cluster: &Arc<causeway_net::Cluster>,
+        sessions: &mut [Option<Session<Eiger>>; 2],
+        dc: u16,
+        keys: &[Bytes],
+        deadline: Instant,
+        scenario: &str,
+    ) -> Vec<Option<Bytes>> {
+        loop {
+            let s = sessions[dc as usize].get_or_insert_with(|| eiger_session(cluster, dc, 300 + u32::from(dc)));
+            match s.rot(keys.to_vec()).await {
+                Ok(got) => return got,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{scenario}: dc{dc} never answered a read after the restart: {e}"
+                    );
+                    sessions[dc as usize] = None;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    for chunk in groups.chunks(16) {
+        let pairs: Vec<(Vec<Bytes>, Bytes)> = chunk.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect();
+        let keys: Vec<Bytes> = hot.iter().chain(chunk.iter().flat_map(|(k, _, _)| k)).cloned().collect();
+        loop {
+            let got0 = rot_until(cluster, &mut sessions, 0, &keys, deadline, scenario).await;
+            if let Some(what) = half_visible(hot.len(), &pairs, &got0) {
+                panic!("{scenario}: after the restart, in dc0: {what}");
+            }
+            let mut at = hot.len();
+            for (keys, value, state) in chunk {
+                if *state == WotState::Acked && got0[at].is_none() {
+                    panic!("{scenario}: acknowledged transaction {value:?} (keys {keys:?}) lost in dc0");
+                }
+                at += keys.len();
+            }
+            let got1 = rot_until(cluster, &mut sessions, 1, &keys, deadline, scenario).await;
+            if let Some(what) = half_visible(hot.len(), &pairs, &got1) {
+                panic!("{scenario}: after the restart, in dc1: {what}");
+            }
+            if got1 == got0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let mut at = hot.len();
+                for (keys, value, state) in chunk {
+                    if got0[at] != got1[at] {
+                        panic!(
+                            "{scenario}: {state:?} transaction {value:?} (keys {keys:?}) is {} in dc0 but {} in dc1 \
+                             at the deadline: never replicated whole",
+                            if got0[at].is_some() { "present" } else { "absent" },
+                            if got1[at].is_some() { "present" } else { "absent" },
+                        );
+                    }
+                    at += keys.len();
+                }
+                panic!("{scenario}: the hot keys never converged: dc0 {:?}, dc1 {:?}", &got0[..2], &got1[..2]);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Eiger's write-only transactions (Lloyd et al., "Stronger Semantics for
+/// Low-Latency Geo-Replicated Storage", NSDI 2013, §5.4: 2PC-PCI) survive
+/// `kill -9` of any participant: two DCs × two partitions, one server
+/// process each, every transaction writing two keys on each partition
+/// (and one hot key on each, which every transaction overwrites), so it
+/// has a coordinator and a cohort on different processes in each DC.
+/// While four clients of DC0 issue transactions back to back and a reader
+/// in each DC runs read-only transactions over the newest and some older
+/// transactions' keys, one process is killed and restarted:
+///
+/// - (a) and (b): DC0's server of partition 0, then of partition 1. The
+///   client library picks each transaction's coordinator key at random
+///   (§5.4), so each kill catches the killed server as the coordinator of
+///   some transactions in flight and as a cohort of others;
+/// - (c): DC1's server of partition 0, with a 400 ms round trip between
+///   the DCs, so that replicated transactions are held or prepared there
+///   (their commit from DC0 still on its way) when it is killed. It stays
+///   down 1.5 s while DC0 goes on committing, so it restarts with a
+///   backlog of transactions, each waiting for its session's previous one
+///   (§5.4's one-hop dependency), that DC1 must work off within the
+///   deadline.
+///
+/// No read ever sees a transaction half-applied (in either DC, during the
+/// crash or after it); after each restart every acknowledged transaction
+/// is present in DC0, and DC1 converges to DC0 within a deadline. The
+/// scenarios run one after the other on the same cluster, so a later
+/// crash must not lose what earlier ones left.
+#[test]
+fn eiger_wot_survives_kill_9_of_any_participant() {
+    let dir = std::env::temp_dir().join(format!("causeway-eiger-wot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("cluster.toml");
+    let ports: [u16; 4] = free_ports();
+    let nodes_list = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect::<Vec<_>>().join(", ");
+    // Snapshots small enough that the log is compacted during the test, so
+    // recovery also reads transaction state from a snapshot.
+    let text = format!(
+        "cluster_id = \"eiger-wot-crash\"\nprotocol = \"eiger\"\ndata_dir = \"{}\"\nnodes = [{nodes_list}]\n\
+         [topology]\ndcs = 2\npartitions = 2\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\n\
+         snapshot_bytes = 65536\ncheckpoint_slice_us = 0\n[wan]\nrtt_ms = [[0, 400], [400, 0]]\n",
+        dir.join("data").display(),
+    );
+    std::fs::write(&config_path, text).unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "eiger-wot-crash", 4, &causeway_net::tls::Validity { days: 1 })
+        .unwrap();
+    let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
+    let server = |dc: u16, p: u32| cluster.topology.server(DcId(dc), PartitionId(p)).unwrap().0 as usize;
+    let mut nodes = Nodes((0..4).map(|n| start(&config_path, n)).collect());
+    let hot = keys_on_each_partition(&cluster, "hot", 1);
+    let shared: SharedWots = Arc::new(std::sync::Mutex::new(WotShared {
+        groups: Vec::new(),
+        scenario: "startup",
+        violations: Vec::new(),
+        acked_in_scenario: 0,
+        rots_ok: [0, 0],
+        stop: false,
+    }));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = Instant::now();
+    // (scenario, the server killed, how long it stays down).
+    let scenarios = [
+        ("(a) kill -9 of dc0's partition-0 server (coordinator or cohort)", server(0, 0), 300),
+        ("(b) kill -9 of dc0's partition-1 server (cohort or coordinator)", server(0, 1), 300),
+        ("(c) kill -9 of dc1's partition-0 server (remote coordinator or cohort)", server(1, 0), 1_500),
+    ];
+    for (scenario, victim, down_ms) in scenarios {
+        {
+            let mut sh = shared.lock().unwrap();
+            sh.scenario = scenario;
+            sh.acked_in_scenario = 0;
+            sh.rots_ok = [0, 0];
+            sh.stop = false;
+        }
+        let mut tasks = Vec::new();
+        for w in 0..4 {
+            tasks.push(rt.spawn(wot_writer(cluster.clone(), shared.clone(), hot.clone(), w)));
+        }
+        for dc in 0..2 {
+            tasks.push(rt.spawn(wot_reader(cluster.clone(), shared.clone(), hot.clone(), dc)));
+        }
+        let acked = || shared.lock().unwrap().acked_in_scenario;
+        // Load for a while before the kill (long enough that transactions
+        // are pending in DC1, behind the WAN delay), then kill -9.
+        let phase = Instant::now();
+        while acked() < 30 || phase.elapsed() < Duration::from_millis(600) {
+            assert!(
+                phase.elapsed() < Duration::from_secs(20),
+                "{scenario}: only {} transactions acknowledged before the kill",
+                acked()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        nodes.0[victim].kill().unwrap(); // SIGKILL
+        nodes.0[victim].wait().unwrap();
+        std::thread::sleep(Duration::from_millis(down_ms));
+        nodes.0[victim] = start(&config_path, victim as u32);
+        let mark = acked();
+        let restarted = Instant::now();
+        while acked() < mark + 30 {
+            assert!(
+                restarted.elapsed() < Duration::from_secs(20),
+                "{scenario}: the cluster did not resume acknowledging transactions after the restart ({} since)",
+                acked() - mark
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        shared.lock().unwrap().stop = true;
+        for t in tasks {
+            rt.block_on(t).unwrap();
+        }
+        {
+            let sh = shared.lock().unwrap();
+            assert!(
+                sh.violations.is_empty(),
+                "{} half-visible reads, the first: {}",
+                sh.violations.len(),
+                sh.violations[0]
+            );
+            assert!(
+                sh.rots_ok.iter().all(|&n| n > 0),
+                "{scenario}: no read-only transaction answered in some DC: {:?}",
+                sh.rots_ok
+            );
+        }
+        rt.block_on(check_wots(&cluster, &shared, &hot, Instant::now() + Duration::from_secs(15)));
+        let sh = shared.lock().unwrap();
+        let count = |s| sh.groups.iter().filter(|g| g.state == s).count();
+        eprintln!(
+            "{scenario}: {} acknowledged, {} failed so far; {:?} reads in dc0/dc1; {:.1} s",
+            count(WotState::Acked),
+            count(WotState::Failed),
+            sh.rots_ok,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(&dir);
 }
