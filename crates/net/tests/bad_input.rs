@@ -156,3 +156,127 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     assert_eq!(good.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"v1"[..]));
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
 }
+
+/// Eiger's write-only transactions are at most `MAX_WOT_KEYS` keys (Lloyd
+/// et al., "Stronger Semantics for Low-Latency Geo-Replicated Storage",
+/// NSDI 2013, §5.4: every participant holds a transaction's writes
+/// pending, and the coordinator answers once every cohort voted). The
+/// client library refuses a larger one before sending anything; one sent
+/// as raw frames straight to the servers (each participant its share, as
+/// the library would split it) is refused by every participant with a
+/// typed answer (`WotReply` with a non-retryable error, which the client
+/// library reports as `BadRequest`), nothing of it becomes visible in
+/// either DC, and the same connections then carry a transaction of
+/// exactly `MAX_WOT_KEYS` keys, which commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied() {
+    use causeway_protocols::eiger::{Eiger, MAX_WOT_KEYS, Msg as EMsg, TxnId, TxnInfo};
+    type EW = Wire<EMsg>;
+    let rt = tokio::runtime::Handle::current();
+    let dir = std::env::temp_dir().join(format!("causeway-bad-wot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = EmbeddedSpec {
+        protocol: ProtocolName::Eiger,
+        dcs: 2,
+        partitions: 2,
+        rtt_ms: Vec::new(),
+        data_dir: dir.clone(),
+        fsync: Fsync::Never,
+        params: toml::Table::new(),
+        ports: Default::default(),
+        tokens: None,
+        plaintext: false,
+    };
+    let cluster = Embedded::start(spec, &rt).unwrap();
+    let c = cluster.cluster.clone();
+    let id = c.config.cluster_id.clone();
+    let tls = ClientTls::load(&c).unwrap();
+    let dc0: Vec<NodeId> = c.topology.dc_servers(DcId(0)).collect();
+    assert_eq!(dc0.len(), 2);
+
+    // One client connection to each server of DC0.
+    let mut conns = Vec::new();
+    for &n in &dc0 {
+        let mut s = tls.dial(&c, n).await.unwrap();
+        send(&mut s, &encode::<EMsg>(&EW::HelloClient { cluster_id: id.clone(), token: None })).await;
+        let w = tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(&mut s, 1 << 20))
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(matches!(decode::<EMsg>(&w), Ok(EW::WelcomeClient { .. })));
+        conns.push(s);
+    }
+    async fn eanswer(s: &mut Conn) -> Option<EW> {
+        let b = tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(s, 1 << 20)).await.ok()?.ok()??;
+        decode::<EMsg>(&b).ok()
+    }
+    // Sends a transaction of `keys` (the first is the coordinator key),
+    // each participant its writes, as the client library would.
+    let wot = |seq: u64, keys: &[Bytes]| {
+        let info = TxnInfo { id: TxnId { session: 0xbad, seq }, coord_key: keys[0].clone(), keys: keys.to_vec() };
+        let frames: Vec<Vec<u8>> = dc0
+            .iter()
+            .map(|&n| {
+                let writes = keys
+                    .iter()
+                    .filter(|k| c.topology.server_for_key(DcId(0), k) == Some(n))
+                    .map(|k| (k.clone(), Bytes::from_static(b"v")))
+                    .collect();
+                encode(&EW::Request(EMsg::WotReq { info: info.clone(), writes, deps: Vec::new(), floor: 0 }))
+            })
+            .collect();
+        (info.id, frames)
+    };
+    let keys = |prefix: &str, n: usize| (0..n).map(|i| Bytes::from(format!("{prefix}{i}"))).collect::<Vec<_>>();
+
+    // One key over the limit: every participant refuses it by name.
+    let big = keys("big", MAX_WOT_KEYS + 1);
+    let (big_id, frames) = wot(1, &big);
+    for (s, f) in conns.iter_mut().zip(&frames) {
+        send(s, f).await;
+    }
+    for s in conns.iter_mut() {
+        let r = eanswer(s).await;
+        assert!(
+            matches!(&r, Some(EW::Reply(EMsg::WotReply { id, result: Err((false, why)) }))
+                if *id == big_id && why.contains(&format!("at most {MAX_WOT_KEYS} keys"))),
+            "a participant did not refuse a transaction of {} keys by name; it answered {r:?}",
+            big.len()
+        );
+    }
+
+    // Exactly at the limit, on the same connections: committed (the
+    // coordinator answers; the cohort answers nothing).
+    let full = keys("full", MAX_WOT_KEYS);
+    let (full_id, frames) = wot(2, &full);
+    for (s, f) in conns.iter_mut().zip(&frames) {
+        send(s, f).await;
+    }
+    let coord = dc0.iter().position(|&n| c.topology.server_for_key(DcId(0), &full[0]) == Some(n)).unwrap();
+    let r = eanswer(&mut conns[coord]).await;
+    assert!(
+        matches!(&r, Some(EW::Reply(EMsg::WotReply { id, result: Ok(_) })) if *id == full_id),
+        "a transaction of exactly {MAX_WOT_KEYS} keys after the refusal was not committed: {r:?}"
+    );
+
+    // Nothing of the refused transaction is visible in either DC; all of
+    // the accepted one is, in DC0 at once and in DC1 once replicated.
+    for dc in [0, 1] {
+        let mut s = Session::<Eiger>::new(c.clone(), DcId(dc), 1).unwrap();
+        assert_eq!(s.rot(big.clone()).await.unwrap(), vec![None; big.len()], "dc{dc}: the refused transaction");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let got = s.rot(full.clone()).await.unwrap();
+            if got.iter().all(|v| v.as_deref() == Some(&b"v"[..])) {
+                break;
+            }
+            assert!(got.iter().all(Option::is_none), "dc{dc}: the accepted transaction is half-visible: {got:?}");
+            assert!(dc == 1 && std::time::Instant::now() < deadline, "dc{dc}: the accepted transaction is missing");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(s.rot(big.clone()).await.unwrap(), vec![None; big.len()], "dc{dc}: the refused transaction");
+    }
+    tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
