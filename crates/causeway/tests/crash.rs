@@ -484,7 +484,13 @@ async fn check_wots(cluster: &Arc<causeway_net::Cluster>, shared: &SharedWots, h
 ///   down 1.5 s while DC0 goes on committing, so it restarts with a
 ///   backlog of transactions, each waiting for its session's previous one
 ///   (§5.4's one-hop dependency), that DC1 must work off within the
-///   deadline.
+///   deadline. The 1.5 s downtime is deliberate: it is what exposed
+///   `advance_txns` scanning every held transaction after every message
+///   (quadratic in the backlog). With that scan (the protocol code before
+///   the `dirty_txns` change) this scenario fails: the restarted server
+///   does not even answer a client's hello within 2 s, and the check below
+///   panics with "dc1 never answered a read after the restart"; (a) and (b)
+///   pass with either.
 ///
 /// No read ever sees a transaction half-applied (in either DC, during the
 /// crash or after it); after each restart every acknowledged transaction
