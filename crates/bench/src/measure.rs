@@ -2,7 +2,9 @@
 //!
 //! Names (latencies in ms):
 //! - `throughput_ops_s`, `throughput_keys_s` (keys read or written per
-//!   second; a ROT or WOT of n keys counts n), `ops_failed`
+//!   second; a ROT or WOT of n keys counts n, a key being a row),
+//!   `throughput_columns_s` (columns per second, when the workload reads or
+//!   writes several columns per key), `ops_failed`
 //! - `latency.<kind>.{mean,p50,p90,p95,p99,max}_ms` and `.count` — kinds
 //!   `get`, `put`, `rot`, `wot`, `amplified` (whole amplified requests),
 //!   `batch` (whole multi-key updates), `rot_touching_slow` and
@@ -60,6 +62,9 @@ impl Sample {
         let mut s = Sample::default();
         s.metrics.insert("throughput_ops_s".into(), r.throughput_ops_s);
         s.metrics.insert("throughput_keys_s".into(), r.throughput_keys_s);
+        if let Some(c) = r.throughput_columns_s {
+            s.metrics.insert("throughput_columns_s".into(), c);
+        }
         s.metrics.insert("ops_failed".into(), r.ops_failed as f64);
         for (k, sum) in &r.latency {
             let cdf = r.latency_cdf.get(k).map(Vec::as_slice);

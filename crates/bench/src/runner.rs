@@ -147,7 +147,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
     let d = causeway_sim::Workload::default();
     let mut out = Vec::new();
-    let checks: [(&'static str, bool); 17] = [
+    let checks: [(&'static str, bool); 18] = [
         (
             "clocks (the network runtime uses the host's real clock)",
             sc.clocks.skew_us > 0 || !sc.clocks.node.is_empty() || sc.clocks.drift_ppm != 0.0,
@@ -163,6 +163,10 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         ("workload.amplification", w.amplification > 0),
         ("workload.rot_partitions", w.rot_partitions > 0),
         ("workload.update_size (multi-key updates)", w.update_size != d.update_size),
+        (
+            "workload.columns_per_read / columns_per_write (several columns per key)",
+            w.columns_per_read != d.columns_per_read || w.columns_per_write != d.columns_per_write,
+        ),
         ("workload.txnproportion", w.txnproportion > 0.0),
         ("workload.local_txn_ratio", w.local_txn_ratio.is_some()),
         ("workload.operationcount", w.operationcount > 0),

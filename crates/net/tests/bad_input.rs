@@ -214,7 +214,8 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
     // Sends a transaction of `keys` (the first is the coordinator key),
     // each participant its writes, as the client library would.
     let wot = |seq: u64, keys: &[Bytes]| {
-        let info = TxnInfo { id: TxnId { session: 0xbad, seq }, coord_key: keys[0].clone(), keys: keys.to_vec() };
+        let info =
+            TxnInfo { id: TxnId { session: 0xbad, seq }, coord_key: keys[0].clone(), keys: keys.to_vec().into() };
         let frames: Vec<Vec<u8>> = dc0
             .iter()
             .map(|&n| {

@@ -298,6 +298,18 @@ fn noted_name(kind: causeway_core::OpKind, notes: &[&'static str]) -> Option<&'s
 /// reads a clock clamped at zero.
 pub const CLOCK_EPOCH_US: u64 = 1_000_000_000_000;
 
+/// How many distinct rows `keys` name (a plain key is its own row; the
+/// columns of one row count once). Plain keys only: their count.
+fn rows<'a>(keys: impl Iterator<Item = &'a causeway_core::Key> + Clone) -> usize {
+    if !keys.clone().any(|k| causeway_core::column::is_location_key(k)) {
+        return keys.count();
+    }
+    let mut rows: Vec<&[u8]> = keys.map(|k| causeway_core::column::row_of(k)).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows.len()
+}
+
 fn mix(h: u64, x: u64) -> u64 {
     // splitmix64 finaliser over the running hash: cheap and order-sensitive.
     let mut z = h ^ x.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(h << 6).wrapping_add(h >> 2);
@@ -759,19 +771,22 @@ impl<P: Protocol> Sim<P> {
         if let Some(result) = self.done.take() {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
             let failed = matches!(result, OpResult::Failed(_));
-            let keys = match &op {
-                Op::Get { .. } | Op::Put { .. } | Op::Add { .. } => 1,
-                // A slice reads as many columns as it returns.
+            // Keys are rows, columns locations (a plain key is one of each).
+            let (keys, columns) = match &op {
+                Op::Get { .. } | Op::Put { .. } | Op::Add { .. } => (1, 1),
+                // A slice reads one row and as many columns as it returns.
                 Op::Slice { .. } => match &result {
-                    OpResult::Slice(cells) => cells.len().max(1),
-                    _ => 1,
+                    OpResult::Slice(cells) => (1, cells.len().max(1)),
+                    _ => (1, 1),
                 },
-                Op::Rot { keys } => keys.len(),
-                Op::Wot { writes } | Op::Batch { writes } => writes.len(),
-                Op::Txn { reads, writes } => reads.len() + writes.len(),
+                Op::Rot { keys } => (rows(keys.iter()), keys.len()),
+                Op::Wot { writes } | Op::Batch { writes } => (rows(writes.iter().map(|(k, _)| k)), writes.len()),
+                Op::Txn { reads, writes } => {
+                    (rows(reads.iter()) + rows(writes.iter().map(|(k, _)| k)), reads.len() + writes.len())
+                }
             };
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
-            self.metrics.keys_done(keys, invoke_us, failed);
+            self.metrics.keys_done(keys, columns, invoke_us, failed);
             let s = &self.clients[c.idx()];
             if self.sc.latency_by_rounds
                 && let Some(name) = noted_name(op.kind(), &s.notes).or_else(|| rounds_name(op.kind(), s.rounds))
@@ -1163,6 +1178,8 @@ impl<P: Protocol> Sim<P> {
             ops_failed: m.failed,
             throughput_ops_s: if measured_us > 0 { m.completed as f64 * 1e6 / measured_us as f64 } else { 0.0 },
             throughput_keys_s: if measured_us > 0 { m.keys as f64 * 1e6 / measured_us as f64 } else { 0.0 },
+            throughput_columns_s: (self.sc.workload.columns_per_read > 1 || self.sc.workload.columns_per_write > 1)
+                .then(|| if measured_us > 0 { m.columns as f64 * 1e6 / measured_us as f64 } else { 0.0 }),
             latency: latencies().map(|(k, h)| (k, Summary::of(h))).collect(),
             latency_cdf: latencies().map(|(k, h)| (k, cdf_of(h))).collect(),
             visibility: m.visibility_report(&names),

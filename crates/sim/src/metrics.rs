@@ -44,7 +44,13 @@ pub struct SimReport {
     pub throughput_ops_s: f64,
     /// Keys read or written by the operations completed in the window, per
     /// second (a ROT or WOT of n keys counts n; Lloyd Table 7.6's keys/s).
+    /// A key is a row: several columns of one row count once.
     pub throughput_keys_s: f64,
+    /// Columns (locations) read or written per second, Lloyd Table 7.6's
+    /// columns/s; only when the workload reads or writes several columns
+    /// per key (otherwise every key is one column: keys/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput_columns_s: Option<f64>,
     /// Per operation kind, plus `amplified` for whole amplified requests.
     pub latency: BTreeMap<String, Summary>,
     /// Latency at the quantiles of [`CDF_QUANTILES`], per entry of `latency`.
@@ -102,8 +108,10 @@ pub(crate) struct Metrics {
     pub requests: BTreeMap<&'static str, Histogram<u64>>,
     pub completed: u64,
     pub failed: u64,
-    /// Keys of the operations completed in the window.
+    /// Keys (rows) of the operations completed in the window.
     pub keys: u64,
+    /// Their columns (locations): a row's columns each count.
+    pub columns: u64,
     visibility: Vec<Vec<Histogram<u64>>>,
     pending: FxHashMap<u64, PendingWrite>,
     pub blocked: BTreeMap<&'static str, Histogram<u64>>,
@@ -131,6 +139,7 @@ impl Metrics {
             requests: BTreeMap::new(),
             completed: 0,
             keys: 0,
+            columns: 0,
             failed: 0,
             visibility: (0..dcs).map(|_| (0..dcs).map(|_| histogram()).collect()).collect(),
             pending: FxHashMap::default(),
@@ -165,10 +174,12 @@ impl Metrics {
         let _ = h.record((complete_us - invoke_us).max(1));
     }
 
-    /// The keys an operation read or wrote, when it completed in the window.
-    pub fn keys_done(&mut self, keys: usize, invoke_us: u64, failed: bool) {
+    /// The keys (rows) and columns an operation read or wrote, when it
+    /// completed in the window.
+    pub fn keys_done(&mut self, keys: usize, columns: usize, invoke_us: u64, failed: bool) {
         if self.in_window(invoke_us) && !failed {
             self.keys += keys as u64;
+            self.columns += columns as u64;
         }
     }
 

@@ -333,7 +333,36 @@ pub struct Workload {
     /// Runs during the warm-up, which must be long enough to cover it.
     #[serde(default)]
     pub preload: bool,
+    /// Columns per key for reads (Lloyd's dissertation, Table 7.5: 1–32,
+    /// default 5): every key a read names is a row, and the read reads
+    /// this many of its columns — column 0 is the row's default location
+    /// (the plain key, [`causeway_core::column`]), column `i` > 0 is
+    /// `row:default:c<i>`. A row lives on one partition, so a protocol's
+    /// per-server read request carries all of a row's columns (Cassandra's
+    /// `multiget_slice` names a row's columns in one request). A `get` of
+    /// several columns becomes a read-only transaction over them. 1: plain
+    /// keys, the key-value workload unchanged.
+    #[serde(default = "one_usize", skip_serializing_if = "is_one")]
+    pub columns_per_read: usize,
+    /// Columns per key for writes (Table 7.5: 1–32, default 5): every key
+    /// a write names is a row, and the write writes this many of its
+    /// columns, each its own value of the workload's size; a PUT of several
+    /// columns becomes one `Op::Batch` on the row's server (Cassandra's
+    /// `batch_mutate` of one row's columns), a WOT's or a batch's keys
+    /// each this many locations. The load phase writes every row's
+    /// `max(columns_per_read, columns_per_write)` columns. Not applied to
+    /// DKVF's amplified inserts. 1: plain keys.
+    #[serde(default = "one_usize", skip_serializing_if = "is_one")]
+    pub columns_per_write: usize,
 }
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
+/// The most columns per key a workload reads or writes: four times Lloyd's
+/// Table 7.5 range (1–32), well inside what one request may carry.
+pub const MAX_COLUMNS_PER_KEY: usize = 128;
 
 fn one_usize() -> usize {
     1
@@ -408,6 +437,8 @@ impl Default for Workload {
             rot_size_weights: Vec::new(),
             update_size: 1,
             preload: false,
+            columns_per_read: 1,
+            columns_per_write: 1,
         }
     }
 }
@@ -484,6 +515,11 @@ impl Workload {
                 "update_size must be between 1 and the number of keys ({keys}), got {}",
                 self.update_size
             ));
+        }
+        for (name, n) in [("columns_per_read", self.columns_per_read), ("columns_per_write", self.columns_per_write)] {
+            if !(1..=MAX_COLUMNS_PER_KEY).contains(&n) {
+                return Err(format!("{name} must be between 1 and {MAX_COLUMNS_PER_KEY}, got {n}"));
+            }
         }
         if (self.wotproportion > 0.0 || self.batchproportion > 0.0)
             && (self.wot_size == 0 || self.wot_size as u64 > keys)

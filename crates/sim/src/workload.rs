@@ -43,6 +43,66 @@ fn value_size(w: &Workload, rng: &mut ChaCha8Rng) -> usize {
     pick_weighted(&w.fieldlength_values, &w.fieldlength_weights, rng).unwrap_or(w.fieldlength)
 }
 
+/// Column `i` of `row` (Lloyd's column-family data model, §3 of the
+/// NSDI 2013 paper): column 0 is the row's default location, the plain key
+/// itself, so that one column per key is exactly the key-value workload;
+/// column `i` > 0 is `row:default:c<i>`, which every protocol stores on
+/// the row's partition ([`causeway_core::column`]) — Eiger as a column of
+/// the row, the others as one more key placed with it.
+pub fn column_key(row: &Key, i: usize) -> Key {
+    if i == 0 {
+        return row.clone();
+    }
+    let family = causeway_core::column::DEFAULT_FAMILY.as_bytes();
+    causeway_core::column::location_key(row, family, format!("c{i}").as_bytes()).expect("a workload row is a valid row")
+}
+
+/// The first `n` columns of `row`.
+fn columns(row: &Key, n: usize) -> impl Iterator<Item = Key> + '_ {
+    (0..n).map(move |i| column_key(row, i))
+}
+
+/// A read's locations: `columns_per_read` columns of each row, a row's
+/// together (the rows themselves when it is 1).
+fn read_columns(w: &Workload, rows: Vec<Key>) -> Vec<Key> {
+    match w.columns_per_read {
+        1 => rows,
+        n => rows.iter().flat_map(|r| columns(r, n)).collect(),
+    }
+}
+
+/// `n` columns of each row, each with a fresh value of the workload's
+/// size, a row's together (with `n` = 1, one write per row, drawn as
+/// plain keys' writes always were).
+fn write_columns(
+    w: &Workload,
+    rows: Vec<Key>,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+    write_id: &mut impl FnMut() -> u64,
+) -> Vec<(Key, causeway_core::Value)> {
+    if n == 1 {
+        return rows.into_iter().map(|k| (k, tagged_value(write_id(), value_size(w, rng)))).collect();
+    }
+    let mut out = Vec::with_capacity(rows.len() * n);
+    for row in &rows {
+        for key in columns(row, n) {
+            out.push((key, tagged_value(write_id(), value_size(w, rng))));
+        }
+    }
+    out
+}
+
+/// A write of one row's `columns_per_write` columns: a PUT of one, else
+/// one non-atomic batch on the row's server (Cassandra's `batch_mutate`
+/// of a row's columns: one request).
+fn row_write(w: &Workload, row: Key, rng: &mut ChaCha8Rng, write_id: &mut impl FnMut() -> u64) -> Op {
+    match w.columns_per_write {
+        1 => Op::Put { key: row, value: tagged_value(write_id(), value_size(w, rng)) },
+        n => Op::Batch { writes: write_columns(w, vec![row], n, rng, write_id) },
+    }
+}
+
 /// One request of a client: the operations it issues back to back, and the
 /// name its end-to-end latency is reported under when it has several.
 pub struct Request {
@@ -183,7 +243,13 @@ impl Generator {
         let x = rng.random::<f64>() * total;
         let one = |op| Request { ops: VecDeque::from([op]), name: None };
         if x < w.readproportion {
-            return one(Op::Get { key: self.keys.pick(w, client, rng).clone() });
+            let row = self.keys.pick(w, client, rng).clone();
+            return one(match w.columns_per_read {
+                1 => Op::Get { key: row },
+                // A read of several columns of a row is a read-only
+                // transaction over them (as `causeway get ROW F:C…` is).
+                n => Op::Rot { keys: columns(&row, n).collect() },
+            });
         }
         let x = x - w.readproportion;
         if x < w.updateproportion + w.insertproportion {
@@ -192,10 +258,7 @@ impl Generator {
             }
             if x < w.updateproportion && w.update_size > 1 {
                 let keys = self.txn_keys(w, w.update_size, client, dc, rng);
-                let ops = keys
-                    .into_iter()
-                    .map(|key| Op::Put { key, value: tagged_value(write_id(), value_size(w, rng)) })
-                    .collect();
+                let ops = keys.into_iter().map(|key| row_write(w, key, rng, &mut write_id)).collect();
                 return Request { ops, name: Some(UPDATE_BATCH) };
             }
             let key = if x < w.updateproportion {
@@ -204,7 +267,7 @@ impl Generator {
                 let i = self.keys.push(&self.topology);
                 self.keys.keys[i].clone()
             };
-            return one(Op::Put { key, value: tagged_value(write_id(), value_size(w, rng)) });
+            return one(row_write(w, key, rng, &mut write_id));
         }
         let x = x - w.updateproportion - w.insertproportion;
         if x < w.rotproportion {
@@ -212,12 +275,11 @@ impl Generator {
                 Some(n) => n.min(self.keys.len()),
                 None => w.rot_size,
             };
-            return one(Op::Rot { keys: self.txn_keys(w, size, client, dc, rng) });
+            return one(Op::Rot { keys: read_columns(w, self.txn_keys(w, size, client, dc, rng)) });
         }
         let x = x - w.rotproportion;
-        let mut writes = |keys: Vec<Key>, rng: &mut ChaCha8Rng| -> Vec<(Key, causeway_core::Value)> {
-            keys.into_iter().map(|k| (k, tagged_value(write_id(), value_size(w, rng)))).collect()
-        };
+        let mut writes =
+            |keys: Vec<Key>, rng: &mut ChaCha8Rng| write_columns(w, keys, w.columns_per_write, rng, &mut write_id);
         if x < w.wotproportion {
             let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
             return one(Op::Wot { writes: writes(keys, rng) });
@@ -227,7 +289,7 @@ impl Generator {
             let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
             return one(Op::Batch { writes: writes(keys, rng) });
         }
-        let reads = self.txn_keys(w, w.txn_reads, client, dc, rng);
+        let reads = read_columns(w, self.txn_keys(w, w.txn_reads, client, dc, rng));
         let keys = self.txn_keys(w, w.txn_writes, client, dc, rng);
         one(Op::Txn { reads, writes: writes(keys, rng) })
     }
@@ -244,9 +306,16 @@ impl Generator {
         mut write_id: impl FnMut() -> u64,
     ) -> VecDeque<Op> {
         let clients = clients.max(1) as usize;
+        let n = w.columns_per_read.max(w.columns_per_write);
         (client as usize..self.keys.len())
             .step_by(clients)
-            .map(|i| Op::Put { key: self.keys.keys[i].clone(), value: tagged_value(write_id(), value_size(w, rng)) })
+            .map(|i| {
+                let row = self.keys.keys[i].clone();
+                match n {
+                    1 => Op::Put { key: row, value: tagged_value(write_id(), value_size(w, rng)) },
+                    n => Op::Batch { writes: write_columns(w, vec![row], n, rng, &mut write_id) },
+                }
+            })
             .collect()
     }
 

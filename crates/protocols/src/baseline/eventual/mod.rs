@@ -11,7 +11,11 @@
 //! A ROT here is a parallel multi-get with no snapshot, a WOT a set of
 //! parallel puts applied and replicated one by one (one request per server,
 //! `PutBatch` when a server gets several: Cassandra's non-atomic
-//! `batch_mutate` split by a client library, Lloyd §7.3.1), and a read-write
+//! `batch_mutate` split by a client library, Lloyd §7.3.1; several columns
+//! of one row — locations `row:family:column`, placed with their row, each
+//! a last-writer-wins key as each Cassandra column has its own timestamp —
+//! written by one batch are replicated in one `ReplicateRow`, as Cassandra
+//! ships a row's mutation), and a read-write
 //! transaction the one then the other, offered so that the baseline runs the
 //! same workloads; they promise nothing. A reader can see
 //! part of such a WOT, which makes the baseline the checker's standing proof

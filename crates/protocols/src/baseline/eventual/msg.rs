@@ -42,13 +42,21 @@ pub enum Msg {
         key: Key,
         version: Version,
     },
+    /// Several columns of one row written by one `PutBatch`, shipped in one
+    /// message: Cassandra replicates a row's mutation as one message
+    /// (Lloyd's dissertation §7.3.5, "columns per key": the columns of a
+    /// row travel together). A batch's single-column rows (plain keys) go
+    /// as `Replicate`s.
+    ReplicateRow {
+        writes: Vec<(Key, Version)>,
+    },
 }
 
 crate::impl_message! {
     Msg {
         client: GetReq, GetBatch, GetReply, GetBatchReply, PutReply, Refused;
         writes: PutReq, PutBatch;
-        peer: Replicate;
+        peer: Replicate, ReplicateRow;
         nested: ;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
@@ -72,6 +80,7 @@ crate::impl_message! {
                 key.len() + value.len()
             }
             Msg::PutBatch { writes } => writes.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            Msg::ReplicateRow { writes } => writes.iter().map(|(k, v)| k.len() + v.value.len()).sum(),
             Msg::Refused { key, .. } => key.len(),
             Msg::PutReply => 0,
         }

@@ -25,16 +25,76 @@ impl EventualServer {
     }
 }
 
+/// One row's columns written by a batch, for its `ReplicateRow`.
+type RowWrites = Vec<(Key, Version)>;
+
 impl EventualServer {
     /// A client's write: stamp, apply, replicate.
     fn write(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, value: causeway_core::Value) {
-        self.last_ts = env.now_us().max(self.last_ts + 1);
-        let version = Version { value, ts: self.last_ts, dc: self.dc };
-        Self::apply(env, key.clone(), version.clone());
-        env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: version.ts });
+        let version = self.stamp_and_apply(env, &key, value);
         let p = self.topology.partition_of(&key);
         for n in equivalents_elsewhere(&self.topology, p, self.dc) {
             env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
+        }
+    }
+
+    /// Stamp a client's write and apply it here.
+    fn stamp_and_apply(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: &Key,
+        value: causeway_core::Value,
+    ) -> Version {
+        self.last_ts = env.now_us().max(self.last_ts + 1);
+        let version = Version { value, ts: self.last_ts, dc: self.dc };
+        Self::apply(env, key.clone(), version.clone());
+        env.observe(Observation::Visible { key, value: &version.value, origin: self.dc, written_us: version.ts });
+        version
+    }
+
+    /// A batch's writes, in order, each stamped and applied; a row written
+    /// in several columns is replicated as one `ReplicateRow` (after the
+    /// batch's other writes), a plain key as a `Replicate` of its own.
+    fn write_batch(&mut self, env: &mut impl ServerEnv<Msg, Version>, writes: Vec<(Key, causeway_core::Value)>) {
+        let row = |k: &Key| causeway_core::column::row_of(k).to_vec();
+        let mut per_row: std::collections::BTreeMap<Vec<u8>, usize> = Default::default();
+        for (k, _) in &writes {
+            *per_row.entry(row(k)).or_default() += 1;
+        }
+        if per_row.len() == writes.len() {
+            // One write per row (plain keys): each its own replication.
+            for (key, value) in writes {
+                self.write(env, key, value);
+            }
+            return;
+        }
+        let mut rows: Vec<(Vec<u8>, RowWrites)> = Vec::new();
+        for (key, value) in writes {
+            let r = row(&key);
+            if per_row[&r] == 1 {
+                self.write(env, key, value);
+                continue;
+            }
+            let version = self.stamp_and_apply(env, &key, value);
+            match rows.iter_mut().find(|(x, _)| *x == r) {
+                Some((_, ws)) => ws.push((key, version)),
+                None => rows.push((r, vec![(key, version)])),
+            }
+        }
+        for (_, writes) in rows {
+            let p = self.topology.partition_of(&writes[0].0);
+            for n in equivalents_elsewhere(&self.topology, p, self.dc) {
+                env.send(n, Msg::ReplicateRow { writes: writes.clone() });
+            }
+        }
+    }
+
+    /// A replicated write: applied, and reported if it is now the newest.
+    fn on_replicated(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) {
+        let (origin, written_us) = (version.dc, version.ts);
+        let value = version.value.clone();
+        if Self::apply(env, key.clone(), version) == causeway_core::Inserted::Newest {
+            env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
         }
     }
 }
@@ -92,9 +152,7 @@ impl Server for EventualServer {
                 env.reply(from, Msg::PutReply);
             }
             Msg::PutBatch { writes } => {
-                for (key, value) in writes {
-                    self.write(env, key, value);
-                }
+                self.write_batch(env, writes);
                 env.reply(from, Msg::PutReply);
             }
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
@@ -102,12 +160,14 @@ impl Server for EventualServer {
     }
 
     fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, _from: NodeId, msg: Msg) {
-        if let Msg::Replicate { key, version } = msg {
-            let (origin, written_us) = (version.dc, version.ts);
-            let value = version.value.clone();
-            if Self::apply(env, key.clone(), version) == causeway_core::Inserted::Newest {
-                env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
+        match msg {
+            Msg::Replicate { key, version } => Self::on_replicated(env, key, version),
+            Msg::ReplicateRow { writes } => {
+                for (key, version) in writes {
+                    Self::on_replicated(env, key, version);
+                }
             }
+            _ => {}
         }
     }
 

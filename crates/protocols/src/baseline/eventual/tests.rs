@@ -51,3 +51,36 @@ fn a_batch_with_a_misplaced_key_answers_the_others_and_refuses_it_by_name() {
         "{replies:?}"
     );
 }
+
+/// Several columns of one row (locations `row:default:c<i>`, placed with
+/// the row) written by one batch: one `PutBatch`, and one `ReplicateRow`
+/// per remote DC carrying them all, as Cassandra ships a row's mutation;
+/// a plain key in the same batch still goes as a `Replicate` of its own.
+#[test]
+fn a_rows_columns_are_written_in_one_request_and_replicated_in_one_message() {
+    let mut net = TestNet::<Eventual>::new(2, 2, 1, Config::default());
+    let alice = net.client(0, 0);
+    let (a, b, _) = keys(&net);
+    let col = |i: usize| causeway_core::column::location_key(&a, b"default", format!("c{i}").as_bytes()).unwrap();
+    let cols = [a.clone(), col(1), col(2)];
+    let mut writes: Vec<_> = cols.iter().map(|k| (k.clone(), bytes("v"))).collect();
+    writes.push((b.clone(), bytes("b1")));
+    net.invoke(alice, Op::Batch { writes });
+    assert_eq!(net.queue.len(), 1, "a and its columns and b share a partition: one request");
+    net.deliver_first(|_| true);
+    let rows: Vec<usize> = net
+        .queue
+        .iter()
+        .filter_map(|m| match &m.msg {
+            Msg::ReplicateRow { writes } => Some(writes.len()),
+            _ => None,
+        })
+        .collect();
+    let singles = net.queue.iter().filter(|m| matches!(&m.msg, Msg::Replicate { key, .. } if *key == b)).count();
+    assert_eq!((rows, singles), (vec![3], 1), "the row in one message, the plain key in its own");
+    net.deliver_all();
+    assert_eq!(net.take_result(alice), Some(OpResult::Put));
+    let bob = net.client(1, 0);
+    let got = crate::kit::testkit::rot(&mut net, bob, &cols.iter().collect::<Vec<_>>());
+    assert_eq!(got, vec![Some("v".to_string()); 3]);
+}

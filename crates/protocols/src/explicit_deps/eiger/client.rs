@@ -3,7 +3,7 @@ use super::msg::*;
 use super::txn::{check_batch_shape, check_wot_shape};
 use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{by_server, client_server_for, client_servers_for, fail_unsupported};
-use causeway_core::column::location_key;
+use causeway_core::column::{location_key, row_of};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -242,19 +242,41 @@ impl EigerClient {
                 // ends before EffT is read again at EffT, and every one
                 // answered LVT-only (a transaction's write pending there,
                 // §5.4.4), which has no value yet.
-                let attempt = self.attempt;
+                // A row re-read in several columns is one request (as the
+                // paper's `multiget_slice_by_time` of a row); a plain key,
+                // its own row, one `ReadAt`, in the order of the keys.
+                let (attempt, at) = (self.attempt, t.eff_t);
+                let mut rows: Vec<(NodeId, Vec<(u32, Key)>)> = Vec::new();
                 for (i, target) in t.targets.iter().enumerate() {
                     let r = t.results[i].as_ref().expect("round one is in");
                     if r.lvt < t.eff_t || r.pending {
                         let Some(to) = client_server_for(&self.ctx, env, target.placement_key()) else { return };
-                        let (idx, at) = (i as u32, t.eff_t);
-                        let msg = match target {
-                            ReadTarget::Key(key) => Msg::ReadAt { attempt, idx, key: key.clone(), at },
-                            ReadTarget::Slice(slice) => Msg::SliceReadAt { attempt, idx, slice: slice.clone(), at },
-                        };
-                        env.send(to, msg);
+                        let idx = i as u32;
+                        match target {
+                            ReadTarget::Key(key) => {
+                                let same_row =
+                                    |(_, ks): &&mut (NodeId, Vec<(u32, Key)>)| row_of(&ks[0].1) == row_of(key);
+                                match rows.iter_mut().find(same_row) {
+                                    Some((_, ks)) => ks.push((idx, key.clone())),
+                                    None => rows.push((to, vec![(idx, key.clone())])),
+                                }
+                            }
+                            ReadTarget::Slice(slice) => {
+                                env.send(to, Msg::SliceReadAt { attempt, idx, slice: slice.clone(), at })
+                            }
+                        }
                         t.awaited += 1;
                     }
+                }
+                for (to, mut keys) in rows {
+                    let msg = match keys.len() {
+                        1 => {
+                            let (idx, key) = keys.pop().expect("one key");
+                            Msg::ReadAt { attempt, idx, key, at }
+                        }
+                        _ => Msg::ReadsAt { attempt, keys, at },
+                    };
+                    env.send(to, msg);
                 }
                 if t.awaited > 0 {
                     self.op = Some(InFlight::Trans(t));
@@ -386,7 +408,7 @@ impl EigerClient {
         let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
         let by_server = by_server(writes, servers);
         let deps = self.one_hop_deps();
-        let info = TxnInfo { id, coord_key: coord_key.clone(), keys };
+        let info = TxnInfo { id, coord_key: coord_key.clone(), keys: keys.into() };
         for (to, writes) in by_server {
             env.send(to, Msg::WotReq { info: info.clone(), writes, deps: deps.clone(), floor: self.floor });
         }

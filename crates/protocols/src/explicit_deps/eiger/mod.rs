@@ -90,6 +90,16 @@
 //!    deletes. Read-write transactions (`txn`) are refused as unsupported.
 //!    A write-only transaction writes each key once and at most
 //!    [`MAX_WOT_KEYS`] keys (else `BadRequest`, nothing applied).
+//!    **Several columns of one row** in one batch or transaction (one
+//!    after another in it) are one replication message per remote DC (`ReplicateRow`,
+//!    `ReplicateTxnRow`, still in stamp order with the node's other
+//!    writes), as Cassandra ships a row's mutation, and a
+//!    batch's dependencies are checked once for the row (its other columns
+//!    wait locally for the first); a second round re-reads a row's columns
+//!    in one `ReadsAt`, and asks a pending transaction's coordinator once
+//!    for them. Each column of a batch still gets its own stamp (the paper
+//!    gives a row's updates in one `batch_mutate` one timestamp), so a
+//!    reader of several columns written together depends on each.
 //!    Each participant stamps its writes of a transaction with its own fresh
 //!    Lamport stamp when it prepares, which replication and dependencies
 //!    use; last-writer-wins uses the paper's single transaction timestamp

@@ -4,7 +4,7 @@ use super::txn::{Coord, Deferred, Part, Target};
 use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
 use bytes::Bytes;
 use causeway_core::column::DEFAULT_COLUMN;
-use causeway_core::column::{family_prefix, is_location_key, location_key};
+use causeway_core::column::{family_prefix, is_location_key, location_key, row_of};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -159,6 +159,12 @@ impl Server for EigerServer {
             Msg::ReadAt { attempt, key, .. } => {
                 Some((*attempt, self.node.check_owner(key).and_then(|()| self.cfg.column_kind(key).map(|_| ()))))
             }
+            Msg::ReadsAt { attempt, keys, .. } => Some((
+                *attempt,
+                keys.iter().try_for_each(|(_, key)| {
+                    self.node.check_owner(key).and_then(|()| self.cfg.column_kind(key).map(|_| ()))
+                }),
+            )),
             Msg::SliceRead { attempt, slice, .. } | Msg::SliceReadAt { attempt, slice, .. } => {
                 Some((*attempt, self.node.check_owner(&slice.row).and_then(|()| self.check_slice(slice))))
             }
@@ -210,6 +216,13 @@ impl Server for EigerServer {
                 self.node.witness(at);
                 self.read_at(env, Deferred::new(from, attempt, idx, Target::Key(key), at));
             }
+            // A row's columns at `at`, each a read of its own.
+            Msg::ReadsAt { attempt, keys, at } => {
+                self.node.witness(at);
+                for (idx, key) in keys {
+                    self.read_at(env, Deferred::new(from, attempt, idx, Target::Key(key), at));
+                }
+            }
             Msg::SliceReadAt { attempt, idx, slice, at } => {
                 self.node.witness(at);
                 self.read_at(env, Deferred::new(from, attempt, idx, Target::Slice(slice), at));
@@ -245,6 +258,34 @@ impl Server for EigerServer {
                 env.store().insert(key.clone(), v);
                 self.note_key(&key);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
+            }
+            // A row's columns from one batch: each stored pending as a
+            // `Replicate` would be; the first carries the batch's
+            // dependencies, the others depend on it (here, no check sent).
+            Msg::ReplicateRow { writes, deps, written_us } => {
+                let mut first: Option<Dep> = None;
+                for (key, value, stamp) in writes {
+                    if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
+                        continue;
+                    }
+                    let deps = match &first {
+                        Some(d) => vec![d.clone()],
+                        None => deps.clone(),
+                    };
+                    let v = Version {
+                        value,
+                        stamp,
+                        state: State::Pending { deps: deps.clone() },
+                        collected_below: false,
+                        coord: None,
+                        arb: None,
+                        counter: None,
+                    };
+                    env.store().insert(key.clone(), v);
+                    self.note_key(&key);
+                    self.node.on_replicate(env, key.clone(), stamp, &deps, written_us);
+                    first.get_or_insert(Dep { key, stamp });
+                }
             }
             // A replicated counter add (§5.2): pending like any replicated
             // write; folded into the running total when its checks pass.
@@ -307,6 +348,25 @@ impl Server for EigerServer {
             _ => {}
         }
     }
+}
+
+/// A stamped write and what goes with it.
+pub(super) type Stamped<T> = (Key, Value, Stamp, T);
+
+/// Writes, in stamp order, cut into runs of consecutive writes of one
+/// row: a run of several columns is shipped as one message, a run of one
+/// (a plain key is its own row) as a message of its own, and the runs in
+/// order, so that an origin's writes still reach each equivalent in stamp
+/// order (the replication path's per-origin low-water marks need it).
+pub(super) fn row_runs<T>(writes: Vec<Stamped<T>>) -> Vec<Vec<Stamped<T>>> {
+    let mut runs: Vec<Vec<Stamped<T>>> = Vec::with_capacity(writes.len());
+    for w in writes {
+        match runs.last_mut() {
+            Some(run) if is_location_key(&w.0) && row_of(&run[0].0) == row_of(&w.0) => run.push(w),
+            _ => runs.push(vec![w]),
+        }
+    }
+    runs
 }
 
 /// What a read of `v` returns, valid through `lvt`.
@@ -473,8 +533,18 @@ impl EigerServer {
             stored.push(self.store_put(env, key, value, &deps));
         }
         env.reply(from, Msg::BatchReply { result: Ok(stored.iter().map(|&(stamp, _)| stamp).collect()) });
-        for ((key, value), (stamp, now)) in writes.into_iter().zip(stored) {
-            self.ship_put(env, key, value, stamp, &deps, now);
+        let stamped = writes.into_iter().zip(stored).map(|((k, v), (stamp, now))| (k, v, stamp, now));
+        for mut run in row_runs(stamped.collect()) {
+            if run.len() == 1 {
+                let (key, value, stamp, now) = run.pop().expect("one write");
+                self.ship_put(env, key, value, stamp, &deps, now);
+                continue;
+            }
+            let written_us = run[0].3;
+            let writes: Vec<(Key, Value, Stamp)> = run.into_iter().map(|(k, v, s, _)| (k, v, s)).collect();
+            for &to in &self.node.equivalents {
+                env.send(to, Msg::ReplicateRow { writes: writes.clone(), deps: deps.clone(), written_us });
+            }
         }
     }
 

@@ -590,7 +590,8 @@ fn a_bad_wot_is_refused_and_nothing_is_applied() {
     assert!(net.queue.is_empty(), "nothing sent");
     // A sub-request naming a key twice, sent straight to a server.
     let n = net.server_for(DcId(0), &x);
-    let info = TxnInfo { id: TxnId { session: 9, seq: 1 }, coord_key: x.clone(), keys: vec![x.clone(), x.clone()] };
+    let info =
+        TxnInfo { id: TxnId { session: 9, seq: 1 }, coord_key: x.clone(), keys: vec![x.clone(), x.clone()].into() };
     let msg = Msg::WotReq { info, writes: vec![(x.clone(), bytes("1"))], deps: vec![], floor: 0 };
     net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
     net.deliver_first(|_| true);
@@ -1101,4 +1102,166 @@ fn a_batch_writes_each_key_on_its_own_and_the_session_depends_on_all() {
         .collect();
     assert_eq!(replicated.len(), 1, "album's write is shipped to its one equivalent");
     assert!(replicated.iter().all(|d| d.len() == 1 && d[0].key == acl), "{replicated:?}");
+}
+
+// ------------------------------------ several columns of a row (Table 7.5)
+
+/// Column `i` of `row` as the simulator's workload names it: column 0 the
+/// plain key, the others `row:default:c<i>`.
+fn col(row: &Key, i: usize) -> Key {
+    if i == 0 {
+        row.clone()
+    } else {
+        causeway_core::column::location_key(row, b"default", format!("c{i}").as_bytes()).unwrap()
+    }
+}
+
+/// A non-atomic batch of one row's columns (a write of several columns of
+/// a key, Lloyd's Table 7.5 "columns per key"): one request, one
+/// replication message per remote DC, and the session's dependencies
+/// checked once for the row, not once per column; the remote DC applies
+/// every column.
+#[test]
+fn a_rows_columns_are_replicated_in_one_message_and_checked_once() {
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, Config::default());
+    let (acl, album) = acl_and_album(&net);
+    put(&mut net, ALICE, &acl, "public");
+    stabilize_eiger(&mut net);
+    let cols: Vec<Key> = (0..3).map(|i| col(&album, i)).collect();
+    let writes = cols.iter().enumerate().map(|(i, k)| (k.clone(), bytes(&format!("v{i}")))).collect();
+    net.invoke(ALICE, Op::Batch { writes });
+    assert_eq!(count(&net, |m| matches!(m, Msg::BatchReq { writes, .. } if writes.len() == 3)), 1, "one request");
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
+    let rows: Vec<usize> = net
+        .queue
+        .iter()
+        .filter_map(|m| match &m.msg {
+            Msg::ReplicateRow { writes, deps, .. } => {
+                assert!(deps.len() == 1 && deps[0].key == acl, "the batch's dependencies, once: {deps:?}");
+                Some(writes.len())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rows, vec![3], "one message carries the row's three columns to the one remote DC");
+    assert_eq!(count(&net, |m| matches!(m, Msg::Replicate { .. })), 0);
+    // At the remote DC: one dep_check for the row (album and acl live on
+    // different partitions), not one per column.
+    let remote = net.server_for(DcId(1), &album);
+    net.deliver_first(|m| m.to == Dest::Node(remote) && matches!(m.msg, Msg::ReplicateRow { .. }));
+    let checks = net
+        .queue
+        .iter()
+        .filter(|m| matches!(m.msg, Msg::Path(crate::explicit_deps::replication::PathMsg::DepCheck { .. })))
+        .count();
+    assert_eq!(checks, 1, "the row's dependencies are checked once");
+    stabilize_eiger(&mut net);
+    let reader = net.client(1, 0);
+    let want: Vec<Option<String>> = (0..3).map(|i| Some(format!("v{i}"))).collect();
+    assert_eq!(rot_text(&mut net, reader, &cols.iter().collect::<Vec<_>>()), want);
+}
+
+/// A write-only transaction over two rows of two columns each: one
+/// `ReplicateTxnRow` per row, and the remote DC makes all four columns
+/// visible together.
+#[test]
+fn a_transactions_rows_ship_in_one_message_each() {
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    let cols: Vec<Key> = [&x, &y].iter().flat_map(|r| (0..2).map(|i| col(r, i))).collect();
+    let writes: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "t1")).collect();
+    wot_in_dc0(&mut net, ALICE, wot(&writes), |_| false);
+    assert_eq!(count(&net, |m| matches!(m, Msg::ReplicateTxn { .. })), 0);
+    let rows: Vec<usize> = net
+        .queue
+        .iter()
+        .filter_map(|m| match &m.msg {
+            Msg::ReplicateTxnRow { writes, .. } => Some(writes.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rows, vec![2, 2], "one message per row");
+    stabilize_eiger(&mut net);
+    let reader = net.client(1, 0);
+    assert_eq!(rot_text(&mut net, reader, &cols.iter().collect::<Vec<_>>()), vec![Some("t1".into()); 4]);
+}
+
+/// A second round over a row's columns (a transaction's write pending at
+/// the cohort) is one `ReadsAt` for the row, and the row asks the
+/// coordinator once, not once per column.
+#[test]
+fn a_rows_second_round_is_one_request_and_one_commit_check() {
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    let cols: Vec<Key> = [&x, &y].iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
+    let writes0: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "v0")).collect();
+    net.run(ALICE, wot(&writes0));
+    let writes1: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "v1")).collect();
+    net.invoke(ALICE, wot(&writes1));
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
+    net.deliver_while(|m| !is_commit(m));
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    net.invoke(READER, Op::Rot { keys: cols.clone() });
+    let (mut reads_at, mut read_at, mut checks) = (0, 0, 0);
+    loop {
+        if let Some(r) = net.take_result(READER) {
+            let OpResult::Rot(vs) = r else { panic!("{r:?}") };
+            assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("v1".into()); 6]);
+            break;
+        }
+        let i = net.queue.iter().position(|m| !is_commit(m)).expect("the read transaction completes");
+        match &net.queue[i].msg {
+            Msg::ReadsAt { keys, .. } => {
+                assert_eq!(keys.len(), 3, "the pending row's three columns");
+                reads_at += 1;
+            }
+            Msg::ReadAt { .. } => read_at += 1,
+            Msg::CommitCheck { .. } => checks += 1,
+            _ => {}
+        }
+        let m = net.queue.remove(i);
+        net.queue.insert(0, m);
+        net.deliver_first(|_| true);
+    }
+    assert_eq!((reads_at, read_at), (1, 0), "the pending row is read again in one request");
+    assert_eq!(checks, 1, "one commit check for the row");
+}
+
+fn stabilize_eiger(net: &mut TestNet<Eiger>) {
+    crate::kit::testkit::stabilize(net);
+}
+
+/// A batch whose rows interleave on one server: each run of a row's
+/// consecutive columns is one message, and the messages reach the remote
+/// DC in stamp order (the replication path's low-water marks need an
+/// origin's writes in order).
+#[test]
+fn row_messages_keep_an_origins_writes_in_stamp_order() {
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, Config::default());
+    let (a, b) = {
+        let (x, _) = acl_and_album(&net);
+        let p = net.topology.partition_of(&x);
+        let other = (0..1000).map(|i| bytes(&format!("k{i}"))).find(|k| *k != x && net.topology.partition_of(k) == p);
+        (x, other.expect("a second key on the partition"))
+    };
+    let writes = [col(&a, 1), col(&a, 2), b.clone(), col(&a, 3), col(&b, 1), col(&b, 2)];
+    net.invoke(ALICE, Op::Batch { writes: writes.iter().map(|k| (k.clone(), bytes("v"))).collect() });
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Put));
+    let shipped: Vec<(usize, Vec<crate::explicit_deps::replication::Stamp>)> = net
+        .queue
+        .iter()
+        .filter_map(|m| match &m.msg {
+            Msg::ReplicateRow { writes, .. } => Some((writes.len(), writes.iter().map(|w| w.2).collect())),
+            Msg::Replicate { stamp, .. } => Some((1, vec![*stamp])),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![2, 1, 1, 2], "runs of one row");
+    let stamps: Vec<_> = shipped.into_iter().flat_map(|(_, s)| s).collect();
+    assert!(stamps.windows(2).all(|w| w[0] < w[1]), "in stamp order: {stamps:?}");
+    stabilize_eiger(&mut net);
+    let reader = net.client(1, 0);
+    assert_eq!(rot_text(&mut net, reader, &writes.iter().collect::<Vec<_>>()), vec![Some("v".into()); 6]);
 }

@@ -135,6 +135,18 @@ impl Deferred {
     }
 }
 
+/// Two second-round reads of columns of one row by the same request (one
+/// client's attempt, at one time): a commit check one sent answers both.
+/// Plain keys are rows of their own, so never share.
+fn same_row_read(a: &Deferred, b: &Deferred) -> bool {
+    let (Target::Key(x), Target::Key(y)) = (&a.target, &b.target) else { return false };
+    a.client == b.client
+        && a.attempt == b.attempt
+        && a.at == b.at
+        && x != y
+        && causeway_core::column::row_of(x) == causeway_core::column::row_of(y)
+}
+
 impl EigerServer {
     fn coordinator_of(&self, info: &TxnInfo) -> Option<NodeId> {
         self.node.topology.server_for_key(self.node.dc, &info.coord_key)
@@ -173,7 +185,7 @@ impl EigerServer {
             return Err(format!("node {} was not sent exactly the transaction's keys it serves", self.node.me));
         }
         // Every key, not only this participant's: all refuse alike.
-        for k in &info.keys {
+        for k in info.keys.iter() {
             self.cfg.expect_kind(k, ColumnKind::Regular)?;
         }
         let first = &writes.first().ok_or("a participant with no writes")?.0;
@@ -214,6 +226,7 @@ impl EigerServer {
             .collect();
         let vote = self.node.lamport();
         let mut own = Vec::with_capacity(stamped.len());
+        let mut ship = Vec::with_capacity(stamped.len());
         for (key, value, stamp) in stamped {
             let part = TxnPart {
                 info: info.clone(),
@@ -234,19 +247,38 @@ impl EigerServer {
             env.store().insert(key.clone(), v);
             self.note_key(&key);
             self.node.settle.own_write(stamp);
-            let ship_deps = if key == info.coord_key { deps.clone() } else { Vec::new() };
+            own.push((key.clone(), stamp));
+            ship.push((key, value, stamp, ()));
+        }
+        // Shipped in stamp order: a write alone in its row as a
+        // `ReplicateTxn`, a run of a row's columns in one `ReplicateTxnRow`.
+        for mut run in super::server::row_runs(ship) {
+            let ship_deps = if run.iter().any(|(k, ..)| *k == info.coord_key) { deps.clone() } else { Vec::new() };
+            if run.len() == 1 {
+                let (key, value, stamp, ()) = run.pop().expect("one write");
+                for &to in &self.node.equivalents {
+                    let msg = Msg::ReplicateTxn {
+                        key: key.clone(),
+                        value: value.clone(),
+                        stamp,
+                        info: info.clone(),
+                        deps: ship_deps.clone(),
+                        written_us: now,
+                    };
+                    env.send(to, msg);
+                }
+                continue;
+            }
+            let writes: Vec<(Key, Value, Stamp)> = run.into_iter().map(|(k, v, s, ())| (k, v, s)).collect();
             for &to in &self.node.equivalents {
-                let msg = Msg::ReplicateTxn {
-                    key: key.clone(),
-                    value: value.clone(),
-                    stamp,
+                let msg = Msg::ReplicateTxnRow {
+                    writes: writes.clone(),
                     info: info.clone(),
                     deps: ship_deps.clone(),
                     written_us: now,
                 };
                 env.send(to, msg);
             }
-            own.push((key, stamp));
         }
         if self.is_coordinator(&info) {
             let c = self.coord_entry(id, now);
@@ -340,6 +372,13 @@ impl EigerServer {
         match msg {
             Msg::ReplicateTxn { key, value, stamp, info, deps, written_us } => {
                 self.on_replicate_txn(env, from, (key, value, stamp, info, deps, written_us));
+            }
+            // A row's columns, each as its own `ReplicateTxn` would be.
+            Msg::ReplicateTxnRow { writes, info, deps, written_us } => {
+                for (key, value, stamp) in writes {
+                    let deps = if key == info.coord_key { deps.clone() } else { Vec::new() };
+                    self.on_replicate_txn(env, from, (key, value, stamp, info.clone(), deps, written_us));
+                }
             }
             Msg::TxnCommitted { id, coord_key, arb } if self.node.equivalents.contains(&from) => {
                 self.on_origin_committed(env, id, &coord_key, arb);
@@ -717,6 +756,12 @@ impl EigerServer {
             return env.reply(d.client, Msg::ReadReply { attempt, idx, read: Ok(read), indirected });
         }
         for (id, coord_key) in &checks {
+            // One check per row: a column of a row re-read together with
+            // one already waiting on this transaction (the same `ReadsAt`)
+            // shares that check's answer (`resolve` releases both).
+            if self.deferred.iter().any(|o| same_row_read(o, &d) && o.waiting.contains_key(id)) {
+                continue;
+            }
             if let Some(to) = self.node.topology.server_for_key(self.node.dc, coord_key) {
                 env.send(to, Msg::CommitCheck { id: *id, coord_key: coord_key.clone(), at: d.at });
             }
