@@ -243,21 +243,7 @@ impl Server for EigerServer {
             // A replicated write (§5.2): stored pending, applied once every
             // one-hop dependency passed its `dep_check`.
             Msg::Replicate { key, value, stamp, deps, written_us } => {
-                if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
-                    return;
-                }
-                let v = Version {
-                    value,
-                    stamp,
-                    state: State::Pending { deps: deps.clone() },
-                    collected_below: false,
-                    coord: None,
-                    arb: None,
-                    counter: None,
-                };
-                env.store().insert(key.clone(), v);
-                self.note_key(&key);
-                self.node.on_replicate(env, key, stamp, &deps, written_us);
+                self.store_replicated(env, from, key, value, stamp, deps, written_us);
             }
             // A row's columns from one batch: each stored pending as a
             // `Replicate` would be; the first carries the batch's
@@ -265,26 +251,13 @@ impl Server for EigerServer {
             Msg::ReplicateRow { writes, deps, written_us } => {
                 let mut first: Option<Dep> = None;
                 for (key, value, stamp) in writes {
-                    if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
-                        continue;
-                    }
                     let deps = match &first {
                         Some(d) => vec![d.clone()],
                         None => deps.clone(),
                     };
-                    let v = Version {
-                        value,
-                        stamp,
-                        state: State::Pending { deps: deps.clone() },
-                        collected_below: false,
-                        coord: None,
-                        arb: None,
-                        counter: None,
-                    };
-                    env.store().insert(key.clone(), v);
-                    self.note_key(&key);
-                    self.node.on_replicate(env, key.clone(), stamp, &deps, written_us);
-                    first.get_or_insert(Dep { key, stamp });
+                    if self.store_replicated(env, from, key.clone(), value, stamp, deps, written_us) {
+                        first.get_or_insert(Dep { key, stamp });
+                    }
                 }
             }
             // A replicated counter add (§5.2): pending like any replicated
@@ -347,6 +320,40 @@ impl Server for EigerServer {
             }
             _ => {}
         }
+    }
+}
+
+impl EigerServer {
+    /// A replicated write stored pending (§5.2), applied once every one-hop
+    /// dependency in `deps` passed its `dep_check`; false if the replication
+    /// path refused it (a duplicate, or not from an equivalent).
+    #[allow(clippy::too_many_arguments)]
+    fn store_replicated(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        key: Key,
+        value: Value,
+        stamp: Stamp,
+        deps: Vec<Dep>,
+        written_us: u64,
+    ) -> bool {
+        if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
+            return false;
+        }
+        let v = Version {
+            value,
+            stamp,
+            state: State::Pending { deps: deps.clone() },
+            collected_below: false,
+            coord: None,
+            arb: None,
+            counter: None,
+        };
+        env.store().insert(key.clone(), v);
+        self.note_key(&key);
+        self.node.on_replicate(env, key, stamp, &deps, written_us);
+        true
     }
 }
 
