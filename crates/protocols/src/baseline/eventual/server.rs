@@ -56,6 +56,14 @@ impl EventualServer {
     /// in several columns is replicated as one `ReplicateRow` (after the
     /// batch's other writes), a plain key as a `Replicate` of its own.
     fn write_batch(&mut self, env: &mut impl ServerEnv<Msg, Version>, writes: Vec<(Key, causeway_core::Value)>) {
+        if !writes.iter().any(|(k, _)| causeway_core::column::is_location_key(k)) {
+            // Plain keys only (every batch but a workload's columns): no
+            // rows to gather, so nothing to count or copy per key.
+            for (key, value) in writes {
+                self.write(env, key, value);
+            }
+            return;
+        }
         let row = |k: &Key| causeway_core::column::row_of(k).to_vec();
         let mut per_row: std::collections::BTreeMap<Vec<u8>, usize> = Default::default();
         for (k, _) in &writes {

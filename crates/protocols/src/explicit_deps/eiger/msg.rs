@@ -556,6 +556,12 @@ pub struct Version {
 }
 
 impl Version {
+    /// A version as a write first stores it: not a coordinator key's, no
+    /// transaction arbitration yet, not a counter's add.
+    pub(super) fn new(value: Value, stamp: Stamp, state: State) -> Version {
+        Version { value, stamp, state, collected_below: false, coord: None, arb: None, counter: None }
+    }
+
     /// The EVT of a readable version: committed, or a remote DC's copy of
     /// a transaction's write whose commit time is decided (readable at it,
     /// though it may still wait in the replication path to count as

@@ -341,15 +341,7 @@ impl EigerServer {
         if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
             return false;
         }
-        let v = Version {
-            value,
-            stamp,
-            state: State::Pending { deps: deps.clone() },
-            collected_below: false,
-            coord: None,
-            arb: None,
-            counter: None,
-        };
+        let v = Version::new(value, stamp, State::Pending { deps: deps.clone() });
         env.store().insert(key.clone(), v);
         self.note_key(&key);
         self.node.on_replicate(env, key, stamp, &deps, written_us);
@@ -574,18 +566,7 @@ impl EigerServer {
         let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
         let now = env.now_us();
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
-        env.store().insert(
-            key.clone(),
-            Version {
-                value: value.clone(),
-                stamp,
-                state,
-                collected_below: false,
-                coord: None,
-                arb: None,
-                counter: None,
-            },
-        );
+        env.store().insert(key.clone(), Version::new(value.clone(), stamp, state));
         self.note_key(key);
         self.node.settle.own_write(stamp);
         self.publish(env, key, stamp, now);

@@ -235,15 +235,7 @@ impl EigerServer {
                 deps: Vec::new(),
                 origin_arb: None,
             };
-            let v = Version {
-                value: value.clone(),
-                stamp,
-                state: State::Txn(Box::new(part)),
-                collected_below: false,
-                coord: None,
-                arb: None,
-                counter: None,
-            };
+            let v = Version::new(value.clone(), stamp, State::Txn(Box::new(part)));
             env.store().insert(key.clone(), v);
             self.note_key(&key);
             self.node.settle.own_write(stamp);
@@ -312,15 +304,7 @@ impl EigerServer {
         if !coordinator && self.cfg.mutant_cohort_skips_coordinator_dep_check {
             // The broken variant: applied at once, as a write without
             // dependencies, whatever the coordinator's checks say.
-            let v = Version {
-                value,
-                stamp,
-                state: State::Pending { deps: Vec::new() },
-                collected_below: false,
-                coord: None,
-                arb: None,
-                counter: None,
-            };
+            let v = Version::new(value, stamp, State::Pending { deps: Vec::new() });
             env.store().insert(key.clone(), v);
             self.note_key(&key);
             self.node.on_replicate(env, key.clone(), stamp, &[], written_us);
@@ -336,15 +320,7 @@ impl EigerServer {
         }
         let part =
             TxnPart { info: info.clone(), phase: Phase::Held, remote: true, deps: deps.clone(), origin_arb: None };
-        let v = Version {
-            value,
-            stamp,
-            state: State::Txn(Box::new(part)),
-            collected_below: false,
-            coord: None,
-            arb: None,
-            counter: None,
-        };
+        let v = Version::new(value, stamp, State::Txn(Box::new(part)));
         env.store().insert(key.clone(), v);
         self.note_key(&key);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
@@ -485,15 +461,7 @@ impl EigerServer {
         }
         if !marked {
             let stamp = self.node.next_stamp(std::iter::empty());
-            let record = Version {
-                value: Value::new(),
-                stamp,
-                state: State::Aborted { id, remote: false },
-                collected_below: false,
-                coord: None,
-                arb: None,
-                counter: None,
-            };
+            let record = Version::new(Value::new(), stamp, State::Aborted { id, remote: false });
             env.store().insert(coord_key.clone(), record);
         }
         if let Some(client) = c.client {
