@@ -375,6 +375,7 @@ pub fn spawn<P: Protocol>(
         persisted_floor_us: recovered.clock_floor_us,
         out: Vec::new(),
         held: Vec::new(),
+        release_spare: Vec::new(),
         last_sync: Instant::now(),
         inbox_dry: true,
         metrics: metrics.clone(),
@@ -1004,6 +1005,11 @@ struct ProtocolLoop<P: Protocol> {
     /// Replies and peer messages of turns whose log records await the next
     /// group sync.
     held: Vec<Release<P::Msg>>,
+    /// The release buffer of the last turn, kept for its capacity (as
+    /// `journal_spare`). A turn of pipelined requests releases hundreds of
+    /// messages, so a buffer sized afresh was a large allocation and free
+    /// per turn.
+    release_spare: Vec<Release<P::Msg>>,
     last_sync: Instant,
     /// The last turn took every input there was ([`Fsync::Group`] syncs then).
     inbox_dry: bool,
@@ -1242,7 +1248,8 @@ impl<P: Protocol> ProtocolLoop<P> {
             self.log_unsynced(LogRecord::ClockFloor { us: self.persisted_floor_us });
         }
         let mut out = std::mem::take(&mut self.out);
-        let mut release = Vec::with_capacity(out.len());
+        let mut release = std::mem::take(&mut self.release_spare);
+        release.reserve(out.len());
         for o in out.drain(..) {
             match o {
                 Out::Timer(after_us, token) => {
@@ -1293,16 +1300,19 @@ impl<P: Protocol> ProtocolLoop<P> {
             return;
         }
         if self.fsync == Fsync::Group && !sync_now {
-            self.held.extend(release);
+            self.held.append(&mut release);
+            self.release_spare = release;
             return;
         }
         if sync_now {
             self.last_sync = Instant::now();
         }
-        let held = std::mem::take(&mut self.held);
-        for o in held.into_iter().chain(release) {
+        let mut held = std::mem::take(&mut self.held);
+        for o in held.drain(..).chain(release.drain(..)) {
             self.release(o);
         }
+        self.held = held;
+        self.release_spare = release;
         for (i, d) in self.delivered.iter().enumerate() {
             self.durable_delivered[i].store(*d, Ordering::Release);
         }

@@ -33,6 +33,31 @@ fn csx_local_writes_visible_at_once_and_converges() {
     assert!(bad.is_empty(), "diverged: {bad:?}");
 }
 
+/// Every replicated write is reported visible where a GET returns it: the
+/// ones line 3 admits on arrival and the ones parked on a DSV entry, which
+/// are found again in the store by index when that entry grows. Among a
+/// million keys almost no write loses last-writer-wins, so almost none may
+/// go unreported.
+#[test]
+fn csx_reports_replicated_writes_visible() {
+    let mut sc = common::base(3, 2, 400, 3);
+    sc.workload.clients_per_dc = 8;
+    sc.workload.recordcount = 1_000_000;
+    let r = causeway_sim::Sim::<CausalSpartanX>::new(sc).unwrap().run();
+    assert_eq!(r.visibility.len(), 6, "every ordered pair of 3 DCs");
+    for pair in &r.visibility {
+        assert!(pair.summary.count > 100, "{} → {}: only {} writes reported", pair.from, pair.to, pair.summary.count);
+        assert!(
+            pair.never_visible * 200 < pair.summary.count,
+            "{} → {}: {} of {} never reported visible",
+            pair.from,
+            pair.to,
+            pair.never_visible,
+            pair.summary.count
+        );
+    }
+}
+
 #[test]
 fn gentlerain_photo_then_album_is_causal() {
     for seed in 1..=5 {

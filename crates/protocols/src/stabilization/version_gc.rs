@@ -22,7 +22,7 @@
 //! every key about once per `gc_grace_us`, a cache miss into the store each
 //! (6.5 % of a node's thread at about 290 000 pipelined writes a second).
 
-use causeway_core::{Inserted, Key, KeyIndex, MvStore, Versioned};
+use causeway_core::{Inserted, Key, KeyIndex, Landed, MvStore, Versioned};
 use std::collections::VecDeque;
 
 /// Keys GC examines per tick at most. At θ = 5 ms this is about 200 000
@@ -80,14 +80,15 @@ impl<S: Clone + PartialEq> VersionGc<S> {
     /// newest one `visible` at the current horizon (so a key written faster
     /// than the periodic pass reaches it holds no more versions than its
     /// last `gc_grace_us` of writes), and note the key if it still has
-    /// versions to collect.
+    /// versions to collect. Returns where the version landed, whose index
+    /// lets the caller come back to the key without hashing it.
     pub fn apply<V: Versioned + Clone>(
         &mut self,
         store: &mut MvStore<V>,
         key: Key,
         version: V,
         visible: impl Fn(&V, &S) -> bool,
-    ) -> Inserted {
+    ) -> Landed {
         let landed = match self.horizon() {
             Some(h) => store.insert_collecting(key, version, |v| visible(v, h)),
             None => store.insert_collecting(key, version, |_| false),
@@ -104,7 +105,7 @@ impl<S: Clone + PartialEq> VersionGc<S> {
                 self.dirty.push_back((self.clock_us, landed.index));
             }
         }
-        landed.inserted
+        landed
     }
 
     /// The stable vector every read's snapshot is at or above: the newest

@@ -6,8 +6,8 @@ use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
 use causeway_core::{
-    ClientId, DcId, DepSet, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
-    Topology, Value, Versioned,
+    ClientId, DcId, DepSet, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId,
+    Server, ServerEnv, Topology, Versioned,
 };
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -71,11 +71,13 @@ pub struct CsxServer {
     gc: VersionGc<Vec<Hlc>>,
 }
 
+/// A replicated version not yet admitted by line 3: where it is in the
+/// store, not a copy of it. Its dependencies are read back from the store
+/// when the DSV entry it waits on grows; if GC dropped it meanwhile, a GET
+/// can never return it, so it is never reported.
 pub(super) struct PendingVisible {
-    key: Key,
+    index: KeyIndex,
     order: (Hlc, DcId),
-    value: Value,
-    ds: DepSet<Hlc>,
 }
 
 /// A ROTX waiting for slices.
@@ -299,24 +301,35 @@ impl CsxServer {
             return;
         }
         self.saw_work(env, env.now_us());
-        let (order, value, ds) = (version.order(), version.value.clone(), version.ds.clone());
-        let inserted = self.apply(env, key.clone(), version);
+        let (order, blocker) = (version.order(), self.blocker(&version.ds));
+        let landed = self.apply(env, key, version);
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
         }
         self.heard_since_start[k.idx()] = true;
-        if inserted == Inserted::Duplicate {
+        if landed.inserted == Inserted::Duplicate {
             return;
         }
-        self.admit_or_park(env, PendingVisible { key, order, value, ds });
+        self.admit_or_park(env, PendingVisible { index: landed.index, order }, blocker);
     }
 
-    /// Report `p` visible if line 3 admits it, or park it on the first DSV
-    /// entry that still holds it back.
-    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
-        match p.ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]) {
-            None => self.report_if_read(env, &p.key, p.order, &p.value),
-            Some(&(dc, h)) => {
+    /// The first DSV entry that line 3 still waits on for a version with
+    /// dependencies `ds`, if any.
+    fn blocker(&self, ds: &DepSet<Hlc>) -> Option<(DcId, Hlc)> {
+        ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]).copied()
+    }
+
+    /// Report `p` visible if line 3 admits it (nothing `blocker`s it), or
+    /// park it on the DSV entry that still holds it back.
+    fn admit_or_park(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        p: PendingVisible,
+        blocker: Option<(DcId, Hlc)>,
+    ) {
+        match blocker {
+            None => self.report_if_read(env, p.index, p.order),
+            Some((dc, h)) => {
                 let id = self.next_pending;
                 self.next_pending += 1;
                 self.pending_visible[dc.idx()].push(Reverse((h, id)));
@@ -549,24 +562,27 @@ impl CsxServer {
             // Ascending ids: versions are reported in arrival order.
             unblocked.sort_unstable();
             for id in unblocked {
-                if let Some(p) = self.pending_slab.remove(&id) {
-                    self.admit_or_park(env, p);
-                }
+                let Some(p) = self.pending_slab.remove(&id) else { continue };
+                let Some(version) = env.store().exact_at(p.index, p.order) else { continue };
+                let blocker = self.blocker(&version.ds);
+                self.admit_or_park(env, p, blocker);
             }
         }
     }
 
     /// Report a version admitted by line 3 if it is what a GET returns now.
-    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, order: (Hlc, DcId), value: &Value) {
+    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (Hlc, DcId)) {
         let (m, dsv) = (self.m, &self.dsv);
-        let read = env.store().latest_where(key, |d| get_visible(d, m, dsv)).map(Versioned::order);
-        if read == Some(order) {
-            env.observe(Observation::Visible { key, value, origin: order.1, written_us: order.0.l });
-        }
+        let read = env.store().latest_where_at(index, |d| get_visible(d, m, dsv));
+        let Some((key, value)) = read.filter(|(_, d)| d.order() == order).map(|(k, d)| (k.clone(), d.value.clone()))
+        else {
+            return;
+        };
+        env.observe(Observation::Visible { key: &key, value: &value, origin: order.1, written_us: order.0.l });
     }
 
     /// Insert into the store and note the key for GC.
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, |v, horizon| slice_visible(v, horizon))
     }
 

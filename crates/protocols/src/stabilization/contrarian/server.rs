@@ -727,7 +727,7 @@ impl Partition {
 
     /// Insert into the store and note the key for GC.
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version, gc_visible(self.m))
+        self.gc.apply(env.store(), key, version, gc_visible(self.m)).inserted
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {

@@ -593,7 +593,7 @@ impl Partition {
     // ------------------------------------------------------------ shared steps
 
     fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version, gc_visible(self.m))
+        self.gc.apply(env.store(), key, version, gc_visible(self.m)).inserted
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
