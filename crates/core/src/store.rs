@@ -172,7 +172,7 @@ pub enum Inserted {
 /// same key for the store's life: a caller that must come back to a key
 /// (a GC queue) can keep this instead of the key and reach the chain again
 /// without hashing and comparing the key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KeyIndex(usize);
 
 impl KeyIndex {

@@ -34,16 +34,15 @@ fn csx_local_writes_visible_at_once_and_converges() {
 }
 
 /// Every replicated write is reported visible where a GET returns it: the
-/// ones line 3 admits on arrival and the ones parked on a DSV entry, which
-/// are found again in the store by index when that entry grows. Among a
-/// million keys almost no write loses last-writer-wins, so almost none may
-/// go unreported.
-#[test]
-fn csx_reports_replicated_writes_visible() {
+/// ones the stable time covers on arrival and the ones parked until it
+/// does, which are found again in the store by index
+/// (`stabilization::visibility`). Among a million keys almost no write
+/// loses last-writer-wins, so almost none may go unreported.
+fn reports_replicated_writes_visible<P: causeway_core::Protocol>() {
     let mut sc = common::base(3, 2, 400, 3);
     sc.workload.clients_per_dc = 8;
     sc.workload.recordcount = 1_000_000;
-    let r = causeway_sim::Sim::<CausalSpartanX>::new(sc).unwrap().run();
+    let r = causeway_sim::Sim::<P>::new(sc).unwrap().run();
     assert_eq!(r.visibility.len(), 6, "every ordered pair of 3 DCs");
     for pair in &r.visibility {
         assert!(pair.summary.count > 100, "{} → {}: only {} writes reported", pair.from, pair.to, pair.summary.count);
@@ -56,6 +55,14 @@ fn csx_reports_replicated_writes_visible() {
             pair.summary.count
         );
     }
+}
+
+#[test]
+fn stabilization_protocols_report_replicated_writes_visible() {
+    reports_replicated_writes_visible::<CausalSpartanX>();
+    reports_replicated_writes_visible::<GentleRain>();
+    reports_replicated_writes_visible::<causeway_protocols::cure::Cure>();
+    reports_replicated_writes_visible::<causeway_protocols::contrarian::Contrarian>();
 }
 
 #[test]

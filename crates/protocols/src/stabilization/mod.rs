@@ -5,8 +5,9 @@
 //! kit is the per-DC aggregation tree that computes the stable time
 //! ([`stable_tree`]), the coordinator's split and gather of a read-only
 //! transaction's slices ([`slices`]), the idle pacing of the heartbeat
-//! and tree timers ([`pace`]), and the collection of versions below a
-//! stable-vector horizon ([`version_gc`]).
+//! and tree timers ([`pace`]), the collection of versions below a
+//! stable-vector horizon ([`version_gc`]), and the remote versions waiting
+//! for the stable time to report them visible ([`visibility`]).
 
 pub mod causal_spartan_x;
 pub mod contrarian;
@@ -18,6 +19,7 @@ pub mod stable_tree;
 #[cfg(test)]
 pub(crate) mod testnet;
 pub mod version_gc;
+pub mod visibility;
 
 /// How long an operation may wait for a stable time to cover what it needs
 /// (the liveness bound GentleRain and CausalSpartanX declare): one WAN trip

@@ -5,12 +5,11 @@ use crate::stabilization::pace::Pace;
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
+use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
     ClientId, DcId, DepSet, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId,
     Server, ServerEnv, Topology, Versioned,
 };
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits; the pace epoch it was set under
@@ -58,26 +57,12 @@ pub struct CsxServer {
     replicated_since_heartbeat: bool,
     /// Δ and θ slow down while the cluster is idle.
     pace: Pace,
-    /// Remote versions stored but not yet admitted by line 3, indexed by
-    /// the DSV entry that holds each back: `pending_visible[i]` is a min-heap
-    /// on the `ds[i]` that must be reached. Growing `DSV[i]` pops only what it
-    /// unblocks, so admitting versions costs O(log n) each, not a scan per
-    /// DSV change.
-    pending_visible: Vec<BinaryHeap<Reverse<(Hlc, u64)>>>,
-    pending_slab: rustc_hash::FxHashMap<u64, PendingVisible>,
-    next_pending: u64,
+    /// Remote versions stored but not yet admitted by line 3, each parked
+    /// on the DSV entry that holds it back.
+    pending: PendingVisible<Hlc, (Hlc, DcId)>,
     /// ROTXs this server coordinates, by id.
     rots: Gathering<RotInProgress>,
     gc: VersionGc<Vec<Hlc>>,
-}
-
-/// A replicated version not yet admitted by line 3: where it is in the
-/// store, not a copy of it. Its dependencies are read back from the store
-/// when the DSV entry it waits on grows; if GC dropped it meanwhile, a GET
-/// can never return it, so it is never reported.
-pub(super) struct PendingVisible {
-    index: KeyIndex,
-    order: (Hlc, DcId),
 }
 
 /// A ROTX waiting for slices.
@@ -128,9 +113,7 @@ impl CsxServer {
             tree,
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
-            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
-            pending_slab: Default::default(),
-            next_pending: 0,
+            pending: PendingVisible::new(dcs),
             rots: Gathering::default(),
             gc: VersionGc::default(),
         }
@@ -310,7 +293,7 @@ impl CsxServer {
         if landed.inserted == Inserted::Duplicate {
             return;
         }
-        self.admit_or_park(env, PendingVisible { index: landed.index, order }, blocker);
+        self.admit_or_park(env, landed.index, order, blocker);
     }
 
     /// The first DSV entry that line 3 still waits on for a version with
@@ -319,22 +302,19 @@ impl CsxServer {
         ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]).copied()
     }
 
-    /// Report `p` visible if line 3 admits it (nothing `blocker`s it), or
-    /// park it on the DSV entry that still holds it back.
+    /// Report the version at (`index`, `order`) visible if line 3 admits it
+    /// (nothing `blocker`s it), or park it on the DSV entry that still holds
+    /// it back.
     fn admit_or_park(
         &mut self,
         env: &mut impl ServerEnv<Msg, Version>,
-        p: PendingVisible,
+        index: KeyIndex,
+        order: (Hlc, DcId),
         blocker: Option<(DcId, Hlc)>,
     ) {
         match blocker {
-            None => self.report_if_read(env, p.index, p.order),
-            Some((dc, h)) => {
-                let id = self.next_pending;
-                self.next_pending += 1;
-                self.pending_visible[dc.idx()].push(Reverse((h, id)));
-                self.pending_slab.insert(id, p);
-            }
+            None => self.report_if_read(env, index, order),
+            Some((dc, h)) => self.pending.park(dc.idx(), h, index, order),
         }
     }
 
@@ -548,24 +528,11 @@ impl CsxServer {
         if grew && let Some(least) = self.dsv.iter().map(|t| t.l).min() {
             env.observe(Observation::Stable { stable_us: least });
         }
-        if grew && !self.pending_slab.is_empty() {
-            let mut unblocked = Vec::new();
-            for (i, heap) in self.pending_visible.iter_mut().enumerate() {
-                while let Some(&Reverse((h, id))) = heap.peek() {
-                    if h > self.dsv[i] {
-                        break;
-                    }
-                    heap.pop();
-                    unblocked.push(id);
-                }
-            }
-            // Ascending ids: versions are reported in arrival order.
-            unblocked.sort_unstable();
-            for id in unblocked {
-                let Some(p) = self.pending_slab.remove(&id) else { continue };
-                let Some(version) = env.store().exact_at(p.index, p.order) else { continue };
+        if grew {
+            for (index, order) in self.pending.unblocked(&self.dsv) {
+                let Some(version) = env.store().exact_at(index, order) else { continue };
                 let blocker = self.blocker(&version.ds);
-                self.admit_or_park(env, p, blocker);
+                self.admit_or_park(env, index, order, blocker);
             }
         }
     }
@@ -573,12 +540,7 @@ impl CsxServer {
     /// Report a version admitted by line 3 if it is what a GET returns now.
     fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (Hlc, DcId)) {
         let (m, dsv) = (self.m, &self.dsv);
-        let read = env.store().latest_where_at(index, |d| get_visible(d, m, dsv));
-        let Some((key, value)) = read.filter(|(_, d)| d.order() == order).map(|(k, d)| (k.clone(), d.value.clone()))
-        else {
-            return;
-        };
-        env.observe(Observation::Visible { key: &key, value: &value, origin: order.1, written_us: order.0.l });
+        visibility::report_if_read(env, index, order, order.1, order.0.l, |d| get_visible(d, m, dsv));
     }
 
     /// Insert into the store and note the key for GC.

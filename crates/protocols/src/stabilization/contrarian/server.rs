@@ -4,12 +4,12 @@ use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::pace::Pace;
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
+use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
-    ClientId, DcId, Hlc, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
-    Topology, Value, Versioned, vmax,
+    ClientId, DcId, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server,
+    ServerEnv, Topology, Value, Versioned, vmax,
 };
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits; the pace epoch it was set under
@@ -75,12 +75,9 @@ pub(super) struct Partition {
     /// or the coordinator's snapshot), by the session's cluster-wide name
     /// and the ROT id.
     pub(super) halves: BTreeMap<(u64, u64), Half>,
-    /// Remote versions stored but not yet covered by the GSS, indexed by the
-    /// entry that holds each back (a min-heap per DC on the DV entry it waits
-    /// for), so a growing GSS pops only what it unblocks.
-    pending_visible: Vec<BinaryHeap<Reverse<(Hlc, u64)>>>,
-    pending_slab: BTreeMap<u64, PendingVisible>,
-    next_pending: u64,
+    /// Remote versions stored but not yet covered by the GSS, each parked on
+    /// the entry that holds it back.
+    pending: PendingVisible<Hlc, (Hlc, DcId)>,
     /// The largest clock reading seen, for timeouts that must not run
     /// backwards with the clock.
     clock_us: u64,
@@ -100,13 +97,6 @@ impl Half {
             Half::Keys { at_us, .. } | Half::Snapshot { at_us, .. } => *at_us,
         }
     }
-}
-
-pub(super) struct PendingVisible {
-    key: Key,
-    order: (Hlc, DcId),
-    value: Value,
-    dv: Vec<Hlc>,
 }
 
 impl Partition {
@@ -130,9 +120,7 @@ impl Partition {
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
             halves: BTreeMap::new(),
-            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
-            pending_slab: BTreeMap::new(),
-            next_pending: 0,
+            pending: PendingVisible::new(dcs),
             clock_us: 0,
             gc: VersionGc::default(),
             topology,
@@ -420,13 +408,13 @@ impl Partition {
             return; // a malformed peer message is dropped
         }
         self.saw_work(env, env.now_us());
-        let (order, value, dv) = (version.order(), version.value.clone(), version.dv.clone());
-        let inserted = self.apply(env, key.clone(), version);
+        let (order, blocker) = (version.order(), self.blocker(&version.dv));
+        let landed = self.apply(env, key, version);
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
         }
-        if inserted != Inserted::Duplicate {
-            self.admit_or_park(env, PendingVisible { key, order, value, dv });
+        if landed.inserted != Inserted::Duplicate {
+            self.admit_or_park(env, landed.index, order, blocker);
         }
     }
 
@@ -441,43 +429,43 @@ impl Partition {
         }
     }
 
-    /// Report `p` visible if its DV is covered by the GSS, or park it on the
-    /// first GSS entry that still holds it back.
-    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
-        match p.dv.iter().enumerate().find(|&(i, &d)| d > self.gss[i]) {
-            None => self.report_if_read(env, &p),
-            Some((i, &d)) => {
-                let id = self.next_pending;
-                self.next_pending += 1;
-                self.pending_visible[i].push(Reverse((d, id)));
-                self.pending_slab.insert(id, p);
-            }
+    /// The first GSS entry still below a version's DV, and the DV's value there.
+    fn blocker(&self, dv: &[Hlc]) -> Option<(usize, Hlc)> {
+        dv.iter().zip(&self.gss).position(|(d, g)| d > g).map(|i| (i, dv[i]))
+    }
+
+    /// Report the version at (`index`, `order`) visible if its DV is
+    /// covered by the GSS (nothing `blocker`s it), or park it on the first
+    /// GSS entry that still holds it back.
+    fn admit_or_park(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        index: KeyIndex,
+        order: (Hlc, DcId),
+        blocker: Option<(usize, Hlc)>,
+    ) {
+        match blocker {
+            None => self.report_if_read(env, index, order),
+            Some((i, d)) => self.pending.park(i, d, index, order),
         }
     }
 
     /// Report a remote version visible (§4: "if X.DV is entry-wise smaller
     /// than or equal to the GSS") if it is what a local read returns now.
-    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, p: &PendingVisible) {
+    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (Hlc, DcId)) {
         // Invariant: a remote version is visible only once its DV ≤ GSS.
-        assert!(
-            p.dv.iter().zip(&self.gss).all(|(d, g)| d <= g),
-            "Contrarian: version {:?} reported visible with DV {:?} above GSS {:?}",
-            p.order,
-            p.dv,
-            self.gss
-        );
+        if let Some(v) = env.store().exact_at(index, order) {
+            assert!(
+                v.dv.iter().zip(&self.gss).all(|(d, g)| d <= g),
+                "Contrarian: version {order:?} reported visible with DV {:?} above GSS {:?}",
+                v.dv,
+                self.gss
+            );
+        }
         let m = self.m;
         let mut now = self.gss.clone();
         now[m.idx()] = self.hlc;
-        let read = env.store().latest_where(&p.key, |v| in_snapshot(v, &now, m, false)).map(Versioned::order);
-        if read == Some(p.order) {
-            env.observe(Observation::Visible {
-                key: &p.key,
-                value: &p.value,
-                origin: p.order.1,
-                written_us: p.order.0.l,
-            });
-        }
+        visibility::report_if_read(env, index, order, order.1, order.0.l, |v| in_snapshot(v, &now, m, false));
     }
 
     // ------------------------------------------------------------ GSS tree
@@ -551,25 +539,10 @@ impl Partition {
         if let Some(least) = self.gss.iter().map(|t| t.l).min() {
             env.observe(Observation::Stable { stable_us: least });
         }
-        if self.pending_slab.is_empty() {
-            return;
-        }
-        let mut unblocked = Vec::new();
-        for (i, heap) in self.pending_visible.iter_mut().enumerate() {
-            while let Some(&Reverse((d, id))) = heap.peek() {
-                if d > self.gss[i] {
-                    break;
-                }
-                heap.pop();
-                unblocked.push(id);
-            }
-        }
-        // Ascending ids: versions are reported in arrival order.
-        unblocked.sort_unstable();
-        for id in unblocked {
-            if let Some(p) = self.pending_slab.remove(&id) {
-                self.admit_or_park(env, p);
-            }
+        for (index, order) in self.pending.unblocked(&self.gss) {
+            let Some(version) = env.store().exact_at(index, order) else { continue };
+            let blocker = self.blocker(&version.dv);
+            self.admit_or_park(env, index, order, blocker);
         }
     }
 
@@ -726,8 +699,8 @@ impl Partition {
     // ------------------------------------------------------------ shared steps
 
     /// Insert into the store and note the key for GC.
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version, gc_visible(self.m)).inserted
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Landed {
+        self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {

@@ -4,12 +4,12 @@ use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::pace::Pace;
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
+use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
-    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv, Topology,
-    Value, Versioned, vmax,
+    ClientId, DcId, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server,
+    ServerEnv, Topology, Value, Versioned, vmax,
 };
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Timer kinds, in a token's low two bits: heartbeat and stabilization
@@ -69,9 +69,8 @@ pub(super) struct Partition {
     /// Requests waiting for the clock (or, after a restart, for VV), by id.
     pub(super) parked: BTreeMap<u64, Parked>,
     next_parked: u64,
-    pending_visible: Vec<BinaryHeap<Reverse<(TimeUs, u64)>>>,
-    pending_slab: BTreeMap<u64, PendingVisible>,
-    next_pending: u64,
+    /// Remote versions stored but not yet covered by the GST.
+    pending: PendingVisible<TimeUs, (TimeUs, DcId)>,
     clock_us: u64,
     gc: VersionGc<Vec<TimeUs>>,
 }
@@ -80,13 +79,6 @@ pub(super) struct Partition {
 pub(super) enum Parked {
     Put { client: ClientId, key: Key, value: Value, last: Vec<TimeUs>, since_us: u64 },
     Read { client: ClientId, rot: u64, keys: Vec<Key>, tv: Vec<TimeUs>, since_us: u64 },
-}
-
-pub(super) struct PendingVisible {
-    key: Key,
-    order: (TimeUs, DcId),
-    value: Value,
-    dv: Vec<TimeUs>,
 }
 
 impl Partition {
@@ -109,9 +101,7 @@ impl Partition {
             pace: Pace::new(&cfg.pace),
             parked: BTreeMap::new(),
             next_parked: 0,
-            pending_visible: (0..dcs).map(|_| BinaryHeap::new()).collect(),
-            pending_slab: BTreeMap::new(),
-            next_pending: 0,
+            pending: PendingVisible::new(dcs),
             clock_us: 0,
             gc: VersionGc::default(),
             topology,
@@ -359,12 +349,12 @@ impl Partition {
             return; // a malformed peer message is dropped
         }
         self.saw_work(env, env.now_us());
-        let (order, value, dv) = (version.order(), version.value.clone(), version.dv.clone());
-        let inserted = self.apply(env, key.clone(), version);
+        let (order, blocker) = (version.order(), self.blocker(&version.dv));
+        let landed = self.apply(env, key, version);
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
-        if inserted != Inserted::Duplicate {
-            self.admit_or_park(env, PendingVisible { key, order, value, dv });
+        if landed.inserted != Inserted::Duplicate {
+            self.admit_or_park(env, landed.index, order, blocker);
         }
     }
 
@@ -377,40 +367,41 @@ impl Partition {
         }
     }
 
-    fn admit_or_park(&mut self, env: &mut impl ServerEnv<Msg, Version>, p: PendingVisible) {
-        match p.dv.iter().enumerate().find(|&(i, &d)| d > self.gst[i]) {
-            None => self.report_if_read(env, &p),
-            Some((i, &d)) => {
-                let id = self.next_pending;
-                self.next_pending += 1;
-                self.pending_visible[i].push(Reverse((d, id)));
-                self.pending_slab.insert(id, p);
-            }
+    /// The first GST entry still below a version's DV, and the DV's value there.
+    fn blocker(&self, dv: &[TimeUs]) -> Option<(usize, TimeUs)> {
+        dv.iter().zip(&self.gst).position(|(d, g)| d > g).map(|i| (i, dv[i]))
+    }
+
+    /// Report the version at (`index`, `order`) visible if nothing
+    /// `blocker`s it, or park it on the GST entry that still holds it back.
+    fn admit_or_park(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        index: KeyIndex,
+        order: (TimeUs, DcId),
+        blocker: Option<(usize, TimeUs)>,
+    ) {
+        match blocker {
+            None => self.report_if_read(env, index, order),
+            Some((i, d)) => self.pending.park(i, d, index, order),
         }
     }
 
     /// Report a remote version visible once DV ≤ GST, if a local read
     /// returns it then.
-    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, p: &PendingVisible) {
-        assert!(
-            p.dv.iter().zip(&self.gst).all(|(d, g)| d <= g),
-            "Cure: version {:?} reported visible with DV {:?} above GST {:?}",
-            p.order,
-            p.dv,
-            self.gst
-        );
+    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (TimeUs, DcId)) {
+        if let Some(v) = env.store().exact_at(index, order) {
+            assert!(
+                v.dv.iter().zip(&self.gst).all(|(d, g)| d <= g),
+                "Cure: version {order:?} reported visible with DV {:?} above GST {:?}",
+                v.dv,
+                self.gst
+            );
+        }
         let m = self.m;
         let mut now = self.gst.clone();
         now[m.idx()] = TimeUs::MAX;
-        let read = env.store().latest_where(&p.key, |v| in_snapshot(v, &now, m, false)).map(Versioned::order);
-        if read == Some(p.order) {
-            env.observe(Observation::Visible {
-                key: &p.key,
-                value: &p.value,
-                origin: p.order.1,
-                written_us: p.order.0,
-            });
-        }
+        visibility::report_if_read(env, index, order, order.1, order.0, |v| in_snapshot(v, &now, m, false));
     }
 
     // ------------------------------------------------------------ GST tree
@@ -470,24 +461,10 @@ impl Partition {
         if let Some(least) = self.gst.iter().min() {
             env.observe(Observation::Stable { stable_us: *least });
         }
-        if self.pending_slab.is_empty() {
-            return;
-        }
-        let mut unblocked = Vec::new();
-        for (i, heap) in self.pending_visible.iter_mut().enumerate() {
-            while let Some(&Reverse((d, id))) = heap.peek() {
-                if d > self.gst[i] {
-                    break;
-                }
-                heap.pop();
-                unblocked.push(id);
-            }
-        }
-        unblocked.sort_unstable();
-        for id in unblocked {
-            if let Some(p) = self.pending_slab.remove(&id) {
-                self.admit_or_park(env, p);
-            }
+        for (index, order) in self.pending.unblocked(&self.gst) {
+            let Some(version) = env.store().exact_at(index, order) else { continue };
+            let blocker = self.blocker(&version.dv);
+            self.admit_or_park(env, index, order, blocker);
         }
     }
 
@@ -592,8 +569,8 @@ impl Partition {
 
     // ------------------------------------------------------------ shared steps
 
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Inserted {
-        self.gc.apply(env.store(), key, version, gc_visible(self.m)).inserted
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Landed {
+        self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {

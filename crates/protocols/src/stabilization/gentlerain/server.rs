@@ -4,9 +4,10 @@ use crate::kit::node::served_partition;
 use crate::stabilization::pace::Pace;
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use crate::stabilization::visibility;
 use causeway_core::{
-    ClientId, DcId, Inserted, Key, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology, Value,
-    vmin_entry,
+    ClientId, DcId, Inserted, Key, KeyIndex, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology,
+    Value, vmin_entry,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -80,9 +81,12 @@ pub(super) struct PartitionServer {
     pub(super) tree: StableTree<TimeUs>,
     /// The tree parent, the only node whose [`Msg::StablePush`] is accepted.
     tree_parent: Option<NodeId>,
-    /// Remote versions present but not yet admitted by GST, ⟨ut, sr, key⟩ →
-    /// value, so [`Observation::Visible`] fires exactly when GST passes them.
-    not_yet_visible: BTreeMap<(TimeUs, DcId, Key), Value>,
+    /// Remote versions present but not yet admitted by GST, as ⟨ut, sr⟩ and
+    /// their key's place in the store, so [`Observation::Visible`] fires
+    /// exactly when GST passes them (as in
+    /// [`visibility`](crate::stabilization::visibility): no copy of the
+    /// value, no second lookup of the key).
+    not_yet_visible: BTreeSet<(TimeUs, DcId, KeyIndex)>,
     /// Whether a replicate went out since the last heartbeat tick.
     replicated_since_heartbeat: bool,
     /// Δ and θ slow down while the cluster is idle.
@@ -140,7 +144,7 @@ impl PartitionServer {
             journaled_gst: 0,
             tree: StableTree::new(&topology, ctx.id, fanout),
             tree_parent,
-            not_yet_visible: BTreeMap::new(),
+            not_yet_visible: BTreeSet::new(),
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
             parked_puts: BTreeMap::new(),
@@ -167,16 +171,13 @@ impl PartitionServer {
     fn report_if_read(
         &self,
         env: &mut impl ServerEnv<Msg, Version>,
-        key: &Key,
-        value: &Value,
+        index: KeyIndex,
         origin: DcId,
         written_us: TimeUs,
     ) {
         let (m, gst) = (self.dc, self.gst);
-        let read = env.store().latest_where(key, |d| d.sr == m || d.ut <= gst).map(|d| (d.ut, d.sr));
-        if read == Some((written_us, origin)) {
-            env.observe(Observation::Visible { key, value, origin, written_us });
-        }
+        let order = (written_us, origin);
+        visibility::report_if_read(env, index, order, origin, written_us, |d| d.sr == m || d.ut <= gst);
     }
 
     fn raise_gst(&mut self, env: &mut impl ServerEnv<Msg, Version>, g: TimeUs) {
@@ -185,11 +186,11 @@ impl PartitionServer {
         }
         self.gst = g;
         env.observe(Observation::Stable { stable_us: g });
-        while let Some(e) = self.not_yet_visible.first_entry()
-            && e.key().0 <= g
+        while let Some(&(written_us, origin, index)) = self.not_yet_visible.first()
+            && written_us <= g
         {
-            let ((written_us, origin, key), value) = e.remove_entry();
-            self.report_if_read(env, &key, &value, origin, written_us);
+            self.not_yet_visible.pop_first();
+            self.report_if_read(env, index, origin, written_us);
         }
         while let Some(e) = self.parked_rots.first_entry()
             && e.key().0 <= g
@@ -338,15 +339,16 @@ impl PartitionServer {
         }
         self.saw_work(env, env.now_us());
         self.vv[k.idx()] = version.ut;
-        let (ut, value) = (version.ut, version.value.clone());
-        if env.store().insert(key.clone(), version) == Inserted::Duplicate {
+        let ut = version.ut;
+        let landed = env.store().insert_collecting(key.clone(), version, |_| false);
+        if landed.inserted == Inserted::Duplicate {
             return;
         }
-        self.gc_queue.insert((ut, key.clone()));
+        self.gc_queue.insert((ut, key));
         if ut <= self.gst {
-            self.report_if_read(env, &key, &value, k, ut);
+            self.report_if_read(env, landed.index, k, ut);
         } else {
-            self.not_yet_visible.insert((ut, k, key), value);
+            self.not_yet_visible.insert((ut, k, landed.index));
         }
     }
 
