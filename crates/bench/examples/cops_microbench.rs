@@ -102,7 +102,7 @@ enum Out {
     Reply(Vec<u8>),
 }
 
-struct Env<'a, V> {
+struct Env<'a, V: causeway_core::Versioned> {
     node: NodeId,
     now: u64,
     store: &'a mut MvStore<V>,

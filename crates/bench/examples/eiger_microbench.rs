@@ -93,7 +93,7 @@ enum Delivery {
     Timer { token: u64 },
 }
 
-struct SEnv<'a, V> {
+struct SEnv<'a, V: causeway_core::Versioned> {
     node: NodeId,
     now: u64,
     store: &'a mut MvStore<V>,

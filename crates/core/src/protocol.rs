@@ -374,7 +374,7 @@ pub enum Observation<'a> {
 }
 
 /// What a server may do. Implemented by each runtime.
-pub trait ServerEnv<M, V> {
+pub trait ServerEnv<M, V: crate::Versioned> {
     /// This node.
     fn node(&self) -> NodeId;
     /// This node's physical clock in µs. May be skewed, drift, or jump back.

@@ -21,7 +21,7 @@ use std::fmt::Debug;
 pub trait Versioned {
     /// The version's place in its key's last-writer-wins order. Unique per key
     /// (protocols break timestamp ties on a DC or node id).
-    type Order: Ord + Copy + Debug;
+    type Order: Ord + Copy + Debug + Send + Sync;
     fn order(&self) -> Self::Order;
     /// The value the version carries.
     fn value(&self) -> &Value;
@@ -124,11 +124,15 @@ impl<V> Frozen<V> {
 /// with a fixed hasher (no per-process random seed). Chains are never
 /// removed, so a key's index is stable for the store's life.
 #[derive(Debug)]
-pub struct MvStore<V> {
+pub struct MvStore<V: Versioned> {
     chains: IndexMap<Key, Chain<V>, FxBuildHasher>,
     versions: usize,
     value_bytes: usize,
-    journal: Option<Vec<(Key, V)>>,
+    /// Where each version stored or replaced since the last
+    /// [`MvStore::take_journal`] is: the runtime logs it from the store as
+    /// it stands then ([`MvStore::journaled`]), rather than from a copy
+    /// made at every insert.
+    journal: Option<Vec<(KeyIndex, V::Order)>>,
     /// The protocol's durable metadata (see [`MvStore::set_meta`]),
     /// whether it changed since the runtime last logged it, and whether
     /// that change asks for a sync.
@@ -140,7 +144,7 @@ pub struct MvStore<V> {
     freeze_epoch: u64,
 }
 
-impl<V> Default for MvStore<V> {
+impl<V: Versioned> Default for MvStore<V> {
     fn default() -> Self {
         MvStore {
             chains: IndexMap::default(),
@@ -210,19 +214,25 @@ impl<V: Versioned + Clone> MvStore<V> {
         Self::default()
     }
 
-    /// Keep a copy of every inserted version until [`MvStore::take_journal`].
-    /// The network runtime uses this to write ahead before it acknowledges.
+    /// Note where every stored or replaced version is until
+    /// [`MvStore::take_journal`]. The network runtime uses this to write
+    /// ahead before it acknowledges.
     pub fn enable_journal(&mut self) {
         self.journal.get_or_insert_with(Vec::new);
     }
 
-    /// The versions journaled since the last call, oldest first, with
-    /// `spare` (emptied) put in the journal's place. A caller that hands
-    /// back the buffer it drained last time keeps its capacity, so a turn's
-    /// journal grows without reallocating (a fresh vector each turn
-    /// reallocated as it doubled, at a pipelined client's hundreds of writes
-    /// a turn).
-    pub fn take_journal(&mut self, mut spare: Vec<(Key, V)>) -> Vec<(Key, V)> {
+    /// The versions journaled since the last call, oldest first, as
+    /// (key index, order) for [`MvStore::journaled`], with `spare`
+    /// (emptied) put in the journal's place. A caller that hands back the
+    /// buffer it drained last time keeps its capacity, so a turn's journal
+    /// grows without reallocating (a fresh vector each turn reallocated as
+    /// it doubled, at a pipelined client's hundreds of writes a turn).
+    ///
+    /// A version stored and then dropped (collected, or lost to a newer one
+    /// under a collecting insert) before the journal is taken is gone from
+    /// the store, so there is nothing to log for it: the store as it stands
+    /// is what a replay of the log must give back, as a snapshot does.
+    pub fn take_journal(&mut self, mut spare: Vec<(KeyIndex, V::Order)>) -> Vec<(KeyIndex, V::Order)> {
         spare.clear();
         match self.journal.as_mut() {
             Some(j) => std::mem::replace(j, spare),
@@ -243,9 +253,6 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn insert_collecting(&mut self, key: Key, v: V, stable: impl FnMut(&V) -> bool) -> Landed {
         let order = v.order();
         let bytes = v.value().len();
-        if let Some(j) = self.journal.as_mut() {
-            j.push((key.clone(), v.clone()));
-        }
         let epoch = self.freeze_epoch;
         let entry = self.chains.entry(key);
         let i = entry.index();
@@ -265,6 +272,9 @@ impl<V: Versioned + Clone> MvStore<V> {
         };
         let newest = pos == chain.versions.len();
         chain.versions.insert(pos, v);
+        if let Some(j) = self.journal.as_mut() {
+            j.push((KeyIndex(i), order));
+        }
         self.versions += 1;
         self.value_bytes += bytes;
         let inserted = if newest { Inserted::Newest } else { Inserted::Older };
@@ -287,7 +297,7 @@ impl<V: Versioned + Clone> MvStore<V> {
         preserve(&mut self.freeze, ki, || k.clone(), c);
         self.value_bytes = self.value_bytes - c.versions[i].value().len() + v.value().len();
         if let Some(j) = self.journal.as_mut() {
-            j.push((Key::copy_from_slice(key), v.clone()));
+            j.push((KeyIndex(ki), order));
         }
         c.versions[i] = v;
         true
@@ -399,6 +409,13 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn latest_where_at(&self, index: KeyIndex, mut pred: impl FnMut(&V) -> bool) -> Option<(&Key, &V)> {
         let (k, c) = self.chains.get_index(index.0)?;
         c.versions.iter().rev().find(|v| pred(v)).map(|v| (k, v))
+    }
+
+    /// A journaled version ([`MvStore::take_journal`]) as it stands now,
+    /// with its key; `None` if it has been dropped since.
+    pub fn journaled(&self, index: KeyIndex, order: V::Order) -> Option<(&Key, &V)> {
+        let (k, c) = self.chains.get_index(index.0)?;
+        c.versions.binary_search_by(|x| x.order().cmp(&order)).ok().map(|i| (k, &c.versions[i]))
     }
 
     /// [`MvStore::exact`] for the key at `index`.
@@ -692,15 +709,15 @@ mod tests {
         s.insert(k(), v(1));
         s.insert(k(), v(2));
         let first = s.take_journal(Vec::new());
-        assert_eq!(first.iter().map(|(_, x)| x.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(first.iter().map(|&(_, x)| x).collect::<Vec<_>>(), vec![1, 2]);
         let capacity = first.capacity();
         s.insert(k(), v(3));
         let second = s.take_journal(first);
-        assert_eq!(second.iter().map(|(_, x)| x.0).collect::<Vec<_>>(), vec![3], "the spare's old entries are gone");
+        assert_eq!(second.iter().map(|&(_, x)| x).collect::<Vec<_>>(), vec![3], "the spare's old entries are gone");
         s.insert(k(), v(4));
         let third = s.take_journal(second);
         assert!(third.capacity() >= capacity, "the first buffer came back with its capacity");
-        assert_eq!(third.iter().map(|(_, x)| x.0).collect::<Vec<_>>(), vec![4]);
+        assert_eq!(third.iter().map(|&(_, x)| x).collect::<Vec<_>>(), vec![4]);
     }
 
     #[test]
@@ -716,6 +733,30 @@ mod tests {
         s.set_meta(vec![4]);
         s.set_meta_unsynced(vec![5]);
         assert_eq!(s.take_dirty_meta(), Some((vec![5], true)), "a synced change in the same turn still syncs");
+    }
+
+    /// The journal names where versions are, and `journaled` gives them as
+    /// they stand when the runtime logs them: a version replaced since is
+    /// logged as replaced, one dropped since leaves nothing to log, and a
+    /// duplicate insert journals nothing.
+    #[test]
+    fn journal_is_read_back_from_the_store_as_it_stands() {
+        let mut s = MvStore::new();
+        s.enable_journal();
+        s.insert(k(), v(1));
+        assert_eq!(s.insert(k(), v(1)), Inserted::Duplicate);
+        assert!(s.replace(b"k", V(1, Bytes::from_static(b"changed"))));
+        let (i, o) = s.take_journal(Vec::new())[0];
+        assert_eq!(
+            s.journaled(i, o).map(|(key, x)| (key.clone(), x.1.clone())),
+            Some((k(), Bytes::from_static(b"changed")))
+        );
+        s.insert(k(), v(3));
+        s.insert_collecting(k(), v(4), |x| x.0 == 4);
+        let j = s.take_journal(Vec::new());
+        assert_eq!(j.iter().map(|&(_, o)| o).collect::<Vec<_>>(), vec![3, 4]);
+        let logged: Vec<u64> = j.iter().filter_map(|&(i, o)| s.journaled(i, o)).map(|(_, x)| x.0).collect();
+        assert_eq!(logged, vec![4], "version 3 was collected before the log was written");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError};
 use causeway_core::{
-    ClientId, DcId, Key, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
+    ClientId, DcId, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
 };
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use rustc_hash::FxHashMap;
@@ -460,6 +460,28 @@ pub enum NodeThreads<'a> {
     Shared(&'a tokio::runtime::Handle),
 }
 
+/// Log the versions stored since the journal was last taken, as they stand
+/// in the store now ([`MvStore::take_journal`]): serialized from the store,
+/// not from a copy made at each insert. `spare` is the buffer handed back
+/// for the next turn. Stops at the first failed append.
+fn log_journal<V: Versioned + Clone + serde::Serialize, M: serde::Serialize>(
+    store: &mut MvStore<V>,
+    spare: &mut Vec<(KeyIndex, V::Order)>,
+    wal: &mut Wal,
+) -> Result<(), WalError> {
+    let mut journal = store.take_journal(std::mem::take(spare));
+    let mut logged = Ok(());
+    for (index, order) in journal.drain(..) {
+        let Some((key, version)) = store.journaled(index, order) else { continue };
+        if let Err(e) = wal.append(&LogRecord::<&V, M>::Version { key: key.clone(), version }) {
+            logged = Err(e);
+            break;
+        }
+    }
+    *spare = journal;
+    logged
+}
+
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
@@ -886,7 +908,7 @@ enum Release<M> {
     Reply(ClientId, M),
 }
 
-struct NEnv<'a, M, V> {
+struct NEnv<'a, M, V: Versioned> {
     node: NodeId,
     dc: DcId,
     now: u64,
@@ -980,7 +1002,7 @@ struct ProtocolLoop<P: Protocol> {
     store: MvStore<P::Version>,
     /// The journal buffer drained last, handed back to the store
     /// ([`MvStore::take_journal`]) so the next turn's reuses its capacity.
-    journal_spare: Vec<(Key, P::Version)>,
+    journal_spare: Vec<(KeyIndex, <P::Version as Versioned>::Order)>,
     wal: Wal,
     fsync: Fsync,
     /// Sync the log on tokio's blocking pool, not on this thread: when the
@@ -1187,11 +1209,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         let mut env = node_env!(self);
         self.server.on_peer(&mut env, from, msg);
         // The delivery mark follows the handler's effects in the log.
-        let mut journal = env.store.take_journal(std::mem::take(&mut self.journal_spare));
-        for (k, v) in journal.drain(..) {
-            let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Version { key: k, version: v });
-        }
-        self.journal_spare = journal;
+        let _ = log_journal::<P::Version, P::Msg>(env.store, &mut self.journal_spare, &mut self.wal);
         if let Some((bytes, sync)) = env.store.take_dirty_meta() {
             let r = LogRecord::<P::Version, P::Msg>::Meta { bytes };
             let _ = if sync { self.wal.append(&r) } else { self.wal.append_unsynced(&r) };
@@ -1213,11 +1231,8 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     /// Log what this turn changed, sync per policy, then release its output.
     async fn commit(&mut self) {
-        let mut journal = self.store.take_journal(std::mem::take(&mut self.journal_spare));
-        for (k, v) in journal.drain(..) {
-            self.log(LogRecord::Version { key: k, version: v });
-        }
-        self.journal_spare = journal;
+        let logged = log_journal::<P::Version, P::Msg>(&mut self.store, &mut self.journal_spare, &mut self.wal);
+        self.appended(logged);
         if let Some((bytes, sync)) = self.store.take_dirty_meta() {
             if sync {
                 self.log(LogRecord::Meta { bytes });

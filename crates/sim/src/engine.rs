@@ -184,7 +184,7 @@ enum ObsRec {
     },
 }
 
-struct SEnv<'a, M, V> {
+struct SEnv<'a, M, V: Versioned> {
     node: NodeId,
     dc: DcId,
     /// Under full replication every key is everywhere, so visibility

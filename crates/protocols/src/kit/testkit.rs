@@ -60,7 +60,7 @@ pub struct TestNet<P: Protocol> {
     pub clients_per_dc: u32,
 }
 
-struct SEnv<'a, M, V> {
+struct SEnv<'a, M, V: causeway_core::Versioned> {
     node: NodeId,
     now: u64,
     store: &'a mut MvStore<V>,

@@ -82,7 +82,12 @@ impl Pace {
     /// Work seen here (`at_us` = the clock) or reported by a peer as of
     /// `at_us`. If it woke this server, its heartbeat and tree timers
     /// restart at once under the new epoch; `tokens(epoch)` names them.
-    pub fn saw_work<M, V>(&mut self, env: &mut impl ServerEnv<M, V>, at_us: u64, tokens: impl Fn(u64) -> [u64; 2]) {
+    pub fn saw_work<M, V: causeway_core::Versioned>(
+        &mut self,
+        env: &mut impl ServerEnv<M, V>,
+        at_us: u64,
+        tokens: impl Fn(u64) -> [u64; 2],
+    ) {
         if self.wakes(at_us, env.now_us()) {
             for token in tokens(self.epoch) {
                 env.set_timer(0, token);

@@ -59,7 +59,7 @@
 use super::msg::{Dep, DepVersion, PathMsg, Stamp};
 use super::settle::Settle;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
-use causeway_core::{Key, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology};
+use causeway_core::{Key, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology, Versioned};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -368,7 +368,7 @@ impl DepNode {
     /// A replicated write arrived (§2.7), already stored as pending: check
     /// its dependencies — here for keys this node owns, by `DepCheck` for
     /// the others — and queue it behind earlier writes from its origin.
-    pub fn on_replicate<M: From<PathMsg>, V>(
+    pub fn on_replicate<M: From<PathMsg>, V: Versioned>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         key: Key,
@@ -384,7 +384,7 @@ impl DepNode {
     /// write-only transaction, committed in this DC only by its
     /// coordinator's decision. It holds back its origin's low-water mark
     /// like any pending write.
-    pub fn on_replicate_held<M: From<PathMsg>, V>(
+    pub fn on_replicate_held<M: From<PathMsg>, V: Versioned>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         key: Key,
@@ -428,7 +428,7 @@ impl DepNode {
         }
     }
 
-    fn queue_replicated<M: From<PathMsg>, V>(
+    fn queue_replicated<M: From<PathMsg>, V: Versioned>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         key: Key,
@@ -492,7 +492,7 @@ impl DepNode {
     /// `dep_check` handler (§2.7 step 3): answer at once if every
     /// dependency is committed here, else when the last one is. A repeated
     /// check (a retry) that is already waiting is ignored.
-    pub fn on_dep_check<M: From<PathMsg>, V>(
+    pub fn on_dep_check<M: From<PathMsg>, V: Versioned>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         from: NodeId,
@@ -553,7 +553,7 @@ impl DepNode {
     /// A replicated write from `stamp.origin()` was committed: record it,
     /// raise the origin's low-water mark as far as no write is pending
     /// below it, and release every waiter that needed no more.
-    fn committed<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>, stamp: Stamp, key: &Key) {
+    fn committed<M: From<PathMsg>, V: Versioned>(&mut self, env: &mut impl ServerEnv<M, V>, stamp: Stamp, key: &Key) {
         let o = stamp.origin();
         let slot = (o, key.clone());
         if self.last_pending.get(&slot) == Some(&stamp) {
@@ -596,7 +596,7 @@ impl DepNode {
     /// Handle a message of the shared path. Returns the versions a
     /// `Settled` from an origin settled here, which a variant that keeps
     /// per-version metadata rewrites (COPS-GT; COPS has none).
-    pub fn on_path<M: From<PathMsg>, V>(
+    pub fn on_path<M: From<PathMsg>, V: Versioned>(
         &mut self,
         env: &mut impl ServerEnv<M, V>,
         from: NodeId,
@@ -620,14 +620,14 @@ impl DepNode {
 
     /// One settling tick (see [`Settle::tick`]): returns this node's own
     /// versions that became settled.
-    pub fn settle_tick<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>) -> Vec<(Stamp, Key)> {
+    pub fn settle_tick<M: From<PathMsg>, V: Versioned>(&mut self, env: &mut impl ServerEnv<M, V>) -> Vec<(Stamp, Key)> {
         let through: Vec<(NodeId, Stamp)> = self.equivalents.iter().map(|&e| (e, self.through(e))).collect();
         self.settle.tick(self.me, &through, env)
     }
 
     /// Re-send every check unanswered for `retry_us` (the receiver may have
     /// crashed and forgotten it).
-    pub fn retry_checks<M: From<PathMsg>, V>(&mut self, env: &mut impl ServerEnv<M, V>) {
+    pub fn retry_checks<M: From<PathMsg>, V: Versioned>(&mut self, env: &mut impl ServerEnv<M, V>) {
         let now = env.now_us();
         for (&id, c) in self.sent_checks.iter_mut() {
             if now.saturating_sub(c.sent_us) >= self.retry_us {

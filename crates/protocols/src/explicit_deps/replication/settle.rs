@@ -91,7 +91,7 @@ impl Settle {
     /// tell the equivalents and settle them here too, returning the versions
     /// to rewrite (as [`Settle::settle`]). `through` holds, per equivalent,
     /// how far this node has committed that equivalent's writes.
-    pub fn tick<M: From<PathMsg>, V>(
+    pub fn tick<M: From<PathMsg>, V: causeway_core::Versioned>(
         &mut self,
         me: NodeId,
         through: &[(NodeId, Stamp)],
