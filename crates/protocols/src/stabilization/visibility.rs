@@ -70,6 +70,13 @@ impl<T: Ord + Copy, O: Copy> PendingVisible<T, O> {
     }
 }
 
+/// For a protocol whose dependencies and stable time are dense vectors
+/// (Cure's DV and GST, Contrarian's DV and GSS): the first entry where the
+/// dependency is still above the stable time, and the dependency there.
+pub fn first_above<T: Ord + Copy>(deps: &[T], stable: &[T]) -> Option<(usize, T)> {
+    deps.iter().zip(stable).position(|(d, s)| d > s).map(|i| (i, deps[i]))
+}
+
 /// Report the version at (`index`, `order`), written in DC `origin` at
 /// `written_us`, visible if it is what a local GET returns now, `visible`
 /// being the GET's rule: a version that lost last-writer-wins to one
@@ -115,6 +122,13 @@ mod tests {
                 s.insert_collecting(bytes::Bytes::from(format!("k{i}")), V(1, bytes::Bytes::new()), |_| false).index
             })
             .collect()
+    }
+
+    #[test]
+    fn first_above_names_the_first_entry_still_ahead() {
+        assert_eq!(first_above(&[1, 5, 9], &[1, 4, 3]), Some((1, 5)));
+        assert_eq!(first_above(&[1, 4, 3], &[1, 4, 3]), None, "equal is covered");
+        assert_eq!(first_above::<u64>(&[], &[]), None);
     }
 
     #[test]

@@ -408,7 +408,7 @@ impl Partition {
             return; // a malformed peer message is dropped
         }
         self.saw_work(env, env.now_us());
-        let (order, blocker) = (version.order(), self.blocker(&version.dv));
+        let (order, blocker) = (version.order(), visibility::first_above(&version.dv, &self.gss));
         let landed = self.apply(env, key, version);
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
@@ -427,11 +427,6 @@ impl Partition {
             }
             self.saw_work(env, work_us);
         }
-    }
-
-    /// The first GSS entry still below a version's DV, and the DV's value there.
-    fn blocker(&self, dv: &[Hlc]) -> Option<(usize, Hlc)> {
-        dv.iter().zip(&self.gss).position(|(d, g)| d > g).map(|i| (i, dv[i]))
     }
 
     /// Report the version at (`index`, `order`) visible if its DV is
@@ -541,7 +536,7 @@ impl Partition {
         }
         for (index, order) in self.pending.unblocked(&self.gss) {
             let Some(version) = env.store().exact_at(index, order) else { continue };
-            let blocker = self.blocker(&version.dv);
+            let blocker = visibility::first_above(&version.dv, &self.gss);
             self.admit_or_park(env, index, order, blocker);
         }
     }

@@ -349,7 +349,7 @@ impl Partition {
             return; // a malformed peer message is dropped
         }
         self.saw_work(env, env.now_us());
-        let (order, blocker) = (version.order(), self.blocker(&version.dv));
+        let (order, blocker) = (version.order(), visibility::first_above(&version.dv, &self.gst));
         let landed = self.apply(env, key, version);
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
@@ -365,11 +365,6 @@ impl Partition {
             self.heard_since_start[k] = true;
             self.saw_work(env, work_us);
         }
-    }
-
-    /// The first GST entry still below a version's DV, and the DV's value there.
-    fn blocker(&self, dv: &[TimeUs]) -> Option<(usize, TimeUs)> {
-        dv.iter().zip(&self.gst).position(|(d, g)| d > g).map(|i| (i, dv[i]))
     }
 
     /// Report the version at (`index`, `order`) visible if nothing
@@ -463,7 +458,7 @@ impl Partition {
         }
         for (index, order) in self.pending.unblocked(&self.gst) {
             let Some(version) = env.store().exact_at(index, order) else { continue };
-            let blocker = self.blocker(&version.dv);
+            let blocker = visibility::first_above(&version.dv, &self.gst);
             self.admit_or_park(env, index, order, blocker);
         }
     }
