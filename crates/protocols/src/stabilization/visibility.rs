@@ -48,6 +48,19 @@ impl<T: Ord + Copy, O: Copy> PendingVisible<T, O> {
         self.parked.insert(id, (index, order));
     }
 
+    /// Park the version at (`index`, `order`) on `blocker`, the stable-time
+    /// entry that still holds it back and the value that entry must reach,
+    /// or hand it back to be reported now if nothing does.
+    pub fn admit(&mut self, blocker: Option<(usize, T)>, index: KeyIndex, order: O) -> Option<(KeyIndex, O)> {
+        match blocker {
+            None => Some((index, order)),
+            Some((entry, threshold)) => {
+                self.park(entry, threshold, index, order);
+                None
+            }
+        }
+    }
+
     /// Take every version that `stable` no longer holds back on the entry
     /// it was parked on, in arrival order. Another entry may still hold it:
     /// the caller checks and parks it again.

@@ -293,29 +293,15 @@ impl CsxServer {
         if landed.inserted == Inserted::Duplicate {
             return;
         }
-        self.admit_or_park(env, landed.index, order, blocker);
+        if let Some((index, order)) = self.pending.admit(blocker, landed.index, order) {
+            self.report_if_read(env, index, order);
+        }
     }
 
     /// The first DSV entry that line 3 still waits on for a version with
     /// dependencies `ds`, if any.
-    fn blocker(&self, ds: &DepSet<Hlc>) -> Option<(DcId, Hlc)> {
-        ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]).copied()
-    }
-
-    /// Report the version at (`index`, `order`) visible if line 3 admits it
-    /// (nothing `blocker`s it), or park it on the DSV entry that still holds
-    /// it back.
-    fn admit_or_park(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        index: KeyIndex,
-        order: (Hlc, DcId),
-        blocker: Option<(DcId, Hlc)>,
-    ) {
-        match blocker {
-            None => self.report_if_read(env, index, order),
-            Some((dc, h)) => self.pending.park(dc.idx(), h, index, order),
-        }
+    fn blocker(&self, ds: &DepSet<Hlc>) -> Option<(usize, Hlc)> {
+        ds.entries().iter().find(|&&(dc, h)| h > self.dsv[dc.idx()]).map(|&(dc, h)| (dc.idx(), h))
     }
 
     /// Alg 5.3: on ⟨Heartbeat hlc⟩ from p^k_n, VV[k] = hlc.
@@ -532,7 +518,9 @@ impl CsxServer {
             for (index, order) in self.pending.unblocked(&self.dsv) {
                 let Some(version) = env.store().exact_at(index, order) else { continue };
                 let blocker = self.blocker(&version.ds);
-                self.admit_or_park(env, index, order, blocker);
+                if let Some((index, order)) = self.pending.admit(blocker, index, order) {
+                    self.report_if_read(env, index, order);
+                }
             }
         }
     }

@@ -413,8 +413,10 @@ impl Partition {
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
         }
-        if landed.inserted != Inserted::Duplicate {
-            self.admit_or_park(env, landed.index, order, blocker);
+        if landed.inserted != Inserted::Duplicate
+            && let Some((index, order)) = self.pending.admit(blocker, landed.index, order)
+        {
+            self.report_if_read(env, index, order);
         }
     }
 
@@ -426,22 +428,6 @@ impl Partition {
                 self.vv[k] = hlc;
             }
             self.saw_work(env, work_us);
-        }
-    }
-
-    /// Report the version at (`index`, `order`) visible if its DV is
-    /// covered by the GSS (nothing `blocker`s it), or park it on the first
-    /// GSS entry that still holds it back.
-    fn admit_or_park(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        index: KeyIndex,
-        order: (Hlc, DcId),
-        blocker: Option<(usize, Hlc)>,
-    ) {
-        match blocker {
-            None => self.report_if_read(env, index, order),
-            Some((i, d)) => self.pending.park(i, d, index, order),
         }
     }
 
@@ -537,7 +523,9 @@ impl Partition {
         for (index, order) in self.pending.unblocked(&self.gss) {
             let Some(version) = env.store().exact_at(index, order) else { continue };
             let blocker = visibility::first_above(&version.dv, &self.gss);
-            self.admit_or_park(env, index, order, blocker);
+            if let Some((index, order)) = self.pending.admit(blocker, index, order) {
+                self.report_if_read(env, index, order);
+            }
         }
     }
 

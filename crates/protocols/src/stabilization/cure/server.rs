@@ -353,8 +353,10 @@ impl Partition {
         let landed = self.apply(env, key, version);
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
-        if landed.inserted != Inserted::Duplicate {
-            self.admit_or_park(env, landed.index, order, blocker);
+        if landed.inserted != Inserted::Duplicate
+            && let Some((index, order)) = self.pending.admit(blocker, landed.index, order)
+        {
+            self.report_if_read(env, index, order);
         }
     }
 
@@ -364,21 +366,6 @@ impl Partition {
             self.vv[k] = self.vv[k].max(clock_us);
             self.heard_since_start[k] = true;
             self.saw_work(env, work_us);
-        }
-    }
-
-    /// Report the version at (`index`, `order`) visible if nothing
-    /// `blocker`s it, or park it on the GST entry that still holds it back.
-    fn admit_or_park(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        index: KeyIndex,
-        order: (TimeUs, DcId),
-        blocker: Option<(usize, TimeUs)>,
-    ) {
-        match blocker {
-            None => self.report_if_read(env, index, order),
-            Some((i, d)) => self.pending.park(i, d, index, order),
         }
     }
 
@@ -459,7 +446,9 @@ impl Partition {
         for (index, order) in self.pending.unblocked(&self.gst) {
             let Some(version) = env.store().exact_at(index, order) else { continue };
             let blocker = visibility::first_above(&version.dv, &self.gst);
-            self.admit_or_park(env, index, order, blocker);
+            if let Some((index, order)) = self.pending.admit(blocker, index, order) {
+                self.report_if_read(env, index, order);
+            }
         }
     }
 
