@@ -68,6 +68,7 @@ pub mod history;
 pub mod ids;
 pub mod protocol;
 pub mod store;
+pub mod store_key;
 pub mod summary;
 pub mod topology;
 pub mod vector;

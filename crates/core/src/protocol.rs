@@ -359,7 +359,7 @@ pub enum Observation<'a> {
     /// `written_us` is the version's timestamp in its origin's physical
     /// clock (an HLC's `l`): runtimes without true time estimate visibility
     /// latency from it, as Roohitavaf does (skew included).
-    Visible { key: &'a Key, value: &'a Value, origin: DcId, written_us: u64 },
+    Visible { key: &'a [u8], value: &'a Value, origin: DcId, written_us: u64 },
     /// This node's stable time (GST, the least DSV entry…) advanced to
     /// `stable_us` of the physical clock: every remote write stamped at or
     /// before it is visible here. Runtimes report the lag behind the clock.

@@ -13,6 +13,7 @@
 //! owns the store for longer than one slice.
 
 use crate::data::{Key, Value};
+use crate::store_key::StoreKey;
 use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
 use std::fmt::Debug;
@@ -74,14 +75,14 @@ struct Freeze<V> {
     /// are copied as one small vector: an entry per version of one large
     /// vector made the kernel zero fresh pages for a buffer the size of the
     /// store at every snapshot, on the node's thread.
-    copy: Vec<(usize, Key, Vec<V>)>,
+    copy: Vec<(usize, StoreKey, Vec<V>)>,
 }
 
 /// A finished copy of the store as it stood when [`MvStore::begin_freeze`]
 /// ran (see [`MvStore::freeze_step`]).
 #[derive(Debug)]
 pub struct Frozen<V> {
-    copy: Vec<(usize, Key, Vec<V>)>,
+    copy: Vec<(usize, StoreKey, Vec<V>)>,
 }
 
 impl<V> Frozen<V> {
@@ -112,9 +113,10 @@ impl<V> Frozen<V> {
         order.sort_unstable();
         debug_assert!(order.windows(2).all(|w| w[0].0 < w[1].0), "a chain copied twice in one freeze");
         // Same layout: collected in place, no second buffer.
-        let mut slots: Vec<Option<(usize, Key, Vec<V>)>> = self.copy.into_iter().map(Some).collect();
+        let mut slots: Vec<Option<(usize, StoreKey, Vec<V>)>> = self.copy.into_iter().map(Some).collect();
         order.into_iter().flat_map(move |(_, pos)| {
             let (_, key, versions) = slots[pos].take().expect("each position is taken once");
+            let key = Key::copy_from_slice(&key);
             versions.into_iter().map(move |v| (key.clone(), v))
         })
     }
@@ -125,7 +127,7 @@ impl<V> Frozen<V> {
 /// removed, so a key's index is stable for the store's life.
 #[derive(Debug)]
 pub struct MvStore<V: Versioned> {
-    chains: IndexMap<Key, Chain<V>, FxBuildHasher>,
+    chains: IndexMap<StoreKey, Chain<V>, FxBuildHasher>,
     versions: usize,
     value_bytes: usize,
     /// Where each version stored or replaced since the last
@@ -198,7 +200,12 @@ pub struct Landed {
 
 /// Copy before write: a chain that existed when the freeze under way began
 /// and is about to change for the first time since is copied as it stands.
-fn preserve<V: Clone>(freeze: &mut Option<Freeze<V>>, index: usize, key: impl FnOnce() -> Key, chain: &mut Chain<V>) {
+fn preserve<V: Clone>(
+    freeze: &mut Option<Freeze<V>>,
+    index: usize,
+    key: impl FnOnce() -> StoreKey,
+    chain: &mut Chain<V>,
+) {
     if let Some(f) = freeze
         && chain.frozen != f.epoch
     {
@@ -241,7 +248,7 @@ impl<V: Versioned + Clone> MvStore<V> {
     }
 
     /// Insert a version in order.
-    pub fn insert(&mut self, key: Key, v: V) -> Inserted {
+    pub fn insert(&mut self, key: &[u8], v: V) -> Inserted {
         self.insert_collecting(key, v, |_| false).inserted
     }
 
@@ -250,13 +257,14 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// same lookup: a write-heavy key is collected as it is written, not
     /// only when a periodic pass reaches it. Returns where the version
     /// landed, how many versions the key holds afterwards, and the key's index.
-    pub fn insert_collecting(&mut self, key: Key, v: V, stable: impl FnMut(&V) -> bool) -> Landed {
+    pub fn insert_collecting(&mut self, key: &[u8], v: V, stable: impl FnMut(&V) -> bool) -> Landed {
         let order = v.order();
         let bytes = v.value().len();
-        let epoch = self.freeze_epoch;
-        let entry = self.chains.entry(key);
-        let i = entry.index();
-        entry.or_insert_with(|| Chain::new(epoch));
+        // Looked up by its bytes; copied into the map only when new.
+        let i = match self.chains.get_index_of(key) {
+            Some(i) => i,
+            None => self.chains.insert_full(StoreKey::new(key), Chain::new(self.freeze_epoch)).0,
+        };
         let (key, chain) = self.chains.get_index_mut(i).expect("just found or inserted");
         preserve(&mut self.freeze, i, || key.clone(), chain);
         // Versions nearly always arrive newest-last; check the tail first.
@@ -352,8 +360,8 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Recovery: put back a logged version, the later record winning when
     /// one with the same order is already there (it was replaced).
-    pub fn restore(&mut self, key: Key, v: V) {
-        if !self.replace(&key, v.clone()) {
+    pub fn restore(&mut self, key: &[u8], v: V) {
+        if !self.replace(key, v.clone()) {
             self.insert(key, v);
         }
     }
@@ -406,16 +414,16 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// [`MvStore::latest_where`] for the key at `index`, with the key: no
     /// hashing or comparing of key bytes, which at 100 000 keys is a few
     /// cache misses per lookup.
-    pub fn latest_where_at(&self, index: KeyIndex, mut pred: impl FnMut(&V) -> bool) -> Option<(&Key, &V)> {
+    pub fn latest_where_at(&self, index: KeyIndex, mut pred: impl FnMut(&V) -> bool) -> Option<(&[u8], &V)> {
         let (k, c) = self.chains.get_index(index.0)?;
-        c.versions.iter().rev().find(|v| pred(v)).map(|v| (k, v))
+        c.versions.iter().rev().find(|v| pred(v)).map(|v| (k.as_slice(), v))
     }
 
     /// A journaled version ([`MvStore::take_journal`]) as it stands now,
     /// with its key; `None` if it has been dropped since.
-    pub fn journaled(&self, index: KeyIndex, order: V::Order) -> Option<(&Key, &V)> {
+    pub fn journaled(&self, index: KeyIndex, order: V::Order) -> Option<(&[u8], &V)> {
         let (k, c) = self.chains.get_index(index.0)?;
-        c.versions.binary_search_by(|x| x.order().cmp(&order)).ok().map(|i| (k, &c.versions[i]))
+        c.versions.binary_search_by(|x| x.order().cmp(&order)).ok().map(|i| (k.as_slice(), &c.versions[i]))
     }
 
     /// [`MvStore::exact`] for the key at `index`.
@@ -542,7 +550,7 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Keys in byte order (for convergence checks and restarts; O(n log n)).
     pub fn keys_sorted(&self) -> Vec<Key> {
-        let mut k: Vec<Key> = self.chains.keys().cloned().collect();
+        let mut k: Vec<Key> = self.chains.keys().map(|k| Key::copy_from_slice(k)).collect();
         k.sort();
         k
     }
@@ -603,10 +611,10 @@ mod tests {
     #[test]
     fn chain_is_ordered_and_deduplicated() {
         let mut s = MvStore::new();
-        assert_eq!(s.insert(k(), v(5)), Inserted::Newest);
-        assert_eq!(s.insert(k(), v(3)), Inserted::Older);
-        assert_eq!(s.insert(k(), v(9)), Inserted::Newest);
-        assert_eq!(s.insert(k(), v(5)), Inserted::Duplicate);
+        assert_eq!(s.insert(&k(), v(5)), Inserted::Newest);
+        assert_eq!(s.insert(&k(), v(3)), Inserted::Older);
+        assert_eq!(s.insert(&k(), v(9)), Inserted::Newest);
+        assert_eq!(s.insert(&k(), v(5)), Inserted::Duplicate);
         let orders: Vec<u64> = s.versions(b"k").iter().map(|x| x.0).collect();
         assert_eq!(orders, vec![3, 5, 9]);
         assert_eq!(s.latest(b"k").unwrap().0, 9);
@@ -621,19 +629,19 @@ mod tests {
     fn reads_by_index_match_reads_by_key() {
         let mut s = MvStore::new();
         let other = Bytes::from_static(b"other");
-        let a = s.insert_collecting(k(), v(5), |_| false).index;
-        let b = s.insert_collecting(other.clone(), v(7), |_| false).index;
+        let a = s.insert_collecting(&k(), v(5), |_| false).index;
+        let b = s.insert_collecting(&other.clone(), v(7), |_| false).index;
         assert_ne!(a, b);
-        assert_eq!(s.insert_collecting(k(), v(3), |_| false).index, a, "a key keeps its index");
+        assert_eq!(s.insert_collecting(&k(), v(3), |_| false).index, a, "a key keeps its index");
         let (key, latest) = s.latest_where_at(a, |_| true).unwrap();
-        assert_eq!((key, latest.0), (&k(), 5));
+        assert_eq!((key, latest.0), (&k()[..], 5));
         assert_eq!(s.latest_where_at(a, |x| x.0 < 5).unwrap().1.0, 3);
         assert!(s.latest_where_at(a, |x| x.0 > 5).is_none());
         assert_eq!(s.latest_where_at(b, |_| true).unwrap().0, &other);
         assert_eq!(s.exact_at(a, 3).unwrap().0, 3);
         assert!(s.exact_at(a, 4).is_none());
         // A collecting insert drops 3 and 5 below the stable 9: gone by index too.
-        s.insert_collecting(k(), v(9), |x| x.0 == 9);
+        s.insert_collecting(&k(), v(9), |x| x.0 == 9);
         assert!(s.exact_at(a, 3).is_none());
         assert_eq!(s.exact_at(a, 9).unwrap().0, 9);
         assert_eq!(s.exact(b"k", 9).unwrap().0, 9);
@@ -642,7 +650,7 @@ mod tests {
     fn gc_keeps_newest_stable_and_everything_after() {
         let mut s = MvStore::new();
         for t in [1, 2, 3, 4, 5] {
-            s.insert(k(), v(t));
+            s.insert(&k(), v(t));
         }
         assert!(!s.was_pruned(b"k"));
         assert_eq!(s.gc_key(b"k", |x| x.0 <= 3), (2, 3));
@@ -659,10 +667,10 @@ mod tests {
     fn planned_collection_drops_below_the_floor_and_marks_it_unjournaled() {
         let mut s: MvStore<M> = MvStore::new();
         s.enable_journal();
-        s.insert(k(), M(1, Bytes::from_static(b"x"), 0));
-        s.insert(k(), M(2, Bytes::from_static(b"y"), 0));
+        s.insert(&k(), M(1, Bytes::from_static(b"x"), 0));
+        s.insert(&k(), M(2, Bytes::from_static(b"y"), 0));
         let _ = s.take_journal(Vec::new());
-        s.insert(k(), M(3, Bytes::from_static(b"zz"), 0));
+        s.insert(&k(), M(3, Bytes::from_static(b"zz"), 0));
         let _ = s.take_journal(Vec::new());
         // Floor at order 3; order 2 is kept by `keep`, order 1 goes.
         let dropped = s.collect_planned(
@@ -686,15 +694,15 @@ mod tests {
     #[test]
     fn replace_overwrites_in_place_and_is_journaled() {
         let mut s = MvStore::new();
-        s.insert(k(), v(1));
+        s.insert(&k(), v(1));
         s.enable_journal();
         assert!(s.replace(b"k", V(1, Bytes::from_static(b"changed"))));
         assert!(!s.replace(b"k", v(2)), "no version 2 to replace");
         assert_eq!(s.exact(b"k", 1).unwrap().1, Bytes::from_static(b"changed"));
         assert_eq!(s.value_bytes(), 7);
         assert_eq!(s.take_journal(Vec::new()).len(), 1);
-        s.restore(k(), V(1, Bytes::from_static(b"again")));
-        s.restore(k(), v(3));
+        s.restore(&k(), V(1, Bytes::from_static(b"again")));
+        s.restore(&k(), v(3));
         assert_eq!(s.versions(b"k").len(), 2);
         assert_eq!(s.exact(b"k", 1).unwrap().1, Bytes::from_static(b"again"));
     }
@@ -706,15 +714,15 @@ mod tests {
         let mut s = MvStore::new();
         assert!(s.take_journal(Vec::new()).is_empty(), "no journal: nothing, whatever is inserted");
         s.enable_journal();
-        s.insert(k(), v(1));
-        s.insert(k(), v(2));
+        s.insert(&k(), v(1));
+        s.insert(&k(), v(2));
         let first = s.take_journal(Vec::new());
         assert_eq!(first.iter().map(|&(_, x)| x).collect::<Vec<_>>(), vec![1, 2]);
         let capacity = first.capacity();
-        s.insert(k(), v(3));
+        s.insert(&k(), v(3));
         let second = s.take_journal(first);
         assert_eq!(second.iter().map(|&(_, x)| x).collect::<Vec<_>>(), vec![3], "the spare's old entries are gone");
-        s.insert(k(), v(4));
+        s.insert(&k(), v(4));
         let third = s.take_journal(second);
         assert!(third.capacity() >= capacity, "the first buffer came back with its capacity");
         assert_eq!(third.iter().map(|&(_, x)| x).collect::<Vec<_>>(), vec![4]);
@@ -743,16 +751,16 @@ mod tests {
     fn journal_is_read_back_from_the_store_as_it_stands() {
         let mut s = MvStore::new();
         s.enable_journal();
-        s.insert(k(), v(1));
-        assert_eq!(s.insert(k(), v(1)), Inserted::Duplicate);
+        s.insert(&k(), v(1));
+        assert_eq!(s.insert(&k(), v(1)), Inserted::Duplicate);
         assert!(s.replace(b"k", V(1, Bytes::from_static(b"changed"))));
         let (i, o) = s.take_journal(Vec::new())[0];
         assert_eq!(
-            s.journaled(i, o).map(|(key, x)| (key.clone(), x.1.clone())),
+            s.journaled(i, o).map(|(key, x)| (Key::copy_from_slice(key), x.1.clone())),
             Some((k(), Bytes::from_static(b"changed")))
         );
-        s.insert(k(), v(3));
-        s.insert_collecting(k(), v(4), |x| x.0 == 4);
+        s.insert(&k(), v(3));
+        s.insert_collecting(&k(), v(4), |x| x.0 == 4);
         let j = s.take_journal(Vec::new());
         assert_eq!(j.iter().map(|&(_, o)| o).collect::<Vec<_>>(), vec![3, 4]);
         let logged: Vec<u64> = j.iter().filter_map(|&(i, o)| s.journaled(i, o)).map(|(_, x)| x.0).collect();
@@ -762,9 +770,9 @@ mod tests {
     #[test]
     fn journal_records_inserts_until_drained() {
         let mut s = MvStore::new();
-        s.insert(k(), v(1));
+        s.insert(&k(), v(1));
         s.enable_journal();
-        s.insert(k(), v(2));
+        s.insert(&k(), v(2));
         let j = s.take_journal(Vec::new());
         assert_eq!(j.len(), 1);
         assert!(s.take_journal(Vec::new()).is_empty());
@@ -797,11 +805,11 @@ mod tests {
             let mut t = 0;
             for _ in 0..next(40) {
                 t += 1;
-                s.insert(key(next(12)), M(t, Bytes::from(format!("v{t}")), 0));
+                s.insert(&key(next(12)), M(t, Bytes::from(format!("v{t}")), 0));
             }
             for freeze in 0..3 {
                 let before = contents(&s);
-                let first_stored: Vec<Key> = s.chains.keys().cloned().collect();
+                let first_stored: Vec<Key> = s.chains.keys().map(|k| Key::copy_from_slice(k)).collect();
                 s.begin_freeze();
                 let copy = loop {
                     match next(6) {
@@ -812,7 +820,7 @@ mod tests {
                         }
                         1 => {
                             t += 1;
-                            s.insert(key(next(16)), M(t, Bytes::from(format!("v{t}")), 0));
+                            s.insert(&key(next(16)), M(t, Bytes::from(format!("v{t}")), 0));
                         }
                         2 => {
                             let k = key(next(16));

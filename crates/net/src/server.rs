@@ -324,7 +324,7 @@ pub fn spawn<P: Protocol>(
         (0..n).map(|i| cluster.wan_one_way_us[dc.idx()][cluster.topology.dc_of(NodeId(i as u32)).idx()]).collect();
     let mut store = MvStore::new();
     for (k, v) in recovered.versions {
-        store.restore(k, v);
+        store.restore(&k, v);
     }
     if let Some(meta) = recovered.meta {
         store.set_meta(meta);
@@ -464,7 +464,7 @@ pub enum NodeThreads<'a> {
 /// in the store now ([`MvStore::take_journal`]): serialized from the store,
 /// not from a copy made at each insert. `spare` is the buffer handed back
 /// for the next turn. Stops at the first failed append.
-fn log_journal<V: Versioned + Clone + serde::Serialize, M: serde::Serialize>(
+fn log_journal<V: Versioned + Clone + serde::Serialize>(
     store: &mut MvStore<V>,
     spare: &mut Vec<(KeyIndex, V::Order)>,
     wal: &mut Wal,
@@ -473,7 +473,7 @@ fn log_journal<V: Versioned + Clone + serde::Serialize, M: serde::Serialize>(
     let mut logged = Ok(());
     for (index, order) in journal.drain(..) {
         let Some((key, version)) = store.journaled(index, order) else { continue };
-        if let Err(e) = wal.append(&LogRecord::<&V, M>::Version { key: key.clone(), version }) {
+        if let Err(e) = wal.append_version(key, version) {
             logged = Err(e);
             break;
         }
@@ -1209,7 +1209,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         let mut env = node_env!(self);
         self.server.on_peer(&mut env, from, msg);
         // The delivery mark follows the handler's effects in the log.
-        let _ = log_journal::<P::Version, P::Msg>(env.store, &mut self.journal_spare, &mut self.wal);
+        let _ = log_journal(env.store, &mut self.journal_spare, &mut self.wal);
         if let Some((bytes, sync)) = env.store.take_dirty_meta() {
             let r = LogRecord::<P::Version, P::Msg>::Meta { bytes };
             let _ = if sync { self.wal.append(&r) } else { self.wal.append_unsynced(&r) };
@@ -1231,7 +1231,7 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     /// Log what this turn changed, sync per policy, then release its output.
     async fn commit(&mut self) {
-        let logged = log_journal::<P::Version, P::Msg>(&mut self.store, &mut self.journal_spare, &mut self.wal);
+        let logged = log_journal(&mut self.store, &mut self.journal_spare, &mut self.wal);
         self.appended(logged);
         if let Some((bytes, sync)) = self.store.take_dirty_meta() {
             if sync {

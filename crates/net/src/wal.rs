@@ -264,6 +264,16 @@ impl Wal {
         Ok(())
     }
 
+    /// [`Wal::append`] of `LogRecord::Version { key, version }` from
+    /// borrowed parts, as the runtime logs a version straight from the
+    /// store: the same bytes on disk, without making the key a `Bytes`.
+    pub fn append_version<V: Serialize>(&mut self, key: &[u8], version: &V) -> Result<(), WalError> {
+        let r = VersionRecord::Version { key: KeyBytes(key), version };
+        self.bytes += write_record(&mut self.out, &mut self.scratch, &r).map_err(io_err(&self.path))?;
+        self.unsynced = true;
+        Ok(())
+    }
+
     /// Replace the log by a snapshot made of `records` (see the module doc),
     /// preceded by every outbox record of the current snapshot and log whose
     /// sequence number is at least `acked(to)`. The outbox is copied from
@@ -457,13 +467,25 @@ fn copy_outbox(src: &Path, w: &mut impl Write, tmp: &Path, acked: &impl Fn(NodeI
     }
 }
 
+/// [`LogRecord::Version`]'s encoding from borrowed parts: the first
+/// variant, as in `LogRecord`, and the key as bytes, as `Bytes` encodes
+/// itself (`append_version_writes_what_append_writes` holds them together).
+#[derive(Serialize)]
+enum VersionRecord<'a, V> {
+    Version { key: KeyBytes<'a>, version: &'a V },
+}
+
+struct KeyBytes<'a>(&'a [u8]);
+
+impl Serialize for KeyBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
 /// Frame `r` (length, CRC, payload) onto `w`, encoding it in `scratch`;
 /// returns the bytes written.
-fn write_record<V: Serialize, M: Serialize>(
-    w: &mut impl Write,
-    scratch: &mut Vec<u8>,
-    r: &LogRecord<V, M>,
-) -> std::io::Result<u64> {
+fn write_record(w: &mut impl Write, scratch: &mut Vec<u8>, r: &impl Serialize) -> std::io::Result<u64> {
     scratch.clear();
     *scratch = postcard::to_extend(r, std::mem::take(scratch)).expect("serialising a record cannot fail");
     let mut head = [0u8; 8];
@@ -485,6 +507,32 @@ mod tests {
         let d = std::env::temp_dir().join(format!("causeway-wal-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn append_version_writes_what_append_writes() {
+        let (a, b) = (dir("version-owned"), dir("version-borrowed"));
+        let (mut wa, _) = Wal::open::<u64, String>(&a).unwrap();
+        let (mut wb, _) = Wal::open::<u64, String>(&b).unwrap();
+        let written = [(&b"k"[..], 7u64), (&[0xff; 300][..], u64::MAX), (&b""[..], 0)];
+        for (key, version) in written {
+            wa.append(&R::Version { key: Bytes::copy_from_slice(key), version }).unwrap();
+            wb.append_version(key, &version).unwrap();
+        }
+        wa.flush(false).unwrap();
+        wb.flush(false).unwrap();
+        drop((wa, wb));
+        let bytes = |d: &Path| {
+            let mut files: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()).collect();
+            files.sort();
+            files.iter().map(|f| std::fs::read(f).unwrap()).collect::<Vec<_>>()
+        };
+        assert_eq!(bytes(&a), bytes(&b));
+        let (_, r) = Wal::open::<u64, String>(&b).unwrap();
+        let read: Vec<(Vec<u8>, u64)> = r.versions.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        assert_eq!(read, written.map(|(k, v)| (k.to_vec(), v)));
+        let _ = std::fs::remove_dir_all(&a);
+        let _ = std::fs::remove_dir_all(&b);
     }
 
     #[test]

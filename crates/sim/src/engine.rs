@@ -219,7 +219,7 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
         match obs {
             Observation::Visible { key, value, origin, .. } => {
                 if let Some(write) = write_id_of(value) {
-                    let key = (origin == self.dc && !self.full).then(|| key.clone());
+                    let key = (origin == self.dc && !self.full).then(|| bytes::Bytes::copy_from_slice(key));
                     self.obs.push(ObsRec::Visible { write, origin, key });
                 }
             }
@@ -884,7 +884,7 @@ impl<P: Protocol> Sim<P> {
         let mut store = MvStore::new();
         for key in n.store.keys_sorted() {
             for v in n.store.versions(&key) {
-                store.restore(key.clone(), v.clone());
+                store.restore(&key, v.clone());
             }
         }
         if let Some(meta) = n.store.meta() {

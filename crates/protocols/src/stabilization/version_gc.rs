@@ -22,7 +22,7 @@
 //! every key about once per `gc_grace_us`, a cache miss into the store each
 //! (6.5 % of a node's thread at about 290 000 pipelined writes a second).
 
-use causeway_core::{Inserted, Key, KeyIndex, Landed, MvStore, Versioned};
+use causeway_core::{Inserted, KeyIndex, Landed, MvStore, Versioned};
 use std::collections::VecDeque;
 
 /// Keys GC examines per tick at most. At θ = 5 ms this is about 200 000
@@ -85,7 +85,7 @@ impl<S: Clone + PartialEq> VersionGc<S> {
     pub fn apply<V: Versioned + Clone>(
         &mut self,
         store: &mut MvStore<V>,
-        key: Key,
+        key: &[u8],
         version: V,
         visible: impl Fn(&V, &S) -> bool,
     ) -> Landed {
@@ -175,6 +175,7 @@ impl<S: Clone + PartialEq> VersionGc<S> {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use causeway_core::Key;
 
     #[derive(Clone, Debug, PartialEq)]
     struct V(u64, causeway_core::Value);
@@ -213,7 +214,7 @@ mod tests {
     fn collects_below_the_horizon_after_the_grace() {
         let (mut store, mut gc, k) = fixture();
         for t in [1, 2, 3, 5] {
-            gc.apply(&mut store, k.clone(), v(t), visible);
+            gc.apply(&mut store, &k, v(t), visible);
         }
         gc.collect(&mut store, 1_000, &3, 500, visible);
         assert_eq!(store.versions(&k).len(), 4, "nothing is collected before the grace");
@@ -231,15 +232,15 @@ mod tests {
         let (mut store, mut gc, a) = fixture();
         let b = Bytes::from_static(b"b");
         for t in [1, 2, 3] {
-            gc.apply(&mut store, a.clone(), v(t), visible);
-            gc.apply(&mut store, b.clone(), v(t), visible);
+            gc.apply(&mut store, &a, v(t), visible);
+            gc.apply(&mut store, &b, v(t), visible);
         }
         assert_eq!(gc.dirty.len(), 2, "one entry per key");
         gc.collect(&mut store, 1_000, &3, 500, visible);
         gc.collect(&mut store, 1_600, &3, 500, visible);
         assert_eq!((orders(&store, &a), orders(&store, &b)), (vec![3], vec![3]));
         assert!(gc.dirty.is_empty() && !gc.keys.iter().any(|k| k.queued));
-        gc.apply(&mut store, b.clone(), v(4), visible);
+        gc.apply(&mut store, &b, v(4), visible);
         assert_eq!(gc.dirty.iter().map(|d| d.1.get()).collect::<Vec<_>>(), vec![1], "b queued again, by its index");
     }
 
@@ -250,12 +251,12 @@ mod tests {
     fn the_pass_skips_a_key_written_since_it_was_queued() {
         let (mut store, mut gc, k) = fixture();
         for t in [1, 2] {
-            gc.apply(&mut store, k.clone(), v(t), visible);
+            gc.apply(&mut store, &k, v(t), visible);
         }
         gc.collect(&mut store, 1_000, &2, 500, visible);
         // Written at 1 000 µs; queued at 0. No horizon yet, so this write
         // collected nothing.
-        gc.apply(&mut store, k.clone(), v(3), visible);
+        gc.apply(&mut store, &k, v(3), visible);
         gc.collect(&mut store, 1_600, &3, 500, visible);
         assert_eq!(orders(&store, &k), vec![1, 2, 3], "horizon 2 would drop 1, but the key was written since");
         assert_eq!(gc.dirty.iter().map(|d| d.0).collect::<Vec<_>>(), vec![1_600], "queued again");
@@ -268,8 +269,8 @@ mod tests {
     #[test]
     fn a_clock_step_back_pauses_collection() {
         let (mut store, mut gc, k) = fixture();
-        gc.apply(&mut store, k.clone(), v(1), visible);
-        gc.apply(&mut store, k.clone(), v(2), visible);
+        gc.apply(&mut store, &k, v(1), visible);
+        gc.apply(&mut store, &k, v(2), visible);
         gc.collect(&mut store, 1_000, &2, 500, visible);
         gc.collect(&mut store, 100, &2, 500, visible);
         assert_eq!(store.versions(&k).len(), 2);
@@ -282,7 +283,7 @@ mod tests {
     fn a_write_collects_its_key_below_the_horizon() {
         let (mut store, mut gc, k) = fixture();
         for t in 1..=10 {
-            gc.apply(&mut store, k.clone(), v(t), visible);
+            gc.apply(&mut store, &k, v(t), visible);
         }
         assert_eq!(store.versions(&k).len(), 10, "no horizon yet: every version stays");
         // A horizon of 8 (recorded at 0 µs, 500 µs grace), with no keys
@@ -292,7 +293,7 @@ mod tests {
         gc.keys.clear();
         gc.collect(&mut store, 600, &20, 500, visible);
         assert_eq!(store.versions(&k).len(), 10, "the pass had no key to visit");
-        gc.apply(&mut store, k.clone(), v(11), visible);
+        gc.apply(&mut store, &k, v(11), visible);
         assert_eq!(orders(&store, &k), vec![8, 9, 10, 11], "the newest inside the horizon and everything newer stay");
         assert!(store.was_pruned(&k));
     }
@@ -306,7 +307,7 @@ mod tests {
         gc.collect(&mut store, 0, &1, 500, visible);
         gc.collect(&mut store, 100, &2, 500, visible);
         for t in [1, 2] {
-            gc.apply(&mut store, k.clone(), v(t), visible);
+            gc.apply(&mut store, &k, v(t), visible);
         }
         gc.collect(&mut store, 550, &2, 500, visible);
         assert_eq!(gc.dirty.front().map(|d| d.0), Some(100), "queued at 100, after the horizon (recorded at 0)");

@@ -104,7 +104,7 @@ pub fn report_if_read<M, V: Versioned + Clone>(
     visible: impl FnMut(&V) -> bool,
 ) {
     let read = env.store().latest_where_at(index, visible);
-    let Some((key, value)) = read.filter(|(_, v)| v.order() == order).map(|(k, v)| (k.clone(), v.value().clone()))
+    let Some((key, value)) = read.filter(|(_, v)| v.order() == order).map(|(k, v)| (k.to_vec(), v.value().clone()))
     else {
         return;
     };
@@ -132,7 +132,7 @@ mod tests {
         let mut s = MvStore::new();
         (0..n)
             .map(|i| {
-                s.insert_collecting(bytes::Bytes::from(format!("k{i}")), V(1, bytes::Bytes::new()), |_| false).index
+                s.insert_collecting(&bytes::Bytes::from(format!("k{i}")), V(1, bytes::Bytes::new()), |_| false).index
             })
             .collect()
     }

@@ -20,7 +20,7 @@ impl EventualServer {
 impl EventualServer {
     /// Insert, then forget everything but the winner: last-writer-wins needs
     /// one version per key, and reads never ask for an older one.
-    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> causeway_core::Inserted {
+    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> causeway_core::Inserted {
         env.store().insert_collecting(key, version, |_| true).inserted
     }
 }
@@ -47,7 +47,7 @@ impl EventualServer {
     ) -> Version {
         self.last_ts = env.now_us().max(self.last_ts + 1);
         let version = Version { value, ts: self.last_ts, dc: self.dc };
-        Self::apply(env, key.clone(), version.clone());
+        Self::apply(env, key, version.clone());
         env.observe(Observation::Visible { key, value: &version.value, origin: self.dc, written_us: version.ts });
         version
     }
@@ -101,7 +101,7 @@ impl EventualServer {
     fn on_replicated(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) {
         let (origin, written_us) = (version.dc, version.ts);
         let value = version.value.clone();
-        if Self::apply(env, key.clone(), version) == causeway_core::Inserted::Newest {
+        if Self::apply(env, &key, version) == causeway_core::Inserted::Newest {
             env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
         }
     }

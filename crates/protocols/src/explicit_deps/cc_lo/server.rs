@@ -206,7 +206,7 @@ impl Partition {
             old_readers: OldReaders::new(),
             written_us: env.now_us(),
         };
-        env.store().insert(key.clone(), version);
+        env.store().insert(&key, version);
         self.start_check(env, key, stamp, deps, Some(client));
     }
 
@@ -451,7 +451,7 @@ impl Partition {
         self.clock = self.clock.max(stamp.ts);
         let version =
             Version { value, stamp, deps: deps.clone(), visible: false, old_readers: OldReaders::new(), written_us };
-        if env.store().insert(key.clone(), version) == Inserted::Duplicate {
+        if env.store().insert(&key, version) == Inserted::Duplicate {
             return;
         }
         self.start_check(env, key, stamp, deps, None);

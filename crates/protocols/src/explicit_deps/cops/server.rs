@@ -66,7 +66,7 @@ impl Server for CopsServer {
                 let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
                 let written_us = env.now_us();
                 let version = Version { value: value.clone(), stamp, pending: None };
-                env.store().insert(key.clone(), version);
+                env.store().insert(&key, version);
                 self.node.settle.own_write(stamp);
                 self.publish(env, &key, stamp, written_us);
                 env.reply(from, Msg::PutReply { result: Ok(stamp) });
@@ -95,7 +95,7 @@ impl Server for CopsServer {
                     return;
                 }
                 let v = Version { value, stamp, pending: Some(deps.clone()) };
-                env.store().insert(key.clone(), v);
+                env.store().insert(&key, v);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
             }
             // COPS stores nothing per settled version: never-depend is

@@ -103,7 +103,7 @@ impl Server for CopsGtServer {
                 }
                 let check: Vec<Dep> = nearest.iter().filter_map(|&i| deps.get(i as usize).cloned()).collect();
                 let v = Version { value, stamp, deps, state: State::Pending { nearest: check.clone() } };
-                env.store().insert(key.clone(), v);
+                env.store().insert(&key, v);
                 self.node.on_replicate(env, key, stamp, &check, written_us);
             }
             Msg::Path(p) => {
@@ -187,7 +187,7 @@ impl CopsGtServer {
             deps: kept.clone(),
             state: State::Committed { at_us: now, never_depend: false },
         };
-        env.store().insert(key.clone(), v);
+        env.store().insert(&key, v);
         self.publish(env, &key, stamp, now);
         env.reply(from, Msg::PutReply { result: Ok((stamp, cp)) });
         for &to in &self.node.equivalents {

@@ -283,7 +283,7 @@ impl Server for EigerServer {
                     arb: None,
                     counter: Some(Box::new(counter)),
                 };
-                env.store().insert(key.clone(), v);
+                env.store().insert(&key, v);
                 self.note_key(&key);
                 self.node.on_replicate(env, key, stamp, &deps, written_us);
             }
@@ -342,7 +342,7 @@ impl EigerServer {
             return false;
         }
         let v = Version::new(value, stamp, State::Pending { deps: deps.clone() });
-        env.store().insert(key.clone(), v);
+        env.store().insert(&key, v);
         self.note_key(&key);
         self.node.on_replicate(env, key, stamp, &deps, written_us);
         true
@@ -566,7 +566,7 @@ impl EigerServer {
         let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
         let now = env.now_us();
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
-        env.store().insert(key.clone(), Version::new(value.clone(), stamp, state));
+        env.store().insert(key, Version::new(value.clone(), stamp, state));
         self.note_key(key);
         self.node.settle.own_write(stamp);
         self.publish(env, key, stamp, now);
@@ -737,7 +737,7 @@ impl EigerServer {
             arb: None,
             counter: Some(Box::new(counter)),
         };
-        env.store().insert(key.clone(), v);
+        env.store().insert(&key, v);
         self.note_key(&key);
         self.node.settle.own_write(stamp);
         self.publish(env, &key, stamp, now);

@@ -236,7 +236,7 @@ impl EigerServer {
                 origin_arb: None,
             };
             let v = Version::new(value.clone(), stamp, State::Txn(Box::new(part)));
-            env.store().insert(key.clone(), v);
+            env.store().insert(&key, v);
             self.note_key(&key);
             self.node.settle.own_write(stamp);
             own.push((key.clone(), stamp));
@@ -305,7 +305,7 @@ impl EigerServer {
             // The broken variant: applied at once, as a write without
             // dependencies, whatever the coordinator's checks say.
             let v = Version::new(value, stamp, State::Pending { deps: Vec::new() });
-            env.store().insert(key.clone(), v);
+            env.store().insert(&key, v);
             self.note_key(&key);
             self.node.on_replicate(env, key.clone(), stamp, &[], written_us);
             let p = self.parts.entry(id).or_insert_with(|| Part {
@@ -321,7 +321,7 @@ impl EigerServer {
         let part =
             TxnPart { info: info.clone(), phase: Phase::Held, remote: true, deps: deps.clone(), origin_arb: None };
         let v = Version::new(value, stamp, State::Txn(Box::new(part)));
-        env.store().insert(key.clone(), v);
+        env.store().insert(&key, v);
         self.note_key(&key);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
         self.held_txn.insert(stamp, id);
@@ -462,7 +462,7 @@ impl EigerServer {
         if !marked {
             let stamp = self.node.next_stamp(std::iter::empty());
             let record = Version::new(Value::new(), stamp, State::Aborted { id, remote: false });
-            env.store().insert(coord_key.clone(), record);
+            env.store().insert(coord_key, record);
         }
         if let Some(client) = c.client {
             let why = "aborted: a participant's sub-request was lost".to_string();

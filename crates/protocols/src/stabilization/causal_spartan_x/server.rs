@@ -258,7 +258,7 @@ impl CsxServer {
             past: Vec::new(),
         });
         env.observe(Observation::Visible { key: &key, value: &value, origin: self.m, written_us: ut.l });
-        self.apply(env, key.clone(), Version { value, ut, sr: self.m, ds, past });
+        self.apply(env, &key, Version { value, ut, sr: self.m, ds, past });
         env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));
         // Line 19. Sent in ut order on FIFO channels, so a peer may set VV[m] = ut.
         if let Some(replica) = replica {
@@ -285,7 +285,7 @@ impl CsxServer {
         }
         self.saw_work(env, env.now_us());
         let (order, blocker) = (version.order(), self.blocker(&version.ds));
-        let landed = self.apply(env, key, version);
+        let landed = self.apply(env, &key, version);
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
         }
@@ -532,7 +532,7 @@ impl CsxServer {
     }
 
     /// Insert into the store and note the key for GC.
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Landed {
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, |v, horizon| slice_visible(v, horizon))
     }
 

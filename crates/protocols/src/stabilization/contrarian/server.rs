@@ -218,7 +218,7 @@ impl Partition {
         let mut dv = last;
         dv[m] = ts;
         let version = Version { value, ts, sr: self.m, dv };
-        self.apply(env, key.clone(), version.clone());
+        self.apply(env, &key, version.clone());
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ts.l });
         env.reply(from, Msg::PutReply(Ok(PutOk { ts, gss: self.gss.clone() })));
         // Sent as created: each FIFO channel carries this partition's
@@ -409,7 +409,7 @@ impl Partition {
         }
         self.saw_work(env, env.now_us());
         let (order, blocker) = (version.order(), visibility::first_above(&version.dv, &self.gss));
-        let landed = self.apply(env, key, version);
+        let landed = self.apply(env, &key, version);
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
         }
@@ -682,7 +682,7 @@ impl Partition {
     // ------------------------------------------------------------ shared steps
 
     /// Insert into the store and note the key for GC.
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Landed {
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 

@@ -210,7 +210,7 @@ impl Partition {
         let mut dv = last;
         dv[m] = ts;
         let version = Version { value, ts, sr: self.m, dv };
-        self.apply(env, key.clone(), version.clone());
+        self.apply(env, &key, version.clone());
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ts });
         env.reply(client, Msg::PutReply(Ok(PutOk { ts, gst: self.gst.clone() })));
         for &peer in &self.peers {
@@ -350,7 +350,7 @@ impl Partition {
         }
         self.saw_work(env, env.now_us());
         let (order, blocker) = (version.order(), visibility::first_above(&version.dv, &self.gst));
-        let landed = self.apply(env, key, version);
+        let landed = self.apply(env, &key, version);
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
         if landed.inserted != Inserted::Duplicate
@@ -553,7 +553,7 @@ impl Partition {
 
     // ------------------------------------------------------------ shared steps
 
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) -> Landed {
+    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 

@@ -289,7 +289,7 @@ impl PartitionServer {
             env.observe(Observation::Blocked { what: "put_clock_wait", waited_us: ut.saturating_sub(t0) });
         }
         let version = Version { value, ut, sr: self.dc };
-        env.store().insert(key.clone(), version.clone());
+        env.store().insert(&key, version.clone());
         self.journal_gst(env);
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: ut });
         self.vv[self.dc.idx()] = ut;
@@ -340,7 +340,7 @@ impl PartitionServer {
         self.saw_work(env, env.now_us());
         self.vv[k.idx()] = version.ut;
         let ut = version.ut;
-        let landed = env.store().insert_collecting(key.clone(), version, |_| false);
+        let landed = env.store().insert_collecting(&key, version, |_| false);
         if landed.inserted == Inserted::Duplicate {
             return;
         }
