@@ -15,6 +15,7 @@
 //! read, so it is never reported. That keeps a second hash lookup of the key
 //! and a copy of its value off every replicated write.
 
+use causeway_core::store_key::StoreKey;
 use causeway_core::{DcId, KeyIndex, Observation, ServerEnv, Versioned};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -104,10 +105,13 @@ pub fn report_if_read<M, V: Versioned + Clone>(
     visible: impl FnMut(&V) -> bool,
 ) {
     let read = env.store().latest_where_at(index, visible);
-    let Some((key, value)) = read.filter(|(_, v)| v.order() == order).map(|(k, v)| (k.to_vec(), v.value().clone()))
+    let Some((key, value)) =
+        read.filter(|(_, v)| v.order() == order).map(|(k, v)| (StoreKey::new(k), v.value().clone()))
     else {
         return;
     };
+    // The key is copied out of the store (`observe` borrows the env that
+    // owns it), inline for keys up to 30 bytes, so without an allocation.
     env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
 }
 
