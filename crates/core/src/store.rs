@@ -630,7 +630,7 @@ mod tests {
         let mut s = MvStore::new();
         let other = Bytes::from_static(b"other");
         let a = s.insert_collecting(&k(), v(5), |_| false).index;
-        let b = s.insert_collecting(&other.clone(), v(7), |_| false).index;
+        let b = s.insert_collecting(&other, v(7), |_| false).index;
         assert_ne!(a, b);
         assert_eq!(s.insert_collecting(&k(), v(3), |_| false).index, a, "a key keeps its index");
         let (key, latest) = s.latest_where_at(a, |_| true).unwrap();
