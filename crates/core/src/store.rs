@@ -8,9 +8,9 @@
 //! needed a dropped version can tell "pruned" from "never existed".
 //!
 //! It can also *freeze*: hand out a copy of itself as it stood at one
-//! moment, made a slice at a time while it keeps changing
-//! ([`MvStore::begin_freeze`]), so a snapshot never stops the node that
-//! owns the store for longer than one slice.
+//! moment, encoded by the caller's encoder and made a slice at a time while
+//! it keeps changing ([`MvStore::begin_freeze`]), so a snapshot never stops
+//! the node that owns the store for longer than one slice.
 
 use crate::data::{Key, Value};
 use crate::store_key::StoreKey;
@@ -60,6 +60,33 @@ impl<V: Versioned> Chain<V> {
     }
 }
 
+/// How a freeze copies a chain: it appends what a snapshot needs of
+/// `key`'s versions (oldest first) to `out`, in the snapshot's own format.
+/// Encoding as it copies means the copy shares nothing with the store: a
+/// clone of each version touched every value's reference count (and the
+/// first clone of a value allocated one), and the copies were freed on the
+/// snapshot thread.
+pub type FreezeEncoder<V> = fn(key: &[u8], versions: &[V], out: &mut Vec<u8>);
+
+/// The buffers a freeze copies into, handed back by [`Frozen::into_buffers`]
+/// for the next one. A buffer used before has its pages mapped: fresh ones
+/// the size of the copy made the kernel zero that many pages, on the
+/// node's thread, at every snapshot (7 % of a node's thread under
+/// CausalSpartanX's pipelined writes, with the per-chain copies this
+/// replaced).
+#[derive(Debug, Default)]
+pub struct FreezeBuffers {
+    bytes: Vec<u8>,
+    chains: Vec<(usize, usize)>,
+}
+
+impl FreezeBuffers {
+    /// Bytes the buffers hold allocated.
+    pub fn capacity_bytes(&self) -> usize {
+        self.bytes.capacity() + self.chains.capacity() * std::mem::size_of::<(usize, usize)>()
+    }
+}
+
 /// A copy of the store as it stood when [`MvStore::begin_freeze`] ran,
 /// filled by [`MvStore::freeze_step`] in key-index order and, for a chain
 /// about to change first, by the change itself (copy before write).
@@ -70,55 +97,63 @@ struct Freeze<V> {
     end: usize,
     /// The next index `freeze_step` looks at.
     next: usize,
-    /// Each copied chain with its key's index, by which
-    /// [`Frozen::into_ordered`] puts the copy in order. A chain's versions
-    /// are copied as one small vector: an entry per version of one large
-    /// vector made the kernel zero fresh pages for a buffer the size of the
-    /// store at every snapshot, on the node's thread.
-    copy: Vec<(usize, StoreKey, Vec<V>)>,
+    encode: FreezeEncoder<V>,
+    /// The copied chains, encoded one after another in the order they were
+    /// copied, and each one's key index and where its bytes start (they end
+    /// where the next one's start).
+    copy: FreezeBuffers,
 }
 
 /// A finished copy of the store as it stood when [`MvStore::begin_freeze`]
-/// ran (see [`MvStore::freeze_step`]).
+/// ran (see [`MvStore::freeze_step`]), each chain as its encoder wrote it.
 #[derive(Debug)]
-pub struct Frozen<V> {
-    copy: Vec<(usize, StoreKey, Vec<V>)>,
+pub struct Frozen {
+    copy: FreezeBuffers,
 }
 
-impl<V> Frozen<V> {
-    /// Versions in the copy.
-    pub fn len(&self) -> usize {
-        self.copy.iter().map(|(_, _, vs)| vs.len()).sum()
+impl Frozen {
+    /// Chains in the copy (keys that held any version).
+    pub fn chains(&self) -> usize {
+        self.copy.chains.len()
+    }
+
+    /// Bytes of the encoded copy.
+    pub fn byte_len(&self) -> usize {
+        self.copy.bytes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.copy.iter().all(|(_, _, vs)| vs.is_empty())
+        self.copy.chains.is_empty()
     }
 
-    /// The copy a key at a time, keys in the order they were first stored
-    /// and each key's versions oldest first: the same for the same store
-    /// however the freeze's slices fell. Steps copy chains in index order,
-    /// but under writes most chains are copied out of turn, just before a
-    /// write changes them. So the (index, position) pairs are sorted, not
-    /// the chains, and each chain is moved out once, in that order: a
-    /// sort of the copy itself moved every version O(log n) times through
-    /// a scratch buffer half the copy's size, whose fresh pages the kernel
-    /// zeroed (on a write-heavy node over a third of the snapshot thread's CPU).
-    /// Meant for the thread that writes the snapshot, not the store's
+    /// The copy a chain at a time, in the order keys were first stored:
+    /// the same for the same store however the freeze's slices fell. Steps
+    /// copy chains in index order, but under writes most chains are copied
+    /// out of turn, just before a write changes them, so the chains' places
+    /// are sorted here (16 bytes each) and the bytes are read where they
+    /// lie. Meant for the thread that writes the snapshot, not the store's
     /// owner.
-    pub fn into_ordered(self) -> impl Iterator<Item = (Key, V)> {
+    pub fn ordered(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let bytes = &self.copy.bytes;
+        let chains = &self.copy.chains;
+        let mut order: Vec<(usize, usize, usize)> = chains
+            .iter()
+            .enumerate()
+            .map(|(i, &(index, start))| (index, start, chains.get(i + 1).map_or(bytes.len(), |c| c.1)))
+            .collect();
         // A chain is copied once per freeze, so indices are distinct and
         // the unstable sort is deterministic.
-        let mut order: Vec<(usize, usize)> = self.copy.iter().enumerate().map(|(pos, e)| (e.0, pos)).collect();
         order.sort_unstable();
         debug_assert!(order.windows(2).all(|w| w[0].0 < w[1].0), "a chain copied twice in one freeze");
-        // Same layout: collected in place, no second buffer.
-        let mut slots: Vec<Option<(usize, StoreKey, Vec<V>)>> = self.copy.into_iter().map(Some).collect();
-        order.into_iter().flat_map(move |(_, pos)| {
-            let (_, key, versions) = slots[pos].take().expect("each position is taken once");
-            let key = Key::copy_from_slice(&key);
-            versions.into_iter().map(move |v| (key.clone(), v))
-        })
+        order.into_iter().map(move |(_, start, end)| &bytes[start..end])
+    }
+
+    /// The buffers, emptied, for the next freeze.
+    pub fn into_buffers(self) -> FreezeBuffers {
+        let mut b = self.copy;
+        b.bytes.clear();
+        b.chains.clear();
+        b
     }
 }
 
@@ -200,18 +235,14 @@ pub struct Landed {
 
 /// Copy before write: a chain that existed when the freeze under way began
 /// and is about to change for the first time since is copied as it stands.
-fn preserve<V: Clone>(
-    freeze: &mut Option<Freeze<V>>,
-    index: usize,
-    key: impl FnOnce() -> StoreKey,
-    chain: &mut Chain<V>,
-) {
+fn preserve<V>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: &mut Chain<V>) {
     if let Some(f) = freeze
         && chain.frozen != f.epoch
     {
         chain.frozen = f.epoch;
         if !chain.versions.is_empty() {
-            f.copy.push((index, key(), chain.versions.clone()));
+            f.copy.chains.push((index, f.copy.bytes.len()));
+            (f.encode)(key, &chain.versions, &mut f.copy.bytes);
         }
     }
 }
@@ -266,7 +297,7 @@ impl<V: Versioned + Clone> MvStore<V> {
             None => self.chains.insert_full(StoreKey::new(key), Chain::new(self.freeze_epoch)).0,
         };
         let (key, chain) = self.chains.get_index_mut(i).expect("just found or inserted");
-        preserve(&mut self.freeze, i, || key.clone(), chain);
+        preserve(&mut self.freeze, i, key, chain);
         // Versions nearly always arrive newest-last; check the tail first.
         let pos = match chain.versions.last() {
             None => 0,
@@ -302,7 +333,7 @@ impl<V: Versioned + Clone> MvStore<V> {
         let order = v.order();
         let Some((ki, k, c)) = self.chains.get_full_mut(key) else { return false };
         let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
-        preserve(&mut self.freeze, ki, || k.clone(), c);
+        preserve(&mut self.freeze, ki, k, c);
         self.value_bytes = self.value_bytes - c.versions[i].value().len() + v.value().len();
         if let Some(j) = self.journal.as_mut() {
             j.push((KeyIndex(ki), order));
@@ -333,7 +364,7 @@ impl<V: Versioned + Clone> MvStore<V> {
         let Some((ki, k, c)) = self.chains.get_full_mut(key) else { return 0 };
         let Some(floor) = plan(&c.versions) else { return 0 };
         assert!(floor < c.versions.len(), "the plan names a stored version");
-        preserve(&mut self.freeze, ki, || k.clone(), c);
+        preserve(&mut self.freeze, ki, k, c);
         // Chains are short (a few versions): removing in place beats a
         // scratch buffer.
         let (mut freed, mut dropped, mut at) = (0, 0, floor);
@@ -463,7 +494,7 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn gc_at(&mut self, index: KeyIndex, stable: impl FnMut(&V) -> bool) -> (usize, usize) {
         let Some((k, c)) = self.chains.get_index_mut(index.0) else { return (0, 0) };
         if c.versions.len() > 1 {
-            preserve(&mut self.freeze, index.0, || k.clone(), c);
+            preserve(&mut self.freeze, index.0, k, c);
         }
         let (dropped, freed) = c.drop_below_newest(stable);
         self.versions -= dropped;
@@ -486,7 +517,7 @@ impl<V: Versioned + Clone> MvStore<V> {
         let Some((ki, k, c)) = self.chains.get_full_mut(key) else { return 0 };
         let Some(keep_from) = c.versions.iter().rposition(&mut stable) else { return 0 };
         if keep_from > 0 {
-            preserve(&mut self.freeze, ki, || k.clone(), c);
+            preserve(&mut self.freeze, ki, k, c);
         }
         let mut freed = 0;
         let mut dropped = 0;
@@ -510,20 +541,23 @@ impl<V: Versioned + Clone> MvStore<V> {
         dropped
     }
 
-    /// Begin a copy of the store as it stands now: every version, with its
-    /// key, a key's versions together and oldest first, keys in no
-    /// particular order. [`MvStore::freeze_step`] makes it a slice at a
-    /// time, and the store may change in between: the first change to a
-    /// chain not copied yet copies it first, and chains created since are
-    /// left out. So the copy is exactly the store at this call, and a
-    /// snapshot made of it is exact with the log position at this call.
-    /// The network runtime's checkpoint uses it, so that a large store
-    /// does not stop the node for the whole copy.
-    pub fn begin_freeze(&mut self) {
+    /// Begin a copy of the store as it stands now: every chain, as `encode`
+    /// writes it, in `buffers` (a previous copy's, from
+    /// [`Frozen::into_buffers`], or new). [`MvStore::freeze_step`] makes it
+    /// a slice at a time, and the store may change in between: the first
+    /// change to a chain not copied yet copies it first, and chains created
+    /// since are left out. So the copy is exactly the store at this call,
+    /// and a snapshot made of it is exact with the log position at this
+    /// call. The network runtime's checkpoint uses it, so that a large
+    /// store does not stop the node for the whole copy.
+    pub fn begin_freeze(&mut self, encode: FreezeEncoder<V>, mut buffers: FreezeBuffers) {
         assert!(self.freeze.is_none(), "one freeze at a time");
         self.freeze_epoch += 1;
-        let (end, copy) = (self.chains.len(), Vec::with_capacity(self.chains.len()));
-        self.freeze = Some(Freeze { epoch: self.freeze_epoch, end, next: 0, copy });
+        buffers.bytes.clear();
+        buffers.chains.clear();
+        buffers.chains.reserve(self.chains.len());
+        let end = self.chains.len();
+        self.freeze = Some(Freeze { epoch: self.freeze_epoch, end, next: 0, encode, copy: buffers });
     }
 
     /// Whether a freeze is under way.
@@ -533,14 +567,14 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Copy up to `max_keys` more chains of the freeze under way; the whole
     /// copy once it is complete.
-    pub fn freeze_step(&mut self, max_keys: usize) -> Option<Frozen<V>> {
+    pub fn freeze_step(&mut self, max_keys: usize) -> Option<Frozen> {
         let f = self.freeze.as_mut().expect("freeze_step without begin_freeze");
         let (start, end) = (f.next, f.end);
         f.next = end.min(start + max_keys);
         for i in start..f.next {
             let (key, chain) = self.chains.get_index_mut(i).expect("chains are never removed");
             // A chain changed since the start was copied then; the rest now.
-            preserve(&mut self.freeze, i, || key.clone(), chain);
+            preserve(&mut self.freeze, i, key, chain);
         }
         if self.freeze.as_ref().is_some_and(|f| f.next < end) {
             return None;
@@ -778,6 +812,42 @@ mod tests {
         assert!(s.take_journal(Vec::new()).is_empty());
     }
 
+    /// A test encoding of a chain: per version, the key, the order, the
+    /// value and the mark, each length-prefixed where it needs one.
+    fn encode_m(key: &[u8], versions: &[M], out: &mut Vec<u8>) {
+        for m in versions {
+            out.extend((key.len() as u32).to_le_bytes());
+            out.extend(key);
+            out.extend(m.0.to_le_bytes());
+            out.extend((m.1.len() as u32).to_le_bytes());
+            out.extend(&m.1[..]);
+            out.extend(m.2.to_le_bytes());
+        }
+    }
+
+    /// One chain's bytes back as (key, version) pairs.
+    fn decode_m(mut b: &[u8]) -> Vec<(Key, M)> {
+        fn take<'a>(b: &mut &'a [u8], n: usize) -> &'a [u8] {
+            let (head, rest) = b.split_at(n);
+            *b = rest;
+            head
+        }
+        fn u32_of(b: &mut &[u8]) -> u32 {
+            u32::from_le_bytes(take(b, 4).try_into().expect("4 bytes"))
+        }
+        let mut all = Vec::new();
+        while !b.is_empty() {
+            let klen = u32_of(&mut b) as usize;
+            let key = Key::copy_from_slice(take(&mut b, klen));
+            let order = u64::from_le_bytes(take(&mut b, 8).try_into().expect("8 bytes"));
+            let vlen = u32_of(&mut b) as usize;
+            let value = Bytes::copy_from_slice(take(&mut b, vlen));
+            let mark = u32_of(&mut b);
+            all.push((key, M(order, value, mark)));
+        }
+        all
+    }
+
     fn contents(s: &MvStore<M>) -> Vec<(Key, M)> {
         let mut all: Vec<(Key, M)> = s
             .keys_sorted()
@@ -807,10 +877,12 @@ mod tests {
                 t += 1;
                 s.insert(&key(next(12)), M(t, Bytes::from(format!("v{t}")), 0));
             }
+            // Each freeze reuses the buffers of the one before.
+            let mut buffers = FreezeBuffers::default();
             for freeze in 0..3 {
                 let before = contents(&s);
                 let first_stored: Vec<Key> = s.chains.keys().map(|k| Key::copy_from_slice(k)).collect();
-                s.begin_freeze();
+                s.begin_freeze(encode_m, std::mem::take(&mut buffers));
                 let copy = loop {
                     match next(6) {
                         0 => {
@@ -847,7 +919,14 @@ mod tests {
                         }
                     }
                 };
-                let mut copy: Vec<(Key, M)> = copy.into_ordered().collect();
+                let chains: Vec<Vec<(Key, M)>> = copy.ordered().map(decode_m).collect();
+                assert!(
+                    chains.iter().all(|vs| !vs.is_empty() && vs.iter().all(|(k, _)| *k == vs[0].0)),
+                    "seed {seed}: a chain's bytes hold other than one key's versions"
+                );
+                assert_eq!(copy.chains(), chains.len());
+                buffers = copy.into_buffers();
+                let mut copy: Vec<(Key, M)> = chains.into_iter().flatten().collect();
                 // A key at a time, oldest first, whatever the slices were.
                 for w in copy.windows(2) {
                     if w[0].0 == w[1].0 {
@@ -878,10 +957,10 @@ mod tests {
 
     #[test]
     fn a_freeze_of_an_empty_store_completes_at_once() {
-        let mut s: MvStore<V> = MvStore::new();
-        s.begin_freeze();
+        let mut s: MvStore<M> = MvStore::new();
+        s.begin_freeze(encode_m, FreezeBuffers::default());
         assert!(s.freezing());
-        assert_eq!(s.freeze_step(1).map(|c| c.len()), Some(0));
+        assert_eq!(s.freeze_step(1).map(|c| (c.chains(), c.byte_len())), Some((0, 0)));
         assert!(!s.freezing());
     }
 }

@@ -24,9 +24,10 @@ use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
-use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError};
+use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError, frame_versions};
 use causeway_core::{
-    ClientId, DcId, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Versioned,
+    ClientId, DcId, FreezeBuffers, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server,
+    ServerEnv, Versioned,
 };
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use rustc_hash::FxHashMap;
@@ -387,6 +388,7 @@ pub fn spawn<P: Protocol>(
         checkpoint_slice: Duration::from_micros(cluster.config.storage.checkpoint_slice_us),
         freezing: None,
         compaction: None,
+        freeze_spare: FreezeBuffers::default(),
         in_progress: FxHashMap::default(),
         turn_started: Instant::now(),
         released_at: Instant::now(),
@@ -995,6 +997,12 @@ const REPLY_FRAME_BYTES: usize = 128;
 /// Keys a checkpoint copies between two looks at the clock.
 const FREEZE_STEP_KEYS: usize = 16;
 
+/// The largest copy buffers a node keeps between checkpoints. Reusing them
+/// spares the node's thread the kernel's zeroing of fresh pages for the
+/// whole copy at every checkpoint, at the price of holding one snapshot's
+/// worth of memory; past this size the memory is given back instead.
+const FREEZE_SPARE_MAX_BYTES: usize = 256 << 20;
+
 struct ProtocolLoop<P: Protocol> {
     node: NodeId,
     dc: DcId,
@@ -1050,7 +1058,10 @@ struct ProtocolLoop<P: Protocol> {
     /// A checkpoint whose copy of the store is being made, a slice a turn.
     freezing: Option<Freezing<P>>,
     /// The thread writing a snapshot, while it runs.
-    compaction: Option<std::thread::JoinHandle<Result<(), WalError>>>,
+    compaction: Option<std::thread::JoinHandle<Result<FreezeBuffers, WalError>>>,
+    /// The last snapshot's copy buffers, for the next one's copy (see
+    /// [`FreezeBuffers`]; kept only up to [`FREEZE_SPARE_MAX_BYTES`]).
+    freeze_spare: FreezeBuffers,
     /// Each client's request in progress: its kind and arrival, for the
     /// latency metric.
     in_progress: FxHashMap<ClientId, (usize, Instant)>,
@@ -1399,7 +1410,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                 records.push(LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation });
             }
         }
-        self.store.begin_freeze();
+        self.store.begin_freeze(frame_versions::<P::Version>, std::mem::take(&mut self.freeze_spare));
         let logged_acked = self.logged_acked.clone();
         let rotate_us = started.elapsed().as_micros() as u64;
         self.freezing = Some(Freezing { pending, records, logged_acked, started, rotate_us, copy_us: 0, turns: 0 });
@@ -1408,7 +1419,7 @@ impl<P: Protocol> ProtocolLoop<P> {
 
     /// Copy the store for the checkpoint under way for about `slice`; once
     /// the copy is complete, hand it to the snapshot thread, which puts it
-    /// in the store's key order ([`causeway_core::Frozen::into_ordered`]: the snapshot
+    /// in the store's key order ([`causeway_core::Frozen::ordered`]: the snapshot
     /// does not depend on how the copy's slices fell) and writes it.
     fn advance_checkpoint(&mut self, slice: Duration) {
         let Some(f) = self.freezing.as_mut() else { return };
@@ -1424,25 +1435,25 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
         };
         f.copy_us += began.elapsed().as_micros() as u64;
-        let Some(versions) = copy else { return };
+        let Some(copy) = copy else { return };
         let Freezing { pending, records, logged_acked, started, rotate_us, copy_us, turns } =
             self.freezing.take().expect("a checkpoint under way");
         let node = self.node.0;
         let handle = std::thread::Builder::new().name(format!("causeway-snapshot-{node}")).spawn(move || {
-            let n = versions.len();
-            let records =
-                versions.into_ordered().map(|(key, version)| LogRecord::Version { key, version }).chain(records);
-            pending.write(records, |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
+            let (keys, bytes) = (copy.chains(), copy.byte_len());
+            pending
+                .write(copy.ordered(), records.into_iter(), |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
             tracing::info!(
                 node,
-                versions = n,
+                keys,
+                bytes,
                 rotate_ms = rotate_us / 1000,
                 copy_ms = copy_us / 1000,
                 turns,
                 ms = started.elapsed().as_millis() as u64,
                 "log compacted into a snapshot in the background"
             );
-            Ok(())
+            Ok(copy.into_buffers())
         });
         match handle {
             Ok(h) => self.compaction = Some(h),
@@ -1461,8 +1472,11 @@ impl<P: Protocol> ProtocolLoop<P> {
         }
         let Some(h) = self.compaction.take() else { return };
         match h.join() {
-            Ok(Ok(())) => {
+            Ok(Ok(buffers)) => {
                 self.metrics.snapshots.inc();
+                if buffers.capacity_bytes() <= FREEZE_SPARE_MAX_BYTES {
+                    self.freeze_spare = buffers;
+                }
             }
             Ok(Err(e)) => {
                 tracing::error!(node = self.node.0, "snapshot failed: {e}; stopping the node");

@@ -285,7 +285,7 @@ impl Wal {
         acked: impl Fn(NodeId) -> u64,
     ) -> Result<(), WalError> {
         match self.begin_checkpoint(true)? {
-            Some(pending) => pending.write(records, acked),
+            Some(pending) => pending.write(std::iter::empty(), records, acked),
             None => Ok(()),
         }
     }
@@ -371,10 +371,12 @@ pub struct PendingCheckpoint {
 
 impl PendingCheckpoint {
     /// Write the snapshot: the still-unacknowledged outbox records of the
-    /// previous snapshot and of the set-aside log, then `records`; sync it,
-    /// rename it into place, and drop the set-aside log.
-    pub fn write<V: Serialize, M: Serialize>(
+    /// previous snapshot and of the set-aside log, then `framed` (records
+    /// already framed, as [`frame_versions`] writes them), then `records`;
+    /// sync it, rename it into place, and drop the set-aside log.
+    pub fn write<'a, V: Serialize, M: Serialize>(
         self,
+        framed: impl Iterator<Item = &'a [u8]>,
         records: impl Iterator<Item = LogRecord<V, M>>,
         acked: impl Fn(NodeId) -> u64,
     ) -> Result<(), WalError> {
@@ -385,6 +387,9 @@ impl PendingCheckpoint {
             let mut w = BufWriter::with_capacity(1 << 20, f);
             for src in [&fin, &self.old] {
                 copy_outbox(src, &mut w, &tmp, &acked)?;
+            }
+            for chunk in framed {
+                w.write_all(chunk).map_err(io_err(&tmp))?;
             }
             let mut scratch = Vec::new();
             for r in records {
@@ -483,6 +488,23 @@ impl Serialize for KeyBytes<'_> {
     }
 }
 
+/// `LogRecord::Version { key, version }` of each of `versions`, framed as
+/// the log frames a record, appended to `out`: a store's chain as a
+/// snapshot holds it ([`causeway_core::FreezeEncoder`]), encoded where it is
+/// copied so that the snapshot thread only writes bytes.
+pub fn frame_versions<V: Serialize>(key: &[u8], versions: &[V], out: &mut Vec<u8>) {
+    for version in versions {
+        let at = out.len();
+        out.extend_from_slice(&[0; 8]);
+        let r = VersionRecord::Version { key: KeyBytes(key), version };
+        *out = postcard::to_extend(&r, std::mem::take(out)).expect("serialising a record cannot fail");
+        let len = (out.len() - at - 8) as u32;
+        let crc = crc32fast::hash(&out[at + 8..]);
+        out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+        out[at + 4..at + 8].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
 /// Frame `r` (length, CRC, payload) onto `w`, encoding it in `scratch`;
 /// returns the bytes written.
 fn write_record(w: &mut impl Write, scratch: &mut Vec<u8>, r: &impl Serialize) -> std::io::Result<u64> {
@@ -531,6 +553,41 @@ mod tests {
         let (_, r) = Wal::open::<u64, String>(&b).unwrap();
         let read: Vec<(Vec<u8>, u64)> = r.versions.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
         assert_eq!(read, written.map(|(k, v)| (k.to_vec(), v)));
+        let _ = std::fs::remove_dir_all(&a);
+        let _ = std::fs::remove_dir_all(&b);
+    }
+
+    /// A chain framed by [`frame_versions`] is the bytes the log writes for
+    /// its versions one by one, and a snapshot made of framed chains reads
+    /// back as those versions, in the chains' order, ahead of its records.
+    #[test]
+    fn framed_versions_are_what_the_log_writes() {
+        let (a, b) = (dir("framed-log"), dir("framed-snapshot"));
+        let (mut wa, _) = Wal::open::<u64, String>(&a).unwrap();
+        let chains: [(&[u8], &[u64]); 3] = [(b"k", &[1, 5, 9]), (&[0xff; 300], &[u64::MAX]), (b"", &[0, 2])];
+        let mut framed = Vec::new();
+        let mut starts = Vec::new();
+        for (key, versions) in chains {
+            starts.push(framed.len());
+            frame_versions(key, versions, &mut framed);
+            for &version in versions {
+                wa.append(&R::Version { key: Bytes::copy_from_slice(key), version }).unwrap();
+            }
+        }
+        wa.flush(false).unwrap();
+        drop(wa);
+        assert_eq!(std::fs::read(a.join("wal.log")).unwrap(), framed);
+        let (mut wb, _) = Wal::open::<u64, String>(&b).unwrap();
+        starts.push(framed.len());
+        let pending = wb.begin_checkpoint(true).unwrap().expect("no checkpoint in progress");
+        let chunks = starts.windows(2).map(|w| &framed[w[0]..w[1]]);
+        pending.write(chunks, vec![R::ClockFloor { us: 77 }].into_iter(), |_| 0).unwrap();
+        drop(wb);
+        let (_, r) = Wal::open::<u64, String>(&b).unwrap();
+        let read: Vec<(Vec<u8>, u64)> = r.versions.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        let want: Vec<(Vec<u8>, u64)> = chains.iter().flat_map(|(k, vs)| vs.iter().map(|&v| (k.to_vec(), v))).collect();
+        assert_eq!(read, want);
+        assert_eq!(r.clock_floor_us, 77);
         let _ = std::fs::remove_dir_all(&a);
         let _ = std::fs::remove_dir_all(&b);
     }
