@@ -73,17 +73,66 @@ pub type FreezeEncoder<V> = fn(key: &[u8], versions: &[V], out: &mut Vec<u8>);
 /// the size of the copy made the kernel zero that many pages, on the
 /// node's thread, at every snapshot (7 % of a node's thread under
 /// CausalSpartanX's pipelined writes, with the per-chain copies this
-/// replaced).
+/// replaced). The bytes go in chunks of [`FREEZE_CHUNK_BYTES`] rather than
+/// one growing buffer, whose doublings copied the copy again and faulted
+/// in twice its size on a node's first snapshots.
 #[derive(Debug, Default)]
 pub struct FreezeBuffers {
-    bytes: Vec<u8>,
-    chains: Vec<(usize, usize)>,
+    /// Chunks in use first (`chunks[..used]`), then spare ones kept from
+    /// earlier freezes, cleared.
+    chunks: Vec<Vec<u8>>,
+    used: usize,
+    chains: Vec<ChainAt>,
+}
+
+/// Bytes per chunk of a freeze's copy. A chain that does not fit in what a
+/// chunk has left starts the next one (unless the chunk is empty: a chain
+/// larger than a chunk grows its chunk).
+pub const FREEZE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Where one copied chain's bytes are.
+#[derive(Clone, Copy, Debug)]
+struct ChainAt {
+    /// The key's index in the store.
+    index: usize,
+    chunk: u32,
+    start: u32,
+    end: u32,
 }
 
 impl FreezeBuffers {
     /// Bytes the buffers hold allocated.
     pub fn capacity_bytes(&self) -> usize {
-        self.bytes.capacity() + self.chains.capacity() * std::mem::size_of::<(usize, usize)>()
+        self.chunks.iter().map(|c| c.capacity()).sum::<usize>()
+            + self.chains.capacity() * std::mem::size_of::<ChainAt>()
+    }
+
+    /// Empty, keeping the allocations.
+    fn clear(&mut self) {
+        for c in &mut self.chunks[..self.used] {
+            c.clear();
+        }
+        self.used = 0;
+        self.chains.clear();
+    }
+
+    /// Append `encode`'s bytes for the chain of key `index`.
+    fn push_chain<V>(&mut self, index: usize, encode: FreezeEncoder<V>, key: &[u8], versions: &[V]) {
+        // Room for a typical chain left in the current chunk, or the next.
+        let full = |c: &Vec<u8>| !c.is_empty() && c.len() + FREEZE_CHUNK_BYTES / 16 > FREEZE_CHUNK_BYTES;
+        if self.used == 0 || full(&self.chunks[self.used - 1]) {
+            if self.used == self.chunks.len() {
+                self.chunks.push(Vec::with_capacity(FREEZE_CHUNK_BYTES));
+            }
+            self.used += 1;
+        }
+        let chunk = self.used - 1;
+        let out = &mut self.chunks[chunk];
+        let start = out.len();
+        encode(key, versions, out);
+        let end = out.len();
+        let narrow = |x: usize| u32::try_from(x).expect("a freeze chunk stays under 4 GiB");
+        self.chains.push(ChainAt { index, chunk: narrow(chunk), start: narrow(start), end: narrow(end) });
     }
 }
 
@@ -98,9 +147,8 @@ struct Freeze<V> {
     /// The next index `freeze_step` looks at.
     next: usize,
     encode: FreezeEncoder<V>,
-    /// The copied chains, encoded one after another in the order they were
-    /// copied, and each one's key index and where its bytes start (they end
-    /// where the next one's start).
+    /// The copied chains, encoded in the order they were copied, and each
+    /// one's key index and place.
     copy: FreezeBuffers,
 }
 
@@ -119,7 +167,7 @@ impl Frozen {
 
     /// Bytes of the encoded copy.
     pub fn byte_len(&self) -> usize {
-        self.copy.bytes.len()
+        self.copy.chunks[..self.copy.used].iter().map(|c| c.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -130,29 +178,23 @@ impl Frozen {
     /// the same for the same store however the freeze's slices fell. Steps
     /// copy chains in index order, but under writes most chains are copied
     /// out of turn, just before a write changes them, so the chains' places
-    /// are sorted here (16 bytes each) and the bytes are read where they
+    /// are sorted here (24 bytes each) and the bytes are read where they
     /// lie. Meant for the thread that writes the snapshot, not the store's
     /// owner.
     pub fn ordered(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        let bytes = &self.copy.bytes;
-        let chains = &self.copy.chains;
-        let mut order: Vec<(usize, usize, usize)> = chains
-            .iter()
-            .enumerate()
-            .map(|(i, &(index, start))| (index, start, chains.get(i + 1).map_or(bytes.len(), |c| c.1)))
-            .collect();
+        let mut order = self.copy.chains.clone();
         // A chain is copied once per freeze, so indices are distinct and
         // the unstable sort is deterministic.
-        order.sort_unstable();
-        debug_assert!(order.windows(2).all(|w| w[0].0 < w[1].0), "a chain copied twice in one freeze");
-        order.into_iter().map(move |(_, start, end)| &bytes[start..end])
+        order.sort_unstable_by_key(|c| c.index);
+        debug_assert!(order.windows(2).all(|w| w[0].index < w[1].index), "a chain copied twice in one freeze");
+        let chunks = &self.copy.chunks;
+        order.into_iter().map(move |c| &chunks[c.chunk as usize][c.start as usize..c.end as usize])
     }
 
     /// The buffers, emptied, for the next freeze.
     pub fn into_buffers(self) -> FreezeBuffers {
         let mut b = self.copy;
-        b.bytes.clear();
-        b.chains.clear();
+        b.clear();
         b
     }
 }
@@ -241,8 +283,7 @@ fn preserve<V>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: 
     {
         chain.frozen = f.epoch;
         if !chain.versions.is_empty() {
-            f.copy.chains.push((index, f.copy.bytes.len()));
-            (f.encode)(key, &chain.versions, &mut f.copy.bytes);
+            f.copy.push_chain(index, f.encode, key, &chain.versions);
         }
     }
 }
@@ -553,8 +594,7 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn begin_freeze(&mut self, encode: FreezeEncoder<V>, mut buffers: FreezeBuffers) {
         assert!(self.freeze.is_none(), "one freeze at a time");
         self.freeze_epoch += 1;
-        buffers.bytes.clear();
-        buffers.chains.clear();
+        buffers.clear();
         buffers.chains.reserve(self.chains.len());
         let end = self.chains.len();
         self.freeze = Some(Freeze { epoch: self.freeze_epoch, end, next: 0, encode, copy: buffers });
@@ -952,6 +992,33 @@ mod tests {
                 );
                 assert!(!s.freezing());
             }
+        }
+    }
+
+    /// A copy larger than a chunk, with a chain larger than a chunk, reads
+    /// back as the store; the next freeze reuses the buffers without
+    /// growing them.
+    #[test]
+    fn a_freeze_spans_chunks_and_reuses_them() {
+        let mut s: MvStore<M> = MvStore::new();
+        for i in 0..3_000u64 {
+            s.insert(format!("k{i}").as_bytes(), M(i, Bytes::from(vec![i as u8; 1_000]), 0));
+        }
+        s.insert(b"huge", M(1, Bytes::from(vec![7; 2 * FREEZE_CHUNK_BYTES]), 0));
+        let mut buffers = FreezeBuffers::default();
+        let mut capacity = 0;
+        for round in 0..2 {
+            s.begin_freeze(encode_m, std::mem::take(&mut buffers));
+            let copy = s.freeze_step(usize::MAX).expect("one step copies everything");
+            assert!(copy.copy.used > 3, "the copy spans chunks");
+            let mut got: Vec<(Key, M)> = copy.ordered().flat_map(decode_m).collect();
+            got.sort_by(|a, b| (&a.0, a.1.0).cmp(&(&b.0, b.1.0)));
+            assert_eq!(got, contents(&s));
+            buffers = copy.into_buffers();
+            if round == 1 {
+                assert_eq!(buffers.capacity_bytes(), capacity, "the second freeze allocated nothing");
+            }
+            capacity = buffers.capacity_bytes();
         }
     }
 
