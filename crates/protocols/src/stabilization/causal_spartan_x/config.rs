@@ -17,6 +17,11 @@ pub struct Config {
     pub tree_fanout: usize,
     /// GC keeps every version a DSV younger than this could still need.
     pub gc_grace_us: u64,
+    /// The periodic GC pass looks at a key only once it has gone this
+    /// long without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
+    /// a key written again sooner is collected by that write, for free. A
+    /// key that goes quiet keeps one superseded version up to this long.
+    pub gc_quiet_us: u64,
     /// Restore the printed lines 7 and 10, which merge the client's DS into the
     /// DSV for every entry, and disable the client cache. This mode exhibits
     /// the §5.5 anomaly; it exists for tests and comparison only.
@@ -35,6 +40,7 @@ impl Default for Config {
             pace: PaceConfig::default(),
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
+            gc_quiet_us: 5_000_000,
             paper_dsv_merge: false,
             mutant_skip_visibility_check: false,
         }

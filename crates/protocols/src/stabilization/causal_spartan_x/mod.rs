@@ -109,8 +109,9 @@
 //!   (which client vectors may have raised). Nodes forward a push as soon as it
 //!   arrives rather than at their next tick.
 //! - **Garbage collection** is not in the thesis. On each write to a key,
-//!   and every θ on keys that went quiet with several versions (the dirty
-//!   list; at most [`GC_KEYS_PER_TICK`] keys a tick), drop every version
+//!   and every θ on keys that went quiet (no write for `gc_quiet_us`) with
+//!   several versions (the dirty list; at most [`GC_KEYS_PER_TICK`] keys a
+//!   tick), drop every version
 //!   older than the newest one whose `maxDS(ds, {⟨sr, ut⟩})` is covered by a
 //!   DSV this server held at least `gc_grace_us` ago. That version is
 //!   GET-visible, and slice-visible for any `sv` ≥ that DSV, so GETs never

@@ -115,7 +115,7 @@ impl CsxServer {
             pace: Pace::new(&cfg.pace),
             pending: PendingVisible::new(dcs),
             rots: Gathering::default(),
-            gc: VersionGc::default(),
+            gc: VersionGc::new(cfg.gc_quiet_us),
         }
     }
 }

@@ -381,7 +381,7 @@ fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
 
 #[test]
 fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
-    let mut net = net_with(2, 2, Config { gc_grace_us: 50_000, ..Config::default() });
+    let mut net = net_with(2, 2, Config { gc_grace_us: 50_000, gc_quiet_us: 0, ..Config::default() });
     // DC1's tree: the root serves partition 0, its only child partition 1.
     let dc1: Vec<NodeId> = net.topology.dc_servers(DC1).collect();
     let (root, child) = (dc1[0], dc1[1]);

@@ -38,6 +38,11 @@ pub struct Config {
     /// GC keeps every version a snapshot this much younger than the
     /// current GSS could still need.
     pub gc_grace_us: u64,
+    /// The periodic GC pass looks at a key only once it has gone this
+    /// long without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
+    /// a key written again sooner is collected by that write, for free. A
+    /// key that goes quiet keeps one superseded version up to this long.
+    pub gc_quiet_us: u64,
     /// A deliberately broken variant: reads ignore the remote entries of a
     /// version's dependency vector, so a remote version is returned before
     /// what it depends on is stable here. The conformance suite and torture
@@ -62,6 +67,7 @@ impl Default for Config {
             clock_lease_us: 1_000_000,
             orphan_read_timeout_us: 10_000_000,
             gc_grace_us: 1_000_000,
+            gc_quiet_us: 5_000_000,
             mutant_skip_visibility_check: false,
             mutant_no_piggyback: false,
         }

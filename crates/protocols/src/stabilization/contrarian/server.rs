@@ -122,7 +122,7 @@ impl Partition {
             halves: BTreeMap::new(),
             pending: PendingVisible::new(dcs),
             clock_us: 0,
-            gc: VersionGc::default(),
+            gc: VersionGc::new(cfg.gc_quiet_us),
             topology,
         }
     }

@@ -23,6 +23,11 @@ pub struct Config {
     /// GC keeps every version a snapshot this much older than the current
     /// GST could still need.
     pub gc_grace_us: u64,
+    /// The periodic GC pass looks at a key only once it has gone this
+    /// long without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
+    /// a key written again sooner is collected by that write, for free. A
+    /// key that goes quiet keeps one superseded version up to this long.
+    pub gc_quiet_us: u64,
     /// A deliberately broken variant: reads ignore the remote entries of a
     /// version's dependency vector. The conformance suite must catch it.
     pub mutant_skip_visibility_check: bool,
@@ -42,6 +47,7 @@ impl Default for Config {
             tree_fanout: 4,
             max_clock_wait_us: 10_000_000,
             gc_grace_us: 1_000_000,
+            gc_quiet_us: 5_000_000,
             mutant_skip_visibility_check: false,
             mutant_skip_clock_wait: false,
         }

@@ -103,7 +103,7 @@ impl Partition {
             next_parked: 0,
             pending: PendingVisible::new(dcs),
             clock_us: 0,
-            gc: VersionGc::default(),
+            gc: VersionGc::new(cfg.gc_quiet_us),
             topology,
         }
     }
