@@ -494,28 +494,29 @@ impl Serialize for KeyBytes<'_> {
 /// copied so that the snapshot thread only writes bytes.
 pub fn frame_versions<V: Serialize>(key: &[u8], versions: &[V], out: &mut Vec<u8>) {
     for version in versions {
-        let at = out.len();
-        out.extend_from_slice(&[0; 8]);
-        let r = VersionRecord::Version { key: KeyBytes(key), version };
-        *out = postcard::to_extend(&r, std::mem::take(out)).expect("serialising a record cannot fail");
-        let len = (out.len() - at - 8) as u32;
-        let crc = crc32fast::hash(&out[at + 8..]);
-        out[at..at + 4].copy_from_slice(&len.to_be_bytes());
-        out[at + 4..at + 8].copy_from_slice(&crc.to_be_bytes());
+        frame_into(out, &VersionRecord::Version { key: KeyBytes(key), version });
     }
 }
 
-/// Frame `r` (length, CRC, payload) onto `w`, encoding it in `scratch`;
-/// returns the bytes written.
+/// Append `r` framed (length, CRC, payload) to `out`; returns the frame's
+/// length.
+fn frame_into(out: &mut Vec<u8>, r: &impl Serialize) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&[0; 8]);
+    *out = postcard::to_extend(r, std::mem::take(out)).expect("serialising a record cannot fail");
+    let len = u32::try_from(out.len() - at - 8).expect("a record stays under 4 GiB");
+    let crc = crc32fast::hash(&out[at + 8..]);
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    out[at + 4..at + 8].copy_from_slice(&crc.to_be_bytes());
+    out.len() - at
+}
+
+/// Frame `r` onto `w`, encoding it in `scratch`; returns the bytes written.
 fn write_record(w: &mut impl Write, scratch: &mut Vec<u8>, r: &impl Serialize) -> std::io::Result<u64> {
     scratch.clear();
-    *scratch = postcard::to_extend(r, std::mem::take(scratch)).expect("serialising a record cannot fail");
-    let mut head = [0u8; 8];
-    head[..4].copy_from_slice(&(scratch.len() as u32).to_be_bytes());
-    head[4..].copy_from_slice(&crc32fast::hash(scratch).to_be_bytes());
-    w.write_all(&head)?;
+    let n = frame_into(scratch, r);
     w.write_all(scratch)?;
-    Ok(8 + scratch.len() as u64)
+    Ok(n as u64)
 }
 
 #[cfg(test)]
