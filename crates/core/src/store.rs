@@ -73,7 +73,7 @@ pub type FreezeEncoder<V> = fn(key: &[u8], versions: &[V], out: &mut Vec<u8>);
 /// the size of the copy made the kernel zero that many pages, on the
 /// node's thread, at every snapshot (7 % of a node's thread under
 /// CausalSpartanX's pipelined writes, with the per-chain copies this
-/// replaced). The bytes go in chunks of [`FREEZE_CHUNK_BYTES`] rather than
+/// replaced). The bytes go in chunks of 1 MiB (`FREEZE_CHUNK_BYTES`) rather than
 /// one growing buffer, whose doublings copied the copy again and faulted
 /// in twice its size on a node's first snapshots.
 #[derive(Debug, Default)]
@@ -88,7 +88,7 @@ pub struct FreezeBuffers {
 /// Bytes per chunk of a freeze's copy. A chain that does not fit in what a
 /// chunk has left starts the next one (unless the chunk is empty: a chain
 /// larger than a chunk grows its chunk).
-pub const FREEZE_CHUNK_BYTES: usize = 1 << 20;
+const FREEZE_CHUNK_BYTES: usize = 1 << 20;
 
 /// Where one copied chain's bytes are.
 #[derive(Clone, Copy, Debug)]
@@ -168,10 +168,6 @@ impl Frozen {
     /// Bytes of the encoded copy.
     pub fn byte_len(&self) -> usize {
         self.copy.chunks[..self.copy.used].iter().map(|c| c.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.copy.chains.is_empty()
     }
 
     /// The copy a chain at a time, in the order keys were first stored:
