@@ -96,6 +96,16 @@ pub trait Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static
     fn transient(&self) -> bool {
         false
     }
+    /// The store key the receiver of this message looks up first, if it
+    /// names one (a GET's or a PUT's key, a replicated write's). Only a
+    /// hint: the network runtime looks up the keys of a whole batch of
+    /// messages before handling any of them
+    /// ([`crate::MvStore::warm`]), so that their cache misses overlap rather
+    /// than each stalling its request in turn. A wrong answer costs time,
+    /// never correctness.
+    fn key_hint(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Size of a message in the compact binary codec the network runtime uses

@@ -1140,6 +1140,16 @@ impl<P: Protocol> ProtocolLoop<P> {
                 }
             }
             self.turn_started = Instant::now();
+            for input in &batch {
+                let msgs = match input {
+                    Input::Client { msg, .. } | Input::PeerEphemeral { msg, .. } => std::slice::from_ref(msg),
+                    Input::Peer { msgs, .. } => msgs,
+                    _ => &[],
+                };
+                for key in msgs.iter().filter_map(|m| m.key_hint()) {
+                    self.store.warm(key);
+                }
+            }
             for input in batch.drain(..) {
                 self.handle(input);
             }

@@ -17,7 +17,7 @@
 
 mod common;
 
-use causeway_core::{ClientCtx, ClientId, DcId, NodeId, Op, OpResult, Protocol, Topology, TopologySpec};
+use causeway_core::{ClientCtx, ClientId, DcId, Message, NodeId, Op, OpResult, Protocol, Topology, TopologySpec};
 use causeway_protocols::kit::testkit::{Dest, InFlight, TestNet, bytes};
 use causeway_protocols::{ProtocolName, with_protocol};
 use causeway_sim::{Fault, FaultKind, Scenario};
@@ -262,6 +262,45 @@ fn refuses_misrouted<P: Protocol>() -> Result<(), String> {
 #[test]
 fn every_protocol_refuses_a_request_for_a_key_it_does_not_store() {
     each(|p| with_protocol!(p, P => refuses_misrouted::<P>()));
+}
+
+/// Key hints ([`causeway_core::Message::key_hint`]) name only keys the
+/// operation is about: a PUT's request names its key, and no message of a
+/// PUT (its replication and dependency checks included) or of a GET names
+/// another. A wrong hint would only cost the runtime a wasted lookup, so
+/// nothing else would notice it.
+fn hints_name_the_operations_key<P: Protocol>() -> Result<(), String> {
+    let mut net = TestNet::<P>::new(2, 2, 1, P::Config::default());
+    let c = net.client(0, 0);
+    let k = net.key_on(1);
+    for op in [Op::Put { key: k.clone(), value: bytes("v") }, Op::Get { key: k.clone() }] {
+        let is_put = matches!(op, Op::Put { .. });
+        let (wrong, request_named_it) = (std::cell::RefCell::new(Vec::new()), std::cell::Cell::new(false));
+        // Drops nothing: looks at every message as it is delivered.
+        let looked_at = |m: &InFlight<P::Msg>| {
+            match m.msg.key_hint() {
+                Some(h) if h != &k[..] => wrong.borrow_mut().push(m.msg.kind()),
+                Some(_) if matches!(m.from, Dest::Client(_)) => request_named_it.set(true),
+                _ => {}
+            }
+            false
+        };
+        if net.run_dropping(c, op, looked_at).is_none() {
+            return Err("the operation did not complete".into());
+        }
+        if !wrong.borrow().is_empty() {
+            return Err(format!("messages {:?} hint at a key the operation is not about", wrong.borrow()));
+        }
+        if is_put && !request_named_it.get() {
+            return Err("a PUT's request gives no key hint".into());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_protocols_key_hints_name_the_operations_key() {
+    each(|p| with_protocol!(p, P => hints_name_the_operations_key::<P>()));
 }
 
 #[test]

@@ -70,6 +70,12 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
+    fn key_hint(&self) -> Option<&[u8]> {
+        match self {
+            Msg::GetReq { key } | Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
+            _ => None,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::GetReq { key } => key.len(),

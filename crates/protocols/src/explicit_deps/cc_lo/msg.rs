@@ -112,6 +112,12 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
+    fn key_hint(&self) -> Option<&[u8]> {
+        match self {
+            Msg::PutReq { key, .. } | Msg::Replicate { key, .. } | Msg::CheckReq { key, .. } => Some(key),
+            _ => None,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         // Dependency keys and the checked version's key are metadata: they
         // name other writes.

@@ -63,6 +63,12 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
+    fn key_hint(&self) -> Option<&[u8]> {
+        match self {
+            Msg::Read { key, .. } | Msg::ReadAt { key, .. } | Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
+            _ => None,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::Read { key, .. } | Msg::ReadAt { key, .. } => key.len(),

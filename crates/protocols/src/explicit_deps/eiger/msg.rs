@@ -427,6 +427,17 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
+    fn key_hint(&self) -> Option<&[u8]> {
+        match self {
+            Msg::ReadAt { key, .. }
+            | Msg::PutReq { key, .. }
+            | Msg::AddReq { key, .. }
+            | Msg::Replicate { key, .. }
+            | Msg::ReplicateTxn { key, .. }
+            | Msg::ReplicateAdd { key, .. } => Some(key),
+            _ => None,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::Read { keys, .. } | Msg::ReadsAt { keys, .. } => keys.iter().map(|(_, k)| k.len()).sum(),

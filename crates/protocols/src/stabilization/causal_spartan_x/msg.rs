@@ -58,6 +58,12 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
+    fn key_hint(&self) -> Option<&[u8]> {
+        match self {
+            Msg::GetReq { key, .. } | Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
+            _ => None,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         let items = |items: &[Option<ReadItem>]| payload(items.iter().flatten().map(|i| &i.value[..]));
         match self {

@@ -92,6 +92,12 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
+    fn key_hint(&self) -> Option<&[u8]> {
+        match self {
+            Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
+            _ => None,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
