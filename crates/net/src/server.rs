@@ -471,9 +471,10 @@ fn log_journal<V: Versioned + Clone + serde::Serialize>(
     spare: &mut Vec<(KeyIndex, V::Order)>,
     wal: &mut Wal,
 ) -> Result<(), WalError> {
-    let mut journal = store.take_journal(std::mem::take(spare));
+    let journal = store.take_journal(std::mem::take(spare));
     let mut logged = Ok(());
-    for (index, order) in journal.drain(..) {
+    for (at, &(index, order)) in journal.iter().enumerate() {
+        store.warm_journal(&journal, at);
         let Some((key, version)) = store.journaled(index, order) else { continue };
         if let Err(e) = wal.append_version(key, version) {
             logged = Err(e);
