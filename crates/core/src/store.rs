@@ -271,19 +271,23 @@ pub struct Landed {
     pub index: KeyIndex,
 }
 
-/// Ask the processor to start loading the cache line at `at`, without
-/// waiting for it ([`MvStore::warm`]). A hint only: elsewhere than x86-64
-/// it does nothing.
+/// Ask the processor to start loading the cache lines `at` spans (a
+/// version is two or three), without waiting for them
+/// ([`MvStore::warm`]). A hint only: elsewhere than x86-64 it does nothing.
 #[inline(always)]
 fn prefetch<T>(at: &T) {
-    // SAFETY: a prefetch reads nothing and faults on no address; SSE, which
-    // it needs, is part of the x86-64 baseline.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((at as *const T).cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
+    const LINE: usize = 64;
+    let start = (at as *const T).cast::<i8>();
+    let lines = (start as usize % LINE + std::mem::size_of::<T>()).div_ceil(LINE).max(1);
+    for line in 0..lines {
+        let _addr = start.wrapping_add(line * LINE);
+        // SAFETY: a prefetch reads nothing and faults on no address; SSE,
+        // which it needs, is part of the x86-64 baseline.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_addr)
+        };
+    }
 }
 
 /// Copy before write: a chain that existed when the freeze under way began
@@ -490,11 +494,13 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// then the version buffer). Looking up a whole batch's keys first, in
     /// a loop doing nothing else, lets the processor overlap the misses of
     /// different keys, which the handlers, each stalled on its own, do not.
-    /// The newest version is prefetched rather than read, so nothing waits
-    /// for it.
+    /// The newest versions are prefetched rather than read, so nothing
+    /// waits for them.
     pub fn warm(&self, key: &[u8]) {
-        if let Some(newest) = self.chains.get(key).and_then(|c| c.versions.last()) {
-            prefetch(newest);
+        // The newest two: an insert that collects reads back to the newest
+        // stable version, most often the one before the newest.
+        for version in self.chains.get(key).into_iter().flat_map(|c| c.versions.iter().rev().take(2)) {
+            prefetch(version);
         }
     }
 
