@@ -504,16 +504,17 @@ impl<V: Versioned + Clone> MvStore<V> {
         }
     }
 
-    /// For a loop reading `journal` back in order ([`MvStore::journaled`],
-    /// as the log does at each commit): start loading, without waiting,
-    /// what the items a few places after `at` will read. By then a turn's
-    /// first versions have left the cache, and each read waited for its
-    /// key's entry, then its version, then the value's bytes. Here each
-    /// step of that chain is started for a later item as soon as the step
-    /// before it has arrived: the entry 12 items ahead, the version 6
-    /// ahead, the value 3 ahead.
-    pub fn warm_journal(&self, journal: &[(KeyIndex, V::Order)], at: usize) {
-        let chain = |j: usize| journal.get(j).and_then(|&(index, _)| self.chains.get_index(index.0)).map(|(_, c)| c);
+    /// For a loop reading the versions at `places` in order (a turn's
+    /// journal, read back by the log at each commit; the remote versions a
+    /// stable time just admitted): start loading, without waiting, what the
+    /// items a few places after `at` will read. By then those versions have
+    /// mostly left the cache, and each read waited for its key's entry, then
+    /// its version, then the value's bytes. Here each step of that chain is
+    /// started for a later item as soon as the step before it has arrived:
+    /// the entry 12 items ahead, the newest version 6 ahead, its value 3
+    /// ahead.
+    pub fn warm_ahead(&self, places: &[(KeyIndex, V::Order)], at: usize) {
+        let chain = |j: usize| places.get(j).and_then(|&(index, _)| self.chains.get_index(index.0)).map(|(_, c)| c);
         if let Some(c) = chain(at + 12) {
             // The address only: nothing is read here.
             prefetch(c);

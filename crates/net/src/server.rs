@@ -474,7 +474,7 @@ fn log_journal<V: Versioned + Clone + serde::Serialize>(
     let journal = store.take_journal(std::mem::take(spare));
     let mut logged = Ok(());
     for (at, &(index, order)) in journal.iter().enumerate() {
-        store.warm_journal(&journal, at);
+        store.warm_ahead(&journal, at);
         let Some((key, version)) = store.journaled(index, order) else { continue };
         if let Err(e) = wal.append_version(key, version) {
             logged = Err(e);

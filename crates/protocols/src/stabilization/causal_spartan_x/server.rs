@@ -515,7 +515,9 @@ impl CsxServer {
             env.observe(Observation::Stable { stable_us: least });
         }
         if grew {
-            for (index, order) in self.pending.unblocked(&self.dsv) {
+            let unblocked = self.pending.unblocked(&self.dsv);
+            for (at, &(index, order)) in unblocked.iter().enumerate() {
+                env.store().warm_ahead(&unblocked, at);
                 let Some(version) = env.store().exact_at(index, order) else { continue };
                 let blocker = self.blocker(&version.ds);
                 if let Some((index, order)) = self.pending.admit(blocker, index, order) {

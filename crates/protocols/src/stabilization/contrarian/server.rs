@@ -520,7 +520,9 @@ impl Partition {
         if let Some(least) = self.gss.iter().map(|t| t.l).min() {
             env.observe(Observation::Stable { stable_us: least });
         }
-        for (index, order) in self.pending.unblocked(&self.gss) {
+        let unblocked = self.pending.unblocked(&self.gss);
+        for (at, &(index, order)) in unblocked.iter().enumerate() {
+            env.store().warm_ahead(&unblocked, at);
             let Some(version) = env.store().exact_at(index, order) else { continue };
             let blocker = visibility::first_above(&version.dv, &self.gss);
             if let Some((index, order)) = self.pending.admit(blocker, index, order) {

@@ -443,7 +443,9 @@ impl Partition {
         if let Some(least) = self.gst.iter().min() {
             env.observe(Observation::Stable { stable_us: *least });
         }
-        for (index, order) in self.pending.unblocked(&self.gst) {
+        let unblocked = self.pending.unblocked(&self.gst);
+        for (at, &(index, order)) in unblocked.iter().enumerate() {
+            env.store().warm_ahead(&unblocked, at);
             let Some(version) = env.store().exact_at(index, order) else { continue };
             let blocker = visibility::first_above(&version.dv, &self.gst);
             if let Some((index, order)) = self.pending.admit(blocker, index, order) {
