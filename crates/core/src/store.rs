@@ -276,18 +276,21 @@ pub struct Landed {
 /// ([`MvStore::warm`]). A hint only: elsewhere than x86-64 it does nothing.
 #[inline(always)]
 fn prefetch<T>(at: &T) {
-    const LINE: usize = 64;
-    let start = (at as *const T).cast::<i8>();
-    let lines = (start as usize % LINE + std::mem::size_of::<T>()).div_ceil(LINE).max(1);
-    for line in 0..lines {
-        let _addr = start.wrapping_add(line * LINE);
-        // SAFETY: a prefetch reads nothing and faults on no address; SSE,
-        // which it needs, is part of the x86-64 baseline.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_addr)
-        };
+    #[cfg(target_arch = "x86_64")]
+    {
+        const LINE: usize = 64;
+        let start = (at as *const T).cast::<i8>();
+        let lines = (start as usize % LINE + std::mem::size_of::<T>()).div_ceil(LINE).max(1);
+        for line in 0..lines {
+            // SAFETY: a prefetch reads nothing and faults on no address;
+            // SSE, which it needs, is part of the x86-64 baseline.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(start.wrapping_add(line * LINE))
+            };
+        }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// Copy before write: a chain that existed when the freeze under way began
