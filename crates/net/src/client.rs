@@ -16,7 +16,7 @@
 //! afresh, which is always safe).
 
 use crate::config::Cluster;
-use crate::frame::{Wire, WireError, decode, encode, encode_into, read_frame};
+use crate::frame::{Wire, WireError, decode, encode, encode_into, read_frame, read_frame_into};
 use crate::inbox::{LocalConn, LocalDoor, LocalReplies};
 use crate::tls::{ClientTls, Conn};
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
@@ -319,8 +319,9 @@ impl<P: Protocol> Session<P> {
         }
         let tx = self.events_tx.clone();
         let reader = tokio::spawn(async move {
-            while let Ok(Some(b)) = read_frame(&mut rd, max).await {
-                let Ok(w) = decode::<P::Msg>(&b) else { break };
+            let mut body = Vec::new();
+            while let Ok(true) = read_frame_into(&mut rd, max, &mut body).await {
+                let Ok(w) = decode::<P::Msg>(&body) else { break };
                 if tx.send(Event::Frame(node, generation, w)).is_err() {
                     return;
                 }

@@ -8,6 +8,7 @@
 
 use causeway_core::{ClientId, NodeId};
 use serde::de::DeserializeOwned;
+use serde::ser::{SerializeSeq, SerializeStructVariant, Serializer};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -174,13 +175,57 @@ pub fn encode<M: Serialize>(w: &Wire<M>) -> Vec<u8> {
 /// [`encode`], appended to `buf` (a connection's queue of frames to write):
 /// the body is serialised after a placeholder for its length, into the
 /// buffer that is sent, with no second buffer and copy per frame.
-pub fn encode_into<M: Serialize>(w: &Wire<M>, mut buf: Vec<u8>) -> Vec<u8> {
+pub fn encode_into<M: Serialize>(w: &Wire<M>, buf: Vec<u8>) -> Vec<u8> {
+    frame_into(w, buf)
+}
+
+/// `value`'s frame appended to `buf`: its postcard encoding after a
+/// placeholder for its length, filled in at the end.
+fn frame_into<T: Serialize>(value: &T, mut buf: Vec<u8>) -> Vec<u8> {
     let start = buf.len();
     buf.extend_from_slice(&[0u8; 4]);
-    let mut buf = postcard::to_extend(w, buf).expect("serialising into a Vec cannot fail");
+    let mut buf = postcard::to_extend(value, buf).expect("serialising into a Vec cannot fail");
     let len = (buf.len() - start - 4) as u32;
     buf[start..start + 4].copy_from_slice(&len.to_be_bytes());
     buf
+}
+
+/// [`Wire::Peer`]'s index among `Wire`'s variants, as serde numbers them
+/// (declaration order). `peer_batch_encodes_as_wire_peer` checks it.
+const PEER_VARIANT_INDEX: u32 = 4;
+
+/// The frame of `Wire::Peer { first_seq, msgs }`, appended to `buf`, with
+/// the messages serialised where they lie (a peer link's window) rather
+/// than cloned into a `Vec` first: a clone per message is a reference-count
+/// update per key and value and an allocation per dependency list, and a
+/// batch of hundreds of them is a `Vec` past the allocator's medium sizes.
+/// The bytes are exactly [`encode`]'s for the same batch.
+pub fn encode_peer_batch_into<'a, M, I>(first_seq: u64, msgs: I, buf: Vec<u8>) -> Vec<u8>
+where
+    M: Serialize + 'a,
+    I: ExactSizeIterator<Item = &'a M> + Clone,
+{
+    struct Batch<I>(u64, I);
+    struct Msgs<I>(I);
+    impl<'a, M: Serialize + 'a, I: ExactSizeIterator<Item = &'a M> + Clone> Serialize for Msgs<I> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let msgs = self.0.clone();
+            let mut seq = s.serialize_seq(Some(msgs.len()))?;
+            for m in msgs {
+                seq.serialize_element(m)?;
+            }
+            seq.end()
+        }
+    }
+    impl<'a, M: Serialize + 'a, I: ExactSizeIterator<Item = &'a M> + Clone> Serialize for Batch<I> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut v = s.serialize_struct_variant("Wire", PEER_VARIANT_INDEX, "Peer", 2)?;
+            v.serialize_field("first_seq", &self.0)?;
+            v.serialize_field("msgs", &Msgs(self.1.clone()))?;
+            v.end()
+        }
+    }
+    frame_into(&Batch(first_seq, msgs), buf)
 }
 
 /// Decode a frame body (without its length prefix).
@@ -194,12 +239,26 @@ pub fn decode<M: DeserializeOwned>(body: &[u8]) -> Result<Wire<M>, FrameError> {
 
 /// Read one frame body. `Ok(None)` on a clean end of stream between frames.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Option<Vec<u8>>, FrameError> {
+    let mut body = Vec::new();
+    Ok(read_frame_into(r, max, &mut body).await?.then_some(body))
+}
+
+/// [`read_frame`] into `body`, replacing what it held; `Ok(false)` on a
+/// clean end of stream between frames. A connection that reads frame after
+/// frame keeps one allocation: a peer link's batches run to tens of
+/// kilobytes, and a fresh buffer for each is an allocation, and past the
+/// allocator's medium sizes fresh pages to fault in, on every batch.
+pub async fn read_frame_into<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    body: &mut Vec<u8>,
+) -> Result<bool, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
         let n = r.read(&mut len[got..]).await?;
         if n == 0 {
-            return if got == 0 { Ok(None) } else { Err(FrameError::Truncated) };
+            return if got == 0 { Ok(false) } else { Err(FrameError::Truncated) };
         }
         got += n;
     }
@@ -207,11 +266,12 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<O
     if len > max {
         return Err(FrameError::TooLarge { len, max });
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await.map_err(|e| {
+    body.clear();
+    body.resize(len, 0);
+    r.read_exact(body).await.map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof { FrameError::Truncated } else { FrameError::Io(e) }
     })?;
-    Ok(Some(body))
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -245,6 +305,42 @@ mod tests {
         let second = read_frame(&mut r, 1024).await.unwrap().unwrap();
         assert!(matches!(decode::<Msg>(&second).unwrap(), Wire::RequestOn { slot: 3, msg: Msg::PutReply }));
         assert!(read_frame(&mut r, 1024).await.unwrap().is_none());
+    }
+
+    /// A batch serialised from where its messages lie is byte for byte the
+    /// frame of the same `Wire::Peer`; this also pins `PEER_VARIANT_INDEX`.
+    #[test]
+    fn peer_batch_encodes_as_wire_peer() {
+        let window: std::collections::VecDeque<Msg> = (0..300u32)
+            .map(|i| match i % 3 {
+                0 => Msg::PutReq { key: format!("user{i}").into(), value: vec![i as u8; 64].into() },
+                1 => Msg::GetReq { key: format!("k{i}").into() },
+                _ => Msg::PutReply,
+            })
+            .collect();
+        for (first_seq, range) in [(0u64, 0..0), (7, 0..1), (1 << 40, 5..300), (u64::MAX - 1, 299..300)] {
+            let msgs: Vec<Msg> = window.range(range.clone()).cloned().collect();
+            let want = encode(&Wire::Peer { first_seq, msgs });
+            let got = encode_peer_batch_into(first_seq, window.range(range.clone()), vec![9, 9]);
+            assert_eq!(&got[..2], &[9, 9], "appends after what the buffer held");
+            assert_eq!(&got[2..], &want[..], "batch {range:?} at {first_seq}");
+        }
+    }
+
+    /// One buffer reads a large frame and then a smaller one: the second
+    /// body is exactly its own, not the tail of the first.
+    #[tokio::test]
+    async fn a_reused_buffer_holds_each_frame_exactly() {
+        let big: Vec<Msg> =
+            (0..1000u32).map(|i| Msg::PutReq { key: format!("k{i}").into(), value: vec![1; 64].into() }).collect();
+        let mut buf = encode(&Wire::Peer { first_seq: 1, msgs: big });
+        buf = encode_into::<Msg>(&Wire::Ack { next_seq: 2 }, buf);
+        let (mut r, mut body) = (&buf[..], Vec::new());
+        assert!(read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
+        assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Peer { msgs, .. } if msgs.len() == 1000));
+        assert!(read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
+        assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Ack { next_seq: 2 }));
+        assert!(!read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
     }
 
     /// Random bytes never panic the decoder (the cargo-fuzz target in

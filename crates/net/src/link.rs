@@ -30,7 +30,7 @@
 //! peer becomes unreachable, one when it is back, and one each time its
 //! in-memory window saturates and drains.
 
-use crate::frame::{FrameError, Wire, decode, encode, read_frame};
+use crate::frame::{FrameError, Wire, decode, encode, encode_into, encode_peer_batch_into, read_frame};
 use crate::tls::Conn;
 use causeway_core::{Message, NodeId};
 use prometheus_client::metrics::gauge::Gauge;
@@ -50,6 +50,9 @@ use tokio::time::{Instant, sleep_until, timeout};
 
 /// Messages per frame at most.
 pub const MAX_BATCH: usize = 512;
+
+/// The largest write buffer a link session keeps between writes.
+const OUT_BUFFER_KEPT_BYTES: usize = 1 << 20;
 
 /// How long a connection attempt or a welcome may take before the link
 /// counts the peer as unreachable and backs off.
@@ -559,6 +562,10 @@ async fn session<M: Message>(
             }
         }
     });
+    // One buffer for every frame this session writes, kept from write to
+    // write: a batch runs to tens of kilobytes, and a fresh one each time
+    // is page faults on the node's thread.
+    let mut out = Vec::new();
     let result = async {
         loop {
             // Send everything that is due, in order, in batches.
@@ -570,23 +577,25 @@ async fn session<M: Message>(
                 if start >= q.window.len() {
                     break;
                 }
-                let mut msgs = Vec::new();
                 let first_seq = q.window[start].seq;
+                let mut n = 0;
                 for it in q.window.iter().skip(start) {
                     if it.due > now {
                         next_due = Some(it.due);
                         break;
                     }
-                    msgs.push(it.msg.clone());
-                    if msgs.len() == MAX_BATCH {
+                    n += 1;
+                    if n == MAX_BATCH {
                         break;
                     }
                 }
-                if msgs.is_empty() {
+                if n == 0 {
                     break;
                 }
-                next_send = first_seq + msgs.len() as u64;
-                write_all(&mut wr, &encode(&Wire::Peer { first_seq, msgs }), q, rx, stop).await?;
+                next_send = first_seq + n as u64;
+                out.clear();
+                out = encode_peer_batch_into(first_seq, q.window.range(start..start + n).map(|it| &it.msg), out);
+                write_all(&mut wr, &out, q, rx, stop).await?;
             }
             // Then the ephemeral messages whose predecessors are all out.
             // Of each kind, only the newest sendable one goes out.
@@ -607,7 +616,8 @@ async fn session<M: Message>(
             }
             // Transient messages in order, those due together in one write;
             // each is taken off the queue before it is written (at most once).
-            let mut frames = Vec::new();
+            let mut frames = std::mem::take(&mut out);
+            frames.clear();
             while let Some(&(after_seq, due, _)) = q.transient.front() {
                 if after_seq > next_send {
                     break;
@@ -617,17 +627,22 @@ async fn session<M: Message>(
                     break;
                 }
                 let (after_seq, _, msg) = q.transient.pop_front().expect("just seen");
-                frames.extend_from_slice(&encode(&Wire::Ephemeral { after_seq, msg }));
+                frames = encode_into(&Wire::Ephemeral { after_seq, msg }, frames);
                 if frames.len() >= 64 * 1024 {
                     next_due = Some(now); // the rest right after this write
                     break;
                 }
             }
             for (after_seq, _, msg) in ready {
-                frames.extend_from_slice(&encode(&Wire::Ephemeral { after_seq, msg }));
+                frames = encode_into(&Wire::Ephemeral { after_seq, msg }, frames);
             }
             if !frames.is_empty() {
                 write_all(&mut wr, &frames, q, rx, stop).await?;
+            }
+            out = frames;
+            // A burst of large values leaves a large buffer; it is not kept.
+            if out.capacity() > OUT_BUFFER_KEPT_BYTES {
+                out = Vec::new();
             }
             tokio::select! {
                 it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },

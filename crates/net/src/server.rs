@@ -18,7 +18,9 @@
 
 use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
-use crate::frame::{FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, encode_into, read_frame};
+use crate::frame::{
+    FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, encode_into, read_frame, read_frame_into,
+};
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
@@ -717,14 +719,15 @@ impl<M: Message> Acceptor<M> {
                 }
             }
         });
+        let mut body = Vec::new();
         loop {
             let read = tokio::select! {
-                r = read_frame(&mut rd, max) => r,
+                r = read_frame_into(&mut rd, max, &mut body) => r,
                 _ = stop.changed() => break,
             };
             let frame = match read {
-                Ok(Some(b)) => decode::<M>(&b),
-                Ok(None) => break,
+                Ok(true) => decode::<M>(&body),
+                Ok(false) => break,
                 Err(e) => Err(e),
             };
             match frame {
@@ -803,12 +806,13 @@ impl<M: Message> Acceptor<M> {
         // One timer per connection, moved later at each request (an atomic
         // update in tokio), rather than a new one per request.
         let mut idle_timer = Box::pin(tokio::time::sleep(idle));
+        let mut body = Vec::new();
         loop {
             // Closing mid-frame is fine: a client that sends half a frame and
             // stalls for the idle timeout is gone either way.
             idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
             let read = tokio::select! {
-                r = read_frame(&mut rd, limits.max_frame_bytes) => Ok(r),
+                r = read_frame_into(&mut rd, limits.max_frame_bytes, &mut body) => Ok(r),
                 () = idle_timer.as_mut() => Err(()),
                 _ = stop.changed() => break,
             };
@@ -817,8 +821,8 @@ impl<M: Message> Acceptor<M> {
                     tracing::debug!(node = self.node.0, client = client.0, "closing an idle client connection");
                     break;
                 }
-                Ok(Ok(Some(b))) => decode::<M>(&b),
-                Ok(Ok(None)) => break,
+                Ok(Ok(true)) => decode::<M>(&body),
+                Ok(Ok(false)) => break,
                 Ok(Err(e)) => Err(e),
             };
             let refusal = match frame {
