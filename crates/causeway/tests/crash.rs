@@ -609,3 +609,88 @@ fn eiger_wot_survives_kill_9_of_any_participant() {
     drop(nodes);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stabilization protocol's snapshot leaves out the superseded versions
+/// its GC would drop ([`causeway_core::Server::snapshot_floor`]); what it
+/// keeps must still hold each key's newest write. For each of CausalSpartanX,
+/// Cure and Contrarian: overwrite a few keys for longer than the GC's grace
+/// (1 s) while filler writes compact the log every 16 KiB, `kill -9` DC 0's
+/// server, restart it, and read every key's last acknowledged value back.
+#[test]
+fn a_snapshot_cut_at_the_gc_horizon_keeps_every_keys_newest_write() {
+    for p in [ProtocolName::CausalSpartanX, ProtocolName::Cure, ProtocolName::Contrarian] {
+        let dir = std::env::temp_dir().join(format!("causeway-cut-{p}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config_path = dir.join("cluster.toml");
+        let [a, b] = free_ports();
+        let text = format!(
+            "cluster_id = \"cut-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n\
+             [topology]\ndcs = 2\npartitions = 1\n[tls]\nplaintext = true\n[storage]\nfsync = \"always\"\n\
+             snapshot_bytes = 16384\n",
+            dir.join("data").display(),
+        );
+        std::fs::write(&config_path, text).unwrap();
+        let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
+        let mut nodes = Nodes(vec![start(&config_path, 0), start(&config_path, 1)]);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            with_protocol!(p, P => {
+                let hot: Vec<Bytes> = (0..4).map(|i| Bytes::from(format!("hot{i}"))).collect();
+                let mut last: Vec<Option<Bytes>> = vec![None; hot.len()];
+                // Until the servers listen.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let mut s = loop {
+                    let mut s = Session::<P>::new(cluster.clone(), DcId(0), 1).unwrap();
+                    match s.put(Bytes::from_static(b"ready"), Bytes::from_static(b"1")).await {
+                        Ok(()) => break s,
+                        Err(e) => assert!(Instant::now() < deadline, "{p}: the cluster never took a write: {e}"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                let started = Instant::now();
+                let mut round = 0u32;
+                while started.elapsed() < Duration::from_millis(2_500) {
+                    for (i, k) in hot.iter().enumerate() {
+                        let v = Bytes::from(format!("{k:?} round {round}"));
+                        s.put(k.clone(), v.clone()).await.unwrap_or_else(|e| panic!("{p}: put {k:?}: {e}"));
+                        last[i] = Some(v);
+                    }
+                    for j in 0..20 {
+                        let f = Bytes::from(format!("filler{round}-{j}"));
+                        s.put(f.clone(), f).await.unwrap_or_else(|e| panic!("{p}: filler put: {e}"));
+                    }
+                    round += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                nodes.0[0].kill().unwrap(); // SIGKILL
+                nodes.0[0].wait().unwrap();
+                nodes.0[0] = start(&config_path, 0);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let mut r = loop {
+                    match Session::<P>::new(cluster.clone(), DcId(0), 2) {
+                        Ok(r) => break r,
+                        Err(e) => assert!(Instant::now() < deadline, "{p}: no session after the restart: {e}"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                for (k, v) in hot.iter().zip(&last) {
+                    let got = loop {
+                        match r.get(k.clone()).await {
+                            Ok(got) => break got,
+                            Err(e) => {
+                                assert!(Instant::now() < deadline, "{p}: get {k:?} after the restart: {e}");
+                                r = Session::<P>::new(cluster.clone(), DcId(0), 2).unwrap();
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        }
+                    };
+                    assert_eq!(got.as_ref(), v.as_ref(), "{p}: {k:?} after the restart is not its last write");
+                }
+            })
+        });
+        drop(nodes);
+        assert!(dir.join("data/node-0/snapshot").exists(), "{p}: the log was never compacted");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -81,6 +81,6 @@ pub use protocol::{
     Client, ClientCtx, ClientEnv, Faults, LivenessEnv, Message, NodeCtx, Observation, Op, OpError, OpKind, OpResult,
     Protocol, Server, ServerEnv, wire_size,
 };
-pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed, MvStore, Versioned};
+pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed, MvStore, SnapshotFloor, Versioned};
 pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
 pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};

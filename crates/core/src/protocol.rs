@@ -443,6 +443,16 @@ pub trait Server {
     fn on_client(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, from: ClientId, msg: Self::Msg);
     fn on_peer(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, from: NodeId, msg: Self::Msg);
     fn on_timer(&mut self, env: &mut impl ServerEnv<Self::Msg, Self::Version>, token: u64);
+    /// Where a snapshot of the store may cut each key's versions, as of
+    /// now: the versions older than the newest one the floor holds of are
+    /// garbage the protocol's collection has not reached yet (a
+    /// stabilization protocol's pass waits for a key to go quiet), so a
+    /// checkpoint need not copy and write them. `None`, the default, keeps
+    /// every version. The network runtime asks when a checkpoint begins
+    /// ([`MvStore::begin_freeze`]).
+    fn snapshot_floor(&self) -> Option<crate::SnapshotFloor<Self::Version>> {
+        None
+    }
 }
 
 /// The client half of a protocol: one sequential session.

@@ -68,6 +68,12 @@ impl<V: Versioned> Chain<V> {
 /// snapshot thread.
 pub type FreezeEncoder<V> = fn(key: &[u8], versions: &[V], out: &mut Vec<u8>);
 
+/// Where a freeze may cut a key's versions ([`crate::Server::snapshot_floor`]):
+/// true of the newest version every read can still ask for at the oldest.
+/// The copy keeps that one and the newer ones; the older ones are garbage
+/// the protocol's collection has not reached yet, and would drop.
+pub type SnapshotFloor<V> = Box<dyn Fn(&V) -> bool + Send>;
+
 /// The buffers a freeze copies into, handed back by [`Frozen::into_buffers`]
 /// for the next one. A buffer used before has its pages mapped: fresh ones
 /// the size of the copy made the kernel zero that many pages, on the
@@ -139,7 +145,6 @@ impl FreezeBuffers {
 /// A copy of the store as it stood when [`MvStore::begin_freeze`] ran,
 /// filled by [`MvStore::freeze_step`] in key-index order and, for a chain
 /// about to change first, by the change itself (copy before write).
-#[derive(Debug)]
 struct Freeze<V> {
     epoch: u64,
     /// Chains at indices below this existed at the start; later ones did not.
@@ -147,9 +152,23 @@ struct Freeze<V> {
     /// The next index `freeze_step` looks at.
     next: usize,
     encode: FreezeEncoder<V>,
+    /// Where each chain may be cut, as of the freeze's start.
+    floor: Option<SnapshotFloor<V>>,
     /// The copied chains, encoded in the order they were copied, and each
     /// one's key index and place.
     copy: FreezeBuffers,
+}
+
+impl<V> std::fmt::Debug for Freeze<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Freeze")
+            .field("epoch", &self.epoch)
+            .field("end", &self.end)
+            .field("next", &self.next)
+            .field("floor", &self.floor.is_some())
+            .field("copy", &self.copy)
+            .finish()
+    }
 }
 
 /// A finished copy of the store as it stood when [`MvStore::begin_freeze`]
@@ -300,8 +319,12 @@ fn preserve<V>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: 
         && chain.frozen != f.epoch
     {
         chain.frozen = f.epoch;
+        // The floor is the horizon of the freeze's start, and so is the
+        // chain (this is its first change since): what the cut leaves out,
+        // collection at that horizon would have dropped.
+        let from = f.floor.as_ref().and_then(|floor| chain.versions.iter().rposition(floor)).unwrap_or(0);
         if !chain.versions.is_empty() {
-            f.copy.push_chain(index, f.encode, key, &chain.versions);
+            f.copy.push_chain(index, f.encode, key, &chain.versions[from..]);
         }
     }
 }
@@ -648,13 +671,22 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// and a snapshot made of it is exact with the log position at this
     /// call. The network runtime's checkpoint uses it, so that a large
     /// store does not stop the node for the whole copy.
-    pub fn begin_freeze(&mut self, encode: FreezeEncoder<V>, mut buffers: FreezeBuffers) {
+    ///
+    /// With a `floor`, each chain is copied from its newest version the
+    /// floor holds of: the older ones, which the protocol's collection would
+    /// drop, stay out of the copy (and of the snapshot made of it).
+    pub fn begin_freeze(
+        &mut self,
+        encode: FreezeEncoder<V>,
+        mut buffers: FreezeBuffers,
+        floor: Option<SnapshotFloor<V>>,
+    ) {
         assert!(self.freeze.is_none(), "one freeze at a time");
         self.freeze_epoch += 1;
         buffers.clear();
         buffers.chains.reserve(self.chains.len());
         let end = self.chains.len();
-        self.freeze = Some(Freeze { epoch: self.freeze_epoch, end, next: 0, encode, copy: buffers });
+        self.freeze = Some(Freeze { epoch: self.freeze_epoch, end, next: 0, encode, floor, copy: buffers });
     }
 
     /// Whether a freeze is under way.
@@ -667,7 +699,7 @@ impl<V: Versioned + Clone> MvStore<V> {
     pub fn freeze_step(&mut self, max_keys: usize) -> Option<Frozen> {
         let f = self.freeze.as_mut().expect("freeze_step without begin_freeze");
         let (start, end) = (f.next, f.end);
-        f.next = end.min(start + max_keys);
+        f.next = end.min(start.saturating_add(max_keys));
         for i in start..f.next {
             let (key, chain) = self.chains.get_index_mut(i).expect("chains are never removed");
             // A chain changed since the start was copied then; the rest now.
@@ -979,7 +1011,7 @@ mod tests {
             for freeze in 0..3 {
                 let before = contents(&s);
                 let first_stored: Vec<Key> = s.chains.keys().map(|k| Key::copy_from_slice(k)).collect();
-                s.begin_freeze(encode_m, std::mem::take(&mut buffers));
+                s.begin_freeze(encode_m, std::mem::take(&mut buffers), None);
                 let copy = loop {
                     match next(6) {
                         0 => {
@@ -1065,7 +1097,7 @@ mod tests {
         let mut buffers = FreezeBuffers::default();
         let mut capacity = 0;
         for round in 0..2 {
-            s.begin_freeze(encode_m, std::mem::take(&mut buffers));
+            s.begin_freeze(encode_m, std::mem::take(&mut buffers), None);
             let copy = s.freeze_step(usize::MAX).expect("one step copies everything");
             assert!(copy.copy.used > 3, "the copy spans chunks");
             let mut got: Vec<(Key, M)> = copy.ordered().flat_map(decode_m).collect();
@@ -1079,10 +1111,39 @@ mod tests {
         }
     }
 
+    /// With a floor, a chain is copied from its newest version the floor
+    /// holds of, whether a step copies it or a write to it does first (as
+    /// it stood before the write); a chain the floor holds of nowhere is
+    /// copied whole. The store itself keeps every version.
+    #[test]
+    fn a_freeze_with_a_floor_leaves_out_what_collection_would_drop() {
+        let mut s: MvStore<M> = MvStore::new();
+        for k in ["a", "b", "c"] {
+            for v in 1..=4u64 {
+                s.insert(k.as_bytes(), M(v, Bytes::from_static(b"x"), 0));
+            }
+        }
+        s.insert(b"d", M(3, Bytes::from_static(b"x"), 0));
+        s.insert(b"d", M(4, Bytes::from_static(b"x"), 0));
+        s.begin_freeze(encode_m, FreezeBuffers::default(), Some(Box::new(|m: &M| m.0 <= 2)));
+        assert!(s.freeze_step(1).is_none(), "one key a step");
+        s.insert(b"c", M(5, Bytes::from_static(b"x"), 0));
+        let copy = s.freeze_step(usize::MAX).expect("the rest");
+        let got: Vec<(String, u64)> =
+            copy.ordered().flat_map(decode_m).map(|(k, m)| (String::from_utf8(k.to_vec()).unwrap(), m.0)).collect();
+        let want: Vec<(String, u64)> = [("a", 2), ("a", 3), ("a", 4), ("b", 2), ("b", 3), ("b", 4)]
+            .into_iter()
+            .chain([("c", 2), ("c", 3), ("c", 4), ("d", 3), ("d", 4)])
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(s.versions(b"a").len(), 4, "the store keeps what the copy leaves out");
+    }
+
     #[test]
     fn a_freeze_of_an_empty_store_completes_at_once() {
         let mut s: MvStore<M> = MvStore::new();
-        s.begin_freeze(encode_m, FreezeBuffers::default());
+        s.begin_freeze(encode_m, FreezeBuffers::default(), None);
         assert!(s.freezing());
         assert_eq!(s.freeze_step(1).map(|c| (c.chains(), c.byte_len())), Some((0, 0)));
         assert!(!s.freezing());

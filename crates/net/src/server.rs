@@ -1432,7 +1432,13 @@ impl<P: Protocol> ProtocolLoop<P> {
                 records.push(LogRecord::PeerIncarnation { node: NodeId(i as u32), incarnation });
             }
         }
-        self.store.begin_freeze(frame_versions::<P::Version>, std::mem::take(&mut self.freeze_spare));
+        // What the protocol's collection would drop stays out of the copy: a
+        // stabilization protocol's store holds a superseded version of most
+        // keys until its pass gets to them, which more than doubled its
+        // snapshots over Eventual's (23 MB against 9 MB on DKVF's
+        // configuration) and with them the checkpoint's time on this thread.
+        let floor = self.server.snapshot_floor();
+        self.store.begin_freeze(frame_versions::<P::Version>, std::mem::take(&mut self.freeze_spare), floor);
         let logged_acked = self.logged_acked.clone();
         let rotate_us = started.elapsed().as_micros() as u64;
         self.freezing = Some(Freezing { pending, records, logged_acked, started, rotate_us, copy_us: 0, turns: 0 });

@@ -126,6 +126,23 @@ impl<S: Clone + PartialEq> VersionGc<S> {
         landed
     }
 
+    /// Where a snapshot may cut each key's versions
+    /// ([`causeway_core::Server::snapshot_floor`]): at the newest one
+    /// `visible` at the horizon as it stands, which is where this
+    /// collection cuts too. A key that went quiet keeps a superseded
+    /// version in the store until the pass reaches it (`quiet_us`); a
+    /// checkpoint need not copy it. `None` until there is a horizon.
+    pub fn snapshot_floor<V: 'static>(
+        &self,
+        visible: impl Fn(&V, &S) -> bool + Send + 'static,
+    ) -> Option<causeway_core::SnapshotFloor<V>>
+    where
+        S: Send + 'static,
+    {
+        let horizon = self.horizon()?.clone();
+        Some(Box::new(move |v| visible(v, &horizon)))
+    }
+
     /// The stable vector every read's snapshot is at or above: the newest
     /// recorded one at least `gc_grace_us` old, once [`VersionGc::collect`]
     /// has found one.
@@ -350,6 +367,29 @@ mod tests {
         assert_eq!(store.versions(&k).len(), 2);
         gc.collect(&mut store, 16_000, &4, 500, visible);
         assert_eq!(orders(&store, &k), vec![4]);
+    }
+
+    /// A snapshot's floor is the collection's own cut: none before there is
+    /// a horizon; then, of a quiet key the pass has not reached, it holds of
+    /// the newest version inside the horizon, so a checkpoint leaves out
+    /// exactly what the pass later drops.
+    #[test]
+    fn a_snapshots_floor_cuts_where_the_pass_will() {
+        let (mut store, _, k) = fixture();
+        let mut gc: VersionGc<u64> = VersionGc::new(5_000);
+        for t in [1, 2, 3, 4] {
+            gc.apply(&mut store, &k, v(t), visible);
+        }
+        assert!(gc.snapshot_floor(visible).is_none(), "no horizon yet");
+        gc.collect(&mut store, 1_000, &2, 500, visible);
+        gc.collect(&mut store, 1_600, &2, 500, visible);
+        assert_eq!(orders(&store, &k), vec![1, 2, 3, 4], "quiet for less than 5 000 us: not collected yet");
+        let floor = gc.snapshot_floor(visible).expect("a horizon (2, recorded at 1 000)");
+        let cut = store.versions(&k).iter().rposition(floor).expect("a version inside the horizon");
+        let copied: Vec<u64> = store.versions(&k)[cut..].iter().map(|x| x.0).collect();
+        assert_eq!(copied, vec![2, 3, 4]);
+        gc.collect(&mut store, 6_000, &2, 500, visible);
+        assert_eq!(orders(&store, &k), copied, "the pass, once the key is quiet, cuts at the same version");
     }
 
     /// The pass leaves alone a key queued after the horizon was recorded

@@ -8,7 +8,7 @@ use crate::stabilization::version_gc::VersionGc;
 use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
     ClientId, DcId, DepSet, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId,
-    Server, ServerEnv, Topology, Versioned,
+    Server, ServerEnv, SnapshotFloor, Topology, Versioned,
 };
 use std::sync::Arc;
 
@@ -182,6 +182,13 @@ impl Server for CsxServer {
             TIMER_STABILIZE => self.stabilize(env),
             _ => {}
         }
+    }
+
+    /// A checkpoint leaves out the superseded versions this node's GC
+    /// would collect at its horizon but has not reached yet
+    /// ([`VersionGc::snapshot_floor`]).
+    fn snapshot_floor(&self) -> Option<SnapshotFloor<Version>> {
+        self.gc.snapshot_floor(|v: &Version, horizon: &Vec<Hlc>| slice_visible(v, horizon))
     }
 }
 

@@ -7,7 +7,7 @@ use crate::stabilization::version_gc::VersionGc;
 use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
     ClientId, DcId, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server,
-    ServerEnv, Topology, Value, Versioned, vmax,
+    ServerEnv, SnapshotFloor, Topology, Value, Versioned, vmax,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -184,6 +184,14 @@ impl Server for ContrarianServer {
             TIMER_STABILIZE => p.stabilize(env),
             _ => {}
         }
+    }
+
+    /// A checkpoint leaves out the superseded versions this node's GC
+    /// would collect at its horizon but has not reached yet
+    /// ([`VersionGc::snapshot_floor`]).
+    fn snapshot_floor(&self) -> Option<SnapshotFloor<Version>> {
+        let p = self.part.as_ref()?;
+        p.gc.snapshot_floor(gc_visible(p.m))
     }
 }
 
