@@ -243,6 +243,9 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<O
     Ok(read_frame_into(r, max, &mut body).await?.then_some(body))
 }
 
+/// The largest frame buffer [`read_frame_into`] keeps for a smaller frame.
+const READ_BUFFER_KEPT_BYTES: usize = 1 << 20;
+
 /// [`read_frame`] into `body`, replacing what it held; `Ok(false)` on a
 /// clean end of stream between frames. A connection that reads frame after
 /// frame keeps one allocation: a peer link's batches run to tens of
@@ -265,6 +268,12 @@ pub async fn read_frame_into<R: AsyncRead + Unpin>(
     let len = u32::from_be_bytes(len) as usize;
     if len > max {
         return Err(FrameError::TooLarge { len, max });
+    }
+    // A large frame's buffer is not kept for the small ones after it: a
+    // client that once sent a large value would hold that much per
+    // connection.
+    if body.capacity() > READ_BUFFER_KEPT_BYTES && len <= READ_BUFFER_KEPT_BYTES {
+        *body = Vec::new();
     }
     body.clear();
     body.resize(len, 0);
@@ -341,6 +350,19 @@ mod tests {
         assert!(read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
         assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Ack { next_seq: 2 }));
         assert!(!read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
+        // A frame past the kept size is read whole; the next, small one
+        // does not keep its buffer.
+        let huge = encode::<Msg>(&Wire::Request(Msg::PutReq { key: "k".into(), value: vec![3; 2 << 20].into() }));
+        let small = encode::<Msg>(&Wire::Ack { next_seq: 9 });
+        let both = [huge, small].concat();
+        let mut r = &both[..];
+        assert!(read_frame_into(&mut r, 4 << 20, &mut body).await.unwrap());
+        assert!(
+            matches!(decode::<Msg>(&body).unwrap(), Wire::Request(Msg::PutReq { value, .. }) if value.len() == 2 << 20)
+        );
+        assert!(read_frame_into(&mut r, 4 << 20, &mut body).await.unwrap());
+        assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Ack { next_seq: 9 }));
+        assert!(body.capacity() <= READ_BUFFER_KEPT_BYTES, "a large frame's buffer kept: {}", body.capacity());
     }
 
     /// Random bytes never panic the decoder (the cargo-fuzz target in
