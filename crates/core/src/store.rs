@@ -319,9 +319,9 @@ fn preserve<V>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: 
         && chain.frozen != f.epoch
     {
         chain.frozen = f.epoch;
-        // The floor is the horizon of the freeze's start, and so is the
-        // chain (this is its first change since): what the cut leaves out,
-        // collection at that horizon would have dropped.
+        // The chain is as it stood at the freeze's start (this is its first
+        // change since), and the floor is that moment's horizon: what the
+        // cut leaves out, collection then would have dropped.
         let from = f.floor.as_ref().and_then(|floor| chain.versions.iter().rposition(floor)).unwrap_or(0);
         if !chain.versions.is_empty() {
             f.copy.push_chain(index, f.encode, key, &chain.versions[from..]);

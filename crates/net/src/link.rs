@@ -616,8 +616,7 @@ async fn session<M: Message>(
             }
             // Transient messages in order, those due together in one write;
             // each is taken off the queue before it is written (at most once).
-            let mut frames = std::mem::take(&mut out);
-            frames.clear();
+            out.clear();
             while let Some(&(after_seq, due, _)) = q.transient.front() {
                 if after_seq > next_send {
                     break;
@@ -627,19 +626,18 @@ async fn session<M: Message>(
                     break;
                 }
                 let (after_seq, _, msg) = q.transient.pop_front().expect("just seen");
-                frames = encode_into(&Wire::Ephemeral { after_seq, msg }, frames);
-                if frames.len() >= 64 * 1024 {
+                out = encode_into(&Wire::Ephemeral { after_seq, msg }, out);
+                if out.len() >= 64 * 1024 {
                     next_due = Some(now); // the rest right after this write
                     break;
                 }
             }
             for (after_seq, _, msg) in ready {
-                frames = encode_into(&Wire::Ephemeral { after_seq, msg }, frames);
+                out = encode_into(&Wire::Ephemeral { after_seq, msg }, out);
             }
-            if !frames.is_empty() {
-                write_all(&mut wr, &frames, q, rx, stop).await?;
+            if !out.is_empty() {
+                write_all(&mut wr, &out, q, rx, stop).await?;
             }
-            out = frames;
             // A burst of large values leaves a large buffer; it is not kept.
             if out.capacity() > OUT_BUFFER_KEPT_BYTES {
                 out = Vec::new();
