@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::equivalents_elsewhere;
-use causeway_core::{ClientId, DcId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Topology};
+use causeway_core::{ClientId, DcId, Key, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology};
 use std::sync::Arc;
 
 pub struct EventualServer {
@@ -9,11 +9,22 @@ pub struct EventualServer {
     /// Timestamps are unique per server: max(clock, last + 1).
     last_ts: u64,
     topology: Arc<Topology>,
+    /// By partition: its servers in the other DCs, where a write here is
+    /// replicated. Worked out once, not per write.
+    peers: Vec<Vec<NodeId>>,
 }
 
 impl EventualServer {
     pub(super) fn new(_cfg: &Config, ctx: NodeCtx) -> EventualServer {
-        EventualServer { dc: ctx.role.dc(), last_ts: 0, topology: ctx.topology }
+        let dc = ctx.role.dc();
+        let peers = (0..ctx.topology.partitions())
+            .map(|p| equivalents_elsewhere(&ctx.topology, PartitionId(p as u32), dc))
+            .collect();
+        EventualServer { dc, last_ts: 0, topology: ctx.topology, peers }
+    }
+
+    fn peers_of(&self, key: &[u8]) -> &[NodeId] {
+        &self.peers[self.topology.partition_of(key).0 as usize]
     }
 }
 
@@ -29,25 +40,25 @@ impl EventualServer {
 type RowWrites = Vec<(Key, Version)>;
 
 impl EventualServer {
-    /// A client's write: stamp, apply, replicate.
+    /// A client's write: stamp, apply, replicate. The last of the store and
+    /// the peers' messages takes the version itself, the others a copy.
     fn write(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, value: causeway_core::Value) {
-        let version = self.stamp_and_apply(env, &key, value);
-        let p = self.topology.partition_of(&key);
-        for n in equivalents_elsewhere(&self.topology, p, self.dc) {
+        let version = self.stamp(env, &key, value);
+        let Some((&last, rest)) = self.peers_of(&key).split_last() else {
+            Self::apply(env, &key, version);
+            return;
+        };
+        Self::apply(env, &key, version.clone());
+        for &n in rest {
             env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
         }
+        env.send(last, Msg::Replicate { key, version });
     }
 
-    /// Stamp a client's write and apply it here.
-    fn stamp_and_apply(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        key: &Key,
-        value: causeway_core::Value,
-    ) -> Version {
+    /// Stamp a client's write, visible here at once.
+    fn stamp(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, value: causeway_core::Value) -> Version {
         self.last_ts = env.now_us().max(self.last_ts + 1);
         let version = Version { value, ts: self.last_ts, dc: self.dc };
-        Self::apply(env, key, version.clone());
         env.observe(Observation::Visible { key, value: &version.value, origin: self.dc, written_us: version.ts });
         version
     }
@@ -83,15 +94,15 @@ impl EventualServer {
                 self.write(env, key, value);
                 continue;
             }
-            let version = self.stamp_and_apply(env, &key, value);
+            let version = self.stamp(env, &key, value);
+            Self::apply(env, &key, version.clone());
             match rows.iter_mut().find(|(x, _)| *x == r) {
                 Some((_, ws)) => ws.push((key, version)),
                 None => rows.push((r, vec![(key, version)])),
             }
         }
         for (_, writes) in rows {
-            let p = self.topology.partition_of(&writes[0].0);
-            for n in equivalents_elsewhere(&self.topology, p, self.dc) {
+            for &n in self.peers_of(&writes[0].0) {
                 env.send(n, Msg::ReplicateRow { writes: writes.clone() });
             }
         }

@@ -91,9 +91,17 @@ pub(super) fn remember(map: &mut BTreeMap<Key, Cached>, key: Key, c: Cached) {
 }
 
 pub(super) enum Pending {
-    Get { key: Key },
-    Put { key: Key, value: Value },
-    Rot { keys: Vec<Key> },
+    Get {
+        key: Key,
+    },
+    /// The key and value, kept only if the new version will be cached
+    /// (see [`CsxClient::will_cache_put`]).
+    Put {
+        kept: Option<(Key, Value)>,
+    },
+    Rot {
+        keys: Vec<Key>,
+    },
 }
 
 impl CsxClient {
@@ -157,16 +165,30 @@ impl CsxClient {
         }
     }
 
+    /// Whether the version a PUT sent now writes will be cached when its
+    /// reply comes (note_seen's rule): DSc has a remote entry DSVc does not
+    /// cover. Neither changes before that reply (one operation at a time, and
+    /// the reply raises only the local entry), so [`Client::invoke`] decides
+    /// here and copies the key and value only for a version it will cache;
+    /// most PUTs then send theirs without a copy.
+    fn will_cache_put(&self) -> bool {
+        !self.paper_dsv_merge && !covered_remote(&self.ds, &self.dsv, self.ctx.dc)
+    }
+
     /// PUT reply: DSc = maxDS(DSc, {⟨sr, ut⟩}).
-    fn finish_put(&mut self, key: Key, value: Value, stamp: Stamp) -> Result<(), OpError> {
-        if stamp.sr.idx() >= self.dsv.len() {
+    fn finish_put(&mut self, kept: Option<(Key, Value)>, stamp: Stamp) -> Result<(), OpError> {
+        // The stamp is the local DC's: a PUT goes to this DC's server (full
+        // replication, clients are sticky). Any other would also break
+        // `will_cache_put`'s premise.
+        if stamp.sr != self.ctx.dc {
             return Err(malformed("put reply"));
         }
         self.ds.raise(stamp.sr, stamp.ut);
+        assert_eq!(kept.is_some(), self.will_cache_put(), "CausalSpartanX: a PUT's caching was decided at invoke");
         // The session ran nothing else since it sent DSc with the PUT, so
         // DSc is now the new version's `maxDS(ds, {⟨sr, ut⟩})`: cache the
-        // version with it (note_seen's rule), copying it only if needed.
-        if !self.paper_dsv_merge && !covered_remote(&self.ds, &self.dsv, self.ctx.dc) {
+        // version with it.
+        if let Some((key, value)) = kept {
             let ds = self.ds.clone();
             remember(&mut self.cache, key, Cached { value, ut: stamp.ut, sr: stamp.sr, ds });
         }
@@ -212,17 +234,10 @@ impl Client for CsxClient {
             }
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                env.send(
-                    to,
-                    Msg::PutReq {
-                        key: key.clone(),
-                        value: value.clone(),
-                        ds: self.ds.clone(),
-                        dsv: self.dsv.clone(),
-                        past: self.past(),
-                    },
-                );
-                self.pending = Some(Pending::Put { key, value });
+                let kept = self.will_cache_put().then(|| (key.clone(), value.clone()));
+                let put = Msg::PutReq { key, value, ds: self.ds.clone(), dsv: self.dsv.clone(), past: self.past() };
+                env.send(to, put);
+                self.pending = Some(Pending::Put { kept });
             }
             Op::Rot { keys } => {
                 let Some(first) = keys.first() else {
@@ -243,8 +258,8 @@ impl Client for CsxClient {
         let Some(pending) = self.pending.take() else { return };
         let result = match (pending, msg) {
             (Pending::Get { key }, Msg::GetReply(r)) => r.and_then(|ok| self.finish_get(key, ok)).map(OpResult::Get),
-            (Pending::Put { key, value }, Msg::PutReply(r)) => {
-                r.and_then(|stamp| self.finish_put(key, value, stamp)).map(|()| OpResult::Put)
+            (Pending::Put { kept }, Msg::PutReply(r)) => {
+                r.and_then(|stamp| self.finish_put(kept, stamp)).map(|()| OpResult::Put)
             }
             (Pending::Rot { keys }, Msg::RotReply(r)) => r.and_then(|ok| self.finish_rot(&keys, ok)).map(OpResult::Rot),
             (p, _) => {

@@ -202,9 +202,9 @@ impl CsxServer {
         // Line 2: DSV = max(DSV, dsv). The client's DSV is genuine: it came from this DC.
         self.raise_dsv(env, dsv.iter().copied().enumerate());
         // Line 3: the latest version that is local or whose dependencies are all stable.
-        let (m, dsv) = (self.m, &self.dsv);
+        let (m, stable) = (self.m, &self.dsv);
         let skip = self.cfg.mutant_skip_visibility_check;
-        let d = env.store().latest_where(&key, |d| skip || get_visible(d, m, dsv));
+        let d = env.store().latest_where(&key, |d| skip || get_visible(d, m, stable));
         // Line 4: ds = maxDS(d.ds, {⟨d.sr, d.ut⟩}).
         let (item, ds, past) = match d {
             // Deviation 14: a local version hands its reader the part of its
@@ -212,8 +212,11 @@ impl CsxServer {
             Some(d) => (Some(d.read_item()), d.full_ds(), uncovered_past(&d.past, &self.dsv, m)),
             None => (None, DepSet::new(), Vec::new()),
         };
-        // Line 5.
-        env.reply(from, Msg::GetReply(Ok(GetOk { item, ds, dsv: self.dsv.clone(), past })));
+        // Line 5. The request's vector, checked to be as long, carries the
+        // DSV back: no new one per GET.
+        let mut reply_dsv = dsv;
+        reply_dsv.copy_from_slice(&self.dsv);
+        env.reply(from, Msg::GetReply(Ok(GetOk { item, ds, dsv: reply_dsv, past })));
     }
 
     /// Alg 5.2 lines 6–19. Never waits: the HLC moves past the dependency time.

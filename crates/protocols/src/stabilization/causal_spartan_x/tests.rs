@@ -525,6 +525,32 @@ fn malformed_input_is_refused_without_panicking() {
     ));
 }
 
+/// A PUT reply stamped by another DC's server is refused as malformed: a PUT
+/// goes to this DC's server, and the client decides when it sends the PUT
+/// whether the reply's version will be cached, which holds only for a stamp
+/// that raises the local entry of DSc.
+#[test]
+fn a_put_reply_stamped_by_another_dc_is_malformed() {
+    let mut net = net(2, 1);
+    let c = cl(0, 0);
+    let k = bytes("k");
+    net.invoke(c, Op::Put { key: k.clone(), value: bytes("v") });
+    let request = net.queue.pop().expect("the PUT request");
+    assert!(matches!(request.msg, Msg::PutReq { .. }), "{request:?}");
+    for sr in [DC1, DcId(7)] {
+        net.queue.push(InFlight {
+            from: request.to,
+            to: Dest::Client(c),
+            msg: Msg::PutReply(Ok(Stamp { ut: Hlc::new(5, 0), sr })),
+        });
+        assert!(net.deliver_first(|m| m.to == Dest::Client(c)));
+        let result = net.take_result(c).expect("the PUT ends");
+        assert!(matches!(&result, OpResult::Failed(OpError::Aborted(e)) if e.contains("malformed")), "{result:?}");
+        net.invoke(c, Op::Put { key: k.clone(), value: bytes("v") });
+        net.queue.pop().expect("the next PUT request");
+    }
+}
+
 /// Issue 13, stall 2 (deviation 14, which replaced deviation 13's wait): the
 /// case that used to "taint" a reader, while DC0 is cut off from DC1. The
 /// reader read another client's local write `l` that depends on a remote `x`
