@@ -1,7 +1,7 @@
 //! Test scaffolding the stabilization protocols share: nets whose
 //! operations include their ROT slices, and client naming.
 
-use crate::kit::testkit::{InFlight, TestNet, client_traffic};
+use crate::kit::testkit::{InFlight, TestNet, client_traffic, get, put, stabilize};
 use causeway_core::{ClientId, DcId, Message, Protocol, TopologySpec};
 
 /// Sessions per DC in these nets.
@@ -33,6 +33,30 @@ pub fn net_spec<P: Protocol>(spec: TopologySpec, cfg: P::Config) -> TestNet<P> {
 
 pub fn net_with<P: Protocol>(dcs: u16, partitions: u32, cfg: P::Config) -> TestNet<P> {
     net_spec(TopologySpec::full(dcs, partitions), cfg)
+}
+
+/// The GC horizon is journaled, and a restart resumes the stable vector
+/// (CausalSpartanX's DSV, Cure's GST, Contrarian's GSS) there. `y` is
+/// written in DC 1 only, so nothing stored in DC 0 depends on DC 1's stable
+/// time; collection left it in DC 0 with the versions from the horizon on.
+/// Without the horizon the vector restarted below them, and a fresh
+/// session's read before any heartbeat or stabilization step found none:
+/// here it failed as pruned, and in a real restart, whose store forgot the
+/// pruning, it read `y` as absent. `cfg` needs a short GC grace (1 ms).
+pub fn a_restart_keeps_a_collected_remote_key_readable<P: Protocol>(cfg: P::Config) {
+    let mut net = net_with::<P>(2, 1, cfg.clone());
+    let y = &net.keys_on_distinct_partitions(1)[0];
+    let p0 = net.server_for(DC0, y);
+    for i in 0..4 {
+        net.advance_clocks(5_000);
+        stabilize(&mut net); // replicates the last write to DC 0, where GC sees it
+        put(&mut net, cl(1, 0), y, &format!("Y{i}"));
+    }
+    net.advance_clocks(5_000);
+    stabilize(&mut net);
+    assert!(net.stores[p0.idx()].was_pruned(y), "{}: collection dropped y's oldest versions in DC 0", P::NAME);
+    net.restart(p0, &cfg);
+    assert!(get(&mut net, cl(0, 1), y).is_some(), "{}: a fresh session reads one of y's kept versions", P::NAME);
 }
 
 /// In a protocol's `tests.rs`: `type Net` and its constructors `net(dcs,

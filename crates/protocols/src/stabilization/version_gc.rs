@@ -145,8 +145,11 @@ impl<S: Clone + PartialEq> VersionGc<S> {
 
     /// The stable vector every read's snapshot is at or above: the newest
     /// recorded one at least `gc_grace_us` old, once [`VersionGc::collect`]
-    /// has found one.
-    fn horizon(&self) -> Option<&S> {
+    /// has found one. What this collection (and a checkpoint cut at
+    /// [`VersionGc::snapshot_floor`]) dropped is below it, so a protocol
+    /// journals it and, after a restart, resumes its stable vector at or
+    /// above it: a snapshot below it could find a key's versions gone.
+    pub fn horizon(&self) -> Option<&S> {
         if self.has_horizon { self.history.front().map(|(_, s)| s) } else { None }
     }
 

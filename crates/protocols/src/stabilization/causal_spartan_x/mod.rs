@@ -118,7 +118,11 @@
 //!   change and current snapshots never lose a version. A slice that finds
 //!   no eligible version of a key that GC has pruned fails the ROTX with
 //!   `Aborted("snapshot pruned")`. It never returns data older than the
-//!   snapshot.
+//!   snapshot. The horizon is journaled as the store's metadata whenever it
+//!   moves, and a restart resumes the DSV there: a restarted store's chains
+//!   may start at the horizon and no longer know they were pruned, so a
+//!   GET below it read a collected remote key as absent (as in Contrarian's
+//!   deviation 10).
 //! - **Observations.** A remote version is reported [`Observation::Visible`](causeway_core::Observation::Visible)
 //!   once, when the GET rule (line 3) first admits it *and* it is the version a
 //!   GET would return. Last-writer-wins losers are never reported, as in

@@ -50,6 +50,8 @@ pub struct CsxServer {
     heard_since_start: Vec<bool>,
     /// DSV: `DSV[j] = t` means this DC has received every write DC j made up to `t`.
     pub(super) dsv: Vec<Hlc>,
+    /// The GC horizon last journaled as the store's metadata.
+    journaled_horizon: Option<Vec<Hlc>>,
     /// This server's place in the DC's aggregation tree. `None` on service
     /// nodes, which take no part in the protocol.
     pub(super) tree: Option<StableTree<Hlc>>,
@@ -110,6 +112,7 @@ impl CsxServer {
             restarted: false,
             heard_since_start: vec![false; dcs],
             dsv: vec![Hlc::ZERO; dcs],
+            journaled_horizon: None,
             tree,
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
@@ -131,13 +134,23 @@ impl Server for CsxServer {
         // Heartbeats were not journaled, so a remote entry may come back
         // below what the DC's stable vector already says about it.
         let keys = env.store().keys_sorted();
-        self.restarted = !keys.is_empty();
+        let horizon = env.store().meta().and_then(|m| decode_hlcs(m, self.dsv.len()));
+        self.restarted = !keys.is_empty() || horizon.is_some();
         for k in keys {
             for v in env.store().versions(&k) {
                 if let Some(e) = self.vv.get_mut(v.sr.idx()) {
                     *e = (*e).max(v.ut);
                 }
             }
+        }
+        // The DSV resumes at the journaled GC horizon, a DSV of this DC and
+        // so still true: collection (or a checkpoint cut at the horizon)
+        // may have left a key only versions from there on, and a restarted
+        // store no longer knows it was pruned, so a GET or slice below the
+        // horizon would read the key as absent.
+        if let Some(h) = horizon {
+            self.raise_dsv(env, h.iter().copied().enumerate());
+            self.journaled_horizon = Some(h);
         }
         if self.tree.is_some() {
             self.saw_work(env, env.now_us());
@@ -642,7 +655,31 @@ impl CsxServer {
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let now_us = env.now_us();
         self.gc.collect(env.store(), now_us, &self.dsv, self.cfg.gc_grace_us, |v, horizon| slice_visible(v, horizon));
+        // Journal a new horizon in the turn it is reached, for `on_start`.
+        // Unsynced: a checkpoint cut at it carries it in its own synced copy
+        // of the metadata, and until then the log still holds every version
+        // collection dropped from memory.
+        if self.gc.horizon() != self.journaled_horizon.as_ref() {
+            self.journaled_horizon = self.gc.horizon().cloned();
+            let bytes = self
+                .journaled_horizon
+                .iter()
+                .flatten()
+                .flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes()));
+            env.store().set_meta_unsynced(bytes.collect());
+        }
     }
+}
+
+/// A journaled horizon read back: `dcs` HLCs of 8 + 4 bytes each.
+fn decode_hlcs(bytes: &[u8], dcs: usize) -> Option<Vec<Hlc>> {
+    if dcs == 0 || bytes.len() != 12 * dcs {
+        return None;
+    }
+    let hlc = |b: &[u8]| {
+        Some(Hlc::new(u64::from_le_bytes(b[..8].try_into().ok()?), u32::from_le_bytes(b[8..12].try_into().ok()?)))
+    };
+    bytes.chunks(12).map(hlc).collect()
 }
 
 /// The items of `past` whose remote dependencies `dsv` does not cover

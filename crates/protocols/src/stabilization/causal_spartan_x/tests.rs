@@ -525,6 +525,15 @@ fn malformed_input_is_refused_without_panicking() {
     ));
 }
 
+/// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
+#[test]
+fn a_restart_keeps_a_collected_remote_key_readable() {
+    testnet::a_restart_keeps_a_collected_remote_key_readable::<CausalSpartanX>(Config {
+        gc_grace_us: 1_000,
+        ..Config::default()
+    });
+}
+
 /// A PUT reply stamped by another DC's server is refused as malformed: a PUT
 /// goes to this DC's server, and the client decides when it sends the PUT
 /// whether the reply's version will be cached, which holds only for a stamp

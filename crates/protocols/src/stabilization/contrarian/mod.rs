@@ -105,12 +105,23 @@
 //!    of remote ones, and the DVs of local ones (each DV entry was a GSS
 //!    this partition had reached, and what it covers was journaled first),
 //!    so a fresh session sees this partition's own writes without waiting
-//!    for a heartbeat. Half-read 1½ ROTs are lost with the process and
-//!    their clients time out.
+//!    for a heartbeat. The GSS resumes from those local DVs too (each was
+//!    a GSS of this DC, true of all its partitions), so the first snapshot
+//!    after a restart, before any GSS step, already holds every write
+//!    stored here. Half-read 1½ ROTs are lost with the process and their
+//!    clients time out.
 //! 10. **Version GC**, not in the paper: as in CausalSpartanX, each θ on
 //!     recently written keys, drop versions older than the newest one in
 //!     the snapshot made of a GSS at least `gc_grace_us` old. A read that
 //!     finds nothing left of a pruned key fails with "snapshot pruned".
+//!     That horizon is journaled with the clock floor whenever it moves,
+//!     and a restart resumes the GSS there: the restarted store's chains
+//!     may start at the horizon (collected, or checkpointed without what
+//!     collection would drop) and no longer know they were pruned, so a
+//!     snapshot below it would read such a key as absent. Found by the
+//!     `kill -9` test of checkpoint cuts, which read `None` for a key with
+//!     acknowledged writes when its read came before the first GSS step
+//!     after the restart.
 //! 11. **Observations.** A remote version is reported
 //!     [`Visible`](causeway_core::Observation::Visible) once, when the GSS
 //!     covers its DV and it is what a local read returns; `Stable` reports

@@ -64,6 +64,8 @@ pub(super) struct Partition {
     restarted: bool,
     /// The clock floor last journaled (deviation 9).
     journaled_floor: Hlc,
+    /// The GC horizon last journaled, with the floor (deviation 10).
+    journaled_horizon: Option<Vec<Hlc>>,
     pub(super) tree: StableTree<Hlc>,
     /// Each tree child's latest report of its subtree's largest clock.
     child_clock_max: BTreeMap<NodeId, Hlc>,
@@ -115,6 +117,7 @@ impl Partition {
             gss: vec![Hlc::ZERO; dcs],
             restarted: false,
             journaled_floor: Hlc::ZERO,
+            journaled_horizon: None,
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             child_clock_max: BTreeMap::new(),
             replicated_since_heartbeat: false,
@@ -576,10 +579,31 @@ impl Partition {
         if self.hlc >= self.journaled_floor {
             let floor = Hlc::new(self.hlc.l.saturating_add(self.cfg.clock_lease_us.max(1)), 0);
             self.journaled_floor = floor;
-            let mut meta = floor.l.to_le_bytes().to_vec();
-            meta.extend_from_slice(&floor.c.to_le_bytes());
-            env.store().set_meta(meta);
+            env.store().set_meta(self.meta());
         }
+    }
+
+    /// The journaled metadata: the clock floor (deviation 9), then the GC
+    /// horizon once there is one (deviation 10), each HLC as 8 + 4 bytes.
+    fn meta(&self) -> Vec<u8> {
+        let hlcs = std::iter::once(&self.journaled_floor).chain(self.journaled_horizon.iter().flatten());
+        hlcs.flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes())).collect()
+    }
+
+    /// [`Partition::meta`] read back: the floor, and the horizon if one was
+    /// journaled (an older journal has only the floor).
+    fn decode_meta(bytes: &[u8], dcs: usize) -> Option<(Hlc, Option<Vec<Hlc>>)> {
+        let hlc = |b: &[u8]| {
+            Some(Hlc::new(
+                u64::from_le_bytes(b.get(..8)?.try_into().ok()?),
+                u32::from_le_bytes(b.get(8..12)?.try_into().ok()?),
+            ))
+        };
+        let floor = hlc(bytes)?;
+        let rest = &bytes[12..];
+        let horizon =
+            (rest.len() == 12 * dcs && dcs > 0).then(|| rest.chunks(12).map(hlc).collect::<Option<Vec<_>>>()).flatten();
+        Some((floor, horizon))
     }
 
     /// After a restart (deviation 9): the clock resumes above the journaled
@@ -587,13 +611,14 @@ impl Partition {
     /// handed out before the crash is ever handed out again below; VV's
     /// remote entries resume from the versions received.
     fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let floor = env.store().meta().and_then(|m| {
-            let l = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
-            let c = u32::from_le_bytes(m.get(8..12)?.try_into().ok()?);
-            Some(Hlc::new(l, c))
-        });
+        let meta = env.store().meta().and_then(|m| Self::decode_meta(m, self.gss.len()));
+        let (floor, horizon) = match meta {
+            Some((floor, horizon)) => (Some(floor), horizon),
+            None => (None, None),
+        };
         let keys = env.store().keys_sorted();
         self.restarted = floor.is_some() || !keys.is_empty();
+        let mut gss = vec![Hlc::ZERO; self.gss.len()];
         let mut hlc = floor.unwrap_or(Hlc::ZERO);
         let m = self.m.idx();
         for k in keys {
@@ -613,10 +638,28 @@ impl Partition {
                     for (e, &d) in self.vv.iter_mut().zip(&v.dv) {
                         *e = (*e).max(d);
                     }
+                    // And as GSS values of this DC they are still true of
+                    // every partition of it: the GSS resumes there too, so
+                    // a fresh session's first snapshot already holds every
+                    // write stored here (its TV[m] is the clock, above them).
+                    for (e, &d) in gss.iter_mut().zip(&v.dv) {
+                        *e = (*e).max(d);
+                    }
                 }
             }
         }
+        gss[m] = Hlc::ZERO;
         self.journaled_floor = floor.unwrap_or(Hlc::ZERO);
+        // Deviation 10: the GSS resumes at the journaled GC horizon. The
+        // store may have been collected (or checkpointed without what GC
+        // would drop) at that horizon, so a snapshot below it could find a
+        // key's versions gone and read the key as absent. The horizon was
+        // a GSS of this DC, so it is still true: nothing it covers left.
+        if let Some(h) = horizon {
+            vmax(&mut gss, &h);
+            self.journaled_horizon = Some(h);
+        }
+        self.raise_gss(env, gss.into_iter().enumerate());
         self.push_clock(env, hlc);
         self.clock(env, |h, pt| h.tick(pt));
     }
@@ -687,6 +730,14 @@ impl Partition {
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let now_us = self.clock_us;
         self.gc.collect(env.store(), now_us, &self.gss, self.cfg.gc_grace_us, gc_visible(self.m));
+        // Deviation 10: journal a new horizon in the turn it is reached.
+        // Unsynced: a checkpoint cut at it carries it in its own synced
+        // copy of the metadata, and until then the log still holds every
+        // version collection dropped from memory.
+        if self.gc.horizon() != self.journaled_horizon.as_ref() {
+            self.journaled_horizon = self.gc.horizon().cloned();
+            env.store().set_meta_unsynced(self.meta());
+        }
     }
 
     // ------------------------------------------------------------ shared steps

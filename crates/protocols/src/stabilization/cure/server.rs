@@ -63,6 +63,8 @@ pub(super) struct Partition {
     /// VV's remote entries as last journaled ([`Partition::journal_vv`]);
     /// the local entry stays 0.
     journaled_vv: Vec<TimeUs>,
+    /// The GC horizon last journaled, after the VV.
+    journaled_horizon: Option<Vec<TimeUs>>,
     pub(super) tree: StableTree<TimeUs>,
     replicated_since_heartbeat: bool,
     pace: Pace,
@@ -96,6 +98,7 @@ impl Partition {
             announced_us: 0,
             heard_since_start: (0..dcs).map(|d| d == m.idx()).collect(),
             journaled_vv: vec![0; dcs],
+            journaled_horizon: None,
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
@@ -485,12 +488,28 @@ impl Partition {
             }
         }
         let m = self.m.idx();
-        if let Some(journaled) = env.store().meta().and_then(|b| decode_vv(b, self.vv.len())) {
-            for (i, t) in journaled.into_iter().enumerate().filter(|&(i, _)| i != m) {
-                self.vv[i] = self.vv[i].max(t);
-                self.journaled_vv[i] = t;
-            }
+        let Some((journaled, horizon)) = env.store().meta().and_then(|b| decode_meta(b, self.vv.len())) else {
+            return;
+        };
+        for (i, t) in journaled.into_iter().enumerate().filter(|&(i, _)| i != m) {
+            self.vv[i] = self.vv[i].max(t);
+            self.journaled_vv[i] = t;
         }
+        // The GST resumes at the journaled GC horizon, a GST of this DC and
+        // so still true: collection (or a checkpoint cut at the horizon)
+        // may have left a key only versions from there on, and a restarted
+        // store no longer knows it was pruned, so a read below the horizon
+        // would find the key absent.
+        if let Some(h) = horizon {
+            self.raise_gst(env, h.iter().copied().enumerate());
+            self.journaled_horizon = Some(h);
+        }
+    }
+
+    /// The journaled metadata: VV's remote entries (deviation 5), then the
+    /// GC horizon once there is one, each as little-endian µs.
+    fn meta(&self) -> Vec<u8> {
+        self.journaled_vv.iter().chain(self.journaled_horizon.iter().flatten()).flat_map(|t| t.to_le_bytes()).collect()
     }
 
     /// Journal VV's remote entries when they rose since the last time, in
@@ -511,7 +530,7 @@ impl Partition {
         // Unsynced: losing it to an operating-system crash costs only the
         // wait for heartbeats this journal avoids, and it changes every θ,
         // which with `fsync = always` would sync an idle node that often.
-        env.store().set_meta_unsynced(self.journaled_vv.iter().flat_map(|t| t.to_le_bytes()).collect());
+        env.store().set_meta_unsynced(self.meta());
     }
 
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
@@ -559,6 +578,14 @@ impl Partition {
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let now_us = self.clock_us;
         self.gc.collect(env.store(), now_us, &self.gst, self.cfg.gc_grace_us, gc_visible(self.m));
+        // Journal a new horizon in the turn it is reached, for `recover`.
+        // Unsynced: a checkpoint cut at it carries it in its own synced copy
+        // of the metadata, and until then the log still holds every version
+        // collection dropped from memory.
+        if self.gc.horizon() != self.journaled_horizon.as_ref() {
+            self.journaled_horizon = self.gc.horizon().cloned();
+            env.store().set_meta_unsynced(self.meta());
+        }
     }
 
     // ------------------------------------------------------------ shared steps
@@ -617,10 +644,16 @@ fn gc_visible(m: DcId) -> impl Fn(&Version, &Vec<TimeUs>) -> bool {
     move |v, horizon| in_snapshot(v, horizon, m, false)
 }
 
-/// A journaled VV ([`Partition::journal_vv`]): `dcs` little-endian µs.
-fn decode_vv(bytes: &[u8], dcs: usize) -> Option<Vec<TimeUs>> {
-    if bytes.len() != dcs * 8 {
-        return None;
+/// [`Partition::meta`] read back: the journaled VV (`dcs` little-endian
+/// µs), and the GC horizon if one was journaled (an older journal has only
+/// the VV).
+fn decode_meta(bytes: &[u8], dcs: usize) -> Option<(Vec<TimeUs>, Option<Vec<TimeUs>>)> {
+    let times = |b: &[u8]| b.chunks_exact(8).map(|c| TimeUs::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+    if bytes.len() == dcs * 8 {
+        Some((times(bytes), None))
+    } else if dcs > 0 && bytes.len() == 2 * dcs * 8 {
+        Some((times(&bytes[..dcs * 8]), Some(times(&bytes[dcs * 8..]))))
+    } else {
+        None
     }
-    Some(bytes.chunks_exact(8).map(|c| TimeUs::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
 }

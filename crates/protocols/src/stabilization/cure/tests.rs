@@ -280,6 +280,15 @@ fn a_partition_restarted_with_nothing_stored_takes_the_gst_it_forgot() {
     }
 }
 
+/// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
+#[test]
+fn a_restart_keeps_a_collected_remote_key_readable() {
+    testnet::a_restart_keeps_a_collected_remote_key_readable::<Cure>(Config {
+        gc_grace_us: 1_000,
+        ..Config::default()
+    });
+}
+
 /// Liveness across a restart while another DC is away: a partition that
 /// comes back with VV[1] below a session's snapshot must not make that
 /// session's reads wait for DC 1, which may be cut off for as long as a
