@@ -59,6 +59,29 @@ pub fn a_restart_keeps_a_collected_remote_key_readable<P: Protocol>(cfg: P::Conf
     assert!(get(&mut net, cl(0, 1), y).is_some(), "{}: a fresh session reads one of y's kept versions", P::NAME);
 }
 
+/// A restart resumes the stable vector at or above its own writes'
+/// dependencies (each a stable vector of this DC its writer had seen), so a
+/// fresh session's read right after the restart, before any heartbeat or
+/// stabilization step, returns the newest write stored there. (Contrarian
+/// and Cure restarted at zero, below the newest writes' dependencies on DC
+/// 1, and read an older version, or none if collection had dropped them.)
+pub fn a_restart_keeps_the_newest_local_write_readable<P: Protocol>(cfg: P::Config) {
+    let mut net = net_with::<P>(2, 1, cfg.clone());
+    let x = &net.keys_on_distinct_partitions(1)[0];
+    let p0 = net.server_for(DC0, x);
+    for i in 0..4 {
+        net.advance_clocks(5_000);
+        stabilize(&mut net); // DC 1's heartbeats raise DC 0's stable vector
+        get(&mut net, cl(0, 0), x); // and the writer learns it
+        put(&mut net, cl(0, 0), x, &format!("X{i}"));
+    }
+    net.restart(p0, &cfg);
+    // A millisecond passes (Cure's snapshot ends a µs below its clock), but
+    // no timer fires: no heartbeat or stabilization step yet.
+    net.advance_clocks(1_000);
+    assert_eq!(get(&mut net, cl(0, 1), x), Some("X3".into()), "{}: a fresh session reads the newest write", P::NAME);
+}
+
 /// In a protocol's `tests.rs`: `type Net` and its constructors `net(dcs,
 /// partitions)`, `net_with(dcs, partitions, cfg)` and `net_spec(spec, cfg)`.
 macro_rules! test_net {

@@ -525,6 +525,15 @@ fn malformed_input_is_refused_without_panicking() {
     ));
 }
 
+/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
+#[test]
+fn a_restart_keeps_the_newest_local_write_readable() {
+    testnet::a_restart_keeps_the_newest_local_write_readable::<CausalSpartanX>(Config {
+        gc_grace_us: 1_000,
+        ..Config::default()
+    });
+}
+
 /// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
 #[test]
 fn a_restart_keeps_a_collected_remote_key_readable() {

@@ -429,30 +429,13 @@ fn a_restart_keeps_own_writes_visible_before_any_heartbeat() {
     assert_eq!(get(&mut net, cl(0, 1), x), Some("X".into()), "a fresh session sees the acknowledged write");
 }
 
-/// Deviation 10: a restart resumes the GSS at the journaled GC horizon.
-/// Collection left `x` with the versions from the horizon on; a fresh
-/// session's read right after the restart, before any heartbeat or GSS
-/// step, must still find `x`'s newest write. (With the GSS back at zero the
-/// snapshot fell below every kept version: the read failed here, and in a
-/// real restart, whose store no longer knows `x` was pruned, read `x` as
-/// absent.)
+/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
 #[test]
-fn a_restart_resumes_the_gss_at_the_gc_horizon() {
-    let cfg = Config { gc_grace_us: 1_000, ..Config::default() };
-    let mut net = net_with(2, 1, cfg.clone());
-    let x = &net.keys_on_distinct_partitions(1)[0];
-    let p0 = net.server_for(DC0, x);
-    for i in 0..4 {
-        net.advance_clocks(5_000);
-        stabilize(&mut net); // GSS[1] rises with DC 1's heartbeats; GC records it
-        assert_eq!(get(&mut net, cl(0, 0), x).is_some(), i > 0); // the writer learns GSS[1]
-        put(&mut net, cl(0, 0), x, &format!("X{i}"));
-    }
-    assert!(net.stores[p0.idx()].was_pruned(x), "collection dropped x's oldest versions");
-    assert!(net.latest(p0, x).dv[1] > Hlc::ZERO, "the newest write depends on DC 1's stable time");
-    net.restart(p0, &cfg);
-    assert!(part(&net, p0).gss[1] > Hlc::ZERO, "the GSS resumed at the horizon");
-    assert_eq!(get(&mut net, cl(0, 1), x), Some("X3".into()), "a fresh session reads the newest write");
+fn a_restart_keeps_the_newest_local_write_readable() {
+    testnet::a_restart_keeps_the_newest_local_write_readable::<Contrarian>(Config {
+        gc_grace_us: 1_000,
+        ..Config::default()
+    });
 }
 
 /// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].

@@ -54,7 +54,12 @@
 //!    heartbeat). The record is in the log file before the report leaves
 //!    but is not synced for itself (it changes every θ), so an
 //!    operating-system crash can lose the last ones; reads then wait for
-//!    heartbeats as before, which costs liveness, not safety. Parked requests are lost with the process and their
+//!    heartbeats as before, which costs liveness, not safety. The GST
+//!    resumes at the local versions' DVs (each entry a GST of this DC the
+//!    writer had seen) and at the journaled GC horizon, as Contrarian's
+//!    does (its deviations 9 and 10): a fresh session's first read then
+//!    holds the newest writes stored here and every version GC kept.
+//!    Parked requests are lost with the process and their
 //!    clients time out. A clock that never runs backwards keeps every later
 //!    timestamp above what was announced before the crash.
 //! 6. **GC, bad input, observations** as in Contrarian (its deviations 8,

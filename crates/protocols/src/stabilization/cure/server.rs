@@ -479,31 +479,41 @@ impl Partition {
     /// every heartbeat and snapshot handed out.
     fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let keys = env.store().keys_sorted();
+        let m = self.m.idx();
+        // A local version's remote DV entries are the writer's snapshot,
+        // GST values of this DC (`on_put` raises the GST with them), so
+        // still true of all its partitions: the GST resumes there, and a
+        // fresh session's first snapshot (TV[m] is the clock) already holds
+        // every write stored here, before any GST step.
+        let mut gst = vec![0; self.gst.len()];
         for k in keys {
             for v in env.store().versions(&k) {
                 self.announced_us = self.announced_us.max(v.ts);
                 if let Some(e) = self.vv.get_mut(v.sr.idx()) {
                     *e = (*e).max(v.ts);
                 }
+                if v.sr.idx() == m && v.dv.len() == gst.len() {
+                    vmax(&mut gst, &v.dv);
+                }
             }
         }
-        let m = self.m.idx();
-        let Some((journaled, horizon)) = env.store().meta().and_then(|b| decode_meta(b, self.vv.len())) else {
-            return;
-        };
-        for (i, t) in journaled.into_iter().enumerate().filter(|&(i, _)| i != m) {
-            self.vv[i] = self.vv[i].max(t);
-            self.journaled_vv[i] = t;
+        gst[m] = 0;
+        if let Some((journaled, horizon)) = env.store().meta().and_then(|b| decode_meta(b, self.vv.len())) {
+            for (i, t) in journaled.into_iter().enumerate().filter(|&(i, _)| i != m) {
+                self.vv[i] = self.vv[i].max(t);
+                self.journaled_vv[i] = t;
+            }
+            // The GST also resumes at the journaled GC horizon, a GST of
+            // this DC and so still true: collection (or a checkpoint cut at
+            // the horizon) may have left a key only versions from there on,
+            // and a restarted store no longer knows it was pruned, so a
+            // read below the horizon would find the key absent.
+            if let Some(h) = horizon {
+                vmax(&mut gst, &h);
+                self.journaled_horizon = Some(h);
+            }
         }
-        // The GST resumes at the journaled GC horizon, a GST of this DC and
-        // so still true: collection (or a checkpoint cut at the horizon)
-        // may have left a key only versions from there on, and a restarted
-        // store no longer knows it was pruned, so a read below the horizon
-        // would find the key absent.
-        if let Some(h) = horizon {
-            self.raise_gst(env, h.iter().copied().enumerate());
-            self.journaled_horizon = Some(h);
-        }
+        self.raise_gst(env, gst.into_iter().enumerate());
     }
 
     /// The journaled metadata: VV's remote entries (deviation 5), then the

@@ -280,6 +280,15 @@ fn a_partition_restarted_with_nothing_stored_takes_the_gst_it_forgot() {
     }
 }
 
+/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
+#[test]
+fn a_restart_keeps_the_newest_local_write_readable() {
+    testnet::a_restart_keeps_the_newest_local_write_readable::<Cure>(Config {
+        gc_grace_us: 1_000,
+        ..Config::default()
+    });
+}
+
 /// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
 #[test]
 fn a_restart_keeps_a_collected_remote_key_readable() {
