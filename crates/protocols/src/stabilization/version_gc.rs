@@ -62,6 +62,9 @@ pub struct VersionGc<S> {
     has_horizon: bool,
     /// How long a key waits in `dirty` before the pass looks at it.
     quiet_us: u64,
+    /// The horizon as the protocol last journaled it, or resumed it after a
+    /// restart ([`VersionGc::horizon_to_journal`]).
+    journaled: Option<S>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -89,6 +92,7 @@ impl<S> VersionGc<S> {
             keys: Vec::new(),
             has_horizon: false,
             quiet_us,
+            journaled: None,
         }
     }
 }
@@ -141,6 +145,29 @@ impl<S: Clone + PartialEq> VersionGc<S> {
     {
         let horizon = self.horizon()?.clone();
         Some(Box::new(move |v| visible(v, &horizon)))
+    }
+
+    /// A horizon this collection reached since the protocol last journaled
+    /// one, now to be journaled (it is recorded as journaled). A protocol
+    /// journals its horizon as the store's metadata and, after a restart,
+    /// resumes its stable vector there ([`VersionGc::resume_journaled`]).
+    pub fn horizon_to_journal(&mut self) -> Option<&S> {
+        let h = self.horizon().filter(|&h| Some(h) != self.journaled.as_ref())?.clone();
+        self.journaled = Some(h);
+        self.journaled.as_ref()
+    }
+
+    /// The horizon last journaled (or resumed), for a protocol rewriting
+    /// its metadata for another reason.
+    pub fn journaled(&self) -> Option<&S> {
+        self.journaled.as_ref()
+    }
+
+    /// After a restart: `h` is the journaled horizon, which the protocol's
+    /// stable vector has resumed at; it stays journaled until collection
+    /// reaches a newer one.
+    pub fn resume_journaled(&mut self, h: S) {
+        self.journaled = Some(h);
     }
 
     /// The stable vector every read's snapshot is at or above: the newest
@@ -393,6 +420,23 @@ mod tests {
         assert_eq!(copied, vec![2, 3, 4]);
         gc.collect(&mut store, 6_000, &2, 500, visible);
         assert_eq!(orders(&store, &k), copied, "the pass, once the key is quiet, cuts at the same version");
+    }
+
+    /// A horizon is handed out to journal once, when reached; one resumed
+    /// after a restart stays journaled until collection reaches a newer
+    /// one, even while collection has no horizon of its own yet.
+    #[test]
+    fn each_horizon_is_journaled_once_and_a_resumed_one_is_kept() {
+        let (mut store, _, _) = fixture();
+        let mut gc: VersionGc<u64> = VersionGc::new(5_000);
+        gc.resume_journaled(1);
+        gc.collect(&mut store, 1_000, &2, 500, visible);
+        assert_eq!(gc.horizon_to_journal(), None, "no horizon yet");
+        assert_eq!(gc.journaled(), Some(&1), "the resumed horizon is still the journaled one");
+        gc.collect(&mut store, 1_600, &3, 500, visible);
+        assert_eq!(gc.horizon_to_journal(), Some(&2));
+        assert_eq!(gc.horizon_to_journal(), None, "journaled once");
+        assert_eq!(gc.journaled(), Some(&2));
     }
 
     /// The pass leaves alone a key queued after the horizon was recorded

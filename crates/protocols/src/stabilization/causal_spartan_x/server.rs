@@ -50,8 +50,6 @@ pub struct CsxServer {
     heard_since_start: Vec<bool>,
     /// DSV: `DSV[j] = t` means this DC has received every write DC j made up to `t`.
     pub(super) dsv: Vec<Hlc>,
-    /// The GC horizon last journaled as the store's metadata.
-    journaled_horizon: Option<Vec<Hlc>>,
     /// This server's place in the DC's aggregation tree. `None` on service
     /// nodes, which take no part in the protocol.
     pub(super) tree: Option<StableTree<Hlc>>,
@@ -112,7 +110,6 @@ impl CsxServer {
             restarted: false,
             heard_since_start: vec![false; dcs],
             dsv: vec![Hlc::ZERO; dcs],
-            journaled_horizon: None,
             tree,
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
@@ -150,7 +147,7 @@ impl Server for CsxServer {
         // horizon would read the key as absent.
         if let Some(h) = horizon {
             self.raise_dsv(env, h.iter().copied().enumerate());
-            self.journaled_horizon = Some(h);
+            self.gc.resume_journaled(h);
         }
         if self.tree.is_some() {
             self.saw_work(env, env.now_us());
@@ -659,13 +656,8 @@ impl CsxServer {
         // Unsynced: a checkpoint cut at it carries it in its own synced copy
         // of the metadata, and until then the log still holds every version
         // collection dropped from memory.
-        if self.gc.horizon() != self.journaled_horizon.as_ref() {
-            self.journaled_horizon = self.gc.horizon().cloned();
-            let bytes = self
-                .journaled_horizon
-                .iter()
-                .flatten()
-                .flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes()));
+        if let Some(h) = self.gc.horizon_to_journal() {
+            let bytes = h.iter().flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes()));
             env.store().set_meta_unsynced(bytes.collect());
         }
     }

@@ -64,8 +64,6 @@ pub(super) struct Partition {
     restarted: bool,
     /// The clock floor last journaled (deviation 9).
     journaled_floor: Hlc,
-    /// The GC horizon last journaled, with the floor (deviation 10).
-    journaled_horizon: Option<Vec<Hlc>>,
     pub(super) tree: StableTree<Hlc>,
     /// Each tree child's latest report of its subtree's largest clock.
     child_clock_max: BTreeMap<NodeId, Hlc>,
@@ -117,7 +115,6 @@ impl Partition {
             gss: vec![Hlc::ZERO; dcs],
             restarted: false,
             journaled_floor: Hlc::ZERO,
-            journaled_horizon: None,
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             child_clock_max: BTreeMap::new(),
             replicated_since_heartbeat: false,
@@ -586,7 +583,7 @@ impl Partition {
     /// The journaled metadata: the clock floor (deviation 9), then the GC
     /// horizon once there is one (deviation 10), each HLC as 8 + 4 bytes.
     fn meta(&self) -> Vec<u8> {
-        let hlcs = std::iter::once(&self.journaled_floor).chain(self.journaled_horizon.iter().flatten());
+        let hlcs = std::iter::once(&self.journaled_floor).chain(self.gc.journaled().into_iter().flatten());
         hlcs.flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes())).collect()
     }
 
@@ -657,7 +654,7 @@ impl Partition {
         // a GSS of this DC, so it is still true: nothing it covers left.
         if let Some(h) = horizon {
             vmax(&mut gss, &h);
-            self.journaled_horizon = Some(h);
+            self.gc.resume_journaled(h);
         }
         self.raise_gss(env, gss.into_iter().enumerate());
         self.push_clock(env, hlc);
@@ -734,8 +731,7 @@ impl Partition {
         // Unsynced: a checkpoint cut at it carries it in its own synced
         // copy of the metadata, and until then the log still holds every
         // version collection dropped from memory.
-        if self.gc.horizon() != self.journaled_horizon.as_ref() {
-            self.journaled_horizon = self.gc.horizon().cloned();
+        if self.gc.horizon_to_journal().is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }

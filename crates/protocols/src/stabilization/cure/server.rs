@@ -63,8 +63,6 @@ pub(super) struct Partition {
     /// VV's remote entries as last journaled ([`Partition::journal_vv`]);
     /// the local entry stays 0.
     journaled_vv: Vec<TimeUs>,
-    /// The GC horizon last journaled, after the VV.
-    journaled_horizon: Option<Vec<TimeUs>>,
     pub(super) tree: StableTree<TimeUs>,
     replicated_since_heartbeat: bool,
     pace: Pace,
@@ -98,7 +96,6 @@ impl Partition {
             announced_us: 0,
             heard_since_start: (0..dcs).map(|d| d == m.idx()).collect(),
             journaled_vv: vec![0; dcs],
-            journaled_horizon: None,
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             replicated_since_heartbeat: false,
             pace: Pace::new(&cfg.pace),
@@ -510,7 +507,7 @@ impl Partition {
             // read below the horizon would find the key absent.
             if let Some(h) = horizon {
                 vmax(&mut gst, &h);
-                self.journaled_horizon = Some(h);
+                self.gc.resume_journaled(h);
             }
         }
         self.raise_gst(env, gst.into_iter().enumerate());
@@ -519,7 +516,11 @@ impl Partition {
     /// The journaled metadata: VV's remote entries (deviation 5), then the
     /// GC horizon once there is one, each as little-endian µs.
     fn meta(&self) -> Vec<u8> {
-        self.journaled_vv.iter().chain(self.journaled_horizon.iter().flatten()).flat_map(|t| t.to_le_bytes()).collect()
+        self.journaled_vv
+            .iter()
+            .chain(self.gc.journaled().into_iter().flatten())
+            .flat_map(|t| t.to_le_bytes())
+            .collect()
     }
 
     /// Journal VV's remote entries when they rose since the last time, in
@@ -592,8 +593,7 @@ impl Partition {
         // Unsynced: a checkpoint cut at it carries it in its own synced copy
         // of the metadata, and until then the log still holds every version
         // collection dropped from memory.
-        if self.gc.horizon() != self.journaled_horizon.as_ref() {
-            self.journaled_horizon = self.gc.horizon().cloned();
+        if self.gc.horizon_to_journal().is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }
