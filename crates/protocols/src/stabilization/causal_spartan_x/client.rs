@@ -235,8 +235,8 @@ impl Client for CsxClient {
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let kept = self.will_cache_put().then(|| (key.clone(), value.clone()));
-                let put = Msg::PutReq { key, value, ds: self.ds.clone(), dsv: self.dsv.clone(), past: self.past() };
-                env.send(to, put);
+                let put = PutReq { key, value, ds: self.ds.clone(), dsv: self.dsv.clone(), past: self.past() };
+                env.send(to, Msg::PutReq(Box::new(put)));
                 self.pending = Some(Pending::Put { kept });
             }
             Op::Rot { keys } => {
@@ -246,7 +246,8 @@ impl Client for CsxClient {
                 };
                 // The coordinator: the server of the first key in this DC.
                 let Some(to) = client_server_for(&self.ctx, env, first) else { return };
-                env.send(to, Msg::RotReq { keys: keys.clone(), dsv: self.dsv.clone(), ds: self.ds.clone() });
+                let rot = RotReq { keys: keys.clone(), dsv: self.dsv.clone(), ds: self.ds.clone() };
+                env.send(to, Msg::RotReq(Box::new(rot)));
                 self.pending = Some(Pending::Rot { keys });
             }
             #[allow(unreachable_patterns)]
@@ -257,11 +258,13 @@ impl Client for CsxClient {
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
         let Some(pending) = self.pending.take() else { return };
         let result = match (pending, msg) {
-            (Pending::Get { key }, Msg::GetReply(r)) => r.and_then(|ok| self.finish_get(key, ok)).map(OpResult::Get),
+            (Pending::Get { key }, Msg::GetReply(r)) => r.and_then(|ok| self.finish_get(key, *ok)).map(OpResult::Get),
             (Pending::Put { kept }, Msg::PutReply(r)) => {
                 r.and_then(|stamp| self.finish_put(kept, stamp)).map(|()| OpResult::Put)
             }
-            (Pending::Rot { keys }, Msg::RotReply(r)) => r.and_then(|ok| self.finish_rot(&keys, ok)).map(OpResult::Rot),
+            (Pending::Rot { keys }, Msg::RotReply(r)) => {
+                r.and_then(|ok| self.finish_rot(&keys, *ok)).map(OpResult::Rot)
+            }
             (p, _) => {
                 self.pending = Some(p); // a stray reply: ignore it
                 return;

@@ -7,26 +7,21 @@ pub enum Msg {
     /// Alg 5.1 GET → line 1.
     GetReq { key: Key, dsv: Vec<Hlc> },
     /// Line 5: ⟨v, ds, DSV⟩, plus the value's ⟨ut, sr⟩.
-    GetReply(Result<GetOk, OpError>),
-    /// Alg 5.1 PUT → line 6.
-    /// Plus the client's DSVc (deviation 12): the stability the client has
-    /// seen travels with its write, as line 7 intended, without merging DS.
-    /// Plus `past`, the client's cache (deviation 14): the versions of its
-    /// causal past that slices may not return yet, stored with the write so
-    /// that a reader of it can cache them too.
-    PutReq { key: Key, value: Value, ds: DepSet<Hlc>, dsv: Vec<Hlc>, past: Vec<PastItem> },
+    GetReply(Result<Box<GetOk>, OpError>),
+    /// Alg 5.1 PUT → line 6 ([`PutReq`]).
+    PutReq(Box<PutReq>),
     /// ⟨PutReply ut, sr⟩.
     PutReply(Result<Stamp, OpError>),
-    /// Alg 5.4 line 9: ⟨ROTX kset, DSVc, DSc⟩.
-    RotReq { keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc> },
+    /// Alg 5.4 line 9 ([`RotReq`]).
+    RotReq(Box<RotReq>),
     /// ⟨ROTXReply vset, dsv, ds⟩, values in request order.
-    RotReply(Result<RotOk, OpError>),
+    RotReply(Result<Box<RotOk>, OpError>),
     /// Line 20: ⟨SliceReq keys, sv⟩ for the keys of one partition.
     SliceReq { rot: u64, keys: Vec<Key>, sv: Vec<Hlc> },
     /// Line 23, one item per requested key.
     SliceReply { rot: u64, slice: Result<SliceOk, OpError> },
     /// Line 19.
-    Replicate { key: Key, version: Version },
+    Replicate { key: Key, version: Box<Version> },
     /// Alg 5.3: `⟨Heartbeat VV[m]⟩`. `last_work_us` here and on the tree
     /// messages is the idle pacing's news of work
     /// ([`pace`](crate::stabilization::pace)), not part of the thesis.
@@ -36,6 +31,17 @@ pub enum Msg {
     /// The DC's stable vector, pushed down from the root.
     StablePush { dsv: Vec<Hlc>, last_work_us: u64 },
 }
+
+/// Every move of a message (decoded, queued for the protocol thread, handed
+/// to a handler, queued for release, to a link or a reply writer) copies it,
+/// wrapped in the runtime's envelopes, which add up to 24 bytes. Up to 128
+/// bytes the compiler copies inline; past that, every move is a call to
+/// `memmove`, which was the largest single cost CausalSpartanX had over
+/// Eventual (176 bytes then). So the variants whose fields carry a
+/// dependency set and a vector next to a key and value are boxed: one
+/// allocation per such message, in place of a dozen out-of-line copies.
+/// Boxing does not change the encoding (serde sees through `Box`).
+const _: () = assert!(std::mem::size_of::<Msg>() <= 104, "a CausalSpartanX message moves inline");
 
 crate::impl_message! {
     Msg {
@@ -50,17 +56,21 @@ crate::impl_message! {
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
             Msg::GetReq { key, .. } => (key.len(), 0),
-            Msg::PutReq { key, value, past, .. } => past
+            Msg::PutReq(put) => put
+                .past
                 .iter()
                 .map(|p| (p.key.len(), p.value.len()))
-                .fold((key.len(), value.len()), |(k, v), (pk, pv)| (k.max(pk), v.max(pv))),
-            Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
+                .fold((put.key.len(), put.value.len()), |(k, v), (pk, pv)| (k.max(pk), v.max(pv))),
+            Msg::RotReq(rot) => {
+                let keys = &rot.keys; (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0)
+            }
             _ => (0, 0),
         }
     }
     fn key_hint(&self) -> Option<&[u8]> {
         match self {
-            Msg::GetReq { key, .. } | Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
+            Msg::GetReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
+            Msg::PutReq(put) => Some(&put.key),
             _ => None,
         }
     }
@@ -68,11 +78,11 @@ crate::impl_message! {
         let items = |items: &[Option<ReadItem>]| payload(items.iter().flatten().map(|i| &i.value[..]));
         match self {
             Msg::GetReq { key, .. } => key.len(),
-            Msg::GetReply(Ok(GetOk { item, .. })) => item.as_ref().map_or(0, |i| i.value.len()),
-            Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
-                key.len() + value.len()
-            }
-            Msg::RotReq { keys, .. } | Msg::SliceReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
+            Msg::GetReply(Ok(ok)) => ok.item.as_ref().map_or(0, |i| i.value.len()),
+            Msg::PutReq(put) => put.key.len() + put.value.len(),
+            Msg::Replicate { key, version } => key.len() + version.value.len(),
+            Msg::RotReq(rot) => payload(rot.keys.iter().map(|k| &k[..])),
+            Msg::SliceReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
             Msg::RotReply(Ok(r)) => items(&r.items),
             Msg::SliceReply { slice: Ok(s), .. } => items(&s.items),
             Msg::GetReply(Err(_))
@@ -84,6 +94,29 @@ crate::impl_message! {
             | Msg::StablePush { .. } => 0,
         }
     }
+}
+
+/// Alg 5.1 PUT → line 6: ⟨PUT k, v, DSc⟩. Plus the client's DSVc
+/// (deviation 12): the stability the client has seen travels with its write,
+/// as line 7 intended, without merging DS. Plus `past`, the client's cache
+/// (deviation 14): the versions of its causal past that slices may not
+/// return yet, stored with the write so that a reader of it can cache them
+/// too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutReq {
+    pub key: Key,
+    pub value: Value,
+    pub ds: DepSet<Hlc>,
+    pub dsv: Vec<Hlc>,
+    pub past: Vec<PastItem>,
+}
+
+/// Alg 5.4 line 9: ⟨ROTX kset, DSVc, DSc⟩.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RotReq {
+    pub keys: Vec<Key>,
+    pub dsv: Vec<Hlc>,
+    pub ds: DepSet<Hlc>,
 }
 
 /// A value as a reader receives it, with its last-writer-wins position ⟨ut, sr⟩.
@@ -152,9 +185,13 @@ pub struct Version {
     /// this version hands them to the reader, so the reader's ROTXs can
     /// return them without waiting for remote stability. Empty in replicas:
     /// a remote DC admits the version only once its `ds`, which covers every
-    /// one of them, is stable there.
-    pub past: Vec<PastItem>,
+    /// one of them, is stable there. A boxed slice, not a `Vec`: nearly
+    /// always empty, and 8 bytes smaller keeps a version at 128 bytes, which
+    /// moves inline (see the assertion on `Msg`'s size).
+    pub past: Box<[PastItem]>,
 }
+
+const _: () = assert!(std::mem::size_of::<Version>() <= 128, "a CausalSpartanX version moves inline");
 
 // Lexicographic ⟨ut, sr⟩: ties on `ut` go to the higher DC id (Obs 8).
 crate::impl_versioned!(Version, (Hlc, DcId) = (ut, sr));

@@ -162,8 +162,11 @@ impl Server for CsxServer {
         }
         match msg {
             Msg::GetReq { key, dsv } => self.on_get(env, from, key, dsv),
-            put @ Msg::PutReq { .. } => self.on_put(env, from, put),
-            Msg::RotReq { keys, dsv, ds } => self.on_rot(env, from, keys, dsv, ds),
+            Msg::PutReq(put) => self.on_put(env, from, *put),
+            Msg::RotReq(rot) => {
+                let RotReq { keys, dsv, ds } = *rot;
+                self.on_rot(env, from, keys, dsv, ds)
+            }
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
     }
@@ -173,7 +176,7 @@ impl Server for CsxServer {
             return;
         }
         match msg {
-            Msg::Replicate { key, version } => self.on_replicate(env, from, key, version),
+            Msg::Replicate { key, version } => self.on_replicate(env, from, key, *version),
             Msg::Heartbeat { hlc, last_work_us } => self.on_heartbeat(env, from, hlc, last_work_us),
             Msg::SliceReq { rot, keys, sv } => self.on_slice_req(env, from, rot, keys, sv),
             Msg::SliceReply { rot, slice } => self.on_slice_reply(env, from, rot, slice),
@@ -226,12 +229,12 @@ impl CsxServer {
         // DSV back: no new one per GET.
         let mut reply_dsv = dsv;
         reply_dsv.copy_from_slice(&self.dsv);
-        env.reply(from, Msg::GetReply(Ok(GetOk { item, ds, dsv: reply_dsv, past })));
+        env.reply(from, Msg::GetReply(Ok(Box::new(GetOk { item, ds, dsv: reply_dsv, past }))));
     }
 
     /// Alg 5.2 lines 6–19. Never waits: the HLC moves past the dependency time.
-    fn on_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, put: Msg) {
-        let Msg::PutReq { key, value, ds, dsv, past } = put else { return };
+    fn on_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, put: PutReq) {
+        let PutReq { key, value, ds, dsv, past } = put;
         let checked = self
             .check_key(&key)
             .and_then(|()| self.check_ds(&ds))
@@ -267,16 +270,11 @@ impl CsxServer {
         // not cover, for the readers of this version, so a reader's ROTX can
         // serve that past from its own cache instead of waiting for the DSV.
         // Local only: replicas go without it (see `Version::past`).
-        let past = uncovered_past(&past, &self.dsv, self.m);
+        let past = uncovered_past(&past, &self.dsv, self.m).into_boxed_slice();
         // What the peers get: the version without `past`, copied only if
         // there are peers to send it to.
-        let replica = (!self.peers.is_empty()).then(|| Version {
-            value: value.clone(),
-            ut,
-            sr: self.m,
-            ds: ds.clone(),
-            past: Vec::new(),
-        });
+        let replica = (!self.peers.is_empty())
+            .then(|| Box::new(Version { value: value.clone(), ut, sr: self.m, ds: ds.clone(), past: Box::default() }));
         env.observe(Observation::Visible { key: &key, value: &value, origin: self.m, written_us: ut.l });
         self.apply(env, &key, Version { value, ut, sr: self.m, ds, past });
         env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));
@@ -459,7 +457,7 @@ impl CsxServer {
 
     /// Line 18: ⟨ROTXReply vset, sv, ds⟩.
     fn finish_rot(env: &mut impl ServerEnv<Msg, Version>, rot: RotInProgress) {
-        env.reply(rot.client, Msg::RotReply(Ok(RotOk { items: rot.items, dsv: rot.sv, ds: rot.ds })));
+        env.reply(rot.client, Msg::RotReply(Ok(Box::new(RotOk { items: rot.items, dsv: rot.sv, ds: rot.ds }))));
     }
 
     /// A child's entry-wise min of its subtree's VVs.

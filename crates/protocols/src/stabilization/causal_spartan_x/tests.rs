@@ -434,20 +434,21 @@ fn malformed_input_is_refused_without_panicking() {
         ds
     };
     let huge_counter = DepSet::single(DC0, Hlc::new(5, u32::MAX));
+    let put = |p: PutReq| Msg::PutReq(Box::new(p));
     let requests = vec![
         Msg::GetReq { key: k.clone(), dsv: vec![] },
-        Msg::PutReq {
+        put(PutReq {
             key: k.clone(),
             value: bytes("v"),
             ds: bad_ds.clone(),
             dsv: vec![Hlc::ZERO; 2],
             past: Vec::new(),
-        },
-        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter, dsv: vec![Hlc::ZERO; 2], past: Vec::new() },
-        Msg::PutReq { key: k.clone(), value: bytes("v"), ds: DepSet::new(), dsv: vec![Hlc::ZERO; 3], past: Vec::new() },
-        Msg::RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new() },
+        }),
+        put(PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter, dsv: vec![Hlc::ZERO; 2], past: Vec::new() }),
+        put(PutReq { key: k.clone(), value: bytes("v"), ds: DepSet::new(), dsv: vec![Hlc::ZERO; 3], past: Vec::new() }),
+        Msg::RotReq(Box::new(RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new() })),
         // A causal past the write's own DS does not cover (deviation 14).
-        Msg::PutReq {
+        put(PutReq {
             key: k.clone(),
             value: bytes("v"),
             ds: DepSet::new(),
@@ -459,7 +460,7 @@ fn malformed_input_is_refused_without_panicking() {
                 sr: DC1,
                 ds: DepSet::single(DC1, Hlc::new(3, 0)),
             }],
-        },
+        }),
         Msg::GetReq { key: bytes("not here"), dsv: vec![Hlc::ZERO; 2] },
     ];
     let wrong_partition = net.topology.partition_of(b"not here") != net.topology.partition_of(&k);
@@ -485,20 +486,26 @@ fn malformed_input_is_refused_without_panicking() {
             other_dc,
             Msg::Replicate {
                 key: k.clone(),
-                version: Version {
+                version: Box::new(Version {
                     value: bytes("v"),
                     ut: Hlc::new(9, 0),
                     sr: DcId(0),
                     ds: DepSet::new(),
-                    past: Vec::new(),
-                },
+                    past: Box::default(),
+                }),
             },
         ),
         (
             other_dc,
             Msg::Replicate {
                 key: k.clone(),
-                version: Version { value: bytes("v"), ut: Hlc::new(9, 0), sr: DC1, ds: bad_ds, past: Vec::new() },
+                version: Box::new(Version {
+                    value: bytes("v"),
+                    ut: Hlc::new(9, 0),
+                    sr: DC1,
+                    ds: bad_ds,
+                    past: Box::default(),
+                }),
             },
         ),
         (NodeId(999), Msg::Heartbeat { hlc: Hlc::MAX, last_work_us: u64::MAX }),
