@@ -61,9 +61,7 @@ crate::impl_message! {
                 .iter()
                 .map(|p| (p.key.len(), p.value.len()))
                 .fold((put.key.len(), put.value.len()), |(k, v), (pk, pv)| (k.max(pk), v.max(pv))),
-            Msg::RotReq(rot) => {
-                let keys = &rot.keys; (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0)
-            }
+            Msg::RotReq(rot) => (rot.keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
             _ => (0, 0),
         }
     }
