@@ -224,6 +224,7 @@ impl Topology {
 
     /// The partition a key belongs to: its row's (a column-family location
     /// lives with its row, [`crate::column`]; a plain key is its own row).
+    ///
     /// One partition needs no hash: DKVF's configuration and a one-node
     /// front door route every operation through here two or three times
     /// (client, server's ownership check, replication), some 130
