@@ -15,7 +15,8 @@
 # binaries or two protocols, next to a throughput run, not instead of one.
 #
 # Prints: WHO PROTOCOL BINARY mixed-phase ops/s and instructions per op.
-# Usage: [WHO=node0|client] scripts/ir-per-op.sh [causeway-binary] [protocol]
+# KEEP=FILE keeps callgrind's output there (for callgrind_annotate, per function).
+# Usage: [WHO=node0|client] [KEEP=FILE] scripts/ir-per-op.sh [causeway-binary] [protocol]
 set -eu
 B=$(realpath "${1:-target/release/causeway}")
 P=${2:-causalspartanx}
@@ -52,6 +53,7 @@ callgrind_control -z $TARGET >/dev/null 2>&1
 sleep 6
 callgrind_control -d $TARGET >/dev/null 2>&1
 wait $BENCH
+if [ -n "${KEEP:-}" ]; then cp "$D/cg.out.1" "$KEEP"; fi
 ops=$(python3 -c "import json; print(json.load(open('$D/out.json'))['mixed']['throughput_ops_s'])")
 ir=$(callgrind_annotate "$D/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
 python3 -c "print(f'$WHO $P $(basename "$B") mixed {$ops:.0f} ops/s, {$ir / ($ops * 6):.0f} instructions/op')"

@@ -57,7 +57,8 @@ impl ClockModel {
 
 /// A hybrid logical clock timestamp ⟨l, c⟩, ordered lexicographically.
 /// `l` approximates physical time in µs; `c` orders events that share an `l`.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+/// Its encoding is not `#[derive]`d: see the `Serialize` impl below.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Hlc {
     pub l: u64,
     pub c: u32,
@@ -116,6 +117,96 @@ impl Hlc {
     }
 }
 
+/// How an [`Hlc`] is written. In a human-readable format (JSON, TOML) it is
+/// the struct `{ l, c }`. In a binary one (the wire, the log, snapshots) it
+/// is a byte string: `l` as 8 little-endian bytes, then `c` as a LEB128
+/// varint (1 byte while the counter is below 128, as it nearly always is).
+///
+/// Why not postcard's default (`l` and `c` as two varints): `l` is physical
+/// time in µs, a 51-bit number that takes 8 varint bytes, each produced by a
+/// shift, a branch and a push of its own, and consumed the same way.
+/// CausalSpartanX's request and reply carry about six HLCs each way; its
+/// codec work was most of what it cost beyond Eventual per operation (see
+/// BENCHMARKS.md, issue 18). Fixed-width `l` costs one byte more per HLC on
+/// the wire (a length byte) and roughly half the instructions to encode and
+/// to decode.
+///
+/// Changing this changes the data format ([`crate::DATA_FORMAT`]).
+impl Serialize for Hlc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            return HlcFields { l: self.l, c: self.c }.serialize(s);
+        }
+        let mut b = [0u8; HLC_BYTES_MAX];
+        b[..8].copy_from_slice(&self.l.to_le_bytes());
+        let mut n = 8;
+        let mut c = self.c;
+        while c >= 0x80 {
+            b[n] = c as u8 | 0x80;
+            c >>= 7;
+            n += 1;
+        }
+        b[n] = c as u8;
+        s.serialize_bytes(&b[..=n])
+    }
+}
+
+impl<'de> Deserialize<'de> for Hlc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            let HlcFields { l, c } = HlcFields::deserialize(d)?;
+            return Ok(Hlc { l, c });
+        }
+        d.deserialize_bytes(HlcBytes)
+    }
+}
+
+/// The longest binary HLC: 8 bytes of `l` and a 5-byte varint `c`.
+const HLC_BYTES_MAX: usize = 13;
+
+/// The human-readable form, as `#[derive]` would write the struct.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "Hlc", deny_unknown_fields)]
+struct HlcFields {
+    l: u64,
+    c: u32,
+}
+
+struct HlcBytes;
+
+impl<'de> serde::de::Visitor<'de> for HlcBytes {
+    type Value = Hlc;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an HLC: 8 bytes of l, then c as a varint")
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Hlc, E> {
+        let malformed = || E::invalid_value(serde::de::Unexpected::Bytes(b), &self);
+        if !(9..=HLC_BYTES_MAX).contains(&b.len()) {
+            return Err(malformed());
+        }
+        let l = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        let (last, body) = b[8..].split_last().expect("at least one byte of c");
+        // Every byte but the last has the continuation bit, the last has not
+        // (and is not a redundant zero), and the value fits in 32 bits.
+        let canonical = body.iter().all(|&x| x & 0x80 != 0) && *last & 0x80 == 0 && (body.is_empty() || *last != 0);
+        let c = body.iter().rev().fold(u64::from(*last), |acc, &x| (acc << 7) | u64::from(x & 0x7f));
+        match u32::try_from(c) {
+            Ok(c) if canonical => Ok(Hlc { l, c }),
+            _ => Err(malformed()),
+        }
+    }
+
+    fn visit_borrowed_bytes<E: serde::de::Error>(self, b: &'de [u8]) -> Result<Hlc, E> {
+        self.visit_bytes(b)
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, b: Vec<u8>) -> Result<Hlc, E> {
+        self.visit_bytes(&b)
+    }
+}
+
 impl fmt::Debug for Hlc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "⟨{},{}⟩", self.l, self.c)
@@ -161,5 +252,54 @@ mod tests {
         let t = h3.update(100, Hlc::new(500, u32::MAX));
         assert_eq!(t, Hlc::new(501, 0));
         assert!(t > Hlc::new(500, u32::MAX));
+    }
+
+    #[test]
+    fn hlc_binary_form_is_fixed_width_l_and_varint_c() {
+        let t = Hlc::new(0x0102_0304_0506_0708, 0);
+        assert_eq!(postcard::to_stdvec(&t).unwrap(), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+        for t in [
+            Hlc::ZERO,
+            Hlc::MAX,
+            Hlc::new(1_764_000_000_000_000, 1),
+            Hlc::new(5, 127),
+            Hlc::new(5, 128),
+            Hlc::new(5, 1 << 21),
+            Hlc::new(5, u32::MAX / 2),
+        ] {
+            let b = postcard::to_stdvec(&t).unwrap();
+            assert_eq!(postcard::from_bytes::<Hlc>(&b).unwrap(), t, "{b:?}");
+            // Inside a sequence too: the length prefix delimits each one.
+            let v = vec![t, Hlc::new(7, 3), t];
+            assert_eq!(postcard::from_bytes::<Vec<Hlc>>(&postcard::to_stdvec(&v).unwrap()).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn hlc_binary_form_refuses_what_it_never_writes() {
+        let l = [1, 0, 0, 0, 0, 0, 0, 0];
+        let with = |c: &[u8]| {
+            let mut b = vec![(8 + c.len()) as u8];
+            b.extend_from_slice(&l);
+            b.extend_from_slice(c);
+            postcard::from_bytes::<Hlc>(&b)
+        };
+        assert_eq!(with(&[0x81, 0x01]).unwrap(), Hlc::new(1, 129));
+        assert!(with(&[]).is_err(), "no counter");
+        assert!(with(&[0x80, 0x00]).is_err(), "a redundant zero byte");
+        assert!(with(&[0x81]).is_err(), "a continuation bit on the last byte");
+        assert!(with(&[0xff, 0xff, 0xff, 0xff, 0x10]).is_err(), "beyond 32 bits");
+        assert_eq!(with(&[0xff, 0xff, 0xff, 0xff, 0x0f]).unwrap(), Hlc::new(1, u32::MAX));
+        assert!(with(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]).is_err(), "too long");
+        assert!(postcard::from_bytes::<Hlc>(&[3, 1, 2, 3]).is_err(), "too short");
+    }
+
+    #[test]
+    fn hlc_human_readable_form_is_the_struct() {
+        let t = Hlc::new(12, 3);
+        let j = serde_json::to_string(&t).unwrap();
+        assert_eq!(j, r#"{"l":12,"c":3}"#);
+        assert_eq!(serde_json::from_str::<Hlc>(&j).unwrap(), t);
+        assert!(serde_json::from_str::<Hlc>(r#"{"l":12,"c":3,"x":1}"#).is_err());
     }
 }

@@ -84,3 +84,14 @@ pub use protocol::{
 pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed, MvStore, SnapshotFloor, Versioned};
 pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
 pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};
+
+/// The version of the binary encoding of everything a node writes to its
+/// log and snapshots and sends to peers and clients (postcard over the
+/// protocols' serde types). A node records it in its directory's identity
+/// file and refuses a directory of another format; hellos carry it and a node
+/// refuses a peer or client of another format, naming both, rather than
+/// failing to decode them. Bump it with any change to an encoding.
+///
+/// - 1: every type as `#[derive]` writes it (implicit: no field recorded).
+/// - 2: an [`Hlc`] is a byte string, `l` fixed-width (see its `Serialize`).
+pub const DATA_FORMAT: u32 = 2;

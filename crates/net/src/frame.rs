@@ -2,7 +2,11 @@
 //!
 //! A frame is a 4-byte big-endian length followed by that many bytes of a
 //! postcard-encoded [`Wire`] value. Postcard is compact (varints), has a
-//! stable documented format, and needs no schema compiler. Every decoding
+//! stable documented format, and needs no schema compiler. (An HLC is the
+//! one type written otherwise, its `l` fixed-width: see
+//! [`causeway_core::Hlc`]'s `Serialize`.) Hellos carry the sender's
+//! [`causeway_core::DATA_FORMAT`]; another format is refused by name rather
+//! than misread. Every decoding
 //! failure is a typed [`FrameError`]; nothing a peer sends can panic the
 //! reader.
 
@@ -27,6 +31,8 @@ pub enum Wire<M> {
         /// The sender's incarnation (see [`crate::identity`]): its sequence
         /// numbers mean something only within it.
         incarnation: u64,
+        /// The sender's [`causeway_core::DATA_FORMAT`].
+        format: u32,
     },
     /// First frame of a client connection.
     HelloClient {
@@ -34,6 +40,8 @@ pub enum Wire<M> {
         /// An access token ([`crate::auth`]), required when the cluster
         /// has `[auth] tokens`.
         token: Option<String>,
+        /// The sender's [`causeway_core::DATA_FORMAT`].
+        format: u32,
     },
     /// Answer to `HelloPeer`: send from this sequence number on (everything
     /// before it has been delivered durably).
@@ -129,6 +137,13 @@ pub enum WireError {
     Forbidden { role: String, kind: String },
     #[error("session slot {slot} is beyond the limit of {max} sessions per connection")]
     TooManySlots { slot: u32, max: u32 },
+    /// Last, so that a node of an older format that receives it fails to
+    /// decode it rather than reading it as another refusal.
+    #[error(
+        "this node speaks data format {want}, the other side {got}: another version of Causeway \
+         (upgrade the whole cluster and its clients together)"
+    )]
+    Format { got: u32, want: u32 },
 }
 
 impl WireError {
@@ -136,6 +151,7 @@ impl WireError {
     pub fn reason(&self) -> &'static str {
         match self {
             WireError::WrongCluster { .. } => "wrong_cluster",
+            WireError::Format { .. } => "data_format",
             WireError::StaleIncarnation { .. } => "stale_incarnation",
             WireError::UnknownNode(_) => "unknown_node",
             WireError::NotForMe { .. } => "not_for_me",

@@ -14,7 +14,7 @@
 //! loudly instead of silently dropping its new messages as duplicates (or
 //! resending into a gap it can never fill).
 
-use causeway_core::NodeId;
+use causeway_core::{DATA_FORMAT, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -30,6 +30,14 @@ pub struct Identity {
     pub cluster_id: String,
     pub node: u32,
     pub incarnation: u64,
+    /// The [`DATA_FORMAT`] of the directory's log and snapshots. Directories
+    /// made before the field existed are format 1.
+    #[serde(default = "format_one")]
+    pub format: u32,
+}
+
+fn format_one() -> u32 {
+    1
 }
 
 #[derive(Debug, Error)]
@@ -43,6 +51,12 @@ pub enum IdentityError {
          {cluster:?}; refusing to start on another node's data (check data_dir and --node)"
     )]
     Foreign { dir: String, found_cluster: String, found_node: u32, cluster: String, node: u32 },
+    #[error(
+        "{dir} holds data in format {found}, written by another version of Causeway; this build reads format \
+         {supported} only. Run the version that wrote it, or move the directory aside to start the node empty \
+         (peers and clients of another format are refused too, so upgrade the whole cluster)"
+    )]
+    Format { dir: String, found: u32, supported: u32 },
     #[error("{dir} is in use by another process (its lock is held); refusing to share a log")]
     Locked { dir: String },
 }
@@ -87,11 +101,22 @@ impl NodeDir {
                         node: node.0,
                     });
                 }
+                if id.format != DATA_FORMAT {
+                    return Err(IdentityError::Format {
+                        dir: dir.display().to_string(),
+                        found: id.format,
+                        supported: DATA_FORMAT,
+                    });
+                }
                 id
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let id =
-                    Identity { cluster_id: cluster_id.to_string(), node: node.0, incarnation: fresh_incarnation() };
+                let id = Identity {
+                    cluster_id: cluster_id.to_string(),
+                    node: node.0,
+                    incarnation: fresh_incarnation(),
+                    format: DATA_FORMAT,
+                };
                 write_durably(&path, &toml::to_string(&id).expect("an identity serialises"))?;
                 id
             }
@@ -191,6 +216,19 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
         let reborn = NodeDir::open(&d, "c", NodeId(1)).unwrap().identity;
         assert_ne!(reborn.incarnation, first.incarnation);
+    }
+
+    #[test]
+    fn a_directory_of_another_data_format_is_refused() {
+        let d = dir("format");
+        let id = NodeDir::open(&d, "c", NodeId(0)).unwrap().identity;
+        assert_eq!(id.format, DATA_FORMAT);
+        // A directory made before the format was recorded is format 1.
+        let old = format!("cluster_id = \"c\"\nnode = 0\nincarnation = {}\n", id.incarnation);
+        std::fs::write(d.join(FILE), old).unwrap();
+        let e = NodeDir::open(&d, "c", NodeId(0)).err().unwrap();
+        assert!(matches!(e, IdentityError::Format { found: 1, supported: DATA_FORMAT, .. }), "{e}");
+        assert!(e.to_string().contains("format 1"), "{e}");
     }
 
     #[test]

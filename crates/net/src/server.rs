@@ -28,8 +28,8 @@ use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError, frame_versions};
 use causeway_core::{
-    ClientId, DcId, FreezeBuffers, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server,
-    ServerEnv, Versioned,
+    ClientId, DATA_FORMAT, DcId, FreezeBuffers, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol,
+    Server, ServerEnv, Versioned,
 };
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use rustc_hash::FxHashMap;
@@ -619,7 +619,12 @@ impl<M: Message> Acceptor<M> {
         };
         let cluster_id = &self.cluster.config.cluster_id;
         match hello {
-            Ok(Wire::HelloPeer { cluster_id: got, from, to, incarnation }) => {
+            Ok(Wire::HelloPeer { format, .. } | Wire::HelloClient { format, .. }) if format != DATA_FORMAT => {
+                self.metrics.refuse("data_format");
+                tracing::warn!(node = self.node.0, got = format, "refusing a hello of another data format");
+                refuse::<M>(&mut s, WireError::Format { got: format, want: DATA_FORMAT }).await
+            }
+            Ok(Wire::HelloPeer { cluster_id: got, from, to, incarnation, format: _ }) => {
                 if &got != cluster_id {
                     self.metrics.refuse("wrong_cluster");
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;
@@ -657,7 +662,7 @@ impl<M: Message> Acceptor<M> {
                 }
                 self.serve_peer(s, from).await
             }
-            Ok(Wire::HelloClient { cluster_id: got, token }) => {
+            Ok(Wire::HelloClient { cluster_id: got, token, format: _ }) => {
                 if &got != cluster_id {
                     self.metrics.refuse("wrong_cluster");
                     return refuse::<M>(&mut s, WireError::WrongCluster { got }).await;

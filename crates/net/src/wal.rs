@@ -113,10 +113,6 @@ impl Wal {
     pub fn open<V: DeserializeOwned, M: DeserializeOwned>(dir: &Path) -> Result<(Wal, Recovered<V, M>), WalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         merge_old_log(dir)?;
-        let path = dir.join("wal.log");
-        let mut file = OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(io_err(&path))?;
-        let mut data = Vec::new();
-        file.read_to_end(&mut data).map_err(io_err(&path))?;
         let mut rec = Recovered {
             versions: Vec::new(),
             outbox: BTreeMap::new(),

@@ -2,7 +2,7 @@
 //! that nothing a refused party sent reached the store.
 
 use bytes::Bytes;
-use causeway_core::{DcId, NodeId};
+use causeway_core::{DATA_FORMAT, DcId, NodeId};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{Wire, encode};
 use causeway_net::tls::{ClientTls, NodeTls, TlsError, Validity, generate, issue_client};
@@ -60,9 +60,13 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
     // 1. Plaintext to a TLS node: the handshake fails, nothing is served.
     let before = refused(0);
     let mut s = TcpStream::connect(c.addrs[0]).await.unwrap();
-    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: c.config.cluster_id.clone(), token: None }))
-        .await
-        .unwrap();
+    s.write_all(&encode::<Msg>(&Wire::HelloClient {
+        cluster_id: c.config.cluster_id.clone(),
+        token: None,
+        format: DATA_FORMAT,
+    }))
+    .await
+    .unwrap();
     s.write_all(&encode(&Wire::Request(Msg::PutReq {
         key: Bytes::from_static(b"k"),
         value: Bytes::from_static(b"plain"),
@@ -98,6 +102,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
                 from: NodeId(1),
                 to: NodeId(0),
                 incarnation: 7,
+                format: DATA_FORMAT,
             }))
             .await;
         let _ = conn.flush().await;
