@@ -144,7 +144,8 @@ impl Server for CcLoServer {
             return;
         }
         match msg {
-            Msg::Replicate { key, value, stamp, deps, written_us } => {
+            Msg::Replicate(r) => {
+                let Replica { key, value, stamp, deps, written_us } = *r;
                 p.on_replicate(env, from, key, value, stamp, deps, written_us)
             }
             Msg::CheckReq { key, stamp, deps } => p.on_check_req(env, from, key, stamp, deps),
@@ -398,8 +399,8 @@ impl Partition {
         }
         if local {
             for &peer in &self.peers {
-                let msg =
-                    Msg::Replicate { key: key.clone(), value: value.clone(), stamp, deps: deps.clone(), written_us };
+                let r = Replica { key: key.clone(), value: value.clone(), stamp, deps: deps.clone(), written_us };
+                let msg = Msg::Replicate(Box::new(r));
                 env.send(peer, msg);
             }
         }

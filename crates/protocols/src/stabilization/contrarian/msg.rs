@@ -35,8 +35,11 @@ pub enum Msg {
     /// Coordinator → partition (1½ rounds): the snapshot of ROT `rot` of
     /// the session named `session`.
     Snapshot { session: u64, rot: u64, tv: Vec<Hlc> },
-    /// A local version to its replicas, in timestamp order.
-    Replicate { key: Key, version: Version },
+    /// A local version to its replicas, in timestamp order. Boxed: the
+    /// version beside its key made this the largest variant (112 bytes),
+    /// and every move of a message past 128 bytes with the runtime's
+    /// envelope is a call to `memmove` (see CausalSpartanX's `Msg`).
+    Replicate { key: Key, version: Box<Version> },
     /// The partition's clock, to its replicas when it had nothing to
     /// replicate for Δ. `last_work_us` here and on the tree messages is the
     /// idle pacing's news of work ([`pace`](crate::stabilization::pace)).
@@ -47,6 +50,8 @@ pub enum Msg {
     /// Tree parent → child: the DC's GSS and largest clock.
     StablePush { gss: Vec<Hlc>, clock_max: Hlc, last_work_us: u64 },
 }
+
+const _: () = assert!(std::mem::size_of::<Msg>() <= 104, "a Contrarian message moves inline");
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PutOk {
@@ -100,9 +105,8 @@ crate::impl_message! {
     }
     fn payload_bytes(&self) -> usize {
         match self {
-            Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
-                key.len() + value.len()
-            }
+            Msg::PutReq { key, value, .. } => key.len() + value.len(),
+            Msg::Replicate { key, version } => key.len() + version.value.len(),
             Msg::RotCoord { keys, .. } | Msg::RotRead { keys, .. } | Msg::RotReadAt { keys, .. } => {
                 payload(keys.iter().map(|k| &k[..]))
             }

@@ -162,7 +162,7 @@ impl Server for ContrarianServer {
         }
         match msg {
             Msg::Snapshot { session, rot, tv } => p.on_snapshot(env, from, session, rot, tv),
-            Msg::Replicate { key, version } => p.on_replicate(env, from, key, version),
+            Msg::Replicate { key, version } => p.on_replicate(env, from, key, *version),
             Msg::Heartbeat { hlc, last_work_us } => p.on_heartbeat(env, from, hlc, last_work_us),
             Msg::StableReport { vv_min, clock_max, last_work_us } => {
                 p.on_stable_report(env, from, vv_min, clock_max, last_work_us)
@@ -232,7 +232,7 @@ impl Partition {
         // Sent as created: each FIFO channel carries this partition's
         // versions in timestamp order, so a replica may set VV[m] = ts.
         for &peer in &self.peers {
-            env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
+            env.send(peer, Msg::Replicate { key: key.clone(), version: Box::new(version.clone()) });
         }
         self.replicated_since_heartbeat |= !self.peers.is_empty();
     }
