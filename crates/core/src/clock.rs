@@ -125,11 +125,11 @@ impl Hlc {
 /// Why not postcard's default (`l` and `c` as two varints): `l` is physical
 /// time in µs, a 51-bit number that takes 8 varint bytes, each produced by a
 /// shift, a branch and a push of its own, and consumed the same way.
-/// CausalSpartanX's request and reply carry about six HLCs each way; its
-/// codec work was most of what it cost beyond Eventual per operation (see
-/// BENCHMARKS.md, issue 18). Fixed-width `l` costs one byte more per HLC on
-/// the wire (a length byte) and roughly half the instructions to encode and
-/// to decode.
+/// A CausalSpartanX server encodes about six HLCs per operation (its
+/// dependency sets and vectors), and that codec work was most of what it
+/// cost beyond Eventual (BENCHMARKS.md, issue 18). Fixed-width `l` costs one
+/// byte more per HLC on the wire (the length) and about half the
+/// instructions to encode and to decode one.
 ///
 /// Changing this changes the data format ([`crate::DATA_FORMAT`]).
 impl Serialize for Hlc {
