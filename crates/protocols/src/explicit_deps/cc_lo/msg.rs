@@ -90,7 +90,6 @@ pub enum Msg {
     CheckReply { key: Key, stamp: Stamp, old_readers: OldReaders },
 }
 
-/// A version read: its value and stamp (the session then depends on it).
 /// Every move of a message of over 128 bytes with the runtime's envelope is
 /// a call to `memmove` (see CausalSpartanX's `Msg`); `Replicate` inline
 /// made this 112. Boxing does not change the encoding.
@@ -106,6 +105,7 @@ pub struct Replica {
     pub written_us: u64,
 }
 
+/// A version read: its value and stamp (the session then depends on it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     pub value: Value,
