@@ -85,13 +85,23 @@ pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed
 pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
 pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};
 
-/// The version of the binary encoding of everything a node writes to its
-/// log and snapshots and sends to peers and clients (postcard over the
-/// protocols' serde types). A node records it in its directory's identity
-/// file and refuses a directory of another format; hellos carry it and a node
-/// refuses a peer or client of another format, naming both, rather than
-/// failing to decode them. Bump it with any change to an encoding.
+/// The version of the binary encoding of what a node writes to its log
+/// and snapshots (postcard over the protocols' serde types). A node records
+/// it in its directory's identity file and refuses a directory of another
+/// format, naming both. Bump it with any change to a stored encoding (and
+/// bump [`WIRE_FORMAT`] with it: messages carry the same types).
 ///
 /// - 1: every type as `#[derive]` writes it (implicit: no field recorded).
 /// - 2: an [`Hlc`] is a byte string, `l` fixed-width (see its `Serialize`).
 pub const DATA_FORMAT: u32 = 2;
+
+/// The version of the encoding of what nodes and clients send each other.
+/// Hellos carry it, and a node refuses a peer or client of another wire
+/// format, naming both, rather than misreading its messages. Bump it with
+/// any change to a message's encoding; a change to messages alone leaves
+/// [`DATA_FORMAT`], so directories written before it still open.
+///
+/// - 1, 2: as [`DATA_FORMAT`] 1 and 2.
+/// - 3: CC-LO's read replies say whether a version is settled, and its
+///   servers exchange settling messages (its deviation 10).
+pub const WIRE_FORMAT: u32 = 3;

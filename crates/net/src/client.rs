@@ -290,7 +290,7 @@ impl<P: Protocol> Session<P> {
         let hello = encode::<P::Msg>(&Wire::HelloClient {
             cluster_id: self.cluster.config.cluster_id.clone(),
             token: self.token.clone(),
-            format: causeway_core::DATA_FORMAT,
+            format: causeway_core::WIRE_FORMAT,
         });
         let hello_timeout = ClientError::HelloTimeout { node: node.0, addr, after: self.timeout };
         tokio::time::timeout_at(deadline, async {
@@ -749,7 +749,7 @@ pub async fn probe(
     let hello = encode::<()>(&Wire::HelloClient {
         cluster_id: cluster.config.cluster_id.clone(),
         token: token.map(str::to_string),
-        format: causeway_core::DATA_FORMAT,
+        format: causeway_core::WIRE_FORMAT,
     });
     let answer = tokio::time::timeout_at(deadline, async {
         s.write_all(&hello).await?;

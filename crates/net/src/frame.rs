@@ -5,7 +5,7 @@
 //! stable documented format, and needs no schema compiler. (An HLC is the
 //! one type written otherwise, its `l` fixed-width: see
 //! [`causeway_core::Hlc`]'s `Serialize`.) Hellos carry the sender's
-//! [`causeway_core::DATA_FORMAT`]; another format is refused by name rather
+//! [`causeway_core::WIRE_FORMAT`]; another format is refused by name rather
 //! than misread. Every decoding
 //! failure is a typed [`FrameError`]; nothing a peer sends can panic the
 //! reader.
@@ -31,7 +31,7 @@ pub enum Wire<M> {
         /// The sender's incarnation (see [`crate::identity`]): its sequence
         /// numbers mean something only within it.
         incarnation: u64,
-        /// The sender's [`causeway_core::DATA_FORMAT`].
+        /// The sender's [`causeway_core::WIRE_FORMAT`].
         format: u32,
     },
     /// First frame of a client connection.
@@ -40,7 +40,7 @@ pub enum Wire<M> {
         /// An access token ([`crate::auth`]), required when the cluster
         /// has `[auth] tokens`.
         token: Option<String>,
-        /// The sender's [`causeway_core::DATA_FORMAT`].
+        /// The sender's [`causeway_core::WIRE_FORMAT`].
         format: u32,
     },
     /// Answer to `HelloPeer`: send from this sequence number on (everything
@@ -140,7 +140,7 @@ pub enum WireError {
     /// Last, so that a node of an older format that receives it fails to
     /// decode it rather than reading it as another refusal.
     #[error(
-        "this node speaks data format {want}, the other side {got}: another version of Causeway \
+        "this node speaks wire format {want}, the other side {got}: another version of Causeway \
          (upgrade the whole cluster and its clients together)"
     )]
     Format { got: u32, want: u32 },
@@ -151,7 +151,7 @@ impl WireError {
     pub fn reason(&self) -> &'static str {
         match self {
             WireError::WrongCluster { .. } => "wrong_cluster",
-            WireError::Format { .. } => "data_format",
+            WireError::Format { .. } => "wire_format",
             WireError::StaleIncarnation { .. } => "stale_incarnation",
             WireError::UnknownNode(_) => "unknown_node",
             WireError::NotForMe { .. } => "not_for_me",

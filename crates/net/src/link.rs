@@ -497,7 +497,7 @@ async fn session<M: Message>(
         from: p.me,
         to: p.to,
         incarnation: p.incarnation,
-        format: causeway_core::DATA_FORMAT,
+        format: causeway_core::WIRE_FORMAT,
     });
     write_all(&mut wr, &hello, q, rx, stop).await?;
     let body = {

@@ -28,8 +28,8 @@ use crate::metrics::{Kept, NodeMetrics};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError, frame_versions};
 use causeway_core::{
-    ClientId, DATA_FORMAT, DcId, FreezeBuffers, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol,
-    Server, ServerEnv, Versioned,
+    ClientId, DcId, FreezeBuffers, KeyIndex, Message, MvStore, NodeCtx, NodeId, Observation, Protocol, Server,
+    ServerEnv, Versioned, WIRE_FORMAT,
 };
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use rustc_hash::FxHashMap;
@@ -619,10 +619,10 @@ impl<M: Message> Acceptor<M> {
         };
         let cluster_id = &self.cluster.config.cluster_id;
         match hello {
-            Ok(Wire::HelloPeer { format, .. } | Wire::HelloClient { format, .. }) if format != DATA_FORMAT => {
-                self.metrics.refuse("data_format");
+            Ok(Wire::HelloPeer { format, .. } | Wire::HelloClient { format, .. }) if format != WIRE_FORMAT => {
+                self.metrics.refuse("wire_format");
                 tracing::warn!(node = self.node.0, got = format, "refusing a hello of another data format");
-                refuse::<M>(&mut s, WireError::Format { got: format, want: DATA_FORMAT }).await
+                refuse::<M>(&mut s, WireError::Format { got: format, want: WIRE_FORMAT }).await
             }
             Ok(Wire::HelloPeer { cluster_id: got, from, to, incarnation, format: _ }) => {
                 if &got != cluster_id {

@@ -3,7 +3,7 @@
 //! trusted, and the server keeps serving everyone else.
 
 use bytes::Bytes;
-use causeway_core::{DATA_FORMAT, DcId, NodeId};
+use causeway_core::{DcId, NodeId, WIRE_FORMAT};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, read_frame};
 use causeway_net::tls::{ClientTls, Conn};
@@ -73,7 +73,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
     send(
         &mut s,
-        &encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into(), token: None, format: DATA_FORMAT }),
+        &encode::<Msg>(&W::HelloClient { cluster_id: "someone-else".into(), token: None, format: WIRE_FORMAT }),
     )
     .await;
     let r = answer(&mut s).await;
@@ -81,27 +81,27 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     // The refusal does not tell the caller the right cluster id.
     assert!(!format!("{r:?}").contains(id.as_str()), "{r:?}");
 
-    // 3b. A hello of another data format (another version of Causeway), peer or client.
+    // 3b. A hello of another wire format (another version of Causeway), peer or client.
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
     send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: id.clone(), token: None, format: 1 })).await;
     let r = answer(&mut s).await;
-    assert!(matches!(&r, Some(W::Refused(WireError::Format { got: 1, want: DATA_FORMAT }))), "{r:?}");
+    assert!(matches!(&r, Some(W::Refused(WireError::Format { got: 1, want: WIRE_FORMAT }))), "{r:?}");
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
     send(&mut s, &peer_hello(&id, 1, 0, 1)).await;
     let r = answer(&mut s).await;
-    assert!(matches!(&r, Some(W::Refused(WireError::Format { got: 1, want: DATA_FORMAT }))), "{r:?}");
+    assert!(matches!(&r, Some(W::Refused(WireError::Format { got: 1, want: WIRE_FORMAT }))), "{r:?}");
 
     // 4. A peer claiming a node id outside the topology, and one addressing the wrong node.
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
-    send(&mut s, &peer_hello(&id, 99, 0, DATA_FORMAT)).await;
+    send(&mut s, &peer_hello(&id, 99, 0, WIRE_FORMAT)).await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::UnknownNode(99)))));
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
-    send(&mut s, &peer_hello(&id, 1, 1, DATA_FORMAT)).await;
+    send(&mut s, &peer_hello(&id, 1, 1, WIRE_FORMAT)).await;
     assert!(matches!(answer(&mut s).await, Some(W::Refused(WireError::NotForMe { me: 0, to: 1 }))));
     // A client's certificate cannot say hello as a peer (it would inject
     // replicated writes and take node 1's sequence numbers).
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
-    send(&mut s, &peer_hello(&id, 1, 0, DATA_FORMAT)).await;
+    send(&mut s, &peer_hello(&id, 1, 0, WIRE_FORMAT)).await;
     let r = answer(&mut s).await;
     assert!(
         matches!(&r, Some(W::Refused(WireError::Unauthenticated { claimed })) if claimed == "node-1.causeway"),
@@ -111,7 +111,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     // 5. A client connection: over-limit key and value, a peer message, then an
     //    unknown message kind (which leaves the stream untrustworthy: closed).
     let mut s = tls.dial(&c, NodeId(0)).await.unwrap();
-    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: id.clone(), token: None, format: DATA_FORMAT })).await;
+    send(&mut s, &encode::<Msg>(&W::HelloClient { cluster_id: id.clone(), token: None, format: WIRE_FORMAT })).await;
     assert!(matches!(answer(&mut s).await, Some(W::WelcomeClient { .. })));
     let big_key = Bytes::from(vec![b'k'; limits.max_key_bytes + 1]);
     send(&mut s, &encode(&W::Request(Msg::GetReq { key: big_key }))).await;
@@ -200,7 +200,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
     let mut conns = Vec::new();
     for &n in &dc0 {
         let mut s = tls.dial(&c, n).await.unwrap();
-        send(&mut s, &encode::<EMsg>(&EW::HelloClient { cluster_id: id.clone(), token: None, format: DATA_FORMAT }))
+        send(&mut s, &encode::<EMsg>(&EW::HelloClient { cluster_id: id.clone(), token: None, format: WIRE_FORMAT }))
             .await;
         let w = tokio::time::timeout(std::time::Duration::from_secs(5), read_frame(&mut s, 1 << 20))
             .await
@@ -285,7 +285,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A peer's hello from node `from` to node `to`, of data format `format`.
+/// A peer's hello from node `from` to node `to`, of wire format `format`.
 fn peer_hello(cluster_id: &str, from: u32, to: u32, format: u32) -> Vec<u8> {
     encode::<Msg>(&W::HelloPeer {
         cluster_id: cluster_id.into(),

@@ -1,7 +1,7 @@
 //! Connections cost file descriptors: a node caps how many it holds and
 //! closes idle clients, so neither a flood nor forgotten clients exhaust it.
 
-use causeway_core::DATA_FORMAT;
+use causeway_core::WIRE_FORMAT;
 use causeway_net::Fsync;
 use causeway_net::config::Limits;
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
@@ -31,7 +31,7 @@ fn spec(name: &str) -> EmbeddedSpec {
 
 async fn hello(c: &causeway_net::Cluster, id: &str) -> (Conn, Option<Wire<Msg>>) {
     let mut s = ClientTls::load(c).unwrap().dial(c, causeway_core::NodeId(0)).await.unwrap();
-    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: id.into(), token: None, format: DATA_FORMAT }))
+    s.write_all(&encode::<Msg>(&Wire::HelloClient { cluster_id: id.into(), token: None, format: WIRE_FORMAT }))
         .await
         .unwrap();
     s.flush().await.unwrap();

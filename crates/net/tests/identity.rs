@@ -3,7 +3,7 @@
 //! loudly instead of silently diverging.
 
 use bytes::Bytes;
-use causeway_core::{DATA_FORMAT, DcId, NodeId};
+use causeway_core::{DcId, NodeId, WIRE_FORMAT};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{Wire, WireError, decode, encode, read_frame};
 use causeway_net::tls::NodeTls;
@@ -55,7 +55,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         from: NodeId(1),
         to: NodeId(0),
         incarnation: 42,
-        format: DATA_FORMAT,
+        format: WIRE_FORMAT,
     };
     s.write_all(&encode(&hello)).await.unwrap();
     s.flush().await.unwrap();

@@ -2,7 +2,7 @@
 //! that nothing a refused party sent reached the store.
 
 use bytes::Bytes;
-use causeway_core::{DATA_FORMAT, DcId, NodeId};
+use causeway_core::{DcId, NodeId, WIRE_FORMAT};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::{Wire, encode};
 use causeway_net::tls::{ClientTls, NodeTls, TlsError, Validity, generate, issue_client};
@@ -63,7 +63,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
     s.write_all(&encode::<Msg>(&Wire::HelloClient {
         cluster_id: c.config.cluster_id.clone(),
         token: None,
-        format: DATA_FORMAT,
+        format: WIRE_FORMAT,
     }))
     .await
     .unwrap();
@@ -102,7 +102,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
                 from: NodeId(1),
                 to: NodeId(0),
                 incarnation: 7,
-                format: DATA_FORMAT,
+                format: WIRE_FORMAT,
             }))
             .await;
         let _ = conn.flush().await;

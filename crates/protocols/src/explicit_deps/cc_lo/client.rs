@@ -80,6 +80,17 @@ impl CcLoClient {
         self.send_read(env, read);
     }
 
+    /// A settled version constrains no write (deviation 10), nor does an
+    /// older one of its key from its DC, settled with it (Lloyd §6.1: the
+    /// library drops never-depend items at once).
+    fn settled(&mut self, key: Key, stamp: Stamp) {
+        self.lts = self.lts.max(stamp.ts);
+        let slot = (key, stamp.dc);
+        if self.context.get(&slot).is_some_and(|&s| s <= stamp) {
+            self.context.remove(&slot);
+        }
+    }
+
     fn depend_on(&mut self, key: Key, stamp: Stamp) {
         self.lts = self.lts.max(stamp.ts);
         let e = self.context.entry((key, stamp.dc)).or_insert(stamp);
@@ -138,7 +149,11 @@ impl Client for CcLoClient {
                 let mut values = Vec::with_capacity(read.keys.len());
                 for (key, item) in read.keys.into_iter().zip(read.items) {
                     values.push(item.map(|item| {
-                        self.depend_on(key, item.stamp);
+                        if item.never_depend {
+                            self.settled(key, item.stamp);
+                        } else {
+                            self.depend_on(key, item.stamp);
+                        }
                         item.value
                     }));
                 }

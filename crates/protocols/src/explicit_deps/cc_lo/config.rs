@@ -23,6 +23,12 @@ pub struct Config {
     /// Re-send a readers check unanswered for this long (the partition
     /// asked may have crashed and forgotten it).
     pub check_retry_us: u64,
+    /// Settle versions visible in every DC for a reader TTL, so that
+    /// sessions stop depending on them (deviation 10). Off, CC-LO is the
+    /// paper's: a session's context is every version it read since its last
+    /// write (the seed experiments run it so), and a session that read more
+    /// than `MAX_DEPS` versions cannot write.
+    pub settle: bool,
     /// A deliberately broken variant: a partition answers another
     /// partition's readers check without any old readers (it still waits
     /// for the dependencies, so the dependency check stands): a version's
@@ -51,6 +57,7 @@ impl Default for Config {
             reader_ttl_us: 500_000,
             tick_us: 50_000,
             check_retry_us: 200_000,
+            settle: true,
             mutant_no_old_reader_propagation: false,
             mutant_lamport_only: false,
             mutant_skip_dep_check: false,

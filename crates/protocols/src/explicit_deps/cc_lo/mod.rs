@@ -105,6 +105,32 @@
 //!    ([`Protocol::validate`]). Clients are trusted library code, as in the
 //!    paper: a forged dependency on a version never written stalls the PUT.
 //!
+//! 10. **Settling: never-depend versions** (Lloyd §6.1, "client metadata
+//!     garbage collection", carried over from COPS, on which COPS-SNOW is
+//!     built). Without it a session's context is every version it read
+//!     since its last write: a session that read 5 000 keys could never
+//!     write again (a PUT carries at most [`MAX_DEPS`]), and a GET cost the
+//!     client an insertion into an ever larger map. A version is
+//!     *settled* once it is visible in every DC and has been for a reader
+//!     TTL: every ROT that read an older version of its key, or was one of
+//!     its old readers, is over (deviation 3), and every DC's dependency
+//!     check would pass at once, so depending on it constrains nothing. A
+//!     read of a settled version says so (`Item::never_depend`) and the
+//!     session drops it, with any older one of its key from its DC; a PUT
+//!     drops settled dependencies before its check (after its stamp is
+//!     above them all). How a partition learns it, per tick: it sends each
+//!     replica a `Probe` naming the stamp below which all its own versions
+//!     were replicated (its oldest still in a readers check); links are
+//!     FIFO, so the replica has them all, and answers `Through` with that
+//!     stamp or its own oldest pending version from the origin, if lower.
+//!     The minimum over replicas is visible everywhere; a reader TTL of
+//!     ticks later the origin settles it and tells the replicas
+//!     (`Settled`). The messages are ephemeral (re-sent; handlers keep the
+//!     maximum). A restarted partition has forgotten what was settled,
+//!     which is only conservative. As in COPS, nothing settles while a DC
+//!     is away: a session that reads more than [`MAX_DEPS`] versions
+//!     written during a partition cannot write until it heals.
+//!
 //! Three deliberately broken variants: `mutant_skip_dep_check` (caught by
 //! the conformance suite), `mutant_no_old_reader_propagation` (a partition
 //! tells other partitions no old readers) and `mutant_lamport_only` (the

@@ -88,6 +88,16 @@ pub enum Msg {
     CheckReq { key: Key, stamp: Stamp, deps: Vec<Dep> },
     /// The answer to the check of `key`@`stamp`: its old readers.
     CheckReply { key: Key, stamp: Stamp, old_readers: OldReaders },
+    /// Settling (deviation 10), to a replica: every version of the
+    /// sender's stamped below Lamport time `below` was sent before this.
+    Probe { below: u64 },
+    /// The answer to a [`Msg::Probe`]: every version of the receiver's
+    /// stamped below `below` is visible at the sender.
+    Through { below: u64 },
+    /// From a version's origin to its replicas: every version of the
+    /// sender's stamped below `below` is visible in every DC and has been
+    /// for a reader TTL, so no session need depend on it.
+    Settled { below: u64 },
 }
 
 /// Every move of a message of over 128 bytes with the runtime's envelope is
@@ -105,19 +115,29 @@ pub struct Replica {
     pub written_us: u64,
 }
 
-/// A version read: its value and stamp (the session then depends on it).
+/// A version read: its value and stamp. The session then depends on it,
+/// unless it is settled (`never_depend`, deviation 10).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     pub value: Value,
     pub stamp: Stamp,
+    pub never_depend: bool,
 }
 
 crate::impl_message! {
     Msg {
         client: PutReply, RotReq, RotReply;
         writes: PutReq;
-        peer: Replicate, CheckReq, CheckReply;
+        peer: Replicate, CheckReq, CheckReply, Probe, Through, Settled;
         nested: ;
+    }
+    /// Settling's messages are re-sent every tick they change (and every
+    /// second regardless), and their handlers keep the maximum, or answer
+    /// with it: the newest says everything older ones did. The runtime
+    /// still delivers one after every message sent before it, which is
+    /// what a [`Msg::Probe`]'s claim rests on.
+    fn ephemeral(&self) -> bool {
+        matches!(self, Msg::Probe { .. } | Msg::Through { .. } | Msg::Settled { .. })
     }
     fn max_key_value_len(&self) -> (usize, usize) {
         match self {
@@ -143,7 +163,13 @@ crate::impl_message! {
             Msg::Replicate(r) => r.key.len() + r.value.len(),
             Msg::RotReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
             Msg::RotReply { items: Ok(items), .. } => payload(items.iter().flatten().map(|i| &i.value[..])),
-            Msg::PutReply(_) | Msg::RotReply { items: Err(_), .. } | Msg::CheckReq { .. } | Msg::CheckReply { .. } => 0,
+            Msg::PutReply(_)
+            | Msg::RotReply { items: Err(_), .. }
+            | Msg::CheckReq { .. }
+            | Msg::CheckReply { .. }
+            | Msg::Probe { .. }
+            | Msg::Through { .. }
+            | Msg::Settled { .. } => 0,
         }
     }
 }

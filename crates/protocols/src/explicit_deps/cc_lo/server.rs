@@ -11,6 +11,9 @@ use std::sync::Arc;
 /// The one timer's token: expiry, retries, the hold after a restart.
 const TIMER_TICK: u64 = 1;
 
+/// Unchanged probes and settlements are sent again this often (ticks).
+const SETTLE_REFRESH_TICKS: u64 = 20;
+
 /// The store metadata a partition writes on its first start: finding it on
 /// `on_start` means this is a restart (deviation 7).
 const STARTED: &[u8] = b"cclo:started";
@@ -92,6 +95,19 @@ pub(super) struct Partition {
     pub(super) tick: u64,
     /// No readers check is answered before this tick (deviation 7).
     pub(super) hold_until: u64,
+    /// Settling (deviation 10): per DC, its versions of this partition
+    /// stamped below this Lamport time are settled (never-depend).
+    pub(super) settled: Vec<u64>,
+    /// Per replica: this partition's own versions stamped below this are
+    /// visible there (its latest [`Msg::Through`]).
+    through: BTreeMap<NodeId, u64>,
+    /// The `below` of the last [`Msg::Probe`] sent.
+    probed: u64,
+    /// Bounds visible in every DC, each settled at its tick (a reader TTL
+    /// after this partition learnt it).
+    holding: VecDeque<(u64, u64)>,
+    /// The newest bound put in `holding`.
+    everywhere: u64,
 }
 
 impl Partition {
@@ -112,6 +128,11 @@ impl Partition {
             self_answers: VecDeque::new(),
             tick: 0,
             hold_until: 0,
+            settled: vec![0; topology.dcs()],
+            through: BTreeMap::new(),
+            probed: 0,
+            holding: VecDeque::new(),
+            everywhere: 0,
             topology,
         }
     }
@@ -150,6 +171,9 @@ impl Server for CcLoServer {
             }
             Msg::CheckReq { key, stamp, deps } => p.on_check_req(env, from, key, stamp, deps),
             Msg::CheckReply { key, stamp, old_readers } => p.on_check_reply(env, from, key, stamp, old_readers),
+            Msg::Probe { below } => p.on_probe(env, from, below),
+            Msg::Through { below } => p.on_through(from, below),
+            Msg::Settled { below } => p.on_settled(from, below),
             _ => {} // client traffic never comes from peers
         }
         p.pump(env);
@@ -181,11 +205,20 @@ impl Partition {
         value: Value,
         deps: Vec<Dep>,
     ) {
-        if let Err(e) = self.check_key(&key).and_then(|()| self.check_deps(&deps)) {
+        let mut deps = deps;
+        // The stamp goes above every dependency, settled ones too; those
+        // need no check (deviation 10), and are not counted against
+        // MAX_DEPS: a session that read many versions during a partition
+        // can write again once they settle.
+        let dep_max = deps.iter().map(|d| d.stamp.ts).max().unwrap_or(0);
+        let checked = self.check_key(&key).and_then(|()| self.check_stamps(&deps)).and_then(|()| {
+            deps.retain(|d| !self.is_settled(d.stamp));
+            self.check_deps(&deps)
+        });
+        if let Err(e) = checked {
             env.reply(client, Msg::PutReply(Err(e)));
             return;
         }
-        let mut deps = deps;
         // Deviation 2: a write follows the previous write of its key
         // accepted in this DC.
         if let Some(prev) = env.store().versions(&key).iter().rev().find(|v| v.stamp.dc == self.m) {
@@ -194,7 +227,6 @@ impl Partition {
         deps.sort();
         deps.dedup();
         env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
-        let dep_max = deps.iter().map(|d| d.stamp.ts).max().unwrap_or(0);
         self.clock = self.clock.max(dep_max) + 1;
         let stamp = Stamp { ts: self.clock, dc: self.m };
         // Last-writer-wins never puts a write before its causal past.
@@ -492,7 +524,8 @@ impl Partition {
             let v = env.store().latest_where(&key, |v| {
                 v.visible && if lamport { v.stamp.ts <= snapshot } else { !contains(&v.old_readers, id) }
             });
-            let item = v.map(|v| Item { value: v.value.clone(), stamp: v.stamp });
+            let item =
+                v.map(|v| Item { value: v.value.clone(), stamp: v.stamp, never_depend: self.is_settled(v.stamp) });
             if record && !lamport {
                 let rec = ReadRecord { seq: id.seq, got: item.as_ref().map(|i| i.stamp), tick: self.tick };
                 let e = self.readers.entry(key).or_default().entry(id.nonce).or_insert(rec);
@@ -503,6 +536,87 @@ impl Partition {
             items.push(item);
         }
         env.reply(client, Msg::RotReply { seq: id.seq, items: Ok(items) });
+    }
+
+    // ------------------------------------------------------------ settling (deviation 10)
+
+    /// Whether versions stamped `stamp` are settled here: visible in every
+    /// DC for a reader TTL.
+    fn is_settled(&self, stamp: Stamp) -> bool {
+        self.settled.get(stamp.dc.idx()).is_some_and(|&b| stamp.ts < b)
+    }
+
+    /// Every own version stamped below this has been replicated: the
+    /// oldest own version still in its readers check, else the next stamp.
+    fn sent_below(&self) -> u64 {
+        let pending = self.checks.keys().filter(|(_, s)| s.dc == self.m).map(|(_, s)| s.ts).min();
+        pending.unwrap_or(self.clock + 1)
+    }
+
+    /// Once a tick: probe the replicas; a bound visible everywhere waits a
+    /// reader TTL, then is settled here and at the replicas. Unchanged
+    /// probes and settlements go out again every [`SETTLE_REFRESH_TICKS`]
+    /// (a restarted node has forgotten them).
+    fn settle_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        if !self.cfg.settle {
+            return;
+        }
+        let refresh = self.tick.is_multiple_of(SETTLE_REFRESH_TICKS);
+        let below = self.sent_below();
+        if below != self.probed || refresh {
+            self.probed = below;
+            for &peer in &self.peers {
+                env.send(peer, Msg::Probe { below });
+            }
+        }
+        let everywhere = self.peers.iter().map(|p| self.through.get(p).copied().unwrap_or(0)).fold(below, u64::min);
+        if everywhere > self.everywhere {
+            self.everywhere = everywhere;
+            self.holding.push_back((everywhere, self.tick + self.cfg.ttl_ticks() + 1));
+        }
+        let mut settled = None;
+        while let Some(&(b, due)) = self.holding.front()
+            && due <= self.tick
+        {
+            self.holding.pop_front();
+            settled = Some(b);
+        }
+        let own = &mut self.settled[self.m.idx()];
+        if let Some(b) = settled {
+            *own = (*own).max(b);
+        }
+        if settled.is_some() || (refresh && *own > 0) {
+            let below = *own;
+            for &peer in &self.peers {
+                env.send(peer, Msg::Settled { below });
+            }
+        }
+    }
+
+    /// ⟨Probe⟩ from a replica's origin: everything it stamped below
+    /// `below` has arrived (links are FIFO); what is not pending here is
+    /// visible.
+    fn on_probe(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, below: u64) {
+        if !self.peers.contains(&from) {
+            return;
+        }
+        let dc = self.topology.dc_of(from);
+        let pending = self.checks.keys().filter(|(_, s)| s.dc == dc).map(|(_, s)| s.ts).min();
+        env.send(from, Msg::Through { below: pending.map_or(below, |p| p.min(below)) });
+    }
+
+    fn on_through(&mut self, from: NodeId, below: u64) {
+        if self.peers.contains(&from) {
+            let t = self.through.entry(from).or_default();
+            *t = (*t).max(below);
+        }
+    }
+
+    fn on_settled(&mut self, from: NodeId, below: u64) {
+        if self.peers.contains(&from) {
+            let s = &mut self.settled[self.topology.dc_of(from).idx()];
+            *s = (*s).max(below);
+        }
     }
 
     // ------------------------------------------------------------ timer, GC and recovery
@@ -535,6 +649,7 @@ impl Partition {
                 self.answer(env, id);
             }
         }
+        self.settle_tick(env);
         let retry = self.cfg.retry_ticks();
         let (me, tick) = (self.me, self.tick);
         for ((key, stamp), c) in self.checks.iter_mut() {
@@ -602,12 +717,22 @@ impl Partition {
         }
     }
 
-    /// At most [`MAX_DEPS`] dependencies, each stamped in a DC that exists,
-    /// with a Lamport time a clock can still go past.
+    /// At most [`MAX_DEPS`] dependencies, each stamped as
+    /// [`Partition::check_stamps`] requires.
     fn check_deps(&self, deps: &[Dep]) -> Result<(), OpError> {
+        if deps.len() > MAX_DEPS {
+            let n = deps.len();
+            return Err(OpError::BadRequest(format!("{n} unsettled dependencies; at most {MAX_DEPS}")));
+        }
+        self.check_stamps(deps)
+    }
+
+    /// Each dependency stamped in a DC that exists, with a Lamport time a
+    /// clock can still go past.
+    fn check_stamps(&self, deps: &[Dep]) -> Result<(), OpError> {
         let dcs = self.topology.dcs();
-        if deps.len() > MAX_DEPS || deps.iter().any(|d| d.stamp.dc.idx() >= dcs || d.stamp.ts >= 1 << 62) {
-            return Err(OpError::BadRequest(format!("at most {MAX_DEPS} dependencies, each stamped in a known DC")));
+        if deps.iter().any(|d| d.stamp.dc.idx() >= dcs || d.stamp.ts >= 1 << 62) {
+            return Err(OpError::BadRequest("a dependency stamped in an unknown DC or past the clock's range".into()));
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, get, put, rot, server_to_server, text};
+use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, rot, server_to_server, text};
 use causeway_core::{
     ClientId, DcId, Key, NodeId, Op, OpError, OpResult, Protocol, Replication, Topology, TopologySpec,
 };
@@ -530,4 +530,78 @@ fn the_hold_after_a_restart_is_what_keeps_forgotten_readers_safe() {
         vec![Some("X1".into()), Some("Y1".into())],
         "a new attempt, after the PUTs"
     );
+}
+
+/// Deviation 10: a session that read more versions than a PUT may carry
+/// can write once they settle (everywhere for a reader TTL), and versions
+/// settled when read do not enter its context at all. Before settling,
+/// such a session's every PUT was refused ("at most 4096 dependencies"):
+/// it could never write again.
+#[test]
+fn a_session_that_read_many_versions_writes_once_they_settle() {
+    let cfg = Config::default();
+    let mut net = net_with(1, 1, 2, cfg.clone());
+    let (a, b) = (net.client(0, 0), net.client(0, 1));
+    let ks: Vec<Key> = (0..MAX_DEPS + 10).map(|i| Key::from(format!("k{i}").into_bytes())).collect();
+    for k in &ks {
+        put(&mut net, a, k, "v");
+    }
+    // Not yet settled: b's reads enter its context, too many for a PUT.
+    for k in &ks {
+        assert_eq!(get(&mut net, b, k), Some("v".into()));
+    }
+    assert_eq!(net.clients[b.idx()].context.len(), MAX_DEPS + 10);
+    let w = Op::Put { key: ks[0].clone(), value: bytes("w") };
+    assert!(matches!(net.run(b, w.clone()), OpResult::Failed(OpError::BadRequest(why)) if why.contains("unsettled")));
+    // A reader TTL (and the tick that learns the bound) later, they are
+    // settled: the server drops them from the PUT.
+    for _ in 0..cfg.ttl_ticks() + 2 {
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+    assert_eq!(net.run(b, w), OpResult::Put);
+    assert_eq!(get(&mut net, a, &ks[0]), Some("w".into()));
+    // Read now, settled versions never enter a context.
+    for k in &ks[1..] {
+        assert_eq!(get(&mut net, a, k), Some("v".into()));
+    }
+    assert_eq!(net.clients[a.idx()].context.len(), 1, "only b's write, not yet settled");
+}
+
+/// Deviation 10: a version settles only once every DC has it visible, and a
+/// reader TTL after its origin learnt so; then reads in every DC say so.
+#[test]
+fn a_version_settles_once_every_dc_has_it_and_a_ttl_has_passed() {
+    let cfg = Config::default();
+    let mut net = net_with(2, 1, 1, cfg.clone());
+    let (a, b) = (net.client(0, 0), net.client(1, 0));
+    let k = net.key_on(0);
+    let (p0, p1) = (net.server_for(DC0, &k), net.server_for(DC1, &k));
+    put(&mut net, a, &k, "x");
+    let to_dc1 = channel(p0, p1);
+    // DC 1 is away: DC 0 probes, hears nothing, settles nothing.
+    for _ in 0..3 * cfg.ttl_ticks() {
+        net.fire_all_timers();
+        net.deliver_while(|m| !to_dc1(m));
+    }
+    assert_eq!(part(&net, p0).settled, vec![0, 0]);
+    assert_eq!(get(&mut net, a, &k), Some("x".into()));
+    assert_eq!(net.clients[a.idx()].context.len(), 1, "an unsettled version is a dependency");
+    // DC 1 gets it: a TTL after DC 0 learns that, both DCs call it settled.
+    net.deliver_all();
+    net.fire_all_timers();
+    net.deliver_all();
+    let learnt = part(&net, p0).settled.clone();
+    for _ in 0..cfg.ttl_ticks() {
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+    assert_eq!(learnt, vec![0, 0], "held for a reader TTL");
+    net.fire_all_timers();
+    net.deliver_all();
+    assert!(part(&net, p0).settled[0] > 0 && part(&net, p1).settled[0] == part(&net, p0).settled[0]);
+    assert_eq!(get(&mut net, b, &k), Some("x".into()));
+    assert!(net.clients[b.idx()].context.is_empty(), "settled: no dependency in DC 1");
+    assert_eq!(get(&mut net, a, &k), Some("x".into()));
+    assert!(net.clients[a.idx()].context.is_empty(), "settled: a's dependency on it dropped");
 }
