@@ -102,6 +102,7 @@ pub const DATA_FORMAT: u32 = 2;
 /// [`DATA_FORMAT`], so directories written before it still open.
 ///
 /// - 1, 2: as [`DATA_FORMAT`] 1 and 2.
-/// - 3: CC-LO's read replies say whether a version is settled, and its
-///   servers exchange settling messages (its deviation 10).
+/// - 3: CC-LO's read replies say whether a version is settled, its
+///   servers exchange settling messages (its deviation 10), and its GETs
+///   have messages of their own.
 pub const WIRE_FORMAT: u32 = 3;

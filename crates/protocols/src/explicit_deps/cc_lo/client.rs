@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
-use causeway_core::{Client, ClientCtx, ClientEnv, DcId, Key, NodeId, Op, OpError, OpResult};
+use causeway_core::{Client, ClientCtx, ClientEnv, DcId, Key, NodeId, Op, OpError, OpResult, Value};
 use std::collections::BTreeMap;
 
 /// A session: its nearest dependencies (COPS's one-hop context, Lloyd
@@ -21,15 +21,23 @@ pub struct CcLoClient {
 }
 
 pub(super) enum Pending {
-    Put { key: Key },
+    Put {
+        key: Key,
+    },
+    /// A GET under ROT id `seq`: one partition, never recorded (deviation
+    /// 5), so no attempt timer either: one request and one reply, as a
+    /// COPS read, within the session's own deadline.
+    Get {
+        seq: u64,
+        key: Key,
+    },
     Read(Read),
 }
 
-/// A ROT (or GET) in progress: one attempt, under ROT id `seq`.
+/// A ROT in progress: one attempt, under ROT id `seq`.
 pub(super) struct Read {
     seq: u64,
     attempts: u32,
-    single: bool,
     keys: Vec<Key>,
     servers: Vec<NodeId>,
     /// Partitions still to answer → the positions of their keys.
@@ -74,10 +82,21 @@ impl CcLoClient {
         self.pending = Some(Pending::Read(read));
     }
 
-    fn start_read(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>, single: bool) {
+    fn start_read(&mut self, env: &mut impl ClientEnv<Msg>, keys: Vec<Key>) {
         let Some(servers) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };
-        let read = Read { seq: 0, attempts: 0, single, keys, servers, awaiting: BTreeMap::new(), items: Vec::new() };
+        let read = Read { seq: 0, attempts: 0, keys, servers, awaiting: BTreeMap::new(), items: Vec::new() };
         self.send_read(env, read);
+    }
+
+    /// The session read `item` of `key`: it now depends on it, unless it is
+    /// settled.
+    fn read(&mut self, key: Key, item: Item) -> Value {
+        if item.never_depend {
+            self.settled(key, item.stamp);
+        } else {
+            self.depend_on(key, item.stamp);
+        }
+        item.value
     }
 
     /// A settled version constrains no write (deviation 10), nor does an
@@ -109,9 +128,15 @@ impl Client for CcLoClient {
                 self.pending = Some(Pending::Put { key: key.clone() });
                 env.send(to, Msg::PutReq { key, value, deps });
             }
-            Op::Get { key } => self.start_read(env, vec![key], true),
+            Op::Get { key } => {
+                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
+                self.seq += 1;
+                let id = RotId { nonce: self.ctx.nonce, seq: self.seq };
+                self.pending = Some(Pending::Get { seq: self.seq, key: key.clone() });
+                env.send(to, Msg::GetReq { id, key, lts: self.lts });
+            }
             Op::Rot { keys } if keys.is_empty() => env.complete(OpResult::Rot(Vec::new())),
-            Op::Rot { keys } => self.start_read(env, keys, false),
+            Op::Rot { keys } => self.start_read(env, keys),
             other => fail_unsupported(env, other.kind()),
         }
     }
@@ -125,6 +150,13 @@ impl Client for CcLoClient {
                     self.context.clear();
                     self.depend_on(key, stamp);
                     env.complete(OpResult::Put);
+                }
+                Err(e) => env.complete(OpResult::Failed(e)),
+            },
+            (Pending::Get { seq, key }, Msg::GetReply { seq: s, item }) if s == seq => match item {
+                Ok(item) => {
+                    let value = item.map(|item| self.read(key, item));
+                    env.complete(OpResult::Get(value));
                 }
                 Err(e) => env.complete(OpResult::Failed(e)),
             },
@@ -148,20 +180,9 @@ impl Client for CcLoClient {
                 // Complete: the session now depends on what it read.
                 let mut values = Vec::with_capacity(read.keys.len());
                 for (key, item) in read.keys.into_iter().zip(read.items) {
-                    values.push(item.map(|item| {
-                        if item.never_depend {
-                            self.settled(key, item.stamp);
-                        } else {
-                            self.depend_on(key, item.stamp);
-                        }
-                        item.value
-                    }));
+                    values.push(item.map(|item| self.read(key, item)));
                 }
-                if read.single {
-                    env.complete(OpResult::Get(values.pop().flatten()));
-                } else {
-                    env.complete(OpResult::Rot(values));
-                }
+                env.complete(OpResult::Rot(values));
             }
             (p, _) => self.pending = Some(p), // a stray or stale reply: ignore it
         }

@@ -77,7 +77,10 @@
 //! 5. **A ROT that reads at one partition is not recorded** as a reader
 //!    (a GET is such a ROT): it reads all its keys in one step and never
 //!    reads again, so it cannot be an old reader. Only multi-partition
-//!    ROTs cost the readers check anything.
+//!    ROTs cost the readers check anything. Nor does such a ROT need a bound
+//!    on its life: a GET has a message pair of its own (`GetReq`, no key
+//!    vectors) and no attempt timer, one request and one reply within the
+//!    session's deadline, as a COPS read.
 //! 6. **The check is keyed by the version checked** (key and stamp), not by
 //!    a counter, so a restarted partition cannot confuse its new checks
 //!    with old ones still waiting elsewhere; unanswered checks are re-sent

@@ -78,6 +78,10 @@ pub enum Msg {
     RotReq { id: RotId, keys: Vec<Key>, record: bool, lts: u64 },
     /// One version (or none) per key, in request order.
     RotReply { seq: u64, items: Result<Vec<Option<Item>>, OpError> },
+    /// A GET: [`Msg::RotReq`] of one key, never recorded (deviation 5).
+    GetReq { id: RotId, key: Key, lts: u64 },
+    /// The version read (or none).
+    GetReply { seq: u64, item: Result<Option<Item>, OpError> },
     /// A version to its replicas in the other DCs, with its dependencies
     /// ([`Replica`], boxed: inline it made this the largest variant).
     Replicate(Box<Replica>),
@@ -126,7 +130,7 @@ pub struct Item {
 
 crate::impl_message! {
     Msg {
-        client: PutReply, RotReq, RotReply;
+        client: PutReply, RotReq, RotReply, GetReq, GetReply;
         writes: PutReq;
         peer: Replicate, CheckReq, CheckReply, Probe, Through, Settled;
         nested: ;
@@ -145,12 +149,13 @@ crate::impl_message! {
                 (deps.iter().map(|d| d.key.len()).max().unwrap_or(0).max(key.len()), value.len())
             }
             Msg::RotReq { keys, .. } => (keys.iter().map(|k| k.len()).max().unwrap_or(0), 0),
+            Msg::GetReq { key, .. } => (key.len(), 0),
             _ => (0, 0),
         }
     }
     fn key_hint(&self) -> Option<&[u8]> {
         match self {
-            Msg::PutReq { key, .. } | Msg::CheckReq { key, .. } => Some(key),
+            Msg::PutReq { key, .. } | Msg::CheckReq { key, .. } | Msg::GetReq { key, .. } => Some(key),
             Msg::Replicate(r) => Some(&r.key),
             _ => None,
         }
@@ -163,8 +168,11 @@ crate::impl_message! {
             Msg::Replicate(r) => r.key.len() + r.value.len(),
             Msg::RotReq { keys, .. } => payload(keys.iter().map(|k| &k[..])),
             Msg::RotReply { items: Ok(items), .. } => payload(items.iter().flatten().map(|i| &i.value[..])),
+            Msg::GetReq { key, .. } => key.len(),
+            Msg::GetReply { item: Ok(item), .. } => payload(item.iter().map(|i| &i.value[..])),
             Msg::PutReply(_)
             | Msg::RotReply { items: Err(_), .. }
+            | Msg::GetReply { item: Err(_), .. }
             | Msg::CheckReq { .. }
             | Msg::CheckReply { .. }
             | Msg::Probe { .. }

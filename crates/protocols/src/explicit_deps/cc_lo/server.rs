@@ -154,6 +154,7 @@ impl Server for CcLoServer {
         match msg {
             Msg::PutReq { key, value, deps } => p.on_put(env, from, key, value, deps),
             Msg::RotReq { id, keys, record, lts } => p.on_rot(env, from, id, keys, record, lts),
+            Msg::GetReq { id, key, lts } => p.on_get(env, from, id, key, lts),
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
         p.pump(env);
@@ -514,19 +515,11 @@ impl Partition {
             env.reply(client, Msg::RotReply { seq: id.seq, items: Err(e) });
             return;
         }
-        let lamport = self.cfg.mutant_lamport_only;
-        let snapshot = lts.max(self.clock);
-        if lamport {
-            self.clock = snapshot; // the straw man: a snapshot from Lamport time alone
-        }
+        let snapshot = self.snapshot(lts);
         let mut items = Vec::with_capacity(keys.len());
         for key in keys {
-            let v = env.store().latest_where(&key, |v| {
-                v.visible && if lamport { v.stamp.ts <= snapshot } else { !contains(&v.old_readers, id) }
-            });
-            let item =
-                v.map(|v| Item { value: v.value.clone(), stamp: v.stamp, never_depend: self.is_settled(v.stamp) });
-            if record && !lamport {
+            let item = self.read(env, id, &key, snapshot);
+            if record && snapshot.is_none() {
                 let rec = ReadRecord { seq: id.seq, got: item.as_ref().map(|i| i.stamp), tick: self.tick };
                 let e = self.readers.entry(key).or_default().entry(id.nonce).or_insert(rec);
                 if e.seq <= id.seq {
@@ -536,6 +529,49 @@ impl Partition {
             items.push(item);
         }
         env.reply(client, Msg::RotReply { seq: id.seq, items: Ok(items) });
+    }
+
+    /// A GET: a ROT of one key, so at one partition and not recorded
+    /// (deviation 5), in a message of its own (no vectors to allocate).
+    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, id: RotId, key: Key, lts: u64) {
+        let item = match self.check_key(&key) {
+            Ok(()) => {
+                let snapshot = self.snapshot(lts);
+                Ok(self.read(env, id, &key, snapshot))
+            }
+            Err(e) => Err(e),
+        };
+        env.reply(client, Msg::GetReply { seq: id.seq, item });
+    }
+
+    /// The Lamport-only mutant's snapshot, max(the session's highest
+    /// timestamp, this clock), which the clock then moves to (the straw
+    /// man: a snapshot from Lamport time alone); `None` for CC-LO.
+    fn snapshot(&mut self, lts: u64) -> Option<u64> {
+        if !self.cfg.mutant_lamport_only {
+            return None;
+        }
+        self.clock = self.clock.max(lts);
+        Some(self.clock)
+    }
+
+    /// What ROT `id` reads of `key`: the newest visible version it is not
+    /// an old reader of (the mutant: the newest stamped at most `snapshot`).
+    fn read(
+        &self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        id: RotId,
+        key: &Key,
+        snapshot: Option<u64>,
+    ) -> Option<Item> {
+        let v = env.store().latest_where(key, |v| {
+            v.visible
+                && match snapshot {
+                    Some(ts) => v.stamp.ts <= ts,
+                    None => !contains(&v.old_readers, id),
+                }
+        });
+        v.map(|v| Item { value: v.value.clone(), stamp: v.stamp, never_depend: self.is_settled(v.stamp) })
     }
 
     // ------------------------------------------------------------ settling (deviation 10)

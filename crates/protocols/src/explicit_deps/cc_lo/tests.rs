@@ -149,12 +149,21 @@ fn a_rot_is_two_communication_steps_and_one_version_per_key() {
     assert!(net.queue.is_empty(), "nothing else moves");
     let got = values(net.take_result(r));
     assert_eq!(got, vec![Some("w0".into()), Some("w1".into()), Some("e".into()), Some("w2".into()), Some("w3".into())]);
-    // A GET (a one-partition ROT) is one request and one answer, and is not recorded.
+    // A GET (a one-partition ROT) is one request and one answer, and is
+    // not recorded; a ROT of keys on one partition is not recorded either.
+    let p1 = net.server_for(DC0, &ks[1]);
+    let readers = part(&net, p1).readers.clone();
     net.invoke(r, Op::Get { key: ks[1].clone() });
+    let req = step(&mut net);
+    assert!(matches!(&req[..], [InFlight { msg: Msg::GetReq { .. }, .. }]));
+    assert_eq!(step(&mut net).len(), 1);
+    assert_eq!(net.take_result(r), Some(OpResult::Get(Some(bytes("w1")))));
+    net.invoke(r, Op::Rot { keys: vec![ks[1].clone(), ks[1].clone()] });
     let req = step(&mut net);
     assert!(matches!(&req[..], [InFlight { msg: Msg::RotReq { record: false, .. }, .. }]));
     assert_eq!(step(&mut net).len(), 1);
-    assert_eq!(net.take_result(r), Some(OpResult::Get(Some(bytes("w1")))));
+    assert_eq!(values(net.take_result(r)), vec![Some("w1".into()), Some("w1".into())]);
+    assert_eq!(part(&net, p1).readers, readers);
 }
 
 /// The paper's Fig. 1 (Didona et al. §3): c1 runs ROT(x, y) while c2 does
