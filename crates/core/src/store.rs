@@ -409,7 +409,10 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Overwrite the version of `key` with the same order as `v` (a
     /// protocol changing a version's state in place, e.g. COPS committing a
-    /// replicated write it stored as pending). Journaled like an insert.
+    /// replicated write it stored as pending). Journaled like an insert,
+    /// unless the journal's last entry already names this version (stored
+    /// and replaced in one step, as a CC-LO PUT whose readers check ends at
+    /// once): the log writes it as it stands then, so once is enough.
     /// Returns false, changing nothing, when no such version is stored.
     pub fn replace(&mut self, key: &[u8], v: V) -> bool {
         let order = v.order();
@@ -417,7 +420,9 @@ impl<V: Versioned + Clone> MvStore<V> {
         let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
         preserve(&mut self.freeze, ki, k, c);
         self.value_bytes = self.value_bytes - c.versions[i].value().len() + v.value().len();
-        if let Some(j) = self.journal.as_mut() {
+        if let Some(j) = self.journal.as_mut()
+            && j.last() != Some(&(KeyIndex(ki), order))
+        {
             j.push((KeyIndex(ki), order));
         }
         c.versions[i] = v;
@@ -868,6 +873,25 @@ mod tests {
         s.restore(&k(), v(3));
         assert_eq!(s.versions(b"k").len(), 2);
         assert_eq!(s.exact(b"k", 1).unwrap().1, Bytes::from_static(b"again"));
+    }
+
+    /// A version stored and replaced before the journal is taken is logged
+    /// once (the log reads it as it stands); replaced after another entry,
+    /// or after the journal was taken, it is logged again.
+    #[test]
+    fn a_version_replaced_right_after_it_was_journaled_is_logged_once() {
+        let mut s = MvStore::new();
+        s.enable_journal();
+        s.insert(&k(), v(1));
+        assert!(s.replace(b"k", V(1, Bytes::from_static(b"visible"))));
+        assert!(s.replace(b"k", V(1, Bytes::from_static(b"again"))));
+        let j = s.take_journal(Vec::new());
+        assert_eq!(j.len(), 1);
+        assert_eq!(s.journaled(j[0].0, j[0].1).unwrap().1.1, Bytes::from_static(b"again"));
+        assert!(s.replace(b"k", v(1)));
+        s.insert(&k(), v(2));
+        assert!(s.replace(b"k", v(1)));
+        assert_eq!(s.take_journal(Vec::new()).len(), 3);
     }
 
     /// A buffer handed back takes the journal's place emptied, with its

@@ -588,7 +588,8 @@ fn a_version_settles_once_every_dc_has_it_and_a_ttl_has_passed() {
     let (p0, p1) = (net.server_for(DC0, &k), net.server_for(DC1, &k));
     put(&mut net, a, &k, "x");
     let to_dc1 = channel(p0, p1);
-    // DC 1 is away: DC 0 probes, hears nothing, settles nothing.
+    // DC 1 has it (`put` delivered everything) but does not answer: DC 0's
+    // probes are held, so it settles nothing.
     for _ in 0..3 * cfg.ttl_ticks() {
         net.fire_all_timers();
         net.deliver_while(|m| !to_dc1(m));
