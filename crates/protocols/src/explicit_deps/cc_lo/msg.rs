@@ -135,11 +135,12 @@ crate::impl_message! {
         peer: Replicate, CheckReq, CheckReply, Probe, Through, Settled;
         nested: ;
     }
-    /// Settling's messages are re-sent every tick they change (and every
-    /// second regardless), and their handlers keep the maximum, or answer
-    /// with it: the newest says everything older ones did. The runtime
-    /// still delivers one after every message sent before it, which is
-    /// what a [`Msg::Probe`]'s claim rests on.
+    /// Settling's messages: probes and settlements are sent every tick
+    /// they change (and every second regardless), each probe answered by a
+    /// `Through`; handlers keep the maximum, or answer from the newest, so
+    /// the newest says everything older ones did and a lost one is made up
+    /// by the next. The runtime still delivers one after every message sent
+    /// before it, which is what a [`Msg::Probe`]'s claim rests on.
     fn ephemeral(&self) -> bool {
         matches!(self, Msg::Probe { .. } | Msg::Through { .. } | Msg::Settled { .. })
     }
