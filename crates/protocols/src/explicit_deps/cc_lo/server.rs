@@ -212,11 +212,12 @@ impl Partition {
         // MAX_DEPS: a session that read many versions during a partition
         // can write again once they settle.
         let dep_max = deps.iter().map(|d| d.stamp.ts).max().unwrap_or(0);
-        let checked = self.check_key(&key).and_then(|()| self.check_stamps(&deps)).and_then(|()| {
-            deps.retain(|d| !self.is_settled(d.stamp));
-            self.check_deps(&deps)
-        });
-        if let Err(e) = checked {
+        if let Err(e) = self.check_key(&key).and_then(|()| self.check_stamps(&deps)) {
+            env.reply(client, Msg::PutReply(Err(e)));
+            return;
+        }
+        deps.retain(|d| !self.is_settled(d.stamp));
+        if let Err(e) = check_count(&deps) {
             env.reply(client, Msg::PutReply(Err(e)));
             return;
         }
@@ -585,8 +586,13 @@ impl Partition {
     /// Every own version stamped below this has been replicated: the
     /// oldest own version still in its readers check, else the next stamp.
     fn sent_below(&self) -> u64 {
-        let pending = self.checks.keys().filter(|(_, s)| s.dc == self.m).map(|(_, s)| s.ts).min();
-        pending.unwrap_or(self.clock + 1)
+        self.oldest_pending(self.m).unwrap_or(self.clock + 1)
+    }
+
+    /// The Lamport time of the oldest version from `dc` still in its check
+    /// here.
+    fn oldest_pending(&self, dc: DcId) -> Option<u64> {
+        self.checks.keys().filter(|(_, s)| s.dc == dc).map(|(_, s)| s.ts).min()
     }
 
     /// Once a tick: probe the replicas; a bound visible everywhere waits a
@@ -636,8 +642,7 @@ impl Partition {
         if !self.peers.contains(&from) {
             return;
         }
-        let dc = self.topology.dc_of(from);
-        let pending = self.checks.keys().filter(|(_, s)| s.dc == dc).map(|(_, s)| s.ts).min();
+        let pending = self.oldest_pending(self.topology.dc_of(from));
         env.send(from, Msg::Through { below: pending.map_or(below, |p| p.min(below)) });
     }
 
@@ -756,11 +761,7 @@ impl Partition {
     /// At most [`MAX_DEPS`] dependencies, each stamped as
     /// [`Partition::check_stamps`] requires.
     fn check_deps(&self, deps: &[Dep]) -> Result<(), OpError> {
-        if deps.len() > MAX_DEPS {
-            let n = deps.len();
-            return Err(OpError::BadRequest(format!("{n} unsettled dependencies; at most {MAX_DEPS}")));
-        }
-        self.check_stamps(deps)
+        check_count(deps).and_then(|()| self.check_stamps(deps))
     }
 
     /// Each dependency stamped in a DC that exists, with a Lamport time a
@@ -772,4 +773,14 @@ impl Partition {
         }
         Ok(())
     }
+}
+
+/// At most [`MAX_DEPS`] dependencies (settled ones are not counted: a PUT
+/// drops them first).
+fn check_count(deps: &[Dep]) -> Result<(), OpError> {
+    if deps.len() > MAX_DEPS {
+        let n = deps.len();
+        return Err(OpError::BadRequest(format!("{n} unsettled dependencies; at most {MAX_DEPS}")));
+    }
+    Ok(())
 }
