@@ -84,7 +84,9 @@ impl Variant for CopsGt {
         // A session's context after its own writes: each write depends on
         // the one before it, so only the newest is a nearest dependency.
         let nearest = if deps.is_empty() { vec![] } else { vec![deps.len() as u32 - 1] };
-        cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest }
+        // No session cut: the server keeps every dependency newer than its
+        // checkpoint, which trails the 130 previous writes by a gossip round.
+        cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest, cut: 0 }
     }
     fn get(key: Key) -> cops_gt::Msg {
         cops_gt::Msg::Read { attempt: 0, idx: 0, key }

@@ -93,7 +93,8 @@ pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};
 ///
 /// - 1: every type as `#[derive]` writes it (implicit: no field recorded).
 /// - 2: an [`Hlc`] is a byte string, `l` fixed-width (see its `Serialize`).
-pub const DATA_FORMAT: u32 = 2;
+/// - 3: a COPS-GT version records its cut (its deviation 8).
+pub const DATA_FORMAT: u32 = 3;
 
 /// The version of the encoding of what nodes and clients send each other.
 /// Hellos carry it, and a node refuses a peer or client of another wire
@@ -105,4 +106,6 @@ pub const DATA_FORMAT: u32 = 2;
 /// - 3: CC-LO's read replies say whether a version is settled, its
 ///   servers exchange settling messages (its deviation 10), and its GETs
 ///   have messages of their own.
-pub const WIRE_FORMAT: u32 = 3;
+/// - 4: as [`DATA_FORMAT`] 3; COPS-GT's reads, writes and checkpoint
+///   gossip carry cuts and checkpoints (its deviation 8).
+pub const WIRE_FORMAT: u32 = 4;

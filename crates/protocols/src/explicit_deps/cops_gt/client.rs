@@ -16,8 +16,9 @@ pub struct CopsGtClient {
     /// depend on; it is merged only when a write needs it, so a read costs
     /// O(1) however long the lists are.
     pub(super) heads: BTreeMap<(Key, NodeId), Head>,
-    /// The checkpoint the last write returned: older dependencies are
-    /// committed everywhere and are left out (§6.1).
+    /// The newest checkpoint the session has learned, from its writes'
+    /// replies and the cuts of what it read: older dependencies are
+    /// committed everywhere and are left out (§6.1, deviation 8).
     pub(super) checkpoint: u64,
     /// Numbers operation attempts, so a late reply to an abandoned attempt
     /// is recognised and dropped.
@@ -84,6 +85,8 @@ pub(super) struct Trans {
     awaited: usize,
     second_round: bool,
     results: Vec<Option<Read>>,
+    /// Each first-round server's checkpoint when it read (deviation 8).
+    read_checkpoints: Vec<u64>,
     /// A second-round version had been collected: start over.
     restart: bool,
     /// Attempts of this `read_trans` so far that restarted (deviation 7).
@@ -100,6 +103,9 @@ impl CopsGtClient {
     /// unless it is never-depend: committed everywhere, it constrains
     /// nothing (§6.1).
     fn add_to_context(&mut self, key: &Key, r: &Read) {
+        // A version's cut is a checkpoint: what it left out, the session
+        // may leave out too.
+        self.checkpoint = self.checkpoint.max(r.cut);
         if r.never_depend {
             return;
         }
@@ -168,6 +174,7 @@ impl CopsGtClient {
             awaited: n,
             second_round: false,
             results: vec![None; n],
+            read_checkpoints: vec![0; n],
             restart: false,
             restarts,
         }));
@@ -208,13 +215,21 @@ impl CopsGtClient {
                     }
                 }
             }
+            // Deviation 8: what the lists left out is older than the
+            // highest cut among them, and committed everywhere. A key read
+            // by a server whose checkpoint had reached that cut already
+            // reflects all of it; any other key older than it is read again
+            // at its newest version below the cut.
+            let need = t.results.iter().flatten().map(|r| r.cut).max().unwrap_or(0);
             let attempt = self.attempt;
             t.second_round = true;
             for (i, key) in t.keys.iter().enumerate() {
                 let have = t.results[i].as_ref().map_or(Stamp::NONE, |r| r.stamp);
-                if ccv[i] > have {
+                let at = if ccv[i] > have { ccv[i] } else { Stamp::NONE };
+                let below = if t.read_checkpoints[i] < need && have.lamport() < need { need } else { 0 };
+                if at != Stamp::NONE || below > 0 {
                     let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-                    env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at: ccv[i] });
+                    env.send(to, Msg::ReadAt { attempt, idx: i as u32, key: key.clone(), at, below });
                     t.awaited += 1;
                 }
             }
@@ -248,7 +263,8 @@ impl Client for CopsGtClient {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let (deps, nearest) = self.write_deps();
                 let deps: Arc<[Dep]> = deps.into();
-                env.send(to, Msg::PutReq { key: key.clone(), value, deps: deps.clone(), nearest });
+                let cut = self.checkpoint;
+                env.send(to, Msg::PutReq { key: key.clone(), value, deps: deps.clone(), nearest, cut });
                 self.op = Some(InFlight::Put { key, deps });
             }
             Op::Rot { keys } => {
@@ -269,11 +285,11 @@ impl Client for CopsGtClient {
                 env.complete(OpResult::Get(read.map(|r| r.value)));
             }
             (Some(InFlight::Put { key, deps }), Msg::PutReply { result }) => match result {
-                Ok((stamp, checkpoint)) => {
+                Ok((stamp, cut)) => {
                     // The write now stands for everything in the context
                     // (§2.3): it is the only head; and everything older than
-                    // the checkpoint is committed everywhere (§6.1).
-                    self.checkpoint = self.checkpoint.max(checkpoint);
+                    // its cut is committed everywhere (§6.1, deviation 8).
+                    self.checkpoint = self.checkpoint.max(cut);
                     let cp = self.checkpoint;
                     let deps = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
                         deps
@@ -286,21 +302,28 @@ impl Client for CopsGtClient {
                 }
                 Err(why) => env.complete(OpResult::Failed(OpError::BadRequest(why))),
             },
-            (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read }) if attempt == self.attempt => {
+            (Some(InFlight::Trans(mut t)), Msg::ReadReply { attempt, idx, read, checkpoint })
+                if attempt == self.attempt =>
+            {
                 let i = idx as usize;
                 if i >= t.results.len() || t.awaited == 0 {
                     self.op = Some(InFlight::Trans(t));
                     return;
                 }
                 match read {
-                    Ok(r) => {
-                        if !t.second_round || r.is_some() {
-                            t.results[i] = r;
-                        } else {
-                            t.restart = true; // the version asked for is gone
+                    Ok(r) if !t.second_round => {
+                        t.results[i] = r;
+                        t.read_checkpoints[i] = checkpoint;
+                    }
+                    // Second round: the version asked for, never older than
+                    // the first round's; none means the first round's stands.
+                    Ok(Some(r)) => {
+                        if t.results[i].as_ref().is_none_or(|old| old.stamp <= r.stamp) {
+                            t.results[i] = Some(r);
                         }
                     }
-                    Err(()) => t.restart = true,
+                    Ok(None) => {}
+                    Err(()) => t.restart = true, // a version asked for is gone
                 }
                 t.awaited -= 1;
                 if t.awaited == 0 {

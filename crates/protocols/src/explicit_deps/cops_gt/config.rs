@@ -12,6 +12,11 @@ pub struct Config {
     pub gc_interval_ms: u64,
     /// Re-send a `dep_check` unanswered for this long (§2.7 step 4).
     pub dep_check_retry_ms: u64,
+    /// Drop dependencies older than the checkpoint as soon as it is
+    /// computed, and have `read_trans` check cuts instead (deviation 8).
+    /// `false`: the paper's checkpoint, used `trans_time` after it is
+    /// computed (§6.1), so a session's dependencies span `trans_time`.
+    pub fresh_checkpoint: bool,
     /// Test only: `read_trans` skips its second round.
     pub mutant_one_round_rot: bool,
     /// Test only: replicated writes commit without checks.
@@ -25,6 +30,7 @@ impl Default for Config {
             clock_margin_ms: 100,
             gc_interval_ms: 100,
             dep_check_retry_ms: 1_000,
+            fresh_checkpoint: true,
             mutant_one_round_rot: false,
             mutant_skip_dep_check: false,
         }

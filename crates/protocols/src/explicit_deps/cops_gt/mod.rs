@@ -30,7 +30,9 @@
 //!     below which every write is committed everywhere, computed 10×/s by
 //!     exchanging per-node bounds with equivalents and then within the DC;
 //!     a server drops dependencies older than it from each write and returns
-//!     it, and the client cleans its context with it.
+//!     it, and the client cleans its context with it. The paper uses a
+//!     checkpoint only `trans_time` after computing it; here at once, with
+//!     `read_trans` checking what was dropped (deviation 8).
 //!
 //! Replication and `dep_check` are shared with COPS
 //! ([`dep_check`](crate::explicit_deps::replication::dep_check)): a
@@ -83,6 +85,39 @@
 //!    failures, not as operations that never end. A restart still starts a
 //!    fresh `trans_time`: collection waits `trans_time` + margin on the
 //!    servers, which the client cannot widen on its own.
+//!
+//! 8. **A fresh checkpoint, checked by `read_trans`.** §6.1 has servers and
+//!    clients wait `trans_time` before using a checkpoint, since a
+//!    transaction still running may have read a key before a dependency
+//!    older than the checkpoint was committed here. So a session's
+//!    dependencies span `trans_time` (5 s): a session writing 1 000 times a
+//!    second sends thousands with every write, and the store keeps them with
+//!    every version (our earlier measurements: 0.07× Redis on sets). Here a
+//!    server drops, from a write, every dependency below its **cut**: the
+//!    lowest checkpoint this DC's servers have reported having (they gossip
+//!    it with their bounds), or the session's own (the newest checkpoint it
+//!    learned), if higher. The cut is stored with the version; every cut
+//!    is a checkpoint, so whatever it dropped is committed in every DC. A
+//!    version's cut is at least the cut of every version in its list (its
+//!    session knew those cuts when it wrote), so the highest cut among a
+//!    `read_trans`'s first-round versions, `need`, covers every dependency
+//!    any returned version dropped, its second-round versions' included.
+//!    Each first-round reply carries its server's checkpoint when it read:
+//!    a key read at or above `need` already reflects every write below
+//!    `need`, and so does a key whose version is itself at or above `need`;
+//!    any other key is read again in the second round at its newest version
+//!    below `need` (all committed here, as everything below a checkpoint
+//!    is), or the causally-correct one if newer. Such a version depends only
+//!    on writes below `need`, which every returned key now reflects: still
+//!    two rounds, never blocking. The cut this server uses is what its DC's
+//!    servers said they have, so the second round for it is rare: when
+//!    the DC's checkpoints differ, as after a restart. With no other DC a
+//!    node's own bound is its clock, not the oldest write the next tick
+//!    would report (deviation 3): its writes are everywhere when written.
+//!    Lists then hold a tick's worth of writes (none on one DC) instead of
+//!    `trans_time`'s. `fresh_checkpoint = false` gives the paper's
+//!    checkpoint; `trans_time` still bounds transactions, old versions and
+//!    never-depend flags, which the paper's argument for them needs.
 //!
 //! Two deliberately broken variants exist for tests:
 //! `mutant_one_round_rot` (a `read_trans` that never runs its second round,

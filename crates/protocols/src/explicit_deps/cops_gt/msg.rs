@@ -4,14 +4,16 @@ use causeway_core::{Key, Value};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// What `read_by_time` returns: ⟨value, timestamp, deps⟩ (§2.4), and the
-/// never-depend flag (§6.1).
+/// What `read_by_time` returns: ⟨value, timestamp, deps⟩ (§2.4), the
+/// never-depend flag (§6.1), and the version's cut (deviation 8).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Read {
     pub value: Value,
     pub stamp: Stamp,
     pub deps: Arc<[Dep]>,
     pub never_depend: bool,
+    /// Dependencies with a smaller Lamport time were left out of `deps`.
+    pub cut: u64,
 }
 
 /// Every message of the protocol.
@@ -21,30 +23,36 @@ pub enum Msg {
     /// `attempt` and `idx` name the operation attempt and the key's place
     /// in it.
     Read { attempt: u32, idx: u32, key: Key },
-    /// `read_by_time(key, at)`: exactly version `at`, a read transaction's
-    /// second round (§4.3, Fig 4.4).
-    ReadAt { attempt: u32, idx: u32, key: Key, at: Stamp },
-    /// `Ok(None)`: the key has no version; `Err(())`: version `at` was
-    /// garbage-collected (the transaction restarts).
-    ReadReply { attempt: u32, idx: u32, read: Result<Option<Read>, ()> },
+    /// A read transaction's second round (§4.3, Fig 4.4): the newer of
+    /// exactly version `at` (unless `Stamp::NONE`) and the newest version
+    /// with a Lamport time below `below` (unless 0; deviation 8).
+    ReadAt { attempt: u32, idx: u32, key: Key, at: Stamp, below: u64 },
+    /// `Ok(None)`: the key has no version (in a second round: none that
+    /// was asked for); `Err(())`: a version asked for was
+    /// garbage-collected (the transaction restarts). `checkpoint`: the
+    /// server's global checkpoint when it read (deviation 8).
+    ReadReply { attempt: u32, idx: u32, read: Result<Option<Read>, ()>, checkpoint: u64 },
     /// A read refused: this server does not own the key. Fails the
     /// operation attempt `attempt`.
     Refused { attempt: u32, reason: String },
-    /// `write_after(key, value, deps, nearest)`; `nearest` indexes `deps`.
-    PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32> },
-    /// The write's stamp and the usable global checkpoint (a Lamport time),
-    /// or why the write was refused.
+    /// `write_after(key, value, deps, nearest)`; `nearest` indexes `deps`;
+    /// `cut`: the session's checkpoint, below which it left dependencies
+    /// out (deviation 8).
+    PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32>, cut: u64 },
+    /// The write's stamp and cut (a global checkpoint, a Lamport time), or
+    /// why the write was refused.
     PutReply { result: Result<(Stamp, u64), String> },
     /// The write shipped to an equivalent node; `nearest` indexes `deps`.
-    Replicate { key: Key, value: Value, stamp: Stamp, deps: Arc<[Dep]>, nearest: Vec<u32>, written_us: u64 },
+    Replicate { key: Key, value: Value, stamp: Stamp, deps: Arc<[Dep]>, nearest: Vec<u32>, cut: u64, written_us: u64 },
     /// The shared replication path: `dep_check`, and settling, where
     /// `Settled` tells equivalents to drop the dependencies of the origin's
     /// writes through a stamp.
     Path(PathMsg),
     /// Checkpoint gossip: a node's own bound, to its equivalents.
     NodeBound { lamport: u64 },
-    /// Checkpoint gossip: a key range's bound (over all DCs), within a DC.
-    RangeBound { lamport: u64 },
+    /// Checkpoint gossip: a key range's bound (over all DCs), within a DC,
+    /// and the sender's checkpoint (deviation 8).
+    RangeBound { lamport: u64, checkpoint: u64 },
 }
 
 crate::impl_message! {
@@ -103,13 +111,16 @@ pub struct Version {
     pub value: Value,
     pub stamp: Stamp,
     pub deps: Arc<[Dep]>,
+    /// A global checkpoint: dependencies older than it were left out of
+    /// `deps`. At least the cut of every version in `deps` (deviation 8).
+    pub cut: u64,
     pub state: State,
 }
 
 impl Version {
     pub(super) fn read(&self) -> Read {
         let never_depend = matches!(self.state, State::Committed { never_depend: true, .. });
-        Read { value: self.value.clone(), stamp: self.stamp, deps: self.deps.clone(), never_depend }
+        Read { value: self.value.clone(), stamp: self.stamp, deps: self.deps.clone(), never_depend, cut: self.cut }
     }
 }
 

@@ -13,7 +13,10 @@ pub struct CopsGtServer {
     /// Checkpoint gossip: bounds heard from equivalents and DC peers.
     eq_bounds: BTreeMap<NodeId, u64>,
     dc_bounds: BTreeMap<NodeId, u64>,
-    /// Checkpoints computed, (when, Lamport time), not yet usable.
+    /// The checkpoints DC peers last said they had (deviation 8).
+    dc_checkpoints: BTreeMap<NodeId, u64>,
+    /// The paper's checkpoint (`fresh_checkpoint = false`): checkpoints
+    /// computed, (when, Lamport time), not yet usable.
     checkpoints: VecDeque<(u64, u64)>,
     /// The newest checkpoint computed at least `trans_time` ago.
     usable_checkpoint: u64,
@@ -39,6 +42,7 @@ impl CopsGtServer {
             dc_peers,
             eq_bounds: BTreeMap::new(),
             dc_bounds: BTreeMap::new(),
+            dc_checkpoints: BTreeMap::new(),
             checkpoints: VecDeque::new(),
             usable_checkpoint: 0,
             version_gc: VecDeque::new(),
@@ -77,16 +81,15 @@ impl Server for CopsGtServer {
             // read_by_time (§2.4, §2.8); reads never block.
             Msg::Read { attempt, idx, key } => {
                 let read = Ok(env.store().latest_where(&key, Version::committed).map(Version::read));
-                env.reply(from, Msg::ReadReply { attempt, idx, read });
+                let checkpoint = self.checkpoint();
+                env.reply(from, Msg::ReadReply { attempt, idx, read, checkpoint });
             }
-            Msg::ReadAt { attempt, idx, key, at } => {
-                let read = match env.store().exact(&key, at) {
-                    Some(v) if v.committed() => Ok(Some(v.read())),
-                    _ => Err(()),
-                };
-                env.reply(from, Msg::ReadReply { attempt, idx, read });
+            Msg::ReadAt { attempt, idx, key, at, below } => {
+                let read = read_at(env.store(), &key, at, below);
+                let checkpoint = self.checkpoint();
+                env.reply(from, Msg::ReadReply { attempt, idx, read, checkpoint });
             }
-            Msg::PutReq { key, value, deps, nearest } => self.on_put(env, from, key, value, deps, nearest),
+            Msg::PutReq { key, value, deps, nearest, cut } => self.on_put(env, from, key, value, deps, nearest, cut),
             _ => {} // the runtime refuses peer messages on client connections
         }
     }
@@ -97,12 +100,12 @@ impl Server for CopsGtServer {
         }
         let equivalent = self.node.equivalents.contains(&from);
         match msg {
-            Msg::Replicate { key, value, stamp, deps, nearest, written_us } => {
+            Msg::Replicate { key, value, stamp, deps, nearest, cut, written_us } => {
                 if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
                     return;
                 }
                 let check: Vec<Dep> = nearest.iter().filter_map(|&i| deps.get(i as usize).cloned()).collect();
-                let v = Version { value, stamp, deps, state: State::Pending { nearest: check.clone() } };
+                let v = Version { value, stamp, deps, cut, state: State::Pending { nearest: check.clone() } };
                 env.store().insert(&key, v);
                 self.node.on_replicate(env, key, stamp, &check, written_us);
             }
@@ -115,10 +118,12 @@ impl Server for CopsGtServer {
                 let b = self.eq_bounds.entry(from).or_default();
                 *b = (*b).max(lamport);
             }
-            Msg::RangeBound { lamport } if self.dc_peers.contains(&from) => {
+            Msg::RangeBound { lamport, checkpoint } if self.dc_peers.contains(&from) => {
                 self.node.witness(lamport);
                 let b = self.dc_bounds.entry(from).or_default();
                 *b = (*b).max(lamport);
+                let c = self.dc_checkpoints.entry(from).or_default();
+                *c = (*c).max(checkpoint);
             }
             _ => {}
         }
@@ -140,9 +145,66 @@ impl Server for CopsGtServer {
     }
 }
 
+/// A second-round read (deviation 8): the newer of exactly version `at`
+/// and the newest version below Lamport time `below`, each if asked for.
+/// `Err(())` when a version asked for is gone (the transaction restarts):
+/// `at` collected, or every version below `below` collected.
+fn read_at(store: &causeway_core::MvStore<Version>, key: &Key, at: Stamp, below: u64) -> Result<Option<Read>, ()> {
+    let exact = match (at, store.exact(key, at)) {
+        (Stamp::NONE, _) => None,
+        (_, Some(v)) if v.committed() => Some(v),
+        _ => return Err(()),
+    };
+    let under = match (below, store.versions(key).iter().rev().find(|v| v.stamp.lamport() < below)) {
+        (0, _) => None,
+        (_, Some(v)) if v.committed() => Some(v),
+        // Everything below a checkpoint is committed everywhere; a pending
+        // version there means the checkpoint did not come from a server.
+        (_, Some(_)) => return Err(()),
+        (_, None) if store.was_pruned(key) => return Err(()),
+        (_, None) => None,
+    };
+    Ok(exact.into_iter().chain(under).max_by_key(|v| v.stamp).map(Version::read))
+}
+
 impl CopsGtServer {
+    /// The global checkpoint as this node knows it now (deviation 3): every
+    /// write with a smaller Lamport time is committed in every DC. Its own
+    /// bound is taken now, the others' as last heard (lower bounds).
+    fn checkpoint(&self) -> u64 {
+        let own = self.own_bound();
+        let eq = self.node.equivalents.iter().map(|e| self.eq_bounds.get(e).copied().unwrap_or(0));
+        let dc = self.dc_peers.iter().map(|p| self.dc_bounds.get(p).copied().unwrap_or(0));
+        eq.chain(dc).fold(own, u64::min)
+    }
+
+    /// This node's bound (deviation 3): the Lamport time of its oldest
+    /// write not yet committed in every DC, else its clock + 1. With no
+    /// other DC a write is everywhere once written, without waiting for the
+    /// next tick to say so.
+    fn own_bound(&self) -> u64 {
+        match self.node.settle.oldest_unreplicated() {
+            Some(s) if !self.node.equivalents.is_empty() => s.lamport(),
+            _ => self.node.lamport() + 1,
+        }
+    }
+
+    /// Below which Lamport time a write's dependencies are dropped. Fresh
+    /// (deviation 8): the lowest checkpoint this DC's servers have said they
+    /// have, so their reads of other keys mostly cover it and a
+    /// `read_trans` rarely needs a second round for it. The paper's: the
+    /// checkpoint of `trans_time` ago (§6.1).
+    fn cut(&self) -> u64 {
+        if !self.cfg.fresh_checkpoint {
+            return self.usable_checkpoint;
+        }
+        let peers = self.dc_peers.iter().map(|p| self.dc_checkpoints.get(p).copied().unwrap_or(0));
+        peers.fold(self.checkpoint(), u64::min)
+    }
+
     /// `write_after` at the local owner (§2.6 step 2), dropping dependencies
-    /// older than the checkpoint (§6.1).
+    /// older than the cut (§6.1, deviation 8).
+    #[allow(clippy::too_many_arguments)]
     fn on_put(
         &mut self,
         env: &mut impl ServerEnv<Msg, Version>,
@@ -151,6 +213,7 @@ impl CopsGtServer {
         value: Value,
         deps: Arc<[Dep]>,
         nearest: Vec<u32>,
+        session_cut: u64,
     ) {
         if let Err(why) = self.node.check_request(&key, &deps) {
             return env.reply(from, Msg::PutReply { result: Err(why) });
@@ -159,8 +222,13 @@ impl CopsGtServer {
             let why = format!("nearest dependency index {bad} is out of range ({} dependencies)", deps.len());
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
-        let cp = self.usable_checkpoint;
-        // The list is shared, not copied, unless the checkpoint drops some.
+        // The session left out dependencies below its own cut, so the
+        // version's cut is at least that (deviation 8). A valid cut is a
+        // checkpoint, never above this node's bound; a larger one is the
+        // client's error, and is clamped so the new stamp stays above every
+        // dependency dropped.
+        let cp = self.cut().max(session_cut.min(self.node.lamport() + 1));
+        // The list is shared, not copied, unless the cut drops some.
         let (kept, near): (Arc<[Dep]>, Vec<u32>) = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
             (deps, nearest)
         } else {
@@ -185,6 +253,7 @@ impl CopsGtServer {
             value: value.clone(),
             stamp,
             deps: kept.clone(),
+            cut: cp,
             state: State::Committed { at_us: now, never_depend: false },
         };
         env.store().insert(&key, v);
@@ -197,6 +266,7 @@ impl CopsGtServer {
                 stamp,
                 deps: kept.clone(),
                 nearest: near.clone(),
+                cut: cp,
                 written_us: now,
             };
             env.send(to, msg);
@@ -243,18 +313,17 @@ impl CopsGtServer {
         let settled = self.node.settle_tick(env);
         self.collect(env, settled);
         // The global checkpoint (deviation 3).
-        let own = self.node.settle.oldest_unreplicated().map_or(self.node.lamport() + 1, |s| s.lamport());
+        let own = self.own_bound();
         for &e in &self.node.equivalents {
             env.send(e, Msg::NodeBound { lamport: own });
         }
         let range =
             self.node.equivalents.iter().map(|e| self.eq_bounds.get(e).copied().unwrap_or(0)).fold(own, u64::min);
+        let checkpoint = self.checkpoint();
         for &p in &self.dc_peers {
-            env.send(p, Msg::RangeBound { lamport: range });
+            env.send(p, Msg::RangeBound { lamport: range, checkpoint });
         }
-        let checkpoint =
-            self.dc_peers.iter().map(|p| self.dc_bounds.get(p).copied().unwrap_or(0)).fold(range, u64::min);
-        if self.checkpoints.back().is_none_or(|&(_, c)| c < checkpoint) {
+        if !self.cfg.fresh_checkpoint && self.checkpoints.back().is_none_or(|&(_, c)| c < checkpoint) {
             self.checkpoints.push_back((now, checkpoint));
         }
         while let Some(&(at, c)) = self.checkpoints.front()
