@@ -11,6 +11,8 @@ pub struct CopsGtClient {
     ctx: ClientCtx,
     trans_time_us: u64,
     one_round: bool,
+    /// Learn checkpoints from read replies too (deviation 8).
+    fresh_checkpoint: bool,
     /// Versions read since the last write, and that write, each with its
     /// stored dependencies. The context (§2.3) is these and everything they
     /// depend on; it is merged only when a write needs it, so a read costs
@@ -32,6 +34,7 @@ impl CopsGtClient {
             ctx,
             trans_time_us: cfg.trans_time_us(),
             one_round: cfg.mutant_one_round_rot,
+            fresh_checkpoint: cfg.fresh_checkpoint,
             heads: BTreeMap::new(),
             checkpoint: 0,
             attempt: 0,
@@ -94,6 +97,14 @@ pub(super) struct Trans {
 }
 
 impl CopsGtClient {
+    /// A server's checkpoint, from a read reply (deviation 8); the paper's
+    /// sessions learn the checkpoint from their writes only.
+    fn learn(&mut self, checkpoint: u64) {
+        if self.fresh_checkpoint {
+            self.checkpoint = self.checkpoint.max(checkpoint);
+        }
+    }
+
     fn next_attempt(&mut self) -> u32 {
         self.attempt = self.attempt.wrapping_add(1);
         self.attempt
@@ -106,7 +117,9 @@ impl CopsGtClient {
         // A version's cut is a checkpoint: what it left out, the session
         // may leave out too.
         self.checkpoint = self.checkpoint.max(r.cut);
-        if r.never_depend {
+        // Below the checkpoint, it and all it depends on are committed
+        // everywhere: it constrains nothing, as never-depend (deviation 8).
+        if r.never_depend || r.stamp.lamport() < self.checkpoint {
             return;
         }
         let slot = (key.clone(), r.stamp.origin());
@@ -277,7 +290,10 @@ impl Client for CopsGtClient {
 
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, _from: NodeId, msg: Msg) {
         match (self.op.take(), msg) {
-            (Some(InFlight::Get { key }), Msg::ReadReply { attempt, read, .. }) if attempt == self.attempt => {
+            (Some(InFlight::Get { key }), Msg::ReadReply { attempt, read, checkpoint, .. })
+                if attempt == self.attempt =>
+            {
+                self.learn(checkpoint);
                 let read = read.ok().flatten();
                 if let Some(r) = &read {
                     self.add_to_context(&key, r);
@@ -310,6 +326,7 @@ impl Client for CopsGtClient {
                     self.op = Some(InFlight::Trans(t));
                     return;
                 }
+                self.learn(checkpoint);
                 match read {
                     Ok(r) if !t.second_round => {
                         t.results[i] = r;

@@ -257,7 +257,7 @@ impl CopsGtServer {
             state: State::Committed { at_us: now, never_depend: false },
         };
         env.store().insert(&key, v);
-        self.publish(env, &key, stamp, now);
+        self.publish(env, &key, stamp, now, !kept.is_empty());
         env.reply(from, Msg::PutReply { result: Ok((stamp, cp)) });
         for &to in &self.node.equivalents {
             let msg = Msg::Replicate {
@@ -277,25 +277,42 @@ impl CopsGtServer {
     /// Commit every replicated write whose checks passed (§2.7 step 5).
     fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         for r in self.node.commit_ready(env) {
-            self.publish(env, &r.key, r.stamp, r.written_us);
+            let has_deps = env.store().exact(&r.key, r.stamp).is_some_and(|v| !v.deps.is_empty());
+            self.publish(env, &r.key, r.stamp, r.written_us, has_deps);
         }
     }
 
     /// A version was committed here: report it if a read now returns it,
     /// and schedule collection of what it overwrote and of its dependencies.
-    fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
+    /// Under a fresh checkpoint (deviation 8), only if it has any: a list
+    /// its cut emptied has nothing to drop, and the never-depend flag alone
+    /// is not worth rewriting and logging the version, since the
+    /// checkpoint soon lets sessions drop it anyway.
+    fn publish(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: &Key,
+        stamp: Stamp,
+        written_us: u64,
+        has_deps: bool,
+    ) {
         self.node.report_if_newest(env, key, stamp, written_us);
         if env.store().versions(key).len() > 1 {
             self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
         }
-        self.node.settle.committed(stamp, key.clone());
+        if has_deps || !self.cfg.fresh_checkpoint {
+            self.node.settle.committed(stamp, key.clone());
+        }
     }
 
     /// Drop the stored dependencies of settled versions and flag them
     /// never-depend (§6.1).
     fn collect(&mut self, env: &mut impl ServerEnv<Msg, Version>, settled: Vec<(Stamp, Key)>) {
         for (s, key) in settled {
-            if let Some(v) = env.store().exact(&key, s).cloned()
+            // An empty list under a fresh checkpoint is left as it is (see
+            // `publish`; after a restart all committed versions come here).
+            let keep = |v: &&Version| v.deps.is_empty() && self.cfg.fresh_checkpoint;
+            if let Some(v) = env.store().exact(&key, s).filter(|v| !keep(v)).cloned()
                 && let State::Committed { at_us, never_depend: false } = v.state
             {
                 let state = State::Committed { at_us, never_depend: true };

@@ -183,6 +183,24 @@ fn a_fresh_checkpoint_keeps_dependency_lists_short() {
     }
 }
 
+/// Deviation 8: a session learns the checkpoint from its reads too, and
+/// keeps nothing below it in its context; the paper's session keeps every
+/// version it read until its next write.
+#[test]
+fn a_session_keeps_no_version_below_the_checkpoint_in_its_context() {
+    for (fresh, want) in [(true, 0), (false, 30)] {
+        let mut net = TestNet::<CopsGt>::new(1, 1, 2, Config { fresh_checkpoint: fresh, ..Config::default() });
+        let keys: Vec<Key> = (0..30).map(|i| bytes(&format!("k{i}"))).collect();
+        for k in &keys {
+            put(&mut net, ALICE, k, "v");
+        }
+        for k in &keys {
+            assert_eq!(crate::kit::testkit::get(&mut net, READER, k), Some("v".into()));
+        }
+        assert_eq!(net.clients[READER.idx()].heads.len(), want, "fresh {fresh}");
+    }
+}
+
 /// No write concurrent with the transaction: one round only.
 #[test]
 fn a_quiet_read_trans_takes_one_round() {
