@@ -89,7 +89,7 @@ impl Variant for CopsGt {
         cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest, cut: 0 }
     }
     fn get(key: Key) -> cops_gt::Msg {
-        cops_gt::Msg::Read { attempt: 0, idx: 0, key }
+        cops_gt::Msg::Read { attempt: 0, idx: 0, key, trans: false }
     }
     fn put_stamp(reply: &cops_gt::Msg) -> Option<Stamp> {
         match reply {

@@ -176,9 +176,11 @@ impl CopsGtClient {
             return env.complete(OpResult::Rot(Vec::new()));
         }
         let attempt = self.next_attempt();
+        // A one-key transaction never has a second round.
+        let trans = keys.len() > 1 && !self.one_round;
         for (i, key) in keys.iter().enumerate() {
             let Some(to) = client_server_for(&self.ctx, env, key) else { return };
-            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone() });
+            env.send(to, Msg::Read { attempt, idx: i as u32, key: key.clone(), trans });
         }
         let n = keys.len();
         self.op = Some(InFlight::Trans(Trans {
@@ -268,7 +270,7 @@ impl Client for CopsGtClient {
             Op::Get { key } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let attempt = self.next_attempt();
-                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone() });
+                env.send(to, Msg::Read { attempt, idx: 0, key: key.clone(), trans: false });
                 self.op = Some(InFlight::Get { key });
             }
             // write(key, value): all dependencies, the nearest marked (§2.6).

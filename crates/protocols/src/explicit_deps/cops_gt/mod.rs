@@ -19,7 +19,8 @@
 //!   by explicit stamp, only for keys whose first-round version is older
 //!   than `ccv[k]`. Two rounds at most, never blocking.
 //! - **Garbage collection** (§2.10):
-//!   - *versions*: a version overwritten for `trans_time` is dropped;
+//!   - *versions*: a version overwritten for `trans_time` is dropped
+//!     (at once when no transaction can need it, deviation 9);
 //!     a transaction that outlives `trans_time` (or asks for a dropped
 //!     version) restarts;
 //!   - *dependencies*: once a write is committed in every DC and
@@ -118,6 +119,19 @@
 //!    `trans_time`'s. `fresh_checkpoint = false` gives the paper's
 //!    checkpoint; `trans_time` still bounds transactions, old versions and
 //!    never-depend flags, which the paper's argument for them needs.
+//! 9. **Old versions are kept only while a transaction may ask for them.**
+//!    §6.1 keeps every overwritten version for `trans_time`. A second round
+//!    asks a key's server only for versions at least as new as the one its
+//!    first round read there, so a version overwritten when no transaction
+//!    still running has read at that server is never asked for. Each server
+//!    notes when it last served the first round of a `read_trans` of
+//!    several keys (flagged in the `Read`; one key never needs a second
+//!    round) and collects what a write overwrote at once unless that was
+//!    within `trans_time` + margin; otherwise as the paper. A write-heavy
+//!    store without transactions then holds one version per key, as COPS.
+//!    Collection never makes a read wrong, only a transaction restart: a
+//!    round that finds its version gone gets `Err` (after a restart this
+//!    node forgets when it last served one, with that consequence).
 //!
 //! Two deliberately broken variants exist for tests:
 //! `mutant_one_round_rot` (a `read_trans` that never runs its second round,

@@ -23,6 +23,11 @@ pub struct CopsGtServer {
     /// (when, key): a version of `key` was committed; collect the older
     /// ones from then on.
     version_gc: VecDeque<(u64, Key)>,
+    /// When this node last served the first round of a `read_trans` of
+    /// several keys (deviation 9). Not kept across a restart: a
+    /// transaction that read here before it may find a version it asks
+    /// for collected, and restarts, as after any collection.
+    last_trans_read_us: Option<u64>,
 }
 
 impl CopsGtServer {
@@ -46,6 +51,7 @@ impl CopsGtServer {
             checkpoints: VecDeque::new(),
             usable_checkpoint: 0,
             version_gc: VecDeque::new(),
+            last_trans_read_us: None,
         }
     }
 }
@@ -79,7 +85,10 @@ impl Server for CopsGtServer {
         }
         match msg {
             // read_by_time (§2.4, §2.8); reads never block.
-            Msg::Read { attempt, idx, key } => {
+            Msg::Read { attempt, idx, key, trans } => {
+                if trans {
+                    self.last_trans_read_us = Some(env.now_us());
+                }
                 let read = Ok(env.store().latest_where(&key, Version::committed).map(Version::read));
                 let checkpoint = self.checkpoint();
                 env.reply(from, Msg::ReadReply { attempt, idx, read, checkpoint });
@@ -298,7 +307,14 @@ impl CopsGtServer {
     ) {
         self.node.report_if_newest(env, key, stamp, written_us);
         if env.store().versions(key).len() > 1 {
-            self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
+            let now = env.now_us();
+            if self.last_trans_read_us.is_some_and(|t| t + self.cfg.hold_us() > now) {
+                self.version_gc.push_back((now + self.cfg.hold_us(), key.clone()));
+            } else {
+                // Deviation 9: no transaction running has read here, so
+                // none will ask for what this version overwrote.
+                env.store().gc_key_keeping(key, Version::committed, |v| matches!(v.state, State::Pending { .. }));
+            }
         }
         if has_deps || !self.cfg.fresh_checkpoint {
             self.node.settle.committed(stamp, key.clone());

@@ -201,6 +201,29 @@ fn a_session_keeps_no_version_below_the_checkpoint_in_its_context() {
     }
 }
 
+/// Deviation 9: an overwritten version is kept for `trans_time` only while
+/// a transaction may ask for it, i.e. after this server served the first
+/// round of a `read_trans` of several keys; plain reads do not count.
+#[test]
+fn overwritten_versions_are_kept_only_after_a_transaction_read_here() {
+    let mut net = TestNet::<CopsGt>::new(1, 2, 2, Config::default());
+    let (x, y) = acl_and_album(&net);
+    let xs = net.server_for(DcId(0), &x);
+    put(&mut net, ALICE, &x, "x0");
+    put(&mut net, ALICE, &y, "y0");
+    assert_eq!(crate::kit::testkit::get(&mut net, READER, &x), Some("x0".into()));
+    put(&mut net, ALICE, &x, "x1");
+    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 1, "no transaction: x0 collected at once");
+    assert_eq!(rot(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y0".into())]);
+    put(&mut net, ALICE, &x, "x2");
+    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 2, "a transaction read here: x1 kept");
+    net.advance_clocks(Config::default().hold_us() + 1);
+    net.fire_timers(xs);
+    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 1, "collected after trans_time");
+    put(&mut net, ALICE, &x, "x3");
+    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 1, "the transaction is long over");
+}
+
 /// No write concurrent with the transaction: one round only.
 #[test]
 fn a_quiet_read_trans_takes_one_round() {
