@@ -252,9 +252,10 @@ impl NodeMetrics {
         self.refused_all.load(Ordering::Relaxed)
     }
 
-    pub fn sample(&self, what: &'static str, value: u64) {
-        self.samples.get_or_create(&What { what }).inc();
-        self.sample_sums.get_or_create(&What { what }).inc_by(value);
+    /// The (count, sum) counters of protocol sample `what`, to keep
+    /// ([`Kept`]) and update without looking them up again.
+    pub fn sample_counters(&self, what: &'static str) -> (Counter, Counter) {
+        (self.samples.get_or_create(&What { what }).clone(), self.sample_sums.get_or_create(&What { what }).clone())
     }
 
     /// Bring a counter kept elsewhere (the log's sync count) up to `total`.

@@ -395,6 +395,7 @@ pub fn spawn<P: Protocol>(
         turn_started: Instant::now(),
         released_at: Instant::now(),
         by_kind: Kept::default(),
+        samples: Kept::default(),
     };
     let outbox = recovered.outbox;
     let failed = Arc::new(Failed::default());
@@ -927,6 +928,7 @@ struct NEnv<'a, M, V: Versioned> {
     store: &'a mut MvStore<V>,
     out: &'a mut Vec<Out<M>>,
     metrics: &'a NodeMetrics,
+    samples: &'a mut Kept<(Counter, Counter)>,
 }
 
 impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
@@ -969,7 +971,11 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
                 self.metrics.blocked_seconds.inc_by(waited_us as f64 / 1e6);
             }
             Observation::Sample { what, value } => {
-                self.metrics.sample(what, value);
+                let metrics = self.metrics;
+                let i = self.samples.index(what, || metrics.sample_counters(what));
+                let (count, sum) = self.samples.get(i);
+                count.inc();
+                sum.inc_by(value);
             }
         }
     }
@@ -981,7 +987,15 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
 macro_rules! node_env {
     ($s:ident) => {{
         let now = $s.now_us();
-        NEnv { node: $s.node, dc: $s.dc, now, store: &mut $s.store, out: &mut $s.out, metrics: &$s.metrics }
+        NEnv {
+            node: $s.node,
+            dc: $s.dc,
+            now,
+            store: &mut $s.store,
+            out: &mut $s.out,
+            metrics: &$s.metrics,
+            samples: &mut $s.samples,
+        }
     }};
 }
 
@@ -1085,6 +1099,10 @@ struct ProtocolLoop<P: Protocol> {
     /// Each request kind's counter and latency histogram (`in_progress`
     /// holds the index).
     by_kind: Kept<(Counter, Histogram)>,
+    /// Each protocol sample's (count, sum) counters, by name, so a sample
+    /// (several per write for some protocols) does not look them up in
+    /// their families.
+    samples: Kept<(Counter, Counter)>,
 }
 
 impl<P: Protocol> ProtocolLoop<P> {
