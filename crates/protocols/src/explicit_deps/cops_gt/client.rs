@@ -303,11 +303,11 @@ impl Client for CopsGtClient {
                 env.complete(OpResult::Get(read.map(|r| r.value)));
             }
             (Some(InFlight::Put { key, deps }), Msg::PutReply { result }) => match result {
-                Ok((stamp, cut)) => {
+                Ok((stamp, checkpoint)) => {
                     // The write now stands for everything in the context
                     // (§2.3): it is the only head; and everything older than
-                    // its cut is committed everywhere (§6.1, deviation 8).
-                    self.checkpoint = self.checkpoint.max(cut);
+                    // the checkpoint is committed everywhere (§6.1, deviation 8).
+                    self.checkpoint = self.checkpoint.max(checkpoint);
                     let cp = self.checkpoint;
                     let deps = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
                         deps

@@ -40,8 +40,8 @@ pub enum Msg {
     /// `cut`: the session's checkpoint, below which it left dependencies
     /// out (deviation 8).
     PutReq { key: Key, value: Value, deps: Arc<[Dep]>, nearest: Vec<u32>, cut: u64 },
-    /// The write's stamp and cut (a global checkpoint, a Lamport time), or
-    /// why the write was refused.
+    /// The write's stamp and a global checkpoint (a Lamport time) at least
+    /// its cut, or why the write was refused.
     PutReply { result: Result<(Stamp, u64), String> },
     /// The write shipped to an equivalent node; `nearest` indexes `deps`.
     Replicate { key: Key, value: Value, stamp: Stamp, deps: Arc<[Dep]>, nearest: Vec<u32>, cut: u64, written_us: u64 },
