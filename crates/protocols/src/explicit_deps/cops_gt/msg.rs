@@ -22,7 +22,8 @@ pub enum Msg {
     /// `read_by_time(key, LATEST)`: the newest committed version.
     /// `attempt` and `idx` name the operation attempt and the key's place
     /// in it; `trans`: the first round of a `read_trans` of several keys,
-    /// which may ask for an older version next (deviation 9).
+    /// whose second round may ask for a version overwritten meanwhile
+    /// (deviation 9).
     Read { attempt: u32, idx: u32, key: Key, trans: bool },
     /// A read transaction's second round (§4.3, Fig 4.4): the newer of
     /// exactly version `at` (unless `Stamp::NONE`) and the newest version
