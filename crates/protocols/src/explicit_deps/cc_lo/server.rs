@@ -712,14 +712,19 @@ impl Partition {
             return;
         }
         let versions = env.store().versions(key);
-        let Some(floor) = versions.iter().rev().find(|v| v.visible && v.old_readers.is_empty()).map(|v| v.stamp) else {
-            return;
-        };
-        let mut newest: BTreeMap<DcId, Stamp> = BTreeMap::new();
-        for v in versions.iter().filter(|v| v.visible) {
-            newest.insert(v.stamp.dc, v.stamp);
+        let Some(at) = versions.iter().rposition(|v| v.visible && v.old_readers.is_empty()) else { return };
+        if at == 0 {
+            return; // nothing older than the floor
         }
-        let keep: BTreeSet<Stamp> = newest.into_values().collect();
+        let floor = versions[at].stamp;
+        // The newest visible version of each DC: a handful of DCs, so a
+        // short list, not a map (this runs on every PUT).
+        let mut keep: Vec<Stamp> = Vec::new();
+        for v in versions.iter().rev().filter(|v| v.visible) {
+            if keep.iter().all(|s| s.dc != v.stamp.dc) {
+                keep.push(v.stamp);
+            }
+        }
         env.store().gc_key_keeping(key, |v| v.stamp == floor, |v| !v.visible || keep.contains(&v.stamp));
     }
 
