@@ -110,11 +110,14 @@
 //!    below `need` (all committed here, as everything below a checkpoint
 //!    is), or the causally-correct one if newer. Such a version depends only
 //!    on writes below `need`, which every returned key now reflects: still
-//!    two rounds, never blocking. The cut this server uses is what its DC's
-//!    servers said they have, so the second round for it is rare: when
-//!    the DC's checkpoints differ, as after a restart. With no other DC a
-//!    node's own bound is its clock, not the oldest write the next tick
-//!    would report (deviation 3): its writes are everywhere when written.
+//!    two rounds, never blocking. The cut a server uses is what its DC's
+//!    servers said they have, so a version written in the reader's DC
+//!    rarely calls for that second read (after a restart, say); one
+//!    replicated from another DC carries that DC's cut, which this DC's
+//!    servers may not have reached yet, and calls for it more often. With
+//!    no other DC a node's own bound is its clock, not the oldest write the
+//!    next tick would report (deviation 3): its writes are everywhere when
+//!    written.
 //!    Lists then hold a tick's worth of writes (none on one DC) instead of
 //!    `trans_time`'s. `fresh_checkpoint = false` gives the paper's
 //!    checkpoint; `trans_time` still bounds transactions, old versions and
