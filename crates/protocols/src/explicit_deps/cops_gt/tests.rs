@@ -165,14 +165,19 @@ fn a_read_trans_reads_again_below_a_write_s_cut() {
     assert!(belows.is_empty());
 }
 
+/// One DC of one node, its checkpoint fresh or the paper's, and `n` keys.
+fn one_node(fresh: bool, clients: u32, n: u32) -> (TestNet<CopsGt>, Vec<Key>) {
+    let net = TestNet::<CopsGt>::new(1, 1, clients, Config { fresh_checkpoint: fresh, ..Config::default() });
+    (net, (0..n).map(|i| bytes(&format!("k{i}"))).collect())
+}
+
 /// Deviation 8 keeps a write-heavy session's lists short: on one node the
 /// checkpoint is the clock, so each write leaves out what came before it;
 /// with the paper's checkpoint (`trans_time` old) every earlier write stays.
 #[test]
 fn a_fresh_checkpoint_keeps_dependency_lists_short() {
     for (fresh, want) in [(true, 0), (false, 20)] {
-        let mut net = TestNet::<CopsGt>::new(1, 1, 1, Config { fresh_checkpoint: fresh, ..Config::default() });
-        let keys: Vec<Key> = (0..21).map(|i| bytes(&format!("k{i}"))).collect();
+        let (mut net, keys) = one_node(fresh, 1, 21);
         for k in &keys {
             put(&mut net, ALICE, k, "v");
             net.advance_clocks(10_000);
@@ -189,8 +194,7 @@ fn a_fresh_checkpoint_keeps_dependency_lists_short() {
 #[test]
 fn a_session_keeps_no_version_below_the_checkpoint_in_its_context() {
     for (fresh, want) in [(true, 0), (false, 30)] {
-        let mut net = TestNet::<CopsGt>::new(1, 1, 2, Config { fresh_checkpoint: fresh, ..Config::default() });
-        let keys: Vec<Key> = (0..30).map(|i| bytes(&format!("k{i}"))).collect();
+        let (mut net, keys) = one_node(fresh, 2, 30);
         for k in &keys {
             put(&mut net, ALICE, k, "v");
         }
