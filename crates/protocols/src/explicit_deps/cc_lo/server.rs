@@ -56,6 +56,16 @@ pub(super) struct Check {
     started_us: u64,
 }
 
+/// What a completed readers check reports once its version is visible.
+struct Done {
+    client: Option<ClientId>,
+    /// Old readers collected.
+    ids: u64,
+    ids_received: u64,
+    asked: u64,
+    started_us: u64,
+}
+
 /// A check asked of this partition: answered once each dependency is
 /// visible here and no post-restart hold is on.
 pub(super) struct Incoming {
@@ -233,16 +243,49 @@ impl Partition {
         let stamp = Stamp { ts: self.clock, dc: self.m };
         // Last-writer-wins never puts a write before its causal past.
         assert!(deps.iter().all(|d| d.stamp < stamp), "CC-LO: a PUT stamped below one of its dependencies");
-        let version = Version {
-            value,
-            stamp,
-            deps: deps.clone(),
-            visible: false,
-            old_readers: OldReaders::new(),
-            written_us: env.now_us(),
-        };
+        let written_us = env.now_us();
+        if let Some(old_readers) = self.check_here_at_once(env, &deps) {
+            let ids = old_readers.len() as u64;
+            let version =
+                Version { value: value.clone(), stamp, deps: Vec::new(), visible: true, old_readers, written_us };
+            let newest = env.store().insert(&key, version) == Inserted::Newest;
+            let done = Done { client: Some(client), ids, ids_received: 0, asked: 0, started_us: written_us };
+            self.made_visible(env, key, stamp, value, written_us, deps, done, newest);
+            return;
+        }
+        let version =
+            Version { value, stamp, deps: deps.clone(), visible: false, old_readers: OldReaders::new(), written_us };
         env.store().insert(&key, version);
         self.start_check(env, key, stamp, deps, Some(client));
+    }
+
+    /// The readers check of a local PUT done in place, when it needs no
+    /// other partition and nothing to wait for: every dependency is served
+    /// by this partition and already visible here, and no post-restart hold
+    /// is on (deviation 7). Returns the old readers the check would have
+    /// collected (what [`Partition::answer`] gives this partition itself),
+    /// or `None` when the check must run: then nothing has changed.
+    ///
+    /// Not a deviation: the check's request to itself would be answered at
+    /// once with exactly this, and its answer handled before anything else
+    /// runs (`pump`). Doing it here stores the version once, visible, and
+    /// skips the check's bookkeeping — the whole readers check on one
+    /// partition, as in a one-partition DC or for a session whose
+    /// dependencies all live here.
+    fn check_here_at_once(&self, env: &mut impl ServerEnv<Msg, Version>, deps: &[Dep]) -> Option<OldReaders> {
+        if self.tick < self.hold_until {
+            return None;
+        }
+        for d in deps {
+            match self.topology.server_for_key(self.m, &d.key) {
+                None => {} // no server to ask: the check skips it too
+                Some(n) if n != self.me => return None,
+                Some(_) if !self.cfg.mutant_skip_dep_check && !self.is_visible(env, d) => return None,
+                Some(_) => {}
+            }
+        }
+        let here = deps.iter().filter(|d| self.topology.server_for_key(self.m, &d.key) == Some(self.me));
+        Some(self.old_readers_of(env, here))
     }
 
     /// Send the readers check of `key`@`stamp` to the partitions of its
@@ -337,29 +380,43 @@ impl Partition {
     fn answer(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: IncomingId) {
         let Some(inc) = self.incoming.remove(&id) else { return };
         let (from, key, stamp) = id;
-        let mut old = OldReaders::new();
-        if from == self.me || !self.cfg.mutant_no_old_reader_propagation {
-            for d in &inc.deps {
-                if let Some(rs) = self.readers.get(&d.key) {
-                    for (&nonce, r) in rs.iter().filter(|(_, r)| r.got < Some(d.stamp)) {
-                        add(&mut old, nonce, r.seq);
-                    }
-                }
-                let first = env
-                    .store()
-                    .versions(&d.key)
-                    .iter()
-                    .find(|v| v.visible && v.stamp.dc == d.stamp.dc && v.stamp >= d.stamp);
-                if let Some(v) = first {
-                    merge(&mut old, &v.old_readers);
-                }
-            }
-        }
+        let old = if from == self.me || !self.cfg.mutant_no_old_reader_propagation {
+            self.old_readers_of(env, inc.deps.iter())
+        } else {
+            OldReaders::new()
+        };
         if from == self.me {
             self.self_answers.push_back((key, stamp, old));
         } else {
             env.send(from, Msg::CheckReply { key, stamp, old_readers: old });
         }
+    }
+
+    /// The old readers of dependencies `deps`, all visible here: the ROTs
+    /// recorded reading an older version of a dependency's key than the
+    /// dependency, and the old readers of the dependency itself.
+    fn old_readers_of<'d>(
+        &self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        deps: impl Iterator<Item = &'d Dep>,
+    ) -> OldReaders {
+        let mut old = OldReaders::new();
+        for d in deps {
+            if let Some(rs) = self.readers.get(&d.key) {
+                for (&nonce, r) in rs.iter().filter(|(_, r)| r.got < Some(d.stamp)) {
+                    add(&mut old, nonce, r.seq);
+                }
+            }
+            let first = env
+                .store()
+                .versions(&d.key)
+                .iter()
+                .find(|v| v.visible && v.stamp.dc == d.stamp.dc && v.stamp >= d.stamp);
+            if let Some(v) = first {
+                merge(&mut old, &v.old_readers);
+            }
+        }
+        old
     }
 
     /// Answers this partition gave itself, until none is left.
@@ -389,46 +446,71 @@ impl Partition {
     }
 
     /// The check of `key`@`stamp` is complete: the version becomes visible
-    /// (except to its old readers); a local PUT is acknowledged and
-    /// replicated; checks waiting here for it proceed.
+    /// (except to its old readers).
     fn finish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, stamp: Stamp) {
         let Some(c) = self.checks.remove(&(key.clone(), stamp)) else { return };
-        let Some(v) = env.store().exact(&key, stamp).cloned() else { return };
+        let Some(v) = env.store().exact(&key, stamp) else { return };
         if v.visible {
             return;
         }
+        // The pending version's dependencies go to its replicas; the
+        // visible one keeps none.
+        let (value, written_us, deps) = (v.value.clone(), v.written_us, v.deps.clone());
+        let Check { client, collected, ids_received, asked, started_us, .. } = c;
+        let ids = collected.len() as u64;
+        let visible = Version {
+            value: value.clone(),
+            stamp,
+            deps: Vec::new(),
+            visible: true,
+            old_readers: collected,
+            written_us,
+        };
+        env.store().replace(&key, visible);
+        let done = Done { client, ids, ids_received, asked, started_us };
+        self.made_visible(env, key, stamp, value, written_us, deps, done, false);
+    }
+
+    /// `key`@`stamp` (`value`, written at `written_us`) is stored visible:
+    /// its check's figures are observed, a local PUT is acknowledged and
+    /// replicated (with `deps`), checks waiting here for it proceed, and the
+    /// key's old versions are collected. `newest`: the store said it is the
+    /// key's newest version (else the store is asked whether it is the
+    /// newest visible one).
+    #[allow(clippy::too_many_arguments)]
+    fn made_visible(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        key: Key,
+        stamp: Stamp,
+        value: Value,
+        written_us: u64,
+        deps: Vec<Dep>,
+        done: Done,
+        newest: bool,
+    ) {
         let local = stamp.dc == self.m;
-        let ids = c.collected.len() as u64;
-        let bytes = c.ids_received * ROT_ID_BYTES;
-        let waited_us = env.now_us().saturating_sub(c.started_us);
+        let ids = done.ids;
+        let has_old_readers = ids > 0;
+        let bytes = done.ids_received * ROT_ID_BYTES;
+        let waited_us = env.now_us().saturating_sub(done.started_us);
         if local {
             env.observe(Observation::Sample { what: "readers_check_ids", value: ids });
             env.observe(Observation::Sample { what: "readers_check_bytes", value: bytes });
-            env.observe(Observation::Sample { what: "readers_check_partitions", value: c.asked });
+            env.observe(Observation::Sample { what: "readers_check_partitions", value: done.asked });
             env.observe(Observation::Blocked { what: "readers_check", waited_us });
         } else {
             env.observe(Observation::Sample { what: "remote_readers_check_ids", value: ids });
             env.observe(Observation::Sample { what: "remote_readers_check_bytes", value: bytes });
             env.observe(Observation::Blocked { what: "dep_check", waited_us });
         }
-        let Version { value, deps, written_us, .. } = v;
-        let visible = Version {
-            value: value.clone(),
-            stamp,
-            deps: Vec::new(),
-            visible: true,
-            old_readers: c.collected,
-            written_us,
-        };
-        let has_old_readers = !visible.old_readers.is_empty();
-        env.store().replace(&key, visible);
         if has_old_readers {
             self.expiring.push_back((self.tick, key.clone(), stamp));
         }
-        if env.store().latest_where(&key, |x| x.visible).map(|x| x.stamp) == Some(stamp) {
+        if newest || env.store().latest_where(&key, |x| x.visible).map(|x| x.stamp) == Some(stamp) {
             env.observe(Observation::Visible { key: &key, value: &value, origin: stamp.dc, written_us });
         }
-        if let Some(client) = c.client {
+        if let Some(client) = done.client {
             env.reply(client, Msg::PutReply(Ok(stamp)));
         }
         if local {
@@ -440,19 +522,21 @@ impl Partition {
         }
         // Waiters for this version, or an earlier one of its key from its
         // DC (which it follows, deviation 2).
-        let low = (key.clone(), Stamp { ts: 0, dc: DcId(0) });
-        let released: Vec<(Key, Stamp)> = self
-            .waiting
-            .range(low..=(key.clone(), stamp))
-            .filter(|((_, s), _)| s.dc == stamp.dc)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in released {
-            for id in self.waiting.remove(&k).unwrap_or_default() {
-                let Some(inc) = self.incoming.get_mut(&id) else { continue };
-                inc.missing -= 1;
-                if inc.missing == 0 && self.tick >= self.hold_until {
-                    self.answer(env, id);
+        if !self.waiting.is_empty() {
+            let low = (key.clone(), Stamp { ts: 0, dc: DcId(0) });
+            let released: Vec<(Key, Stamp)> = self
+                .waiting
+                .range(low..=(key.clone(), stamp))
+                .filter(|((_, s), _)| s.dc == stamp.dc)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in released {
+                for id in self.waiting.remove(&k).unwrap_or_default() {
+                    let Some(inc) = self.incoming.get_mut(&id) else { continue };
+                    inc.missing -= 1;
+                    if inc.missing == 0 && self.tick >= self.hold_until {
+                        self.answer(env, id);
+                    }
                 }
             }
         }

@@ -223,6 +223,24 @@ fn figure_1_race_returns_x0_with_y1_with_lamport_timestamps_only() {
     assert_eq!(got, vec![Some("X0".into()), Some("Y1".into())], "the straw man is caught");
 }
 
+/// The chain tests' start: `w` writes X0, Y0, Z0; T starts ROT(x, z) and
+/// only its read of x is delivered. Returns what matches T's read of z,
+/// held back.
+fn t_reads_x_first(
+    net: &mut Net,
+    [x, y, z]: [&Key; 3],
+    t: ClientId,
+    w: ClientId,
+) -> impl Fn(&InFlight<Msg>) -> bool + use<> {
+    for (k, v) in [(x, "X0"), (y, "Y0"), (z, "Z0")] {
+        put(net, w, k, v);
+    }
+    let (px, pz) = (net.server_for(DC0, x), net.server_for(DC0, z));
+    net.invoke(t, Op::Rot { keys: vec![x.clone(), z.clone()] });
+    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+    move |m: &InFlight<Msg>| m.to == Dest::Node(pz) && m.from == Dest::Client(t)
+}
+
 /// Old readers travel along a dependency chain: T reads x (X0); X1; c3
 /// reads X1 and writes Y1; c4 reads Y1 and writes Z1, on a third partition
 /// T never read at before. T's read of z must not return Z1: Z1's check
@@ -232,13 +250,7 @@ fn chain(cfg: Config) -> Vec<Option<String>> {
     let ks = net.keys_on_distinct_partitions(3);
     let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
     let [t, c2, c3, c4] = [0, 1, 2, 3].map(|i| net.client(0, i));
-    for (k, v) in [(x, "X0"), (y, "Y0"), (z, "Z0")] {
-        put(&mut net, c2, k, v);
-    }
-    let (px, pz) = (net.server_for(DC0, x), net.server_for(DC0, z));
-    net.invoke(t, Op::Rot { keys: vec![x.clone(), z.clone()] });
-    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
-    let held = move |m: &InFlight<Msg>| m.to == Dest::Node(pz) && m.from == Dest::Client(t);
+    let held = t_reads_x_first(&mut net, [x, y, z], t, c2);
     let run = |net: &mut Net, c: ClientId, op: Op| {
         net.invoke(c, op);
         net.deliver_while(|m| !held(m) && m.to != Dest::Client(t));
@@ -257,6 +269,50 @@ fn chain(cfg: Config) -> Vec<Option<String>> {
 fn old_readers_propagate_along_a_dependency_chain() {
     assert_eq!(chain(Config::default()), vec![Some("X0".into()), Some("Z0".into())]);
     assert_eq!(chain(mutant_no_propagation()), vec![Some("X0".into()), Some("Z1".into())], "the mutant is caught");
+}
+
+/// A readers check that needs only the writing partition is done in place
+/// (`check_here_at_once`), and names the same old readers: T reads x (X0);
+/// c2 writes X1, then Y1 with y on x's partition, so Y1's check asks no
+/// one; c3 reads Y1 and writes Z1 on another partition, whose check asks
+/// y's partition. T's read of z must not return Z1. Returns what T read and
+/// how many check requests crossed the network while Y1 was written.
+fn chain_through_a_check_in_place(cfg: Config) -> (Vec<Option<String>>, usize) {
+    let mut net = net_with(1, 2, 3, cfg);
+    let ks = net.keys_on_distinct_partitions(2);
+    let (x, z) = (&ks[0], &ks[1]);
+    let y = &(0..)
+        .map(|i| bytes(&format!("y{i}")))
+        .find(|k| net.topology.partition_of(k) == net.topology.partition_of(x))
+        .expect("a key on x's partition");
+    let [t, c2, c3] = [0, 1, 2].map(|i| net.client(0, i));
+    let held = t_reads_x_first(&mut net, [x, y, z], t, c2);
+    let mut requests = 0;
+    let mut run = |net: &mut Net, c: ClientId, op: Op, count: bool| {
+        net.invoke(c, op);
+        while let Some(i) = net.queue.iter().position(|m| !held(m) && m.to != Dest::Client(t)) {
+            requests += usize::from(count && matches!(net.queue[i].msg, Msg::CheckReq { .. }));
+            let m = net.queue.remove(i);
+            net.queue.insert(0, m);
+            net.deliver_first(|_| true);
+        }
+        net.take_result(c).expect("completes")
+    };
+    assert_eq!(run(&mut net, c2, Op::Put { key: x.clone(), value: bytes("X1") }, false), OpResult::Put);
+    assert_eq!(run(&mut net, c2, Op::Put { key: y.clone(), value: bytes("Y1") }, true), OpResult::Put);
+    assert_eq!(run(&mut net, c3, Op::Get { key: y.clone() }, false), OpResult::Get(Some(bytes("Y1"))));
+    assert_eq!(run(&mut net, c3, Op::Put { key: z.clone(), value: bytes("Z1") }, false), OpResult::Put);
+    net.deliver_all();
+    (values(net.take_result(t)), requests)
+}
+
+#[test]
+fn a_readers_check_done_in_place_names_the_same_old_readers() {
+    let (got, requests) = chain_through_a_check_in_place(Config::default());
+    assert_eq!(requests, 0, "Y1's check needed no other partition");
+    assert_eq!(got, vec![Some("X0".into()), Some("Z0".into())], "T is an old reader of Y1, hence of Z1");
+    let (got, _) = chain_through_a_check_in_place(mutant_no_propagation());
+    assert_eq!(got, vec![Some("X0".into()), Some("Z1".into())], "the mutant is caught");
 }
 
 /// The readers check runs again in the remote DC, with that DC's readers:
