@@ -9,7 +9,8 @@ client, in-process embedded node) for each protocol.
 redis-server and, for each protocol, a one-node `causeway up --redis-port`
 (1 DC x 1 partition, its Redis front door), with -P PIPELINE if given.
 
-Rounds alternate the systems in one session on this machine; medians and
+Rounds alternate the systems in one session on this machine, each run from an
+empty keyspace (redis-server is flushed before each of its rounds); medians and
 ratios to Redis are printed. Needs redis-server and redis-benchmark on PATH
 (apt-get install redis-server redis-tools) and a release build of causeway
 (cargo build --release -p causeway).
@@ -57,6 +58,16 @@ def wait_port(port, timeout=10.0):
     raise SystemExit(f"nothing answered on port {port}")
 
 
+def flushall(port):
+    """Empty redis-server, so that each of its rounds starts from an empty
+    keyspace as each Causeway run does (a fresh node): without it Redis's
+    rounds after the first overwrote keys already there."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+        if not s.recv(64).startswith(b"+OK"):
+            raise SystemExit("redis-server did not answer FLUSHALL with +OK")
+
+
 def redis_benchmark(port, kinds, requests):
     """ops/s per kind from one redis-benchmark run."""
     out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", "50", "-d", "64", "-r", "100000",
@@ -95,6 +106,7 @@ wait_port(int(redis_port))
 res = {(who, kind): [] for who in ["redis"] + protocols for kind in ("set", "get")}
 try:
     for r in range(rounds):
+        flushall(int(redis_port))
         for kind, v in redis_benchmark(redis_port, ("set", "get"), REQUESTS * seconds * pipeline).items():
             res[("redis", kind)].append(v)
         for p in protocols:
