@@ -86,7 +86,7 @@ impl Variant for CopsGt {
         let nearest = if deps.is_empty() { vec![] } else { vec![deps.len() as u32 - 1] };
         // No session cut: the server keeps every dependency newer than its
         // checkpoint, which trails the 130 previous writes by a gossip round.
-        cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest, cut: 0 }
+        cops_gt::Msg::PutReq { key, value, deps: deps.into(), nearest: cops_gt::Nearest::from_vec(nearest), cut: 0 }
     }
     fn get(key: Key) -> cops_gt::Msg {
         cops_gt::Msg::Read { attempt: 0, idx: 0, key, trans: false }

@@ -319,6 +319,19 @@ mod tests {
         assert!(matches!(read_frame(&mut r, 1024).await, Err(FrameError::Truncated)));
     }
 
+    /// COPS-GT's `Nearest` (a thin pointer in memory) is on the wire what
+    /// the `Vec<u32>` it replaced was, so `WIRE_FORMAT` stands.
+    #[test]
+    fn cops_gt_nearest_encodes_as_a_vec() {
+        use causeway_protocols::cops_gt::Nearest;
+        for v in [vec![], vec![0u32, 3, 70_000]] {
+            let bytes = postcard::to_allocvec(&Nearest::from_vec(v.clone())).unwrap();
+            assert_eq!(bytes, postcard::to_allocvec(&v).unwrap());
+            let back: Nearest = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back.as_slice(), &v[..]);
+        }
+    }
+
     /// Frames appended to one buffer read back one by one, in order.
     #[tokio::test]
     async fn appended_frames_read_back_in_order() {

@@ -279,6 +279,7 @@ impl Client for CopsGtClient {
                 let (deps, nearest) = self.write_deps();
                 let deps: Arc<[Dep]> = deps.into();
                 let cut = self.checkpoint;
+                let nearest = Nearest::from_vec(nearest);
                 env.send(to, Msg::PutReq { key: key.clone(), value, deps: deps.clone(), nearest, cut });
                 self.op = Some(InFlight::Put { key, deps });
             }

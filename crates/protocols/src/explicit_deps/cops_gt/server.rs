@@ -109,7 +109,8 @@ impl Server for CopsGtServer {
         }
         let equivalent = self.node.equivalents.contains(&from);
         match msg {
-            Msg::Replicate { key, value, stamp, deps, nearest, cut, written_us } => {
+            Msg::Replicate(r) => {
+                let Replica { key, value, stamp, deps, nearest, cut, written_us } = *r;
                 if !self.node.accepts_replicate(from, &key, stamp, env.store()) {
                     return;
                 }
@@ -221,13 +222,13 @@ impl CopsGtServer {
         key: Key,
         value: Value,
         deps: Arc<[Dep]>,
-        nearest: Vec<u32>,
+        nearest: Nearest,
         session_cut: u64,
     ) {
         if let Err(why) = self.node.check_request(&key, &deps) {
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
-        if let Some(&bad) = nearest.iter().find(|&&i| i as usize >= deps.len()) {
+        if let Some(&bad) = nearest.as_slice().iter().find(|&&i| i as usize >= deps.len()) {
             let why = format!("nearest dependency index {bad} is out of range ({} dependencies)", deps.len());
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
@@ -239,11 +240,11 @@ impl CopsGtServer {
         let cp = self.cut().max(session_cut.min(self.node.lamport() + 1));
         // The list is shared, not copied, unless the cut drops some.
         let (kept, near): (Arc<[Dep]>, Vec<u32>) = if deps.iter().all(|d| d.stamp.lamport() >= cp) {
-            (deps, nearest)
+            (deps, nearest.into_vec())
         } else {
             let mut kept = Vec::with_capacity(deps.len());
-            let mut near = Vec::with_capacity(nearest.len());
-            let is_nearest: BTreeSet<u32> = nearest.into_iter().collect();
+            let mut near = Vec::with_capacity(nearest.as_slice().len());
+            let is_nearest: BTreeSet<u32> = nearest.as_slice().iter().copied().collect();
             for (i, d) in deps.iter().enumerate() {
                 if d.stamp.lamport() >= cp {
                     if is_nearest.contains(&(i as u32)) {
@@ -272,7 +273,7 @@ impl CopsGtServer {
         let learned = if self.cfg.fresh_checkpoint { cp.max(self.checkpoint()) } else { cp };
         env.reply(from, Msg::PutReply { result: Ok((stamp, learned)) });
         for &to in &self.node.equivalents {
-            let msg = Msg::Replicate {
+            let msg = Msg::Replicate(Box::new(Replica {
                 key: key.clone(),
                 value: value.clone(),
                 stamp,
@@ -280,7 +281,7 @@ impl CopsGtServer {
                 nearest: near.clone(),
                 cut: cp,
                 written_us: now,
-            };
+            }));
             env.send(to, msg);
         }
         self.node.settle.own_write(stamp);
