@@ -319,8 +319,9 @@ mod tests {
         assert!(matches!(read_frame(&mut r, 1024).await, Err(FrameError::Truncated)));
     }
 
-    /// COPS-GT's `Nearest` (a thin pointer in memory) is on the wire what
-    /// the `Vec<u32>` it replaced was, so `WIRE_FORMAT` stands.
+    /// A `Thin` list (COPS-GT's `Nearest`, Eiger's read dependencies and
+    /// cells: a thin pointer in memory) is on the wire what the `Vec` it
+    /// replaced was, so `WIRE_FORMAT` stands.
     #[test]
     fn cops_gt_nearest_encodes_as_a_vec() {
         use causeway_protocols::cops_gt::Nearest;

@@ -227,7 +227,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
                     .filter(|k| c.topology.server_for_key(DcId(0), k) == Some(n))
                     .map(|k| (k.clone(), Bytes::from_static(b"v")))
                     .collect();
-                encode(&EW::Request(EMsg::WotReq { info: info.clone(), writes, deps: Vec::new(), floor: 0 }))
+                encode(&EW::Request(EMsg::WotReq { info: Box::new(info.clone()), writes, deps: Vec::new(), floor: 0 }))
             })
             .collect();
         (info.id, frames)

@@ -190,3 +190,91 @@ mod tests {
         assert_eq!(crate::snake_name!(X), "x");
     }
 }
+
+/// A list that is nearly always empty, in one pointer: a message variant
+/// holding it stays under the inline line (see CausalSpartanX's `Msg`)
+/// where a `Vec` (24 bytes) or a boxed slice (16) would push it over, and
+/// nothing is allocated while it is empty. Encoded as a `Vec<T>` is, so
+/// swapping one for the other changes no wire or log format.
+// The box is the point: a thin pointer to the vector.
+#[allow(clippy::box_collection)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Thin<T>(Option<Box<Vec<T>>>);
+
+impl<T> Default for Thin<T> {
+    fn default() -> Self {
+        Thin(None)
+    }
+}
+
+impl<T> Thin<T> {
+    pub fn new() -> Self {
+        Thin(None)
+    }
+
+    pub fn from_vec(v: Vec<T>) -> Self {
+        Thin((!v.is_empty()).then(|| Box::new(v)))
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        self.0.as_deref().map_or(&[], |v| v.as_slice())
+    }
+
+    pub fn into_vec(self) -> Vec<T> {
+        self.0.map_or_else(Vec::new, |v| *v)
+    }
+
+    pub fn push(&mut self, x: T) {
+        self.0.get_or_insert_with(Default::default).push(x);
+    }
+
+    pub fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
+        if let Some(v) = self.0.as_mut() {
+            v.retain(keep);
+            if v.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Thin<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T> From<Vec<T>> for Thin<T> {
+    fn from(v: Vec<T>) -> Self {
+        Thin::from_vec(v)
+    }
+}
+
+impl<T> IntoIterator for Thin<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Thin<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl<T: serde::Serialize> serde::Serialize for Thin<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.as_slice())
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Thin<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<T>::deserialize(d).map(Thin::from_vec)
+    }
+}

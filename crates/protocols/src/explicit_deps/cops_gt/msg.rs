@@ -100,38 +100,8 @@ const _: () = assert!(std::mem::size_of::<Msg>() <= 104, "a COPS-GT message move
 
 /// A write's nearest-dependency indexes into its `deps`: one pointer, and
 /// nothing allocated when there are none (most writes, under a fresh
-/// checkpoint). Encoded as a `Vec<u32>` is.
-// The box is the point: a thin pointer (8 bytes) where `Vec` takes 24 and a
-// boxed slice 16, paid with one allocation only for a write that has any.
-#[allow(clippy::box_collection)]
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Nearest(Option<Box<Vec<u32>>>);
-
-impl Nearest {
-    pub fn from_vec(v: Vec<u32>) -> Nearest {
-        Nearest((!v.is_empty()).then(|| Box::new(v)))
-    }
-
-    pub fn as_slice(&self) -> &[u32] {
-        self.0.as_deref().map_or(&[], |v| v.as_slice())
-    }
-
-    pub fn into_vec(self) -> Vec<u32> {
-        self.0.map_or_else(Vec::new, |v| *v)
-    }
-}
-
-impl Serialize for Nearest {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.as_slice())
-    }
-}
-
-impl<'de> Deserialize<'de> for Nearest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Nearest, D::Error> {
-        Vec::<u32>::deserialize(d).map(Nearest::from_vec)
-    }
-}
+/// checkpoint).
+pub type Nearest = crate::kit::msg::Thin<u32>;
 
 /// What [`Msg::Replicate`] carries: `nearest` indexes `deps`; `cut` as in
 /// [`Msg::PutReq`].

@@ -200,7 +200,7 @@ impl EigerClient {
                     None => by_server.push((to, vec![(i as u32, key.clone())])),
                 },
                 ReadTarget::Slice(slice) => {
-                    env.send(to, Msg::SliceRead { attempt, idx: i as u32, slice: slice.clone(), floor })
+                    env.send(to, Msg::SliceRead { attempt, idx: i as u32, slice: Box::new(slice.clone()), floor })
                 }
             }
         }
@@ -262,7 +262,7 @@ impl EigerClient {
                                 }
                             }
                             ReadTarget::Slice(slice) => {
-                                env.send(to, Msg::SliceReadAt { attempt, idx, slice: slice.clone(), at })
+                                env.send(to, Msg::SliceReadAt { attempt, idx, slice: Box::new(slice.clone()), at })
                             }
                         }
                         t.awaited += 1;
@@ -410,7 +410,7 @@ impl EigerClient {
         let deps = self.one_hop_deps();
         let info = TxnInfo { id, coord_key: coord_key.clone(), keys: keys.into() };
         for (to, writes) in by_server {
-            env.send(to, Msg::WotReq { info: info.clone(), writes, deps: deps.clone(), floor: self.floor });
+            env.send(to, Msg::WotReq { info: Box::new(info.clone()), writes, deps: deps.clone(), floor: self.floor });
         }
         self.op = Some(InFlight::Wot { id, coord_key });
     }

@@ -1,5 +1,5 @@
 use crate::explicit_deps::replication::{Dep, DepVersion, PathMsg, Stamp};
-use crate::kit::msg::payload;
+use crate::kit::msg::{Thin, payload};
 use bytes::Bytes;
 use causeway_core::{Key, Value};
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,7 @@ pub struct Read {
     /// depends on, at most one per DC, which the reader depends on instead
     /// of `stamp` alone.
     #[serde(default)]
-    pub deps: Vec<Stamp>,
+    pub deps: Thin<Stamp>,
     /// The write read (for a counter: every add it depends on) is settled,
     /// committed in every DC (Lloyd §6.1, "never-depend", as for COPS): a
     /// dependency on it would always pass its check, so the reader does
@@ -38,7 +38,7 @@ pub struct Read {
     /// order, deleted ones (tombstones) included so that the reader
     /// depends on them (§5.2, "new results for reads"). `value` is `None`.
     #[serde(default)]
-    pub cells: Vec<Cell>,
+    pub cells: Thin<Cell>,
 }
 
 /// One column of a slice's answer.
@@ -211,14 +211,14 @@ pub enum Msg {
     SliceRead {
         attempt: u32,
         idx: u32,
-        slice: SliceSpec,
+        slice: Box<SliceSpec>,
         floor: u64,
     },
     /// Second-round read of a slice at logical time `at`.
     SliceReadAt {
         attempt: u32,
         idx: u32,
-        slice: SliceSpec,
+        slice: Box<SliceSpec>,
         at: u64,
     },
     /// A read refused: this server does not own the key.
@@ -264,7 +264,7 @@ pub enum Msg {
     /// §5.4, the implicit PREPARE in the accepting DC): its writes, the
     /// transaction, its one-hop dependencies and the session's time.
     WotReq {
-        info: TxnInfo,
+        info: Box<TxnInfo>,
         writes: Vec<(Key, Value)>,
         deps: Vec<Dep>,
         floor: u64,
@@ -279,21 +279,14 @@ pub enum Msg {
     },
     /// One write of a transaction shipped to an equivalent node, when
     /// prepared (in stamp order); `deps` only with the coordinator key's.
-    ReplicateTxn {
-        key: Key,
-        value: Value,
-        stamp: Stamp,
-        info: TxnInfo,
-        deps: Vec<Dep>,
-        written_us: u64,
-    },
+    ReplicateTxn(Box<ReplicaTxn>),
     /// Several columns of one row written by one transaction, shipped in
     /// one message (as [`Msg::ReplicateRow`]); `deps` are the
     /// transaction's, given to the coordinator key's write if it is in the
     /// row (empty otherwise), as `ReplicateTxn` carries them.
     ReplicateTxnRow {
         writes: Vec<(Key, Value, Stamp)>,
-        info: TxnInfo,
+        info: Box<TxnInfo>,
         deps: Vec<Dep>,
         written_us: u64,
     },
@@ -362,13 +355,7 @@ pub enum Msg {
         outcome: Outcome,
     },
     /// The write shipped to an equivalent node.
-    Replicate {
-        key: Key,
-        value: Value,
-        stamp: Stamp,
-        deps: Vec<Dep>,
-        written_us: u64,
-    },
+    Replicate(Box<Replica>),
     /// Several columns of one row written by one non-atomic batch (one
     /// after another in it), shipped to an equivalent node in one message
     /// (Cassandra replicates a row's mutation as one message). `deps` are the batch's one-hop
@@ -395,6 +382,13 @@ pub enum Msg {
     /// checked server's clock) and settling.
     Path(PathMsg),
 }
+
+/// Every move of a message of over 128 bytes with the runtime's envelope is
+/// a call to `memmove` (see CausalSpartanX's `Msg`). Eiger's was 168: a
+/// slice predicate (136 bytes) and a transaction's description (64) are
+/// boxed, and a read's counter dependencies and slice cells, nearly always
+/// empty, are [`Thin`] lists. None of it changes the encoding.
+const _: () = assert!(std::mem::size_of::<Msg>() <= 104, "an Eiger message moves inline");
 
 crate::impl_message! {
     Msg {
@@ -432,9 +426,9 @@ crate::impl_message! {
             Msg::ReadAt { key, .. }
             | Msg::PutReq { key, .. }
             | Msg::AddReq { key, .. }
-            | Msg::Replicate { key, .. }
-            | Msg::ReplicateTxn { key, .. }
             | Msg::ReplicateAdd { key, .. } => Some(key),
+            Msg::Replicate(r) => Some(&r.key),
+            Msg::ReplicateTxn(r) => Some(&r.key),
             _ => None,
         }
     }
@@ -454,9 +448,9 @@ crate::impl_message! {
                 payload(read.iter().filter_map(|r| r.value.as_deref()))
                     + read.iter().flat_map(|r| &r.cells).map(|c| c.column.len() + c.value.len()).sum::<usize>()
             }
-            Msg::PutReq { key, value, .. } | Msg::Replicate { key, value, .. } | Msg::ReplicateTxn { key, value, .. } => {
-                key.len() + value.len()
-            }
+            Msg::PutReq { key, value, .. } => key.len() + value.len(),
+            Msg::Replicate(r) => r.key.len() + r.value.len(),
+            Msg::ReplicateTxn(r) => r.key.len() + r.value.len(),
             Msg::WotReq { writes, .. } | Msg::BatchReq { writes, .. } => {
                 writes.iter().map(|(k, v)| k.len() + v.len()).sum()
             }
@@ -469,7 +463,8 @@ impl Msg {
     /// The write-only transaction a message between servers is about.
     pub fn txn_id(&self) -> Option<TxnId> {
         match self {
-            Msg::ReplicateTxn { info, .. } | Msg::ReplicateTxnRow { info, .. } => Some(info.id),
+            Msg::ReplicateTxn(r) => Some(r.info.id),
+            Msg::ReplicateTxnRow { info, .. } => Some(info.id),
             Msg::TxnCommitted { id, .. }
             | Msg::TxnAborted { id, .. }
             | Msg::Abort { id }
@@ -499,12 +494,33 @@ impl Msg {
             | Msg::BatchReq { .. }
             | Msg::WotReq { .. }
             | Msg::AddReq { .. }
-            | Msg::Replicate { .. }
+            | Msg::Replicate(_)
             | Msg::ReplicateRow { .. }
             | Msg::ReplicateAdd { .. }
             | Msg::Path(_) => None,
         }
     }
+}
+
+/// What [`Msg::Replicate`] carries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Replica {
+    pub key: Key,
+    pub value: Value,
+    pub stamp: Stamp,
+    pub deps: Vec<Dep>,
+    pub written_us: u64,
+}
+
+/// What [`Msg::ReplicateTxn`] carries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReplicaTxn {
+    pub key: Key,
+    pub value: Value,
+    pub stamp: Stamp,
+    pub info: TxnInfo,
+    pub deps: Vec<Dep>,
+    pub written_us: u64,
 }
 
 impl From<PathMsg> for Msg {

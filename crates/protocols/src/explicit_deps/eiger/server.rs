@@ -2,6 +2,7 @@ use super::config::*;
 use super::msg::*;
 use super::txn::{Coord, Deferred, Part, Target};
 use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
+use crate::kit::msg::Thin;
 use bytes::Bytes;
 use causeway_core::column::DEFAULT_COLUMN;
 use causeway_core::column::{family_prefix, is_location_key, location_key, row_of};
@@ -225,12 +226,12 @@ impl Server for EigerServer {
             }
             Msg::SliceReadAt { attempt, idx, slice, at } => {
                 self.node.witness(at);
-                self.read_at(env, Deferred::new(from, attempt, idx, Target::Slice(slice), at));
+                self.read_at(env, Deferred::new(from, attempt, idx, Target::Slice(*slice), at));
             }
             Msg::AddReq { key, delta, deps, floor } => self.on_add(env, from, key, delta, deps, floor),
             Msg::PutReq { key, value, deps, floor } => self.on_put(env, from, key, value, deps, floor),
             Msg::BatchReq { writes, deps, floor } => self.on_batch(env, from, writes, deps, floor),
-            Msg::WotReq { info, writes, deps, floor } => self.on_wot(env, from, info, writes, deps, floor),
+            Msg::WotReq { info, writes, deps, floor } => self.on_wot(env, from, *info, writes, deps, floor),
             _ => {} // the runtime refuses peer messages on client connections
         }
     }
@@ -242,7 +243,8 @@ impl Server for EigerServer {
         match msg {
             // A replicated write (§5.2): stored pending, applied once every
             // one-hop dependency passed its `dep_check`.
-            Msg::Replicate { key, value, stamp, deps, written_us } => {
+            Msg::Replicate(r) => {
+                let Replica { key, value, stamp, deps, written_us } = *r;
                 self.store_replicated(env, from, key, value, stamp, deps, written_us);
             }
             // A row's columns from one batch: each stored pending as a
@@ -378,9 +380,9 @@ fn read_of(v: &Version, lvt: u64) -> Read {
         evt,
         lvt,
         pending: false,
-        deps: v.counter.as_ref().map(|c| c.deps.clone()).unwrap_or_default(),
+        deps: v.counter.as_ref().map(|c| Thin::from_vec(c.deps.clone())).unwrap_or_default(),
         never_depend: false,
-        cells: Vec::new(),
+        cells: Thin::new(),
     }
 }
 
@@ -391,9 +393,9 @@ fn empty_read(lvt: u64, pending: bool) -> Read {
         evt: 0,
         lvt,
         pending,
-        deps: Vec::new(),
+        deps: Thin::new(),
         never_depend: false,
-        cells: Vec::new(),
+        cells: Thin::new(),
     }
 }
 
@@ -478,7 +480,7 @@ pub(super) fn slice_read(
         let Some(value) = r.value else { continue };
         read.evt = read.evt.max(r.evt);
         live += u32::from(!causeway_core::is_tombstone(&value));
-        read.cells.push(Cell { column: column.clone(), value, stamp: r.stamp, deps: r.deps });
+        read.cells.push(Cell { column: column.clone(), value, stamp: r.stamp, deps: r.deps.into_vec() });
     }
     Ok(read)
 }
@@ -585,7 +587,8 @@ impl EigerServer {
         written_us: u64,
     ) {
         for &to in &self.node.equivalents {
-            let msg = Msg::Replicate { key: key.clone(), value: value.clone(), stamp, deps: deps.to_vec(), written_us };
+            let r = Replica { key: key.clone(), value: value.clone(), stamp, deps: deps.to_vec(), written_us };
+            let msg = Msg::Replicate(Box::new(r));
             env.send(to, msg);
         }
     }

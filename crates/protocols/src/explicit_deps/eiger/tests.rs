@@ -592,7 +592,7 @@ fn a_bad_wot_is_refused_and_nothing_is_applied() {
     let n = net.server_for(DcId(0), &x);
     let info =
         TxnInfo { id: TxnId { session: 9, seq: 1 }, coord_key: x.clone(), keys: vec![x.clone(), x.clone()].into() };
-    let msg = Msg::WotReq { info, writes: vec![(x.clone(), bytes("1"))], deps: vec![], floor: 0 };
+    let msg = Msg::WotReq { info: Box::new(info), writes: vec![(x.clone(), bytes("1"))], deps: vec![], floor: 0 };
     net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
     net.deliver_first(|_| true);
     assert!(matches!(net.queue[0].msg, Msg::WotReply { result: Err(_), .. }));
@@ -719,7 +719,7 @@ fn a_deleted_column_is_stripped_but_still_a_dependency() {
         .queue
         .iter()
         .find_map(|m| match &m.msg {
-            Msg::Replicate { key, deps, .. } if key == &bytes("after") => Some(deps.clone()),
+            Msg::Replicate(r) if r.key == bytes("after") => Some(r.deps.clone()),
             _ => None,
         })
         .expect("the write is shipped");
@@ -898,7 +898,7 @@ fn a_counter_reader_depends_on_its_adds_and_the_stored_deps_reduce() {
         .queue
         .iter()
         .find_map(|m| match &m.msg {
-            Msg::Replicate { deps, .. } => Some(deps.clone()),
+            Msg::Replicate(r) => Some(r.deps.clone()),
             _ => None,
         })
         .expect("shipped");
@@ -924,7 +924,7 @@ fn a_replicated_add_waits_for_its_dependencies() {
     add(&mut net, a, &k, 1);
     // Deliver the add to DC1 but hold the post's replication.
     let post_server = net.server_for(DcId(0), &post2);
-    let held = move |m: &InFlight<Msg>| m.from == Dest::Node(post_server) && matches!(m.msg, Msg::Replicate { .. });
+    let held = move |m: &InFlight<Msg>| m.from == Dest::Node(post_server) && matches!(m.msg, Msg::Replicate(_));
     net.deliver_while(|m| !held(m));
     assert_eq!(counter_in(&mut net, b, &k), 0, "the add waits for the post");
     net.deliver_all();
@@ -1096,7 +1096,7 @@ fn a_batch_writes_each_key_on_its_own_and_the_session_depends_on_all() {
         .queue
         .iter()
         .filter_map(|m| match &m.msg {
-            Msg::Replicate { key, deps, .. } if *key == album => Some(deps),
+            Msg::Replicate(r) if r.key == album => Some(&r.deps),
             _ => None,
         })
         .collect();
@@ -1145,7 +1145,7 @@ fn a_rows_columns_are_replicated_in_one_message_and_checked_once() {
         })
         .collect();
     assert_eq!(rows, vec![3], "one message carries the row's three columns to the one remote DC");
-    assert_eq!(count(&net, |m| matches!(m, Msg::Replicate { .. })), 0);
+    assert_eq!(count(&net, |m| matches!(m, Msg::Replicate(_))), 0);
     // At the remote DC: one dep_check for the row (album and acl live on
     // different partitions), not one per column.
     let remote = net.server_for(DcId(1), &album);
@@ -1172,7 +1172,7 @@ fn a_transactions_rows_ship_in_one_message_each() {
     let cols: Vec<Key> = [&x, &y].iter().flat_map(|r| (0..2).map(|i| col(r, i))).collect();
     let writes: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "t1")).collect();
     wot_in_dc0(&mut net, ALICE, wot(&writes), |_| false);
-    assert_eq!(count(&net, |m| matches!(m, Msg::ReplicateTxn { .. })), 0);
+    assert_eq!(count(&net, |m| matches!(m, Msg::ReplicateTxn(_))), 0);
     let rows: Vec<usize> = net
         .queue
         .iter()
@@ -1254,7 +1254,7 @@ fn row_messages_keep_an_origins_writes_in_stamp_order() {
         .iter()
         .filter_map(|m| match &m.msg {
             Msg::ReplicateRow { writes, .. } => Some((writes.len(), writes.iter().map(|w| w.2).collect())),
-            Msg::Replicate { stamp, .. } => Some((1, vec![*stamp])),
+            Msg::Replicate(r) => Some((1, vec![r.stamp])),
             _ => None,
         })
         .collect();

@@ -249,14 +249,14 @@ impl EigerServer {
             if run.len() == 1 {
                 let (key, value, stamp, ()) = run.pop().expect("one write");
                 for &to in &self.node.equivalents {
-                    let msg = Msg::ReplicateTxn {
+                    let msg = Msg::ReplicateTxn(Box::new(ReplicaTxn {
                         key: key.clone(),
                         value: value.clone(),
                         stamp,
                         info: info.clone(),
                         deps: ship_deps.clone(),
                         written_us: now,
-                    };
+                    }));
                     env.send(to, msg);
                 }
                 continue;
@@ -265,7 +265,7 @@ impl EigerServer {
             for &to in &self.node.equivalents {
                 let msg = Msg::ReplicateTxnRow {
                     writes: writes.clone(),
-                    info: info.clone(),
+                    info: Box::new(info.clone()),
                     deps: ship_deps.clone(),
                     written_us: now,
                 };
@@ -346,14 +346,15 @@ impl EigerServer {
     pub(super) fn on_txn_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
         let same_dc = self.node.topology.dc_of(from) == self.node.dc;
         match msg {
-            Msg::ReplicateTxn { key, value, stamp, info, deps, written_us } => {
+            Msg::ReplicateTxn(r) => {
+                let ReplicaTxn { key, value, stamp, info, deps, written_us } = *r;
                 self.on_replicate_txn(env, from, (key, value, stamp, info, deps, written_us));
             }
             // A row's columns, each as its own `ReplicateTxn` would be.
             Msg::ReplicateTxnRow { writes, info, deps, written_us } => {
                 for (key, value, stamp) in writes {
                     let deps = if key == info.coord_key { deps.clone() } else { Vec::new() };
-                    self.on_replicate_txn(env, from, (key, value, stamp, info.clone(), deps, written_us));
+                    self.on_replicate_txn(env, from, (key, value, stamp, (*info).clone(), deps, written_us));
                 }
             }
             Msg::TxnCommitted { id, coord_key, arb } if self.node.equivalents.contains(&from) => {
