@@ -228,7 +228,7 @@ impl CopsGtServer {
         if let Err(why) = self.node.check_request(&key, &deps) {
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
-        if let Some(&bad) = nearest.as_slice().iter().find(|&&i| i as usize >= deps.len()) {
+        if let Some(&bad) = nearest.iter().find(|&&i| i as usize >= deps.len()) {
             let why = format!("nearest dependency index {bad} is out of range ({} dependencies)", deps.len());
             return env.reply(from, Msg::PutReply { result: Err(why) });
         }
@@ -243,8 +243,8 @@ impl CopsGtServer {
             (deps, nearest.into_vec())
         } else {
             let mut kept = Vec::with_capacity(deps.len());
-            let mut near = Vec::with_capacity(nearest.as_slice().len());
-            let is_nearest: BTreeSet<u32> = nearest.as_slice().iter().copied().collect();
+            let mut near = Vec::with_capacity(nearest.len());
+            let is_nearest: BTreeSet<u32> = nearest.iter().copied().collect();
             for (i, d) in deps.iter().enumerate() {
                 if d.stamp.lamport() >= cp {
                     if is_nearest.contains(&(i as u32)) {
