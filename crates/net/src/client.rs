@@ -175,11 +175,13 @@ pub struct Session<P: Protocol> {
     /// session never waits longer for anything.
     pub timeout: Duration,
     /// The one timer a wait for a reply arms, kept from operation to
-    /// operation: moving a registered timer later is an atomic update in
-    /// tokio, where a fresh one per wait is an insertion into the timer
-    /// wheel and a removal from it, for every request.
+    /// operation: a fresh one per wait is an insertion into the timer
+    /// wheel and a removal from it, for every request; this one is moved
+    /// only when it would fire too late.
     sleep: Option<(tokio::runtime::Id, Pin<Box<tokio::time::Sleep>>)>,
     broken: bool,
+    /// The slots' environments, kept between operations.
+    spare_envs: Vec<CEnv<P::Msg>>,
     /// The access token shown in every hello ([`crate::auth`]).
     token: Option<String>,
 }
@@ -239,6 +241,7 @@ impl<P: Protocol> Session<P> {
             timer_seq: 0,
             timeout: Duration::from_secs(10),
             broken: false,
+            spare_envs: Vec::new(),
             token: None,
             local: None,
             sleep: None,
@@ -370,7 +373,7 @@ impl<P: Protocol> Session<P> {
             self.timer_seq += 1;
             self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, slot, token)));
         }
-        for (to, msg) in std::mem::take(&mut env.sends) {
+        for (to, msg) in env.sends.drain(..) {
             self.connect(to, deadline).await?;
             match self.conns.get_mut(&to).map(|(_, c)| c.send(slot as u32, msg)) {
                 Some(Ok(())) => {}
@@ -467,8 +470,15 @@ impl<P: Protocol> Session<P> {
         let now = now_us();
         // One environment per slot, idle ones included: a late reply to an
         // earlier operation of an idle slot still reaches its client.
-        let mut envs: Vec<CEnv<P::Msg>> =
-            (0..self.protos.len()).map(|_| CEnv { now, sends: Vec::new(), timers: Vec::new(), done: None }).collect();
+        // Kept from the last operation (allocations a request need not make).
+        let mut envs = std::mem::take(&mut self.spare_envs);
+        envs.resize_with(self.protos.len(), || CEnv { now, sends: Vec::new(), timers: Vec::new(), done: None });
+        for env in &mut envs {
+            env.now = now;
+            env.sends.clear();
+            env.timers.clear();
+            env.done = None;
+        }
         let mut results: Vec<Option<OpResult>> = (0..n).map(|_| None).collect();
         for (slot, op) in ops.into_iter().enumerate() {
             self.protos[slot].invoke(&mut envs[slot], op);
@@ -490,6 +500,7 @@ impl<P: Protocol> Session<P> {
                 }
             }
             if left == 0 {
+                self.spare_envs = envs;
                 return Ok(results.into_iter().map(|r| r.expect("every slot completed")).collect());
             }
             let next_timer = self.timers.peek().map(|Reverse((t, ..))| *t);
@@ -513,8 +524,15 @@ impl<P: Protocol> Session<P> {
                         let wake = tokio::time::Instant::from_std(wake);
                         let runtime = tokio::runtime::Handle::current().id();
                         let sleep = match &mut self.sleep {
+                            // Kept as it is when it fires no later than
+                            // `wake` (the last operation's deadline, usually):
+                            // firing early costs one more pass of this loop
+                            // once per timeout, where moving it costs a
+                            // timer-wheel update per request.
                             Some((r, s)) if *r == runtime => {
-                                s.as_mut().reset(wake);
+                                if s.deadline() > wake || s.is_elapsed() {
+                                    s.as_mut().reset(wake);
+                                }
                                 s
                             }
                             // A timer belongs to the runtime it was made on:

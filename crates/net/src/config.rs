@@ -184,6 +184,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// A client connection with no request for this long is closed: an idle
     /// client that finished its hello must not hold a descriptor forever.
+    /// Checked in whole periods, as Redis's `timeout` is, so a silent
+    /// connection goes between one and two periods after its last request.
     #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
 }

@@ -21,6 +21,7 @@ pub mod embedded;
 pub mod frame;
 pub mod http;
 pub mod identity;
+mod idle;
 pub mod inbox;
 pub mod link;
 pub mod load;

@@ -24,6 +24,10 @@ fn free_ports(n: u16) -> u16 {
 }
 
 fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
+    start_with_limits(p, name, causeway_net::config::Limits::default())
+}
+
+fn start_with_limits(p: ProtocolName, name: &str, limits: causeway_net::config::Limits) -> (Embedded, u16) {
     let dir = std::env::temp_dir().join(format!("causeway-redis-{name}-{p}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let base = free_ports(4);
@@ -39,7 +43,7 @@ fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
         tokens: None,
         plaintext: false,
     };
-    let cluster = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
+    let cluster = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
     (cluster, base)
 }
 
@@ -307,4 +311,23 @@ async fn multi_exec_is_one_transaction_where_the_protocol_has_one() {
     r.cmd(&["SET", "a", "1"]).await;
     assert_eq!(r.cmd(&["MGET", "a", "b"]).await, Frame::Array(vec![bulk("1"), Frame::Null]));
     cluster.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_is_closed_and_a_talking_one_is_not() {
+    let limits = causeway_net::config::Limits { idle_timeout_ms: 300, ..Default::default() };
+    let (cluster, port) = start_with_limits(ProtocolName::Eventual, "idle", limits);
+    let mut silent = Redis::connect(port).await;
+    let mut talking = Redis::connect(port).await;
+    // Talking every 100 ms for 1.5 s (five idle periods): every PING answered.
+    for i in 0..15 {
+        assert_eq!(talking.cmd(&["PING"]).await, Frame::SimpleString(Bytes::from_static(b"PONG")), "PING {i}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The silent one was closed meanwhile (between one and two periods).
+    let t = Instant::now();
+    assert_eq!(silent.read().await, None, "the silent connection stayed open");
+    assert!(t.elapsed() < Duration::from_secs(1), "closed only {:?} after the talking one ended", t.elapsed());
+    drop(talking);
+    tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
 }
