@@ -505,11 +505,9 @@ impl<P: Protocol> Session<P> {
             }
             let next_timer = self.timers.peek().map(|Reverse((t, ..))| *t);
             let wake = next_timer.map_or(deadline, |t| t.min(deadline));
-            // A reply already queued (the usual case for all but the first
-            // of a pipelined batch) is taken without arming a timer, unless
-            // a timer or the deadline is due: those go first.
-            // The deadline was set just now, so on the first pass only a
-            // timer can be due (one clock read less per request).
+            // Timers and the deadline go first when due. The deadline was
+            // set just now, so on the first pass only a timer can be due
+            // (one clock read less per request).
             let due = match next_timer {
                 None if first => false,
                 _ => wake <= Instant::now(),
@@ -518,34 +516,31 @@ impl<P: Protocol> Session<P> {
             let ev = if due {
                 Err(())
             } else {
-                match self.events.try_recv() {
-                    Ok(e) => Ok(Some(e)),
-                    Err(_) => {
-                        let wake = tokio::time::Instant::from_std(wake);
-                        let runtime = tokio::runtime::Handle::current().id();
-                        let sleep = match &mut self.sleep {
-                            // Kept as it is when it fires no later than
-                            // `wake` (the last operation's deadline, usually):
-                            // firing early costs one more pass of this loop
-                            // once per timeout, where moving it costs a
-                            // timer-wheel update per request.
-                            Some((r, s)) if *r == runtime => {
-                                if s.deadline() > wake || s.is_elapsed() {
-                                    s.as_mut().reset(wake);
-                                }
-                                s
-                            }
-                            // A timer belongs to the runtime it was made on:
-                            // one kept from a runtime since dropped would
-                            // fail (a panic in tokio) rather than fire.
-                            _ => &mut self.sleep.insert((runtime, Box::pin(tokio::time::sleep_until(wake)))).1,
-                        };
-                        tokio::select! {
-                            biased;
-                            e = self.events.recv() => Ok(e),
-                            () = sleep.as_mut() => Err(()),
+                let wake = tokio::time::Instant::from_std(wake);
+                let runtime = tokio::runtime::Handle::current().id();
+                let sleep = match &mut self.sleep {
+                    // Kept as it is when it fires no later than `wake` (the
+                    // last operation's deadline, usually): firing early costs
+                    // one more pass of this loop once per timeout, where
+                    // moving it costs a timer-wheel update per request.
+                    Some((r, s)) if *r == runtime => {
+                        if s.deadline() > wake || s.is_elapsed() {
+                            s.as_mut().reset(wake);
                         }
+                        s
                     }
+                    // A timer belongs to the runtime it was made on: one kept
+                    // from a runtime since dropped would fail (a panic in
+                    // tokio) rather than fire.
+                    _ => &mut self.sleep.insert((runtime, Box::pin(tokio::time::sleep_until(wake)))).1,
+                };
+                // A reply already queued (the usual case for all but the
+                // first of a pipelined batch) is taken without polling the
+                // timer.
+                tokio::select! {
+                    biased;
+                    e = self.events.recv() => Ok(e),
+                    () = sleep.as_mut() => Err(()),
                 }
             };
             let now = now_us();

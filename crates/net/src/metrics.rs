@@ -288,7 +288,13 @@ impl<T> Default for Kept<T> {
 impl<T> Kept<T> {
     /// Where `name`'s metrics are, made by `make` the first time.
     pub fn index(&mut self, name: &'static str, make: impl FnOnce() -> T) -> usize {
-        if let Some(i) = self.0.iter().position(|(n, _)| std::ptr::eq(*n, name) || *n == name) {
+        // By address first: the same constant nearly always has the same
+        // one, and comparing the text of every name passed on the way costs
+        // as much as the rest of a sample (CC-LO records several per write).
+        if let Some(i) = self.0.iter().position(|(n, _)| std::ptr::eq(*n, name)) {
+            return i;
+        }
+        if let Some(i) = self.0.iter().position(|(n, _)| *n == name) {
             return i;
         }
         self.0.push((name, make()));

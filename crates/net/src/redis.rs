@@ -67,6 +67,15 @@ use tokio::sync::watch;
 /// Most pipelined requests run as one transaction (bounding its size).
 const MAX_BATCH: usize = 256;
 
+/// How many pipelined requests of `kind` run as one operation: consecutive
+/// GETs as one read-only transaction where the protocol has them (one
+/// causal snapshot, as if issued at one instant, which the session order
+/// allows), consecutive SETs as one write-only transaction (visible
+/// together, never one without the others); elsewhere one at a time.
+fn max_batch<P: Protocol>(kind: OpKind) -> usize {
+    if offers::<P>(kind) { MAX_BATCH } else { 1 }
+}
+
 /// What a front door needs to open sessions.
 struct Door<M> {
     local: LocalDoor<M>,
@@ -261,7 +270,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, heard: &
                                 // Pipelined GETs (or SETs) that follow it run with it.
                                 let mut batch = vec![args];
                                 while let Some(Ok(next)) = requests.front() {
-                                    if batch.len() >= MAX_BATCH
+                                    if batch.len() >= max_batch::<P>(kind)
                                         || c.batchable(next) != Some(kind)
                                         || c.admit(next).is_err()
                                     {
@@ -674,20 +683,18 @@ impl<P: Protocol> Conn<P> {
         }
     }
 
-    /// Whether a request may run together with the same kind of requests
-    /// pipelined after it: a plain `GET` where the protocol has read-only
-    /// transactions (consecutive GETs then read one causal snapshot, as if
-    /// issued at one instant, which the session order allows), a plain
-    /// `SET` where it has write-only transactions (consecutive SETs then
-    /// become visible together, never one without the others).
+    /// Whether a request runs on the session's short path ([`Conn::batch`]),
+    /// a plain `GET` or `SET`: alone, or together with the same kind of
+    /// requests pipelined after it where the protocol has the transaction
+    /// for that ([`max_batch`]).
     fn batchable(&self, args: &[Bytes]) -> Option<OpKind> {
         if self.multi.is_some() || args.len() < 2 {
             return None;
         }
         let name = &args[0];
-        if args.len() == 2 && name.eq_ignore_ascii_case(b"get") && offers::<P>(OpKind::Rot) {
+        if args.len() == 2 && name.eq_ignore_ascii_case(b"get") {
             Some(OpKind::Rot)
-        } else if args.len() == 3 && name.eq_ignore_ascii_case(b"set") && offers::<P>(OpKind::Wot) {
+        } else if args.len() == 3 && name.eq_ignore_ascii_case(b"set") {
             Some(OpKind::Wot)
         } else {
             None
