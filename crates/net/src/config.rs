@@ -185,7 +185,9 @@ pub struct Limits {
     /// A client connection with no request for this long is closed: an idle
     /// client that finished its hello must not hold a descriptor forever.
     /// Checked in whole periods, as Redis's `timeout` is, so a silent
-    /// connection goes between one and two periods after its last request.
+    /// connection goes between one and two periods after its last request
+    /// (a front-door connection: after its last reply; one waiting for an
+    /// answer is not idle).
     #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
 }

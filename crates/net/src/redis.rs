@@ -58,7 +58,7 @@ use redis_protocol::resp2::encode::extend_encode;
 use redis_protocol::resp2::types::BytesFrame as Frame;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -129,7 +129,7 @@ pub async fn serve<P: Protocol>(
     // neither `stop` nor a timer of its own at each read, which cost some
     // 900 instructions of a SET's 13 500 (callgrind, scripts/door-ir.sh).
     let mut connections = tokio::task::JoinSet::new();
-    let mut heard: rustc_hash::FxHashMap<tokio::task::Id, (tokio::task::AbortHandle, Arc<AtomicBool>)> =
+    let mut live: rustc_hash::FxHashMap<tokio::task::Id, (tokio::task::AbortHandle, Arc<Liveness>)> =
         Default::default();
     let idle = Duration::from_millis(door.cluster.config.limits.idle_timeout_ms);
     let mut sweep = tokio::time::interval_at(tokio::time::Instant::now() + idle, idle);
@@ -137,13 +137,14 @@ pub async fn serve<P: Protocol>(
     loop {
         tokio::select! {
             Some(r) = connections.join_next_with_id(), if !connections.is_empty() => {
-                heard.remove(&r.map_or_else(|e| e.id(), |(id, ())| id));
+                live.remove(&r.map_or_else(|e| e.id(), |(id, ())| id));
             }
-            // A connection not heard from since the last sweep is closed:
-            // silent for between one and two `idle_timeout_ms`, as Redis's
-            // own `timeout` is enforced by a periodic sweep too.
-            _ = sweep.tick() => heard.retain(|_, (task, flag)| {
-                let keep = flag.swap(false, Ordering::Relaxed);
+            // A connection neither heard from since the last sweep nor busy
+            // is closed: silent for between one and two `idle_timeout_ms`
+            // after its last reply, as Redis's own `timeout` is enforced by
+            // a periodic sweep too.
+            _ = sweep.tick() => live.retain(|_, (task, liveness)| {
+                let keep = liveness.sweep();
                 if !keep {
                     task.abort();
                 }
@@ -161,16 +162,16 @@ pub async fn serve<P: Protocol>(
                         continue;
                     };
                     let door = door.clone();
-                    let flag = Arc::new(AtomicBool::new(true));
+                    let liveness = Arc::new(Liveness::new());
                     let task = {
-                        let flag = flag.clone();
+                        let liveness = liveness.clone();
                         connections.spawn(async move {
                             let _counted = Counted::new(&door.metrics.redis_clients);
-                            connection::<P>(&door, s, &flag).await;
+                            connection::<P>(&door, s, &liveness).await;
                             drop(permit);
                         })
                     };
-                    heard.insert(task.id(), (task, flag));
+                    live.insert(task.id(), (task, liveness));
                 }
                 Err(e) => {
                     // EMFILE and the like repeat while their cause lasts.
@@ -181,6 +182,38 @@ pub async fn serve<P: Protocol>(
             },
             _ = stop.changed() => return,
         }
+    }
+}
+
+/// What the idle sweep knows of a connection: whether it was heard from
+/// since the last sweep, and whether it is busy with requests (an operation
+/// may wait on the cluster for as long as the session's deadline, and that
+/// is not idleness: only waiting for the next request is).
+struct Liveness(AtomicU8);
+
+impl Liveness {
+    const HEARD: u8 = 1;
+    const BUSY: u8 = 2;
+
+    /// Accepted: counts as heard from.
+    fn new() -> Self {
+        Liveness(AtomicU8::new(Self::HEARD))
+    }
+
+    /// Requests came in: heard from, and busy until [`Liveness::waiting`].
+    fn busy(&self) {
+        self.0.store(Self::HEARD | Self::BUSY, Ordering::Relaxed);
+    }
+
+    /// Everything read is answered; waiting for the next request.
+    fn waiting(&self) {
+        self.0.store(Self::HEARD, Ordering::Relaxed);
+    }
+
+    /// The sweep's question: does the connection stay (heard from since
+    /// the last sweep, or busy)? Forgets that it was heard from.
+    fn sweep(&self) -> bool {
+        self.0.fetch_and(Self::BUSY, Ordering::Relaxed) != 0
     }
 }
 
@@ -203,7 +236,7 @@ impl Drop for Counted<'_> {
 
 /// One connection: read what is there, answer every whole request in it,
 /// write the answers at once.
-async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, heard: &AtomicBool) {
+async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, liveness: &Liveness) {
     let _ = s.set_nodelay(true);
     let id = door.next_session.fetch_add(1, Ordering::Relaxed);
     let session = match Session::<P>::with_tls(door.cluster.clone(), door.dc, id, door.tls.clone()) {
@@ -321,8 +354,9 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, heard: &
             let _ = s.write_all(e.as_bytes()).await;
             return;
         }
+        liveness.waiting();
         let Ok(n) = s.read_buf(&mut input).await else { return };
-        heard.store(true, Ordering::Relaxed);
+        liveness.busy();
         if n == 0 {
             return;
         }
@@ -947,6 +981,20 @@ async fn read<P: Protocol>(s: &mut Session<P>, keys: &[Bytes]) -> Result<Vec<Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_idle_sweep_keeps_a_connection_heard_from_or_busy() {
+        let l = Liveness::new();
+        assert!(l.sweep(), "a connection just accepted stays one period");
+        assert!(!l.sweep(), "silent a whole period: closed");
+        l.busy();
+        for i in 0..5 {
+            assert!(l.sweep(), "busy with a request for {i} sweeps: it stays");
+        }
+        l.waiting();
+        assert!(l.sweep(), "answered since the last sweep: it stays");
+        assert!(!l.sweep(), "then silent a whole period: closed");
+    }
 
     #[test]
     fn duplicate_keys_are_read_once_and_written_last() {
