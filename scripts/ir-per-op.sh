@@ -2,7 +2,8 @@
 # Instructions per operation on DKVF's configuration (as scripts/dkvf-config.sh:
 # 2 DCs x 1 partition, plaintext, fsync never, 50 sessions at 50:50, 64-byte
 # values, 100 000 keys), counted by valgrind's callgrind over 6 s of the
-# mixed phase, for one process: DC 0's server (WHO=node0, the default) or the
+# mixed phase, for one process: DC 0's server (WHO=node0, the default), DC 1's
+# (WHO=node1, which only receives replication: the clients are on DC 0) or the
 # bench client (WHO=client). The other processes run natively.
 #
 # Why: on these shared two-core machines two throughput runs of the same
@@ -16,7 +17,7 @@
 #
 # Prints: WHO PROTOCOL BINARY mixed-phase ops/s and instructions per op.
 # KEEP=FILE keeps callgrind's output there (for callgrind_annotate, per function).
-# Usage: [WHO=node0|client] [KEEP=FILE] scripts/ir-per-op.sh [causeway-binary] [protocol]
+# Usage: [WHO=node0|node1|client] [KEEP=FILE] scripts/ir-per-op.sh [causeway-binary] [protocol]
 set -eu
 B=$(realpath "${1:-target/release/causeway}")
 P=${2:-causalspartanx}
@@ -36,11 +37,18 @@ node0)
   until "$B" put ready 1 --config "$D/cluster.toml" --timeout-ms 2000 >/dev/null 2>&1; do sleep 0.5; done
   BENCH_CMD=("$B")
   ;;
+node1)
+  CAUSEWAY_LOG=error "$B" server --config "$D/cluster.toml" --node 0 &
+  CAUSEWAY_LOG=error $CG "$B" server --config "$D/cluster.toml" --node 1 2>"$D/vg.log" &
+  TARGET=$!
+  until "$B" put ready 1 --config "$D/cluster.toml" --timeout-ms 2000 >/dev/null 2>&1; do sleep 0.5; done
+  BENCH_CMD=("$B")
+  ;;
 client)
   start_two_dc "$D"
   BENCH_CMD=($CG "$B")
   ;;
-*) echo "WHO is node0 or client" >&2; exit 2 ;;
+*) echo "WHO is node0, node1 or client" >&2; exit 2 ;;
 esac
 "${BENCH_CMD[@]}" bench --config "$D/cluster.toml" -c 50 -d 64 --keys 100000 --seconds $SECS --workload a \
   --json >"$D/out.json" 2>>"$D/vg.log" &

@@ -138,16 +138,8 @@ impl Serialize for Hlc {
             return HlcFields { l: self.l, c: self.c }.serialize(s);
         }
         let mut b = [0u8; HLC_BYTES_MAX];
-        b[..8].copy_from_slice(&self.l.to_le_bytes());
-        let mut n = 8;
-        let mut c = self.c;
-        while c >= 0x80 {
-            b[n] = c as u8 | 0x80;
-            c >>= 7;
-            n += 1;
-        }
-        b[n] = c as u8;
-        s.serialize_bytes(&b[..=n])
+        let n = put_hlc(&mut b, *self);
+        s.serialize_bytes(&b[..n])
     }
 }
 
@@ -162,7 +154,131 @@ impl<'de> Deserialize<'de> for Hlc {
 }
 
 /// The longest binary HLC: 8 bytes of `l` and a 5-byte varint `c`.
-const HLC_BYTES_MAX: usize = 13;
+pub(crate) const HLC_BYTES_MAX: usize = 13;
+
+/// Run `f` on a zeroed scratch buffer of `len` bytes: on the stack when
+/// short, as every vector and dependency set of a few DCs is.
+#[inline]
+pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut stack = [0u8; 64];
+    match stack.get_mut(..len) {
+        Some(b) => f(b),
+        None => f(&mut vec![0; len]),
+    }
+}
+
+/// Write `h`'s binary form (8 little-endian bytes of `l`, then `c` as a
+/// LEB128 varint) at the start of `b`; returns its length.
+#[inline]
+pub(crate) fn put_hlc(b: &mut [u8], h: Hlc) -> usize {
+    b[..8].copy_from_slice(&h.l.to_le_bytes());
+    8 + put_varint(&mut b[8..], u64::from(h.c))
+}
+
+/// Write `v` as a LEB128 varint at the start of `b`; returns its length.
+#[inline]
+pub(crate) fn put_varint(b: &mut [u8], mut v: u64) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        b[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    b[n] = v as u8;
+    n + 1
+}
+
+/// A canonical LEB128 varint below `limit` at the start of `b`, and the
+/// bytes after it: every byte but the last has the continuation bit, the
+/// last is not a redundant zero, and the value fits.
+pub(crate) fn take_varint(b: &[u8], limit: u64) -> Option<(u64, &[u8])> {
+    // One byte, as a DC id or an HLC counter nearly always is.
+    if let Some((&x, rest)) = b.split_first()
+        && x < 0x80
+    {
+        return (u64::from(x) <= limit).then_some((u64::from(x), rest));
+    }
+    let end = b.iter().position(|&x| x & 0x80 == 0)?;
+    // At most 5 bytes (32 bits of payload), enough for every field read so.
+    if end >= 5 || (end > 0 && b[end] == 0) {
+        return None;
+    }
+    let v = b[..=end].iter().rev().fold(0u64, |acc, &x| (acc << 7) | u64::from(x & 0x7f));
+    (v <= limit).then_some((v, &b[end + 1..]))
+}
+
+/// An HLC's binary form at the start of `b`, and the bytes after it.
+#[inline]
+pub(crate) fn take_hlc(b: &[u8]) -> Option<(Hlc, &[u8])> {
+    let (l, rest) = b.split_first_chunk::<8>()?;
+    let (c, rest) = take_varint(rest, u64::from(u32::MAX))?;
+    Some((Hlc { l: u64::from_le_bytes(*l), c: c as u32 }, rest))
+}
+
+/// A vector of HLCs (one per DC) in a message, for `#[serde(with =
+/// "causeway_core::clock::hlcs")]`: in a binary format one byte string, the
+/// HLCs' binary forms back to back, where a plain `Vec<Hlc>` is a sequence
+/// of byte strings, each with its length, each its own trip through the
+/// serializer (the per-element work was a large part of what a
+/// CausalSpartanX operation cost over Eventual's, BENCHMARKS.md issue 18).
+/// In a human-readable format, a sequence of `{ l, c }` as before.
+pub mod hlcs {
+    use super::{HLC_BYTES_MAX, Hlc, put_hlc, take_hlc, with_scratch};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[Hlc], s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            return v.serialize(s);
+        }
+        with_scratch(v.len() * HLC_BYTES_MAX, |b| {
+            let mut n = 0;
+            for &h in v {
+                n += put_hlc(&mut b[n..], h);
+            }
+            s.serialize_bytes(&b[..n])
+        })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Hlc>, D::Error> {
+        if d.is_human_readable() {
+            return Vec::deserialize(d);
+        }
+        d.deserialize_bytes(Visitor)
+    }
+
+    struct Visitor;
+
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = Vec<Hlc>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("HLCs back to back, each 8 bytes of l then c as a varint")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, mut b: &[u8]) -> Result<Vec<Hlc>, E> {
+            let whole = b;
+            // Each HLC takes at least 9 bytes.
+            let mut v = Vec::with_capacity(b.len() / 9);
+            while !b.is_empty() {
+                let Some((h, rest)) = take_hlc(b) else {
+                    return Err(E::invalid_value(serde::de::Unexpected::Bytes(whole), &self));
+                };
+                v.push(h);
+                b = rest;
+            }
+            Ok(v)
+        }
+
+        fn visit_borrowed_bytes<E: serde::de::Error>(self, b: &'de [u8]) -> Result<Vec<Hlc>, E> {
+            self.visit_bytes(b)
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, b: Vec<u8>) -> Result<Vec<Hlc>, E> {
+            self.visit_bytes(&b)
+        }
+    }
+}
 
 /// The human-readable form, as `#[derive]` would write the struct.
 #[derive(Serialize, Deserialize)]
@@ -182,19 +298,9 @@ impl<'de> serde::de::Visitor<'de> for HlcBytes {
     }
 
     fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Hlc, E> {
-        let malformed = || E::invalid_value(serde::de::Unexpected::Bytes(b), &self);
-        if !(9..=HLC_BYTES_MAX).contains(&b.len()) {
-            return Err(malformed());
-        }
-        let l = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
-        let (last, body) = b[8..].split_last().expect("at least one byte of c");
-        // Every byte but the last has the continuation bit, the last has not
-        // (and is not a redundant zero), and the value fits in 32 bits.
-        let canonical = body.iter().all(|&x| x & 0x80 != 0) && *last & 0x80 == 0 && (body.is_empty() || *last != 0);
-        let c = body.iter().rev().fold(u64::from(*last), |acc, &x| (acc << 7) | u64::from(x & 0x7f));
-        match u32::try_from(c) {
-            Ok(c) if canonical => Ok(Hlc { l, c }),
-            _ => Err(malformed()),
+        match take_hlc(b) {
+            Some((h, [])) => Ok(h),
+            _ => Err(E::invalid_value(serde::de::Unexpected::Bytes(b), &self)),
         }
     }
 
@@ -292,6 +398,36 @@ mod tests {
         assert_eq!(with(&[0xff, 0xff, 0xff, 0xff, 0x0f]).unwrap(), Hlc::new(1, u32::MAX));
         assert!(with(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]).is_err(), "too long");
         assert!(postcard::from_bytes::<Hlc>(&[3, 1, 2, 3]).is_err(), "too short");
+    }
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Vectors {
+        #[serde(with = "hlcs")]
+        v: Vec<Hlc>,
+        after: u8,
+    }
+
+    #[test]
+    fn a_vector_of_hlcs_is_one_byte_string() {
+        let v = Vectors { v: vec![Hlc::new(0x0102_0304_0506_0708, 0), Hlc::new(9, 300)], after: 7 };
+        let b = postcard::to_stdvec(&v).unwrap();
+        assert_eq!(b, [19, 8, 7, 6, 5, 4, 3, 2, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0xac, 0x02, 7]);
+        assert_eq!(postcard::from_bytes::<Vectors>(&b).unwrap(), v);
+        for v in [vec![], vec![Hlc::MAX], vec![Hlc::ZERO; 5]] {
+            let v = Vectors { v, after: 1 };
+            assert_eq!(postcard::from_bytes::<Vectors>(&postcard::to_stdvec(&v).unwrap()).unwrap(), v);
+        }
+        // A truncated HLC, a redundant zero in a counter, a counter past 32 bits.
+        for bad in [
+            &[4u8, 1, 2, 3, 4, 0][..],
+            &[10, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x00, 0],
+            &[13, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x10, 0],
+        ] {
+            assert!(postcard::from_bytes::<Vectors>(bad).is_err(), "{bad:?}");
+        }
+        let j = serde_json::to_string(&v).unwrap();
+        assert_eq!(j, r#"{"v":[{"l":72623859790382856,"c":0},{"l":9,"c":300}],"after":7}"#);
+        assert_eq!(serde_json::from_str::<Vectors>(&j).unwrap(), v);
     }
 
     #[test]

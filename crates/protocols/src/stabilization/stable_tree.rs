@@ -51,6 +51,11 @@ impl<T: Ord + Copy> StableTree<T> {
     pub fn children(&self) -> &[NodeId] {
         &self.children
     }
+    /// The DC's only partition: its own vector is the DC-wide minimum, known
+    /// at every change rather than at the next step.
+    pub fn is_alone(&self) -> bool {
+        self.parent.is_none() && self.children.is_empty()
+    }
 
     /// Record a child's report. Reports from nodes that are not children are
     /// ignored (and returned as `false`) rather than trusted.

@@ -14,7 +14,10 @@
 //!    every write DC j made up to `t`. One entry per DC instead of GentleRain's
 //!    scalar GST, so a slow or distant DC only delays versions that depend on it.
 //!    Each DC computes it over [`StableTree`](crate::stabilization::stable_tree::StableTree) every θ: entry-wise min of the
-//!    partitions' version vectors `VV`, pushed down from the root.
+//!    partitions' version vectors `VV`, pushed down from the root. A DC of one
+//!    partition needs no tree: its own `VV` is that minimum, so it raises `DSV`
+//!    whenever `VV` moves (a replicated version or a heartbeat), not θ later,
+//!    and a version depending only on its own DC is visible when it arrives.
 //! 3. **ROTX.** A read-only transaction takes one client round and never blocks
 //!    (here too: see deviation 14 below).
 //!    A coordinator fixes a snapshot vector `sv` and sends it to the partitions

@@ -5,7 +5,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// Alg 5.1 GET → line 1.
-    GetReq { key: Key, dsv: Vec<Hlc> },
+    GetReq {
+        key: Key,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        dsv: Vec<Hlc>,
+    },
     /// Line 5: ⟨v, ds, DSV⟩, plus the value's ⟨ut, sr⟩.
     GetReply(Result<Box<GetOk>, OpError>),
     /// Alg 5.1 PUT → line 6 ([`PutReq`]).
@@ -17,7 +21,12 @@ pub enum Msg {
     /// ⟨ROTXReply vset, dsv, ds⟩, values in request order.
     RotReply(Result<Box<RotOk>, OpError>),
     /// Line 20: ⟨SliceReq keys, sv⟩ for the keys of one partition.
-    SliceReq { rot: u64, keys: Vec<Key>, sv: Vec<Hlc> },
+    SliceReq {
+        rot: u64,
+        keys: Vec<Key>,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        sv: Vec<Hlc>,
+    },
     /// Line 23, one item per requested key.
     SliceReply { rot: u64, slice: Result<SliceOk, OpError> },
     /// Line 19.
@@ -27,9 +36,17 @@ pub enum Msg {
     /// ([`pace`](crate::stabilization::pace)), not part of the thesis.
     Heartbeat { hlc: Hlc, last_work_us: u64 },
     /// Entry-wise min of the VVs of a subtree, sent to the parent.
-    StableReport { vv_min: Vec<Hlc>, last_work_us: u64 },
+    StableReport {
+        #[serde(with = "causeway_core::clock::hlcs")]
+        vv_min: Vec<Hlc>,
+        last_work_us: u64,
+    },
     /// The DC's stable vector, pushed down from the root.
-    StablePush { dsv: Vec<Hlc>, last_work_us: u64 },
+    StablePush {
+        #[serde(with = "causeway_core::clock::hlcs")]
+        dsv: Vec<Hlc>,
+        last_work_us: u64,
+    },
 }
 
 /// Every move of a message (decoded, queued for the protocol thread, handed
@@ -105,6 +122,7 @@ pub struct PutReq {
     pub key: Key,
     pub value: Value,
     pub ds: DepSet<Hlc>,
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub dsv: Vec<Hlc>,
     pub past: Vec<PastItem>,
 }
@@ -113,6 +131,7 @@ pub struct PutReq {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RotReq {
     pub keys: Vec<Key>,
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub dsv: Vec<Hlc>,
     pub ds: DepSet<Hlc>,
 }
@@ -131,6 +150,7 @@ pub struct GetOk {
     pub item: Option<ReadItem>,
     /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})` (line 4); empty with no item.
     pub ds: DepSet<Hlc>,
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub dsv: Vec<Hlc>,
     /// For a local item, the part of its writer's cache that `dsv` does not
     /// cover (deviation 14); empty otherwise.
@@ -159,6 +179,7 @@ pub struct Stamp {
 pub struct RotOk {
     pub items: Vec<Option<ReadItem>>,
     /// The snapshot vector `sv`.
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub dsv: Vec<Hlc>,
     /// maxDS of the returned versions' `maxDS(d.ds, {⟨d.sr, d.ut⟩})`.
     pub ds: DepSet<Hlc>,

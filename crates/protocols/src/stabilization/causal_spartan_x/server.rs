@@ -302,17 +302,33 @@ impl CsxServer {
             return;
         }
         self.saw_work(env, env.now_us());
-        let (order, blocker) = (version.order(), self.blocker(&version.ds));
-        let landed = self.apply(env, &key, version);
+        let order = version.order();
         if order.0 > self.vv[k.idx()] {
             self.vv[k.idx()] = order.0;
         }
         self.heard_since_start[k.idx()] = true;
+        self.stable_if_alone(env, k.idx());
+        let blocker = self.blocker(&version.ds);
+        let landed = self.apply(env, &key, version);
         if landed.inserted == Inserted::Duplicate {
             return;
         }
         if let Some((index, order)) = self.pending.admit(blocker, landed.index, order) {
             self.report_if_read(env, index, order);
+        }
+    }
+
+    /// In a DC of one partition, DSV[k] = min over the DC's partitions of
+    /// VV[k] (Alg 5.3) is this partition's own VV[k]: raise it when VV[k]
+    /// moves, not θ later. Not a change to what DSV means, only to when it
+    /// is computed; the θ tick computes the same value. A remote version
+    /// whose only dependencies are on its own DC is then admitted when it
+    /// arrives, where it waited up to θ, parked (the FIFO link has brought
+    /// every earlier version of DC k, so VV[k] covers its `ds`).
+    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize) {
+        if self.tree.as_ref().is_some_and(|t| t.is_alone()) {
+            let vv = self.vv[k];
+            self.raise_dsv(env, [(k, vv)]);
         }
     }
 
@@ -330,6 +346,7 @@ impl CsxServer {
                 self.vv[k] = hlc;
             }
             self.heard_since_start[k] = true;
+            self.stable_if_alone(env, k);
             self.saw_work(env, work_us);
         }
     }
