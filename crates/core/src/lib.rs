@@ -94,8 +94,9 @@ pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};
 /// - 1: every type as `#[derive]` writes it (implicit: no field recorded).
 /// - 2: an [`Hlc`] is a byte string, `l` fixed-width (see its `Serialize`).
 /// - 3: a COPS-GT version records its cut (its deviation 8).
-/// - 4: a [`DepSet`] is one byte string (see its `Serialize`): CausalSpartanX's
-///   stored versions.
+/// - 4: a [`DepSet`] is one byte string (see its `Serialize`), and so are
+///   Contrarian's dependency vectors ([`clock::hlcs`]): both protocols' stored
+///   versions.
 pub const DATA_FORMAT: u32 = 4;
 
 /// The version of the encoding of what nodes and clients send each other.
@@ -110,6 +111,6 @@ pub const DATA_FORMAT: u32 = 4;
 ///   have messages of their own.
 /// - 4: as [`DATA_FORMAT`] 3; COPS-GT's reads, writes and checkpoint
 ///   gossip carry cuts and checkpoints (its deviation 8).
-/// - 5: as [`DATA_FORMAT`] 4; CausalSpartanX's vectors are one byte string
-///   each ([`clock::hlcs`]).
+/// - 5: as [`DATA_FORMAT`] 4; CausalSpartanX's and Contrarian's vectors are
+///   one byte string each ([`clock::hlcs`]).
 pub const WIRE_FORMAT: u32 = 5;

@@ -10,7 +10,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// PUT(k, v) with the client's last snapshot.
-    PutReq { key: Key, value: Value, last: Vec<Hlc> },
+    PutReq {
+        key: Key,
+        value: Value,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        last: Vec<Hlc>,
+    },
     /// The new version's timestamp and the partition's GSS.
     PutReply(Result<PutOk, OpError>),
     /// Client → coordinator (1½ rounds, and any ROT or GET of one
@@ -19,22 +24,43 @@ pub enum Msg {
     /// ([`ClientCtx::nonce`](causeway_core::ClientCtx::nonce)): with `rot`
     /// it is how the other partitions match the coordinator's snapshot to
     /// this ROT's keys, which a server's own [`ClientId`] cannot do.
-    RotCoord { session: u64, rot: u64, keys: Vec<Key>, others: Vec<NodeId>, last: Vec<Hlc> },
+    RotCoord {
+        session: u64,
+        rot: u64,
+        keys: Vec<Key>,
+        others: Vec<NodeId>,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        last: Vec<Hlc>,
+    },
     /// Client → a non-coordinator partition (1½ rounds): read `keys` at the
     /// snapshot the coordinator will send for (`session`, `rot`).
     RotRead { session: u64, rot: u64, keys: Vec<Key> },
     /// Client → coordinator (2 rounds): fix a snapshot.
-    SnapshotReq { rot: u64, last: Vec<Hlc> },
+    SnapshotReq {
+        rot: u64,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        last: Vec<Hlc>,
+    },
     /// Coordinator → client (2 rounds): the snapshot TV.
     SnapshotReply { rot: u64, tv: Result<Vec<Hlc>, OpError> },
     /// Client → partition (2 rounds): read `keys` at `tv`.
-    RotReadAt { rot: u64, keys: Vec<Key>, tv: Vec<Hlc> },
+    RotReadAt {
+        rot: u64,
+        keys: Vec<Key>,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        tv: Vec<Hlc>,
+    },
     /// Partition → client: one version (or none) per requested key, in
     /// request order, and the snapshot they were read at.
     RotSlice { rot: u64, slice: Result<Slice, OpError> },
     /// Coordinator → partition (1½ rounds): the snapshot of ROT `rot` of
     /// the session named `session`.
-    Snapshot { session: u64, rot: u64, tv: Vec<Hlc> },
+    Snapshot {
+        session: u64,
+        rot: u64,
+        #[serde(with = "causeway_core::clock::hlcs")]
+        tv: Vec<Hlc>,
+    },
     /// A local version to its replicas, in timestamp order. Boxed: the
     /// version beside its key made this the largest variant (112 bytes),
     /// and every move of a message past 128 bytes with the runtime's
@@ -46,9 +72,19 @@ pub enum Msg {
     Heartbeat { hlc: Hlc, last_work_us: u64 },
     /// Tree child → parent: the entry-wise min of the subtree's version
     /// vectors, and the largest clock in the subtree (deviation 5).
-    StableReport { vv_min: Vec<Hlc>, clock_max: Hlc, last_work_us: u64 },
+    StableReport {
+        #[serde(with = "causeway_core::clock::hlcs")]
+        vv_min: Vec<Hlc>,
+        clock_max: Hlc,
+        last_work_us: u64,
+    },
     /// Tree parent → child: the DC's GSS and largest clock.
-    StablePush { gss: Vec<Hlc>, clock_max: Hlc, last_work_us: u64 },
+    StablePush {
+        #[serde(with = "causeway_core::clock::hlcs")]
+        gss: Vec<Hlc>,
+        clock_max: Hlc,
+        last_work_us: u64,
+    },
 }
 
 const _: () = assert!(std::mem::size_of::<Msg>() <= 104, "a Contrarian message moves inline");
@@ -59,6 +95,7 @@ pub struct PutOk {
     pub ts: Hlc,
     /// The partition's GSS ("exchanged between clients and partitions upon
     /// each operation").
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub gss: Vec<Hlc>,
 }
 
@@ -66,6 +103,7 @@ pub struct PutOk {
 pub struct Slice {
     /// At most one version per key: the freshest within the snapshot.
     pub values: Vec<Option<Value>>,
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub tv: Vec<Hlc>,
 }
 
@@ -133,6 +171,7 @@ pub struct Version {
     pub value: Value,
     pub ts: Hlc,
     pub sr: DcId,
+    #[serde(with = "causeway_core::clock::hlcs")]
     pub dv: Vec<Hlc>,
 }
 
