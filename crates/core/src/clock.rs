@@ -199,7 +199,8 @@ pub(crate) fn take_varint(b: &[u8], limit: u64) -> Option<(u64, &[u8])> {
         return (u64::from(x) <= limit).then_some((u64::from(x), rest));
     }
     let end = b.iter().position(|&x| x & 0x80 == 0)?;
-    // At most 5 bytes (32 bits of payload), enough for every field read so.
+    // At most 5 bytes (35 bits of payload), enough for every field read so
+    // (at most 32 bits); `limit` then bounds the value.
     if end >= 5 || (end > 0 && b[end] == 0) {
         return None;
     }

@@ -118,8 +118,8 @@ impl<T: Ord + Copy> DepSet<T> {
 /// and a CausalSpartanX operation writes three or four of these sets (its
 /// reply, the replica it sends, the version it logs); the per-element work
 /// was among the largest costs it had over Eventual (BENCHMARKS.md, issue
-/// 18). As a sequence, decoding does not check the order or uniqueness of
-/// DCs: the protocol checks what it receives.
+/// 18). As with the derived form, decoding does not check the order or
+/// uniqueness of DCs: the protocol checks what it receives.
 ///
 /// Changing this changes the data format ([`crate::DATA_FORMAT`]).
 impl Serialize for DepSet<Hlc> {
