@@ -22,7 +22,9 @@
 //! - **GSS** (Global Stable Snapshot): every θ the partitions of a DC
 //!   compute the entry-wise minimum of their VVs over the family's
 //!   [`StableTree`](crate::stabilization::stable_tree::StableTree). Entry i:
-//!   every version DC i wrote up to it has reached every partition here.
+//!   every version DC i wrote up to it has reached every partition here. A
+//!   DC of one partition needs no tree for its remote entries: its own VV is
+//!   that minimum, so it raises them whenever VV moves, not θ later.
 //! - **Dependency vector DV** per version X: `X.DV[i] = t` means X may
 //!   depend on everything DC i wrote up to t. The origin entry is X's
 //!   timestamp, above every other entry; the remote entries are the

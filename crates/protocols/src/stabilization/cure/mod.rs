@@ -19,7 +19,8 @@
 //! - **Per-partition version vectors** and a **vector GST** per DC (the
 //!   entry-wise minimum of the DC's VVs over the family's stable tree),
 //!   exactly Contrarian's GSS; a remote version is readable once its
-//!   dependency vector is covered.
+//!   dependency vector is covered. A DC of one partition raises its remote
+//!   entries whenever its VV moves, not θ later (its VV is the minimum).
 //! - **ROTs in two rounds** (Table 2): the coordinator fixes a snapshot
 //!   vector TV — local entry its clock, remote entries its GST, each raised
 //!   to the client's last snapshot — and returns it; the client then reads

@@ -357,10 +357,12 @@ impl Partition {
             return; // a malformed peer message is dropped
         }
         self.saw_work(env, env.now_us());
-        let (order, blocker) = (version.order(), visibility::first_above(&version.dv, &self.gst));
-        let landed = self.apply(env, &key, version);
+        let order = version.order();
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
+        self.stable_if_alone(env, k.idx());
+        let blocker = visibility::first_above(&version.dv, &self.gst);
+        let landed = self.apply(env, &key, version);
         if landed.inserted != Inserted::Duplicate
             && let Some((index, order)) = self.pending.admit(blocker, landed.index, order)
         {
@@ -373,7 +375,21 @@ impl Partition {
             let k = self.topology.dc_of(from).idx();
             self.vv[k] = self.vv[k].max(clock_us);
             self.heard_since_start[k] = true;
+            self.stable_if_alone(env, k);
             self.saw_work(env, work_us);
+        }
+    }
+
+    /// In a DC of one partition, GST[k] (the entry-wise minimum of the DC's
+    /// VVs) is this partition's own VV[k]: raise it when VV[k] moves, not θ
+    /// later (the tick computes the same value). A remote version whose DV
+    /// is covered but for its own DC's entry is then visible on arrival,
+    /// where it was parked for up to θ; the FIFO link has brought every
+    /// earlier version of DC k, so VV[k] covers its DV[k].
+    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize) {
+        if self.tree.is_alone() && self.vv[k] > self.gst[k] {
+            let vv = self.vv[k];
+            self.raise_gst(env, [(k, vv)]);
         }
     }
 
