@@ -360,7 +360,7 @@ impl Partition {
         let order = version.order();
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
-        self.stable_if_alone(env, k.idx());
+        self.stable_if_alone(env, k.idx(), false);
         let blocker = visibility::first_above(&version.dv, &self.gst);
         let landed = self.apply(env, &key, version);
         if landed.inserted != Inserted::Duplicate
@@ -375,7 +375,7 @@ impl Partition {
             let k = self.topology.dc_of(from).idx();
             self.vv[k] = self.vv[k].max(clock_us);
             self.heard_since_start[k] = true;
-            self.stable_if_alone(env, k);
+            self.stable_if_alone(env, k, true);
             self.saw_work(env, work_us);
         }
     }
@@ -386,8 +386,17 @@ impl Partition {
     /// is covered but for its own DC's entry is then visible on arrival,
     /// where it was parked for up to θ; the FIFO link has brought every
     /// earlier version of DC k, so VV[k] covers its DV[k].
-    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize) {
+    ///
+    /// Deviation 5 still holds: no GST entry is handed out above what a
+    /// restart gives back to VV. A VV[k] set by a replicated version comes
+    /// back from the stored version itself; one set by a heartbeat only from
+    /// the journaled VV, so that is journaled first (`journal_vv`, once per
+    /// heartbeat that raises it).
+    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize, by_heartbeat: bool) {
         if self.tree.is_alone() && self.vv[k] > self.gst[k] {
+            if by_heartbeat {
+                self.journal_vv(env);
+            }
             let vv = self.vv[k];
             self.raise_gst(env, [(k, vv)]);
         }
