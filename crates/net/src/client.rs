@@ -21,6 +21,7 @@ use crate::inbox::{LocalConn, LocalDoor, LocalReplies};
 use crate::tls::{ClientTls, Conn};
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
@@ -31,6 +32,9 @@ use thiserror::Error;
 use tokio::io::{AsyncWriteExt, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+
+/// One item per slot of a run of operations: inline for the usual one.
+type Slots<T> = SmallVec<[T; 1]>;
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -374,7 +378,12 @@ impl<P: Protocol> Session<P> {
             self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, slot, token)));
         }
         for (to, msg) in env.sends.drain(..) {
-            self.connect(to, deadline).await?;
+            if !self.conns.contains_key(&to) {
+                // Boxed: connecting (TCP, the TLS handshake, the hello) is a
+                // future of kilobytes that every request's future would
+                // otherwise carry, and copy, though it is rarely run.
+                Box::pin(self.connect(to, deadline)).await?;
+            }
             match self.conns.get_mut(&to).map(|(_, c)| c.send(slot as u32, msg)) {
                 Some(Ok(())) => {}
                 Some(Err(Some(error))) => return Err(ClientError::Refused { node: to.0, error }),
@@ -408,18 +417,39 @@ impl<P: Protocol> Session<P> {
     /// sent ([`ClientError::ReservedValue`]), and values read that are
     /// tombstones come back as "no value".
     pub async fn execute(&mut self, op: Op) -> Result<OpResult, ClientError> {
-        if let Some((key, _)) = op.each_write().find(|(_, v)| causeway_core::is_tombstone(v)) {
-            return Err(ClientError::ReservedValue { key: String::from_utf8_lossy(key).into_owned() });
-        }
-        Ok(self.execute_raw(op).await?.visible())
+        self.begin(&op, true)?;
+        let r = self.execute_inner(smallvec::smallvec![op]).await;
+        self.end(r, true)
     }
 
     /// Run one operation to completion exactly as the protocol answered it:
     /// tombstones are returned as the writes they are. History recorders use
     /// this, so that the checker sees which delete a read returned.
     pub async fn execute_raw(&mut self, op: Op) -> Result<OpResult, ClientError> {
-        let mut r = self.execute_many(vec![op]).await?;
-        Ok(r.pop().expect("one result per operation"))
+        self.begin(&op, false)?;
+        let r = self.execute_inner(smallvec::smallvec![op]).await;
+        self.end(r, false)
+    }
+
+    // One operation runs as `begin`, `execute_inner`, `end`, written out in
+    // each caller rather than in one more async function: every layer of
+    // async functions holds the one below it and copies it when it starts
+    // (kilobytes, a third of the front door's copying per request).
+
+    /// Refuse `op` before anything is sent: as [`Session::admit`], and for
+    /// a user's operation (`user`) a value that would read as a tombstone.
+    fn begin(&self, op: &Op, user: bool) -> Result<(), ClientError> {
+        if user && let Some((key, _)) = op.each_write().find(|(_, v)| causeway_core::is_tombstone(v)) {
+            return Err(ClientError::ReservedValue { key: String::from_utf8_lossy(key).into_owned() });
+        }
+        self.admit(std::slice::from_ref(op))
+    }
+
+    /// The one operation's result, as a user sees it (`user`: tombstones
+    /// read as no value) or raw; an error ends the session ([`Session::ended`]).
+    fn end(&mut self, r: Result<Slots<OpResult>, ClientError>, user: bool) -> Result<OpResult, ClientError> {
+        let r = self.ended(r)?.pop().expect("one result per operation");
+        Ok(if user { r.visible() } else { r })
     }
 
     /// Run `ops[i]` on slot `i` ([`Session::pipelined`]), all at once, and
@@ -427,6 +457,21 @@ impl<P: Protocol> Session<P> {
     /// one has completed. Any error ends the whole session: the outcome of
     /// the operations still running is then unknown.
     pub async fn execute_many(&mut self, ops: Vec<Op>) -> Result<Vec<OpResult>, ClientError> {
+        Ok(self.run(SmallVec::from_vec(ops)).await?.into_vec())
+    }
+
+    /// [`Session::execute_many`] on operations held inline when there is one
+    /// (every request of the front door and of `causeway bench` without
+    /// `-P`): no vector allocated for it or for its result.
+    async fn run(&mut self, ops: Slots<Op>) -> Result<Slots<OpResult>, ClientError> {
+        self.admit(&ops)?;
+        let r = self.execute_inner(ops).await;
+        self.ended(r)
+    }
+
+    /// Whether the session may run `ops` at all: it is not broken, has a
+    /// slot for each, and each is one this protocol and the limits allow.
+    fn admit(&self, ops: &[Op]) -> Result<(), ClientError> {
         if self.broken {
             return Err(ClientError::Broken);
         }
@@ -436,7 +481,7 @@ impl<P: Protocol> Session<P> {
             ops.len(),
             self.protos.len()
         );
-        for op in &ops {
+        for op in ops {
             // A protocol without the column-family model would store an
             // encoded location as an opaque key: refuse it instead.
             if !P::OPS.contains(&causeway_core::OpKind::Slice)
@@ -446,7 +491,12 @@ impl<P: Protocol> Session<P> {
             }
             self.check_sizes(op)?;
         }
-        let r = self.execute_inner(ops).await;
+        Ok(())
+    }
+
+    /// `r`, having ended the session if it is an error: the outcome of the
+    /// operations still running is then unknown.
+    fn ended<T>(&mut self, r: Result<T, ClientError>) -> Result<T, ClientError> {
         if r.is_err() {
             self.broken = true;
             self.conns.clear();
@@ -464,7 +514,7 @@ impl<P: Protocol> Session<P> {
         self.broken
     }
 
-    async fn execute_inner(&mut self, ops: Vec<Op>) -> Result<Vec<OpResult>, ClientError> {
+    async fn execute_inner(&mut self, ops: Slots<Op>) -> Result<Slots<OpResult>, ClientError> {
         let deadline = Instant::now() + self.timeout;
         let n = ops.len();
         let now = now_us();
@@ -479,7 +529,8 @@ impl<P: Protocol> Session<P> {
             env.timers.clear();
             env.done = None;
         }
-        let mut results: Vec<Option<OpResult>> = (0..n).map(|_| None).collect();
+        let mut results: Slots<Option<OpResult>> = SmallVec::new();
+        results.resize_with(n, || None);
         for (slot, op) in ops.into_iter().enumerate() {
             self.protos[slot].invoke(&mut envs[slot], op);
         }
@@ -501,7 +552,11 @@ impl<P: Protocol> Session<P> {
             }
             if left == 0 {
                 self.spare_envs = envs;
-                return Ok(results.into_iter().map(|r| r.expect("every slot completed")).collect());
+                let mut done = Slots::with_capacity(n);
+                for r in results {
+                    done.push(r.expect("every slot completed"));
+                }
+                return Ok(done);
             }
             let next_timer = self.timers.peek().map(|Reverse((t, ..))| *t);
             let wake = next_timer.map_or(deadline, |t| t.min(deadline));
@@ -615,7 +670,11 @@ impl<P: Protocol> Session<P> {
     }
 
     pub async fn get(&mut self, key: impl Into<bytes::Bytes>) -> Result<Option<bytes::Bytes>, ClientError> {
-        match self.execute(Op::Get { key: key.into() }).await? {
+        // `execute` written out (see `begin`): the front door's GET.
+        let op = Op::Get { key: key.into() };
+        self.begin(&op, true)?;
+        let r = self.execute_inner(smallvec::smallvec![op]).await;
+        match self.end(r, true)? {
             OpResult::Get(v) => Ok(v),
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a get answered {other:?}"),
@@ -627,7 +686,11 @@ impl<P: Protocol> Session<P> {
         key: impl Into<bytes::Bytes>,
         value: impl Into<bytes::Bytes>,
     ) -> Result<(), ClientError> {
-        match self.execute(Op::Put { key: key.into(), value: value.into() }).await? {
+        // `execute` written out (see `begin`): the front door's SET.
+        let op = Op::Put { key: key.into(), value: value.into() };
+        self.begin(&op, true)?;
+        let r = self.execute_inner(smallvec::smallvec![op]).await;
+        match self.end(r, true)? {
             OpResult::Put => Ok(()),
             OpResult::Failed(e) => Err(e.into()),
             other => unreachable!("a put answered {other:?}"),

@@ -56,6 +56,7 @@ use prometheus_client::metrics::counter::Counter;
 use redis_protocol::resp2::decode::decode_bytes_mut;
 use redis_protocol::resp2::encode::extend_encode;
 use redis_protocol::resp2::types::BytesFrame as Frame;
+use smallvec::SmallVec;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
@@ -252,7 +253,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, liveness
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut counts = Kept::default();
     // Every whole request read and not yet answered, in order.
-    let mut requests: std::collections::VecDeque<Result<Vec<Bytes>, &'static str>> = Default::default();
+    let mut requests: std::collections::VecDeque<Result<Args, &'static str>> = Default::default();
     loop {
         let mut close = false;
         debug_assert!(requests.is_empty());
@@ -263,7 +264,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, liveness
                 let line = input.split_to(end + 1).freeze();
                 let text = line.strip_suffix(b"\n").unwrap_or(&line);
                 let text = text.strip_suffix(b"\r").unwrap_or(text);
-                let args: Vec<Bytes> = text
+                let args: Args = text
                     .split(|b| b.is_ascii_whitespace())
                     .filter(|w| !w.is_empty())
                     .map(|w| line.slice_ref(w))
@@ -301,7 +302,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, liveness
                         Ok(()) => match c.batchable(&args) {
                             Some(kind) => {
                                 // Pipelined GETs (or SETs) that follow it run with it.
-                                let mut batch = vec![args];
+                                let mut batch: SmallVec<[Args; 1]> = smallvec::smallvec![args];
                                 while let Some(Ok(next)) = requests.front() {
                                     if batch.len() >= max_batch::<P>(kind)
                                         || c.batchable(next) != Some(kind)
@@ -312,11 +313,7 @@ async fn connection<P: Protocol>(door: &Door<P::Msg>, mut s: TcpStream, liveness
                                     count(&mut counts, &door.metrics, &next[0]);
                                     batch.push(requests.pop_front().expect("a front").expect("checked Ok"));
                                 }
-                                let (answers, ended) = c.batch(kind, batch).await;
-                                for f in &answers {
-                                    reply(&mut out, f);
-                                }
-                                if ended {
+                                if c.batch(kind, batch, &mut out).await {
                                     close = true;
                                     break;
                                 }
@@ -382,10 +379,14 @@ fn reply(out: &mut BytesMut, f: &Frame) {
     }
 }
 
+/// A request's arguments, the command's name first: inline for up to
+/// three (`GET k`, `SET k v`), so the usual request allocates no vector.
+type Args = SmallVec<[Bytes; 3]>;
+
 /// What [`parse_request`] found at the front of the input.
 enum Parsed {
     /// A whole request, taken off the input.
-    Request(Vec<Bytes>),
+    Request(Args),
     /// The start of one: read more.
     Incomplete,
     /// Not a plain array of bulk strings: for the crate's decoder, which
@@ -428,7 +429,7 @@ fn parse_request(input: &mut BytesMut) -> Parsed {
         Some(Ok(x)) => x,
     };
     // Where each argument lies; the buffer is split once all are there.
-    let mut spans = Vec::with_capacity(count.min(64));
+    let mut spans: SmallVec<[(usize, usize); 4]> = SmallVec::new();
     for _ in 0..count {
         match b.get(at) {
             None => return Parsed::Incomplete,
@@ -451,11 +452,15 @@ fn parse_request(input: &mut BytesMut) -> Parsed {
         at = end + 2;
     }
     let whole = input.split_to(at).freeze();
-    Parsed::Request(spans.into_iter().map(|(s, e)| whole.slice(s..e)).collect())
+    let mut args = Args::new();
+    for (s, e) in spans {
+        args.push(whole.slice(s..e));
+    }
+    Parsed::Request(args)
 }
 
 /// A request must be an array of bulk strings.
-fn request_args(frame: Frame) -> Result<Vec<Bytes>, &'static str> {
+fn request_args(frame: Frame) -> Result<Args, &'static str> {
     match frame {
         Frame::Array(items) if !items.is_empty() => items
             .into_iter()
@@ -613,7 +618,7 @@ impl<P: Protocol> Conn<P> {
         }
     }
 
-    async fn command(&mut self, args: Vec<Bytes>) -> Answer {
+    async fn command(&mut self, args: Args) -> Answer {
         let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
         let rest = &args[1..];
         if let Some(m) = &mut self.multi {
@@ -735,28 +740,28 @@ impl<P: Protocol> Conn<P> {
         }
     }
 
-    /// Run a batch of `batchable` requests of one kind: one reply each, and
-    /// whether the session ended (the connection then closes).
-    async fn batch(&mut self, kind: OpKind, batch: Vec<Vec<Bytes>>) -> (Vec<Frame>, bool) {
+    /// Run a batch of `batchable` requests of one kind, one reply each into
+    /// `out`; whether the session ended (the connection then closes). A
+    /// lone request, the usual case, allocates nothing here.
+    async fn batch(&mut self, kind: OpKind, mut batch: SmallVec<[Args; 1]>, out: &mut BytesMut) -> bool {
         let n = batch.len();
         let result = if kind == OpKind::Rot && n == 1 {
-            let key = batch.into_iter().next().expect("one request").swap_remove(1);
-            self.session.get(key).await.map(|v| vec![bulk(v)])
+            let key = batch[0].swap_remove(1);
+            self.session.get(key).await.map(|v| reply(out, &bulk(v)))
         } else if kind == OpKind::Rot {
             let keys: Vec<Bytes> = batch.into_iter().map(|mut a| a.swap_remove(1)).collect();
-            read(&mut self.session, &keys).await.map(|vs| vs.into_iter().map(bulk).collect())
+            read(&mut self.session, &keys).await.map(|vs| vs.into_iter().for_each(|v| reply(out, &bulk(v))))
         } else {
-            let writes: Vec<(Bytes, Bytes)> = batch.into_iter().map(|a| (owned(&a[1]), owned(&a[2]))).collect();
-            let r = if writes.len() == 1 {
-                let (k, v) = writes.into_iter().next().expect("one write");
-                self.session.put(k, v).await
+            let r = if n == 1 {
+                self.session.put(owned(&batch[0][1]), owned(&batch[0][2])).await
             } else {
+                let writes = batch.iter().map(|a| (owned(&a[1]), owned(&a[2]))).collect();
                 self.session.wot(last_write_wins(writes)).await
             };
-            r.map(|()| vec![Frame::SimpleString(Bytes::from_static(b"OK")); n])
+            r.map(|()| (0..n).for_each(|_| out.extend_from_slice(b"+OK\r\n")))
         };
         match result {
-            Ok(frames) => (frames, false),
+            Ok(()) => false,
             Err(e) => {
                 let ended = self.session.is_broken();
                 let msg = if ended {
@@ -764,7 +769,9 @@ impl<P: Protocol> Conn<P> {
                 } else {
                     format!("ERR {e}")
                 };
-                (vec![error(msg); n], ended)
+                let f = error(msg);
+                (0..n).for_each(|_| reply(out, &f));
+                ended
             }
         }
     }
