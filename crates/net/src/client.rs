@@ -396,20 +396,23 @@ impl<P: Protocol> Session<P> {
         Ok(())
     }
 
-    fn check_sizes(&self, op: &Op) -> Result<(), ClientError> {
-        let l = &self.cluster.config.limits;
-        let key = |k: &[u8]| {
-            if k.len() > l.max_key_bytes {
-                Err(ClientError::KeyTooLarge { len: k.len(), max: l.max_key_bytes })
-            } else {
-                Ok(())
-            }
-        };
-        op.each_key().try_for_each(|k| key(k))?;
-        match op.each_write().map(|(_, v)| v.len()).max() {
-            Some(len) if len > l.max_value_bytes => Err(ClientError::ValueTooLarge { len, max: l.max_value_bytes }),
-            _ => Ok(()),
+    /// A key this session may send: within the size limit, and not an
+    /// encoded column location unless the protocol has the column-family
+    /// model (one without it would store the location as an opaque key).
+    fn check_key(&self, k: &[u8]) -> Result<(), ClientError> {
+        let max = self.cluster.config.limits.max_key_bytes;
+        if k.len() > max {
+            return Err(ClientError::KeyTooLarge { len: k.len(), max });
         }
+        if !P::OPS.contains(&causeway_core::OpKind::Slice) && causeway_core::column::is_location_key(k) {
+            return Err(ClientError::ColumnsUnsupported { protocol: P::NAME });
+        }
+        Ok(())
+    }
+
+    fn check_value(&self, v: &[u8]) -> Result<(), ClientError> {
+        let max = self.cluster.config.limits.max_value_bytes;
+        if v.len() > max { Err(ClientError::ValueTooLarge { len: v.len(), max }) } else { Ok(()) }
     }
 
     /// Run one operation to completion, as a user sees it: a value that
@@ -439,7 +442,12 @@ impl<P: Protocol> Session<P> {
     /// Refuse `op` before anything is sent: as [`Session::admit`], and for
     /// a user's operation (`user`) a value that would read as a tombstone.
     fn begin(&self, op: &Op, user: bool) -> Result<(), ClientError> {
-        if user && let Some((key, _)) = op.each_write().find(|(_, v)| causeway_core::is_tombstone(v)) {
+        let reserved = match op {
+            Op::Get { .. } => None,
+            Op::Put { key, value } => causeway_core::is_tombstone(value).then_some(key),
+            op => op.each_write().find(|(_, v)| causeway_core::is_tombstone(v)).map(|(k, _)| k),
+        };
+        if user && let Some(key) = reserved {
             return Err(ClientError::ReservedValue { key: String::from_utf8_lossy(key).into_owned() });
         }
         self.admit(std::slice::from_ref(op))
@@ -482,14 +490,18 @@ impl<P: Protocol> Session<P> {
             self.protos.len()
         );
         for op in ops {
-            // A protocol without the column-family model would store an
-            // encoded location as an opaque key: refuse it instead.
-            if !P::OPS.contains(&causeway_core::OpKind::Slice)
-                && op.each_key().any(|k| causeway_core::column::is_location_key(k))
-            {
-                return Err(ClientError::ColumnsUnsupported { protocol: P::NAME });
+            // GET and SET directly, the rest through the general iterators.
+            match op {
+                Op::Get { key } => self.check_key(key)?,
+                Op::Put { key, value } => {
+                    self.check_key(key)?;
+                    self.check_value(value)?;
+                }
+                op => {
+                    op.each_key().try_for_each(|k| self.check_key(k))?;
+                    op.each_write().try_for_each(|(_, v)| self.check_value(v))?;
+                }
             }
-            self.check_sizes(op)?;
         }
         Ok(())
     }

@@ -301,7 +301,25 @@ async fn delete_is_ordered(p: ProtocolName) {
         let forged = causeway_core::tombstone(7);
         let err = w.put(x.clone(), forged).await.unwrap_err();
         assert!(matches!(err, causeway_net::ClientError::ReservedValue { .. }), "{p}: {err}");
-        // The session is still usable after the refusal.
+        // What the session refuses before sending, for GET and SET (checked
+        // on their own short path) and for the other operations alike.
+        let limits = cluster.cluster.config.limits.clone();
+        let long_key = Bytes::from(vec![b'k'; limits.max_key_bytes + 1]);
+        let long_value = Bytes::from(vec![b'v'; limits.max_value_bytes + 1]);
+        let err = w.get(long_key.clone()).await.unwrap_err();
+        assert!(matches!(err, causeway_net::ClientError::KeyTooLarge { .. }), "{p}: {err}");
+        let err = w.put(long_key.clone(), Bytes::from_static(b"v")).await.unwrap_err();
+        assert!(matches!(err, causeway_net::ClientError::KeyTooLarge { .. }), "{p}: {err}");
+        let err = w.put(x.clone(), long_value.clone()).await.unwrap_err();
+        assert!(matches!(err, causeway_net::ClientError::ValueTooLarge { .. }), "{p}: {err}");
+        let err = w.rot(vec![x.clone(), long_key]).await.unwrap_err();
+        assert!(matches!(err, causeway_net::ClientError::KeyTooLarge { .. }), "{p}: {err}");
+        let location = causeway_core::column::location_key(b"row", b"family", b"column").unwrap();
+        if !<P as causeway_core::Protocol>::OPS.contains(&causeway_core::OpKind::Slice) {
+            let err = w.get(location).await.unwrap_err();
+            assert!(matches!(err, causeway_net::ClientError::ColumnsUnsupported { .. }), "{p}: {err}");
+        }
+        // The session is still usable after the refusals.
         w.put(x.clone(), Bytes::from_static(b"x2")).await.unwrap();
         assert_eq!(w.get(x).await.unwrap().as_deref(), Some(&b"x2"[..]), "{p}");
     });
