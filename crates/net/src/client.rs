@@ -186,6 +186,9 @@ pub struct Session<P: Protocol> {
     broken: bool,
     /// The slots' environments, kept between operations.
     spare_envs: Vec<CEnv<P::Msg>>,
+    /// Whether a remote link holds encoded requests not yet written
+    /// ([`Session::write_queued`]); an in-process session's never do.
+    unwritten: bool,
     /// The access token shown in every hello ([`crate::auth`]).
     token: Option<String>,
 }
@@ -246,6 +249,7 @@ impl<P: Protocol> Session<P> {
             timeout: Duration::from_secs(10),
             broken: false,
             spare_envs: Vec::new(),
+            unwritten: false,
             token: None,
             local: None,
             sleep: None,
@@ -367,7 +371,10 @@ impl<P: Protocol> Session<P> {
                 self.conns.remove(&node);
                 Err(ClientError::ConnectionLost(node.0))
             }
-            None => Ok(()),
+            None => {
+                self.unwritten = false;
+                Ok(())
+            }
         }
     }
 
@@ -384,10 +391,10 @@ impl<P: Protocol> Session<P> {
                 // otherwise carry, and copy, though it is rarely run.
                 Box::pin(self.connect(to, deadline)).await?;
             }
-            match self.conns.get_mut(&to).map(|(_, c)| c.send(slot as u32, msg)) {
-                Some(Ok(())) => {}
-                Some(Err(Some(error))) => return Err(ClientError::Refused { node: to.0, error }),
-                Some(Err(None)) | None => {
+            match self.conns.get_mut(&to).map(|(_, c)| (matches!(c, Link::Remote { .. }), c.send(slot as u32, msg))) {
+                Some((remote, Ok(()))) => self.unwritten |= remote,
+                Some((_, Err(Some(error)))) => return Err(ClientError::Refused { node: to.0, error }),
+                Some((_, Err(None))) | None => {
                     self.conns.remove(&to);
                     return Err(ClientError::ConnectionLost(to.0));
                 }
@@ -549,7 +556,9 @@ impl<P: Protocol> Session<P> {
         for (slot, env) in envs.iter_mut().enumerate().take(n) {
             self.flush(slot, env, deadline).await?;
         }
-        self.write_queued(deadline).await?;
+        if self.unwritten {
+            self.write_queued(deadline).await?;
+        }
         let mut left = n;
         let mut first = true;
         loop {
@@ -661,7 +670,9 @@ impl<P: Protocol> Session<P> {
                     }
                 }
             }
-            self.write_queued(deadline).await?;
+            if self.unwritten {
+                self.write_queued(deadline).await?;
+            }
         }
     }
 
