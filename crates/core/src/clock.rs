@@ -216,8 +216,18 @@ pub(crate) fn take_hlc(b: &[u8]) -> Option<(Hlc, &[u8])> {
     Some((Hlc { l: u64::from_le_bytes(*l), c: c as u32 }, rest))
 }
 
-/// A vector of HLCs (one per DC) in a message, for `#[serde(with =
-/// "causeway_core::clock::hlcs")]`: in a binary format one byte string, the
+/// Up to this many DCs, an [`HlcVec`] keeps its entries inline.
+pub const HLC_VEC_INLINE: usize = 3;
+
+/// A vector of HLCs, one per DC, that a message carries on every request or
+/// reply (a CausalSpartanX session's DSV): inline up to
+/// [`HLC_VEC_INLINE`] DCs, so copying it for a request and decoding it from
+/// one allocate nothing (a `Vec` was an allocation and a free at each end of
+/// every GET and PUT). More DCs spill to the heap and work the same.
+pub type HlcVec = smallvec::SmallVec<[Hlc; HLC_VEC_INLINE]>;
+
+/// A vector of HLCs (one per DC) in a message, a `Vec<Hlc>` or an
+/// [`HlcVec`], for `#[serde(with = "causeway_core::clock::hlcs")]`: in a binary format one byte string, the
 /// HLCs' binary forms back to back, where a plain `Vec<Hlc>` is a sequence
 /// of byte strings, each with its length, each its own trip through the
 /// serializer (the per-element work was a large part of what a
@@ -227,6 +237,7 @@ pub mod hlcs {
     use super::{HLC_BYTES_MAX, Hlc, put_hlc, take_hlc, with_scratch};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use std::fmt;
+    use std::marker::PhantomData;
 
     pub fn serialize<S: Serializer>(v: &[Hlc], s: S) -> Result<S::Ok, S::Error> {
         if s.is_human_readable() {
@@ -241,26 +252,48 @@ pub mod hlcs {
         })
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Hlc>, D::Error> {
-        if d.is_human_readable() {
-            return Vec::deserialize(d);
-        }
-        d.deserialize_bytes(Visitor)
+    /// What a vector of HLCs decodes into: a `Vec<Hlc>` or an [`HlcVec`].
+    /// (`Extend` would do, but its one-item path in `SmallVec` costs some 60
+    /// instructions per entry, a `push` a few.)
+    pub trait Hlcs: Default {
+        fn push(&mut self, h: Hlc);
     }
 
-    struct Visitor;
+    impl Hlcs for Vec<Hlc> {
+        fn push(&mut self, h: Hlc) {
+            Vec::push(self, h)
+        }
+    }
 
-    impl<'de> serde::de::Visitor<'de> for Visitor {
-        type Value = Vec<Hlc>;
+    impl Hlcs for super::HlcVec {
+        fn push(&mut self, h: Hlc) {
+            smallvec::SmallVec::push(self, h)
+        }
+    }
+
+    pub fn deserialize<'de, D, C>(d: D) -> Result<C, D::Error>
+    where
+        D: Deserializer<'de>,
+        C: Hlcs + Deserialize<'de>,
+    {
+        if d.is_human_readable() {
+            return C::deserialize(d);
+        }
+        d.deserialize_bytes(Visitor(PhantomData))
+    }
+
+    struct Visitor<C>(PhantomData<C>);
+
+    impl<'de, C: Hlcs> serde::de::Visitor<'de> for Visitor<C> {
+        type Value = C;
 
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("HLCs back to back, each 8 bytes of l then c as a varint")
         }
 
-        fn visit_bytes<E: serde::de::Error>(self, mut b: &[u8]) -> Result<Vec<Hlc>, E> {
+        fn visit_bytes<E: serde::de::Error>(self, mut b: &[u8]) -> Result<C, E> {
             let whole = b;
-            // Each HLC takes at least 9 bytes.
-            let mut v = Vec::with_capacity(b.len() / 9);
+            let mut v = C::default();
             while !b.is_empty() {
                 let Some((h, rest)) = take_hlc(b) else {
                     return Err(E::invalid_value(serde::de::Unexpected::Bytes(whole), &self));
@@ -271,11 +304,11 @@ pub mod hlcs {
             Ok(v)
         }
 
-        fn visit_borrowed_bytes<E: serde::de::Error>(self, b: &'de [u8]) -> Result<Vec<Hlc>, E> {
+        fn visit_borrowed_bytes<E: serde::de::Error>(self, b: &'de [u8]) -> Result<C, E> {
             self.visit_bytes(b)
         }
 
-        fn visit_byte_buf<E: serde::de::Error>(self, b: Vec<u8>) -> Result<Vec<Hlc>, E> {
+        fn visit_byte_buf<E: serde::de::Error>(self, b: Vec<u8>) -> Result<C, E> {
             self.visit_bytes(&b)
         }
     }
@@ -429,6 +462,33 @@ mod tests {
         let j = serde_json::to_string(&v).unwrap();
         assert_eq!(j, r#"{"v":[{"l":72623859790382856,"c":0},{"l":9,"c":300}],"after":7}"#);
         assert_eq!(serde_json::from_str::<Vectors>(&j).unwrap(), v);
+    }
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Inline {
+        #[serde(with = "hlcs")]
+        v: HlcVec,
+        after: u8,
+    }
+
+    /// An [`HlcVec`] is written as a `Vec<Hlc>` is, so either side of a link
+    /// may hold either, and one of more DCs than it keeps inline still
+    /// decodes whole.
+    #[test]
+    fn an_inline_vector_of_hlcs_has_the_same_encoding() {
+        for n in [0, 1, HLC_VEC_INLINE, HLC_VEC_INLINE + 2] {
+            let v: Vec<Hlc> = (0..n as u64).map(|i| Hlc::new(i << 40 | 7, (i * 200) as u32)).collect();
+            let wide = Vectors { v: v.clone(), after: 3 };
+            let inline = Inline { v: HlcVec::from_slice(&v), after: 3 };
+            let b = postcard::to_stdvec(&wide).unwrap();
+            assert_eq!(postcard::to_stdvec(&inline).unwrap(), b, "{n} entries");
+            assert_eq!(postcard::from_bytes::<Inline>(&b).unwrap(), inline, "{n} entries");
+            assert_eq!(inline.v.spilled(), n > HLC_VEC_INLINE);
+            let j = serde_json::to_string(&inline).unwrap();
+            assert_eq!(j, serde_json::to_string(&wide).unwrap());
+            assert_eq!(serde_json::from_str::<Inline>(&j).unwrap(), inline);
+        }
+        assert!(postcard::from_bytes::<Inline>(&[4u8, 1, 2, 3, 4, 0]).is_err(), "a truncated HLC");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::client::{client_server_for, fail_unsupported};
-use causeway_core::{Client, ClientCtx, ClientEnv, DcId, DepSet, Hlc, Key, NodeId, Op, OpError, OpResult, Value, vmax};
+use causeway_core::{
+    Client, ClientCtx, ClientEnv, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, Value, vmax,
+};
 use std::collections::BTreeMap;
 
 /// A client session (Alg 5.1), sticky to its DC.
@@ -57,7 +59,7 @@ pub struct CsxClient {
     /// DSc: per DC, the largest `ut` this client depends on.
     ds: DepSet<Hlc>,
     /// DSVc: the largest DSV this client has been given.
-    dsv: Vec<Hlc>,
+    dsv: HlcVec,
     /// Versions in this client's causal past that slices may not return
     /// yet (invariant (C) above), merged into ROTX results and sent with
     /// every PUT (deviation 14).
@@ -111,7 +113,7 @@ impl CsxClient {
             ctx,
             paper_dsv_merge: cfg.paper_dsv_merge,
             ds: DepSet::new(),
-            dsv: vec![Hlc::ZERO; dcs],
+            dsv: HlcVec::from_elem(Hlc::ZERO, dcs),
             cache: BTreeMap::new(),
             pending: None,
         }
@@ -229,13 +231,14 @@ impl Client for CsxClient {
         match op {
             Op::Get { key } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                env.send(to, Msg::GetReq { key: key.clone(), dsv: self.dsv.clone() });
+                env.send(to, Msg::GetReq { key: key.clone(), dsv: HlcVec::from_slice(&self.dsv) });
                 self.pending = Some(Pending::Get { key });
             }
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
                 let kept = self.will_cache_put().then(|| (key.clone(), value.clone()));
-                let put = PutReq { key, value, ds: self.ds.clone(), dsv: self.dsv.clone(), past: self.past() };
+                let put =
+                    PutReq { key, value, ds: self.ds.clone(), dsv: HlcVec::from_slice(&self.dsv), past: self.past() };
                 env.send(to, Msg::PutReq(Box::new(put)));
                 self.pending = Some(Pending::Put { kept });
             }
@@ -246,7 +249,7 @@ impl Client for CsxClient {
                 };
                 // The coordinator: the server of the first key in this DC.
                 let Some(to) = client_server_for(&self.ctx, env, first) else { return };
-                let rot = RotReq { keys: keys.clone(), dsv: self.dsv.clone(), ds: self.ds.clone() };
+                let rot = RotReq { keys: keys.clone(), dsv: self.dsv.to_vec(), ds: self.ds.clone() };
                 env.send(to, Msg::RotReq(Box::new(rot)));
                 self.pending = Some(Pending::Rot { keys });
             }

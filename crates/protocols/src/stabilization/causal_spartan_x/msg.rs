@@ -1,5 +1,5 @@
 use crate::kit::msg::payload;
-use causeway_core::{DcId, DepSet, Hlc, Key, OpError, Value};
+use causeway_core::{DcId, DepSet, Hlc, HlcVec, Key, OpError, Value};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -8,7 +8,7 @@ pub enum Msg {
     GetReq {
         key: Key,
         #[serde(with = "causeway_core::clock::hlcs")]
-        dsv: Vec<Hlc>,
+        dsv: HlcVec,
     },
     /// Line 5: ⟨v, ds, DSV⟩, plus the value's ⟨ut, sr⟩.
     GetReply(Result<Box<GetOk>, OpError>),
@@ -123,7 +123,7 @@ pub struct PutReq {
     pub value: Value,
     pub ds: DepSet<Hlc>,
     #[serde(with = "causeway_core::clock::hlcs")]
-    pub dsv: Vec<Hlc>,
+    pub dsv: HlcVec,
     pub past: Vec<PastItem>,
 }
 
@@ -151,7 +151,7 @@ pub struct GetOk {
     /// `maxDS(d.ds, {⟨d.sr, d.ut⟩})` (line 4); empty with no item.
     pub ds: DepSet<Hlc>,
     #[serde(with = "causeway_core::clock::hlcs")]
-    pub dsv: Vec<Hlc>,
+    pub dsv: HlcVec,
     /// For a local item, the part of its writer's cache that `dsv` does not
     /// cover (deviation 14); empty otherwise.
     pub past: Vec<PastItem>,

@@ -7,8 +7,8 @@ use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
 use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
-    ClientId, DcId, DepSet, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId,
-    Server, ServerEnv, SnapshotFloor, Topology, Versioned,
+    ClientId, DcId, DepSet, Hlc, HlcVec, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError,
+    PartitionId, Server, ServerEnv, SnapshotFloor, Topology, Versioned,
 };
 use std::sync::Arc;
 
@@ -207,7 +207,7 @@ impl Server for CsxServer {
 
 impl CsxServer {
     /// Alg 5.2 lines 1–5.
-    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, key: Key, dsv: Vec<Hlc>) {
+    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, key: Key, dsv: HlcVec) {
         if let Err(e) = self.check_key(&key).and_then(|()| self.check_vector(&dsv)) {
             env.reply(from, Msg::GetReply(Err(e)));
             return;

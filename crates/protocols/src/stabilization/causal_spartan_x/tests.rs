@@ -4,7 +4,7 @@ use crate::kit::testkit::{
 };
 use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
 use causeway_core::{
-    ClientCtx, ClientId, DcId, DepSet, Hlc, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology,
+    ClientCtx, ClientId, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology,
 };
 use causeway_core::{Replication, TopologySpec};
 
@@ -373,7 +373,7 @@ fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
     net.queue.push(InFlight {
         from: Dest::Client(cl(0, 1)),
         to: Dest::Node(service),
-        msg: Msg::GetReq { key: ks[0].clone(), dsv: vec![Hlc::ZERO] },
+        msg: Msg::GetReq { key: ks[0].clone(), dsv: HlcVec::from_elem(Hlc::ZERO, 1) },
     });
     net.deliver_first(|m| m.to == Dest::Node(service));
     assert!(matches!(net.queue.pop().map(|m| m.msg), Some(Msg::GetReply(Err(OpError::BadRequest(_))))));
@@ -436,23 +436,35 @@ fn malformed_input_is_refused_without_panicking() {
     let huge_counter = DepSet::single(DC0, Hlc::new(5, u32::MAX));
     let put = |p: PutReq| Msg::PutReq(Box::new(p));
     let requests = vec![
-        Msg::GetReq { key: k.clone(), dsv: vec![] },
+        Msg::GetReq { key: k.clone(), dsv: HlcVec::new() },
         put(PutReq {
             key: k.clone(),
             value: bytes("v"),
             ds: bad_ds.clone(),
-            dsv: vec![Hlc::ZERO; 2],
+            dsv: HlcVec::from_elem(Hlc::ZERO, 2),
             past: Vec::new(),
         }),
-        put(PutReq { key: k.clone(), value: bytes("v"), ds: huge_counter, dsv: vec![Hlc::ZERO; 2], past: Vec::new() }),
-        put(PutReq { key: k.clone(), value: bytes("v"), ds: DepSet::new(), dsv: vec![Hlc::ZERO; 3], past: Vec::new() }),
+        put(PutReq {
+            key: k.clone(),
+            value: bytes("v"),
+            ds: huge_counter,
+            dsv: HlcVec::from_elem(Hlc::ZERO, 2),
+            past: Vec::new(),
+        }),
+        put(PutReq {
+            key: k.clone(),
+            value: bytes("v"),
+            ds: DepSet::new(),
+            dsv: HlcVec::from_elem(Hlc::ZERO, 3),
+            past: Vec::new(),
+        }),
         Msg::RotReq(Box::new(RotReq { keys: vec![k.clone()], dsv: vec![Hlc::ZERO; 5], ds: DepSet::new() })),
         // A causal past the write's own DS does not cover (deviation 14).
         put(PutReq {
             key: k.clone(),
             value: bytes("v"),
             ds: DepSet::new(),
-            dsv: vec![Hlc::ZERO; 2],
+            dsv: HlcVec::from_elem(Hlc::ZERO, 2),
             past: vec![PastItem {
                 key: k.clone(),
                 value: bytes("p"),
@@ -461,7 +473,7 @@ fn malformed_input_is_refused_without_panicking() {
                 ds: DepSet::single(DC1, Hlc::new(3, 0)),
             }],
         }),
-        Msg::GetReq { key: bytes("not here"), dsv: vec![Hlc::ZERO; 2] },
+        Msg::GetReq { key: bytes("not here"), dsv: HlcVec::from_elem(Hlc::ZERO, 2) },
     ];
     let wrong_partition = net.topology.partition_of(b"not here") != net.topology.partition_of(&k);
     let n = requests.len() - usize::from(!wrong_partition);
