@@ -128,10 +128,14 @@ client = f"redis-benchmark -P {pipeline} on both sides (Causeway: its Redis fron
     else f"redis-benchmark vs causeway bench, -P {pipeline}, causeway {'plaintext' if plaintext else 'TLS'}"
 print(f"{rounds} alternating rounds, {client}, 50 connections, 64-byte values, 100 000 keys, "
       f"causeway fsync={fsync}")
-print(f"{'system':<16} {'op':<4} {'median ops/s':>13} {'ratio to redis':>15}   all runs")
+# Two ratios: of the medians, and the median of each round's ratio to Redis's
+# run in the same round (which a machine that slows down or speeds up over
+# the run, as these shared ones do, moves less).
+print(f"{'system':<16} {'op':<4} {'median ops/s':>13} {'ratio to redis':>15} {'paired':>7}   all runs")
 for kind in ("set", "get"):
     base = statistics.median(res[("redis", kind)])
     for who in ["redis"] + protocols:
         v = res[(who, kind)]
         med = statistics.median(v)
-        print(f"{who:<16} {kind:<4} {med:>13.0f} {med / base:>15.2f}   {' '.join(f'{x:.0f}' for x in v)}")
+        paired = statistics.median(x / r for x, r in zip(v, res[("redis", kind)]))
+        print(f"{who:<16} {kind:<4} {med:>13.0f} {med / base:>15.2f} {paired:>7.2f}   {' '.join(f'{x:.0f}' for x in v)}")
