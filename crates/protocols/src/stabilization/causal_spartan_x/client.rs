@@ -150,7 +150,11 @@ impl CsxClient {
                 let c = Cached { value: p.value, ut: p.ut, sr: p.sr, ds: p.ds };
                 self.note_seen(p.key, c);
             }
-            self.note_seen(key, Cached { value: item.value.clone(), ut: item.ut, sr: item.sr, ds: ok.ds });
+            // Checked before the value is copied: nearly every item is
+            // covered, and its copy would only be dropped.
+            if !covered_remote(&ok.ds, &self.dsv, self.ctx.dc) {
+                self.note_seen(key, Cached { value: item.value.clone(), ut: item.ut, sr: item.sr, ds: ok.ds });
+            }
         }
         self.settle();
         Ok(ok.item.map(|i| i.value))
