@@ -227,12 +227,13 @@ pub const HLC_VEC_INLINE: usize = 3;
 pub type HlcVec = smallvec::SmallVec<[Hlc; HLC_VEC_INLINE]>;
 
 /// A vector of HLCs (one per DC) in a message, a `Vec<Hlc>` or an
-/// [`HlcVec`], for `#[serde(with = "causeway_core::clock::hlcs")]`: in a binary format one byte string, the
-/// HLCs' binary forms back to back, where a plain `Vec<Hlc>` is a sequence
-/// of byte strings, each with its length, each its own trip through the
-/// serializer (the per-element work was a large part of what a
-/// CausalSpartanX operation cost over Eventual's, BENCHMARKS.md issue 18).
-/// In a human-readable format, a sequence of `{ l, c }` as before.
+/// [`HlcVec`], for `#[serde(with = "causeway_core::clock::hlcs")]`: in a
+/// binary format one byte string, the HLCs' binary forms back to back,
+/// where a plain `Vec<Hlc>` is a sequence of byte strings, each with its
+/// length, each its own trip through the serializer (the per-element work
+/// was a large part of what a CausalSpartanX operation cost over
+/// Eventual's, BENCHMARKS.md issue 18). In a human-readable format, a
+/// sequence of `{ l, c }` as before.
 pub mod hlcs {
     use super::{HLC_BYTES_MAX, Hlc, put_hlc, take_hlc, with_scratch};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -253,8 +254,8 @@ pub mod hlcs {
     }
 
     /// What a vector of HLCs decodes into: a `Vec<Hlc>` or an [`HlcVec`].
-    /// (`Extend` would do, but its one-item path in `SmallVec` costs some 60
-    /// instructions per entry, a `push` a few.)
+    /// (`Extend` would do, but `SmallVec`'s costs tens of instructions per
+    /// entry where a `push` costs a few.)
     pub trait Hlcs: Default {
         fn push(&mut self, h: Hlc);
     }
