@@ -412,10 +412,16 @@ fn next_op<P: Protocol>(spec: &LoadSpec, next_write: &AtomicU64, rng: &mut ChaCh
 /// and two atomic updates of that count (2 % of the machine's samples in
 /// the unpipelined benchmark, client and server together); a fresh key is
 /// a small allocation from memory the thread just freed.
+///
+/// The digits come from `itoa`, not `write!`: `core::fmt`'s machinery cost
+/// some 350 instructions more per operation, 4 % of the bench client's
+/// (`scripts/ir-per-op.sh`, `WHO=client`).
 fn key_name(i: u64) -> bytes::Bytes {
-    use std::fmt::Write;
-    let mut key = bytes::BytesMut::with_capacity(24);
-    write!(key, "user{i}").expect("writing to a BytesMut cannot fail");
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(i).as_bytes();
+    let mut key = bytes::BytesMut::with_capacity(4 + digits.len());
+    key.extend_from_slice(b"user");
+    key.extend_from_slice(digits);
     key.freeze()
 }
 
