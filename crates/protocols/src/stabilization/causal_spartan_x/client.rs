@@ -147,14 +147,9 @@ impl CsxClient {
             && !self.paper_dsv_merge
         {
             for p in ok.past {
-                let c = Cached { value: p.value, ut: p.ut, sr: p.sr, ds: p.ds };
-                self.note_seen(p.key, c);
+                self.note_seen(p.key, &p.value, p.ut, p.sr, p.ds);
             }
-            // Checked before the value is copied: nearly every item is
-            // covered, and its copy would only be dropped.
-            if !covered_remote(&ok.ds, &self.dsv, self.ctx.dc) {
-                self.note_seen(key, Cached { value: item.value.clone(), ut: item.ut, sr: item.sr, ds: ok.ds });
-            }
+            self.note_seen(key, &item.value, item.ut, item.sr, ok.ds);
         }
         self.settle();
         Ok(ok.item.map(|i| i.value))
@@ -165,9 +160,12 @@ impl CsxClient {
     /// that is sound for any origin: a remote item has at most its own
     /// ⟨sr, ut⟩ uncovered (line 3), and a local item's uncovered past came
     /// with it (deviation 14; see the type's doc).
-    fn note_seen(&mut self, key: Key, seen: Cached) {
-        if !covered_remote(&seen.ds, &self.dsv, self.ctx.dc) {
-            remember(&mut self.cache, key, seen);
+    ///
+    /// The value is copied only for a version that is cached: nearly every
+    /// GET's item is covered, and its copy was only dropped.
+    fn note_seen(&mut self, key: Key, value: &Value, ut: Hlc, sr: DcId, ds: DepSet<Hlc>) {
+        if !covered_remote(&ds, &self.dsv, self.ctx.dc) {
+            remember(&mut self.cache, key, Cached { value: value.clone(), ut, sr, ds });
         }
     }
 
