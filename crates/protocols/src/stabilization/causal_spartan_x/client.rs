@@ -58,7 +58,9 @@ pub struct CsxClient {
     paper_dsv_merge: bool,
     /// DSc: per DC, the largest `ut` this client depends on.
     ds: DepSet<Hlc>,
-    /// DSVc: the largest DSV this client has been given.
+    /// DSVc: the largest DSV this client has been given. Copied into each
+    /// request with `HlcVec::from_slice`, one `memcpy` of its HLCs, where
+    /// `SmallVec`'s `clone` goes entry by entry.
     dsv: HlcVec,
     /// Versions in this client's causal past that slices may not return
     /// yet (invariant (C) above), merged into ROTX results and sent with
