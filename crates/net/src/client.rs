@@ -16,7 +16,7 @@
 //! afresh, which is always safe).
 
 use crate::config::Cluster;
-use crate::frame::{Wire, WireError, decode, encode, encode_into, read_frame, read_frame_into};
+use crate::frame::{FrameReader, Wire, WireError, decode, encode, encode_into, read_frame};
 use crate::inbox::{LocalConn, LocalDoor, LocalReplies};
 use crate::tls::{ClientTls, Conn};
 use causeway_core::{Client, ClientCtx, ClientEnv, ClientId, DcId, NodeId, Op, OpError, OpResult, Protocol};
@@ -29,7 +29,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
-use tokio::io::{AsyncWriteExt, WriteHalf};
+use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -70,8 +70,8 @@ pub enum ClientError {
     Tls(#[from] crate::tls::TlsError),
 }
 
-/// What a connection's reader reports, tagged with the connection's
-/// generation: a connection replaced (or dropped by `set_token`) may still
+/// What a connection brings, tagged with the connection's generation: an
+/// in-process connection replaced (or dropped by `set_token`) may still
 /// report its end, which must not fail its successor.
 enum Event<M> {
     Frame(NodeId, u64, Wire<M>),
@@ -105,8 +105,12 @@ enum Link<M> {
     /// The connection's write half, written by the session itself (no
     /// writer task to wake per request), and the frames queued for it:
     /// every request of one turn (all slots of a pipelined session) goes
-    /// out in one write.
-    Remote { wr: WriteHalf<Conn>, out: Vec<u8>, _reader: Reader },
+    /// out in one write. Its read half, read by the session itself too,
+    /// while it waits for a reply ([`Session::poll_event`]): no reader task
+    /// to wake and no channel to cross per reply. Dropping the link closes
+    /// the socket, so the server ends the session at once rather than at
+    /// its idle timeout.
+    Remote { wr: WriteHalf<Conn>, out: Vec<u8>, rd: FrameReader<ReadHalf<Conn>> },
     /// In the node's own process ([`LocalDoor`]).
     Local(LocalConn<M>),
 }
@@ -131,17 +135,6 @@ impl<M: causeway_core::Message> LocalReplies<M> for LocalEvents<M> {
 impl<M> Drop for LocalEvents<M> {
     fn drop(&mut self) {
         let _ = self.tx.send(Event::Closed(self.node, self.generation));
-    }
-}
-
-/// A connection's reader task, stopped with the link: with both halves
-/// gone the socket closes, so the server ends the session at once rather
-/// than at its idle timeout.
-struct Reader(tokio::task::JoinHandle<()>);
-
-impl Drop for Reader {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -297,7 +290,8 @@ impl<P: Protocol> Session<P> {
             .map_err(|_| ClientError::HelloTimeout { node: node.0, addr, after: self.timeout })?
             .map_err(|source| ClientError::Tls(crate::tls::TlsError::Handshake { node: node.0, addr, source }))?;
         let (rd, mut wr) = tokio::io::split(s);
-        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+        let max = self.cluster.config.limits.max_frame_bytes;
+        let mut rd = FrameReader::new(rd, max);
         let hello = encode::<P::Msg>(&Wire::HelloClient {
             cluster_id: self.cluster.config.cluster_id.clone(),
             token: self.token.clone(),
@@ -311,10 +305,12 @@ impl<P: Protocol> Session<P> {
         .await
         .map_err(|_| hello_timeout)?
         .map_err(|source| ClientError::Connect { node: node.0, addr, source })?;
-        let max = self.cluster.config.limits.max_frame_bytes;
-        let welcome = tokio::time::timeout_at(deadline, read_frame(&mut rd, max))
-            .await
-            .map_err(|_| ClientError::HelloTimeout { node: node.0, addr, after: self.timeout })?;
+        let welcome = tokio::time::timeout_at(
+            deadline,
+            std::future::poll_fn(|cx| rd.poll_frame(cx).map_ok(|b| b.map(|b| b.to_vec()))),
+        )
+        .await
+        .map_err(|_| ClientError::HelloTimeout { node: node.0, addr, after: self.timeout })?;
         // Over TLS 1.3 a server that rejects the client's certificate says
         // so after the client's side of the handshake finished: its alert
         // arrives here, in place of the welcome.
@@ -329,18 +325,7 @@ impl<P: Protocol> Session<P> {
             Some(Ok(Wire::Refused(error))) => return Err(ClientError::Refused { node: node.0, error }),
             _ => return Err(ClientError::ConnectionLost(node.0)),
         }
-        let tx = self.events_tx.clone();
-        let reader = tokio::spawn(async move {
-            let mut body = Vec::new();
-            while let Ok(true) = read_frame_into(&mut rd, max, &mut body).await {
-                let Ok(w) = decode::<P::Msg>(&body) else { break };
-                if tx.send(Event::Frame(node, generation, w)).is_err() {
-                    return;
-                }
-            }
-            let _ = tx.send(Event::Closed(node, generation));
-        });
-        self.conns.insert(node, (generation, Link::Remote { wr, out: Vec::new(), _reader: Reader(reader) }));
+        self.conns.insert(node, (generation, Link::Remote { wr, out: Vec::new(), rd }));
         Ok(())
     }
 
@@ -609,37 +594,31 @@ impl<P: Protocol> Session<P> {
                 // A reply already queued (the usual case for all but the
                 // first of a pipelined batch) is taken without polling the
                 // timer.
+                let (conns, events) = (&mut self.conns, &mut self.events);
                 tokio::select! {
                     biased;
-                    e = self.events.recv() => Ok(e),
+                    e = std::future::poll_fn(|cx| Self::poll_event(conns, events, cx)) => Ok(e),
                     () = sleep.as_mut() => Err(()),
                 }
             };
             let now = now_us();
             let touched = match ev {
-                Ok(Some(Event::Frame(node, generation, _)))
-                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) =>
-                {
+                Ok(Event::Frame(node, generation, _)) if self.conns.get(&node).is_none_or(|c| c.0 != generation) => {
                     None
                 }
-                Ok(Some(Event::Frame(node, _, Wire::Reply(msg)))) => self.deliver(&mut envs, 0, node, msg, now),
-                Ok(Some(Event::Frame(node, _, Wire::ReplyOn { slot, msg }))) => {
+                Ok(Event::Frame(node, _, Wire::Reply(msg))) => self.deliver(&mut envs, 0, node, msg, now),
+                Ok(Event::Frame(node, _, Wire::ReplyOn { slot, msg })) => {
                     self.deliver(&mut envs, slot as usize, node, msg, now)
                 }
-                Ok(Some(Event::Frame(node, _, Wire::Refused(error)))) => {
+                Ok(Event::Frame(node, _, Wire::Refused(error))) => {
                     return Err(ClientError::Refused { node: node.0, error });
                 }
-                Ok(Some(Event::Frame(..))) => None,
-                Ok(Some(Event::Closed(node, generation)))
-                    if self.conns.get(&node).is_none_or(|c| c.0 != generation) =>
-                {
-                    None
-                }
-                Ok(Some(Event::Closed(node, _))) => {
+                Ok(Event::Frame(..)) => None,
+                Ok(Event::Closed(node, generation)) if self.conns.get(&node).is_none_or(|c| c.0 != generation) => None,
+                Ok(Event::Closed(node, _)) => {
                     self.conns.remove(&node);
                     return Err(ClientError::ConnectionLost(node.0));
                 }
-                Ok(None) => unreachable!("the session holds a sender"),
                 Err(_) => {
                     if Instant::now() >= deadline {
                         return Err(ClientError::Timeout(self.timeout));
@@ -670,6 +649,35 @@ impl<P: Protocol> Session<P> {
                 self.write_queued(deadline).await?;
             }
         }
+    }
+
+    /// The next thing a connection brings: a reply or the end of an
+    /// in-process connection from `events`, else a frame or the end of a
+    /// remote one, read from its socket here. A frame that does not decode
+    /// ends its connection as a closed socket would.
+    fn poll_event(
+        conns: &mut FxHashMap<NodeId, (u64, Link<P::Msg>)>,
+        events: &mut mpsc::UnboundedReceiver<Event<P::Msg>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Event<P::Msg>> {
+        use std::task::Poll;
+        if let Poll::Ready(Some(e)) = events.poll_recv(cx) {
+            return Poll::Ready(e);
+        }
+        for (&node, (generation, link)) in conns.iter_mut() {
+            let Link::Remote { rd, .. } = link else { continue };
+            match rd.poll_frame(cx) {
+                Poll::Pending => {}
+                Poll::Ready(Ok(Some(body))) => {
+                    return Poll::Ready(match decode::<P::Msg>(body) {
+                        Ok(w) => Event::Frame(node, *generation, w),
+                        Err(_) => Event::Closed(node, *generation),
+                    });
+                }
+                Poll::Ready(Ok(None) | Err(_)) => return Poll::Ready(Event::Closed(node, *generation)),
+            }
+        }
+        Poll::Pending
     }
 
     /// Hand a reply to slot `slot`'s client; the slot, if it has one.
