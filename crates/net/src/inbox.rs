@@ -51,10 +51,10 @@ pub(crate) enum Input<M> {
 
 /// Where the protocol thread puts a session's replies.
 pub(crate) enum Replies<M> {
-    /// A TCP connection's writer: each reply encoded as a frame for `slot`
-    /// of the connection ([`crate::frame::Wire::ReplyOn`]; 0: plain
-    /// `Reply`).
-    Frames { tx: mpsc::UnboundedSender<Vec<u8>>, slot: u32 },
+    /// A TCP connection: each reply encoded as a frame for the sender's
+    /// slot of the connection ([`crate::frame::Wire::ReplyOn`]; 0: plain
+    /// `Reply`), into its [`crate::reply_pipe::ReplyPipe`].
+    Frames(crate::reply_pipe::PipeSender),
     /// An in-process session ([`LocalDoor`]): the message itself, neither
     /// encoded nor decoded nor handed through a task of its own.
     Local(Box<dyn LocalReplies<M>>),

@@ -27,6 +27,7 @@ pub mod link;
 pub mod load;
 pub mod metrics;
 pub mod redis;
+mod reply_pipe;
 pub mod server;
 pub mod tls;
 pub mod wal;

@@ -14,7 +14,9 @@
 //! batch), runs the handlers, appends what they changed to the write-ahead
 //! log, syncs it according to the fsync policy, and only then releases the
 //! turn's replies and peer messages: nothing is acknowledged before it is
-//! durable. That is group commit by construction.
+//! durable. That is group commit by construction. A turn's replies to a
+//! client connection go out in one write, made by the protocol thread
+//! itself when the socket takes it ([`crate::reply_pipe`]).
 
 use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
@@ -25,6 +27,7 @@ use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
 use crate::link::{self, LinkItem, LinkParams};
 use crate::metrics::{Kept, NodeMetrics};
+use crate::reply_pipe::{PipeSender, ReplyPipe};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use crate::wal::{LogRecord, PendingCheckpoint, Wal, WalError, frame_versions};
 use causeway_core::{
@@ -379,6 +382,7 @@ pub fn spawn<P: Protocol>(
         out: Vec::new(),
         held: Vec::new(),
         release_spare: Vec::new(),
+        reply_pipes: Vec::new(),
         last_sync: Instant::now(),
         inbox_dry: true,
         metrics: metrics.clone(),
@@ -777,31 +781,16 @@ impl<M: Message> Acceptor<M> {
         let (rd, mut wr) = tokio::io::split(s);
         let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
         if send(&mut wr, &encode::<M>(&Wire::WelcomeClient { node: self.node, client })).await.is_err() {
             return;
         }
-        let writer = tokio::spawn(async move {
-            let mut batch = Vec::new();
-            while let Some(b) = rx.recv().await {
-                // Frames already queued go out with it in one write (one TLS
-                // record, one syscall) rather than one each.
-                batch.clear();
-                batch.extend_from_slice(&b);
-                while batch.len() < 64 * 1024 {
-                    let Ok(b) = rx.try_recv() else { break };
-                    batch.extend_from_slice(&b);
-                }
-                if wr.write_all(&batch).await.is_err() {
-                    return;
-                }
-                if wr.flush().await.is_err() {
-                    return;
-                }
-            }
-        });
-        if self.input.send(Input::ClientHello { client, replies: Replies::Frames { tx: tx.clone(), slot: 0 } }).is_err()
-        {
+        // Replies go out through the pipe: the protocol thread writes them (see
+        // `crate::reply_pipe`), and this connection's refusals go there too.
+        let tx = Arc::new(ReplyPipe::new(wr));
+        let pipe = tx.clone();
+        let writer = tokio::spawn(async move { pipe.writer().await });
+        if self.input.send(Input::ClientHello { client, replies: Replies::Frames(PipeSender::new(&tx, 0)) }).is_err() {
+            tx.end();
             return;
         }
         // The connection's logical sessions ([`Wire::RequestOn`]), opened on
@@ -843,26 +832,26 @@ impl<M: Message> Acceptor<M> {
                     Err(e) => Some(e),
                 },
                 Ok(_) => {
-                    let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
+                    tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
                     self.metrics.refuse("bad_frame");
                     break;
                 }
                 Err(FrameError::Io(_)) | Err(FrameError::Truncated) => break,
                 Err(e) => {
                     // A malformed frame leaves the stream at an unknown offset: refuse and close.
-                    let _ = tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame(e.to_string()))));
+                    tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame(e.to_string()))));
                     self.metrics.refuse("bad_frame");
                     break;
                 }
             };
             match refusal {
                 Some(WireError::ShuttingDown) => {
-                    let _ = tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
+                    tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
                     break;
                 }
                 Some(e) => {
                     self.metrics.refuse(e.reason());
-                    let _ = tx.send(encode::<M>(&Wire::Refused(e)));
+                    tx.send(encode::<M>(&Wire::Refused(e)));
                 }
                 None => {}
             }
@@ -871,7 +860,7 @@ impl<M: Message> Acceptor<M> {
             let _ = self.input.send(Input::ClientGone { client });
         }
         self.metrics.clients.dec();
-        drop(tx);
+        tx.end();
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     }
 
@@ -889,7 +878,7 @@ impl<M: Message> Acceptor<M> {
         &self,
         slots: &mut Vec<Option<ClientId>>,
         slot: u32,
-        tx: &mpsc::UnboundedSender<Vec<u8>>,
+        tx: &Arc<ReplyPipe>,
     ) -> Result<ClientId, WireError> {
         if slot >= MAX_SLOTS_PER_CONNECTION {
             return Err(WireError::TooManySlots { slot, max: MAX_SLOTS_PER_CONNECTION });
@@ -903,7 +892,7 @@ impl<M: Message> Acceptor<M> {
         }
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         self.input
-            .send(Input::ClientHello { client, replies: Replies::Frames { tx: tx.clone(), slot } })
+            .send(Input::ClientHello { client, replies: Replies::Frames(PipeSender::new(tx, slot)) })
             .map_err(|_| WireError::ShuttingDown)?;
         slots[i] = Some(client);
         Ok(client)
@@ -1019,10 +1008,6 @@ struct Freezing<P: Protocol> {
     turns: u32,
 }
 
-/// The buffer a reply frame is encoded into starts this large: most
-/// replies fit (a put's stamp, a small value with its metadata).
-const REPLY_FRAME_BYTES: usize = 128;
-
 /// Keys a checkpoint copies between two looks at the clock.
 const FREEZE_STEP_KEYS: usize = 16;
 
@@ -1071,6 +1056,9 @@ struct ProtocolLoop<P: Protocol> {
     /// messages, so a buffer sized afresh was a large allocation and free
     /// per turn.
     release_spare: Vec<Release<P::Msg>>,
+    /// The connections this turn's release queued replies for, each once:
+    /// their buffers are written when the turn's replies are all in.
+    reply_pipes: Vec<Arc<ReplyPipe>>,
     last_sync: Instant,
     /// The last turn took every input there was ([`Fsync::Group`] syncs then).
     inbox_dry: bool,
@@ -1425,6 +1413,9 @@ impl<P: Protocol> ProtocolLoop<P> {
         for o in held.drain(..).chain(release.drain(..)) {
             self.release(o);
         }
+        for pipe in self.reply_pipes.drain(..) {
+            pipe.write_now();
+        }
         self.held = held;
         self.release_spare = release;
         for (i, d) in self.delivered.iter().enumerate() {
@@ -1635,14 +1626,16 @@ impl<P: Protocol> ProtocolLoop<P> {
                     self.by_kind.get(kind).1.observe(latency.as_micros() as f64 / 1e6);
                 }
                 match self.clients.get_mut(&client) {
-                    Some(Replies::Frames { tx, slot }) => {
-                        let frame = match *slot {
+                    Some(Replies::Frames(to)) => {
+                        let frame = match to.slot {
                             0 => Wire::Reply(msg),
                             slot => Wire::ReplyOn { slot, msg },
                         };
-                        // Sized so that a typical reply's encoding does not
-                        // grow the buffer at all.
-                        let _ = tx.send(encode_into(&frame, Vec::with_capacity(REPLY_FRAME_BYTES)));
+                        // Written at the end of the turn, with the other
+                        // replies for the same connection.
+                        if to.pipe.push(|b| encode_into(&frame, b)) {
+                            self.reply_pipes.push(to.pipe.clone());
+                        }
                     }
                     Some(Replies::Local(to)) => to.reply(msg),
                     None => {}
