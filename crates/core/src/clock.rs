@@ -226,6 +226,51 @@ pub const HLC_VEC_INLINE: usize = 3;
 /// every GET and PUT). More DCs spill to the heap and work the same.
 pub type HlcVec = smallvec::SmallVec<[Hlc; HLC_VEC_INLINE]>;
 
+/// A vector of physical times in µs, one per DC, that a message carries on
+/// every request or reply and a version keeps (Cure's dependency and
+/// snapshot vectors): inline up to [`HLC_VEC_INLINE`] DCs, as [`HlcVec`].
+/// Inline in a stored version, reading it for a snapshot check is no second
+/// cache miss after the version's own. Encode it with [`times`].
+pub type TimeVec = smallvec::SmallVec<[u64; HLC_VEC_INLINE]>;
+
+/// A [`TimeVec`] in a message, for `#[serde(with =
+/// "causeway_core::clock::times")]`: the same encoding as a `Vec<u64>` (a
+/// sequence), decoded entry by entry with nothing reserved for the length
+/// the sender claims (`SmallVec`'s own `Deserialize` reserves it up front,
+/// which a hostile length turns into a huge allocation).
+pub mod times {
+    use super::TimeVec;
+    use serde::de::{SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TimeVec, D::Error> {
+        d.deserialize_seq(Times)
+    }
+
+    struct Times;
+
+    impl<'de> Visitor<'de> for Times {
+        type Value = TimeVec;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a sequence of times in µs")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TimeVec, A::Error> {
+            let mut v = TimeVec::new();
+            while let Some(t) = seq.next_element()? {
+                v.push(t);
+            }
+            Ok(v)
+        }
+    }
+}
+
 /// A vector of HLCs (one per DC) in a message, a `Vec<Hlc>` or an
 /// [`HlcVec`], for `#[serde(with = "causeway_core::clock::hlcs")]`: in a
 /// binary format one byte string, the HLCs' binary forms back to back,
@@ -472,6 +517,21 @@ mod tests {
         after: u8,
     }
 
+    /// `inline` (of a vector of `n` entries) encodes as `wide`, in binary
+    /// and JSON, and decodes back from either.
+    fn same_encoding<W, I>(wide: &W, inline: &I, n: usize)
+    where
+        W: Serialize,
+        I: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let b = postcard::to_stdvec(wide).unwrap();
+        assert_eq!(postcard::to_stdvec(inline).unwrap(), b, "{n} entries");
+        assert_eq!(&postcard::from_bytes::<I>(&b).unwrap(), inline, "{n} entries");
+        let j = serde_json::to_string(inline).unwrap();
+        assert_eq!(j, serde_json::to_string(wide).unwrap());
+        assert_eq!(&serde_json::from_str::<I>(&j).unwrap(), inline);
+    }
+
     /// An [`HlcVec`] is written as a `Vec<Hlc>` is, so either side of a link
     /// may hold either, and one of more DCs than it keeps inline still
     /// decodes whole.
@@ -479,17 +539,38 @@ mod tests {
     fn an_inline_vector_of_hlcs_has_the_same_encoding() {
         for n in [0, 1, HLC_VEC_INLINE, HLC_VEC_INLINE + 2] {
             let v: Vec<Hlc> = (0..n as u64).map(|i| Hlc::new(i << 40 | 7, (i * 200) as u32)).collect();
-            let wide = Vectors { v: v.clone(), after: 3 };
             let inline = Inline { v: HlcVec::from_slice(&v), after: 3 };
-            let b = postcard::to_stdvec(&wide).unwrap();
-            assert_eq!(postcard::to_stdvec(&inline).unwrap(), b, "{n} entries");
-            assert_eq!(postcard::from_bytes::<Inline>(&b).unwrap(), inline, "{n} entries");
+            same_encoding(&Vectors { v: v.clone(), after: 3 }, &inline, n);
             assert_eq!(inline.v.spilled(), n > HLC_VEC_INLINE);
-            let j = serde_json::to_string(&inline).unwrap();
-            assert_eq!(j, serde_json::to_string(&wide).unwrap());
-            assert_eq!(serde_json::from_str::<Inline>(&j).unwrap(), inline);
         }
         assert!(postcard::from_bytes::<Inline>(&[4u8, 1, 2, 3, 4, 0]).is_err(), "a truncated HLC");
+    }
+
+    /// A `TimeVec` encodes as the `Vec<u64>` it replaced, inline or
+    /// spilled, in binary and JSON; a length the bytes do not hold is an
+    /// error, not an allocation of that size.
+    #[test]
+    fn a_time_vector_has_the_encoding_of_a_vec() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Wide {
+            v: Vec<u64>,
+            after: u8,
+        }
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Inline {
+            #[serde(with = "times")]
+            v: TimeVec,
+            after: u8,
+        }
+        for n in [0, 1, HLC_VEC_INLINE, HLC_VEC_INLINE + 2] {
+            let v: Vec<u64> = (0..n as u64).map(|i| i << 40 | 7).collect();
+            let inline = Inline { v: TimeVec::from_slice(&v), after: 3 };
+            same_encoding(&Wide { v: v.clone(), after: 3 }, &inline, n);
+            assert_eq!(inline.v.spilled(), n > HLC_VEC_INLINE);
+        }
+        // A claimed length of 2^62 entries, then two.
+        let hostile = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 1, 2];
+        assert!(postcard::from_bytes::<Inline>(&hostile).is_err());
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub mod summary;
 pub mod topology;
 pub mod vector;
 
-pub use clock::{ClockJump, ClockModel, Hlc, HlcVec};
+pub use clock::{ClockJump, ClockModel, Hlc, HlcVec, TimeVec};
 pub use data::{Key, Value, is_tombstone, stable_hash, tagged_value, tombstone, visible, write_id_of};
 pub use history::{History, OpRecord};
 pub use ids::{ClientId, DcId, NodeId, PartitionId};

@@ -84,9 +84,12 @@ impl ReplyPipe {
         }
     }
 
-    /// Append `frame` to what goes out, with `encode` appending to the
-    /// buffer in place. True if the buffer was empty (the caller lists the
-    /// pipe for [`ReplyPipe::write_now`] once per turn).
+    /// Append a frame to what goes out: `encode` takes the buffer and
+    /// returns it with the frame encoded at its end (no buffer per reply).
+    /// True if the buffer was empty, so the caller lists the pipe for
+    /// [`ReplyPipe::write_now`] once per turn; a pipe whose buffer holds
+    /// bytes is listed already, or they wait for the writer task, which
+    /// takes what follows them too.
     pub(crate) fn push(&self, encode: impl FnOnce(Vec<u8>) -> Vec<u8>) -> bool {
         let mut st = self.state.lock().expect("reply pipe");
         if st.closed {
@@ -97,8 +100,8 @@ impl ReplyPipe {
         was_empty
     }
 
-    /// Append `frame` and leave it to the writer task (a connection task's
-    /// own refusals, off the protocol thread).
+    /// Append `frame`, encoded, and leave it to the writer task (a
+    /// connection task's own refusals, off the protocol thread).
     pub(crate) fn send(&self, frame: Vec<u8>) {
         self.push(|mut b| {
             b.extend_from_slice(&frame);

@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::client::{client_servers_for, fail_unsupported};
-use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value, vmax};
+use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, TimeVec, Value, vmax};
 use std::collections::BTreeMap;
 
 /// A client session, sticky to its DC: `last`, the snapshot it piggybacks
@@ -46,7 +46,7 @@ impl CureClient {
         let rot = self.rot_id;
         let coordinator = servers[0];
         if awaiting.len() == 1 {
-            env.send(coordinator, Msg::ReadOne { rot, keys: keys.clone(), last: self.last.clone() });
+            env.send(coordinator, Msg::ReadOne { rot, keys: keys.clone(), last: TimeVec::from_slice(&self.last) });
         } else {
             env.send(coordinator, Msg::SnapshotReq { rot, last: self.last.clone() });
         }
@@ -72,7 +72,7 @@ impl Client for CureClient {
             Op::Put { key, value } => {
                 let Some(to) = client_servers_for(&self.ctx, env, [&key[..]]) else { return };
                 self.pending = Some(Pending::Put);
-                env.send(to[0], Msg::PutReq { key, value, last: self.last.clone() });
+                env.send(to[0], Msg::PutReq { key, value, last: TimeVec::from_slice(&self.last) });
             }
             Op::Get { key } => self.start_read(env, vec![key], true),
             Op::Rot { keys } if keys.is_empty() => env.complete(OpResult::Rot(Vec::new())),

@@ -7,7 +7,7 @@ use crate::stabilization::version_gc::VersionGc;
 use crate::stabilization::visibility::{self, PendingVisible};
 use causeway_core::{
     ClientId, DcId, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server,
-    ServerEnv, SnapshotFloor, Topology, Value, Versioned, vmax,
+    ServerEnv, SnapshotFloor, TimeVec, Topology, Value, Versioned, vmax,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -77,8 +77,8 @@ pub(super) struct Partition {
 
 /// A request waiting inside the server, and since when (local µs).
 pub(super) enum Parked {
-    Put { client: ClientId, key: Key, value: Value, last: Vec<TimeUs>, since_us: u64 },
-    Read { client: ClientId, rot: u64, keys: Vec<Key>, tv: Vec<TimeUs>, since_us: u64 },
+    Put { client: ClientId, key: Key, value: Value, last: TimeVec, since_us: u64 },
+    Read { client: ClientId, rot: u64, keys: Vec<Key>, tv: TimeVec, since_us: u64 },
 }
 
 impl Partition {
@@ -181,7 +181,7 @@ impl Partition {
         client: ClientId,
         key: Key,
         value: Value,
-        last: Vec<TimeUs>,
+        last: TimeVec,
     ) {
         if let Err(e) = self.check_key(&key).and_then(|()| self.check_tv(&last)) {
             env.reply(client, Msg::PutReply(Err(e)));
@@ -220,7 +220,7 @@ impl Partition {
         let version = Version { value, ts, sr: self.m, dv };
         self.apply(env, &key, version.clone());
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ts });
-        env.reply(client, Msg::PutReply(Ok(PutOk { ts, gst: self.gst.clone() })));
+        env.reply(client, Msg::PutReply(Ok(PutOk { ts, gst: TimeVec::from_slice(&self.gst) })));
         for &peer in &self.peers {
             env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
         }
@@ -250,9 +250,9 @@ impl Partition {
     /// highest local timestamp), remote entries max(GST, the client's). The
     /// local entry is one below the clock, so a read here may proceed at
     /// once (it needs clock > TV[m]).
-    fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[TimeUs]) -> Vec<TimeUs> {
+    fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[TimeUs]) -> TimeVec {
         self.raise_gst(env, remote_entries(last, self.m.idx()));
-        let mut tv = self.gst.clone();
+        let mut tv = TimeVec::from_slice(&self.gst);
         tv[self.m.idx()] = env.now_us().saturating_sub(1);
         vmax(&mut tv, last);
         tv
@@ -265,7 +265,7 @@ impl Partition {
         rot: u64,
         last: Vec<TimeUs>,
     ) {
-        let tv = self.check_tv(&last).map(|()| self.snapshot(env, &last));
+        let tv = self.check_tv(&last).map(|()| self.snapshot(env, &last).to_vec());
         env.reply(client, Msg::SnapshotReply { rot, tv });
     }
 
@@ -276,7 +276,7 @@ impl Partition {
         client: ClientId,
         rot: u64,
         keys: Vec<Key>,
-        last: Vec<TimeUs>,
+        last: TimeVec,
     ) {
         if let Err(e) = self.check_keys(&keys).and_then(|()| self.check_tv(&last)) {
             env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
@@ -300,6 +300,7 @@ impl Partition {
             return;
         }
         let since_us = env.now_us();
+        let tv = TimeVec::from_slice(&tv);
         self.try_read(env, Parked::Read { client, rot, keys, tv, since_us }, None);
     }
 

@@ -238,10 +238,10 @@ fn bad_requests_get_typed_errors() {
     };
     for msg in [
         Msg::RotReadAt { rot: 1, keys: vec![y.clone()], tv: vec![0, 0] },
-        Msg::PutReq { key: x.clone(), value: bytes("v"), last: vec![0] },
+        Msg::PutReq { key: x.clone(), value: bytes("v"), last: [0].into_iter().collect() },
         Msg::RotReadAt { rot: 2, keys: vec![x.clone()], tv: vec![0, 1 << 50] },
         Msg::SnapshotReq { rot: 3, last: vec![0, 1 << 50] },
-        Msg::ReadOne { rot: 4, keys: vec![], last: vec![0, 0] },
+        Msg::ReadOne { rot: 4, keys: vec![], last: [0, 0].into_iter().collect() },
     ] {
         let r = ask(&mut net, msg);
         assert!(refused(&r), "{r:?}");
