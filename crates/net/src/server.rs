@@ -786,11 +786,12 @@ impl<M: Message> Acceptor<M> {
         }
         // Replies go out through the pipe: the protocol thread writes them (see
         // `crate::reply_pipe`), and this connection's refusals go there too.
-        let tx = Arc::new(ReplyPipe::new(wr));
-        let pipe = tx.clone();
-        let writer = tokio::spawn(async move { pipe.writer().await });
-        if self.input.send(Input::ClientHello { client, replies: Replies::Frames(PipeSender::new(&tx, 0)) }).is_err() {
-            tx.end();
+        let pipe = Arc::new(ReplyPipe::new(wr));
+        let writing = pipe.clone();
+        let writer = tokio::spawn(async move { writing.writer().await });
+        if self.input.send(Input::ClientHello { client, replies: Replies::Frames(PipeSender::new(&pipe, 0)) }).is_err()
+        {
+            pipe.end();
             return;
         }
         // The connection's logical sessions ([`Wire::RequestOn`]), opened on
@@ -827,31 +828,31 @@ impl<M: Message> Acceptor<M> {
             };
             let refusal = match frame {
                 Ok(Wire::Request(msg)) => self.admit_request(client, msg, role, &limits),
-                Ok(Wire::RequestOn { slot, msg }) => match self.slot_client(&mut slots, slot, &tx) {
+                Ok(Wire::RequestOn { slot, msg }) => match self.slot_client(&mut slots, slot, &pipe) {
                     Ok(c) => self.admit_request(c, msg, role, &limits),
                     Err(e) => Some(e),
                 },
                 Ok(_) => {
-                    tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
+                    pipe.send(encode::<M>(&Wire::Refused(WireError::BadFrame("expected a request".into()))));
                     self.metrics.refuse("bad_frame");
                     break;
                 }
                 Err(FrameError::Io(_)) | Err(FrameError::Truncated) => break,
                 Err(e) => {
                     // A malformed frame leaves the stream at an unknown offset: refuse and close.
-                    tx.send(encode::<M>(&Wire::Refused(WireError::BadFrame(e.to_string()))));
+                    pipe.send(encode::<M>(&Wire::Refused(WireError::BadFrame(e.to_string()))));
                     self.metrics.refuse("bad_frame");
                     break;
                 }
             };
             match refusal {
                 Some(WireError::ShuttingDown) => {
-                    tx.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
+                    pipe.send(encode::<M>(&Wire::Refused(WireError::ShuttingDown)));
                     break;
                 }
                 Some(e) => {
                     self.metrics.refuse(e.reason());
-                    tx.send(encode::<M>(&Wire::Refused(e)));
+                    pipe.send(encode::<M>(&Wire::Refused(e)));
                 }
                 None => {}
             }
@@ -860,7 +861,7 @@ impl<M: Message> Acceptor<M> {
             let _ = self.input.send(Input::ClientGone { client });
         }
         self.metrics.clients.dec();
-        tx.end();
+        pipe.end();
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     }
 
@@ -878,7 +879,7 @@ impl<M: Message> Acceptor<M> {
         &self,
         slots: &mut Vec<Option<ClientId>>,
         slot: u32,
-        tx: &Arc<ReplyPipe>,
+        pipe: &Arc<ReplyPipe>,
     ) -> Result<ClientId, WireError> {
         if slot >= MAX_SLOTS_PER_CONNECTION {
             return Err(WireError::TooManySlots { slot, max: MAX_SLOTS_PER_CONNECTION });
@@ -892,7 +893,7 @@ impl<M: Message> Acceptor<M> {
         }
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         self.input
-            .send(Input::ClientHello { client, replies: Replies::Frames(PipeSender::new(tx, slot)) })
+            .send(Input::ClientHello { client, replies: Replies::Frames(PipeSender::new(pipe, slot)) })
             .map_err(|_| WireError::ShuttingDown)?;
         slots[i] = Some(client);
         Ok(client)
