@@ -200,10 +200,43 @@ pub fn encode_into<M: Serialize>(w: &Wire<M>, buf: Vec<u8>) -> Vec<u8> {
 fn frame_into<T: Serialize>(value: &T, mut buf: Vec<u8>) -> Vec<u8> {
     let start = buf.len();
     buf.extend_from_slice(&[0u8; 4]);
-    let mut buf = postcard::to_extend(value, buf).expect("serialising into a Vec cannot fail");
+    append_postcard(value, &mut buf);
     let len = (buf.len() - start - 4) as u32;
     buf[start..start + 4].copy_from_slice(&len.to_be_bytes());
     buf
+}
+
+/// Append `value`'s postcard encoding to `buf`.
+///
+/// Not `postcard::to_extend`: its flavor appends a byte string (a value, a
+/// key, an HLC) through `Extend<u8>` one byte at a time, a loop of a dozen
+/// instructions per byte that was the largest single cost of encoding a
+/// version; this flavor appends it with one `extend_from_slice`.
+pub(crate) fn append_postcard<T: Serialize + ?Sized>(value: &T, buf: &mut Vec<u8>) {
+    postcard::serialize_with_flavor::<T, _, ()>(value, VecTail(buf)).expect("serialising into a Vec cannot fail");
+}
+
+/// A postcard flavor that appends to a borrowed `Vec`.
+struct VecTail<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for VecTail<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
 }
 
 /// [`Wire::Peer`]'s index among `Wire`'s variants, as serde numbers them
@@ -254,30 +287,17 @@ pub fn decode<M: DeserializeOwned>(body: &[u8]) -> Result<Wire<M>, FrameError> {
 }
 
 /// Read one frame body. `Ok(None)` on a clean end of stream between frames.
+///
+/// Reads no byte past the frame, so it suits a handshake read from a
+/// stream that is handed on afterwards. A connection that reads frame after
+/// frame uses a [`FrameReader`], which reads whatever has arrived at once.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Option<Vec<u8>>, FrameError> {
-    let mut body = Vec::new();
-    Ok(read_frame_into(r, max, &mut body).await?.then_some(body))
-}
-
-/// The largest frame buffer [`read_frame_into`] keeps for a smaller frame.
-const READ_BUFFER_KEPT_BYTES: usize = 1 << 20;
-
-/// [`read_frame`] into `body`, replacing what it held; `Ok(false)` on a
-/// clean end of stream between frames. A connection that reads frame after
-/// frame keeps one allocation: a peer link's batches run to tens of
-/// kilobytes, and a fresh buffer for each is an allocation, and past the
-/// allocator's medium sizes fresh pages to fault in, on every batch.
-pub async fn read_frame_into<R: AsyncRead + Unpin>(
-    r: &mut R,
-    max: usize,
-    body: &mut Vec<u8>,
-) -> Result<bool, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
         let n = r.read(&mut len[got..]).await?;
         if n == 0 {
-            return if got == 0 { Ok(false) } else { Err(FrameError::Truncated) };
+            return if got == 0 { Ok(None) } else { Err(FrameError::Truncated) };
         }
         got += n;
     }
@@ -285,30 +305,32 @@ pub async fn read_frame_into<R: AsyncRead + Unpin>(
     if len > max {
         return Err(FrameError::TooLarge { len, max });
     }
-    // A large frame's buffer is not kept for the small ones after it: a
-    // client that once sent a large value would hold that much per
-    // connection.
-    if body.capacity() > READ_BUFFER_KEPT_BYTES && len <= READ_BUFFER_KEPT_BYTES {
-        *body = Vec::new();
-    }
-    body.clear();
-    body.resize(len, 0);
-    r.read_exact(body).await.map_err(|e| {
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await.map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof { FrameError::Truncated } else { FrameError::Io(e) }
     })?;
-    Ok(true)
+    Ok(Some(body))
 }
 
-/// Frames read from a stream without a task of their own: the caller polls
-/// [`FrameReader::poll_frame`] where it waits for anything else (a client
-/// session waits for its replies, its timer and its other connections in
-/// one poll). Cancel-safe, unlike [`read_frame_into`]: a frame half read
-/// when the caller stops polling stays in the buffer for the next poll.
+/// The largest buffer a [`FrameReader`] keeps once the frame that grew it
+/// is read: a connection that once carried a large value does not hold
+/// that much for the rest of its life.
+const READ_BUFFER_KEPT_BYTES: usize = 1 << 20;
+
+/// Frames read from a stream into one buffer that every read fills with
+/// whatever has arrived, so a burst of small frames (a pipelined client's
+/// requests, a session's replies) costs one read, and each body is decoded
+/// where it lies. Cancel-safe: a frame half read when the caller stops
+/// polling stays in the buffer for the next poll, so a connection task can
+/// `select!` it against a stop or a timeout, and a client session polls
+/// [`FrameReader::poll_frame`] in the same wait as its timer and its other
+/// connections.
 ///
-/// Why: a reader task per connection that forwarded each reply over a
-/// channel cost a task wake-up, a channel send and a receive per reply on
-/// top of the waiting session's own, about a tenth of a bench client's
-/// user time. One read fills the buffer with every reply that arrived.
+/// Why: a reader task per client connection that forwarded each reply over
+/// a channel cost a task wake-up, a channel send and a receive per reply on
+/// top of the waiting session's own, about a tenth of a bench client's user
+/// time. On the server, a `BufReader` under a length-then-body read copied
+/// each frame a second time, out of its buffer into the body's.
 pub struct FrameReader<R> {
     r: R,
     buf: Vec<u8>,
@@ -328,11 +350,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// The next frame's body, or `None` on a clean end of stream between
-    /// frames. The body lies in this reader's buffer until the next poll.
+    /// frames. The body lies in this reader's buffer until the next read.
+    pub async fn next_frame(&mut self) -> Result<Option<&[u8]>, FrameError> {
+        let body = std::future::poll_fn(|cx| self.poll_body(cx)).await?;
+        Ok(body.map(|b| &self.buf[b]))
+    }
+
+    /// [`FrameReader::next_frame`] as a poll.
     pub fn poll_frame(
         &mut self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<Option<&[u8]>, FrameError>> {
+        self.poll_body(cx).map(|r| r.map(|b| b.map(|b| &self.buf[b])))
+    }
+
+    /// Where the next frame's body lies in `buf`.
+    fn poll_body(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Option<std::ops::Range<usize>>, FrameError>> {
         use std::task::Poll;
         loop {
             let held = self.end - self.start;
@@ -345,7 +381,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 if held >= 4 + len {
                     let body = self.start + 4..self.start + 4 + len;
                     self.start = body.end;
-                    return Poll::Ready(Ok(Some(&self.buf[body])));
+                    return Poll::Ready(Ok(Some(body)));
                 }
                 4 + len
             } else {
@@ -456,33 +492,35 @@ mod tests {
         }
     }
 
-    /// One buffer reads a large frame and then a smaller one: the second
-    /// body is exactly its own, not the tail of the first.
+    /// One reader reads a large frame and then a smaller one: the second
+    /// body is exactly its own, not the tail of the first; and a frame past
+    /// the kept size does not leave its buffer behind.
     #[tokio::test]
-    async fn a_reused_buffer_holds_each_frame_exactly() {
+    async fn a_frame_reader_holds_each_frame_exactly() {
         let big: Vec<Msg> =
             (0..1000u32).map(|i| Msg::PutReq { key: format!("k{i}").into(), value: vec![1; 64].into() }).collect();
         let mut buf = encode(&Wire::Peer { first_seq: 1, msgs: big });
         buf = encode_into::<Msg>(&Wire::Ack { next_seq: 2 }, buf);
-        let (mut r, mut body) = (&buf[..], Vec::new());
-        assert!(read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
-        assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Peer { msgs, .. } if msgs.len() == 1000));
-        assert!(read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
-        assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Ack { next_seq: 2 }));
-        assert!(!read_frame_into(&mut r, 1 << 20, &mut body).await.unwrap());
-        // A frame past the kept size is read whole; the next, small one
-        // does not keep its buffer.
+        let mut r = FrameReader::new(&buf[..], 1 << 20);
+        let body = r.next_frame().await.unwrap().unwrap();
+        assert!(matches!(decode::<Msg>(body).unwrap(), Wire::Peer { msgs, .. } if msgs.len() == 1000));
+        let body = r.next_frame().await.unwrap().unwrap();
+        assert!(matches!(decode::<Msg>(body).unwrap(), Wire::Ack { next_seq: 2 }));
+        assert!(r.next_frame().await.unwrap().is_none());
         let huge = encode::<Msg>(&Wire::Request(Msg::PutReq { key: "k".into(), value: vec![3; 2 << 20].into() }));
         let small = encode::<Msg>(&Wire::Ack { next_seq: 9 });
-        let both = [huge, small].concat();
-        let mut r = &both[..];
-        assert!(read_frame_into(&mut r, 4 << 20, &mut body).await.unwrap());
+        let both = [huge, small.clone(), small].concat();
+        let mut r = FrameReader::new(Chunks(both.chunks(3 << 20).map(<[u8]>::to_vec).collect()), 4 << 20);
+        let body = r.next_frame().await.unwrap().unwrap();
         assert!(
-            matches!(decode::<Msg>(&body).unwrap(), Wire::Request(Msg::PutReq { value, .. }) if value.len() == 2 << 20)
+            matches!(decode::<Msg>(body).unwrap(), Wire::Request(Msg::PutReq { value, .. }) if value.len() == 2 << 20)
         );
-        assert!(read_frame_into(&mut r, 4 << 20, &mut body).await.unwrap());
-        assert!(matches!(decode::<Msg>(&body).unwrap(), Wire::Ack { next_seq: 9 }));
-        assert!(body.capacity() <= READ_BUFFER_KEPT_BYTES, "a large frame's buffer kept: {}", body.capacity());
+        for _ in 0..2 {
+            let body = r.next_frame().await.unwrap().unwrap();
+            assert!(matches!(decode::<Msg>(body).unwrap(), Wire::Ack { next_seq: 9 }));
+        }
+        assert!(r.next_frame().await.unwrap().is_none());
+        assert!(r.buf.len() <= READ_BUFFER_KEPT_BYTES, "a large frame's buffer kept: {}", r.buf.len());
     }
 
     /// A reader that hands out its bytes in the chunks given, one per read.

@@ -30,7 +30,7 @@
 //! peer becomes unreachable, one when it is back, and one each time its
 //! in-memory window saturates and drains.
 
-use crate::frame::{FrameError, Wire, decode, encode, encode_into, encode_peer_batch_into, read_frame};
+use crate::frame::{FrameError, FrameReader, Wire, decode, encode, encode_into, encode_peer_batch_into};
 use crate::tls::Conn;
 use causeway_core::{Message, NodeId};
 use prometheus_client::metrics::gauge::Gauge;
@@ -491,7 +491,7 @@ async fn session<M: Message>(
     down_since: &mut Option<std::time::Instant>,
 ) -> Result<(), End> {
     let (rd, mut wr) = tokio::io::split(stream);
-    let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+    let mut rd = FrameReader::new(rd, p.max_frame);
     let hello = encode::<M>(&Wire::HelloPeer {
         cluster_id: p.cluster_id.clone(),
         from: p.me,
@@ -500,21 +500,22 @@ async fn session<M: Message>(
         format: causeway_core::WIRE_FORMAT,
     });
     write_all(&mut wr, &hello, q, rx, stop).await?;
-    let body = {
-        let welcome = timeout(WELCOME_TIMEOUT, read_frame(&mut rd, p.max_frame));
+    let welcome = {
+        let welcome = timeout(WELCOME_TIMEOUT, rd.next_frame());
         tokio::pin!(welcome);
-        loop {
+        let body = loop {
             tokio::select! {
                 r = &mut welcome => break r,
                 it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
                 _ = stop.changed() => return Err(End::Stop),
             }
-        }
+        };
+        let body = body
+            .map_err(|_| FrameError::Malformed(format!("no welcome within {WELCOME_TIMEOUT:?}")))??
+            .ok_or(FrameError::Truncated)?;
+        decode::<M>(body)?
     };
-    let body = body
-        .map_err(|_| FrameError::Malformed(format!("no welcome within {WELCOME_TIMEOUT:?}")))??
-        .ok_or(FrameError::Truncated)?;
-    let mut next_send = match decode::<M>(&body)? {
+    let mut next_send = match welcome {
         Wire::Welcome { next_seq, incarnation } => {
             if let Err(known) = p.peers.check(p.to, incarnation) {
                 // Its acknowledgements were for another life: resending from
@@ -549,11 +550,10 @@ async fn session<M: Message>(
     // Acknowledgements arrive on their own task so that reading is never
     // cancelled half-way through a frame.
     let (ack_tx, mut ack_rx) = watch::channel(next_send);
-    let max = p.max_frame;
     let reader = tokio::spawn(async move {
         loop {
-            match read_frame(&mut rd, max).await {
-                Ok(Some(b)) => match decode::<M>(&b) {
+            match rd.next_frame().await {
+                Ok(Some(b)) => match decode::<M>(b) {
                     Ok(Wire::Ack { next_seq }) => {
                         let _ = ack_tx.send(next_seq);
                     }

@@ -21,7 +21,7 @@
 use crate::auth::{Role, Tokens};
 use crate::config::{Cluster, Fsync};
 use crate::frame::{
-    FrameError, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, encode_into, read_frame, read_frame_into,
+    FrameError, FrameReader, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, encode_into, read_frame,
 };
 use crate::identity::{IdentityError, NodeDir, PeerIncarnations};
 use crate::inbox::{Input, LocalDoor, Replies, admit, role_of};
@@ -703,7 +703,7 @@ impl<M: Message> Acceptor<M> {
         let mut stop = self.stop.clone();
         let max = self.cluster.config.limits.max_frame_bytes;
         let (rd, mut wr) = tokio::io::split(s);
-        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+        let mut rd = FrameReader::new(rd, max);
         let my_gen = {
             let mut g = self.source_locks[from.idx()].lock().await;
             *g += 1;
@@ -729,15 +729,14 @@ impl<M: Message> Acceptor<M> {
                 }
             }
         });
-        let mut body = Vec::new();
         loop {
             let read = tokio::select! {
-                r = read_frame_into(&mut rd, max, &mut body) => r,
+                r = rd.next_frame() => r,
                 _ = stop.changed() => break,
             };
             let frame = match read {
-                Ok(true) => decode::<M>(&body),
-                Ok(false) => break,
+                Ok(Some(body)) => decode::<M>(body),
+                Ok(None) => break,
                 Err(e) => Err(e),
             };
             match frame {
@@ -779,7 +778,7 @@ impl<M: Message> Acceptor<M> {
         let mut stop = self.stop.clone();
         let limits = self.cluster.config.limits.clone();
         let (rd, mut wr) = tokio::io::split(s);
-        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+        let mut rd = FrameReader::new(rd, limits.max_frame_bytes);
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         if send(&mut wr, &encode::<M>(&Wire::WelcomeClient { node: self.node, client })).await.is_err() {
             return;
@@ -802,7 +801,6 @@ impl<M: Message> Acceptor<M> {
         // Made once, not once per frame (a new `changed()` registers anew).
         let stopped = stop.changed();
         tokio::pin!(stopped);
-        let mut body = Vec::new();
         loop {
             // Closing mid-frame is fine: a client that sends half a frame and
             // stalls for the idle timeout is gone either way.
@@ -812,7 +810,7 @@ impl<M: Message> Acceptor<M> {
                 // that never pauses cannot hold off a stop: a stopped node's
                 // protocol loop refuses its next request (ShuttingDown).
                 biased;
-                r = read_frame_into(&mut rd, limits.max_frame_bytes, &mut body) => Ok(r),
+                r = rd.next_frame() => Ok(r),
                 _ = &mut stopped => break,
                 () = idle.expired() => Err(()),
             };
@@ -822,8 +820,8 @@ impl<M: Message> Acceptor<M> {
                     tracing::debug!(node = self.node.0, client = client.0, "closing an idle client connection");
                     break;
                 }
-                Ok(Ok(true)) => decode::<M>(&body),
-                Ok(Ok(false)) => break,
+                Ok(Ok(Some(body))) => decode::<M>(body),
+                Ok(Ok(None)) => break,
                 Ok(Err(e)) => Err(e),
             };
             let refusal = match frame {

@@ -499,7 +499,7 @@ pub fn frame_versions<V: Serialize>(key: &[u8], versions: &[V], out: &mut Vec<u8
 fn frame_into(out: &mut Vec<u8>, r: &impl Serialize) -> usize {
     let at = out.len();
     out.extend_from_slice(&[0; 8]);
-    *out = postcard::to_extend(r, std::mem::take(out)).expect("serialising a record cannot fail");
+    crate::frame::append_postcard(r, out);
     let len = u32::try_from(out.len() - at - 8).expect("a record stays under 4 GiB");
     let crc = crc32fast::hash(&out[at + 8..]);
     out[at..at + 4].copy_from_slice(&len.to_be_bytes());
