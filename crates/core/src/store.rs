@@ -37,11 +37,13 @@ struct Chain<V> {
     /// The last freeze that copied this chain, or the freeze under way
     /// when the chain was created (which it is not part of).
     frozen: u64,
+    /// The caller's word for this key ([`MvStore::mark_at`]).
+    mark: u64,
 }
 
 impl<V> Chain<V> {
     fn new(frozen: u64) -> Self {
-        Chain { versions: Vec::new(), pruned: false, frozen }
+        Chain { versions: Vec::new(), pruned: false, frozen, mark: 0 }
     }
 }
 
@@ -613,6 +615,19 @@ impl<V: Versioned + Clone> MvStore<V> {
             Some(i) => self.gc_at(KeyIndex(i), stable),
             None => (0, 0),
         }
+    }
+
+    /// A word of the caller's own for the key at `index`, 0 until it is
+    /// set; `None` for an index this store never handed out. Not stored
+    /// durably, nor in a snapshot: it lives as long as this store.
+    ///
+    /// Why here and not in a table of the caller's indexed by
+    /// [`KeyIndex::get`]: a write has just brought the key's entry into the
+    /// cache, and a version GC's bookkeeping per written key in a table
+    /// of its own was a cache miss per write, most of that GC's cost on
+    /// a replica.
+    pub fn mark_at(&mut self, index: KeyIndex) -> Option<&mut u64> {
+        self.chains.get_index_mut(index.0).map(|(_, c)| &mut c.mark)
     }
 
     /// [`MvStore::gc_key`] for the key at `index` (from this store: an
