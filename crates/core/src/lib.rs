@@ -74,7 +74,10 @@ pub mod topology;
 pub mod vector;
 
 pub use clock::{ClockJump, ClockModel, Hlc, HlcVec, TimeVec};
-pub use data::{Key, Value, is_tombstone, stable_hash, tagged_value, tombstone, visible, write_id_of};
+pub use data::{
+    COPY_SHORT_MAX_BYTES, Key, Value, copy_if_short, is_tombstone, stable_hash, tagged_value, tombstone, visible,
+    write_id_of,
+};
 pub use history::{History, OpRecord};
 pub use ids::{ClientId, DcId, NodeId, PartitionId};
 pub use protocol::{

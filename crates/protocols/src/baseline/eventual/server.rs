@@ -48,7 +48,10 @@ impl EventualServer {
             Self::apply(env, &key, version);
             return;
         };
-        Self::apply(env, &key, version.clone());
+        // The store's copy shares no reference count with the messages'
+        // ([`causeway_core::copy_if_short`]).
+        let stored = Version { value: causeway_core::copy_if_short(&version.value), ..version };
+        Self::apply(env, &key, stored);
         for &n in rest {
             env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
         }
@@ -148,7 +151,7 @@ impl Server for EventualServer {
         }
         match msg {
             Msg::GetReq { key } => {
-                let value = env.store().latest(&key).map(|v| v.value.clone());
+                let value = env.store().latest(&key).map(|v| causeway_core::copy_if_short(&v.value));
                 env.reply(from, Msg::GetReply { key, value });
             }
             // Each key answered on its own terms: a misplaced one refused
@@ -160,7 +163,7 @@ impl Server for EventualServer {
                         let reason = format!("node {me} does not store this key");
                         env.reply(from, Msg::Refused { key, reason });
                     } else {
-                        let value = env.store().latest(&key).map(|v| v.value.clone());
+                        let value = env.store().latest(&key).map(|v| causeway_core::copy_if_short(&v.value));
                         values.push((key, value));
                     }
                 }

@@ -656,7 +656,11 @@ impl Partition {
                     None => !contains(&v.old_readers, id),
                 }
         });
-        v.map(|v| Item { value: v.value.clone(), stamp: v.stamp, never_depend: self.is_settled(v.stamp) })
+        v.map(|v| Item {
+            value: causeway_core::copy_if_short(&v.value),
+            stamp: v.stamp,
+            never_depend: self.is_settled(v.stamp),
+        })
     }
 
     // ------------------------------------------------------------ settling (deviation 10)

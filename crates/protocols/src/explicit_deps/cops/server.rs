@@ -50,7 +50,9 @@ impl Server for CopsServer {
                     return env.reply(from, Msg::Refused { reason });
                 }
                 let (value, stamp, never_depend) = match env.store().latest_where(&key, Version::committed) {
-                    Some(v) => (Some(v.value.clone()), v.stamp, self.node.settle.is_settled(v.stamp)),
+                    Some(v) => {
+                        (Some(causeway_core::copy_if_short(&v.value)), v.stamp, self.node.settle.is_settled(v.stamp))
+                    }
                     None => (None, Stamp::NONE, false),
                 };
                 env.reply(from, Msg::GetReply { value, stamp, never_depend });

@@ -149,7 +149,13 @@ pub struct Version {
 impl Version {
     pub(super) fn read(&self) -> Read {
         let never_depend = matches!(self.state, State::Committed { never_depend: true, .. });
-        Read { value: self.value.clone(), stamp: self.stamp, deps: self.deps.clone(), never_depend, cut: self.cut }
+        Read {
+            value: causeway_core::copy_if_short(&self.value),
+            stamp: self.stamp,
+            deps: self.deps.clone(),
+            never_depend,
+            cut: self.cut,
+        }
     }
 }
 

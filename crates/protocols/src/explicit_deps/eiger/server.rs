@@ -375,7 +375,7 @@ fn read_of(v: &Version, lvt: u64) -> Read {
     let evt = v.evt().expect("a readable version");
     assert!(evt <= lvt, "a version's EVT is never past the read's time");
     Read {
-        value: Some(v.value.clone()),
+        value: Some(causeway_core::copy_if_short(&v.value)),
         stamp: v.stamp,
         evt,
         lvt,

@@ -221,7 +221,7 @@ impl Version {
         self.ds.raised(self.sr, self.ut)
     }
     pub(super) fn read_item(&self) -> ReadItem {
-        ReadItem { value: self.value.clone(), ut: self.ut, sr: self.sr }
+        ReadItem { value: causeway_core::copy_if_short(&self.value), ut: self.ut, sr: self.sr }
     }
 }
 

@@ -272,9 +272,12 @@ impl CsxServer {
         // Local only: replicas go without it (see `Version::past`).
         let past = uncovered_past(&past, &self.dsv, self.m).into_boxed_slice();
         // What the peers get: the version without `past`, copied only if
-        // there are peers to send it to.
-        let replica = (!self.peers.is_empty())
-            .then(|| Box::new(Version { value: value.clone(), ut, sr: self.m, ds: ds.clone(), past: Box::default() }));
+        // there are peers to send it to (its value too, if short:
+        // [`causeway_core::copy_if_short`]).
+        let replica = (!self.peers.is_empty()).then(|| {
+            let value = causeway_core::copy_if_short(&value);
+            Box::new(Version { value, ut, sr: self.m, ds: ds.clone(), past: Box::default() })
+        });
         env.observe(Observation::Visible { key: &key, value: &value, origin: self.m, written_us: ut.l });
         self.apply(env, &key, Version { value, ut, sr: self.m, ds, past });
         env.reply(from, Msg::PutReply(Ok(Stamp { ut, sr: self.m })));

@@ -392,7 +392,7 @@ impl Partition {
         let mut values = Vec::with_capacity(keys.len());
         for key in keys {
             match store.latest_where(key, |v| in_snapshot(v, &tv, m, skip)) {
-                Some(v) => values.push(Some(v.value.clone())),
+                Some(v) => values.push(Some(causeway_core::copy_if_short(&v.value))),
                 // GC dropped what this snapshot would have read: fail rather
                 // than pretend the key had no version.
                 None if store.was_pruned(key) => return Err(OpError::Aborted("snapshot pruned".into())),

@@ -334,7 +334,7 @@ impl Partition {
         let mut values = Vec::with_capacity(keys.len());
         for key in &keys {
             match store.latest_where(key, |v| in_snapshot(v, &tv, self.m, skip)) {
-                Some(v) => values.push(Some(v.value.clone())),
+                Some(v) => values.push(Some(causeway_core::copy_if_short(&v.value))),
                 None if store.was_pruned(key) => {
                     let e = OpError::Aborted("snapshot pruned".into());
                     env.reply(client, Msg::RotSlice { rot, slice: Err(e) });

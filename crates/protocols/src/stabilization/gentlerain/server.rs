@@ -210,7 +210,10 @@ impl PartitionServer {
     fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, key: Key, gst: TimeUs) {
         self.raise_gst(env, gst);
         let (m, gst) = (self.dc, if self.cfg.mutant_skip_gst_check { TimeUs::MAX } else { self.gst });
-        let found = env.store().latest_where(&key, |d| d.sr == m || d.ut <= gst).map(|d| (d.value.clone(), d.ut));
+        let found = env
+            .store()
+            .latest_where(&key, |d| d.sr == m || d.ut <= gst)
+            .map(|d| (causeway_core::copy_if_short(&d.value), d.ut));
         let (value, ut) = match found {
             Some((v, ut)) => (Some(v), ut),
             None => (None, 0),
@@ -588,7 +591,7 @@ pub(super) fn read_slice(env: &mut impl ServerEnv<Msg, Version>, keys: &[Key], s
     let store = env.store();
     keys.iter()
         .map(|k| match store.latest_where(k, |d| d.ut <= snapshot) {
-            Some(d) => SliceRead::Found { value: d.value.clone(), ut: d.ut },
+            Some(d) => SliceRead::Found { value: causeway_core::copy_if_short(&d.value), ut: d.ut },
             None if store.was_pruned(k) => SliceRead::Pruned,
             None => SliceRead::Absent,
         })
