@@ -568,7 +568,9 @@ impl EigerServer {
         let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
         let now = env.now_us();
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
-        env.store().insert(key, Version::new(value.clone(), stamp, state));
+        // The store's copy shares no reference count with the replicas'
+        // ([`causeway_core::copy_if_short`]).
+        env.store().insert(key, Version::new(causeway_core::copy_if_short(value), stamp, state));
         self.note_key(key);
         self.node.settle.own_write(stamp);
         self.publish(env, key, stamp, now);

@@ -218,7 +218,10 @@ impl Partition {
         let mut dv = last;
         dv[m] = ts;
         let version = Version { value, ts, sr: self.m, dv };
-        self.apply(env, &key, version.clone());
+        // The store's copy shares no reference count with the messages'
+        // ([`causeway_core::copy_if_short`]).
+        let stored = Version { value: causeway_core::copy_if_short(&version.value), dv: version.dv.clone(), ..version };
+        self.apply(env, &key, stored);
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.m, written_us: ts });
         env.reply(client, Msg::PutReply(Ok(PutOk { ts, gst: TimeVec::from_slice(&self.gst) })));
         for &peer in &self.peers {

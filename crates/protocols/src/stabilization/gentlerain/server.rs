@@ -292,7 +292,9 @@ impl PartitionServer {
             env.observe(Observation::Blocked { what: "put_clock_wait", waited_us: ut.saturating_sub(t0) });
         }
         let version = Version { value, ut, sr: self.dc };
-        env.store().insert(&key, version.clone());
+        // The store's copy shares no reference count with the messages'
+        // ([`causeway_core::copy_if_short`]).
+        env.store().insert(&key, Version { value: causeway_core::copy_if_short(&version.value), ..version });
         self.journal_gst(env);
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: ut });
         self.vv[self.dc.idx()] = ut;
