@@ -52,11 +52,6 @@ pub struct VersionGc<S> {
     /// they were queued (by `clock_us`), oldest first. By the store's
     /// [`KeyIndex`], not the key: queueing and visiting then hash and
     /// compare no key bytes (the store's lookup on the write already did).
-    /// Per key, whether it is in `dirty` and when it was last written is a
-    /// [`KeyState`] in the store's word for the key ([`MvStore::mark_at`]),
-    /// next to the versions the write has just touched. (A table of its own
-    /// here, indexed by [`KeyIndex::get`], was a cache miss per write: 88 %
-    /// of `apply`'s time on a replica.)
     dirty: VecDeque<(u64, KeyIndex)>,
     /// Whether the front of `history` is a horizon yet (some entry has
     /// been `gc_grace_us` old).
@@ -68,7 +63,12 @@ pub struct VersionGc<S> {
     journaled: Option<S>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// Per key, whether it is in `dirty` and when it was last written: kept in
+/// the store's word for the key ([`MvStore::mark_at`]), next to the
+/// versions a write has just touched. (A table of its own here, indexed by
+/// [`KeyIndex::get`], was a cache miss per write: 88 % of `apply`'s time on
+/// a replica.)
+#[derive(Clone, Copy, Debug)]
 struct KeyState {
     /// By `clock_us`.
     written_us: u64,
