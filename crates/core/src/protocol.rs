@@ -407,6 +407,30 @@ pub trait ServerEnv<M, V: crate::Versioned> {
     fn store(&mut self) -> &mut MvStore<V>;
     /// Report an observation.
     fn observe(&mut self, obs: Observation<'_>);
+    /// Report [`Observation::Visible`] for a version in the store: `read`
+    /// finds it (with its key) or says there is none to report, typically
+    /// the version a local GET now returns if it is the one just admitted.
+    ///
+    /// Why not `observe`: a protocol holding the store through this env
+    /// must copy the key and value out of it to pass them to `observe`,
+    /// and on a replica that copy was most of the cost of reporting (a
+    /// value's first clone allocates its shared reference count, freed
+    /// again with the copy). A runtime that only counts visibility (the
+    /// network runtime) never looks at them; the default copies, as a
+    /// protocol would have.
+    fn observe_visible_in_store(
+        &mut self,
+        origin: DcId,
+        written_us: u64,
+        read: impl for<'s> FnOnce(&'s MvStore<V>) -> Option<(&'s [u8], &'s V)>,
+    ) {
+        let Some((key, value)) =
+            read(self.store()).map(|(k, v)| (crate::store_key::StoreKey::new(k), v.value().clone()))
+        else {
+            return;
+        };
+        self.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
+    }
 }
 
 /// What a client session may do. Implemented by each runtime.

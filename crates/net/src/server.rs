@@ -945,17 +945,7 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
     }
     fn observe(&mut self, obs: Observation<'_>) {
         match obs {
-            Observation::Visible { origin, written_us, .. } => {
-                if origin == self.dc {
-                    self.metrics.local_writes.inc();
-                } else {
-                    self.metrics.remote_visible.inc();
-                    self.metrics
-                        .visibility_seconds
-                        .get_or_create(&crate::metrics::FromDc { from_dc: origin.0 })
-                        .observe(self.now.saturating_sub(written_us) as f64 / 1e6);
-                }
-            }
+            Observation::Visible { origin, written_us, .. } => self.visible(origin, written_us),
             Observation::Stable { stable_us } => {
                 self.metrics.stable_lag_seconds.set(self.now.saturating_sub(stable_us) as f64 / 1e6);
             }
@@ -970,6 +960,34 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
                 count.inc();
                 sum.inc_by(value);
             }
+        }
+    }
+    /// The metrics count what became visible, never look at it: no copy
+    /// of the key or value out of the store.
+    fn observe_visible_in_store(
+        &mut self,
+        origin: DcId,
+        written_us: u64,
+        read: impl for<'s> FnOnce(&'s MvStore<V>) -> Option<(&'s [u8], &'s V)>,
+    ) {
+        if read(self.store).is_some() {
+            self.visible(origin, written_us);
+        }
+    }
+}
+
+impl<M, V: Versioned> NEnv<'_, M, V> {
+    /// [`Observation::Visible`]: a local write counted, a remote one's
+    /// visibility latency recorded.
+    fn visible(&mut self, origin: DcId, written_us: u64) {
+        if origin == self.dc {
+            self.metrics.local_writes.inc();
+        } else {
+            self.metrics.remote_visible.inc();
+            self.metrics
+                .visibility_seconds
+                .get_or_create(&crate::metrics::FromDc { from_dc: origin.0 })
+                .observe(self.now.saturating_sub(written_us) as f64 / 1e6);
         }
     }
 }

@@ -11,7 +11,8 @@ use crate::scenario::{FaultKind, Scenario, ScenarioError};
 use crate::workload::Generator;
 use causeway_core::{
     Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Message, MvStore, NodeCtx, NodeId, Observation,
-    Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Versioned, stable_hash, wire_size, write_id_of,
+    Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Value, Versioned, stable_hash, wire_size,
+    write_id_of,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -218,16 +219,32 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
     fn observe(&mut self, obs: Observation<'_>) {
         match obs {
             Observation::Visible { key, value, origin, .. } => {
-                if let Some(write) = write_id_of(value) {
-                    let key = (origin == self.dc && !self.full).then(|| bytes::Bytes::copy_from_slice(key));
-                    self.obs.push(ObsRec::Visible { write, origin, key });
-                }
+                record_visible(self.obs, self.dc, self.full, key, value, origin)
             }
             Observation::Blocked { what, waited_us } => self.obs.push(ObsRec::Blocked { what, waited_us }),
             Observation::Sample { what, value } => self.obs.push(ObsRec::Sample { what, value }),
             // The simulator measures visibility and stability in true time.
             Observation::Stable { .. } => {}
         }
+    }
+    fn observe_visible_in_store(
+        &mut self,
+        origin: DcId,
+        _written_us: u64,
+        read: impl for<'s> FnOnce(&'s MvStore<V>) -> Option<(&'s [u8], &'s V)>,
+    ) {
+        if let Some((key, v)) = read(self.store) {
+            record_visible(self.obs, self.dc, self.full, key, v.value(), origin);
+        }
+    }
+}
+
+/// [`Observation::Visible`] as the simulator keeps it: the write's id, and
+/// at the origin (under partial replication) its key.
+fn record_visible(obs: &mut Vec<ObsRec>, dc: DcId, full: bool, key: &[u8], value: &Value, origin: DcId) {
+    if let Some(write) = write_id_of(value) {
+        let key = (origin == dc && !full).then(|| bytes::Bytes::copy_from_slice(key));
+        obs.push(ObsRec::Visible { write, origin, key });
     }
 }
 

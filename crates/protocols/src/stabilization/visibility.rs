@@ -15,8 +15,7 @@
 //! read, so it is never reported. That keeps a second hash lookup of the key
 //! and a copy of its value off every replicated write.
 
-use causeway_core::store_key::StoreKey;
-use causeway_core::{DcId, KeyIndex, Observation, ServerEnv, Versioned};
+use causeway_core::{DcId, KeyIndex, ServerEnv, Versioned};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -95,7 +94,7 @@ pub fn first_above<T: Ord + Copy>(deps: &[T], stable: &[T]) -> Option<(usize, T)
 /// `written_us`, visible if it is what a local GET returns now, `visible`
 /// being the GET's rule: a version that lost last-writer-wins to one
 /// already visible is never read, so it is never reported (the meaning of
-/// [`Observation::Visible`]).
+/// [`causeway_core::Observation::Visible`]).
 pub fn report_if_read<M, V: Versioned + Clone>(
     env: &mut impl ServerEnv<M, V>,
     index: KeyIndex,
@@ -104,15 +103,9 @@ pub fn report_if_read<M, V: Versioned + Clone>(
     written_us: u64,
     visible: impl FnMut(&V) -> bool,
 ) {
-    let read = env.store().latest_where_at(index, visible);
-    let Some((key, value)) =
-        read.filter(|(_, v)| v.order() == order).map(|(k, v)| (StoreKey::new(k), v.value().clone()))
-    else {
-        return;
-    };
-    // The key is copied out of the store (`observe` borrows the env that
-    // owns it), inline for keys up to 30 bytes, so without an allocation.
-    env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
+    env.observe_visible_in_store(origin, written_us, |store| {
+        store.latest_where_at(index, visible).filter(|(_, v)| v.order() == order)
+    });
 }
 
 #[cfg(test)]

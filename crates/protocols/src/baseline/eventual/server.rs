@@ -31,8 +31,8 @@ impl EventualServer {
 impl EventualServer {
     /// Insert, then forget everything but the winner: last-writer-wins needs
     /// one version per key, and reads never ask for an older one.
-    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> causeway_core::Inserted {
-        env.store().insert_collecting(key, version, |_| true).inserted
+    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> causeway_core::Landed {
+        env.store().insert_collecting(key, version, |_| true)
     }
 }
 
@@ -114,9 +114,9 @@ impl EventualServer {
     /// A replicated write: applied, and reported if it is now the newest.
     fn on_replicated(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) {
         let (origin, written_us) = (version.dc, version.ts);
-        let value = version.value.clone();
-        if Self::apply(env, &key, version) == causeway_core::Inserted::Newest {
-            env.observe(Observation::Visible { key: &key, value: &value, origin, written_us });
+        let landed = Self::apply(env, &key, version);
+        if landed.inserted == causeway_core::Inserted::Newest {
+            env.observe_visible_in_store(origin, written_us, |store| store.latest_where_at(landed.index, |_| true));
         }
     }
 }
