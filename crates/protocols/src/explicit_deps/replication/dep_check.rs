@@ -320,13 +320,10 @@ impl DepNode {
         stamp: Stamp,
         written_us: u64,
     ) {
-        let newest = env.store().latest_where(key, V::committed).map(|v| (v.order(), v.value().clone()));
-        if let Some((s, value)) = newest
-            && s == stamp
-        {
-            let origin = self.topology.dc_of(stamp.origin());
-            env.observe(Observation::Visible { key, value: &value, origin, written_us });
-        }
+        let origin = self.topology.dc_of(stamp.origin());
+        env.observe_visible_in_store(origin, written_us, |store| {
+            store.latest_where_keyed(key, V::committed).filter(|(_, v)| v.order() == stamp)
+        });
     }
 
     /// Refuse a request for a key this node does not own: the client's
