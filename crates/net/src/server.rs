@@ -377,6 +377,7 @@ pub fn spawn<P: Protocol>(
         durable_delivered,
         timers: BinaryHeap::new(),
         timer_seq: 0,
+        short_timer: false,
         clock_floor_us: recovered.clock_floor_us,
         persisted_floor_us: recovered.clock_floor_us,
         out: Vec::new(),
@@ -923,7 +924,12 @@ struct NEnv<'a, M, V: Versioned> {
     out: &'a mut Vec<Out<M>>,
     metrics: &'a NodeMetrics,
     samples: &'a mut Kept<(Counter, Counter)>,
+    short_timer: &'a mut bool,
 }
+
+/// Timers due this soon are fired between a turn's inputs, once due
+/// ([`ProtocolLoop::fire_due`]), and spun out at its end.
+const SHORT_TIMER_US: u64 = 2;
 
 impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
     fn node(&self) -> NodeId {
@@ -939,6 +945,7 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
         self.out.push(Out::Reply(to, msg));
     }
     fn set_timer(&mut self, after_us: u64, token: u64) {
+        *self.short_timer |= after_us <= SHORT_TIMER_US;
         self.out.push(Out::Timer(Instant::now() + Duration::from_micros(after_us), token));
     }
     fn store(&mut self) -> &mut MvStore<V> {
@@ -1007,6 +1014,7 @@ macro_rules! node_env {
             out: &mut $s.out,
             metrics: &$s.metrics,
             samples: &mut $s.samples,
+            short_timer: &mut $s.short_timer,
         }
     }};
 }
@@ -1063,6 +1071,9 @@ struct ProtocolLoop<P: Protocol> {
     durable_delivered: Arc<Vec<AtomicU64>>,
     timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
     timer_seq: u64,
+    /// A handler this turn set a timer due within `SHORT_TIMER_US`: the
+    /// turn fires the due ones between its inputs.
+    short_timer: bool,
     clock_floor_us: u64,
     persisted_floor_us: u64,
     out: Vec<Out<P::Msg>>,
@@ -1209,6 +1220,9 @@ impl<P: Protocol> ProtocolLoop<P> {
             self.warm(&batch);
             for input in batch.drain(..) {
                 self.handle(input);
+                if self.short_timer {
+                    self.fire_due();
+                }
             }
             self.fire_timers();
             self.commit().await;
@@ -1311,30 +1325,51 @@ impl<P: Protocol> ProtocolLoop<P> {
         let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
     }
 
+    /// This turn's timers into the heap: one due within the turn fires in
+    /// it, and its output goes out with the turn's.
+    fn take_turn_timers(&mut self) {
+        self.short_timer = false;
+        let (out, timers) = (&mut self.out, &mut self.timers);
+        out.retain(|o| match *o {
+            Out::Timer(at, token) => {
+                self.timer_seq += 1;
+                timers.push(Reverse((at, self.timer_seq, token)));
+                false
+            }
+            _ => true,
+        });
+    }
+
+    /// Between a turn's inputs, after a handler set a short timer: fire the
+    /// timers due now. Cure parks a write that comes in the microsecond of
+    /// its partition's last one for 1 µs; a turn of many writes handles
+    /// several a microsecond, and each parked one goes in as soon as its
+    /// microsecond has come, between the other inputs, instead of all at
+    /// the turn's end (where each needs a microsecond of its own).
+    fn fire_due(&mut self) {
+        self.take_turn_timers();
+        let now_i = Instant::now();
+        while let Some(Reverse((t, _, token))) = self.timers.peek().copied() {
+            if t > now_i {
+                break;
+            }
+            self.timers.pop();
+            let mut env = node_env!(self);
+            self.server.on_timer(&mut env, token);
+        }
+    }
+
     fn fire_timers(&mut self) {
-        // Waits shorter than this are spun out in the turn, up to
-        // `SPIN_PER_TURN` in all: Cure and GentleRain park a second write
-        // in one microsecond of their clock for 1 µs, and their writes
-        // parked in one turn each need a microsecond of their own. Left
-        // to the next turn, such a timer waited a round of the connection
-        // tasks, and the writes retried together collided again (under
-        // `causeway bench`, Cure parked 68 % of its writes, each for
-        // ~225 µs on average).
-        const SPIN: Duration = Duration::from_micros(2);
+        // Waits of up to `SHORT_TIMER_US` are spun out in the turn, up to
+        // `SPIN_PER_TURN` in all (the parked writes of [`Self::fire_due`]
+        // still waiting). Left to the next turn, such a timer waited a
+        // round of the connection tasks, and the writes retried together
+        // collided again (under `causeway bench`, Cure parked 68 % of its
+        // writes, each for ~225 µs on average).
         const SPIN_PER_TURN: Duration = Duration::from_micros(50);
         let started = Instant::now();
         for pass in 0.. {
-            // This turn's timers first: one due within the turn fires in
-            // it, and its output goes out with the turn's.
-            let (out, timers) = (&mut self.out, &mut self.timers);
-            out.retain(|o| match *o {
-                Out::Timer(at, token) => {
-                    self.timer_seq += 1;
-                    timers.push(Reverse((at, self.timer_seq, token)));
-                    false
-                }
-                _ => true,
-            });
+            self.take_turn_timers();
             let mut now_i = Instant::now();
             // Past the budget, what this turn's timers set waits for the
             // next turn: a timer that sets itself again at 0 µs must not
@@ -1344,7 +1379,7 @@ impl<P: Protocol> ProtocolLoop<P> {
             }
             let next = self.timers.peek().map(|Reverse((t, _, _))| *t);
             match next {
-                Some(t) if t > now_i && t <= now_i + SPIN => {
+                Some(t) if t > now_i && t <= now_i + Duration::from_micros(SHORT_TIMER_US) => {
                     while now_i < t {
                         std::hint::spin_loop();
                         now_i = Instant::now();
