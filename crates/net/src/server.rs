@@ -904,9 +904,10 @@ impl<M: Message> Acceptor<M> {
 enum Out<M> {
     Send(NodeId, M),
     Reply(ClientId, M),
-    /// A timer's deadline, taken when the handler set it, and its token.
-    Timer(Instant, u64),
 }
+
+/// The loop's timers: deadline, the order they were set in, token.
+type TimerHeap = BinaryHeap<Reverse<(Instant, u64, u64)>>;
 
 /// Output of a committed turn, waiting for release.
 enum Release<M> {
@@ -924,6 +925,10 @@ struct NEnv<'a, M, V: Versioned> {
     out: &'a mut Vec<Out<M>>,
     metrics: &'a NodeMetrics,
     samples: &'a mut Kept<(Counter, Counter)>,
+    /// Timers go straight into the loop's heap, their deadline taken when
+    /// the handler sets them: one due within the turn fires in it.
+    timers: &'a mut TimerHeap,
+    timer_seq: &'a mut u64,
     short_timer: &'a mut bool,
 }
 
@@ -946,7 +951,8 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for NEnv<'_, M, V> {
     }
     fn set_timer(&mut self, after_us: u64, token: u64) {
         *self.short_timer |= after_us <= SHORT_TIMER_US;
-        self.out.push(Out::Timer(Instant::now() + Duration::from_micros(after_us), token));
+        *self.timer_seq += 1;
+        self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), *self.timer_seq, token)));
     }
     fn store(&mut self) -> &mut MvStore<V> {
         self.store
@@ -1014,6 +1020,8 @@ macro_rules! node_env {
             out: &mut $s.out,
             metrics: &$s.metrics,
             samples: &mut $s.samples,
+            timers: &mut $s.timers,
+            timer_seq: &mut $s.timer_seq,
             short_timer: &mut $s.short_timer,
         }
     }};
@@ -1069,7 +1077,7 @@ struct ProtocolLoop<P: Protocol> {
     next_seq: Vec<u64>,
     delivered: Vec<u64>,
     durable_delivered: Arc<Vec<AtomicU64>>,
-    timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    timers: TimerHeap,
     timer_seq: u64,
     /// A handler this turn set a timer due within `SHORT_TIMER_US`: the
     /// turn fires the due ones between its inputs.
@@ -1325,21 +1333,6 @@ impl<P: Protocol> ProtocolLoop<P> {
         let _ = self.wal.append::<P::Version, P::Msg>(&LogRecord::Delivered { from, seq });
     }
 
-    /// This turn's timers into the heap: one due within the turn fires in
-    /// it, and its output goes out with the turn's.
-    fn take_turn_timers(&mut self) {
-        self.short_timer = false;
-        let (out, timers) = (&mut self.out, &mut self.timers);
-        out.retain(|o| match *o {
-            Out::Timer(at, token) => {
-                self.timer_seq += 1;
-                timers.push(Reverse((at, self.timer_seq, token)));
-                false
-            }
-            _ => true,
-        });
-    }
-
     /// Between a turn's inputs, after a handler set a short timer: fire the
     /// timers due now. Cure parks a write that comes in the microsecond of
     /// its partition's last one for 1 µs; a turn of many writes handles
@@ -1347,8 +1340,13 @@ impl<P: Protocol> ProtocolLoop<P> {
     /// microsecond has come, between the other inputs, instead of all at
     /// the turn's end (where each needs a microsecond of its own).
     fn fire_due(&mut self) {
-        self.take_turn_timers();
-        let now_i = Instant::now();
+        self.short_timer = false;
+        self.fire_until(Instant::now());
+    }
+
+    /// Fire every timer due at `now_i`. One a handler sets meanwhile is due
+    /// after `now_i`, so this ends.
+    fn fire_until(&mut self, now_i: Instant) {
         while let Some(Reverse((t, _, token))) = self.timers.peek().copied() {
             if t > now_i {
                 break;
@@ -1369,7 +1367,7 @@ impl<P: Protocol> ProtocolLoop<P> {
         const SPIN_PER_TURN: Duration = Duration::from_micros(50);
         let started = Instant::now();
         for pass in 0.. {
-            self.take_turn_timers();
+            self.short_timer = false;
             let mut now_i = Instant::now();
             // Past the budget, what this turn's timers set waits for the
             // next turn: a timer that sets itself again at 0 µs must not
@@ -1388,14 +1386,7 @@ impl<P: Protocol> ProtocolLoop<P> {
                 Some(t) if t <= now_i => {}
                 _ => return,
             }
-            while let Some(Reverse((t, _, token))) = self.timers.peek().copied() {
-                if t > now_i {
-                    break;
-                }
-                self.timers.pop();
-                let mut env = node_env!(self);
-                self.server.on_timer(&mut env, token);
-            }
+            self.fire_until(now_i);
         }
     }
 
@@ -1447,10 +1438,6 @@ impl<P: Protocol> ProtocolLoop<P> {
         release.reserve(out.len());
         for o in out.drain(..) {
             match o {
-                Out::Timer(at, token) => {
-                    self.timer_seq += 1;
-                    self.timers.push(Reverse((at, self.timer_seq, token)));
-                }
                 Out::Send(to, msg) => {
                     if to.idx() >= self.links.len() || to == self.node {
                         tracing::error!(node = self.node.0, to = to.0, "protocol sent to an invalid node; dropped");
