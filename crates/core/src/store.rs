@@ -48,6 +48,20 @@ impl<V> Chain<V> {
 }
 
 impl<V: Versioned> Chain<V> {
+    /// Room for one more version, growing by half rather than doubling.
+    /// A protocol that keeps superseded versions for a while (Eiger holds
+    /// them `trans_time`, 5 s) grows most chains well past a few versions,
+    /// and `Vec`'s doubling (4, 8, 16 slots) left a third of that memory
+    /// unused on average; every byte of it was a fresh page the kernel
+    /// zeroed on the node's thread. The allocator's size classes often
+    /// leave room to grow in place.
+    fn make_room(&mut self) {
+        let len = self.versions.len();
+        if len == self.versions.capacity() {
+            self.versions.reserve_exact((len / 2).max(1));
+        }
+    }
+
     /// Drop every version older than the newest one satisfying `stable`;
     /// returns how many went and their value bytes.
     fn drop_below_newest(&mut self, stable: impl FnMut(&V) -> bool) -> (usize, usize) {
@@ -401,6 +415,7 @@ impl<V: Versioned + Clone> MvStore<V> {
             },
         };
         let newest = pos == chain.versions.len();
+        chain.make_room();
         chain.versions.insert(pos, v);
         if let Some(j) = self.journal.as_mut() {
             j.push((KeyIndex(i), order));
@@ -454,10 +469,26 @@ impl<V: Versioned + Clone> MvStore<V> {
         &mut self,
         key: &[u8],
         plan: impl FnOnce(&[V]) -> Option<usize>,
+        keep: impl FnMut(&V, &V) -> bool,
+        mark: impl FnOnce(&mut V),
+    ) -> usize {
+        match self.chains.get_index_of(key) {
+            Some(i) => self.collect_planned_at(KeyIndex(i), plan, keep, mark),
+            None => 0,
+        }
+    }
+
+    /// [`MvStore::collect_planned`] for the key at `index` (from this
+    /// store: an index it never handed out collects nothing).
+    pub fn collect_planned_at(
+        &mut self,
+        index: KeyIndex,
+        plan: impl FnOnce(&[V]) -> Option<usize>,
         mut keep: impl FnMut(&V, &V) -> bool,
         mark: impl FnOnce(&mut V),
     ) -> usize {
-        let Some((ki, k, c)) = self.chains.get_full_mut(key) else { return 0 };
+        let ki = index.0;
+        let Some((k, c)) = self.chains.get_index_mut(ki) else { return 0 };
         let Some(floor) = plan(&c.versions) else { return 0 };
         assert!(floor < c.versions.len(), "the plan names a stored version");
         preserve(&mut self.freeze, ki, k, c);
@@ -617,6 +648,12 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.chains.get(key).map(|c| c.versions.as_slice()).unwrap_or(&[])
     }
 
+    /// The versions of the key at `index`, oldest first (none for an index
+    /// this store never handed out).
+    pub fn versions_at(&self, index: KeyIndex) -> &[V] {
+        self.chains.get_index(index.0).map(|(_, c)| c.versions.as_slice()).unwrap_or(&[])
+    }
+
     /// Whether GC has dropped versions of `key`.
     pub fn was_pruned(&self, key: &[u8]) -> bool {
         self.chains.get(key).is_some_and(|c| c.pruned)
@@ -643,6 +680,11 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// a replica.
     pub fn mark_at(&mut self, index: KeyIndex) -> Option<&mut u64> {
         self.chains.get_index_mut(index.0).map(|(_, c)| &mut c.mark)
+    }
+
+    /// Where `key`'s chain is, if the key was ever stored.
+    pub fn index_of(&self, key: &[u8]) -> Option<KeyIndex> {
+        self.chains.get_index_of(key).map(KeyIndex)
     }
 
     /// [`MvStore::gc_key`] for the key at `index` (from this store: an
@@ -791,6 +833,36 @@ mod tests {
     }
     fn k() -> Key {
         Bytes::from_static(b"k")
+    }
+
+    #[test]
+    fn chains_grow_by_half_not_double() {
+        let mut s = MvStore::new();
+        for t in 1..=40 {
+            s.insert(&k(), v(t));
+            let cap = s.chains.get(&k()[..]).unwrap().versions.capacity();
+            assert!(cap >= t as usize && cap <= (t as usize * 3).div_ceil(2), "{t} versions in {cap} slots");
+        }
+        // One version, as most chains under a protocol that keeps only the
+        // newest, takes one slot (`Vec` would start at four).
+        s.insert(b"one", v(1));
+        assert_eq!(s.chains.get(&b"one"[..]).unwrap().versions.capacity(), 1);
+    }
+
+    #[test]
+    fn an_index_reaches_the_same_chain_as_its_key() {
+        let mut s = MvStore::new();
+        s.insert(b"a", v(1));
+        let landed = s.insert_collecting(&k(), v(1), |_| false);
+        s.insert(&k(), v(2));
+        assert_eq!(s.index_of(&k()), Some(landed.index));
+        assert_eq!(s.index_of(b"nowhere"), None);
+        assert_eq!(s.versions_at(landed.index).iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2]);
+        // Collect below the newest, by index.
+        let dropped = s.collect_planned_at(landed.index, |vs| Some(vs.len() - 1), |_, _| false, |_| {});
+        assert_eq!(dropped, 1);
+        assert_eq!(s.versions(&k()).iter().map(|x| x.0).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(s.versions(b"a").len(), 1, "another key's chain untouched");
     }
 
     /// A version with a mark that `collect_planned` may change in place.

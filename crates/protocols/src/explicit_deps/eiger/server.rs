@@ -6,7 +6,7 @@ use crate::kit::msg::Thin;
 use bytes::Bytes;
 use causeway_core::column::DEFAULT_COLUMN;
 use causeway_core::column::{family_prefix, is_location_key, location_key, row_of};
-use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
+use causeway_core::{ClientId, Key, KeyIndex, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One Eiger server (a logical server of one DC, Lloyd §5.1): a Lamport
@@ -18,7 +18,7 @@ pub struct EigerServer {
     pub(super) node: DepNode,
     /// (when, key): a version of `key` was applied; collect the versions it
     /// superseded from then on (§5.3, "limiting old values").
-    version_gc: VecDeque<(u64, Key)>,
+    version_gc: VecDeque<(u64, KeyIndex)>,
     /// Write-only transactions this node coordinates (§5.4), until every
     /// cohort acknowledged the commit.
     pub(super) coords: BTreeMap<TxnId, Coord>,
@@ -130,8 +130,10 @@ impl Server for EigerServer {
                     self.node.witness(*t);
                 }
             }
-            if versions.len() > 1 {
-                self.version_gc.push_back((now + self.cfg.hold_us(), key.clone()));
+            if versions.len() > 1
+                && let Some(index) = env.store().index_of(&key)
+            {
+                self.version_gc.push_back((now + self.cfg.hold_us(), index));
             }
         }
         // Transactions in flight resume (their state is in the store).
@@ -570,10 +572,12 @@ impl EigerServer {
         let state = State::Committed { evt: stamp.lamport(), at_us: now };
         // The store's copy shares no reference count with the replicas'
         // ([`causeway_core::copy_if_short`]).
-        env.store().insert(key, Version::new(causeway_core::copy_if_short(value), stamp, state));
+        let landed =
+            env.store()
+                .insert_collecting(key, Version::new(causeway_core::copy_if_short(value), stamp, state), |_| false);
         self.note_key(key);
         self.node.settle.own_write(stamp);
-        self.publish(env, key, stamp, now);
+        self.publish_at(env, landed.index, landed.left, stamp, now);
         (stamp, now)
     }
 
@@ -607,9 +611,27 @@ impl EigerServer {
     /// A version was applied: report it if reads now return it, and
     /// schedule collection of what it superseded.
     pub(super) fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
-        self.node.report_if_newest(env, key, stamp, written_us);
-        if env.store().versions(key).len() > 1 {
-            self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), key.clone()));
+        if let Some(index) = env.store().index_of(key) {
+            let left = env.store().versions_at(index).len();
+            self.publish_at(env, index, left, stamp, written_us);
+        }
+    }
+
+    /// [`Self::publish`] for the key at `index`, which now holds `left`
+    /// versions. The collection queue names the key by its index: a clone
+    /// of the key would keep its buffer (and the count a first clone
+    /// allocates) for `trans_time`, on every overwrite.
+    fn publish_at(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        index: KeyIndex,
+        left: usize,
+        stamp: Stamp,
+        written_us: u64,
+    ) {
+        self.node.report_if_newest_at(env, index, stamp, written_us);
+        if left > 1 {
+            self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), index));
         }
     }
 
@@ -623,7 +645,7 @@ impl EigerServer {
         while let Some((at, _)) = self.version_gc.front()
             && *at <= now
         {
-            let (_, key) = self.version_gc.pop_front().expect("front exists");
+            let (_, index) = self.version_gc.pop_front().expect("front exists");
             let old_enough = |v: &Version| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now);
             // The floor: the newest version applied long enough ago, if it
             // superseded a committed one.
@@ -643,7 +665,7 @@ impl EigerServer {
             // restarted from its log gets back the versions collected here
             // (collection is not logged), so it needs no mark; a snapshot
             // copies the mark with the state.
-            env.store().collect_planned(&key, plan, keep, |v| v.collected_below = true);
+            env.store().collect_planned_at(index, plan, keep, |v| v.collected_below = true);
         }
     }
 }

@@ -59,7 +59,7 @@
 use super::msg::{Dep, DepVersion, PathMsg, Stamp};
 use super::settle::Settle;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
-use causeway_core::{Key, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology, Versioned};
+use causeway_core::{Key, KeyIndex, MvStore, NodeCtx, NodeId, Observation, ServerEnv, Topology, Versioned};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -323,6 +323,21 @@ impl DepNode {
         let origin = self.topology.dc_of(stamp.origin());
         env.observe_visible_in_store(origin, written_us, |store| {
             store.latest_where_keyed(key, V::committed).filter(|(_, v)| v.order() == stamp)
+        });
+    }
+
+    /// [`Self::report_if_newest`] for the key at `index` of the store (no
+    /// hashing of the key again right after a write found it).
+    pub fn report_if_newest_at<M, V: DepVersion>(
+        &self,
+        env: &mut impl ServerEnv<M, V>,
+        index: KeyIndex,
+        stamp: Stamp,
+        written_us: u64,
+    ) {
+        let origin = self.topology.dc_of(stamp.origin());
+        env.observe_visible_in_store(origin, written_us, |store| {
+            store.latest_where_at(index, V::committed).filter(|(_, v)| v.order() == stamp)
         });
     }
 
