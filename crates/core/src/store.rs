@@ -608,14 +608,6 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.chains.get(key).and_then(|c| c.versions.iter().rev().find(|v| pred(v)))
     }
 
-    /// [`MvStore::latest_where`], with the key as stored: for a caller that
-    /// hands both on by reference
-    /// ([`crate::ServerEnv::observe_visible_in_store`]).
-    pub fn latest_where_keyed(&self, key: &[u8], mut pred: impl FnMut(&V) -> bool) -> Option<(&[u8], &V)> {
-        let (_, k, c) = self.chains.get_full(key)?;
-        c.versions.iter().rev().find(|v| pred(v)).map(|v| (k.as_slice(), v))
-    }
-
     /// [`MvStore::latest_where`] for the key at `index`, with the key: no
     /// hashing or comparing of key bytes, which at 100 000 keys is a few
     /// cache misses per lookup.

@@ -320,10 +320,9 @@ impl DepNode {
         stamp: Stamp,
         written_us: u64,
     ) {
-        let origin = self.topology.dc_of(stamp.origin());
-        env.observe_visible_in_store(origin, written_us, |store| {
-            store.latest_where_keyed(key, V::committed).filter(|(_, v)| v.order() == stamp)
-        });
+        if let Some(index) = env.store().index_of(key) {
+            self.report_if_newest_at(env, index, stamp, written_us);
+        }
     }
 
     /// [`Self::report_if_newest`] for the key at `index` of the store (no
