@@ -14,7 +14,7 @@ SECS=${3:-10}
 FSYNC=${4:-never}
 PROTOCOLS=${PROTOCOLS:-"eventual gentlerain causalspartanx cops"}
 D=$(mktemp -d /tmp/causeway-dkvf.XXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$D"' EXIT
 . "$(dirname "$0")/lib/cluster.sh"
 for r in $(seq 1 "$ROUNDS"); do
   for p in $PROTOCOLS; do

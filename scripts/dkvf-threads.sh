@@ -12,7 +12,7 @@ B=$(realpath "${1:-target/release/causeway}")
 P=${2:-causalspartanx}
 SECS=${3:-8}
 D=$(mktemp -d /tmp/causeway-dkvf-threads.XXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$D"' EXIT
 . "$(dirname "$0")/lib/cluster.sh"
 two_dc_config "$D/c" "threads-$P" "$P" never 1
 if [ -n "${SNAP:-}" ]; then sed -i "s/^fsync = .*/&\nsnapshot_bytes = $SNAP/" "$D/c/cluster.toml"; fi

@@ -25,7 +25,7 @@ WHO=${WHO:-node0}
 SECS=8
 command -v valgrind >/dev/null || { echo "needs valgrind (apt install valgrind)" >&2; exit 2; }
 D=$(mktemp -d /tmp/causeway-ir.XXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$D"' EXIT
 . "$(dirname "$0")/lib/cluster.sh"
 two_dc_config "$D" "ir-$P" "$P" never 1
 CG="valgrind --tool=callgrind --callgrind-out-file=$D/cg.out"

@@ -11,7 +11,7 @@ P=$1
 OUT=$(realpath -m "$2")
 B=$(realpath "${3:-target/release/causeway}")
 D=$(mktemp -d /tmp/causeway-prof.XXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$D"' EXIT
 . "$(dirname "$0")/lib/cluster.sh"
 two_dc_config "$D" "prof-$P" "$P" never 1
 start_two_dc "$D"
