@@ -51,10 +51,11 @@ impl<V: Versioned> Chain<V> {
     /// Room for one more version, growing by half rather than doubling.
     /// A protocol that keeps superseded versions for a while (Eiger holds
     /// them `trans_time`, 5 s) grows most chains well past a few versions,
-    /// and `Vec`'s doubling (4, 8, 16 slots) left a third of that memory
-    /// unused on average; every byte of it was a fresh page the kernel
-    /// zeroed on the node's thread. The allocator's size classes often
-    /// leave room to grow in place.
+    /// and `Vec`'s doubling (4, 8, 16 slots) left about a quarter of that
+    /// memory unused, fresh pages the kernel zeroed on the node's thread
+    /// (Eiger's resident memory after a 4 s run of overwrites: 338 MB
+    /// doubling, 315 MB growing by half). The allocator's size classes
+    /// often leave room to grow in place.
     fn make_room(&mut self) {
         let len = self.versions.len();
         if len == self.versions.capacity() {
