@@ -43,7 +43,8 @@ point = 1
 "#;
 
 fn out_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("causeway-bench-test-{name}-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("causeway-bench-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

@@ -58,7 +58,8 @@ fn config(dir: &Path, addr: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("causeway-cli-{name}-{}", std::process::id()));
+    let d =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

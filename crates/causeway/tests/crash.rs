@@ -33,7 +33,8 @@ fn start(config: &std::path::Path, node: u32) -> Child {
 }
 
 fn crash_restart(p: ProtocolName) {
-    let dir = std::env::temp_dir().join(format!("causeway-crash-{p}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-crash-{p}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
@@ -131,7 +132,8 @@ fn kill_9_loses_no_acknowledged_write() {
 /// then y is written in DC1: y reaches DC2 at once and waits there for x.
 /// DC2's server is killed while y waits, and restarted.
 fn pending_write_survives_kill_9(p: ProtocolName) {
-    let dir = std::env::temp_dir().join(format!("causeway-pending-{p}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-pending-{p}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
@@ -499,7 +501,8 @@ async fn check_wots(cluster: &Arc<causeway_net::Cluster>, shared: &SharedWots, h
 /// crash must not lose what earlier ones left.
 #[test]
 fn eiger_wot_survives_kill_9_of_any_participant() {
-    let dir = std::env::temp_dir().join(format!("causeway-eiger-wot-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-eiger-wot-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
@@ -619,7 +622,8 @@ fn eiger_wot_survives_kill_9_of_any_participant() {
 #[test]
 fn a_snapshot_cut_at_the_gc_horizon_keeps_every_keys_newest_write() {
     for p in [ProtocolName::CausalSpartanX, ProtocolName::Cure, ProtocolName::Contrarian] {
-        let dir = std::env::temp_dir().join(format!("causeway-cut-{p}-{}", std::process::id()));
+        let dir =
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-cut-{p}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("cluster.toml");

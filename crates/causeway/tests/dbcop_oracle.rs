@@ -228,7 +228,7 @@ fn a_read_failed_write_keeps_its_place_after_its_sessions_earlier_operations() {
 
 #[test]
 fn the_seed_17_dsv_merge_failure_is_rejected_and_the_default_accepted() {
-    let dir = std::env::temp_dir().join(format!("causeway-dbcop-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-dbcop-{}", std::process::id()));
     let run = |param: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_causeway"))
             .args(["torture", "-p", "causalspartanx", "--runs", "1", "--seed", "17", "--dump"])

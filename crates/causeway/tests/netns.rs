@@ -87,7 +87,7 @@ fn two_dcs_in_network_namespaces() {
         );
     }
 
-    let dir = std::env::temp_dir().join(format!("causeway-netns-{pid}"));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-netns-{pid}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("cluster.toml");

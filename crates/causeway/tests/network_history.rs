@@ -14,7 +14,8 @@ use std::time::Duration;
 fn network_histories_pass_the_checker() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     for &p in ProtocolName::ALL {
-        let dir = std::env::temp_dir().join(format!("causeway-nh-{p}-{}", std::process::id()));
+        let dir =
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-nh-{p}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let spec = EmbeddedSpec {
             protocol: p,

@@ -110,7 +110,8 @@ async fn redis(s: &mut TcpStream, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_door_holds_tokens_to_their_roles() {
-    let dir = std::env::temp_dir().join(format!("causeway-auth-it-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-auth-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let tokens = dir.join("tokens.toml");
@@ -196,7 +197,8 @@ async fn every_door_holds_tokens_to_their_roles() {
 /// the replay fails the handshake: nothing in it is decrypted or applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_session_gets_nowhere() {
-    let dir = std::env::temp_dir().join(format!("causeway-replay-it-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-replay-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let tokens = dir.join("tokens.toml");

@@ -34,7 +34,7 @@ async fn closed(s: &mut Conn) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_and_the_server_keeps_serving() {
     let rt = tokio::runtime::Handle::current();
-    let dir = std::env::temp_dir().join(format!("causeway-bad-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-bad-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = EmbeddedSpec {
         protocol: ProtocolName::Eventual,
@@ -175,7 +175,8 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
     use causeway_protocols::eiger::{Eiger, MAX_WOT_KEYS, Msg as EMsg, TxnId, TxnInfo};
     type EW = Wire<EMsg>;
     let rt = tokio::runtime::Handle::current();
-    let dir = std::env::temp_dir().join(format!("causeway-bad-wot-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-bad-wot-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = EmbeddedSpec {
         protocol: ProtocolName::Eiger,

@@ -97,7 +97,8 @@ fn a_session_outlives_the_runtime_it_ran_on() {
     use causeway_net::embedded::{Embedded, EmbeddedSpec};
     use causeway_protocols::ProtocolName;
     let nodes_rt = tokio::runtime::Runtime::new().unwrap();
-    let dir = std::env::temp_dir().join(format!("causeway-session-runtimes-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("causeway-session-runtimes-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut spec = EmbeddedSpec::default_for(ProtocolName::Eventual, dir.clone());
     (spec.dcs, spec.partitions, spec.rtt_ms, spec.plaintext) = (1, 1, vec![vec![0.0]], true);

@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 fn spec(name: &str) -> EmbeddedSpec {
-    let d = std::env::temp_dir().join(format!("causeway-conns-{name}-{}", std::process::id()));
+    let d =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-conns-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     EmbeddedSpec {
         protocol: ProtocolName::Eventual,

@@ -25,7 +25,8 @@ async fn visible(c: &std::sync::Arc<causeway_net::Cluster>, dc: DcId, key: &'sta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sequence_numbers_belong_to_one_incarnation() {
-    let dir = std::env::temp_dir().join(format!("causeway-identity-it-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-identity-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = EmbeddedSpec {
         protocol: ProtocolName::Eventual,

@@ -16,7 +16,8 @@ const PEER_QUEUE: usize = 4;
 const WRITES_PER_DC: usize = 600;
 
 fn spec(p: ProtocolName) -> EmbeddedSpec {
-    let d = std::env::temp_dir().join(format!("causeway-outage-{p}-{}", std::process::id()));
+    let d =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-outage-{p}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     EmbeddedSpec {
         protocol: p,

@@ -28,7 +28,8 @@ fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
 }
 
 fn start_with_limits(p: ProtocolName, name: &str, limits: causeway_net::config::Limits) -> (Embedded, u16) {
-    let dir = std::env::temp_dir().join(format!("causeway-redis-{name}-{p}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("causeway-redis-{name}-{p}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let base = free_ports(4);
     let spec = EmbeddedSpec {

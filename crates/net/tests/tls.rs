@@ -33,7 +33,7 @@ async fn wait_for(cond: impl Fn() -> bool, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_holders_of_the_clusters_certificates_get_in() {
     let rt = tokio::runtime::Handle::current();
-    let dir = std::env::temp_dir().join(format!("causeway-tls-it-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-tls-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = EmbeddedSpec {
         protocol: ProtocolName::Eventual,
