@@ -16,8 +16,9 @@ pub struct EigerServer {
     /// The Lamport clock, equivalents and the `dep_check` path (shared with
     /// COPS).
     pub(super) node: DepNode,
-    /// (when, key): a version of `key` was applied; collect the versions it
-    /// superseded from then on (§5.3, "limiting old values").
+    /// (when, key's store index): a version of the key was applied; collect
+    /// the versions it superseded from then on (§5.3, "limiting old
+    /// values").
     version_gc: VecDeque<(u64, KeyIndex)>,
     /// Write-only transactions this node coordinates (§5.4), until every
     /// cohort acknowledged the commit.
