@@ -614,14 +614,15 @@ fn eiger_wot_survives_kill_9_of_any_participant() {
 }
 
 /// A stabilization protocol's snapshot leaves out the superseded versions
-/// its GC would drop ([`causeway_core::Server::snapshot_floor`]); what it
-/// keeps must still hold each key's newest write. For each of CausalSpartanX,
-/// Cure and Contrarian: overwrite a few keys for longer than the GC's grace
-/// (1 s) while filler writes compact the log every 16 KiB, `kill -9` DC 0's
-/// server, restart it, and read every key's last acknowledged value back.
+/// its GC would drop, and Eiger's every superseded version
+/// ([`causeway_core::Server::snapshot_floor`]); what it keeps must still
+/// hold each key's newest write. For each of CausalSpartanX, Cure,
+/// Contrarian and Eiger: overwrite a few keys for longer than the GC's
+/// grace (1 s) while filler writes compact the log every 16 KiB, `kill -9`
+/// DC 0's server, restart it, and read every key's last acknowledged value back.
 #[test]
 fn a_snapshot_cut_at_the_gc_horizon_keeps_every_keys_newest_write() {
-    for p in [ProtocolName::CausalSpartanX, ProtocolName::Cure, ProtocolName::Contrarian] {
+    for p in [ProtocolName::CausalSpartanX, ProtocolName::Cure, ProtocolName::Contrarian, ProtocolName::Eiger] {
         let dir =
             std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-cut-{p}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

@@ -85,11 +85,60 @@ impl<V: Versioned> Chain<V> {
 /// snapshot thread.
 pub type FreezeEncoder<V> = fn(key: &[u8], versions: &[V], out: &mut Vec<u8>);
 
-/// Where a freeze may cut a key's versions ([`crate::Server::snapshot_floor`]):
-/// true of the newest version every read can still ask for at the oldest.
-/// The copy keeps that one and the newer ones; the older ones are garbage
-/// the protocol's collection has not reached yet, and would drop.
-pub type SnapshotFloor<V> = Box<dyn Fn(&V) -> bool + Send>;
+/// Given a chain of more than one version (oldest first), the index of the
+/// oldest version a snapshot keeps: 0 keeps them all.
+type ChainCut<V> = Box<dyn Fn(&[V]) -> usize + Send>;
+
+/// Where a freeze may cut a key's versions ([`crate::Server::snapshot_floor`]).
+/// The copy keeps the version the cut names and the newer ones; the older
+/// ones are garbage the protocol's collection has not reached yet, or
+/// would not need after a restart.
+pub struct SnapshotFloor<V> {
+    cut: ChainCut<V>,
+    /// Applied to a copy of the version a cut leaves oldest, before it is
+    /// encoded: a protocol whose reads may still ask for what was cut
+    /// records there that it is gone.
+    mark: Option<fn(&mut V)>,
+}
+
+impl<V: 'static> SnapshotFloor<V> {
+    /// Cut below the newest version `holds` of: the newest version every
+    /// read can still ask for at the oldest (a stabilization protocol's
+    /// horizon). A chain it holds of nowhere is copied whole.
+    pub fn at_newest(holds: impl Fn(&V) -> bool + Send + 'static) -> Self {
+        SnapshotFloor { cut: Box::new(move |vs: &[V]| vs.iter().rposition(&holds).unwrap_or(0)), mark: None }
+    }
+
+    /// Cut where `cut` says, and `mark` the copy of the version left oldest
+    /// by a cut: for a protocol whose reads may ask for any time and must
+    /// learn, after a restart from the snapshot, that the versions before
+    /// that one are gone (Eiger's read-only transactions).
+    pub fn marked(cut: impl Fn(&[V]) -> usize + Send + 'static, mark: fn(&mut V)) -> Self {
+        SnapshotFloor { cut: Box::new(cut), mark: Some(mark) }
+    }
+}
+
+impl<V: Clone> SnapshotFloor<V> {
+    /// The versions of a chain (oldest first) a snapshot cut here keeps,
+    /// as it keeps them (the oldest one marked if the cut left any out):
+    /// what a node restarted from that snapshot holds of the key.
+    pub fn kept(&self, versions: &[V]) -> Vec<V> {
+        let from = self.cut(versions);
+        let mut kept = versions[from.min(versions.len())..].to_vec();
+        if let (Some(mark), true, Some(oldest)) = (self.mark, from > 0, kept.first_mut()) {
+            mark(oldest);
+        }
+        kept
+    }
+}
+
+impl<V> SnapshotFloor<V> {
+    /// The index of the oldest of `versions` (a chain, oldest first) a
+    /// copy keeps.
+    pub fn cut(&self, versions: &[V]) -> usize {
+        if versions.len() > 1 { (self.cut)(versions) } else { 0 }
+    }
+}
 
 /// The buffers a freeze copies into, handed back by [`Frozen::into_buffers`]
 /// for the next one. A buffer used before has its pages mapped: fresh ones
@@ -140,7 +189,8 @@ impl FreezeBuffers {
     }
 
     /// Append `encode`'s bytes for the chain of key `index`.
-    fn push_chain<V>(&mut self, index: usize, encode: FreezeEncoder<V>, key: &[u8], versions: &[V]) {
+    /// Encode `key`'s versions `head` then `rest` (oldest first) as one chain.
+    fn push_chain<V>(&mut self, index: usize, encode: FreezeEncoder<V>, key: &[u8], head: Option<&V>, rest: &[V]) {
         // Room for a typical chain left in the current chunk, or the next.
         let full = |c: &Vec<u8>| !c.is_empty() && c.len() + FREEZE_CHUNK_BYTES / 16 > FREEZE_CHUNK_BYTES;
         if self.used == 0 || full(&self.chunks[self.used - 1]) {
@@ -152,7 +202,10 @@ impl FreezeBuffers {
         let chunk = self.used - 1;
         let out = &mut self.chunks[chunk];
         let start = out.len();
-        encode(key, versions, out);
+        if let Some(head) = head {
+            encode(key, std::slice::from_ref(head), out);
+        }
+        encode(key, rest, out);
         let end = out.len();
         let narrow = |x: usize| u32::try_from(x).expect("a freeze chunk stays under 4 GiB");
         self.chains.push(ChainAt { index, chunk: narrow(chunk), start: narrow(start), end: narrow(end) });
@@ -331,7 +384,7 @@ fn prefetch<T>(at: &T) {
 
 /// Copy before write: a chain that existed when the freeze under way began
 /// and is about to change for the first time since is copied as it stands.
-fn preserve<V>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: &mut Chain<V>) {
+fn preserve<V: Clone>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: &mut Chain<V>) {
     if let Some(f) = freeze
         && chain.frozen != f.epoch
     {
@@ -343,12 +396,22 @@ fn preserve<V>(freeze: &mut Option<Freeze<V>>, index: usize, key: &[u8], chain: 
         // (a chain the floor holds of nowhere is copied whole too): most
         // chains, which skip the floor's call (~50 ns a write on
         // CausalSpartanX's checkpoints, whose floor reads a dependency set).
-        let from = match &f.floor {
-            Some(floor) if chain.versions.len() > 1 => chain.versions.iter().rposition(floor).unwrap_or(0),
-            _ => 0,
+        let vs = &chain.versions;
+        let (from, mark) = match &f.floor {
+            Some(floor) if vs.len() > 1 => (floor.cut(vs), floor.mark),
+            _ => (0, None),
         };
-        if !chain.versions.is_empty() {
-            f.copy.push_chain(index, f.encode, key, &chain.versions[from..]);
+        assert!(from == 0 || from < vs.len(), "a cut keeps the chain's newest version");
+        match mark {
+            // One clone per cut chain, for the mark: the store's own
+            // version stays as it is.
+            Some(mark) if from > 0 => {
+                let mut head = vs[from].clone();
+                mark(&mut head);
+                f.copy.push_chain(index, f.encode, key, Some(&head), &vs[from + 1..]);
+            }
+            _ if !vs.is_empty() => f.copy.push_chain(index, f.encode, key, None, &vs[from..]),
+            _ => {}
         }
     }
 }
@@ -1244,7 +1307,7 @@ mod tests {
         }
         s.insert(b"d", M(3, Bytes::from_static(b"x"), 0));
         s.insert(b"d", M(4, Bytes::from_static(b"x"), 0));
-        s.begin_freeze(encode_m, FreezeBuffers::default(), Some(Box::new(|m: &M| m.0 <= 2)));
+        s.begin_freeze(encode_m, FreezeBuffers::default(), Some(SnapshotFloor::at_newest(|m: &M| m.0 <= 2)));
         assert!(s.freeze_step(1).is_none(), "one key a step");
         s.insert(b"c", M(5, Bytes::from_static(b"x"), 0));
         let copy = s.freeze_step(usize::MAX).expect("the rest");
@@ -1257,6 +1320,37 @@ mod tests {
             .collect();
         assert_eq!(got, want);
         assert_eq!(s.versions(b"a").len(), 4, "the store keeps what the copy leaves out");
+    }
+
+    /// A marked cut copies the version it leaves oldest with the mark
+    /// applied, whether a step copies the chain or a write to it does
+    /// first; the store's own version keeps no mark, and an uncut chain
+    /// is copied unmarked.
+    #[test]
+    fn a_marked_cut_marks_the_copy_of_the_version_it_leaves_oldest() {
+        let mut s: MvStore<M> = MvStore::new();
+        for k in ["a", "b"] {
+            for v in 1..=3u64 {
+                s.insert(k.as_bytes(), M(v, Bytes::from_static(b"x"), 0));
+            }
+        }
+        s.insert(b"c", M(1, Bytes::from_static(b"x"), 0));
+        s.insert(b"c", M(2, Bytes::from_static(b"x"), 0));
+        // Cut at the newest version when it is 3; keep chains ending elsewhere whole.
+        let cut = |vs: &[M]| if vs.last().is_some_and(|m| m.0 == 3) { vs.len() - 1 } else { 0 };
+        s.begin_freeze(encode_m, FreezeBuffers::default(), Some(SnapshotFloor::marked(cut, |m: &mut M| m.2 = 7)));
+        assert!(s.freeze_step(1).is_none(), "one key a step");
+        s.insert(b"b", M(4, Bytes::from_static(b"x"), 0));
+        let copy = s.freeze_step(usize::MAX).expect("the rest");
+        let got: Vec<(String, u64, u32)> = copy
+            .ordered()
+            .flat_map(decode_m)
+            .map(|(k, m)| (String::from_utf8(k.to_vec()).unwrap(), m.0, m.2))
+            .collect();
+        let want = [("a", 3, 7), ("b", 3, 7), ("c", 1, 0), ("c", 2, 0)].map(|(k, v, m)| (k.to_string(), v, m));
+        assert_eq!(got, want);
+        assert!(s.versions(b"a").iter().all(|m| m.2 == 0), "the store's versions are not marked");
+        assert_eq!(s.versions(b"b").len(), 4);
     }
 
     #[test]

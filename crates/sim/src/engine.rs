@@ -891,17 +891,31 @@ impl<P: Protocol> Sim<P> {
     /// runtime's write-ahead log gives back; the simulator's store is the
     /// journal, as if every turn were logged before its messages left),
     /// then `on_start`, then the peer messages that waited for it.
+    ///
+    /// About half the restarts (by a bit of the trace hash, so a seed
+    /// replays the same choice) come instead from a snapshot taken as the
+    /// node crashed: each chain cut where the protocol's
+    /// [`causeway_core::Server::snapshot_floor`] says, as the network
+    /// runtime's checkpoint cuts it. So randomized fault runs check that a
+    /// cut leaves out nothing a restarted node needs.
     fn restart(&mut self, node: NodeId) {
         if !self.nodes[node.idx()].crashed {
             return;
         }
         let ctx = NodeCtx { id: node, role: self.topology.role(node), topology: self.topology.clone() };
         let server = P::server(&self.cfg, ctx);
+        let from_snapshot = self.trace & 1 == 1;
         let n = &mut self.nodes[node.idx()];
+        let floor = if from_snapshot { n.server.snapshot_floor() } else { None };
         let mut store = MvStore::new();
         for key in n.store.keys_sorted() {
-            for v in n.store.versions(&key) {
-                store.restore(&key, v.clone());
+            let versions = n.store.versions(&key);
+            let kept = match &floor {
+                Some(floor) => floor.kept(versions),
+                None => versions.to_vec(),
+            };
+            for v in kept {
+                store.restore(&key, v);
             }
         }
         if let Some(meta) = n.store.meta() {

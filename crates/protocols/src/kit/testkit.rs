@@ -209,6 +209,27 @@ impl<P: Protocol> TestNet<P> {
         server.on_start(&mut env);
     }
 
+    /// Crash `node` and restart it from a snapshot taken as it crashed:
+    /// each chain cut where the server's
+    /// [`causeway_core::Server::snapshot_floor`] says, as the network
+    /// runtime's checkpoint cuts it; then as [`TestNet::restart`].
+    pub fn restart_from_snapshot(&mut self, node: NodeId, cfg: &P::Config) {
+        if let Some(floor) = self.servers[node.idx()].snapshot_floor() {
+            let old = std::mem::take(&mut self.stores[node.idx()]);
+            let store = &mut self.stores[node.idx()];
+            for key in old.keys_sorted() {
+                for v in floor.kept(old.versions(&key)) {
+                    store.restore(&key, v);
+                }
+            }
+            if let Some(meta) = old.meta() {
+                store.set_meta(meta.to_vec());
+                store.take_dirty_meta();
+            }
+        }
+        self.restart(node, cfg);
+    }
+
     /// The `i`-th client of DC `dc`.
     pub fn client(&self, dc: u16, i: u32) -> ClientId {
         assert!(i < self.clients_per_dc, "DC {dc} has {} clients", self.clients_per_dc);

@@ -155,7 +155,7 @@ impl<S: Clone + PartialEq> VersionGc<S> {
         S: Send + 'static,
     {
         let horizon = self.horizon()?.clone();
-        Some(Box::new(move |v| visible(v, &horizon)))
+        Some(causeway_core::SnapshotFloor::at_newest(move |v| visible(v, &horizon)))
     }
 
     /// A horizon this collection reached since the protocol last journaled
@@ -433,7 +433,7 @@ mod tests {
         gc.collect(&mut store, 1_600, &2, 500, visible);
         assert_eq!(orders(&store, &k), vec![1, 2, 3, 4], "quiet for less than 5 000 us: not collected yet");
         let floor = gc.snapshot_floor(visible).expect("a horizon (2, recorded at 1 000)");
-        let cut = store.versions(&k).iter().rposition(floor).expect("a version inside the horizon");
+        let cut = floor.cut(store.versions(&k));
         let copied: Vec<u64> = store.versions(&k)[cut..].iter().map(|x| x.0).collect();
         assert_eq!(copied, vec![2, 3, 4]);
         gc.collect(&mut store, 6_000, &2, 500, visible);

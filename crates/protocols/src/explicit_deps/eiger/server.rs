@@ -6,7 +6,7 @@ use crate::kit::msg::Thin;
 use bytes::Bytes;
 use causeway_core::column::DEFAULT_COLUMN;
 use causeway_core::column::{family_prefix, is_location_key, location_key, row_of};
-use causeway_core::{ClientId, Key, KeyIndex, NodeCtx, NodeId, Observation, Server, ServerEnv, Value};
+use causeway_core::{ClientId, Key, KeyIndex, NodeCtx, NodeId, Observation, Server, ServerEnv, SnapshotFloor, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One Eiger server (a logical server of one DC, Lloyd §5.1): a Lamport
@@ -325,6 +325,12 @@ impl Server for EigerServer {
             }
             _ => {}
         }
+    }
+
+    /// A checkpoint copies each key from its current version
+    /// ([`snapshot_cut`]), marked `collected_below`.
+    fn snapshot_floor(&self) -> Option<SnapshotFloor<Version>> {
+        Some(SnapshotFloor::marked(snapshot_cut, |v| v.collected_below = true))
     }
 }
 
@@ -654,14 +660,7 @@ impl EigerServer {
                 let (at, floor) = vs.iter().enumerate().filter(|(_, v)| old_enough(v)).max_by_key(|(_, v)| v.arb())?;
                 vs.iter().any(|v| v.arb() < floor.arb() && v.committed()).then_some(at)
             };
-            // Pending versions stay until committed (recovery needs them),
-            // and a coordinator's record of a transaction until every
-            // participant acknowledged its commit.
-            let keep = |v: &Version, floor: &Version| {
-                matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
-                    || v.coord.as_ref().is_some_and(|t| !t.acked)
-                    || v.arb() > floor.arb()
-            };
+            let keep = |v: &Version, floor: &Version| still_needed(v) || v.arb() > floor.arb();
             // One lookup per key. The mark is not journaled: a node
             // restarted from its log gets back the versions collected here
             // (collection is not logged), so it needs no mark; a snapshot
@@ -669,6 +668,36 @@ impl EigerServer {
             env.store().collect_planned_at(index, plan, keep, |v| v.collected_below = true);
         }
     }
+}
+
+/// Whether a version must outlive the versions newer than it: a pending
+/// one until it commits (recovery needs it), and a coordinator's record of
+/// a transaction until every participant acknowledged its commit.
+fn still_needed(v: &Version) -> bool {
+    matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
+        || v.coord.as_ref().is_some_and(|t| !t.acked)
+}
+
+/// Where a checkpoint may cut a key's versions (oldest first): at its
+/// current version — committed, the newest readable one by last-writer-wins
+/// order (a counter's, applied) — when everything before it in the chain
+/// is what collection would drop at that floor; else nowhere (0).
+///
+/// Deviation from §5.3, which keeps superseded versions `trans_time` for
+/// the read-only transactions in flight: a snapshot is only read back by a
+/// restarted node, whose transactions in flight ended with it, so its copy
+/// keeps none. A read at a time before the current version's EVT — a second
+/// round from a transaction that began before the restart — then restarts,
+/// as after collection, because the copy is marked `collected_below`.
+/// Without the cut a checkpoint copied every version held for reads, the
+/// whole of a write-heavy load's last `trans_time`.
+pub(super) fn snapshot_cut(versions: &[Version]) -> usize {
+    let current = versions.iter().enumerate().filter(|(_, v)| v.readable()).max_by_key(|(_, v)| v.arb());
+    let Some((at, current)) = current else { return 0 };
+    let settled = matches!(current.state, State::Committed { .. })
+        && current.counter.as_ref().is_none_or(|c| c.applied)
+        && versions[..at].iter().all(|v| !still_needed(v) && v.arb() < current.arb());
+    if settled { at } else { 0 }
 }
 
 /// A counter's newest applied add (Lloyd §5.2, counter columns): its

@@ -110,15 +110,15 @@ fn effective_time_is_the_smallest_lvt_reaching_the_largest_evt() {
     assert_eq!(effective_time(12, [(1, 12), (5, 13)]), 12);
 }
 
-/// §5.3, limiting old values: a transaction whose second round asks for
-/// a time before what the server kept restarts, and is then answered.
-#[test]
-fn a_second_round_for_a_collected_version_restarts() {
-    let cfg = Config { trans_time_ms: 50, clock_margin_ms: 0, gc_interval_ms: 10, ..Config::default() };
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, cfg);
-    let (acl, album) = acl_and_album(&net);
-    put(&mut net, ALICE, &acl, "public");
-    put(&mut net, ALICE, &album, "old");
+/// A reader's transaction over an ACL and an album reads the ACL
+/// ("public") while its album read is held; Alice then writes the ACL
+/// twice and the album once, so the reader's second round for the ACL is
+/// in flight, asking for a time before the ACL's newest version. Returns
+/// the ACL and its server.
+fn second_round_for_an_overwritten_acl(net: &mut TestNet<Eiger>) -> (Key, causeway_core::NodeId) {
+    let (acl, album) = acl_and_album(net);
+    put(net, ALICE, &acl, "public");
+    put(net, ALICE, &album, "old");
     let (acl_server, album_server) = (net.server_for(DcId(0), &acl), net.server_for(DcId(0), &album));
     net.invoke(READER, Op::Rot { keys: vec![acl.clone(), album.clone()] });
     let held = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && m.to == Dest::Node(album_server);
@@ -130,18 +130,48 @@ fn a_second_round_for_a_collected_version_restarts() {
     }
     let second = move |m: &InFlight<Msg>| m.from == Dest::Client(READER) && matches!(m.msg, Msg::ReadAt { .. });
     net.deliver_while(|m| client_traffic(m) && !second(m));
-    assert_eq!(second_round_reads(&net), 1);
-    net.advance_clocks(200_000);
-    net.fire_timers(acl_server);
-    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+    assert_eq!(second_round_reads(net), 1);
+    (acl, acl_server)
+}
+
+/// Deliver the reader's traffic: its transaction must restart (after its
+/// back-off) and then complete; its values.
+fn restarted_rot(net: &mut TestNet<Eiger>) -> Vec<Option<String>> {
     net.deliver_while(client_traffic);
     assert_eq!(net.take_result(READER), None, "the restart waits out its back-off");
     net.fire_client_timers(READER);
     net.deliver_while(client_traffic);
     let r = net.take_result(READER).expect("the restarted transaction completes");
     let OpResult::Rot(vs) = r else { panic!("{r:?}") };
-    let got: Vec<Option<String>> = vs.into_iter().map(text).collect();
-    assert_eq!(got, vec![Some("closed".into()), Some("personal".into())]);
+    vs.into_iter().map(text).collect()
+}
+
+/// §5.3, limiting old values: a transaction whose second round asks for
+/// a time before what the server kept restarts, and is then answered.
+#[test]
+fn a_second_round_for_a_collected_version_restarts() {
+    let cfg = Config { trans_time_ms: 50, clock_margin_ms: 0, gc_interval_ms: 10, ..Config::default() };
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, cfg);
+    let (acl, acl_server) = second_round_for_an_overwritten_acl(&mut net);
+    net.advance_clocks(200_000);
+    net.fire_timers(acl_server);
+    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+    assert_eq!(restarted_rot(&mut net), vec![Some("closed".into()), Some("personal".into())]);
+}
+
+/// A checkpoint keeps no superseded version (deviation from §5.3 at
+/// `snapshot_cut`): a transaction whose second round reaches a server
+/// restarted from one, asking for a time before the version it kept,
+/// restarts, and is then answered — it is not told the key had no value.
+#[test]
+fn a_second_round_after_a_restart_from_a_cut_snapshot_restarts() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, cfg.clone());
+    let (acl, acl_server) = second_round_for_an_overwritten_acl(&mut net);
+    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 3, "nothing collected yet");
+    net.restart_from_snapshot(acl_server, &cfg);
+    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "the snapshot kept the current ACL only");
+    assert_eq!(restarted_rot(&mut net), vec![Some("closed".into()), Some("personal".into())]);
 }
 
 /// Remote DC, valid times across servers: x is written in DC0, read and
@@ -1264,4 +1294,42 @@ fn row_messages_keep_an_origins_writes_in_stamp_order() {
     stabilize_eiger(&mut net);
     let reader = net.client(1, 0);
     assert_eq!(rot_text(&mut net, reader, &writes.iter().collect::<Vec<_>>()), vec![Some("v".into()); 6]);
+}
+
+/// A checkpoint copies a key from its current version, marked so that a
+/// read before that version's EVT restarts (its predecessors are gone) while
+/// a read from it on still returns it; a key with a version still needed
+/// below its current one (a pending replicated write) is copied whole.
+#[test]
+fn a_snapshot_cuts_below_the_current_version_and_marks_it() {
+    use super::server::{snapshot_cut, visible_at};
+    use crate::explicit_deps::replication::Stamp;
+    use causeway_core::Server;
+    let net = TestNet::<Eiger>::new(1, 2, 1, Config::default());
+    let floor = net.servers[0].snapshot_floor().expect("Eiger cuts its snapshots");
+    let node = causeway_core::NodeId(0);
+    let committed = |l: u64, evt: u64| {
+        Version::new(bytes(&format!("v{l}")), Stamp::new(l, node), State::Committed { evt, at_us: 0 })
+    };
+    let chain = vec![committed(1, 10), committed(2, 20), committed(3, 30)];
+    assert_eq!(snapshot_cut(&chain), 2);
+    let kept = floor.kept(&chain);
+    assert_eq!(kept.iter().map(|v| v.stamp).collect::<Vec<_>>(), vec![Stamp::new(3, node)]);
+    assert!(kept[0].collected_below && !chain[2].collected_below, "the copy is marked, the store's version not");
+    assert!(visible_at(&kept, 25).is_err(), "a read before the kept version's EVT restarts");
+    assert_eq!(visible_at(&chain, 25).map(|r| text(r.value)), Ok(Some("v2".into())), "the whole chain answers it");
+    assert_eq!(visible_at(&kept, 30).map(|r| text(r.value)), Ok(Some("v3".into())));
+
+    // A pending write below the current version: nothing is cut.
+    let pending =
+        Version::new(bytes("p"), Stamp::new(2, causeway_core::NodeId(1)), State::Pending { deps: Vec::new() });
+    let chain = vec![committed(1, 10), pending, committed(3, 30)];
+    assert_eq!(snapshot_cut(&chain), 0);
+    assert_eq!(floor.kept(&chain).len(), 3);
+    assert!(floor.kept(&chain).iter().all(|v| !v.collected_below), "an uncut chain is not marked");
+    // Above it, it is copied with the current version.
+    let pending =
+        Version::new(bytes("p"), Stamp::new(4, causeway_core::NodeId(1)), State::Pending { deps: Vec::new() });
+    let chain = vec![committed(1, 10), committed(3, 30), pending];
+    assert_eq!(snapshot_cut(&chain), 1);
 }
