@@ -738,6 +738,12 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.chains.get_index_mut(index.0).map(|(_, c)| &mut c.mark)
     }
 
+    /// `key`'s versions (oldest first) and the caller's word for it
+    /// ([`MvStore::mark_at`]), in one lookup; `None` for a key never stored.
+    pub fn versions_and_mark(&mut self, key: &[u8]) -> Option<(&[V], &mut u64)> {
+        self.chains.get_mut(key).map(|c| (c.versions.as_slice(), &mut c.mark))
+    }
+
     /// Where `key`'s chain is, if the key was ever stored.
     pub fn index_of(&self, key: &[u8]) -> Option<KeyIndex> {
         self.chains.get_index_of(key).map(KeyIndex)

@@ -183,17 +183,18 @@ impl Server for EigerServer {
             Msg::Read { attempt, keys, floor } => {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
+                let now = env.now_us();
                 let (store, settle) = (env.store(), &self.node.settle);
                 if let [(idx, key)] = &keys[..] {
                     // A get: one answer, no vector.
-                    let mut read = current_read(store.versions(key), lvt);
+                    let mut read = current_read(first_round_versions(store, key, now), lvt);
                     forget_settled(&mut read, settle);
                     return env.reply(from, Msg::ReadReply { attempt, idx: *idx, read: Ok(read), indirected: false });
                 }
                 let reads = keys
                     .into_iter()
                     .map(|(idx, key)| {
-                        let mut read = current_read(store.versions(&key), lvt);
+                        let mut read = current_read(first_round_versions(store, &key, now), lvt);
                         forget_settled(&mut read, settle);
                         (idx, read)
                     })
@@ -207,6 +208,10 @@ impl Server for EigerServer {
                 self.node.witness(floor);
                 let lvt = self.node.lamport();
                 let keys = self.slice_keys(&slice);
+                let now = env.now_us();
+                for (_, key) in &keys {
+                    first_round_versions(env.store(), key, now);
+                }
                 let read =
                     slice_read(env.store(), &slice, &keys, lvt, None).expect("a current read is never collected");
                 env.reply(from, Msg::ReadReply { attempt, idx, read: Ok(read), indirected: false });
@@ -628,6 +633,10 @@ impl EigerServer {
     /// versions. The collection queue names the key by its index: a clone
     /// of the key would keep its buffer (and the count a first clone
     /// allocates) for `trans_time`, on every overwrite.
+    ///
+    /// What it superseded is kept `trans_time` only if a first round read
+    /// the key within the last `trans_time` (its store mark, set by
+    /// [`first_round_versions`]); otherwise it goes at once.
     fn publish_at(
         &mut self,
         env: &mut impl ServerEnv<Msg, Version>,
@@ -638,7 +647,18 @@ impl EigerServer {
     ) {
         self.node.report_if_newest_at(env, index, stamp, written_us);
         if left > 1 {
-            self.version_gc.push_back((env.now_us() + self.cfg.hold_us(), index));
+            let (now, hold_us) = (env.now_us(), self.cfg.hold_us());
+            let read_us = env.store().mark_at(index).map_or(0, |m| *m);
+            if read_us != 0 && now < read_us.saturating_add(hold_us) {
+                self.version_gc.push_back((now + hold_us, index));
+            } else {
+                env.store().collect_planned_at(
+                    index,
+                    |vs| plan_collection(vs, settled),
+                    keep_past_floor,
+                    |v| v.collected_below = true,
+                );
+            }
         }
     }
 
@@ -653,29 +673,73 @@ impl EigerServer {
             && *at <= now
         {
             let (_, index) = self.version_gc.pop_front().expect("front exists");
-            let old_enough = |v: &Version| matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now);
-            // The floor: the newest version applied long enough ago, if it
-            // superseded a committed one.
-            let plan = |vs: &[Version]| {
-                let (at, floor) = vs.iter().enumerate().filter(|(_, v)| old_enough(v)).max_by_key(|(_, v)| v.arb())?;
-                vs.iter().any(|v| v.arb() < floor.arb() && v.committed()).then_some(at)
-            };
-            let keep = |v: &Version, floor: &Version| still_needed(v) || v.arb() > floor.arb();
+            let old_enough =
+                |v: &Version| settled(v) && matches!(v.state, State::Committed { at_us, .. } if at_us + hold_us <= now);
             // One lookup per key. The mark is not journaled: a node
             // restarted from its log gets back the versions collected here
             // (collection is not logged), so it needs no mark; a snapshot
             // copies the mark with the state.
-            env.store().collect_planned_at(index, plan, keep, |v| v.collected_below = true);
+            env.store().collect_planned_at(
+                index,
+                |vs| plan_collection(vs, old_enough),
+                keep_past_floor,
+                |v| v.collected_below = true,
+            );
         }
     }
+}
+
+/// A first round's read of `key` (§5.3): its versions, noting the time
+/// (µs) in the key's store mark. A second round of the same transaction
+/// asks for a time at or after the EVT of the version read here, so only
+/// a key read within the last `trans_time` needs what an overwrite
+/// supersedes ([`EigerServer::publish_at`]): §5.3 keeps only values
+/// newer than a first-round answer, and this is that rule per key
+/// (deviation 5 in the module doc). Keeping every superseded version
+/// `trans_time` held a write-heavy load's whole last five seconds of
+/// writes when nobody read its keys. A second round that finds its
+/// version gone anyway (a key first stored after the first round, or a
+/// node restarted since) restarts, as after collection (`collected_below`).
+fn first_round_versions<'s>(store: &'s mut causeway_core::MvStore<Version>, key: &[u8], now_us: u64) -> &'s [Version] {
+    match store.versions_and_mark(key) {
+        Some((versions, read_us)) => {
+            *read_us = now_us;
+            versions
+        }
+        None => &[],
+    }
+}
+
+/// Where collection may cut a key's versions (oldest first): at the
+/// newest of those `floor_ok` accepts, by last-writer-wins order, if it
+/// superseded a committed one.
+fn plan_collection(versions: &[Version], floor_ok: impl Fn(&Version) -> bool) -> Option<usize> {
+    let (at, floor) = versions.iter().enumerate().filter(|(_, v)| floor_ok(v)).max_by_key(|(_, v)| v.arb())?;
+    versions.iter().any(|v| v.arb() < floor.arb() && v.committed()).then_some(at)
+}
+
+/// What collection keeps below the floor: what is still needed, and what
+/// wins over the floor by last-writer-wins order.
+fn keep_past_floor(v: &Version, floor: &Version) -> bool {
+    still_needed(v) || v.arb() > floor.arb()
 }
 
 /// Whether a version must outlive the versions newer than it: a pending
 /// one until it commits (recovery needs it), and a coordinator's record of
 /// a transaction until every participant acknowledged its commit.
+/// So is a counter's add not yet folded into the running total (between
+/// its commit and [`EigerServer::apply_add`], in one turn).
 fn still_needed(v: &Version) -> bool {
     matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
         || v.coord.as_ref().is_some_and(|t| !t.acked)
+        || v.counter.as_ref().is_some_and(|c| !c.applied)
+}
+
+/// Whether a version may be a collection floor: committed, and a
+/// counter's add folded into the running total (an unfolded one's `arb`
+/// is still its stamp, and it carries no total).
+fn settled(v: &Version) -> bool {
+    matches!(v.state, State::Committed { .. }) && v.counter.as_ref().is_none_or(|c| c.applied)
 }
 
 /// Where a checkpoint may cut a key's versions (oldest first): at its
@@ -694,10 +758,8 @@ fn still_needed(v: &Version) -> bool {
 pub(super) fn snapshot_cut(versions: &[Version]) -> usize {
     let current = versions.iter().enumerate().filter(|(_, v)| v.readable()).max_by_key(|(_, v)| v.arb());
     let Some((at, current)) = current else { return 0 };
-    let settled = matches!(current.state, State::Committed { .. })
-        && current.counter.as_ref().is_none_or(|c| c.applied)
-        && versions[..at].iter().all(|v| !still_needed(v) && v.arb() < current.arb());
-    if settled { at } else { 0 }
+    let cut = settled(current) && versions[..at].iter().all(|v| !still_needed(v) && v.arb() < current.arb());
+    if cut { at } else { 0 }
 }
 
 /// A counter's newest applied add (Lloyd §5.2, counter columns): its

@@ -159,6 +159,32 @@ fn a_second_round_for_a_collected_version_restarts() {
     assert_eq!(restarted_rot(&mut net), vec![Some("closed".into()), Some("personal".into())]);
 }
 
+/// Only a key a first round read within `trans_time` keeps what an
+/// overwrite supersedes (deviation from §5.3 at `first_round_versions`);
+/// another key's goes at once, its newest version marked so that a read
+/// before it restarts, and so does the read key's once the read is older
+/// than `trans_time`.
+#[test]
+fn an_overwrite_keeps_the_old_version_only_for_a_key_read_lately() {
+    let cfg = Config { trans_time_ms: 50, clock_margin_ms: 0, ..Config::default() };
+    let mut net = TestNet::<Eiger>::new(1, 2, 2, cfg);
+    let (read, unread) = acl_and_album(&net);
+    put(&mut net, ALICE, &read, "r1");
+    put(&mut net, ALICE, &unread, "u1");
+    assert_eq!(get(&mut net, READER, &read), Some("r1".into()));
+    put(&mut net, ALICE, &read, "r2");
+    put(&mut net, ALICE, &unread, "u2");
+    let versions = |net: &TestNet<Eiger>, k: &Key| {
+        let vs = net.stores[net.server_for(DcId(0), k).idx()].versions(k);
+        vs.iter().map(|v| (String::from_utf8(v.value.to_vec()).unwrap(), v.collected_below)).collect::<Vec<_>>()
+    };
+    assert_eq!(versions(&net, &read), vec![("r1".into(), false), ("r2".into(), false)], "read lately: kept");
+    assert_eq!(versions(&net, &unread), vec![("u2".into(), true)], "never read: gone at once, marked");
+    net.advance_clocks(60_000);
+    put(&mut net, ALICE, &read, "r3");
+    assert_eq!(versions(&net, &read), vec![("r3".into(), true)], "read longer than trans_time ago: gone at once");
+}
+
 /// A checkpoint keeps no superseded version (deviation from §5.3 at
 /// `snapshot_cut`): a transaction whose second round reaches a server
 /// restarted from one, asking for a time before the version it kept,
