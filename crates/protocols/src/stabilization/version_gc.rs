@@ -1,6 +1,6 @@
 //! Collection of superseded versions, shared by the protocols that read
-//! snapshots at a stable vector (CausalSpartanX's DSV, Cure's GST vector,
-//! Contrarian's GSS). Every snapshot a read can ask for is at or above the
+//! snapshots at a stable time or vector (GentleRain's GST, CausalSpartanX's
+//! DSV, Cure's GST vector, Contrarian's GSS). Every snapshot a read can ask for is at or above the
 //! stable vector as it was some time ago, so of a key's versions inside that
 //! *horizon* only the newest can still be read: the older ones go. The
 //! horizon is the newest recorded stable vector at least `gc_grace_us` old

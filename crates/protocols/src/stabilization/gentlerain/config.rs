@@ -17,6 +17,11 @@ pub struct Config {
     /// Versions are dropped only below a GST at least this old (local clock),
     /// so ROTs whose snapshot is slightly behind still find their versions.
     pub gc_grace_us: u64,
+    /// The periodic pass collects a key only once it has gone this long
+    /// without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
+    /// a key written again sooner is collected by that write, for free. A
+    /// key that goes quiet keeps one superseded version up to this long.
+    pub gc_quiet_us: u64,
     /// A ROT whose `dt` is more than this ahead of the coordinator's GST would
     /// fall back to Eiger in the paper; here it fails with
     /// [`OpError::Aborted`](causeway_core::OpError::Aborted). `u64::MAX` (the default): always wait.
@@ -43,6 +48,7 @@ impl Default for Config {
             pace: PaceConfig::default(),
             tree_fanout: 4,
             gc_grace_us: 1_000_000,
+            gc_quiet_us: 5_000_000,
             rot_wait_threshold_us: u64::MAX,
             mutant_skip_gst_check: false,
             mutant_drop_heartbeats: false,

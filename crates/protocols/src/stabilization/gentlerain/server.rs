@@ -4,12 +4,13 @@ use crate::kit::node::served_partition;
 use crate::stabilization::pace::Pace;
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use crate::stabilization::version_gc::VersionGc;
 use crate::stabilization::visibility;
 use causeway_core::{
     ClientId, DcId, Inserted, Key, KeyIndex, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology,
     Value, vmin_entry,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The server's timers, mapped to the runtime's opaque `u64` token here
@@ -42,9 +43,6 @@ impl Timer {
         }
     }
 }
-
-/// At most this many GC candidates are processed per stabilization tick.
-pub(super) const GC_KEYS_PER_TICK: usize = 512;
 
 /// A GentleRain node. Only partition primaries take part; any other node of
 /// a shared topology (a service node) ignores every input.
@@ -98,11 +96,10 @@ pub(super) struct PartitionServer {
     parked_rots: BTreeMap<(TimeUs, u64), ParkedRot>,
     /// ROTs this server coordinates whose slices are outstanding.
     rots: Gathering<RotInProgress>,
-    /// ⟨local clock, GST⟩ each time GST rose, oldest first, trimmed to the
-    /// newest sample at least `gc_grace_us` old.
-    gst_history: VecDeque<(TimeUs, TimeUs)>,
-    /// ⟨ut, key⟩ of versions inserted and not yet considered by GC.
-    gc_queue: BTreeSet<(TimeUs, Key)>,
+    /// Collection of superseded versions below the GST of `gc_grace_us`
+    /// ago: each write collects its own key, a periodic pass the keys
+    /// that went quiet.
+    gc: VersionGc<TimeUs>,
 }
 
 pub(super) struct ParkedPut {
@@ -151,8 +148,7 @@ impl PartitionServer {
             next_put_id: 0,
             parked_rots: BTreeMap::new(),
             rots: Gathering::default(),
-            gst_history: VecDeque::new(),
-            gc_queue: BTreeSet::new(),
+            gc: VersionGc::new(cfg.gc_quiet_us),
             topology,
         }
     }
@@ -294,7 +290,12 @@ impl PartitionServer {
         let version = Version { value, ut, sr: self.dc };
         // The store's copy shares no reference count with the messages'
         // ([`causeway_core::copy_if_short`]).
-        env.store().insert(&key, Version { value: causeway_core::copy_if_short(&version.value), ..version });
+        self.gc.apply(
+            env.store(),
+            &key,
+            Version { value: causeway_core::copy_if_short(&version.value), ..version },
+            gc_visible,
+        );
         self.journal_gst(env);
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: ut });
         self.vv[self.dc.idx()] = ut;
@@ -305,7 +306,6 @@ impl PartitionServer {
             env.send(n, Msg::Replicate { key: key.clone(), version: version.clone() });
             self.replicated_since_heartbeat = true;
         }
-        self.gc_queue.insert((ut, key));
     }
 
     /// Journal GST with a local version when it rose since the last one.
@@ -345,11 +345,10 @@ impl PartitionServer {
         self.saw_work(env, env.now_us());
         self.vv[k.idx()] = version.ut;
         let ut = version.ut;
-        let landed = env.store().insert_collecting(&key, version, |_| false);
+        let landed = self.gc.apply(env.store(), &key, version, gc_visible);
         if landed.inserted == Inserted::Duplicate {
             return;
         }
-        self.gc_queue.insert((ut, key));
         if ut <= self.gst {
             self.report_if_read(env, landed.index, k, ut);
         } else {
@@ -551,33 +550,21 @@ impl PartitionServer {
         env.set_timer(after_us, Timer::Stabilize(epoch).token());
     }
 
-    /// Drop versions no reader can need: for up to [`GC_KEYS_PER_TICK`] keys
-    /// that received a version with `ut ≤ old_gst`, where `old_gst` is the GST
-    /// of at least `gc_grace_us` ago, keep the newest version with
-    /// `ut ≤ old_gst` and everything after it. GETs never read below it (GST
-    /// only grows), and ROTs only if their snapshot is older than `old_gst` —
-    /// their slice then answers [`SliceRead::Pruned`].
+    /// Drop versions no reader can need: of each key's versions with
+    /// `ut ≤ old_gst`, where `old_gst` is the GST of at least `gc_grace_us`
+    /// ago (the [`VersionGc`] horizon), all but the newest. GETs never read
+    /// below it (GST only grows), and ROTs only if their snapshot is older
+    /// than `old_gst` — their slice then answers [`SliceRead::Pruned`].
+    /// Each write collects its own key at the horizon; this pass, the keys
+    /// that went quiet.
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>, now: TimeUs) {
-        if self.gst_history.back().is_none_or(|&(_, g)| g < self.gst) {
-            self.gst_history.push_back((now, self.gst));
-        }
-        let Some(cutoff) = now.checked_sub(self.cfg.gc_grace_us) else { return };
-        while self.gst_history.len() >= 2 && self.gst_history[1].0 <= cutoff {
-            self.gst_history.pop_front();
-        }
-        let old_gst = match self.gst_history.front() {
-            Some(&(at, g)) if at <= cutoff => g,
-            _ => return,
-        };
-        for _ in 0..GC_KEYS_PER_TICK {
-            match self.gc_queue.first() {
-                Some(&(ut, _)) if ut <= old_gst => {}
-                _ => break,
-            }
-            let Some((_, key)) = self.gc_queue.pop_first() else { break };
-            env.store().gc_key(&key, |d| d.ut <= old_gst);
-        }
+        self.gc.collect(env.store(), now, &self.gst, self.cfg.gc_grace_us, gc_visible);
     }
+}
+
+/// Whether version `v` lies inside the snapshot at GST `gst`.
+fn gc_visible(v: &Version, gst: &TimeUs) -> bool {
+    v.ut <= *gst
 }
 
 /// How long a PUT with dependency time `dt` still has to wait at `now`.
