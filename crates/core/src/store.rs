@@ -124,7 +124,7 @@ impl<V: Clone> SnapshotFloor<V> {
     /// what a node restarted from that snapshot holds of the key.
     pub fn kept(&self, versions: &[V]) -> Vec<V> {
         let from = self.cut(versions);
-        let mut kept = versions[from.min(versions.len())..].to_vec();
+        let mut kept = versions[from..].to_vec();
         if let (Some(mark), true, Some(oldest)) = (self.mark, from > 0, kept.first_mut()) {
             mark(oldest);
         }
@@ -188,8 +188,8 @@ impl FreezeBuffers {
         self.chains.clear();
     }
 
-    /// Append `encode`'s bytes for the chain of key `index`.
-    /// Encode `key`'s versions `head` then `rest` (oldest first) as one chain.
+    /// Append `encode`'s bytes for the chain of key `index`: `head`, if
+    /// any, then `rest` (oldest first).
     fn push_chain<V>(&mut self, index: usize, encode: FreezeEncoder<V>, key: &[u8], head: Option<&V>, rest: &[V]) {
         // Room for a typical chain left in the current chunk, or the next.
         let full = |c: &Vec<u8>| !c.is_empty() && c.len() + FREEZE_CHUNK_BYTES / 16 > FREEZE_CHUNK_BYTES;

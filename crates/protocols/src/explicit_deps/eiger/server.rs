@@ -703,7 +703,8 @@ impl EigerServer {
 fn first_round_versions<'s>(store: &'s mut causeway_core::MvStore<Version>, key: &[u8], now_us: u64) -> &'s [Version] {
     match store.versions_and_mark(key) {
         Some((versions, read_us)) => {
-            *read_us = now_us;
+            // 0 is "never read".
+            *read_us = now_us.max(1);
             versions
         }
         None => &[],
