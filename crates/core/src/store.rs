@@ -588,6 +588,30 @@ impl<V: Versioned + Clone> MvStore<V> {
         }
     }
 
+    /// The store a node restarted from this one's durable state holds: its
+    /// versions (each chain cut at `floor`, as a checkpoint cuts it, when
+    /// restarting from a snapshot) and its metadata, none of it dirty.
+    /// Marks and journal are not durable and start afresh. For the
+    /// simulator's and the test kit's restarts.
+    pub fn restarted(&self, floor: Option<&SnapshotFloor<V>>) -> MvStore<V> {
+        let mut store = MvStore::new();
+        for key in self.keys_sorted() {
+            let versions = self.versions(&key);
+            let kept = match floor {
+                Some(floor) => floor.kept(versions),
+                None => versions.to_vec(),
+            };
+            for v in kept {
+                store.restore(&key, v);
+            }
+        }
+        if let Some(meta) = self.meta() {
+            store.set_meta(meta.to_vec());
+            store.take_dirty_meta();
+        }
+        store
+    }
+
     /// Set the protocol's durable metadata: a small blob (a few hundred
     /// bytes) the runtime logs with this turn's versions and hands back
     /// after a restart through [`MvStore::meta`]. For state that is not a

@@ -907,22 +907,7 @@ impl<P: Protocol> Sim<P> {
         let from_snapshot = self.trace & 1 == 1;
         let n = &mut self.nodes[node.idx()];
         let floor = if from_snapshot { n.server.snapshot_floor() } else { None };
-        let mut store = MvStore::new();
-        for key in n.store.keys_sorted() {
-            let versions = n.store.versions(&key);
-            let kept = match &floor {
-                Some(floor) => floor.kept(versions),
-                None => versions.to_vec(),
-            };
-            for v in kept {
-                store.restore(&key, v);
-            }
-        }
-        if let Some(meta) = n.store.meta() {
-            store.set_meta(meta.to_vec());
-            store.take_dirty_meta();
-        }
-        n.store = store;
+        n.store = n.store.restarted(floor.as_ref());
         n.server = server;
         n.crashed = false;
         n.busy_until = self.now;

@@ -214,19 +214,8 @@ impl<P: Protocol> TestNet<P> {
     /// [`causeway_core::Server::snapshot_floor`] says, as the network
     /// runtime's checkpoint cuts it; then as [`TestNet::restart`].
     pub fn restart_from_snapshot(&mut self, node: NodeId, cfg: &P::Config) {
-        if let Some(floor) = self.servers[node.idx()].snapshot_floor() {
-            let old = std::mem::take(&mut self.stores[node.idx()]);
-            let store = &mut self.stores[node.idx()];
-            for key in old.keys_sorted() {
-                for v in floor.kept(old.versions(&key)) {
-                    store.restore(&key, v);
-                }
-            }
-            if let Some(meta) = old.meta() {
-                store.set_meta(meta.to_vec());
-                store.take_dirty_meta();
-            }
-        }
+        let floor = self.servers[node.idx()].snapshot_floor();
+        self.stores[node.idx()] = self.stores[node.idx()].restarted(floor.as_ref());
         self.restart(node, cfg);
     }
 

@@ -1,12 +1,12 @@
 //! Collection of superseded versions, shared by the protocols that read
 //! snapshots at a stable time or vector (GentleRain's GST, CausalSpartanX's
-//! DSV, Cure's GST vector, Contrarian's GSS). Every snapshot a read can ask for is at or above the
-//! stable vector as it was some time ago, so of a key's versions inside that
-//! *horizon* only the newest can still be read: the older ones go. The
-//! horizon is the newest recorded stable vector at least `gc_grace_us` old
-//! (the grace covers reads whose snapshot was chosen before then and are
-//! still gathering slices). Which versions lie inside a snapshot is the
-//! protocol's own rule, passed in as `visible`.
+//! DSV, Cure's GST vector, Contrarian's GSS). Every snapshot a read can ask
+//! for is at or above the stable vector as it was some time ago, so of a
+//! key's versions inside that *horizon* only the newest can still be read:
+//! the older ones go. The horizon is the newest recorded stable vector at
+//! least `gc_grace_us` old (the grace covers reads whose snapshot was chosen
+//! before then and are still gathering slices). Which versions lie inside a
+//! snapshot is the protocol's own rule, passed in as `visible`.
 //!
 //! A write collects its own key as it lands, so a key holds at most the
 //! newest version inside the horizon and those written since: however fast
