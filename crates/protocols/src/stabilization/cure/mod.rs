@@ -65,6 +65,18 @@
 //!    timestamp above what was announced before the crash.
 //! 6. **GC, bad input, observations** as in Contrarian (its deviations 8,
 //!    10, 11).
+//! 7. **A PUT is stamped one above what the partition announced** when the
+//!    clock has not passed that yet but the stamp passes the client's
+//!    dependencies, rather than wait for the clock. The runtime reads the
+//!    clock once per turn, so every PUT after the first in a turn found the
+//!    clock at its predecessor's stamp and waited a µs with a timer (68 % of
+//!    the PUTs under `causeway bench`); the clock read a µs later would have
+//!    given the same stamp. The stamp may lead the turn's clock by up to
+//!    [`STAMP_LEAD_US`]; it still exceeds everything announced and every
+//!    dependency, which is all deviation 2's argument needs, and heartbeats
+//!    announce it. A dependency beyond everything this partition announced
+//!    (another partition's clock runs ahead) is still waited for: that is
+//!    Cure's blocking.
 
 mod client;
 mod config;

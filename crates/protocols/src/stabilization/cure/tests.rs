@@ -195,6 +195,32 @@ fn skewed_clocks_block_rots_and_puts_and_the_waits_are_reported() {
     assert!(net.latest(py, y).ts > net.latest(px, x).ts);
 }
 
+/// Deviation 7: PUTs at one clock reading (one turn of the runtime) are
+/// stamped one above another without waiting, a session's next PUT too
+/// (its dependency is this partition's own stamp), until a stamp would lead
+/// the clock by more than `STAMP_LEAD_US`; that PUT waits for the clock.
+#[test]
+fn puts_at_one_clock_reading_are_stamped_apart_up_to_the_lead() {
+    let mut net = net(1, 1);
+    let k = net.key_on(0);
+    let p = net.server_for(DC0, &k);
+    let now = net.clocks[p.idx()];
+    let c = cl(0, 0);
+    for i in 0..=STAMP_LEAD_US {
+        net.invoke(c, Op::Put { key: k.clone(), value: bytes("v") });
+        net.deliver_client_traffic();
+        assert_eq!(net.take_result(c), Some(OpResult::Put), "PUT {i} waited");
+        assert_eq!(net.latest(p, &k).ts, now + i, "PUT {i}'s stamp");
+    }
+    assert!(net.blocked("put_clock_wait").is_empty());
+    net.invoke(c, Op::Put { key: k.clone(), value: bytes("w") });
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(c), None, "a stamp {} µs ahead of the clock", STAMP_LEAD_US + 1);
+    assert_eq!(finish(&mut net, c, |_| true), OpResult::Put);
+    assert!(!net.blocked("put_clock_wait").is_empty());
+    assert!(net.latest(p, &k).ts > now + STAMP_LEAD_US);
+}
+
 #[test]
 fn a_wait_beyond_the_bound_is_refused_not_endless() {
     let cfg = Config { max_clock_wait_us: 1_000_000, ..Config::default() };
