@@ -13,8 +13,15 @@ pub struct CcLoClient {
     rot_timeout_us: u64,
     rot_attempts: u32,
     /// (key, accepting DC) → the newest stamp of it read or written since
-    /// the last write (deviation 2).
-    pub(super) context: BTreeMap<(Key, DcId), Stamp>,
+    /// the last write (deviation 2), and the partition server it came from.
+    pub(super) context: BTreeMap<(Key, DcId), (Stamp, NodeId)>,
+    /// (partition server, accepting DC) → a stamp a read from that server
+    /// said was settled: every version of its keys from that DC stamped at
+    /// most this is settled too (deviation 10), so the sweep drops it.
+    settled_through: BTreeMap<(NodeId, DcId), u64>,
+    /// Reads since the context was last swept; a sweep is due once they
+    /// reach its length, which keeps its cost O(1) per read.
+    reads_since_sweep: usize,
     lts: u64,
     seq: u64,
     pending: Option<Pending>,
@@ -52,6 +59,8 @@ impl CcLoClient {
             rot_timeout_us: cfg.rot_timeout_us,
             rot_attempts: cfg.rot_attempts,
             context: BTreeMap::new(),
+            settled_through: BTreeMap::new(),
+            reads_since_sweep: 0,
             lts: 0,
             seq: 0,
             pending: None,
@@ -88,34 +97,57 @@ impl CcLoClient {
         self.send_read(env, read);
     }
 
-    /// The session read `item` of `key`: it now depends on it, unless it is
-    /// settled.
-    fn read(&mut self, key: Key, item: Item) -> Value {
+    /// The session read `item` of `key` from `server`: it now depends on
+    /// it, unless it is settled.
+    fn read(&mut self, server: NodeId, key: Key, item: Item) -> Value {
         if item.never_depend {
-            self.settled(key, item.stamp);
+            self.settled(server, key, item.stamp);
         } else {
-            self.depend_on(key, item.stamp);
+            self.depend_on(server, key, item.stamp);
+        }
+        self.reads_since_sweep += 1;
+        if self.reads_since_sweep >= self.context.len().max(SWEEP_MIN) {
+            self.sweep();
         }
         item.value
     }
 
     /// A settled version constrains no write (deviation 10), nor does an
     /// older one of its key from its DC, settled with it (Lloyd §6.1: the
-    /// library drops never-depend items at once).
-    fn settled(&mut self, key: Key, stamp: Stamp) {
+    /// library drops never-depend items at once). Settling goes by stamp,
+    /// per partition and origin DC, so neither does any version of
+    /// `server`'s keys from that DC stamped as low: the next sweep drops
+    /// them.
+    fn settled(&mut self, server: NodeId, key: Key, stamp: Stamp) {
         self.lts = self.lts.max(stamp.ts);
+        let through = self.settled_through.entry((server, stamp.dc)).or_insert(stamp.ts);
+        *through = (*through).max(stamp.ts);
         let slot = (key, stamp.dc);
-        if self.context.get(&slot).is_some_and(|&s| s <= stamp) {
+        if self.context.get(&slot).is_some_and(|&(s, _)| s <= stamp) {
             self.context.remove(&slot);
         }
     }
 
-    fn depend_on(&mut self, key: Key, stamp: Stamp) {
+    fn depend_on(&mut self, server: NodeId, key: Key, stamp: Stamp) {
         self.lts = self.lts.max(stamp.ts);
-        let e = self.context.entry((key, stamp.dc)).or_insert(stamp);
-        *e = (*e).max(stamp);
+        let e = self.context.entry((key, stamp.dc)).or_insert((stamp, server));
+        *e = (e.0.max(stamp), server);
+    }
+
+    /// Drop from the context every dependency a settled read has shown to
+    /// be settled. Without it, a session that read unsettled versions and
+    /// then only settled ones kept the first for good (until its next
+    /// write): under `causeway bench`'s GETs, which follow its SETs, some
+    /// hundreds per session, and a binary search through them on every read.
+    fn sweep(&mut self) {
+        self.reads_since_sweep = 0;
+        let through = &self.settled_through;
+        self.context.retain(|&(_, dc), &mut (stamp, server)| through.get(&(server, dc)).is_none_or(|&t| stamp.ts > t));
     }
 }
+
+/// The fewest reads between two sweeps of a session's context.
+pub(super) const SWEEP_MIN: usize = 64;
 
 impl Client for CcLoClient {
     type Msg = Msg;
@@ -124,7 +156,7 @@ impl Client for CcLoClient {
         match op {
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                let deps = self.context.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
+                let deps = self.context.iter().map(|((k, _), &(stamp, _))| Dep { key: k.clone(), stamp }).collect();
                 self.pending = Some(Pending::Put { key: key.clone() });
                 env.send(to, Msg::PutReq { key, value, deps });
             }
@@ -148,14 +180,14 @@ impl Client for CcLoClient {
                 Ok(stamp) => {
                     // One hop: the new write stands for everything before it.
                     self.context.clear();
-                    self.depend_on(key, stamp);
+                    self.depend_on(from, key, stamp);
                     env.complete(OpResult::Put);
                 }
                 Err(e) => env.complete(OpResult::Failed(e)),
             },
             (Pending::Get { seq, key }, Msg::GetReply { seq: s, item }) if s == seq => match item {
                 Ok(item) => {
-                    let value = item.map(|item| self.read(key, item));
+                    let value = item.map(|item| self.read(from, key, item));
                     env.complete(OpResult::Get(value));
                 }
                 Err(e) => env.complete(OpResult::Failed(e)),
@@ -179,8 +211,8 @@ impl Client for CcLoClient {
                 }
                 // Complete: the session now depends on what it read.
                 let mut values = Vec::with_capacity(read.keys.len());
-                for (key, item) in read.keys.into_iter().zip(read.items) {
-                    values.push(item.map(|item| self.read(key, item)));
+                for ((key, item), &server) in read.keys.into_iter().zip(read.items).zip(&read.servers) {
+                    values.push(item.map(|item| self.read(server, key, item)));
                 }
                 env.complete(OpResult::Rot(values));
             }

@@ -633,6 +633,36 @@ fn a_session_that_read_many_versions_writes_once_they_settle() {
     assert_eq!(net.clients[a.idx()].context.len(), 1, "only b's write, not yet settled");
 }
 
+/// Deviation 10: a settled read shows every version of its partition from
+/// the same DC stamped as low settled too, and a sweep of the session's
+/// context (due after as many reads as it holds) drops them though the
+/// session never reads their keys again; another partition's stay.
+#[test]
+fn a_settled_read_sweeps_its_partitions_older_dependencies() {
+    let cfg = Config::default();
+    let mut net = net_with(1, 2, 2, cfg.clone());
+    let (a, b) = (net.client(0, 0), net.client(0, 1));
+    let p0 = net.server_for(DC0, &net.key_on(0));
+    let (on_p0, on_p1): (Vec<Key>, Vec<Key>) =
+        (0..40).map(|i| bytes(&format!("k{i}"))).partition(|k| net.server_for(DC0, k) == p0);
+    let (ks, other) = (&on_p0[..8], &on_p1[0]);
+    for k in ks.iter().chain([other]) {
+        put(&mut net, a, k, "v");
+        assert_eq!(get(&mut net, b, k), Some("v".into()));
+    }
+    assert_eq!(net.clients[b.idx()].context.len(), ks.len() + 1, "unsettled: every read is a dependency");
+    for _ in 0..cfg.ttl_ticks() + 2 {
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+    let newest = ks.last().unwrap();
+    for _ in 0..SWEEP_MIN {
+        assert_eq!(get(&mut net, b, newest), Some("v".into()));
+    }
+    let left: Vec<Key> = net.clients[b.idx()].context.keys().map(|(k, _)| k.clone()).collect();
+    assert_eq!(left, vec![other.clone()], "only the other partition's dependency is left");
+}
+
 /// Deviation 10: a version settles only once every DC has it visible, and a
 /// reader TTL after its origin learnt so; then reads in every DC say so.
 #[test]
