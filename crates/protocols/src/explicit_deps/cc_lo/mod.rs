@@ -130,7 +130,12 @@
 //!     ticks later the origin settles it and tells the replicas
 //!     (`Settled`). The messages are ephemeral (re-sent; handlers keep the
 //!     maximum). A restarted partition has forgotten what was settled,
-//!     which is only conservative. As in COPS, nothing settles while a DC
+//!     which is only conservative. Settling goes by stamp per partition and
+//!     origin DC, so a settled read also shows settled every dependency of
+//!     the session on that partition from that DC stamped as low; the
+//!     session sweeps those from its context, once per as many reads as
+//!     the context holds (a read-only session kept every unsettled read
+//!     until its next write). As in COPS, nothing settles while a DC
 //!     is away: a session that reads more than [`MAX_DEPS`] versions
 //!     written during a partition cannot write until it heals.
 //!
