@@ -16,6 +16,7 @@ pub struct Config {
     /// Children per node of the DC's aggregation tree.
     pub tree_fanout: usize,
     /// GC keeps every version a DSV younger than this could still need.
+    /// Default [`DEFAULT_GC_GRACE_US`](crate::stabilization::version_gc::DEFAULT_GC_GRACE_US), 200 ms.
     pub gc_grace_us: u64,
     /// The periodic GC pass looks at a key only once it has gone this
     /// long without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
@@ -39,7 +40,7 @@ impl Default for Config {
             stabilization_interval_us: 5_000,
             pace: PaceConfig::default(),
             tree_fanout: 4,
-            gc_grace_us: 1_000_000,
+            gc_grace_us: crate::stabilization::version_gc::DEFAULT_GC_GRACE_US,
             gc_quiet_us: 5_000_000,
             paper_dsv_merge: false,
             mutant_skip_visibility_check: false,

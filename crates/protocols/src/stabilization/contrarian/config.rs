@@ -37,6 +37,7 @@ pub struct Config {
     pub orphan_read_timeout_us: u64,
     /// GC keeps every version a snapshot this much younger than the
     /// current GSS could still need.
+    /// Default [`DEFAULT_GC_GRACE_US`](crate::stabilization::version_gc::DEFAULT_GC_GRACE_US), 200 ms.
     pub gc_grace_us: u64,
     /// The periodic GC pass looks at a key only once it has gone this
     /// long without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
@@ -66,7 +67,7 @@ impl Default for Config {
             logical_clocks: false,
             clock_lease_us: 1_000_000,
             orphan_read_timeout_us: 10_000_000,
-            gc_grace_us: 1_000_000,
+            gc_grace_us: crate::stabilization::version_gc::DEFAULT_GC_GRACE_US,
             gc_quiet_us: 5_000_000,
             mutant_skip_visibility_check: false,
             mutant_no_piggyback: false,

@@ -22,6 +22,7 @@ pub struct Config {
     pub max_clock_wait_us: u64,
     /// GC keeps every version a snapshot this much older than the current
     /// GST could still need.
+    /// Default [`DEFAULT_GC_GRACE_US`](crate::stabilization::version_gc::DEFAULT_GC_GRACE_US), 200 ms.
     pub gc_grace_us: u64,
     /// The periodic GC pass looks at a key only once it has gone this
     /// long without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
@@ -46,7 +47,7 @@ impl Default for Config {
             pace: PaceConfig::default(),
             tree_fanout: 4,
             max_clock_wait_us: 10_000_000,
-            gc_grace_us: 1_000_000,
+            gc_grace_us: crate::stabilization::version_gc::DEFAULT_GC_GRACE_US,
             gc_quiet_us: 5_000_000,
             mutant_skip_visibility_check: false,
             mutant_skip_clock_wait: false,

@@ -16,6 +16,7 @@ pub struct Config {
     pub tree_fanout: usize,
     /// Versions are dropped only below a GST at least this old (local clock),
     /// so ROTs whose snapshot is slightly behind still find their versions.
+    /// Default [`DEFAULT_GC_GRACE_US`](crate::stabilization::version_gc::DEFAULT_GC_GRACE_US), 200 ms.
     pub gc_grace_us: u64,
     /// The periodic pass collects a key only once it has gone this long
     /// without a write ([`VersionGc::new`](crate::stabilization::version_gc::VersionGc::new)):
@@ -47,7 +48,7 @@ impl Default for Config {
             stabilization_interval_us: 5_000,
             pace: PaceConfig::default(),
             tree_fanout: 4,
-            gc_grace_us: 1_000_000,
+            gc_grace_us: crate::stabilization::version_gc::DEFAULT_GC_GRACE_US,
             gc_quiet_us: 5_000_000,
             rot_wait_threshold_us: u64::MAX,
             mutant_skip_gst_check: false,
