@@ -18,6 +18,14 @@ mod torture;
 /// of every size while it allocates frames and messages, and glibc's
 /// consolidation and bin searches then cost more per operation than the
 /// protocol's own work (profiled on Eiger's get path).
+/// mimalloc, built without its transparent huge pages (the `no_thp`
+/// feature): by default it madvises its arenas into them, and each first
+/// touch of a 2 MB page then zeroes (and, where memory is fragmented,
+/// compacts) it all on the faulting thread, which for a store taking writes
+/// is the node's. Under `causeway bench`'s SETs that cost CausalSpartanX
+/// 14 % of its throughput (BENCHMARKS.md, thirty-fifth session); pipelined
+/// GETs, which the larger pages spared TLB misses, lose some 10 %. Redis
+/// turns them off for itself for the same reason (`disable-thp`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
