@@ -76,7 +76,16 @@
 //!    dependency, which is all deviation 2's argument needs, and heartbeats
 //!    announce it. A dependency beyond everything this partition announced
 //!    (another partition's clock runs ahead) is still waited for: that is
-//!    Cure's blocking.
+//!    Cure's blocking. So that a fresh session still reads every write
+//!    acknowledged here, a coordinator's snapshot takes its local entry at
+//!    least at the partition's announced time, and a partition reads at
+//!    once at a snapshot whose local entry it has already announced (every
+//!    later version is stamped above it, so the local versions inside it are
+//!    final); it waits for the clock only for one beyond that. Without this
+//!    a restarted node, whose clock resumes at a persisted floor up to a
+//!    second ahead of the system clock and stands there, stamped its PUTs
+//!    above a clock that did not move while fresh sessions' snapshots stayed
+//!    below them (the kill -9 test lost sight of an acknowledged write).
 
 mod client;
 mod config;

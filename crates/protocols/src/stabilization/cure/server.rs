@@ -259,14 +259,17 @@ impl Partition {
 
     // ------------------------------------------------------------ ROT
 
-    /// The coordinator's snapshot: local entry max(clock − 1, the client's
-    /// highest local timestamp), remote entries max(GST, the client's). The
-    /// local entry is one below the clock, so a read here may proceed at
-    /// once (it needs clock > TV[m]).
+    /// The coordinator's snapshot: local entry max(clock − 1, every stamp
+    /// handed out here, the client's highest local timestamp), remote entries max(GST, the client's). The
+    /// local entry is one below the clock or already announced, so a read
+    /// here may proceed at once (it needs clock > TV[m], or TV[m] announced).
     fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[TimeUs]) -> TimeVec {
         self.raise_gst(env, remote_entries(last, self.m.idx()));
         let mut tv = TimeVec::from_slice(&self.gst);
-        tv[self.m.idx()] = env.now_us().saturating_sub(1);
+        // Deviation 7: at least every stamp this partition handed out, some
+        // of which may lead the clock; a read here needs no clock wait for
+        // them (`try_read`).
+        tv[self.m.idx()] = env.now_us().saturating_sub(1).max(self.announced_us);
         vmax(&mut tv, last);
         tv
     }
@@ -324,7 +327,10 @@ impl Partition {
     fn try_read(&mut self, env: &mut impl ServerEnv<Msg, Version>, read: Parked, id: Option<u64>) {
         let Parked::Read { client, rot, keys, tv, since_us } = read else { return };
         let (m, now) = (self.m.idx(), env.now_us());
-        let clock_ok = now > tv[m] || self.cfg.mutant_skip_clock_wait;
+        // Every version this partition will stamp lies above what it
+        // announced, so a snapshot at or below that needs no clock wait
+        // (deviation 7): the set of local versions inside it is final.
+        let clock_ok = now > tv[m] || tv[m] <= self.announced_us || self.cfg.mutant_skip_clock_wait;
         let vv_ok = remote_covered(&tv, &self.vv, m);
         if !clock_ok || !vv_ok {
             if tv[m].saturating_sub(now) > self.cfg.max_clock_wait_us {

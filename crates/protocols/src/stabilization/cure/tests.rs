@@ -213,6 +213,13 @@ fn puts_at_one_clock_reading_are_stamped_apart_up_to_the_lead() {
         assert_eq!(net.latest(p, &k).ts, now + i, "PUT {i}'s stamp");
     }
     assert!(net.blocked("put_clock_wait").is_empty());
+    // A fresh session reads the newest of them at once, the clock still
+    // where it was: its snapshot holds every stamp handed out.
+    let fresh = cl(0, 1);
+    net.invoke(fresh, Op::Get { key: k.clone() });
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(fresh), Some(OpResult::Get(Some(bytes("v")))), "a write stamped ahead of the clock");
+    assert!(net.blocked("rot_clock_wait").is_empty());
     net.invoke(c, Op::Put { key: k.clone(), value: bytes("w") });
     net.deliver_client_traffic();
     assert_eq!(net.take_result(c), None, "a stamp {} µs ahead of the clock", STAMP_LEAD_US + 1);
