@@ -29,6 +29,7 @@
 //! one superseded version up to `quiet_us` longer.
 
 use causeway_core::{Inserted, KeyIndex, Landed, MvStore, Versioned};
+use std::collections::VecDeque;
 
 /// The default `gc_grace_us` of every protocol here: 200 ms. The grace
 /// covers the reads whose snapshot a coordinator of this DC chose before
@@ -39,11 +40,10 @@ use causeway_core::{Inserted, KeyIndex, Landed, MvStore, Versioned};
 /// that still comes later finds the key's older versions gone and aborts
 /// (`snapshot pruned`), as one did past 1 s before. Every version a write
 /// supersedes is kept for the grace, so its length is memory: with 1 s, a
-/// store written at 160 000 SETs a second over 100 000 keys held 3.2
-/// versions a key (`store_versions` 326 000), and the kernel zeroing the
-/// pages that took was 7–9 % of a benchmark's CPU.
+/// store written at about 120 000 SETs a second over 100 000 keys held 3.2
+/// versions a key (`store_versions` 326 000), and the kernel's zeroing of
+/// the fresh pages that took was 7–9 % of a benchmark's CPU.
 pub const DEFAULT_GC_GRACE_US: u64 = 200_000;
-use std::collections::VecDeque;
 
 /// Keys GC examines per tick at most. At θ = 5 ms this is about 200 000
 /// keys a second, above one node's write rate, so the pass keeps up with

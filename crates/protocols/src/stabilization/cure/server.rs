@@ -260,9 +260,10 @@ impl Partition {
     // ------------------------------------------------------------ ROT
 
     /// The coordinator's snapshot: local entry max(clock − 1, every stamp
-    /// handed out here, the client's highest local timestamp), remote entries max(GST, the client's). The
-    /// local entry is one below the clock or already announced, so a read
-    /// here may proceed at once (it needs clock > TV[m], or TV[m] announced).
+    /// handed out here, the client's highest local timestamp), remote
+    /// entries max(GST, the client's). The local entry is one below the
+    /// clock or already announced, so a read here may proceed at once (it
+    /// needs clock > TV[m], or TV[m] announced).
     fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[TimeUs]) -> TimeVec {
         self.raise_gst(env, remote_entries(last, self.m.idx()));
         let mut tv = TimeVec::from_slice(&self.gst);
