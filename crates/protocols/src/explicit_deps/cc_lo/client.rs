@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::client::{client_server_for, client_servers_for, fail_unsupported};
-use causeway_core::{Client, ClientCtx, ClientEnv, DcId, Key, NodeId, Op, OpError, OpResult, Value};
+use causeway_core::{Client, ClientCtx, ClientEnv, DcId, Key, NodeId, Op, OpError, OpResult, PartitionId, Value};
 use std::collections::BTreeMap;
 
 /// A session: its nearest dependencies (COPS's one-hop context, Lloyd
@@ -13,12 +13,12 @@ pub struct CcLoClient {
     rot_timeout_us: u64,
     rot_attempts: u32,
     /// (key, accepting DC) → the newest stamp of it read or written since
-    /// the last write (deviation 2), and the partition server it came from.
-    pub(super) context: BTreeMap<(Key, DcId), (Stamp, NodeId)>,
-    /// (partition server, accepting DC) → a stamp a read from that server
-    /// said was settled: every version of its keys from that DC stamped at
-    /// most this is settled too (deviation 10), so the sweep drops it.
-    settled_through: BTreeMap<(NodeId, DcId), u64>,
+    /// the last write (deviation 2).
+    pub(super) context: BTreeMap<(Key, DcId), Stamp>,
+    /// (partition, accepting DC) → a stamp a read said was settled: every
+    /// version of the partition's keys from that DC stamped at most this is
+    /// settled too (deviation 10), so the sweep drops it.
+    settled_through: BTreeMap<(PartitionId, DcId), u64>,
     /// Reads since the context was last swept; a sweep is due once they
     /// reach its length, which keeps its cost O(1) per read.
     reads_since_sweep: usize,
@@ -97,13 +97,13 @@ impl CcLoClient {
         self.send_read(env, read);
     }
 
-    /// The session read `item` of `key` from `server`: it now depends on
-    /// it, unless it is settled.
-    fn read(&mut self, server: NodeId, key: Key, item: Item) -> Value {
+    /// The session read `item` of `key`: it now depends on it, unless it is
+    /// settled.
+    fn read(&mut self, key: Key, item: Item) -> Value {
         if item.never_depend {
-            self.settled(server, key, item.stamp);
+            self.settled(key, item.stamp);
         } else {
-            self.depend_on(server, key, item.stamp);
+            self.depend_on(key, item.stamp);
         }
         self.reads_since_sweep += 1;
         if self.reads_since_sweep >= self.context.len().max(SWEEP_MIN) {
@@ -115,23 +115,24 @@ impl CcLoClient {
     /// A settled version constrains no write (deviation 10), nor does an
     /// older one of its key from its DC, settled with it (Lloyd §6.1: the
     /// library drops never-depend items at once). Settling goes by stamp,
-    /// per partition and origin DC, so neither does any version of
-    /// `server`'s keys from that DC stamped as low: the next sweep drops
+    /// per partition and origin DC, so neither does any version of the
+    /// partition's keys from that DC stamped as low: the next sweep drops
     /// them.
-    fn settled(&mut self, server: NodeId, key: Key, stamp: Stamp) {
+    fn settled(&mut self, key: Key, stamp: Stamp) {
         self.lts = self.lts.max(stamp.ts);
-        let through = self.settled_through.entry((server, stamp.dc)).or_insert(stamp.ts);
+        let partition = self.ctx.topology.partition_of(&key);
+        let through = self.settled_through.entry((partition, stamp.dc)).or_insert(stamp.ts);
         *through = (*through).max(stamp.ts);
         let slot = (key, stamp.dc);
-        if self.context.get(&slot).is_some_and(|&(s, _)| s <= stamp) {
+        if self.context.get(&slot).is_some_and(|&s| s <= stamp) {
             self.context.remove(&slot);
         }
     }
 
-    fn depend_on(&mut self, server: NodeId, key: Key, stamp: Stamp) {
+    fn depend_on(&mut self, key: Key, stamp: Stamp) {
         self.lts = self.lts.max(stamp.ts);
-        let e = self.context.entry((key, stamp.dc)).or_insert((stamp, server));
-        *e = (e.0.max(stamp), server);
+        let e = self.context.entry((key, stamp.dc)).or_insert(stamp);
+        *e = (*e).max(stamp);
     }
 
     /// Drop from the context every dependency a settled read has shown to
@@ -141,8 +142,9 @@ impl CcLoClient {
     /// hundreds per session, and a binary search through them on every read.
     fn sweep(&mut self) {
         self.reads_since_sweep = 0;
-        let through = &self.settled_through;
-        self.context.retain(|&(_, dc), &mut (stamp, server)| through.get(&(server, dc)).is_none_or(|&t| stamp.ts > t));
+        let (through, topology) = (&self.settled_through, &self.ctx.topology);
+        self.context
+            .retain(|(key, dc), stamp| through.get(&(topology.partition_of(key), *dc)).is_none_or(|&t| stamp.ts > t));
     }
 }
 
@@ -156,7 +158,7 @@ impl Client for CcLoClient {
         match op {
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                let deps = self.context.iter().map(|((k, _), &(stamp, _))| Dep { key: k.clone(), stamp }).collect();
+                let deps = self.context.iter().map(|((k, _), &stamp)| Dep { key: k.clone(), stamp }).collect();
                 self.pending = Some(Pending::Put { key: key.clone() });
                 env.send(to, Msg::PutReq { key, value, deps });
             }
@@ -180,14 +182,14 @@ impl Client for CcLoClient {
                 Ok(stamp) => {
                     // One hop: the new write stands for everything before it.
                     self.context.clear();
-                    self.depend_on(from, key, stamp);
+                    self.depend_on(key, stamp);
                     env.complete(OpResult::Put);
                 }
                 Err(e) => env.complete(OpResult::Failed(e)),
             },
             (Pending::Get { seq, key }, Msg::GetReply { seq: s, item }) if s == seq => match item {
                 Ok(item) => {
-                    let value = item.map(|item| self.read(from, key, item));
+                    let value = item.map(|item| self.read(key, item));
                     env.complete(OpResult::Get(value));
                 }
                 Err(e) => env.complete(OpResult::Failed(e)),
@@ -211,8 +213,8 @@ impl Client for CcLoClient {
                 }
                 // Complete: the session now depends on what it read.
                 let mut values = Vec::with_capacity(read.keys.len());
-                for ((key, item), &server) in read.keys.into_iter().zip(read.items).zip(&read.servers) {
-                    values.push(item.map(|item| self.read(server, key, item)));
+                for (key, item) in read.keys.into_iter().zip(read.items) {
+                    values.push(item.map(|item| self.read(key, item)));
                 }
                 env.complete(OpResult::Rot(values));
             }

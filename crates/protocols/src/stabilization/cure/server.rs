@@ -25,7 +25,7 @@ fn timer(kind: u64, epoch_or_id: u64) -> u64 {
 pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
 /// How far a PUT's stamp may lead the turn's clock when it is one above
-/// the partition's own previous stamp (deviation 7). A turn of n PUTs takes
+/// what the partition announced (deviation 7). A turn of n PUTs takes
 /// well over n µs, so the lead stays small; past this bound (a flood of
 /// PUTs cheaper than a µs each) a PUT waits for the clock as Cure's do.
 pub const STAMP_LEAD_US: u64 = 1_000;
