@@ -246,8 +246,10 @@ impl Partition {
         let written_us = env.now_us();
         if let Some(old_readers) = self.check_here_at_once(env, &deps) {
             let ids = old_readers.len() as u64;
-            let version =
-                Version { value: value.clone(), stamp, deps: Vec::new(), visible: true, old_readers, written_us };
+            // The store's copy shares no reference count with the
+            // replicas' ([`causeway_core::copy_if_short`]).
+            let stored = causeway_core::copy_if_short(&value);
+            let version = Version { value: stored, stamp, deps: Vec::new(), visible: true, old_readers, written_us };
             let newest = env.store().insert(&key, version) == Inserted::Newest;
             let done = Done { client: Some(client), ids, ids_received: 0, asked: 0, started_us: written_us };
             self.made_visible(env, key, stamp, value, written_us, deps, done, newest);
@@ -458,8 +460,9 @@ impl Partition {
         let (value, written_us, deps) = (v.value.clone(), v.written_us, v.deps.clone());
         let Check { client, collected, ids_received, asked, started_us, .. } = c;
         let ids = collected.len() as u64;
+        // Its value shares no reference count with the replicas' either.
         let visible = Version {
-            value: value.clone(),
+            value: causeway_core::copy_if_short(&value),
             stamp,
             deps: Vec::new(),
             visible: true,

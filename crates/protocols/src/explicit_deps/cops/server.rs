@@ -67,7 +67,9 @@ impl Server for CopsServer {
                 env.observe(Observation::Sample { what: "deps_per_write", value: deps.len() as u64 });
                 let stamp = self.node.next_stamp(deps.iter().map(|d| d.stamp));
                 let written_us = env.now_us();
-                let version = Version { value: value.clone(), stamp, pending: None };
+                // The store's copy shares no reference count with the
+                // replicas' ([`causeway_core::copy_if_short`]).
+                let version = Version { value: causeway_core::copy_if_short(&value), stamp, pending: None };
                 env.store().insert(&key, version);
                 self.node.settle.own_write(stamp);
                 self.publish(env, &key, stamp, written_us);

@@ -259,8 +259,10 @@ impl CopsGtServer {
         env.observe(Observation::Sample { what: "nearest_per_write", value: near.len() as u64 });
         let stamp = self.node.next_stamp(kept.iter().map(|d| d.stamp));
         let now = env.now_us();
+        // The store's copy shares no reference count with the replicas'
+        // ([`causeway_core::copy_if_short`]).
         let v = Version {
-            value: value.clone(),
+            value: causeway_core::copy_if_short(&value),
             stamp,
             deps: kept.clone(),
             cut: cp,

@@ -235,7 +235,7 @@ impl EigerServer {
                 deps: Vec::new(),
                 origin_arb: None,
             };
-            let v = Version::new(value.clone(), stamp, State::Txn(Box::new(part)));
+            let v = Version::new(causeway_core::copy_if_short(&value), stamp, State::Txn(Box::new(part)));
             env.store().insert(&key, v);
             self.note_key(&key);
             self.node.settle.own_write(stamp);
