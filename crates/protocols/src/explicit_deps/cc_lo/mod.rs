@@ -59,7 +59,9 @@
 //!    same DC — its visibility and its old readers — and a session that read
 //!    both may keep only X7. Without it a session reading X5 and X7 and
 //!    then writing W would lose X5's old readers (W's check asks only about
-//!    X7). It also orders one DC's versions of a key in every DC.
+//!    X7). It also orders one DC's versions of a key in every DC. A
+//!    settled previous write (deviation 10) is left out, as any settled
+//!    dependency: it is visible in every DC and its old readers are over.
 //! 3. **Bounded ROT lifetime; reader-record GC.** A session abandons a ROT
 //!    attempt after `rot_timeout_us` and retries under a new id (at most
 //!    `rot_attempts` times, then `Aborted`). Reader records and version

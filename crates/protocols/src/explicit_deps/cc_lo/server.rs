@@ -232,9 +232,14 @@ impl Partition {
             return;
         }
         // Deviation 2: a write follows the previous write of its key
-        // accepted in this DC.
-        if let Some(prev) = env.store().versions(&key).iter().rev().find(|v| v.stamp.dc == self.m) {
-            deps.push(Dep { key: key.clone(), stamp: prev.stamp });
+        // accepted in this DC — unless that one is settled, which needs no
+        // check, as no settled dependency does (deviation 10): visible in
+        // every DC, its old readers over. The stamp still goes above it.
+        let prev = env.store().versions(&key).iter().rev().find(|v| v.stamp.dc == self.m).map(|v| v.stamp);
+        if let Some(p) = prev
+            && !self.is_settled(p)
+        {
+            deps.push(Dep { key: key.clone(), stamp: p });
         }
         deps.sort();
         deps.dedup();
@@ -242,7 +247,10 @@ impl Partition {
         self.clock = self.clock.max(dep_max) + 1;
         let stamp = Stamp { ts: self.clock, dc: self.m };
         // Last-writer-wins never puts a write before its causal past.
-        assert!(deps.iter().all(|d| d.stamp < stamp), "CC-LO: a PUT stamped below one of its dependencies");
+        assert!(
+            deps.iter().all(|d| d.stamp < stamp) && prev.is_none_or(|p| p < stamp),
+            "CC-LO: a PUT stamped below one of its dependencies or its key's previous write"
+        );
         let written_us = env.now_us();
         if let Some(old_readers) = self.check_here_at_once(env, &deps) {
             let ids = old_readers.len() as u64;

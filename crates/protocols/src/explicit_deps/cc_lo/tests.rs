@@ -701,3 +701,45 @@ fn a_version_settles_once_every_dc_has_it_and_a_ttl_has_passed() {
     assert_eq!(get(&mut net, a, &k), Some("x".into()));
     assert!(net.clients[a.idx()].context.is_empty(), "settled: a's dependency on it dropped");
 }
+
+/// Deviations 2 and 10: a write depends on its key's previous write in
+/// this DC (and ships that dependency to the other DCs) only while that
+/// write is unsettled; a settled one is visible everywhere with its old
+/// readers over, and is no dependency, though the new stamp still exceeds
+/// it.
+#[test]
+fn a_write_follows_its_keys_previous_write_only_until_that_settles() {
+    let cfg = Config::default();
+    let mut net = net_with(2, 1, 3, cfg.clone());
+    let (a, b, c) = (net.client(0, 0), net.client(0, 1), net.client(0, 2));
+    let k = net.key_on(0);
+    // The dependencies the write of `v` by `who` (a fresh session) ships.
+    let shipped = |net: &mut Net, who: ClientId, v: &str| -> Vec<Dep> {
+        net.invoke(who, Op::Put { key: k.clone(), value: bytes(v) });
+        net.deliver_while(|m| !matches!(m.msg, Msg::Replicate(_)));
+        let deps = net
+            .queue
+            .iter()
+            .find_map(|m| match &m.msg {
+                Msg::Replicate(r) if text(Some(r.value.clone())) == Some(v.to_string()) => Some(r.deps.clone()),
+                _ => None,
+            })
+            .expect("the write is replicated");
+        net.deliver_all();
+        assert_eq!(net.take_result(who), Some(OpResult::Put), "PUT {v}");
+        deps
+    };
+    assert!(shipped(&mut net, a, "x").is_empty());
+    let x = net.latest(net.server_for(DC0, &k), &k).stamp;
+    assert_eq!(shipped(&mut net, b, "y"), vec![Dep { key: k.clone(), stamp: x }], "x is not settled yet");
+    let y = net.latest(net.server_for(DC0, &k), &k).stamp;
+    for _ in 0..cfg.ttl_ticks() + 3 {
+        net.fire_all_timers();
+        net.deliver_all();
+    }
+    assert!(shipped(&mut net, c, "z").is_empty(), "y is settled: no dependency on it");
+    let z = net.latest(net.server_for(DC0, &k), &k).stamp;
+    assert!(z > y);
+    let d = net.client(1, 0);
+    assert_eq!(get(&mut net, d, &k), Some("z".into()));
+}
