@@ -39,10 +39,13 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use stream::TlsStream;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+mod record;
+mod stream;
 
 /// The name a client certificate is valid for.
 pub const CLIENT_NAME: &str = "client.causeway";
@@ -79,55 +82,14 @@ fn setup(context: &'static str) -> impl Fn(rustls::Error) -> TlsError {
 /// it without knowing which.
 pub enum Conn {
     Plain(TcpStream),
-    Client(Box<tokio_rustls::client::TlsStream<Tcp>>),
-    Server(Box<tokio_rustls::server::TlsStream<Tcp>>),
-}
-
-/// The socket under a TLS stream. rustls writes the records it has queued
-/// as one vectored write; an unpipelined request or reply is one record,
-/// and one buffer goes out as `send(2)`, which the kernel takes about 65 ns
-/// faster per call than `writev(2)` (measured with perf on both sides of
-/// `causeway bench`; see BENCHMARKS.md, thirty-sixth session).
-pub struct Tcp(TcpStream);
-
-impl AsyncRead for Tcp {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Tcp {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let tcp = Pin::new(&mut self.get_mut().0);
-        match bufs {
-            [one] => tcp.poll_write(cx, one),
-            _ => tcp.poll_write_vectored(cx, bufs),
-        }
-    }
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
+    Tls(Box<TlsStream>),
 }
 
 impl Conn {
     /// The certificate the other side presented (a server sees the client's).
     fn peer_certificate(&self) -> Option<&CertificateDer<'static>> {
         match self {
-            Conn::Server(s) => s.get_ref().1.peer_certificates().and_then(|c| c.first()),
-            Conn::Client(s) => s.get_ref().1.peer_certificates().and_then(|c| c.first()),
+            Conn::Tls(s) => s.peer_certificate(),
             Conn::Plain(_) => None,
         }
     }
@@ -155,8 +117,7 @@ impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Conn::Client(s) => Pin::new(&mut **s).poll_read(cx, buf),
-            Conn::Server(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -165,22 +126,19 @@ impl AsyncWrite for Conn {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Conn::Client(s) => Pin::new(&mut **s).poll_write(cx, buf),
-            Conn::Server(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_flush(cx),
-            Conn::Client(s) => Pin::new(&mut **s).poll_flush(cx),
-            Conn::Server(s) => Pin::new(&mut **s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Conn::Client(s) => Pin::new(&mut **s).poll_shutdown(cx),
-            Conn::Server(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 }
@@ -220,32 +178,36 @@ fn roots(dir: &Path) -> Result<Arc<rustls::RootCertStore>, TlsError> {
     Ok(Arc::new(roots))
 }
 
-fn connector(dir: &Path, who: &str) -> Result<TlsConnector, TlsError> {
+/// TLS 1.3 only (the record layer in [`record`] is 1.3's), with the
+/// secrets handed over after the handshake (see [`stream`]).
+fn connector(dir: &Path, who: &str) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let certs = read_certs(&dir.join(format!("{who}.pem")))?;
     let key = read_key(&dir.join(format!("{who}.key")))?;
-    let cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(setup("client configuration"))?
         .with_root_certificates(roots(dir)?)
         .with_client_auth_cert(certs, key)
         .map_err(setup("the client certificate and key"))?;
-    Ok(TlsConnector::from(Arc::new(cfg)))
+    cfg.enable_secret_extraction = true;
+    Ok(Arc::new(cfg))
 }
 
-fn acceptor(dir: &Path, node: NodeId) -> Result<TlsAcceptor, TlsError> {
+fn acceptor(dir: &Path, node: NodeId) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let who = format!("node-{}", node.0);
     let certs = read_certs(&dir.join(format!("{who}.pem")))?;
     let key = read_key(&dir.join(format!("{who}.key")))?;
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots(dir)?, provider())
         .build()
         .map_err(|e| TlsError::Setup { context: "client verifier", message: e.to_string() })?;
-    let cfg = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(setup("server configuration"))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
         .map_err(setup("the node certificate and key"))?;
-    Ok(TlsAcceptor::from(Arc::new(cfg)))
+    cfg.enable_secret_extraction = true;
+    Ok(Arc::new(cfg))
 }
 
 /// The TLS directory the config names, or `None` for plaintext.
@@ -255,7 +217,7 @@ fn dir_of(cluster: &Cluster) -> Option<&Path> {
 
 /// A client's side: connects to nodes. `None` inside means plaintext.
 #[derive(Clone)]
-pub struct ClientTls(Option<TlsConnector>);
+pub struct ClientTls(Option<Arc<rustls::ClientConfig>>);
 
 impl ClientTls {
     pub fn load(cluster: &Cluster) -> Result<Self, TlsError> {
@@ -288,8 +250,8 @@ impl ClientTls {
 /// A node's side: accepts clients and peers, connects to peers.
 #[derive(Clone)]
 pub struct NodeTls {
-    acceptor: Option<TlsAcceptor>,
-    connector: Option<TlsConnector>,
+    acceptor: Option<Arc<rustls::ServerConfig>>,
+    connector: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl NodeTls {
@@ -311,7 +273,7 @@ impl NodeTls {
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<Conn> {
         match &self.acceptor {
             None => Ok(Conn::Plain(tcp)),
-            Some(a) => Ok(Conn::Server(Box::new(a.accept(Tcp(tcp)).await?))),
+            Some(a) => Ok(Conn::Tls(Box::new(stream::accept(a.clone(), tcp).await?))),
         }
     }
 
@@ -321,14 +283,14 @@ impl NodeTls {
     }
 }
 
-async fn connect(c: Option<&TlsConnector>, tcp: TcpStream, to: NodeId) -> io::Result<Conn> {
+async fn connect(c: Option<&Arc<rustls::ClientConfig>>, tcp: TcpStream, to: NodeId) -> io::Result<Conn> {
     let _ = tcp.set_nodelay(true);
     match c {
         None => Ok(Conn::Plain(tcp)),
         Some(c) => {
             let name =
                 ServerName::try_from(node_name(to)).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            Ok(Conn::Client(Box::new(c.connect(name, Tcp(tcp)).await?)))
+            Ok(Conn::Tls(Box::new(stream::connect(c.clone(), name, tcp).await?)))
         }
     }
 }
