@@ -18,6 +18,11 @@
 //! `ca.pem` (every process), `ca.key` (only where certificates are made),
 //! `node-N.pem`/`node-N.key` (node N), `client.pem`/`client.key` (clients).
 //!
+//! Only TLS 1.3 is spoken. rustls does the handshake and derives the keys;
+//! after it, [`record`] seals and opens the records in the buffers of
+//! [`stream::TlsStream`] (rustls's kernel-TLS API), which saves rustls's
+//! per-record heap buffers on every short request and reply.
+//!
 //! Plaintext is possible only with `[tls] plaintext = true`, and a node
 //! started so says it loudly. It is not a fallback: a TLS node refuses a
 //! plaintext hello (the handshake fails) and vice versa.
