@@ -618,6 +618,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn two_ends_of_this_stream_update_keys_in_turn() {
+        let dir = certs("both");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            accept(server_cfg, tcp).await.unwrap()
+        });
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
+        let mut client = connect(connector(&dir, "client").unwrap(), name, tcp).await.unwrap();
+        let mut server = server.await.unwrap();
+        client.set_key_update_after(4);
+        server.set_key_update_after(7);
+        echo_rounds(&mut client, &mut server, 30).await;
+        echo_rounds(&mut server, &mut client, 30).await;
+        // A key update that asks the other side to update too: it answers
+        // with its own before its next data.
+        server.update_tx_key(UPDATE_REQUESTED).unwrap();
+        echo_rounds(&mut server, &mut client, 3).await;
+        client.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        server.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
     async fn a_client_without_a_cluster_certificate_is_refused_and_told_why() {
         let dir = certs("refused");
         let other = certs("other");
