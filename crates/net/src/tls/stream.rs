@@ -221,21 +221,17 @@ async fn handshake<C: Unbuffered>(conn: &mut C, io: &mut Io) -> io::Result<Vec<u
 }
 
 /// After a failed handshake rustls has queued an alert naming the cause;
-/// send it so the other side's error says why. Best effort.
+/// send it so the other side's error says why. Best effort, and one call
+/// only: a second would deframe the rest of the input again, and a second
+/// error would try to send a second fatal alert (a debug assertion in
+/// rustls; the `auth` test that replays a recorded session reaches it).
 async fn send_alert<C: Unbuffered>(conn: &mut C, io: &mut Io) {
     io.out.clear();
-    for _ in 0..4 {
-        // The same buffer as before: rustls may hold positions in it.
-        let UnbufferedStatus { discard, state } = conn.process(&mut io.inbuf[io.start..io.end]);
-        let more = match state {
-            Ok(ConnectionState::EncodeTlsData(mut e)) => encode(&mut e, &mut io.out).is_ok(),
-            _ => false,
-        };
-        io.start += discard;
-        if !more {
-            break;
-        }
+    let UnbufferedStatus { discard, state } = conn.process(&mut io.inbuf[io.start..io.end]);
+    if let Ok(ConnectionState::EncodeTlsData(mut e)) = state {
+        let _ = encode(&mut e, &mut io.out);
     }
+    io.start += discard;
     if !io.out.is_empty() {
         let _ = io.tcp.write_all(&io.out).await;
     }
