@@ -643,6 +643,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn bytes_that_are_no_record_of_this_connection_end_it_with_an_error() {
+        let dir = certs("garbage");
+        for garbage in [
+            &b"\x17\x03\x03\x00\x20not a record sealed by the peer!"[..],
+            b"\x16\x03\x01\x00\x05hello",
+            b"\x17\x03\x03\xff\xff",
+        ] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
+            let server = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                accept(server_cfg, tcp).await.unwrap()
+            });
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
+            let mut theirs =
+                tokio_rustls::TlsConnector::from(connector(&dir, "client").unwrap()).connect(name, tcp).await.unwrap();
+            let mut ours = server.await.unwrap();
+            echo_rounds(&mut theirs, &mut ours, 2).await;
+            // Straight onto the socket under the peer's TLS.
+            theirs.get_mut().0.write_all(garbage).await.unwrap();
+            let mut rest = Vec::new();
+            let e = ours.read_to_end(&mut rest).await.expect_err("garbage is refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+            assert!(rest.is_empty(), "nothing of it read as data");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
     async fn a_client_without_a_cluster_certificate_is_refused_and_told_why() {
         let dir = certs("refused");
         let other = certs("other");
