@@ -555,78 +555,89 @@ mod tests {
         }
     }
 
+    /// Two ends of one loopback TCP connection: (accepted, dialed).
+    async fn sockets() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (dialed, accepted) = tokio::join!(TcpStream::connect(listener.local_addr().unwrap()), listener.accept());
+        (accepted.unwrap().0, dialed.unwrap())
+    }
+
+    fn node0() -> ServerName<'static> {
+        ServerName::try_from(node_name(NodeId(0))).unwrap()
+    }
+
+    type Theirs<S> = tokio_rustls::TlsStream<S>;
+
+    /// This side's server and a stock rustls client, handshaken.
+    async fn our_server(dir: &std::path::Path) -> (TlsStream, Theirs<TcpStream>) {
+        let (s, c) = sockets().await;
+        let client = tokio_rustls::TlsConnector::from(connector(dir, "client").unwrap());
+        let (ours, theirs) = tokio::join!(accept(acceptor(dir, NodeId(0)).unwrap(), s), client.connect(node0(), c));
+        (ours.unwrap(), theirs.unwrap().into())
+    }
+
+    /// This side's client and a stock rustls server, handshaken.
+    async fn our_client(dir: &std::path::Path) -> (TlsStream, Theirs<TcpStream>) {
+        let (s, c) = sockets().await;
+        let server = tokio_rustls::TlsAcceptor::from(acceptor(dir, NodeId(0)).unwrap());
+        let (ours, theirs) = tokio::join!(connect(connector(dir, "client").unwrap(), node0(), c), server.accept(s));
+        (ours.unwrap(), theirs.unwrap().into())
+    }
+
+    fn refresh(theirs: &mut Theirs<TcpStream>) {
+        match theirs {
+            tokio_rustls::TlsStream::Client(c) => c.get_mut().1.refresh_traffic_keys().unwrap(),
+            tokio_rustls::TlsStream::Server(c) => c.get_mut().1.refresh_traffic_keys().unwrap(),
+        }
+    }
+
+    /// Echo 20 rounds each way, the stock end asking for a key update in
+    /// between, then close cleanly from this side or the stock one.
+    async fn agree(mut ours: TlsStream, mut theirs: Theirs<TcpStream>, ours_closes: bool) {
+        echo_rounds(&mut ours, &mut theirs, 20).await;
+        // rustls asks for a key update; this side must answer with its own.
+        refresh(&mut theirs);
+        echo_rounds(&mut theirs, &mut ours, 20).await;
+        let mut rest = Vec::new();
+        if ours_closes {
+            ours.shutdown().await.unwrap();
+            theirs.read_to_end(&mut rest).await.unwrap();
+        } else {
+            theirs.shutdown().await.unwrap();
+            ours.read_to_end(&mut rest).await.unwrap();
+        }
+        assert!(rest.is_empty(), "a clean close_notify, nothing after it");
+    }
+
     #[tokio::test]
     async fn this_client_and_a_rustls_server_agree_across_key_updates() {
         let dir = certs("client");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
-        let server = tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            tokio_rustls::TlsAcceptor::from(server_cfg).accept(tcp).await.unwrap()
-        });
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
-        let mut ours = connect(connector(&dir, "client").unwrap(), name, tcp).await.unwrap();
-        let mut theirs = server.await.unwrap();
+        let (mut ours, theirs) = our_client(&dir).await;
         assert!(ours.peer_certificate().is_some());
-
         ours.set_key_update_after(5);
-        echo_rounds(&mut ours, &mut theirs, 20).await;
-        // rustls asks for a key update; this side must answer with its own.
-        theirs.get_mut().1.refresh_traffic_keys().unwrap();
-        echo_rounds(&mut theirs, &mut ours, 20).await;
-
-        ours.shutdown().await.unwrap();
-        let mut rest = Vec::new();
-        theirs.read_to_end(&mut rest).await.unwrap();
-        assert!(rest.is_empty(), "a clean close_notify, nothing after it");
+        agree(ours, theirs, true).await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn a_rustls_client_and_this_server_agree_across_key_updates() {
         let dir = certs("server");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
-        let server = tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            accept(server_cfg, tcp).await.unwrap()
-        });
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
-        let mut theirs =
-            tokio_rustls::TlsConnector::from(connector(&dir, "client").unwrap()).connect(name, tcp).await.unwrap();
-        let mut ours = server.await.unwrap();
+        let (mut ours, theirs) = our_server(&dir).await;
         assert!(ours.peer_certificate().is_some(), "the client's certificate");
-
         ours.set_key_update_after(3);
-        echo_rounds(&mut theirs, &mut ours, 20).await;
-        theirs.get_mut().1.refresh_traffic_keys().unwrap();
-        echo_rounds(&mut ours, &mut theirs, 20).await;
-
-        theirs.shutdown().await.unwrap();
-        let mut rest = Vec::new();
-        ours.read_to_end(&mut rest).await.unwrap();
-        assert!(rest.is_empty());
+        agree(ours, theirs, false).await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn two_ends_of_this_stream_update_keys_in_turn() {
         let dir = certs("both");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
-        let server = tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            accept(server_cfg, tcp).await.unwrap()
-        });
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
-        let mut client = connect(connector(&dir, "client").unwrap(), name, tcp).await.unwrap();
-        let mut server = server.await.unwrap();
+        let (s, c) = sockets().await;
+        let (server, client) = tokio::join!(
+            accept(acceptor(&dir, NodeId(0)).unwrap(), s),
+            connect(connector(&dir, "client").unwrap(), node0(), c)
+        );
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
         client.set_key_update_after(4);
         server.set_key_update_after(7);
         echo_rounds(&mut client, &mut server, 30).await;
@@ -650,18 +661,7 @@ mod tests {
             b"\x16\x03\x01\x00\x05hello",
             b"\x17\x03\x03\xff\xff",
         ] {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
-            let server = tokio::spawn(async move {
-                let (tcp, _) = listener.accept().await.unwrap();
-                accept(server_cfg, tcp).await.unwrap()
-            });
-            let tcp = TcpStream::connect(addr).await.unwrap();
-            let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
-            let mut theirs =
-                tokio_rustls::TlsConnector::from(connector(&dir, "client").unwrap()).connect(name, tcp).await.unwrap();
-            let mut ours = server.await.unwrap();
+            let (mut ours, mut theirs) = our_server(&dir).await;
             echo_rounds(&mut theirs, &mut ours, 2).await;
             // Straight onto the socket under the peer's TLS.
             theirs.get_mut().0.write_all(garbage).await.unwrap();
@@ -677,18 +677,12 @@ mod tests {
     async fn a_client_without_a_cluster_certificate_is_refused_and_told_why() {
         let dir = certs("refused");
         let other = certs("other");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server_cfg = acceptor(&dir, NodeId(0)).unwrap();
-        let server = tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            accept(server_cfg, tcp).await.map(|_| ())
-        });
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let name = ServerName::try_from(node_name(NodeId(0))).unwrap();
+        let (s, c) = sockets().await;
         // A client of another cluster: its CA does not know this server either.
-        let client = connect(connector(&other, "client").unwrap(), name, tcp).await;
-        let server = server.await.unwrap();
+        let (server, client) = tokio::join!(
+            accept(acceptor(&dir, NodeId(0)).unwrap(), s),
+            connect(connector(&other, "client").unwrap(), node0(), c)
+        );
         let (client, server) = (client.err().unwrap().to_string(), server.err().unwrap().to_string());
         assert!(client.contains("certificate"), "the client says why: {client}");
         // The client's alert reached the server, which says why too.
