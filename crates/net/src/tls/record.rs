@@ -59,12 +59,7 @@ impl Key {
         let key =
             aead::UnboundKey::new(alg, key.as_ref()).map_err(|_| invalid("TLS: bad traffic key length".into()))?;
         let iv = iv.as_ref().try_into().map_err(|_| invalid("TLS: bad traffic IV length".into()))?;
-        Ok(Key { key: aead::LessSafeKey::new(key), iv, seq: 0 }.at(seq))
-    }
-
-    fn at(mut self, seq: u64) -> Key {
-        self.seq = seq;
-        self
+        Ok(Key { key: aead::LessSafeKey::new(key), iv, seq })
     }
 
     /// The per-record nonce: the sequence number, big-endian, padded to the
