@@ -24,6 +24,9 @@
 //! max_key_bytes = 4096
 //! max_value_bytes = 1048576
 //!
+//! [links]
+//! linger_us = 2000                # a link to another DC writes at most once per this long
+//!
 //! [wan]                           # optional delays injected in the transport
 //! rtt_ms = [[0, 80], [80, 0]]
 //!
@@ -61,6 +64,8 @@ pub struct ClusterConfig {
     pub storage: StorageConfig,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub links: Links,
     #[serde(default)]
     pub wan: Wan,
     #[serde(default)]
@@ -221,6 +226,35 @@ impl Default for Limits {
             max_connections: default_max_connections(),
             idle_timeout_ms: default_idle_timeout_ms(),
         }
+    }
+}
+
+/// How peer links write.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Links {
+    /// A link to a node of another DC writes at most once per this long:
+    /// after a write it gathers what the node sends next for up to this
+    /// long (or until a full batch of [`crate::link::MAX_BATCH`] messages
+    /// waits) and writes it in one frame. A link that has not written for
+    /// this long writes at once, so a lone write waits for nothing. Under
+    /// load it turns one small frame per turn of the sender (thousands a
+    /// second, each waking the receiver) into one per `linger_us`, at the
+    /// price of up to that much more replication delay between DCs, whose
+    /// round trips are tens of milliseconds. Links inside a DC never wait:
+    /// their messages are on the path of reads and commits. 0 writes
+    /// whatever is due at once.
+    #[serde(default = "default_linger_us")]
+    pub linger_us: u64,
+}
+
+fn default_linger_us() -> u64 {
+    2_000
+}
+
+impl Default for Links {
+    fn default() -> Self {
+        Links { linger_us: default_linger_us() }
     }
 }
 
@@ -447,6 +481,8 @@ mod tests {
         [topology]
         dcs = 2
         partitions = 1
+        [links]
+        linger_us = 500
         [wan]
         rtt_ms = [[0, 10], [10, 0]]
         [tls]
@@ -458,9 +494,16 @@ mod tests {
         let c = ClusterConfig::parse(GOOD, "c.toml").unwrap().validate().unwrap();
         assert_eq!(c.addrs.len(), 2);
         assert_eq!(c.wan_one_way_us[0][1], 5_000);
+        assert_eq!(c.config.links.linger_us, 500);
         // Round trip through TOML.
         let again = ClusterConfig::parse(&c.to_toml(), "again").unwrap().validate().unwrap();
         assert_eq!(again.addrs, c.addrs);
+        assert_eq!(again.config.links.linger_us, 500);
+        // Unset, links to other DCs linger 2 ms; a misspelt key is refused.
+        let plain = ClusterConfig::parse(&GOOD.replace("linger_us = 500", ""), "c.toml").unwrap();
+        assert_eq!(plain.links.linger_us, 2_000);
+        let e = ClusterConfig::parse(&GOOD.replace("linger_us", "linger_ms"), "c.toml").unwrap_err().to_string();
+        assert!(e.contains("linger_ms"), "{e}");
     }
 
     /// A node started from another directory finds the same data.

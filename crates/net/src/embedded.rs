@@ -2,7 +2,9 @@
 //! loopback, with WAN delays injected by the transport. What `causeway up`
 //! and `causeway demo` run, and what the integration tests use.
 
-use crate::config::{AuthSection, Cluster, ClusterConfig, ConfigError, Fsync, Limits, StorageConfig, TlsSection, Wan};
+use crate::config::{
+    AuthSection, Cluster, ClusterConfig, ConfigError, Fsync, Limits, Links, StorageConfig, TlsSection, Wan,
+};
 use crate::server::{self, NodeError, NodeHandle, NodeThreads};
 use causeway_core::{NodeId, TopologySpec};
 use causeway_protocols::{ProtocolName, with_protocol};
@@ -174,6 +176,7 @@ impl Embedded {
             params: spec.params.clone(),
             storage,
             limits,
+            links: Links::default(),
             wan: Wan { rtt_ms: spec.rtt_ms.clone() },
             tls: if spec.plaintext {
                 TlsSection { dir: None, plaintext: true }

@@ -91,6 +91,10 @@ pub struct LinkParams {
     pub max_frame: usize,
     /// Where messages beyond `cap` wait (a cache, recreated on start).
     pub spill_path: PathBuf,
+    /// After a write, how long the link gathers what comes next before it
+    /// writes again ([`crate::config::Links::linger_us`]); zero writes as
+    /// soon as anything is due.
+    pub linger: Duration,
     /// This node's incarnation, said in every hello.
     pub incarnation: u64,
     /// Peers' incarnations: a welcome from another one than known is refused.
@@ -567,77 +571,96 @@ async fn session<M: Message>(
     // write: a batch runs to tens of kilobytes, and a fresh one each time
     // is page faults on the node's thread.
     let mut out = Vec::new();
+    // When this session last wrote, for the linger ([`LinkParams::linger`]).
+    let mut last_write: Option<Instant> = None;
     let result = async {
         loop {
-            // Send everything that is due, in order, in batches.
             let now = Instant::now();
             let mut next_due = None;
-            // Sequence numbers in the window are contiguous.
-            while let Some(front) = q.window.front() {
-                let start = next_send.saturating_sub(front.seq) as usize;
-                if start >= q.window.len() {
-                    break;
+            // A link that wrote less than `linger` ago holds what came since
+            // (unless a full batch waits), to write it all at once then.
+            let unsent =
+                q.window.front().map_or(0, |f| q.window.len().saturating_sub(next_send.saturating_sub(f.seq) as usize));
+            let holding = last_write.map(|t| t + p.linger).filter(|&until| until > now && unsent < MAX_BATCH);
+            let mut wrote = false;
+            if let Some(until) = holding {
+                if unsent > 0 || q.ephemeral.iter().any(|(_, eq)| !eq.is_empty()) || !q.transient.is_empty() {
+                    next_due = Some(until);
                 }
-                let first_seq = q.window[start].seq;
-                let mut n = 0;
-                for it in q.window.iter().skip(start) {
-                    if it.due > now {
-                        next_due = Some(it.due);
+            } else {
+                // Send everything that is due, in order, in batches.
+                // Sequence numbers in the window are contiguous.
+                while let Some(front) = q.window.front() {
+                    let start = next_send.saturating_sub(front.seq) as usize;
+                    if start >= q.window.len() {
                         break;
                     }
-                    n += 1;
-                    if n == MAX_BATCH {
-                        break;
-                    }
-                }
-                if n == 0 {
-                    break;
-                }
-                next_send = first_seq + n as u64;
-                out.clear();
-                out = encode_peer_batch_into(first_seq, q.window.range(start..start + n).map(|it| &it.msg), out);
-                write_all(&mut wr, &out, q, rx, stop).await?;
-            }
-            // Then the ephemeral messages whose predecessors are all out.
-            // Of each kind, only the newest sendable one goes out.
-            let mut ready = Vec::new();
-            for (_, eq) in q.ephemeral.iter_mut() {
-                let mut newest = None;
-                while let Some(&(after_seq, due, _)) = eq.front() {
-                    if after_seq <= next_send && due <= now {
-                        newest = eq.pop_front();
-                    } else {
-                        if after_seq <= next_send {
-                            next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
+                    let first_seq = q.window[start].seq;
+                    let mut n = 0;
+                    for it in q.window.iter().skip(start) {
+                        if it.due > now {
+                            next_due = Some(it.due);
+                            break;
                         }
+                        n += 1;
+                        if n == MAX_BATCH {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                    next_send = first_seq + n as u64;
+                    out.clear();
+                    out = encode_peer_batch_into(first_seq, q.window.range(start..start + n).map(|it| &it.msg), out);
+                    write_all(&mut wr, &out, q, rx, stop).await?;
+                    wrote = true;
+                }
+                // Then the ephemeral messages whose predecessors are all out.
+                // Of each kind, only the newest sendable one goes out.
+                let mut ready = Vec::new();
+                for (_, eq) in q.ephemeral.iter_mut() {
+                    let mut newest = None;
+                    while let Some(&(after_seq, due, _)) = eq.front() {
+                        if after_seq <= next_send && due <= now {
+                            newest = eq.pop_front();
+                        } else {
+                            if after_seq <= next_send {
+                                next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
+                            }
+                            break;
+                        }
+                    }
+                    ready.extend(newest);
+                }
+                // Transient messages in order, those due together in one write;
+                // each is taken off the queue before it is written (at most once).
+                out.clear();
+                while let Some(&(after_seq, due, _)) = q.transient.front() {
+                    if after_seq > next_send {
+                        break;
+                    }
+                    if due > now {
+                        next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
+                        break;
+                    }
+                    let (after_seq, _, msg) = q.transient.pop_front().expect("just seen");
+                    out = encode_into(&Wire::Ephemeral { after_seq, msg }, out);
+                    if out.len() >= 64 * 1024 {
+                        next_due = Some(now); // the rest right after this write
                         break;
                     }
                 }
-                ready.extend(newest);
-            }
-            // Transient messages in order, those due together in one write;
-            // each is taken off the queue before it is written (at most once).
-            out.clear();
-            while let Some(&(after_seq, due, _)) = q.transient.front() {
-                if after_seq > next_send {
-                    break;
+                for (after_seq, _, msg) in ready {
+                    out = encode_into(&Wire::Ephemeral { after_seq, msg }, out);
                 }
-                if due > now {
-                    next_due = Some(next_due.map_or(due, |d: Instant| d.min(due)));
-                    break;
-                }
-                let (after_seq, _, msg) = q.transient.pop_front().expect("just seen");
-                out = encode_into(&Wire::Ephemeral { after_seq, msg }, out);
-                if out.len() >= 64 * 1024 {
-                    next_due = Some(now); // the rest right after this write
-                    break;
+                if !out.is_empty() {
+                    write_all(&mut wr, &out, q, rx, stop).await?;
+                    wrote = true;
                 }
             }
-            for (after_seq, _, msg) in ready {
-                out = encode_into(&Wire::Ephemeral { after_seq, msg }, out);
-            }
-            if !out.is_empty() {
-                write_all(&mut wr, &out, q, rx, stop).await?;
+            if wrote && !p.linger.is_zero() {
+                last_write = Some(Instant::now());
             }
             // A burst of large values leaves a large buffer; it is not kept.
             if out.capacity() > OUT_BUFFER_KEPT_BYTES {
@@ -660,4 +683,102 @@ async fn session<M: Message>(
     .await;
     reader.abort();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::read_frame;
+    use causeway_protocols::eventual::Msg;
+    use tokio::net::TcpListener;
+
+    /// A peer that welcomes the link, never acknowledges, and reports the
+    /// number of messages in each frame it reads.
+    async fn counting_peer(listener: TcpListener, frames: mpsc::UnboundedSender<usize>) {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let hello = read_frame(&mut s, 1 << 20).await.unwrap().unwrap();
+        assert!(matches!(decode::<Msg>(&hello).unwrap(), Wire::HelloPeer { .. }));
+        s.write_all(&encode::<Msg>(&Wire::Welcome { next_seq: 1, incarnation: 7 })).await.unwrap();
+        while let Ok(Some(body)) = read_frame(&mut s, 1 << 20).await {
+            if let Ok(Wire::Peer { msgs, .. }) = decode::<Msg>(&body) {
+                let _ = frames.send(msgs.len());
+            }
+        }
+    }
+
+    /// A link from node 0 to a [`counting_peer`], with `linger`; its
+    /// sender, and the peer's report of each frame's size.
+    async fn link_with(
+        linger: Duration,
+        name: &str,
+    ) -> (mpsc::UnboundedSender<LinkItem<Msg>>, mpsc::UnboundedReceiver<usize>, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (frames_tx, frames) = mpsc::unbounded_channel();
+        tokio::spawn(counting_peer(listener, frames_tx));
+        let spill_path = std::env::temp_dir().join(format!("causeway-link-{name}-{}", std::process::id()));
+        let params = LinkParams {
+            tls: crate::tls::NodeTls::plaintext(),
+            cluster_id: "linger".into(),
+            me: NodeId(0),
+            to: NodeId(1),
+            addr,
+            cap: 10_000,
+            max_frame: 1 << 20,
+            spill_path,
+            linger,
+            incarnation: 1,
+            peers: Arc::new(crate::identity::PeerIncarnations::new(2, &Default::default())),
+            acked: Arc::new(AtomicU64::new(0)),
+            depth: Gauge::default(),
+            spilled: Gauge::default(),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        tokio::spawn(run::<Msg>(params, rx, stop_rx));
+        (tx, frames, stop_tx)
+    }
+
+    fn seq(tx: &mpsc::UnboundedSender<LinkItem<Msg>>, seq: u64) {
+        tx.send(LinkItem::Seq { seq, msg: Msg::PutReply, due: Instant::now() }).unwrap();
+    }
+
+    async fn next_frame(frames: &mut mpsc::UnboundedReceiver<usize>, within: Duration) -> Option<usize> {
+        timeout(within, frames.recv()).await.ok().flatten()
+    }
+
+    /// Four messages handed over 50 ms apart.
+    async fn trickle(tx: &mpsc::UnboundedSender<LinkItem<Msg>>, from: u64) {
+        for s in from..from + 4 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            seq(tx, s);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lingering_link_writes_a_lone_message_at_once_and_gathers_what_follows() {
+        let (tx, mut frames, _stop) = link_with(Duration::from_secs(2), "gather").await;
+        seq(&tx, 1);
+        // The link had not written for the linger: no wait.
+        assert_eq!(next_frame(&mut frames, Duration::from_millis(1500)).await, Some(1), "a lone message waits");
+        // Within the linger of that write, what comes is held and goes as one frame.
+        trickle(&tx, 2).await;
+        assert_eq!(next_frame(&mut frames, Duration::from_secs(10)).await, Some(4));
+        // A full batch does not wait for the linger.
+        for s in 6..6 + MAX_BATCH as u64 {
+            seq(&tx, s);
+        }
+        assert_eq!(next_frame(&mut frames, Duration::from_millis(1500)).await, Some(MAX_BATCH), "a full batch waits");
+    }
+
+    #[tokio::test]
+    async fn without_a_linger_each_message_goes_when_it_comes() {
+        let (tx, mut frames, _stop) = link_with(Duration::ZERO, "eager").await;
+        seq(&tx, 1);
+        assert_eq!(next_frame(&mut frames, Duration::from_secs(10)).await, Some(1));
+        trickle(&tx, 2).await;
+        for _ in 0..4 {
+            assert_eq!(next_frame(&mut frames, Duration::from_secs(10)).await, Some(1));
+        }
+    }
 }

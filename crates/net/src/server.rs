@@ -212,6 +212,11 @@ pub fn spawn<P: Protocol>(
             cap: cluster.config.limits.peer_queue,
             max_frame: cluster.config.limits.max_frame_bytes,
             spill_path: dir.join(format!("spill-to-{i}")),
+            linger: if cluster.topology.dc_of(to) == cluster.topology.dc_of(node) {
+                Duration::ZERO
+            } else {
+                Duration::from_micros(cluster.config.links.linger_us)
+            },
             incarnation,
             peers: peers.clone(),
             acked: a,

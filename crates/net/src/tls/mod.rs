@@ -262,12 +262,17 @@ pub struct NodeTls {
 impl NodeTls {
     pub fn load(cluster: &Cluster, node: NodeId) -> Result<Self, TlsError> {
         match dir_of(cluster) {
-            None => Ok(NodeTls { acceptor: None, connector: None }),
+            None => Ok(NodeTls::plaintext()),
             Some(d) => Ok(NodeTls {
                 acceptor: Some(acceptor(d, node)?),
                 connector: Some(connector(d, &format!("node-{}", node.0))?),
             }),
         }
+    }
+
+    /// No TLS on either side (a cluster with `[tls] plaintext = true`).
+    pub fn plaintext() -> Self {
+        NodeTls { acceptor: None, connector: None }
     }
 
     pub fn is_plaintext(&self) -> bool {
