@@ -25,7 +25,12 @@
 //!   waits, sent once every sequenced message produced before it is out.
 //!
 //! Small messages are coalesced: one frame carries every message that is due,
-//! up to [`MAX_BATCH`]. Injected WAN delay is a `due` time per message;
+//! up to [`MAX_BATCH`]. A link to another DC also lingers
+//! ([`LinkParams::linger`]): after a write it gathers for up to that long
+//! before the next, so that under load the receiver is woken once per linger
+//! rather than once per turn of the sender (about 6 000 times a second on
+//! DKVF's configuration, each wake-up a core taken from the nodes and
+//! clients beside it). Injected WAN delay is a `due` time per message;
 //! delays are constant per link, so FIFO holds. A link logs one line when its
 //! peer becomes unreachable, one when it is back, and one each time its
 //! in-memory window saturates and drains.
