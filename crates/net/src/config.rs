@@ -243,7 +243,7 @@ pub struct Links {
     /// price of up to that much more replication delay between DCs, whose
     /// round trips are tens of milliseconds. Links inside a DC never wait:
     /// their messages are on the path of reads and commits. 0 writes
-    /// whatever is due at once.
+    /// whatever is due at once; at most [`MAX_LINGER_US`].
     #[serde(default = "default_linger_us")]
     pub linger_us: u64,
 }
@@ -251,6 +251,9 @@ pub struct Links {
 fn default_linger_us() -> u64 {
     2_000
 }
+
+/// The longest linger a config may set: a second.
+pub const MAX_LINGER_US: u64 = 1_000_000;
 
 impl Default for Links {
     fn default() -> Self {
@@ -294,6 +297,8 @@ pub enum ConfigError {
     Wan { dcs: usize },
     #[error("config: limits: {0}")]
     Limits(String),
+    #[error("config: links: {0}")]
+    Links(String),
     #[error("config: [tls]: {0}")]
     Tls(&'static str),
     #[error("node {node} is not in this cluster (it has {nodes} nodes)")]
@@ -438,6 +443,12 @@ impl ClusterConfig {
                 l.max_frame_bytes
             )));
         }
+        if self.links.linger_us > MAX_LINGER_US {
+            return Err(ConfigError::Links(format!(
+                "linger_us = {} is above {MAX_LINGER_US} (1 s): replication between DCs would wait that long",
+                self.links.linger_us
+            )));
+        }
         let topology = std::sync::Arc::new(topology);
         causeway_protocols::with_protocol!(protocol, P => {
             let cfg: <P as causeway_core::Protocol>::Config =
@@ -504,6 +515,10 @@ mod tests {
         assert_eq!(plain.links.linger_us, 2_000);
         let e = ClusterConfig::parse(&GOOD.replace("linger_us", "linger_ms"), "c.toml").unwrap_err().to_string();
         assert!(e.contains("linger_ms"), "{e}");
+        // A linger past a second is refused, naming the field.
+        let slow = ClusterConfig::parse(&GOOD.replace("linger_us = 500", "linger_us = 1000001"), "c.toml").unwrap();
+        let e = slow.validate().unwrap_err().to_string();
+        assert!(e.contains("linger_us = 1000001"), "{e}");
     }
 
     /// A node started from another directory finds the same data.
