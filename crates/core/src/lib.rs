@@ -66,6 +66,7 @@ pub mod column;
 pub mod data;
 pub mod history;
 pub mod ids;
+pub mod node;
 pub mod protocol;
 pub mod store;
 pub mod store_key;
@@ -80,6 +81,9 @@ pub use data::{
 };
 pub use history::{History, OpRecord};
 pub use ids::{ClientId, DcId, NodeId, PartitionId};
+pub use node::{
+    Appended, Durable, Host, Input as NodeInput, Node, NodeOptions, Output, OwnedRecord, Ready, Record, Seq, Stepped,
+};
 pub use protocol::{
     Client, ClientCtx, ClientEnv, Faults, LivenessEnv, Message, NodeCtx, Observation, Op, OpError, OpKind, OpResult,
     Protocol, Server, ServerEnv, wire_size,

@@ -447,6 +447,13 @@ impl<V: Versioned + Clone> MvStore<V> {
         }
     }
 
+    /// How many entries the journal holds now: a position in the turn's
+    /// journal, so records of other kinds can be ordered among its versions
+    /// ([`crate::node::Node`]).
+    pub fn journal_len(&self) -> usize {
+        self.journal.as_ref().map_or(0, Vec::len)
+    }
+
     /// Insert a version in order.
     pub fn insert(&mut self, key: &[u8], v: V) -> Inserted {
         self.insert_collecting(key, v, |_| false).inserted
