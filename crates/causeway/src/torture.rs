@@ -135,6 +135,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     sc.protocol.extend(opts.params.clone());
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
+    sc.durability.fsync = s.fsync;
     // Clients give up after twice the liveness bound (at least 0.5 s): an
     // operation whose request a crash lost ends, and one that stalls in a
     // calm period is reported as timed out rather than hanging the session.
@@ -433,7 +434,7 @@ pub fn fault_windows(sc: &Scenario, available: bool) -> Result<Vec<FaultWindow>,
             FaultKind::Pause { node, for_ms } => {
                 out.push(window(t, t + for_ms * 1_000, format!("node {node} paused"), true, false))
             }
-            FaultKind::Crash { node, for_ms } => {
+            FaultKind::Crash { node, for_ms, .. } => {
                 let to = if for_ms == 0 { end } else { t + for_ms * 1_000 };
                 out.push(window(t, to, format!("node {node} crashed"), true, true))
             }

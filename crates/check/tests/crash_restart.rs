@@ -45,7 +45,7 @@ fn scenario(crash_for_ms: u64, timeout_ms: u64) -> causeway_sim::Scenario {
     sc.drain_ms = 1_000;
     sc.client_timeout_ms = timeout_ms;
     let x = Bytes::from_static(b"x");
-    sc.faults.push(Fault { at_ms: 50, at_us: 0, kind: FaultKind::Crash { node: 1, for_ms: crash_for_ms } });
+    sc.faults.push(Fault { at_ms: 50, at_us: 0, kind: FaultKind::Crash { node: 1, for_ms: crash_for_ms, at: None } });
     sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put(100_000, &x, 1)] });
     sc.scripted.push(ScriptedClient { dc: 1, ops: vec![get(100_000, &x), get(400_000, &x)] });
     sc
@@ -92,7 +92,11 @@ fn restart_rebuilds_the_server_from_its_store_and_drops_old_timers() {
     sc.client_timeout_ms = 200;
     sc.drain_ms = 3_000;
     for node in 0..6u32 {
-        sc.faults.push(Fault { at_ms: 50 + node as u64 * 70, at_us: 0, kind: FaultKind::Crash { node, for_ms: 60 } });
+        sc.faults.push(Fault {
+            at_ms: 50 + node as u64 * 70,
+            at_us: 0,
+            kind: FaultKind::Crash { node, for_ms: 60, at: None },
+        });
     }
     let quiet = 3_000_000;
     for dc in 0..3 {

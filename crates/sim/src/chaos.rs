@@ -10,7 +10,7 @@
 //! slowdown and crash ends before the load stops, so convergence and
 //! liveness can be demanded after the drain.
 
-use crate::scenario::{Fault, FaultKind, NodeClock};
+use crate::scenario::{CrashPoint, Fault, FaultKind, FsyncPolicy, NodeClock};
 use causeway_core::{ClockJump, Faults, NodeRole, Topology};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -63,11 +63,13 @@ impl Chaos {
     }
 }
 
-/// A drawn schedule: faults plus per-node clock settings.
+/// A drawn schedule: faults plus per-node clock settings, and the log's
+/// sync policy the crashes strike under.
 #[derive(Clone, Debug, Default)]
 pub struct Schedule {
     pub faults: Vec<Fault>,
     pub clocks: Vec<NodeClock>,
+    pub fsync: FsyncPolicy,
 }
 
 /// Draw a schedule for a run whose load lasts `duration_ms`. All faults
@@ -170,10 +172,22 @@ pub fn draw(seed: u64, topology: &Topology, duration_ms: u64, chaos: Chaos) -> S
         }
     }
     if chaos.crash_restarts {
+        // Where each crash strikes, and the sync policy, on a stream of
+        // their own: the other draws replay as before they existed. Every
+        // crash point is drawn under `always` and `group`, the policies
+        // under which a node promises to lose nothing it acknowledged.
+        let mut durable_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xd0_5eed);
+        s.fsync = if durable_rng.random_bool(0.5) { FsyncPolicy::Always } else { FsyncPolicy::Group };
         for _ in 0..rng.random_range(0..=2) {
             let node = rng.random_range(0..n);
             let (start, len) = window(&mut rng);
-            s.faults.push(Fault { at_ms: start, at_us: 0, kind: FaultKind::Crash { node, for_ms: len } });
+            let at = match durable_rng.random_range(0..4) {
+                0 => None,
+                1 => Some(CrashPoint::AfterAppend),
+                2 => Some(CrashPoint::AfterSync),
+                _ => Some(CrashPoint::TornTail),
+            };
+            s.faults.push(Fault { at_ms: start, at_us: 0, kind: FaultKind::Crash { node, for_ms: len, at } });
         }
     }
     if chaos.forward_jumps || chaos.drift_ppm > 0.0 {

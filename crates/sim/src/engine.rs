@@ -6,13 +6,14 @@
 //! (one for the network, one per client), so a seed replays exactly; the
 //! trace hash folds in every event handled, so two runs can be compared.
 
+use crate::log::SimLog;
 use crate::metrics::{Metrics, SimReport, Summary, cdf_of};
-use crate::scenario::{FaultKind, Scenario, ScenarioError};
+use crate::scenario::{CrashPoint, FaultKind, FsyncPolicy, Scenario, ScenarioError};
 use crate::workload::Generator;
 use causeway_core::{
-    Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Message, MvStore, NodeCtx, NodeId, Observation,
-    Op, OpRecord, OpResult, Protocol, Server, ServerEnv, Topology, Value, Versioned, stable_hash, wire_size,
-    write_id_of,
+    Client, ClientCtx, ClientEnv, ClientId, ClockModel, DcId, History, Host, Message, MvStore, NodeCtx, NodeId,
+    NodeInput, NodeOptions, Observation, Op, OpRecord, OpResult, Output, Protocol, Seq, Server, SnapshotFloor,
+    Topology, Value, Versioned, stable_hash, wire_size, write_id_of,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -29,10 +30,25 @@ enum Addr {
 }
 
 enum Ev<M> {
+    /// A message arrives; `seq` is its place on a node-to-node channel
+    /// (none for client traffic).
     Deliver {
         from: Addr,
         to: Addr,
         msg: M,
+        seq: Option<Seq>,
+    },
+    /// The CPU time of a node's turn is over: its records are synced (per
+    /// the log's policy) and its output leaves. Void if the node crashed
+    /// since (`incarnation`).
+    TurnEnd {
+        node: NodeId,
+        incarnation: u32,
+    },
+    /// Group commit's deadline for a node's unsynced records.
+    GroupSync {
+        node: NodeId,
+        incarnation: u32,
     },
     /// A node's timer; ignored if the node crashed since it was set
     /// (`incarnation` counts the node's restarts).
@@ -73,28 +89,33 @@ enum Ev<M> {
     },
 }
 
-enum Input<M> {
-    Peer(NodeId, M),
-    Client(ClientId, M),
-    Timer(u64),
-}
-
-struct Node<P: Protocol> {
-    server: P::Server,
-    store: MvStore<P::Version>,
+/// A simulated node: the node core (the protocol server, its store and
+/// channel bookkeeping) with the simulated machine around it — its clock,
+/// its CPU (one input at a time), its log.
+struct SimNode<P: Protocol> {
+    core: causeway_core::Node<P>,
+    log: SimLog<P>,
     dc: DcId,
     clock: ClockModel,
-    inbox: VecDeque<Input<P::Msg>>,
+    /// Inputs waiting for the CPU, with their arrival times.
+    inbox: VecDeque<(u64, NodeInput<P::Msg>)>,
     busy_until: u64,
     paused_until: u64,
     wake_at: Option<u64>,
     crashed: bool,
     /// Restarts so far: timers set by an earlier incarnation are void.
     incarnation: u32,
-    /// Peer messages for this node while it is down, in arrival order: the
-    /// senders' durable outboxes, delivered after the restart.
-    held_while_down: VecDeque<(NodeId, P::Msg)>,
     slow_extra_us: u64,
+    /// Observations of the turn in service, recorded when its service ends.
+    obs: Vec<ObsRec>,
+    /// When the log was last synced, and the group-commit deadline armed.
+    last_sync_us: u64,
+    group_sync_at: Option<u64>,
+    /// A crash waiting for the end of this node's next turn that logs.
+    armed: Option<CrashPoint>,
+    /// Where a snapshot taken at the crash would cut each chain, when the
+    /// crash lost nothing unsynced (the live state was the durable one).
+    restart_floor: Option<SnapshotFloor<P::Version>>,
 }
 
 struct Session<P: Protocol> {
@@ -123,9 +144,9 @@ struct Session<P: Protocol> {
     notes: Vec<&'static str>,
 }
 
+/// What a client session's handler produced.
 enum Out<M> {
     Send(NodeId, M),
-    Reply(ClientId, M),
     Timer(u64, u64),
 }
 
@@ -141,7 +162,8 @@ pub struct Sim<P: Protocol> {
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
     slots: Vec<Option<Ev<P::Msg>>>,
     free: Vec<u32>,
-    nodes: Vec<Node<P>>,
+    nodes: Vec<SimNode<P>>,
+    node_options: NodeOptions,
     clients: Vec<Session<P>>,
     /// Last delivery time per directed channel, for FIFO.
     fifo: FxHashMap<(u32, u32), u64>,
@@ -149,7 +171,7 @@ pub struct Sim<P: Protocol> {
     extra_us: Vec<Vec<u64>>,
     slow_links: FxHashMap<(u32, u32), u64>,
     cut: Vec<Vec<bool>>,
-    held: Vec<(Addr, Addr, P::Msg)>,
+    held: Vec<(Addr, Addr, P::Msg, Option<Seq>)>,
     net_rng: ChaCha8Rng,
     workload: Generator,
     /// Nodes currently slowed by a `slow` fault.
@@ -164,7 +186,8 @@ pub struct Sim<P: Protocol> {
     full: bool,
     history: Option<History>,
     out: Vec<Out<P::Msg>>,
-    obs: Vec<ObsRec>,
+    /// Timers a node's handler set, scheduled when it returns.
+    timers: Vec<(u64, u64)>,
     done: Option<OpResult>,
 }
 
@@ -185,36 +208,24 @@ enum ObsRec {
     },
 }
 
-struct SEnv<'a, M, V: Versioned> {
-    node: NodeId,
+/// What the simulator lends a node for one step: its skewed clock, the
+/// timers it sets and where its observations go.
+struct SimHost<'a> {
     dc: DcId,
     /// Under full replication every key is everywhere, so visibility
     /// accounting need not look at the key.
     full: bool,
     now_local: u64,
-    store: &'a mut MvStore<V>,
-    out: &'a mut Vec<Out<M>>,
+    timers: &'a mut Vec<(u64, u64)>,
     obs: &'a mut Vec<ObsRec>,
 }
 
-impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
-    fn node(&self) -> NodeId {
-        self.node
-    }
+impl Host for SimHost<'_> {
     fn now_us(&self) -> u64 {
         self.now_local
     }
-    fn send(&mut self, to: NodeId, msg: M) {
-        self.out.push(Out::Send(to, msg));
-    }
-    fn reply(&mut self, to: ClientId, msg: M) {
-        self.out.push(Out::Reply(to, msg));
-    }
     fn set_timer(&mut self, after_us: u64, token: u64) {
-        self.out.push(Out::Timer(after_us, token));
-    }
-    fn store(&mut self) -> &mut MvStore<V> {
-        self.store
+        self.timers.push((after_us, token));
     }
     fn observe(&mut self, obs: Observation<'_>) {
         match obs {
@@ -225,16 +236,6 @@ impl<M, V: Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
             Observation::Sample { what, value } => self.obs.push(ObsRec::Sample { what, value }),
             // The simulator measures visibility and stability in true time.
             Observation::Stable { .. } => {}
-        }
-    }
-    fn observe_visible_in_store(
-        &mut self,
-        origin: DcId,
-        _written_us: u64,
-        read: impl for<'s> FnOnce(&'s MvStore<V>) -> Option<(&'s [u8], &'s V)>,
-    ) {
-        if let Some((key, v)) = read(self.store) {
-            record_visible(self.obs, self.dc, self.full, key, v.value(), origin);
         }
     }
 }
@@ -348,7 +349,8 @@ impl<P: Protocol> Sim<P> {
         let one_way_us = sc.one_way_us()?;
         let m = topology.dcs();
         let mut setup_rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5e7u64);
-        let nodes: Vec<Node<P>> = topology
+        let node_options = NodeOptions { mutant_release_before_sync: sc.durability.mutant_release_before_sync };
+        let nodes: Vec<SimNode<P>> = topology
             .node_ids()
             .map(|id| {
                 let mut clock = ClockModel::default();
@@ -362,9 +364,10 @@ impl<P: Protocol> Sim<P> {
                 if let Some(o) = sc.clocks.node.iter().find(|c| c.node == id.0) {
                     clock = o.model();
                 }
-                Node {
-                    server: P::server(&cfg, NodeCtx { id, role: topology.role(id), topology: topology.clone() }),
-                    store: MvStore::new(),
+                let ctx = NodeCtx { id, role: topology.role(id), topology: topology.clone() };
+                SimNode {
+                    core: causeway_core::Node::new(&cfg, ctx, node_options),
+                    log: SimLog::new(topology.nodes()),
                     dc: topology.dc_of(id),
                     clock,
                     inbox: VecDeque::new(),
@@ -373,8 +376,12 @@ impl<P: Protocol> Sim<P> {
                     wake_at: None,
                     crashed: false,
                     incarnation: 0,
-                    held_while_down: VecDeque::new(),
                     slow_extra_us: 0,
+                    obs: Vec::new(),
+                    last_sync_us: 0,
+                    group_sync_at: None,
+                    armed: None,
+                    restart_floor: None,
                 }
             })
             .collect();
@@ -432,6 +439,7 @@ impl<P: Protocol> Sim<P> {
             slots: Vec::new(),
             free: Vec::new(),
             nodes,
+            node_options,
             clients,
             fifo: FxHashMap::default(),
             one_way_us,
@@ -447,7 +455,7 @@ impl<P: Protocol> Sim<P> {
             end_us,
             history,
             out: Vec::new(),
-            obs: Vec::new(),
+            timers: Vec::new(),
             done: None,
             sc,
             cfg,
@@ -519,21 +527,21 @@ impl<P: Protocol> Sim<P> {
     }
 
     /// Count a message and put it on the wire.
-    fn transmit(&mut self, from: Addr, to: Addr, msg: P::Msg) {
+    fn transmit(&mut self, from: Addr, to: Addr, msg: P::Msg, seq: Option<Seq>) {
         let (bytes, payload) = if self.sc.count_bytes { (wire_size(&msg), msg.payload_bytes()) } else { (0, 0) };
         self.metrics.message(msg.kind(), msg.is_client(), bytes, payload, self.now);
-        self.route(from, to, msg);
+        self.route(from, to, msg, seq);
     }
 
     /// Latency, jitter, slow-node delay, spikes, cuts, and FIFO order per
     /// channel. A message across a cut waits in `held` (reliable channels
     /// resend after the heal).
-    fn route(&mut self, from: Addr, to: Addr, msg: P::Msg) {
+    fn route(&mut self, from: Addr, to: Addr, msg: P::Msg, seq: Option<Seq>) {
         let (da, db) = (self.addr_dc(from), self.addr_dc(to));
         if self.cut[da.idx()][db.idx()] {
             // A transient message dies with the connection a cut breaks.
             if !(msg.transient() && matches!((from, to), (Addr::Node(_), Addr::Node(_)))) {
-                self.held.push((from, to, msg));
+                self.held.push((from, to, msg, seq));
             }
             return;
         }
@@ -558,11 +566,12 @@ impl<P: Protocol> Sim<P> {
             at = *last;
         }
         *last = at;
-        self.schedule(at, Ev::Deliver { from, to, msg });
+        self.schedule(at, Ev::Deliver { from, to, msg, seq });
     }
 
-    /// Route what a handler produced.
-    fn flush(&mut self, from: Addr) {
+    /// Route what a client session's handler produced.
+    fn flush_client(&mut self, c: ClientId) {
+        let from = Addr::Client(c);
         let mut out = std::mem::take(&mut self.out);
         for o in out.drain(..) {
             match o {
@@ -570,28 +579,39 @@ impl<P: Protocol> Sim<P> {
                     if !self.topology.contains(to) {
                         panic!("{from:?} sent to {to:?}, which is not in the topology");
                     }
-                    self.transmit(from, Addr::Node(to), msg)
+                    self.transmit(from, Addr::Node(to), msg, None)
                 }
-                Out::Reply(to, msg) => {
-                    let Addr::Node(node) = from else { unreachable!("only servers reply") };
-                    let to = to.as_seen_by(node);
-                    if to.idx() < self.clients.len() {
-                        self.transmit(from, Addr::Client(to), msg)
-                    }
-                }
-                Out::Timer(after, token) => {
-                    let at = self.now + after;
-                    let ev = match from {
-                        Addr::Node(node) => Ev::Timer { node, token, incarnation: self.nodes[node.idx()].incarnation },
-                        Addr::Client(client) => Ev::ClientTimer { client, token },
-                    };
-                    self.schedule(at, ev);
-                }
+                Out::Timer(after, token) => self.schedule(self.now + after, Ev::ClientTimer { client: c, token }),
             }
         }
         self.out = out;
-        let dc = self.addr_dc(from);
-        let mut obs = std::mem::take(&mut self.obs);
+    }
+
+    /// Route what a node's core released: its turns whose records are
+    /// durable.
+    fn route_released(&mut self, node: NodeId) {
+        let from = Addr::Node(node);
+        let released: Vec<Output<P::Msg>> = self.nodes[node.idx()].core.released().collect();
+        for o in released {
+            match o {
+                Output::Peer { to, seq, msg } => self.transmit(from, Addr::Node(to), msg, Some(Seq::Nth(seq))),
+                Output::Unsequenced { to, after_seq, msg } => {
+                    self.transmit(from, Addr::Node(to), msg, Some(Seq::After(after_seq)))
+                }
+                Output::Reply { to, msg } => {
+                    let to = to.as_seen_by(node);
+                    if to.idx() < self.clients.len() {
+                        self.transmit(from, Addr::Client(to), msg, None)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Record the observations of a node's turn, at the end of its service.
+    fn record_obs(&mut self, node: NodeId) {
+        let dc = self.nodes[node.idx()].dc;
+        let mut obs = std::mem::take(&mut self.nodes[node.idx()].obs);
         for o in obs.drain(..) {
             match o {
                 ObsRec::Visible { write, origin, key } => {
@@ -605,26 +625,23 @@ impl<P: Protocol> Sim<P> {
                 ObsRec::Sample { what, value } => self.metrics.sample(what, value, self.now),
             }
         }
-        self.obs = obs;
+        self.nodes[node.idx()].obs = obs;
     }
 
     /// Feed an input to a node, or queue it if the node is busy or paused.
-    fn node_input(&mut self, node: NodeId, input: Input<P::Msg>) {
+    fn node_input(&mut self, node: NodeId, input: NodeInput<P::Msg>) {
         let n = &mut self.nodes[node.idx()];
         if n.crashed {
-            // Peer messages wait in their senders' durable outboxes; client
-            // requests and transient peer messages are lost (the client's
-            // deadline covers them).
-            if let Input::Peer(from, msg) = input
-                && !msg.transient()
-            {
-                n.held_while_down.push_back((from, msg));
-            }
+            // Lost with the node: sequenced peer messages wait in their
+            // senders' durable outboxes and are resent when it restarts
+            // ([`Sim::restart`]); client requests and unsequenced peer
+            // messages are gone (the client's deadline covers a request,
+            // the protocol's next tick a heartbeat).
             return;
         }
         let ready = n.busy_until.max(n.paused_until);
         if self.now < ready || !n.inbox.is_empty() {
-            n.inbox.push_back(input);
+            n.inbox.push_back((self.now, input));
             self.ensure_wake(node);
             return;
         }
@@ -651,12 +668,17 @@ impl<P: Protocol> Sim<P> {
                 return;
             }
         }
+        let costs = self.cpu_costs();
         loop {
             let n = &mut self.nodes[node.idx()];
             if self.now < n.busy_until.max(n.paused_until) {
                 break;
             }
-            let Some(input) = n.inbox.pop_front() else { break };
+            let Some((arrived_us, input)) = n.inbox.pop_front() else { break };
+            if costs {
+                // How long the input waited for the CPU (or a pause).
+                self.metrics.sample("cpu_queue_wait_us", self.now - arrived_us, self.now);
+            }
             self.run_node(node, Some(input));
         }
         if !self.nodes[node.idx()].inbox.is_empty() {
@@ -664,61 +686,166 @@ impl<P: Protocol> Sim<P> {
         }
     }
 
-    /// Run one handler (`None`: `on_start`).
-    fn run_node(&mut self, node: NodeId, input: Option<Input<P::Msg>>) {
-        let n = &mut self.nodes[node.idx()];
-        let mut env = SEnv {
-            node,
-            dc: n.dc,
-            full: self.full,
-            now_local: (CLOCK_EPOCH_US as i64 + n.clock.read_signed(self.now)).max(0) as u64,
-            store: &mut n.store,
-            out: &mut self.out,
-            obs: &mut self.obs,
-        };
+    /// Whether handling a message costs simulated CPU time.
+    fn cpu_costs(&self) -> bool {
+        self.sc.cpu.service_us > 0 || self.sc.cpu.us_per_kib > 0.0 || !self.kind_us.is_empty()
+    }
+
+    /// Run one handler (`None`: `on_start`), append the turn's records to
+    /// the node's log, and end the turn when its CPU time is over: at once
+    /// when it costs nothing ([`Sim::end_turn`]).
+    fn run_node(&mut self, node: NodeId, input: Option<NodeInput<P::Msg>>) {
         let per_kib = self.sc.cpu.us_per_kib;
         let in_bytes = match &input {
-            Some(Input::Peer(_, msg) | Input::Client(_, msg)) if per_kib > 0.0 => wire_size(msg),
+            Some(NodeInput::Peer { msg, .. } | NodeInput::Client { msg, .. }) if per_kib > 0.0 => wire_size(msg),
             _ => 0,
         };
         let kind_us = if self.kind_us.is_empty() {
             0.0
         } else {
             let kind = match &input {
-                Some(Input::Peer(_, msg) | Input::Client(_, msg)) => msg.kind(),
-                Some(Input::Timer(_)) => "timer",
+                Some(NodeInput::Peer { msg, .. } | NodeInput::Client { msg, .. }) => msg.kind(),
+                Some(NodeInput::Timer { .. }) => "timer",
                 None => "start",
             };
             self.kind_us.get(kind).copied().unwrap_or(0.0)
         };
+        let busy_us = self.sc.cpu.service_us + (in_bytes as f64 / 1024.0 * per_kib + kind_us).round() as u64;
+        let n = &mut self.nodes[node.idx()];
+        let mut host = SimHost {
+            dc: n.dc,
+            full: self.full,
+            now_local: (CLOCK_EPOCH_US as i64 + n.clock.read_signed(self.now)).max(0) as u64,
+            timers: &mut self.timers,
+            obs: &mut n.obs,
+        };
         let tag = match input {
             None => {
-                n.server.on_start(&mut env);
+                n.core.start(&mut host);
                 0
             }
-            Some(Input::Peer(from, msg)) => {
+            Some(NodeInput::Peer { from, seq, msg }) => {
                 let t = stable_hash(msg.kind().as_bytes());
-                n.server.on_peer(&mut env, from, msg);
+                n.core.step(&mut host, NodeInput::Peer { from, seq, msg });
                 t ^ from.0 as u64
             }
-            Some(Input::Client(from, msg)) => {
+            Some(NodeInput::Client { from, msg }) => {
                 let t = stable_hash(msg.kind().as_bytes());
-                n.server.on_client(&mut env, from.as_seen_by(node), msg);
+                n.core.step(&mut host, NodeInput::Client { from: from.as_seen_by(node), msg });
                 t ^ ((from.0 as u64) << 20)
             }
-            Some(Input::Timer(token)) => {
-                n.server.on_timer(&mut env, token);
+            Some(NodeInput::Timer { token }) => {
+                n.core.step(&mut host, NodeInput::Timer { token });
                 token.rotate_left(17)
             }
         };
-        let busy_us = self.sc.cpu.service_us + (in_bytes as f64 / 1024.0 * per_kib + kind_us).round() as u64;
+        // A turn synced as it ends, with nothing that could come between,
+        // goes straight to the durable log.
+        let at_once = busy_us == 0
+            && self.sc.durability.fsync == FsyncPolicy::Always
+            && n.armed.is_none()
+            && !self.node_options.mutant_release_before_sync;
+        let _ = n.log.append(n.core.ready(), at_once);
         if busy_us > 0 {
             n.busy_until = self.now + busy_us;
         }
+        let incarnation = n.incarnation;
+        let mut timers = std::mem::take(&mut self.timers);
+        for (after, token) in timers.drain(..) {
+            self.schedule(self.now + after, Ev::Timer { node, token, incarnation });
+        }
+        self.timers = timers;
         self.events += 1;
         self.trace = mix(self.trace, self.now ^ ((node.0 as u64) << 40));
         self.trace = mix(self.trace, tag);
-        self.flush(Addr::Node(node));
+        if busy_us > 0 {
+            self.schedule(self.now + busy_us, Ev::TurnEnd { node, incarnation });
+        } else {
+            self.end_turn(node);
+        }
+    }
+
+    /// A node's turn is over: an armed crash strikes if the turn logged
+    /// something; otherwise the log syncs per its policy (group commit may
+    /// leave the records for later) and what became durable leaves.
+    fn end_turn(&mut self, node: NodeId) {
+        let policy = self.sc.durability.fsync;
+        let group_us = self.sc.durability.group_us;
+        let n = &mut self.nodes[node.idx()];
+        let appended = n.log.appended();
+        let logged = appended.must_sync || n.log.has_pending();
+        let sync_now = match policy {
+            FsyncPolicy::Always | FsyncPolicy::Never => true,
+            FsyncPolicy::Group => !appended.must_sync || n.inbox.is_empty() || self.now >= n.last_sync_us + group_us,
+        };
+        if let Some(point) = n.armed
+            && logged
+        {
+            match point {
+                CrashPoint::AfterAppend => return self.crash(node),
+                CrashPoint::TornTail => {
+                    let keep = (self.trace % n.log.pending_len().max(1) as u64) as usize;
+                    n.log.tear(keep);
+                    return self.crash(node);
+                }
+                CrashPoint::AfterSync if sync_now => {
+                    n.log.sync();
+                    return self.crash(node);
+                }
+                CrashPoint::AfterSync => {}
+            }
+        }
+        if sync_now {
+            self.sync_node(node);
+        } else if n.group_sync_at.is_none() {
+            let at = n.last_sync_us + group_us;
+            n.group_sync_at = Some(at);
+            let incarnation = n.incarnation;
+            self.schedule(at, Ev::GroupSync { node, incarnation });
+        }
+        // The mutant core releases before the sync.
+        self.route_released(node);
+        self.record_obs(node);
+    }
+
+    /// Sync a node's log: every turn appended is durable, its output may
+    /// leave.
+    fn sync_node(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.idx()];
+        if n.log.has_pending() {
+            n.log.sync();
+            n.last_sync_us = self.now;
+        }
+        n.core.advance(n.log.appended().lsn);
+        if n.log.wants_compaction(n.core.store()) {
+            // Entries a peer has durably handled leave the outbox (the
+            // network runtime's acknowledgements).
+            let acked: Vec<u64> = self.nodes.iter().map(|p| p.log.delivered(node)).collect();
+            let n = &mut self.nodes[node.idx()];
+            n.log.compact(n.core.store(), &acked);
+        }
+        self.route_released(node);
+    }
+
+    /// Group commit's deadline: sync what is waiting (unless a turn is in
+    /// service; its end decides).
+    fn group_sync(&mut self, node: NodeId, incarnation: u32) {
+        let n = &mut self.nodes[node.idx()];
+        if n.crashed || n.incarnation != incarnation {
+            return;
+        }
+        n.group_sync_at = None;
+        if self.now < n.busy_until {
+            let at = n.busy_until;
+            n.group_sync_at = Some(at);
+            self.schedule(at, Ev::GroupSync { node, incarnation });
+            return;
+        }
+        if n.armed == Some(CrashPoint::AfterSync) && n.log.has_pending() {
+            n.log.sync();
+            return self.crash(node);
+        }
+        self.sync_node(node);
     }
 
     fn client_next(&mut self, c: ClientId) {
@@ -784,7 +911,7 @@ impl<P: Protocol> Sim<P> {
         if self.sc.latency_by_rounds && self.out.iter().any(|o| matches!(o, Out::Send(..))) {
             self.clients[c.idx()].rounds += 1;
         }
-        self.flush(Addr::Client(c));
+        self.flush_client(c);
         if let Some(result) = self.done.take() {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
             let failed = matches!(result, OpResult::Failed(_));
@@ -861,36 +988,35 @@ impl<P: Protocol> Sim<P> {
         self.metrics.request_done(name, invoke_us, self.now, failed);
     }
 
-    /// Crash a node: its server's fields, timers and queued client requests
-    /// are gone; queued peer messages go back to their senders' outboxes
-    /// (the network runtime marks a peer message delivered only once it has
-    /// been handled, so unhandled ones are resent).
+    /// Crash a node: its server's fields, timers, queued inputs and every
+    /// log record not yet synced are gone, and so is the output that
+    /// waited for them. Sequenced messages it had not handled, or whose
+    /// handling it lost, are resent from their senders' durable outboxes
+    /// when it restarts (the network runtime resends everything a peer has
+    /// not durably acknowledged).
     fn crash(&mut self, node: NodeId) {
         let n = &mut self.nodes[node.idx()];
         if n.crashed {
             return;
         }
+        // A snapshot at the crash is the live state only if nothing unsynced
+        // is lost with it.
+        n.restart_floor = if n.log.has_pending() { None } else { n.core.server().snapshot_floor() };
+        n.log.tear(0);
         n.crashed = true;
+        n.armed = None;
         n.incarnation += 1;
         n.wake_at = None;
-        let mut back = VecDeque::new();
-        for input in n.inbox.drain(..) {
-            if let Input::Peer(from, msg) = input
-                && !msg.transient()
-            {
-                back.push_back((from, msg));
-            }
-        }
-        back.append(&mut n.held_while_down);
-        n.held_while_down = back;
+        n.group_sync_at = None;
+        n.inbox.clear();
+        n.obs.clear();
         self.trace = mix(self.trace, 0xc7a5 ^ self.now ^ ((node.0 as u64) << 40));
     }
 
-    /// Restart a crashed node from its journal: a fresh server over the
-    /// versions and durable metadata it had written (what the network
-    /// runtime's write-ahead log gives back; the simulator's store is the
-    /// journal, as if every turn were logged before its messages left),
-    /// then `on_start`, then the peer messages that waited for it.
+    /// Restart a crashed node from its log: a fresh node core over the
+    /// durable state (store, metadata, channel marks), the outboxes
+    /// resent both ways, then `on_start`. A restart of a running node
+    /// disarms a crash that was waiting for its turn (its window is over).
     ///
     /// About half the restarts (by a bit of the trace hash, so a seed
     /// replays the same choice) come instead from a snapshot taken as the
@@ -900,23 +1026,47 @@ impl<P: Protocol> Sim<P> {
     /// cut leaves out nothing a restarted node needs.
     fn restart(&mut self, node: NodeId) {
         if !self.nodes[node.idx()].crashed {
+            self.nodes[node.idx()].armed = None;
             return;
         }
         let ctx = NodeCtx { id: node, role: self.topology.role(node), topology: self.topology.clone() };
-        let server = P::server(&self.cfg, ctx);
         let from_snapshot = self.trace & 1 == 1;
         let n = &mut self.nodes[node.idx()];
-        let floor = if from_snapshot { n.server.snapshot_floor() } else { None };
-        n.store = n.store.restarted(floor.as_ref());
-        n.server = server;
+        let floor = n.restart_floor.take().filter(|_| from_snapshot);
+        let durable = n.log.recovered(floor.as_ref());
+        let (core, outbox) = causeway_core::Node::recover(&self.cfg, ctx, durable, self.node_options);
+        n.core = core;
         n.crashed = false;
         n.busy_until = self.now;
-        let held = std::mem::take(&mut n.held_while_down);
+        n.last_sync_us = self.now;
         self.trace = mix(self.trace, 0x5e57 ^ self.now ^ ((node.0 as u64) << 40));
-        self.run_node(node, None);
-        for (from, msg) in held {
-            self.node_input(node, Input::Peer(from, msg));
+        // Each channel resends from where its receiver's handling stops,
+        // before anything new goes on it.
+        for (to, q) in outbox.into_iter().enumerate() {
+            let to = NodeId(to as u32);
+            let handled = self.nodes[to.idx()].core.delivered()[node.idx()];
+            for (seq, msg) in q.into_iter().filter(|(seq, _)| *seq > handled) {
+                self.transmit(Addr::Node(node), Addr::Node(to), msg, Some(Seq::Nth(seq)));
+            }
         }
+        for from in 0..self.nodes.len() {
+            let from = NodeId(from as u32);
+            // A crashed sender resends when it restarts.
+            if from == node || self.nodes[from.idx()].crashed {
+                continue;
+            }
+            let handled = self.nodes[node.idx()].core.delivered()[from.idx()];
+            let resend: Vec<(u64, P::Msg)> = self.nodes[from.idx()]
+                .log
+                .outbox_to(node)
+                .filter(|(seq, _)| *seq > handled)
+                .map(|(seq, msg)| (*seq, msg.clone()))
+                .collect();
+            for (seq, msg) in resend {
+                self.transmit(Addr::Node(from), Addr::Node(node), msg, Some(Seq::Nth(seq)));
+            }
+        }
+        self.run_node(node, None);
     }
 
     /// A client's deadline: if its `op_no`-th operation is still running,
@@ -977,17 +1127,20 @@ impl<P: Protocol> Sim<P> {
                 self.cut[a as usize][b as usize] = false;
                 self.cut[b as usize][a as usize] = false;
                 let held = std::mem::take(&mut self.held);
-                for (from, to, msg) in held {
+                for (from, to, msg, seq) in held {
                     // Still-cut pairs go straight back into `held`, in order.
-                    self.route(from, to, msg);
+                    self.route(from, to, msg, seq);
                 }
             }
             FaultKind::Pause { node, for_ms } => {
                 let n = &mut self.nodes[node as usize];
                 n.paused_until = n.paused_until.max(self.now + for_ms * 1_000);
             }
-            FaultKind::Crash { node, for_ms } => {
-                self.crash(NodeId(node));
+            FaultKind::Crash { node, for_ms, at } => {
+                match at {
+                    None => self.crash(NodeId(node)),
+                    Some(point) => self.nodes[node as usize].armed = Some(point),
+                }
                 if for_ms > 0 {
                     self.schedule(self.now + for_ms * 1_000, Ev::Restart { node: NodeId(node) });
                 }
@@ -1035,9 +1188,12 @@ impl<P: Protocol> Sim<P> {
         let ev = self.slots[slot as usize].take().expect("event slot is live");
         self.free.push(slot);
         match ev {
-            Ev::Deliver { from, to, msg } => match (from, to) {
-                (Addr::Node(f), Addr::Node(n)) => self.node_input(n, Input::Peer(f, msg)),
-                (Addr::Client(f), Addr::Node(n)) => self.node_input(n, Input::Client(f, msg)),
+            Ev::Deliver { from, to, msg, seq } => match (from, to) {
+                (Addr::Node(f), Addr::Node(n)) => {
+                    let seq = seq.expect("node-to-node messages carry their place on the channel");
+                    self.node_input(n, NodeInput::Peer { from: f, seq, msg })
+                }
+                (Addr::Client(f), Addr::Node(n)) => self.node_input(n, NodeInput::Client { from: f, msg }),
                 (Addr::Node(_), Addr::Client(c)) if self.clients[c.idx()].dead => {}
                 (Addr::Node(f), Addr::Client(c)) => {
                     self.events += 1;
@@ -1056,7 +1212,7 @@ impl<P: Protocol> Sim<P> {
             },
             Ev::Timer { node, token, incarnation } => {
                 if incarnation == self.nodes[node.idx()].incarnation {
-                    self.node_input(node, Input::Timer(token))
+                    self.node_input(node, NodeInput::Timer { token })
                 }
             }
             Ev::ClientTimer { client, token } => {
@@ -1076,6 +1232,12 @@ impl<P: Protocol> Sim<P> {
             }
             Ev::ClientNext { client } => self.client_next(client),
             Ev::Wake { node } => self.on_wake(node),
+            Ev::TurnEnd { node, incarnation } => {
+                if self.nodes[node.idx()].incarnation == incarnation && !self.nodes[node.idx()].crashed {
+                    self.end_turn(node)
+                }
+            }
+            Ev::GroupSync { node, incarnation } => self.group_sync(node, incarnation),
             Ev::Fault { index } => self.fault(index),
             Ev::Restart { node } => self.restart(node),
             Ev::ClientDeadline { client, op_no } => self.deadline(client, op_no),
@@ -1118,7 +1280,7 @@ impl<P: Protocol> Sim<P> {
     }
     /// A node's store, for inspection after a run.
     pub fn store(&self, node: NodeId) -> &MvStore<P::Version> {
-        &self.nodes[node.idx()].store
+        self.nodes[node.idx()].core.store()
     }
     /// The history recorded so far: completed (and timed-out) operations
     /// only; [`Sim::take_history`] adds the pending ones.
@@ -1170,10 +1332,10 @@ impl<P: Protocol> Sim<P> {
             let ops = m.latency.iter().map(|(k, h)| (k.name().to_string(), h));
             ops.chain(m.requests.iter().map(|(k, h)| (k.to_string(), h)))
         };
-        let versions_held: u64 = self.nodes.iter().map(|n| n.store.version_count() as u64).sum();
+        let versions_held: u64 = self.nodes.iter().map(|n| n.core.store().version_count() as u64).sum();
         let mut version_meta = 0u64;
         if self.sc.count_bytes {
-            for v in self.nodes.iter().flat_map(|n| n.store.all_versions()) {
+            for v in self.nodes.iter().flat_map(|n| n.core.store().all_versions()) {
                 version_meta += wire_size(v).saturating_sub(v.value().len()) as u64;
             }
         }

@@ -3,17 +3,22 @@
 //! A deterministic discrete-event geo-simulator. It drives the same protocol
 //! state machines the network runtime does, in virtual time: a latency matrix
 //! between DCs with jitter, intra-DC latency, FIFO channels, per-node clock
-//! offset, drift and jumps, link cuts and heals, node pauses, crashes and
-//! slowdowns, optional CPU service time per message, closed-loop YCSB-style
+//! offset, drift and jumps, link cuts and heals, node pauses and slowdowns,
+//! crashes that strike between a node's log append, its sync and its output
+//! (each node drives the same [`causeway_core::Node`] core as the network
+//! runtime, over a simulated write-ahead log), CPU time per message during
+//! which a node's output waits and its inputs queue, closed-loop YCSB-style
 //! clients and scripted sessions. One seed, one trace.
 //!
 //! It is not a network emulator: there is no bandwidth model or packet loss
-//! (channels are reliable, as DKVF's contract promises), and crashed nodes
-//! stay down (crash-recovery needs durable storage, which lives in the
-//! network runtime).
+//! (channels are reliable, as DKVF's contract promises). Its crashes lose
+//! what a machine's crash loses: every log record not yet synced (under the
+//! `always` and `group` sync policies; under `never` a turn's records count
+//! as on disk once the turn ends, which only a process crash honours).
 
 pub mod chaos;
 pub mod engine;
+mod log;
 pub mod metrics;
 pub mod report;
 pub mod scenario;
@@ -21,7 +26,10 @@ pub mod workload;
 
 pub use engine::Sim;
 pub use metrics::{SimReport, Summary};
-pub use scenario::{Fault, FaultKind, Scenario, ScenarioError, ScriptedClient, ScriptedOp, Workload};
+pub use scenario::{
+    CrashPoint, DurabilitySpec, Fault, FaultKind, FsyncPolicy, Scenario, ScenarioError, ScriptedClient, ScriptedOp,
+    Workload,
+};
 
 use causeway_protocols::{ProtocolName, with_protocol};
 

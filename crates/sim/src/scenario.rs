@@ -29,6 +29,10 @@
 //! [cpu.kind_us.cclo]        # plus this per message of a kind, for one protocol
 //! rot_req = 44.0            # (kinds as `Message::kind`; "timer" for timers)
 //!
+//! [durability]              # the nodes' write-ahead logs (see DurabilitySpec)
+//! fsync = "always"          # always | group | never
+//! group_us = 1_000          # under "group": sync at least this often while busy
+//!
 //! [workload]                # see Workload
 //! clients_per_dc = 64
 //!
@@ -38,6 +42,7 @@
 //! [[faults]]
 //! at_ms = 3_000
 //! kind = "cut"              # cut | heal | pause | crash | restart | slow | slow_link | spike | clock_jump
+//!                           # a crash may name `at = "after_append" | "after_sync" | "torn_tail"`
 //! a = 0
 //! b = 1
 //! ```
@@ -66,6 +71,8 @@ pub struct Scenario {
     pub clocks: ClockSpec,
     #[serde(default)]
     pub cpu: CpuSpec,
+    #[serde(default)]
+    pub durability: DurabilitySpec,
     #[serde(default)]
     pub workload: Workload,
     /// The protocol's parameters, parsed by the protocol's own `Config`.
@@ -180,6 +187,72 @@ impl NodeClock {
     pub fn model(&self) -> ClockModel {
         ClockModel { offset_us: self.offset_us, drift_ppm: self.drift_ppm, jumps: self.jumps.clone() }
     }
+}
+
+/// When a node's log records become durable, as the network runtime's
+/// `[storage] fsync` says: a turn's messages and replies leave the node
+/// only once its records are ([`causeway_core::Node`]), so a crash —
+/// simulated as a machine's, which loses whatever was not synced — loses
+/// nothing that was acknowledged or told to a peer. Under `never` nothing
+/// is synced, so that promise does not hold; the simulator then counts a
+/// turn's records as on disk when the turn ends (what a process crash, but
+/// not a machine's, would leave), and torture does not draw it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurabilitySpec {
+    #[serde(default)]
+    pub fsync: FsyncPolicy,
+    /// Under `group`: a busy node syncs at least this often; a node whose
+    /// inbox is empty at a turn's end syncs at once.
+    #[serde(default = "default_group_us")]
+    pub group_us: u64,
+    /// A deliberately broken node core that releases each turn's output
+    /// before its records are durable: the crash kinds `after_append` and
+    /// `torn_tail` must catch it (the mutant suite runs it).
+    #[serde(default)]
+    pub mutant_release_before_sync: bool,
+}
+
+impl Default for DurabilitySpec {
+    fn default() -> Self {
+        DurabilitySpec { fsync: FsyncPolicy::Always, group_us: default_group_us(), mutant_release_before_sync: false }
+    }
+}
+
+fn default_group_us() -> u64 {
+    1_000
+}
+
+/// When records are synced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    /// At the end of every turn that logged something.
+    #[default]
+    Always,
+    /// At the end of a turn that leaves the inbox empty, or `group_us` after
+    /// the last sync; output waits for it.
+    Group,
+    /// Never: records are durable against a process crash once written.
+    Never,
+}
+
+/// Where in a node's turn an armed crash strikes: the node crashes at the
+/// end of its next turn that logged something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashPoint {
+    /// After the records were appended, before the sync: every record not
+    /// yet synced is lost, and so is the output waiting for them.
+    AfterAppend,
+    /// After the sync, before the output left: the records are durable,
+    /// the messages and replies never sent (the restarted node resends its
+    /// outbox; the replies are lost, the clients time out).
+    AfterSync,
+    /// Torn tail: after the append, a prefix of the unsynced records
+    /// reached the log and the next one only partly (a log drops a partial
+    /// last record), the rest not at all.
+    TornTail,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -623,10 +696,17 @@ pub enum FaultKind {
     /// are lost (clients need `client_timeout_ms` not to wait forever). With
     /// `for_ms` > 0 it restarts after that long (as by a `restart` fault);
     /// with 0 (the default) it stays down unless a `restart` fault follows.
+    ///
+    /// With `at`, the crash is armed rather than immediate: it strikes at
+    /// the end of the node's next turn that logged something, at the
+    /// [`CrashPoint`] named (between the log's append and sync, between
+    /// the sync and the output, or tearing the log's tail).
     Crash {
         node: u32,
         #[serde(default)]
         for_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<CrashPoint>,
     },
     /// A crashed node restarts from what it journaled: a fresh server over
     /// the store's versions and durable metadata, as the network runtime
@@ -711,6 +791,7 @@ impl Scenario {
             network: NetworkSpec::default(),
             clocks: ClockSpec::default(),
             cpu: CpuSpec::default(),
+            durability: DurabilitySpec::default(),
             workload: Workload::default(),
             protocol: toml::Table::new(),
             faults: Vec::new(),
@@ -859,7 +940,7 @@ mod tests {
         s.network.rtt_ms = vec![vec![0.0, 1.0]];
         assert!(matches!(s.validate(), Err(ScenarioError::Rtt { dcs: 2 })));
         let mut s = Scenario::new(TopologySpec::full(2, 1), 10);
-        s.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Crash { node: 9, for_ms: 0 } });
+        s.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::Crash { node: 9, for_ms: 0, at: None } });
         assert!(s.validate().unwrap_err().to_string().contains("node 9"));
         let e = Scenario::from_toml_str(
             "duration_ms = 1\n[topology]\ndcs = 2\npartitions = 1\n[[faults]]\nkind = \"cut\"\na = 0\nb = 1\nc = 2\n",

@@ -76,7 +76,7 @@ fn cpu_service_time_saturates_throughput() {
 fn crash_stops_a_node_for_good() {
     let mut sc = common::base(2, 1, 300, 4);
     sc.workload.clients_per_dc = 4;
-    sc.faults.push(Fault { at_ms: 100, at_us: 0, kind: FaultKind::Crash { node: 1, for_ms: 0 } });
+    sc.faults.push(Fault { at_ms: 100, at_us: 0, kind: FaultKind::Crash { node: 1, for_ms: 0, at: None } });
     let r = Sim::<Eventual>::new(sc).unwrap().run();
     let pair = r.visibility.iter().find(|v| v.from == "dc0" && v.to == "dc1").unwrap();
     assert!(pair.never_visible > 0, "writes after the crash cannot become visible at the crashed DC");
