@@ -119,6 +119,11 @@ pub enum Record<'a, V, M> {
     /// Sequenced message `seq` from `from` has been handled: its effects
     /// precede this record.
     Delivered { from: NodeId, seq: u64 },
+    /// The end of turn `lsn`'s records. A turn's records are one atomic
+    /// change: a replay applies them only up to the last `Commit` it finds,
+    /// so a torn tail never leaves half a turn — a version stored whose
+    /// replication message is lost, or the reverse.
+    Commit { lsn: u64 },
 }
 
 /// A turn's records, handed out: the turn's number, and whether its
@@ -181,7 +186,30 @@ impl<V: Versioned + Clone, M: Clone> Durable<V, M> {
                 self.outbox[i].push_back((*seq, (*msg).clone()));
             }
             Record::Delivered { from, seq } => self.delivered[from.idx()] = *seq,
+            Record::Commit { .. } => {}
         }
+    }
+
+    /// Apply a log's records in order, each turn only once its
+    /// [`Record::Commit`] is read: what a crash left of a turn without its
+    /// commit (a torn tail) is dropped. Returns how many records were
+    /// dropped so.
+    pub fn replay<'r>(&mut self, records: impl IntoIterator<Item = Record<'r, V, M>>) -> usize
+    where
+        V: 'r,
+        M: 'r,
+    {
+        let mut turn = Vec::new();
+        for r in records {
+            if let Record::Commit { .. } = r {
+                for r in turn.drain(..) {
+                    self.apply(&r);
+                }
+            } else {
+                turn.push(r);
+            }
+        }
+        turn.len()
     }
 
     /// Forget outbox entries `to` has durably handled (`delivered` is its
@@ -484,12 +512,15 @@ impl<P: Protocol> Ready<'_, P> {
         if result.is_ok() {
             result = versions(usize::MAX, &mut write);
         }
+        node.lsn += 1;
+        let lsn = node.lsn;
+        if result.is_ok() && (!marks.is_empty() || !journal.is_empty()) {
+            result = write(Record::Commit { lsn });
+        }
         node.journal_spare = journal;
         let mut marks = marks;
         marks.clear();
         node.marks = marks;
-        node.lsn += 1;
-        let lsn = node.lsn;
         if std::mem::take(&mut node.dirty) {
             node.dirty_lsn = lsn;
         }
@@ -573,6 +604,7 @@ pub enum OwnedRecord<V, M> {
     Meta { bytes: Vec<u8> },
     Outbox { to: NodeId, seq: u64, msg: M },
     Delivered { from: NodeId, seq: u64 },
+    Commit { lsn: u64 },
 }
 
 impl<V: Clone, M: Clone> OwnedRecord<V, M> {
@@ -584,6 +616,7 @@ impl<V: Clone, M: Clone> OwnedRecord<V, M> {
             Record::Meta { bytes } => OwnedRecord::Meta { bytes: bytes.to_vec() },
             Record::Outbox { to, seq, msg } => OwnedRecord::Outbox { to: *to, seq: *seq, msg: (*msg).clone() },
             Record::Delivered { from, seq } => OwnedRecord::Delivered { from: *from, seq: *seq },
+            Record::Commit { lsn } => OwnedRecord::Commit { lsn: *lsn },
         }
     }
     pub fn as_record(&self) -> Record<'_, V, M> {
@@ -592,6 +625,7 @@ impl<V: Clone, M: Clone> OwnedRecord<V, M> {
             OwnedRecord::Meta { bytes } => Record::Meta { bytes },
             OwnedRecord::Outbox { to, seq, msg } => Record::Outbox { to: *to, seq: *seq, msg },
             OwnedRecord::Delivered { from, seq } => Record::Delivered { from: *from, seq: *seq },
+            OwnedRecord::Commit { lsn } => Record::Commit { lsn: *lsn },
         }
     }
 }
@@ -728,7 +762,8 @@ mod tests {
         // of any prefix is a state the node passed through.
         assert!(matches!(recs[0], OwnedRecord::Version { .. }), "{recs:?}");
         assert!(matches!(recs[1], OwnedRecord::Outbox { seq: 1, .. }), "{recs:?}");
-        assert!(matches!(recs.last(), Some(OwnedRecord::Meta { .. })), "{recs:?}");
+        assert!(matches!(recs[recs.len() - 2], OwnedRecord::Meta { .. }), "{recs:?}");
+        assert!(matches!(recs.last(), Some(OwnedRecord::Commit { lsn }) if *lsn == a.lsn), "{recs:?}");
         n.advance(a.lsn);
         let out: Vec<_> = n.released().collect();
         assert_eq!(out.len(), 3, "{out:?}");
@@ -780,9 +815,12 @@ mod tests {
             all.extend(log(&mut n).1);
         }
         let mut d = Durable::<V, Msg>::empty(2);
-        for r in &all {
-            d.apply(&r.as_record());
-        }
+        // A torn tail: the last turn's records without its commit.
+        let torn = all.len() - 1;
+        assert_eq!(d.replay(all[..torn].iter().map(|r| r.as_record())), 3, "the torn turn is dropped whole");
+        assert_eq!(d.store.versions(b"k").len(), 2);
+        let mut d = Durable::<V, Msg>::empty(2);
+        assert_eq!(d.replay(all.iter().map(|r| r.as_record())), 0);
         assert_eq!(d.store.versions(b"k").len(), 3);
         assert_eq!(d.store.meta(), Some(&3u64.to_le_bytes()[..]));
         assert_eq!(d.sent_seq[1], 3);

@@ -771,6 +771,9 @@ impl<P: Protocol> Sim<P> {
     fn end_turn(&mut self, node: NodeId) {
         let policy = self.sc.durability.fsync;
         let group_us = self.sc.durability.group_us;
+        // Only the mutant core has released anything before the sync: it
+        // leaves before a crash can stop it.
+        self.route_released(node);
         let n = &mut self.nodes[node.idx()];
         let appended = n.log.appended();
         let logged = appended.must_sync || n.log.has_pending();
@@ -803,8 +806,6 @@ impl<P: Protocol> Sim<P> {
             let incarnation = n.incarnation;
             self.schedule(at, Ev::GroupSync { node, incarnation });
         }
-        // The mutant core releases before the sync.
-        self.route_released(node);
         self.record_obs(node);
     }
 

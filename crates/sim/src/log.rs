@@ -71,12 +71,12 @@ impl<P: Protocol> SimLog<P> {
     }
 
     /// A crash with the first `keep` unsynced records on disk and the rest
-    /// lost (`keep` = 0: all lost).
+    /// lost (`keep` = 0: all lost). A replay keeps whole turns only
+    /// ([`Durable::replay`]), so a turn cut short by the tear is lost whole.
     pub fn tear(&mut self, keep: usize) {
-        for r in self.pending.drain(..).take(keep) {
-            self.durable.apply(&r.as_record());
-            self.applied += 1;
-        }
+        let kept = keep.min(self.pending.len());
+        let dropped = self.durable.replay(self.pending[..kept].iter().map(|r| r.as_record()));
+        self.applied += kept - dropped;
         self.pending.clear();
     }
 
