@@ -145,6 +145,12 @@ enum Cmd {
         /// the protocol's promise.
         #[arg(long)]
         level: Option<String>,
+        /// Run every node on the deliberately broken node core that
+        /// releases a turn's replies and messages before its log records
+        /// are synced: a check that torture's crash faults catch it (runs
+        /// should fail).
+        #[arg(long)]
+        mutant_release_before_sync: bool,
         /// Print the summary as JSON (failure details go to stderr).
         #[arg(long)]
         json: bool,
@@ -556,7 +562,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err("the history violates the requested consistency level".into());
             }
         }
-        Cmd::Torture { protocol, runs, seed, without, dump, params, level, json } => {
+        Cmd::Torture { protocol, runs, seed, without, dump, params, level, mutant_release_before_sync, json } => {
             // With --json, stdout holds only the summary; the rest is for people.
             macro_rules! say {
                 ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
@@ -565,6 +571,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let mut opts = torture::Options {
                 without,
                 level: level.as_deref().map(parse_level).transpose()?,
+                release_before_sync: mutant_release_before_sync,
                 ..Default::default()
             };
             opts.params = parse_params(&params)?;

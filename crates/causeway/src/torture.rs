@@ -136,6 +136,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
     sc.durability.fsync = s.fsync;
+    sc.durability.mutant_release_before_sync = opts.release_before_sync;
     // Clients give up after twice the liveness bound (at least 0.5 s): an
     // operation whose request a crash lost ends, and one that stalls in a
     // calm period is reported as timed out rather than hanging the session.
@@ -278,6 +279,10 @@ pub struct Options {
     pub params: toml::Table,
     /// Judge at this level instead of the one the protocol promises.
     pub level: Option<Level>,
+    /// Run every node on the deliberately broken core that releases a
+    /// turn's output before its records are synced: the crash faults must
+    /// make such runs fail.
+    pub release_before_sync: bool,
 }
 
 pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckReport, causeway_core::History), String> {
