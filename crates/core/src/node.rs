@@ -406,6 +406,7 @@ impl<P: Protocol> Node<P> {
     }
 
     /// The handler environment: disjoint borrows of the node's parts.
+    #[allow(clippy::type_complexity)]
     fn env<'a, H: Host>(&'a mut self, host: &'a mut H) -> (&'a mut P::Server, Env<'a, P::Msg, P::Version, H>) {
         let env = Env {
             node: self.id,
@@ -481,7 +482,8 @@ impl<P: Protocol> Ready<'_, P> {
         let marks = std::mem::take(&mut node.marks);
         let mut result = Ok(());
         let store = &node.store;
-        let mut versions = |upto: usize, write: &mut dyn FnMut(Record<'_, P::Version, P::Msg>) -> Result<(), E>| {
+        type Write<'w, V, M, E> = dyn FnMut(Record<'_, V, M>) -> Result<(), E> + 'w;
+        let mut versions = |upto: usize, write: &mut Write<'_, P::Version, P::Msg, E>| {
             for at in from..upto.min(journal.len()) {
                 store.warm_ahead(&journal, at);
                 let (index, order) = journal[at];
@@ -746,7 +748,13 @@ mod tests {
     }
     fn log(n: &mut Node<Toy>) -> (Appended, Vec<OwnedRecord<V, Msg>>) {
         let mut recs = Vec::new();
-        let a = n.ready().append::<()>(|r| Ok(recs.push(OwnedRecord::of(&r)))).unwrap();
+        let a = n
+            .ready()
+            .append::<()>(|r| {
+                recs.push(OwnedRecord::of(&r));
+                Ok(())
+            })
+            .unwrap();
         (a, recs)
     }
 

@@ -1,0 +1,346 @@
+//! Client sessions: issuing operations (scripted or from the workload),
+//! their replies, deadlines and timeouts, and the history and latency
+//! measurements each completed operation feeds.
+
+use super::*;
+
+pub(super) struct Session<P: Protocol> {
+    pub(super) proto: P::Client,
+    pub(super) dc: DcId,
+    pub(super) rng: ChaCha8Rng,
+    pub(super) busy: Option<(Op, u64)>,
+    pub(super) scripted: Option<VecDeque<crate::scenario::ScriptedOp>>,
+    pub(super) writes: u64,
+    /// Index among the workload's random clients (key groups need it).
+    pub(super) workload_index: u64,
+    /// The rest of a multi-operation request (an amplified insert), and its
+    /// name and start time.
+    pub(super) pending: VecDeque<Op>,
+    pub(super) request: Option<(&'static str, u64)>,
+    /// Operations invoked so far, to match a deadline with its operation.
+    pub(super) op_no: u64,
+    /// Replaced by a new session after a timeout: replies and timers for it
+    /// are dropped.
+    pub(super) dead: bool,
+    /// Client inputs of the current operation that sent messages (for
+    /// `latency_by_rounds`).
+    pub(super) rounds: u32,
+    /// Labels the client noted for the current operation
+    /// ([`ClientEnv::note`], for `latency_by_rounds`).
+    pub(super) notes: Vec<&'static str>,
+}
+
+/// What a client session's handler produced.
+pub(super) enum Out<M> {
+    Send(NodeId, M),
+    Timer(u64, u64),
+}
+
+pub(super) struct CEnv<'a, M> {
+    pub(super) now: u64,
+    pub(super) out: &'a mut Vec<Out<M>>,
+    pub(super) done: &'a mut Option<OpResult>,
+    pub(super) notes: &'a mut Vec<&'static str>,
+}
+
+impl<M> ClientEnv<M> for CEnv<'_, M> {
+    fn now_us(&self) -> u64 {
+        self.now
+    }
+    fn send(&mut self, to: NodeId, msg: M) {
+        self.out.push(Out::Send(to, msg));
+    }
+    fn set_timer(&mut self, after_us: u64, token: u64) {
+        self.out.push(Out::Timer(after_us, token));
+    }
+    fn complete(&mut self, result: OpResult) {
+        assert!(self.done.is_none(), "a client completed one operation twice");
+        *self.done = Some(result);
+    }
+    fn note(&mut self, label: &'static str) {
+        if !self.notes.contains(&label) {
+            self.notes.push(label);
+        }
+    }
+}
+
+/// The latency name of an operation of `kind` whose client sent messages in
+/// `rounds` rounds (`Scenario::latency_by_rounds`).
+pub(super) fn rounds_name(kind: causeway_core::OpKind, rounds: u32) -> Option<&'static str> {
+    use causeway_core::OpKind as K;
+    let names: [&'static str; 3] = match kind {
+        K::Get => ["get_1round", "get_2rounds", "get_3plus_rounds"],
+        K::Rot => ["rot_1round", "rot_2rounds", "rot_3plus_rounds"],
+        K::Put => ["put_1round", "put_2rounds", "put_3plus_rounds"],
+        K::Wot => ["wot_1round", "wot_2rounds", "wot_3plus_rounds"],
+        _ => return None,
+    };
+    Some(names[(rounds.max(1) as usize - 1).min(2)])
+}
+
+/// The latency name of an operation of `kind` its client noted with
+/// `notes`, taking precedence over its rounds name: an Eiger read noted
+/// `indirected` (a second-round read a server answered only after a
+/// `commit_check` to a transaction's coordinator) is reported under
+/// `get_indirected` / `rot_indirected` *instead of* its rounds bucket, so
+/// that the buckets of a kind partition its operations, as the rows of
+/// Lloyd's dissertation, Table 7.4 ("Eiger 1 round", "2 rounds",
+/// "indirected") do. Other labels and kinds keep the rounds name.
+pub(super) fn noted_name(kind: causeway_core::OpKind, notes: &[&'static str]) -> Option<&'static str> {
+    use causeway_core::OpKind as K;
+    if !notes.contains(&"indirected") {
+        return None;
+    }
+    match kind {
+        K::Get => Some("get_indirected"),
+        K::Rot => Some("rot_indirected"),
+        _ => None,
+    }
+}
+
+/// How many distinct rows `keys` name (a plain key is its own row; the
+/// columns of one row count once). Plain keys only: their count.
+pub(super) fn rows<'a>(keys: impl Iterator<Item = &'a causeway_core::Key> + Clone) -> usize {
+    if !keys.clone().any(|k| causeway_core::column::is_location_key(k)) {
+        return keys.count();
+    }
+    let mut rows: Vec<&[u8]> = keys.map(|k| causeway_core::column::row_of(k)).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows.len()
+}
+
+impl<P: Protocol> Sim<P> {
+    /// Route what a client session's handler produced.
+    pub(super) fn flush_client(&mut self, c: ClientId) {
+        let from = Addr::Client(c);
+        let mut out = std::mem::take(&mut self.out);
+        for o in out.drain(..) {
+            match o {
+                Out::Send(to, msg) => {
+                    if !self.topology.contains(to) {
+                        panic!("{from:?} sent to {to:?}, which is not in the topology");
+                    }
+                    self.transmit(from, Addr::Node(to), msg, None)
+                }
+                Out::Timer(after, token) => self.schedule(self.now + after, Ev::ClientTimer { client: c, token }),
+            }
+        }
+        self.out = out;
+    }
+
+    pub(super) fn client_next(&mut self, c: ClientId) {
+        if self.clients[c.idx()].busy.is_some() || self.clients[c.idx()].dead {
+            return;
+        }
+        let op = {
+            let s = &mut self.clients[c.idx()];
+            match &mut s.scripted {
+                Some(ops) => match ops.front() {
+                    Some(o) if o.at_us <= self.now => ops.pop_front().map(|o| o.op),
+                    Some(o) => {
+                        let at = o.at_us;
+                        self.schedule(at, Ev::ClientNext { client: c });
+                        return;
+                    }
+                    None => None,
+                },
+                None if !s.pending.is_empty() => s.pending.pop_front(),
+                None if self.now < self.stop_issuing_us
+                    && (self.sc.workload.operationcount == 0 || self.issued < self.sc.workload.operationcount) =>
+                {
+                    self.issued += 1;
+                    let writes = &mut s.writes;
+                    let mut write_id = || {
+                        *writes += 1;
+                        ((c.0 as u64 + 1) << 32) | *writes
+                    };
+                    let mut r = self.workload.next_request(
+                        &self.sc.workload,
+                        s.workload_index,
+                        s.dc,
+                        &mut s.rng,
+                        &mut write_id,
+                    );
+                    s.request = r.name.map(|n| (n, self.now));
+                    let first = r.ops.pop_front();
+                    s.pending = r.ops;
+                    first
+                }
+                None => None,
+            }
+        };
+        let Some(op) = op else { return };
+        self.events += 1;
+        self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
+        let s = &mut self.clients[c.idx()];
+        s.busy = Some((op.clone(), self.now));
+        s.op_no += 1;
+        s.rounds = 0;
+        s.notes.clear();
+        let op_no = s.op_no;
+        let mut env =
+            CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done, notes: &mut s.notes };
+        s.proto.invoke(&mut env, op);
+        if self.sc.client_timeout_ms > 0 {
+            self.schedule(self.now + self.sc.client_timeout_ms * 1_000, Ev::ClientDeadline { client: c, op_no });
+        }
+        self.after_client(c);
+    }
+
+    pub(super) fn after_client(&mut self, c: ClientId) {
+        if self.sc.latency_by_rounds && self.out.iter().any(|o| matches!(o, Out::Send(..))) {
+            self.clients[c.idx()].rounds += 1;
+        }
+        self.flush_client(c);
+        if let Some(result) = self.done.take() {
+            let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
+            let failed = matches!(result, OpResult::Failed(_));
+            // Keys are rows, columns locations (a plain key is one of each).
+            let (keys, columns) = match &op {
+                Op::Get { .. } | Op::Put { .. } | Op::Add { .. } => (1, 1),
+                // A slice reads one row and as many columns as it returns.
+                Op::Slice { .. } => match &result {
+                    OpResult::Slice(cells) => (1, cells.len().max(1)),
+                    _ => (1, 1),
+                },
+                Op::Rot { keys } => (rows(keys.iter()), keys.len()),
+                Op::Wot { writes } | Op::Batch { writes } => (rows(writes.iter().map(|(k, _)| k)), writes.len()),
+                Op::Txn { reads, writes } => {
+                    (rows(reads.iter()) + rows(writes.iter().map(|(k, _)| k)), reads.len() + writes.len())
+                }
+            };
+            self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
+            self.metrics.keys_done(keys, columns, invoke_us, failed);
+            let s = &self.clients[c.idx()];
+            if self.sc.latency_by_rounds
+                && let Some(name) = noted_name(op.kind(), &s.notes).or_else(|| rounds_name(op.kind(), s.rounds))
+            {
+                self.metrics.request_done(name, invoke_us, self.now, failed);
+            }
+            if self.sc.measure_staleness {
+                self.metrics.staleness(&op, &result, invoke_us, self.now);
+            }
+            if let Op::Rot { keys } = &op {
+                self.classify_rot(c, keys, invoke_us, failed);
+            }
+            let s = &mut self.clients[c.idx()];
+            if s.pending.is_empty() || failed {
+                s.pending.clear();
+                if let Some((name, start_us)) = s.request.take() {
+                    self.metrics.request_done(name, start_us, self.now, failed);
+                }
+            }
+            self.trace = mix(self.trace, 0xd0e ^ self.now);
+            if let Some(h) = self.history.as_mut() {
+                let rec = OpRecord {
+                    client: c,
+                    dc: self.clients[c.idx()].dc,
+                    op,
+                    result,
+                    invoke_us,
+                    complete_us: self.now,
+                    batch: None,
+                };
+                // A batch's number: the history's length, unique in the run.
+                let id = h.ops.len() as u64;
+                h.ops.extend(rec.expand(id));
+            }
+            let s = &self.clients[c.idx()];
+            let think = if s.scripted.is_some() || !s.pending.is_empty() { 0 } else { self.sc.workload.think_time_us };
+            self.schedule(self.now + think, Ev::ClientNext { client: c });
+        }
+    }
+
+    /// While a node is slowed (Roohitavaf's ROTX experiment), ROT latency is
+    /// also reported apart for ROTs that touch a slowed server and those
+    /// that do not.
+    pub(super) fn classify_rot(&mut self, c: ClientId, keys: &[causeway_core::Key], invoke_us: u64, failed: bool) {
+        if self.slowed == 0 {
+            return;
+        }
+        let dc = self.clients[c.idx()].dc;
+        let t = &self.topology;
+        let touches = keys.iter().any(|k| {
+            let p = t.partition_of(k);
+            t.server(t.nearest_dc_storing(dc, p), p).is_some_and(|n| self.nodes[n.idx()].slow_extra_us > 0)
+        });
+        let name = if touches { "rot_touching_slow" } else { "rot_not_touching_slow" };
+        self.metrics.request_done(name, invoke_us, self.now, failed);
+    }
+
+    /// A client's deadline: if its `op_no`-th operation is still running,
+    /// record it as timed out (outcome unknown) and continue the session as
+    /// a new client, since the old one's causal context may be ahead of
+    /// what it was told (replies for the old one are dropped).
+    pub(super) fn deadline(&mut self, c: ClientId, op_no: u64) {
+        let s = &self.clients[c.idx()];
+        if s.dead || s.op_no != op_no || s.busy.is_none() {
+            return;
+        }
+        let after_ms = self.sc.client_timeout_ms;
+        self.done = Some(OpResult::Failed(causeway_core::OpError::TimedOut { after_ms }));
+        // Recorded like a completion, under the old session; the request it
+        // belonged to fails with it.
+        self.clients[c.idx()].dead = true;
+        self.after_client(c);
+        let id = ClientId(self.clients.len() as u32);
+        let old = &mut self.clients[c.idx()];
+        let dc = old.dc;
+        let replacement = Session {
+            proto: P::client(
+                &self.cfg,
+                ClientCtx {
+                    id,
+                    dc,
+                    nonce: mix(self.sc.seed, 0x5e55_0000 + id.0 as u64),
+                    topology: self.topology.clone(),
+                },
+            ),
+            dc,
+            rng: old.rng.clone(),
+            busy: None,
+            scripted: old.scripted.take(),
+            writes: old.writes,
+            workload_index: old.workload_index,
+            pending: VecDeque::new(),
+            request: None,
+            op_no: 0,
+            dead: false,
+            rounds: 0,
+            notes: Vec::new(),
+        };
+        let think = if replacement.scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
+        self.clients.push(replacement);
+        self.trace = mix(self.trace, 0x71e0 ^ self.now ^ ((c.0 as u64) << 24));
+        self.schedule(self.now + think, Ev::ClientNext { client: id });
+    }
+
+    /// The operations invoked and not completed by now, as records whose
+    /// result is [`causeway_core::OpError::Pending`] and whose `complete_us`
+    /// is now: a blocked or livelocked operation stays in the history.
+    pub fn pending_records(&self) -> Vec<OpRecord> {
+        // With nothing left to happen the operations wait to the run's end.
+        let now = if self.heap.is_empty() { self.now.max(self.end_us) } else { self.now };
+        self.clients
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.dead)
+            .filter_map(|(i, s)| {
+                let (op, invoke_us) = s.busy.clone()?;
+                Some(OpRecord {
+                    client: ClientId(i as u32),
+                    dc: s.dc,
+                    op,
+                    result: OpResult::Failed(causeway_core::OpError::Pending),
+                    invoke_us,
+                    complete_us: now,
+                    batch: None,
+                })
+            })
+            // A pending batch's number: past any completed operation's.
+            .enumerate()
+            .flat_map(|(j, r)| r.expand(u64::MAX / 2 + j as u64))
+            .collect()
+    }
+}
