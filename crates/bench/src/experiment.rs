@@ -287,6 +287,37 @@ impl Experiment {
         Ok(out)
     }
 
+    /// Shrink the experiment to a smoke run of its own settings: the first
+    /// and last value of its sweep, the first of its series, one
+    /// repetition, at most 600 ms of load. CI runs every experiment file so,
+    /// which keeps each one runnable on the current code (a parameter
+    /// renamed or a metric gone fails it) without the time the full sweeps
+    /// take.
+    pub fn reduce(&mut self) {
+        fn ends<T: Clone>(v: &mut Vec<T>) {
+            if v.len() > 2 {
+                *v = vec![v[0].clone(), v[v.len() - 1].clone()];
+            }
+        }
+        ends(&mut self.sweep.values);
+        ends(&mut self.sweep.labels);
+        ends(&mut self.sweep.x);
+        if let Some(series) = &mut self.series {
+            series.values.truncate(1);
+            series.labels.truncate(1);
+            series.x.truncate(1);
+        }
+        self.repetitions = 1;
+        let cap = |t: &mut toml::Table, key: &str, max: i64| {
+            if let Some(toml::Value::Integer(v)) = t.get_mut(key) {
+                *v = (*v).min(max);
+            }
+        };
+        cap(&mut self.scenario, "duration_ms", 600);
+        cap(&mut self.scenario, "warmup_ms", 100);
+        cap(&mut self.scenario, "drain_ms", 500);
+    }
+
     /// A readable name of a point, for errors and progress.
     pub fn point_name(&self, p: Point) -> String {
         let mut s = format!("{} {}={}", self.entry_label(p), self.sweep.name(), self.sweep.label(p.x));

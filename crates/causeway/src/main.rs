@@ -73,8 +73,13 @@ enum Cmd {
     /// the simulator (or the network runtime), medians, CSV, JSON, SVG plots
     /// and a Markdown report in --out.
     Experiment {
-        /// The experiment file (TOML).
+        /// The experiment file (TOML), or a directory: every `*.toml` in it,
+        /// in name order.
         file: PathBuf,
+        /// A smoke run of each file: the ends of its sweep, one repetition,
+        /// at most 600 ms of load (what CI runs).
+        #[arg(long)]
+        quick: bool,
         /// Where the outputs go.
         #[arg(long, default_value = "experiment-results")]
         out: PathBuf,
@@ -497,37 +502,36 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 std::process::exit(4);
             }
         }
-        Cmd::Experiment { file, out, reps, runtime, threads, json } => {
-            use causeway_bench::experiment::Runtime;
-            let exp = causeway_bench::Experiment::load(&file)?;
-            let mut opts = causeway_bench::runner::RunOptions { repetitions: reps, ..Default::default() };
-            if let Some(t) = threads {
-                opts.threads = t;
-            }
-            opts.runtime = match runtime.as_deref() {
-                None => None,
-                Some("sim") => Some(Runtime::Sim),
-                Some("network") => Some(Runtime::Network),
-                Some(other) => return Err(format!("--runtime must be sim or network, not {other:?}").into()),
-            };
-            let points = exp.points()?.len();
-            eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
-            let progress = causeway_bench::progress::Progress::new(&exp.name);
-            let results = causeway_bench::run(&exp, &opts, |done, total| progress.set(done as f64 / total as f64))?;
-            let mut command =
-                format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
-            if let Some(r) = reps {
-                command.push_str(&format!(" --reps {r}"));
-            }
-            if let Some(r) = &runtime {
-                command.push_str(&format!(" --runtime {r}"));
-            }
-            let written = causeway_bench::report::write_all(&results, &out, &command, &today())?;
-            if json {
-                let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
-                println!("{}", serde_json::json!({ "files": files, "report": written.markdown.display().to_string() }));
+        Cmd::Experiment { file, quick, out, reps, runtime, threads, json } => {
+            let files = if file.is_dir() {
+                let mut fs: Vec<PathBuf> = std::fs::read_dir(&file)
+                    .map_err(|e| format!("{}: {e}", file.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                    .collect();
+                fs.sort();
+                fs
             } else {
-                println!("{} files written; report: {}", written.files.len(), written.markdown.display());
+                vec![file]
+            };
+            let provenance = provenance();
+            let mut reports = Vec::new();
+            for file in files {
+                let written = run_experiment(&file, quick, &out, reps, runtime.as_deref(), threads, &provenance)?;
+                if !json {
+                    println!("{}: {} files written; report: {}", file.display(), written.files.len(), written.markdown.display());
+                }
+                reports.push(written);
+            }
+            if json {
+                let all: Vec<serde_json::Value> = reports
+                    .iter()
+                    .map(|w| {
+                        let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
+                        serde_json::json!({ "files": files, "report": w.markdown.display().to_string() })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(all));
             }
         }
         Cmd::Check { history, level, quiescent_after_ms, liveness_bound_ms, max_rtt_ms, json, dbcop } => {
@@ -888,6 +892,71 @@ fn demo_scenario(seed: u64, seconds: u64) -> Result<Scenario, Box<dyn std::error
 
 /// Today's date (UTC) as YYYY-MM-DD, for reports: civil-from-days on the
 /// system clock, so the binary needs no date crate.
+/// Run one experiment file and write its report.
+fn run_experiment(
+    file: &std::path::Path,
+    quick: bool,
+    out: &std::path::Path,
+    reps: Option<u32>,
+    runtime: Option<&str>,
+    threads: Option<usize>,
+    provenance: &str,
+) -> Result<causeway_bench::report::Written, Box<dyn std::error::Error>> {
+    use causeway_bench::experiment::Runtime;
+    let mut exp = causeway_bench::Experiment::load(file)?;
+    if quick {
+        exp.reduce();
+    }
+    let mut opts = causeway_bench::runner::RunOptions { repetitions: reps, ..Default::default() };
+    if let Some(t) = threads {
+        opts.threads = t;
+    }
+    opts.runtime = match runtime {
+        None => None,
+        Some("sim") => Some(Runtime::Sim),
+        Some("network") => Some(Runtime::Network),
+        Some(other) => return Err(format!("--runtime must be sim or network, not {other:?}").into()),
+    };
+    let points = exp.points()?.len();
+    eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
+    let progress = causeway_bench::progress::Progress::new(&exp.name);
+    let results = causeway_bench::run(&exp, &opts, |done, total| progress.set(done as f64 / total as f64))?;
+    let mut command = format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
+    if quick {
+        command.push_str(" --quick");
+    }
+    if let Some(r) = reps {
+        command.push_str(&format!(" --reps {r}"));
+    }
+    if let Some(r) = runtime {
+        command.push_str(&format!(" --runtime {r}"));
+    }
+    Ok(causeway_bench::report::write_all(&results, out, &command, provenance)?)
+}
+
+/// When, from which code and on what a report was generated: today's date,
+/// the commit (marked when the tree had changes), the machine's cores.
+fn provenance() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=10", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!(
+        "{} at commit {commit}{} on {cores} cores ({} {})",
+        today(),
+        if dirty { " with uncommitted changes" } else { "" },
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
 fn today() -> String {
     let days =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;

@@ -32,7 +32,14 @@ impl EventualServer {
     /// Insert, then forget everything but the winner: last-writer-wins needs
     /// one version per key, and reads never ask for an older one.
     fn apply(env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> causeway_core::Landed {
-        env.store().insert_collecting(key, version, |_| true)
+        let order = (version.ts, version.dc);
+        let landed = env.store().insert_collecting(key, version, |_| true);
+        // Last-writer-wins never goes back: the key now holds the newer of
+        // what it held and what arrived, and only that.
+        let kept = env.store().latest_where_at(landed.index, |_| true).map(|(_, v)| (v.ts, v.dc));
+        assert!(kept.is_some_and(|k| k >= order), "last-writer-wins went back: kept {kept:?} below {order:?}");
+        assert_eq!(landed.left, 1, "last-writer-wins keeps one version per key");
+        landed
     }
 }
 
@@ -60,7 +67,10 @@ impl EventualServer {
 
     /// Stamp a client's write, visible here at once.
     fn stamp(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, value: causeway_core::Value) -> Version {
+        let before = self.last_ts;
         self.last_ts = env.now_us().max(self.last_ts + 1);
+        // Stamps are unique per server, so ⟨ts, dc⟩ orders all writes totally.
+        assert!(self.last_ts > before, "a stamp repeated");
         let version = Version { value, ts: self.last_ts, dc: self.dc };
         env.observe(Observation::Visible { key, value: &version.value, origin: self.dc, written_us: version.ts });
         version

@@ -139,6 +139,13 @@ impl CopsServer {
     /// keep one committed version per key (§2.2), with any pending ones
     /// newer than it.
     fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
+        // §2.7 step 5: a replicated write becomes readable only once its
+        // dependency checks passed, which committing it records (it may be
+        // gone already, having lost last-writer-wins).
+        assert!(
+            env.store().exact(key, stamp).is_none_or(|v| v.committed()),
+            "a write was published before it was committed"
+        );
         self.node.report_if_newest(env, key, stamp, written_us);
         // Pending versions stay until committed: after a crash the store is
         // all recovery has, and a later write may depend on one.
