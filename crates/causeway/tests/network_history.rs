@@ -1,6 +1,7 @@
 //! Histories recorded over real TCP pass the checker at the level each
-//! protocol promises (issue 4: the network runtime's histories are checked
-//! too, not only the simulator's).
+//! protocol promises: the network runtime's histories are checked too, not
+//! only the simulator's, since its batching, group commit and reconnects are
+//! code the simulator never runs.
 
 use causeway_check::{CheckConfig, Level, check};
 use causeway_core::{OpResult, Protocol};

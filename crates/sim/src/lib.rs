@@ -8,9 +8,9 @@
 //! clients and scripted sessions. One seed, one trace.
 //!
 //! It is not a network emulator: there is no bandwidth model or packet loss
-//! (channels are reliable, as DKVF's contract promises), and crashed nodes
-//! stay down (crash-recovery needs durable storage, which lives in the
-//! network runtime).
+//! (channels are reliable, as DKVF's contract promises). A crashed node
+//! loses its volatile state and, when it restarts, is rebuilt from what it
+//! journaled, as the network runtime recovers from its write-ahead log.
 
 pub mod chaos;
 pub mod engine;
