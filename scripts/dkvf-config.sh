@@ -1,9 +1,10 @@
 #!/bin/bash
-# Our side of the DKVF comparison (issue 18), on DKVF's own configuration:
+# Our side of the DKVF comparison, on DKVF's own configuration:
 # 2 DCs × 1 partition as two `causeway server` processes, storage unsynced,
 # 50 client sessions on DC 0, 64-byte values, 100 000 keys, YCSB workload a
 # (50:50 read:update) after a load phase. One line per protocol and round;
-# medians at the end. The DKVF figures to compare with are in BENCHMARKS.md.
+# medians at the end. A ratio to DKVF needs DKVF run on the same machine in
+# alternating rounds (BENCHMARKS.md says how the current ones were measured).
 # PLAINTEXT=1 runs the servers without TLS, as DKVF's Java sockets are;
 # PROTOCOLS="a b" picks the protocols.
 # Usage: scripts/dkvf-config.sh [causeway-binary] [rounds] [seconds] [fsync]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed 001 (issue 15), Eiger against Eventual: the figures Lloyd's Ch. 7
+"""Seed 001 (Lloyd, docs/references.md), Eiger against Eventual: the figures Lloyd's Ch. 7
 reports, from the CSVs `causeway experiment` writes for the eiger-*.toml files.
 
 For every experiment: per sweep point (and series value), the throughput of

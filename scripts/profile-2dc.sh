@@ -1,8 +1,8 @@
 #!/bin/bash
-# A system-wide CPU profile of one protocol on DKVF's configuration (issue
-# 18): two `causeway server` processes (2 DCs x 1 partition, plaintext,
-# fsync never) and `causeway bench --workload a` (50 sessions, 64-byte
-# values, 100 000 keys) for 8 s, under `perf record -a`. Read it with
+# A system-wide CPU profile of one protocol on DKVF's configuration: two
+# `causeway server` processes (2 DCs x 1 partition, plaintext, fsync never)
+# and `causeway bench --workload a` (50 sessions, 64-byte values, 100 000
+# keys) for 8 s, under `perf record -a`. Read it with
 #   perf report -i OUT --no-children --sort comm -g none
 #   perf report -i OUT --no-children --comm causeway-node-0,causeway-node-1 --sort sym -g none
 # Usage: scripts/profile-2dc.sh PROTOCOL OUT.data [causeway-binary]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed 004 (issue 16): the derived figures the paper reports, from a load
+"""Seed 004 (Didona et al., docs/references.md): the derived figures the paper reports, from a load
 sweep's CSV written by `causeway experiment` (contrarian-load-1dc/2dc):
 peak throughput of each curve and their ratios, low-load ROT latencies, the
 throughput at which CC-LO's mean ROT latency stops being lower than

@@ -4,7 +4,7 @@
 # A free loopback port.
 port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
 
-# DKVF's configuration (issue 18) in DIR/cluster.toml: 2 DCs x 1 partition,
+# DKVF's configuration (the setup of its published figures) in DIR/cluster.toml: 2 DCs x 1 partition,
 # storage FSYNC; plaintext if PLAINTEXT is 1, else TLS with fresh
 # certificates. Usage: two_dc_config DIR CLUSTER_ID PROTOCOL FSYNC PLAINTEXT
 two_dc_config() {

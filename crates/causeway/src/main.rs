@@ -23,7 +23,8 @@ mod torture;
 /// touch of a 2 MB page then zeroes (and, where memory is fragmented,
 /// compacts) it all on the faulting thread, which for a store taking writes
 /// is the node's. Under `causeway bench`'s SETs that cost CausalSpartanX
-/// 14 % of its throughput (BENCHMARKS.md, thirty-fifth session); pipelined
+/// 14 % of its throughput (a profile put 9 % of the process in the kernel's
+/// page zeroing, `clear_page_erms`); pipelined
 /// GETs, which the larger pages spared TLB misses, lose some 10 %. Redis
 /// turns them off for itself for the same reason (`disable-thp`).
 #[global_allocator]

@@ -58,8 +58,8 @@ fn an_eiger_remote_cohort_that_skips_its_coordinators_dep_check_is_caught() {
     assert!(out.contains(&format!("--param '{param}'")), "{out}");
 }
 
-/// Issue 15's first mutant: a read-only transaction that answers from its
-/// first round even when a location's LVT is below EffT (Lloyd, Fig 5.5).
+/// A broken Eiger read-only transaction: one that answers from its first
+/// round even when a location's LVT is below EffT (Lloyd, Fig 5.5).
 /// Not in Eiger's MUTANTS (no conformance scenario forces a write between
 /// a transaction's two reads); torture's concurrent ROTs and writes do.
 #[test]

@@ -3,9 +3,8 @@
 //! consistency", OOPSLA 2019; github.com/rnbguy/dbcop).
 //!
 //! The format is the one dbcop's `verify` command reads for `.json` files,
-//! taken from its sources (`crates/testgen/src/generator.rs` `History`,
-//! `crates/core/src/history/raw/types.rs` `Transaction` and `Event`, and
-//! `docs/history-format.md`):
+//! as dbcop's own types define it (its `History`, `Transaction` and `Event`,
+//! and its description of the history format):
 //!
 //! ```json
 //! { "params": { "id": 0, "n_node": 2, "n_variable": 3, "n_transaction": 2, "n_event": 2 },

@@ -1,4 +1,4 @@
-//! Crash and restart in the simulator (issue 12 item 5): a crashed node
+//! Crash and restart in the simulator: a crashed node
 //! loses its volatile state and comes back from its journal; peer messages
 //! wait in their senders' durable outboxes; client requests to it are lost
 //! and the client's deadline ends them; an operation that never completes

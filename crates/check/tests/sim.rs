@@ -318,8 +318,8 @@ fn eventual_under_skew_loses_a_causally_later_write_which_only_causal_levels_fla
     }
     let h = run(sc);
     // Eventual consistency allows it: every DC converged on w1, and w2 lost
-    // arbitration (issue 13: a converged last-writer-wins history under
-    // skew is not "never visible").
+    // arbitration (a converged last-writer-wins history under skew has no
+    // write that is "never visible").
     let r = check(&h, &CheckConfig::at(Level::Eventual).quiescent_after(1_000_000));
     assert!(r.passed, "{r}");
     assert!(r.failed_kinds().is_empty(), "{r}");

@@ -1,5 +1,7 @@
-//! Histories: what every client saw, as DESIGN.md defines them. Both runtimes
-//! record them; the checker consumes them.
+//! Histories: what every client saw — each operation with its invoke and
+//! complete times, session, keys, the unique value each write wrote, what
+//! each read returned and its transaction's bounds (`docs/architecture.md`,
+//! "Two runtimes"). Both runtimes record them; the checker consumes them.
 
 use crate::ids::{ClientId, DcId};
 use crate::protocol::{Op, OpResult};

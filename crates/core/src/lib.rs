@@ -12,8 +12,8 @@
 //!
 //! ## How each protocol family maps onto the interface
 //!
-//! The interface was checked against every protocol of the catalogue before
-//! it was frozen:
+//! The interface was checked against every protocol of the catalogue
+//! (`docs/architecture.md`, built or not) before it was frozen:
 //!
 //! - **Stabilization protocols** (GentleRain, CausalSpartanX, Cure,
 //!   Contrarian): partition servers replicate to their equivalents

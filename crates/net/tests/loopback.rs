@@ -1,7 +1,7 @@
 //! Loopback integration: real TCP, real logs, every implemented protocol.
 
 use bytes::Bytes;
-use causeway_core::{DcId, NodeId};
+use causeway_core::{DcId, NodeId, Protocol};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::{Fsync, Session};
 use causeway_protocols::{ProtocolName, with_protocol};
@@ -58,7 +58,7 @@ async fn replicate_and_order(p: ProtocolName) {
             let album = r.get(Bytes::from_static(b"album")).await.unwrap();
             if album.is_some() {
                 let photo = r.get(Bytes::from_static(b"photo")).await.unwrap();
-                if p != ProtocolName::Eventual {
+                if P::CAUSAL {
                     assert_eq!(photo.as_deref(), Some(&b"p1"[..]), "{p}: album visible without its photo");
                 }
                 break;
@@ -77,7 +77,7 @@ async fn replicate_and_order(p: ProtocolName) {
     // Visibility by origin DC: the album came from DC 0.
     assert!(reader.contains("causeway_visibility_seconds_count{from_dc=\"0\"} "), "{p}:\n{reader}");
     assert!(!reader.contains("causeway_visibility_seconds_count{from_dc=\"0\"} 0"), "{p}:\n{reader}");
-    if p != ProtocolName::Eventual {
+    if with_protocol!(p, P => P::CAUSAL) {
         assert!(reader.contains("causeway_stable_lag_seconds "), "{p}:\n{reader}");
     }
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
@@ -296,7 +296,7 @@ async fn delete_is_ordered(p: ProtocolName) {
             assert!(start.elapsed() < Duration::from_secs(10), "{p}: y never became visible in dc1");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        if p != ProtocolName::Eventual {
+        if P::CAUSAL {
             assert_eq!(r.get(x.clone()).await.unwrap(), None, "{p}: y visible before the delete it follows");
         }
         match w.rot(vec![x.clone(), y.clone()]).await {
@@ -419,7 +419,7 @@ async fn pipelined_slots_are_causal_sessions(p: ProtocolName) {
             for i in 0..DEPTH as usize {
                 if albums[i] != OpResult::Get(None) {
                     seen[i] = true;
-                    if p != ProtocolName::Eventual {
+                    if P::CAUSAL {
                         assert_eq!(photos[i], OpResult::Get(Some(key("photo", i as u32))), "{p}: slot {i}'s album without its photo");
                     }
                 }

@@ -1,7 +1,8 @@
 //! COPS and COPS-GT in the simulator: causal order across DCs under
 //! faults, `read_trans` snapshots, and COPS-GT's garbage collection keeping
-//! memory flat. (The step-by-step `read_trans` race is a unit test in
-//! `crates/protocols/src/cops_gt.rs`.)
+//! memory flat. (The step-by-step `read_trans` race is a unit test,
+//! `read_trans_never_returns_the_public_acl_with_the_personal_album` in
+//! `crates/protocols/src/explicit_deps/cops_gt/tests.rs`.)
 
 mod common;
 

@@ -36,8 +36,8 @@
 //!    [`dep_check`](crate::explicit_deps::replication::dep_check), shared with COPS-GT.
 //!    A replicated write commits as soon as its own checks pass (§2.7), not
 //!    behind earlier writes of its origin; what is committed from an origin
-//!    is a low-water mark plus the stamps committed above it (issue 13,
-//!    stall 1).
+//!    is a low-water mark plus the stamps committed above it, so a write
+//!    whose dependency sits in a cut-off DC holds back no independent one.
 //! 2. **The context keeps one stamp per key *and origin***, not per key
 //!    (§2.3 says "the most recent timestamp of each key"). A session that
 //!    read x@5 (accepted in DC A, depending on y@3) and then a concurrent

@@ -34,8 +34,8 @@ fn a_pending_replicated_write_survives_a_restart() {
     pending_write_survives_a_restart::<crate::cops_gt::CopsGt>(Default::default());
 }
 
-/// Issue 13, stall 1 (head-of-line blocking): DC1's server replicates `y`,
-/// which depends on `x` from DC2, and then an independent `z`. DC0 is cut
+/// No head-of-line blocking behind a cut-off dependency: DC1's server
+/// replicates `y`, which depends on `x` from DC2, and then an independent `z`. DC0 is cut
 /// off from DC2, so `y` waits at DC0 for as long as the cut lasts; `z`
 /// needs nothing and must be visible at DC0 at once (the paper commits a
 /// write as soon as its own checks pass). A second write of `y` from the

@@ -41,8 +41,7 @@ impl Default for Config {
 /// than `trans_time` restarts (§6.1), so `trans_time` must exceed a read
 /// round inside a DC — a LAN round trip, well under a millisecond, a few
 /// under load — with room to spare; 50 ms is that many rounds and more.
-/// Below it every `read_trans` could restart until it gives up
-/// (issue 13, stall 3).
+/// Below it every `read_trans` could restart until it gives up.
 pub const MIN_TRANS_TIME_MS: u64 = 50;
 
 /// A configuration COPS-GT refuses, naming the field.

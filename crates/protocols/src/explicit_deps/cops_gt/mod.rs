@@ -39,8 +39,9 @@
 //! ([`dep_check`](crate::explicit_deps::replication::dep_check)): a
 //! replicated write commits as soon as its own checks pass (§2.7), not
 //! behind earlier writes of its origin, except that one key's writes from
-//! one origin commit in stamp order, which deviation 1 relies on (issue 13,
-//! stall 1).
+//! one origin commit in stamp order, which deviation 1 relies on (so a write
+//! whose dependency sits in a cut-off DC does not hold back its origin's
+//! independent writes for as long as the cut lasts).
 //!
 //! ## Choices and deviations from the paper
 //!
@@ -75,10 +76,9 @@
 //!    collected dependency lists and never-depend flags are rewritten in
 //!    place, so they survive a restart too. After a restart, garbage
 //!    collection state (what awaits collection) is rebuilt from the store.
-//! 7. **A restarted `read_trans` backs off, and gives up** (issue 13,
-//!    stall 3). §6.1 restarts a transaction that outlived `trans_time` at
-//!    once; when every read round is slower than `trans_time`, it restarts
-//!    forever. [`Config::check`] (so `validate`) refuses a `trans_time_ms`
+//! 7. **A restarted `read_trans` backs off, and gives up.** §6.1 restarts
+//!    a transaction that outlived `trans_time` at once; when every read
+//!    round is slower than `trans_time`, it restarts forever. [`Config::check`] (so `validate`) refuses a `trans_time_ms`
 //!    below [`MIN_TRANS_TIME_MS`] with a [`ConfigError`] naming the field;
 //!    a restart waits a back-off doubling from [`READ_TRANS_BACKOFF_US`] up
 //!    to `trans_time`, and after [`MAX_READ_TRANS_RESTARTS`] restarts in a

@@ -327,8 +327,8 @@ fn write_deps_match_the_definition() {
     }
 }
 
-/// Issue 13, stall 3: a `trans_time` no read round fits in is refused, with
-/// an error naming the field.
+/// A `trans_time` no read round fits in is refused, with an error naming the
+/// field: every `read_trans` could outlive it and restart until it gives up.
 #[test]
 fn validate_refuses_a_trans_time_shorter_than_a_read_round() {
     let topology = Topology::new(causeway_core::TopologySpec::full(2, 2)).expect("topology");
@@ -373,8 +373,9 @@ fn read_trans_with_slow_rounds(slow: impl Fn(usize) -> bool, round_us: u64) -> O
     None
 }
 
-/// Issue 13, stall 3: when every read round outlives `trans_time` (here a
-/// DC whose rounds take 3×), `read_trans` restarted at once, forever. Now
+/// A `read_trans` that keeps outliving `trans_time` ends: when every read
+/// round does (here a DC whose rounds take 3×), `read_trans` restarted at
+/// once, forever. Now
 /// it backs off and, after [`MAX_READ_TRANS_RESTARTS`], ends with a typed
 /// failure that names the cause.
 #[test]

@@ -17,8 +17,8 @@
 //! per origin, "committed here through s", answered every dependency. That
 //! held back every later, *independent* write from the same origin behind
 //! one whose dependency lives in a DC that is cut off, for as long as the
-//! cut lasted (issue 13, stall 1). Now each write commits when its own
-//! checks pass, and what is committed from origin `o` is [`Committed`]: a
+//! cut lasted: head-of-line blocking the paper does not have. Now each
+//! write commits when its own checks pass, and what is committed from origin `o` is [`Committed`]: a
 //! **low-water mark** `low` (every write of `o` stamped ≤ `low` is committed
 //! here) plus the set `above` of stamps committed above it. A dependency on
 //! `o` is satisfied if its stamp is ≤ `low` (one comparison, the common

@@ -80,7 +80,7 @@
 //!      older `x`), and does not know `x`. Deviation 13 (found by
 //!      `causeway torture`) "tainted" the reader and parked its next ROTX
 //!      until the DSV covered `x` — for as long as a DC partition lasts,
-//!      although `x` itself is already in this DC (issue 13, stall 2). Now
+//!      although `x` itself is already in this DC, breaking the promise. Now
 //!      every PUT carries the client's cache (`PutReq::past`); the server
 //!      stores the entries its DSV does not cover with the version, local
 //!      copy only (`Version::past`, not replicated: a remote DC admits the

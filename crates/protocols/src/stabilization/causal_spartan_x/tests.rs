@@ -588,11 +588,11 @@ fn a_put_reply_stamped_by_another_dc_is_malformed() {
     }
 }
 
-/// Issue 13, stall 2 (deviation 14, which replaced deviation 13's wait): the
-/// case that used to "taint" a reader, while DC0 is cut off from DC1. The
-/// reader read another client's local write `l` that depends on a remote `x`
-/// whose stability DC1 cannot learn (no heartbeat or stabilization from DC0
-/// gets through). Everything the reader's ROTX needs is already in DC1, so
+/// A ROTX never waits out a partition (deviation 14, which replaced
+/// deviation 13's wait): the case that used to "taint" a reader, while DC0
+/// is cut off from DC1. The reader read another client's local write `l`
+/// that depends on a remote `x` whose stability DC1 cannot learn (no
+/// heartbeat or stabilization from DC0 gets through). Everything the reader's ROTX needs is already in DC1, so
 /// the ROTX must complete in one round, without waiting for the DSV, and
 /// still return everything the reader has seen (`l2`, and `x` through `l`).
 #[test]
