@@ -817,6 +817,9 @@ fn replay_command(p: ProtocolName, seed: u64, opts: &torture::Options) -> String
     if let Some(l) = opts.level {
         c.push_str(&format!(" --level {}", l.name()));
     }
+    if opts.release_before_sync {
+        c.push_str(" --mutant-release-before-sync");
+    }
     c
 }
 
