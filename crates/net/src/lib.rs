@@ -24,6 +24,7 @@ pub mod identity;
 mod idle;
 pub mod inbox;
 pub mod link;
+mod linger;
 pub mod load;
 pub mod metrics;
 pub mod redis;
