@@ -37,9 +37,10 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(&before[taken.len()..], &input[..], "taken off the front");
                 let multibulk = canonical(&args);
                 if taken.ends_with(&multibulk) {
-                    // The request is exactly these arguments as a flat
-                    // array of bulk strings, which the crate reads alike.
-                    let mut general = BytesMut::from(&multibulk[..]);
+                    // The request's bytes are exactly these arguments as a
+                    // flat array of bulk strings, which the crate reads
+                    // alike.
+                    let mut general = BytesMut::from(&taken[taken.len() - multibulk.len()..]);
                     let (frame, _, _) = decode_bytes_mut(&mut general).expect("valid RESP").expect("whole");
                     assert!(general.is_empty());
                     let Frame::Array(items) = frame else { panic!("an array: {frame:?}") };

@@ -33,9 +33,10 @@
 //! unauthenticated clients (10 arguments, 16 KiB each; [`request`]), so
 //! a stranger cannot make the node buffer more than that, and it has
 //! `[limits] hello_timeout_ms` from its accept to authenticate, as a
-//! connection to the node's own port has for its TLS hello. The token's role holds: a read-only token's `SET`,
-//! `MSET`, `DEL` and write-holding `MULTI` are refused with `NOPERM`, and
-//! the session shows the token to the nodes, which enforce it again.
+//! connection to the node's own port has for its TLS hello. The token's
+//! role holds: a read-only token's `SET`, `MSET`, `DEL` and write-holding
+//! `MULTI` are refused with `NOPERM`, and the session shows the token to
+//! the nodes, which enforce it again.
 //!
 //! Requests are answered in order; pipelined requests are read in one go
 //! and their replies written in one go. Consecutive pipelined `GET`s run as
@@ -66,11 +67,11 @@ use causeway_core::{DcId, NodeId, OpKind, Protocol};
 use prometheus_client::metrics::counter::Counter;
 use redis_protocol::resp2::encode::extend_encode;
 use redis_protocol::resp2::types::BytesFrame as Frame;
+use request::{Args, Caps};
 use smallvec::SmallVec;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
-use request::{Args, Caps};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

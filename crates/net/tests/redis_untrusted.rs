@@ -27,8 +27,8 @@ fn free_ports(n: u16) -> u16 {
 /// A one-node cluster with a front door (and `[auth]` with one
 /// read-write token named `app`, whose secret is returned, if `auth`).
 fn start(name: &str, auth: bool, limits: Limits) -> (Embedded, u16, Option<String>, PathBuf) {
-    let dir =
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-untrusted-{name}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("causeway-untrusted-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (tokens, secret) = if auth {

@@ -213,7 +213,9 @@ fn multibulk(input: &mut BytesMut, caps: Caps) -> Result<Parsed, RequestError> {
             return Err(RequestError::UnauthenticatedMultibulkLength { got: count });
         }
         // Each argument takes at least `$0\r\n\r\n`.
-        Caps::Open { max_request_bytes } if (at as u64).saturating_add(count.saturating_mul(6)) > max_request_bytes as u64 => {
+        Caps::Open { max_request_bytes }
+            if (at as u64).saturating_add(count.saturating_mul(6)) > max_request_bytes as u64 =>
+        {
             return Err(RequestError::TooLarge { max_request_bytes });
         }
         _ => {}
