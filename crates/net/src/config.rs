@@ -23,6 +23,7 @@
 //! [limits]
 //! max_key_bytes = 4096
 //! max_value_bytes = 1048576
+//! hello_timeout_ms = 10000        # a connection says hello (or AUTH) within this
 //!
 //! [links]
 //! linger_us = 2000                # a link to another DC writes at most once per this long
@@ -195,6 +196,12 @@ pub struct Limits {
     /// answer is not idle).
     #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
+    /// A connection must have said hello this long after it was accepted
+    /// or it is closed: on a node's port, its TLS handshake and hello
+    /// frame; on a Redis front door, its first request, or with `[auth]` an
+    /// `AUTH` that succeeded. A stranger holds a descriptor no longer.
+    #[serde(default = "default_hello_timeout_ms")]
+    pub hello_timeout_ms: u64,
 }
 
 fn default_key() -> usize {
@@ -215,6 +222,9 @@ fn default_max_connections() -> usize {
 fn default_idle_timeout_ms() -> u64 {
     300_000
 }
+fn default_hello_timeout_ms() -> u64 {
+    10_000
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -225,6 +235,7 @@ impl Default for Limits {
             peer_queue: default_peer_queue(),
             max_connections: default_max_connections(),
             idle_timeout_ms: default_idle_timeout_ms(),
+            hello_timeout_ms: default_hello_timeout_ms(),
         }
     }
 }
@@ -431,9 +442,11 @@ impl ClusterConfig {
             || l.peer_queue == 0
             || l.max_connections == 0
             || l.idle_timeout_ms == 0
+            || l.hello_timeout_ms == 0
         {
             return Err(ConfigError::Limits(
-                "max_key_bytes, max_value_bytes, peer_queue, max_connections and idle_timeout_ms must be positive"
+                "max_key_bytes, max_value_bytes, peer_queue, max_connections, idle_timeout_ms and hello_timeout_ms \
+                 must be positive"
                     .into(),
             ));
         }

@@ -23,6 +23,7 @@ pub mod http;
 pub mod identity;
 mod idle;
 pub mod inbox;
+mod linger;
 pub mod link;
 pub mod load;
 pub mod metrics;

@@ -575,30 +575,13 @@ impl<M> Clone for Acceptor<M> {
     }
 }
 
-/// Answer with a typed refusal, then close gracefully. Closing a socket that
-/// still holds unread input makes the kernel send a reset, and a reset can
-/// overtake the refusal in flight, so the peer would see "connection reset"
-/// instead of the reason. So: send, shut our side (TLS close_notify + FIN),
-/// and drain what the peer already sent until it closes too, bounded in
-/// both time and bytes.
+/// Answer with a typed refusal, then close gracefully (shut our side,
+/// with TLS's close_notify, and drain what the peer already sent:
+/// [`crate::linger::close_after_refusal`]), so that the refusal is read
+/// rather than overtaken by a reset.
 async fn refuse<M: Message>(s: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin), e: WireError) {
-    use tokio::io::AsyncReadExt;
-    const LINGER: Duration = Duration::from_millis(500);
-    const LINGER_BYTES: usize = 1 << 20;
     let _ = s.write_all(&encode::<M>(&Wire::Refused(e))).await;
-    let _ = s.flush().await;
-    let _ = s.shutdown().await;
-    let _ = tokio::time::timeout(LINGER, async {
-        let mut buf = [0u8; 4096];
-        let mut drained = 0;
-        while drained < LINGER_BYTES {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => drained += n,
-            }
-        }
-    })
-    .await;
+    crate::linger::close_after_refusal(s).await;
 }
 
 /// Write one frame and flush it (TLS may hold written bytes until a flush).
@@ -613,7 +596,7 @@ impl<M: Message> Acceptor<M> {
         let max = self.cluster.config.limits.max_frame_bytes;
         // The handshake and the hello share one deadline: a connection that
         // stalls in either holds a descriptor for at most this long.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.cluster.config.limits.hello_timeout_ms);
         let mut s = match tokio::time::timeout_at(deadline, self.tls.accept(tcp)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
