@@ -198,7 +198,11 @@ mod tests {
                 for turn in 0..6 {
                     // Each update asks the other side for one too; data
                     // after it, both ways, must open under the new keys.
-                    if turn % 2 == 0 { c.update_keys().unwrap() } else { s.update_keys().unwrap() }
+                    if turn % 2 == 0 {
+                        c.update_keys().unwrap()
+                    } else {
+                        s.update_keys().unwrap()
+                    }
                     echo_rounds(&mut c, &mut s, 5).await;
                     echo_rounds(&mut s, &mut c, 5).await;
                 }
