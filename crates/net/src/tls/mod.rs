@@ -18,10 +18,11 @@
 //! `ca.pem` (every process), `ca.key` (only where certificates are made),
 //! `node-N.pem`/`node-N.key` (node N), `client.pem`/`client.key` (clients).
 //!
-//! Only TLS 1.3 is spoken. rustls does the handshake and derives the keys;
-//! after it, [`record`] seals and opens the records in the buffers of
-//! [`stream::TlsStream`] (rustls's kernel-TLS API), which saves rustls's
-//! per-record heap buffers on every short request and reply.
+//! Only TLS 1.3 is spoken, all of it by rustls: the handshake, the record
+//! layer, key updates either way, session tickets and resumption, alerts
+//! ([`stream::TlsStream`] drives a rustls connection over the socket with
+//! tokio-rustls). No record is sealed or opened, and no key derived,
+//! outside rustls.
 //!
 //! Plaintext is possible only with `[tls] plaintext = true`, and a node
 //! started so says it loudly. It is not a fallback: a TLS node refuses a
@@ -49,7 +50,6 @@ use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-mod record;
 mod stream;
 
 /// The name a client certificate is valid for.
@@ -115,6 +115,31 @@ impl Conn {
 
     pub fn is_tls(&self) -> bool {
         !matches!(self, Conn::Plain(_))
+    }
+
+    /// Whether the TLS handshake resumed an earlier session (the identity
+    /// checks above then see the certificate of the session's first
+    /// handshake). False for plaintext.
+    pub fn resumed(&self) -> bool {
+        matches!(self, Conn::Tls(s) if s.resumed())
+    }
+
+    /// Replace this side's TLS sending key and ask the peer to replace its
+    /// own (a TLS 1.3 KeyUpdate); it goes out with the next write or
+    /// flush. rustls does this by itself well before a key's usage limit;
+    /// this is for checking that both ends follow. Nothing on plaintext.
+    pub fn update_keys(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Tls(s) => s.update_keys(),
+            Conn::Plain(_) => Ok(()),
+        }
+    }
+
+    /// Whether the peer ended a TLS stream with `close_notify`, rather than
+    /// by closing the connection (both read as the end of the stream).
+    /// False for plaintext.
+    pub fn close_notify_received(&self) -> bool {
+        matches!(self, Conn::Tls(s) if s.close_notify_received())
     }
 }
 
@@ -183,21 +208,25 @@ fn roots(dir: &Path) -> Result<Arc<rustls::RootCertStore>, TlsError> {
     Ok(Arc::new(roots))
 }
 
-/// TLS 1.3 only (the record layer in [`record`] is 1.3's), with the
-/// secrets handed over after the handshake (see [`stream`]).
+/// TLS 1.3 only. rustls's defaults otherwise: a client keeps session
+/// tickets in memory (256 of them, shared by every connection made with
+/// this configuration) and resumes sessions with them.
 fn connector(dir: &Path, who: &str) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let certs = read_certs(&dir.join(format!("{who}.pem")))?;
     let key = read_key(&dir.join(format!("{who}.key")))?;
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+    let cfg = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(setup("client configuration"))?
         .with_root_certificates(roots(dir)?)
         .with_client_auth_cert(certs, key)
         .map_err(setup("the client certificate and key"))?;
-    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 
+/// TLS 1.3 only, client certificates required. rustls's defaults
+/// otherwise: two session tickets after each full handshake, backed by an
+/// in-memory cache of 256 sessions (a resumed session keeps the client
+/// certificate it was made with, so the identity checks hold on it).
 fn acceptor(dir: &Path, node: NodeId) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let who = format!("node-{}", node.0);
     let certs = read_certs(&dir.join(format!("{who}.pem")))?;
@@ -205,13 +234,12 @@ fn acceptor(dir: &Path, node: NodeId) -> Result<Arc<rustls::ServerConfig>, TlsEr
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots(dir)?, provider())
         .build()
         .map_err(|e| TlsError::Setup { context: "client verifier", message: e.to_string() })?;
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+    let cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(setup("server configuration"))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
         .map_err(setup("the node certificate and key"))?;
-    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 
