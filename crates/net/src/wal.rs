@@ -102,6 +102,10 @@ pub struct Wal {
     /// Where a record is encoded before it is framed: reused, so an append
     /// allocates nothing once it has grown to the largest record.
     scratch: Vec<u8>,
+    /// Make every sync fail, as a failing disk would: the tests of the
+    /// commit show that no output leaves a turn whose sync failed.
+    #[cfg(test)]
+    fail_syncs: bool,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
@@ -160,6 +164,8 @@ impl Wal {
             unsynced: false,
             syncs: 0,
             scratch: Vec::new(),
+            #[cfg(test)]
+            fail_syncs: false,
         };
         Ok((wal, rec))
     }
@@ -264,10 +270,27 @@ impl Wal {
     /// borrowed parts, as the runtime logs a version straight from the
     /// store: the same bytes on disk, without making the key a `Bytes`.
     pub fn append_version<V: Serialize>(&mut self, key: &[u8], version: &V) -> Result<(), WalError> {
-        let r = VersionRecord::Version { key: KeyBytes(key), version };
+        let r: Borrowed<'_, V> = Borrowed::Version { key: KeyBytes(key), version };
         self.bytes += write_record(&mut self.out, &mut self.scratch, &r).map_err(io_err(&self.path))?;
         self.unsynced = true;
         Ok(())
+    }
+
+    /// [`Wal::append_unsynced`] of `LogRecord::Meta { bytes }` from
+    /// borrowed bytes. Whether the metadata needs a sync is the node
+    /// core's to say ([`causeway_core::Appended::must_sync`], passed on by
+    /// [`Wal::require_sync`]), not the record's.
+    pub fn append_meta(&mut self, bytes: &[u8]) -> Result<(), WalError> {
+        let r: Borrowed<'_, ()> = Borrowed::Meta { bytes: KeyBytes(bytes) };
+        self.bytes += write_record(&mut self.out, &mut self.scratch, &r).map_err(io_err(&self.path))?;
+        Ok(())
+    }
+
+    /// The next [`Wal::flush`] with a sync must sync, even if every record
+    /// since the last one was appended unsynced: records whose durability
+    /// the caller knows to be needed (or a turn before them still unsynced).
+    pub fn require_sync(&mut self) {
+        self.unsynced = true;
     }
 
     /// Replace the log by a snapshot made of `records` (see the module doc),
@@ -319,6 +342,7 @@ impl Wal {
     pub fn flush(&mut self, sync: bool) -> Result<(), WalError> {
         self.out.flush().map_err(io_err(&self.path))?;
         if sync && self.unsynced {
+            self.injected_sync_failure()?;
             self.out.get_ref().sync_data().map_err(io_err(&self.path))?;
             self.synced();
         }
@@ -335,6 +359,7 @@ impl Wal {
         if !self.unsynced {
             return Ok(());
         }
+        self.injected_sync_failure()?;
         let file = self.out.get_ref().try_clone().map_err(io_err(&self.path))?;
         tokio::task::spawn_blocking(move || file.sync_data())
             .await
@@ -347,6 +372,21 @@ impl Wal {
     fn synced(&mut self) {
         self.unsynced = false;
         self.syncs += 1;
+    }
+
+    /// Every later sync fails (see `fail_syncs`).
+    #[cfg(test)]
+    pub(crate) fn fail_syncs(&mut self) {
+        self.fail_syncs = true;
+    }
+
+    fn injected_sync_failure(&self) -> Result<(), WalError> {
+        #[cfg(test)]
+        if self.fail_syncs {
+            let source = std::io::Error::other("sync failed (injected by a test)");
+            return Err(io_err(&self.path)(source));
+        }
+        Ok(())
     }
 }
 
@@ -468,12 +508,21 @@ fn copy_outbox(src: &Path, w: &mut impl Write, tmp: &Path, acked: &impl Fn(NodeI
     }
 }
 
-/// [`LogRecord::Version`]'s encoding from borrowed parts: the first
-/// variant, as in `LogRecord`, and the key as bytes, as `Bytes` encodes
-/// itself (`append_version_writes_what_append_writes` holds them together).
+/// [`LogRecord::Version`]'s and [`LogRecord::Meta`]'s encodings from
+/// borrowed parts: the same variant indices as in `LogRecord` (postcard
+/// writes a variant as its index), and the bytes as bytes, which is how
+/// postcard encodes both `Bytes` and `Vec<u8>`
+/// (`borrowed_appends_write_what_append_writes` holds them together). The
+/// unit variants only keep the indices in step and are never written.
 #[derive(Serialize)]
-enum VersionRecord<'a, V> {
+#[allow(dead_code)]
+enum Borrowed<'a, V> {
     Version { key: KeyBytes<'a>, version: &'a V },
+    Outbox,
+    Acked,
+    Delivered,
+    ClockFloor,
+    Meta { bytes: KeyBytes<'a> },
 }
 
 struct KeyBytes<'a>(&'a [u8]);
@@ -490,7 +539,7 @@ impl Serialize for KeyBytes<'_> {
 /// copied so that the snapshot thread only writes bytes.
 pub fn frame_versions<V: Serialize>(key: &[u8], versions: &[V], out: &mut Vec<u8>) {
     for version in versions {
-        frame_into(out, &VersionRecord::Version { key: KeyBytes(key), version });
+        frame_into(out, &Borrowed::Version { key: KeyBytes(key), version });
     }
 }
 
@@ -529,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn append_version_writes_what_append_writes() {
+    fn borrowed_appends_write_what_append_writes() {
         let (a, b) = (dir("version-owned"), dir("version-borrowed"));
         let (mut wa, _) = Wal::open::<u64, String>(&a).unwrap();
         let (mut wb, _) = Wal::open::<u64, String>(&b).unwrap();
@@ -537,6 +586,8 @@ mod tests {
         for (key, version) in written {
             wa.append(&R::Version { key: Bytes::copy_from_slice(key), version }).unwrap();
             wb.append_version(key, &version).unwrap();
+            wa.append_unsynced(&R::Meta { bytes: key.to_vec() }).unwrap();
+            wb.append_meta(key).unwrap();
         }
         wa.flush(false).unwrap();
         wb.flush(false).unwrap();
@@ -550,6 +601,7 @@ mod tests {
         let (_, r) = Wal::open::<u64, String>(&b).unwrap();
         let read: Vec<(Vec<u8>, u64)> = r.versions.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
         assert_eq!(read, written.map(|(k, v)| (k.to_vec(), v)));
+        assert_eq!(r.meta, Some(Vec::new()), "the last metadata written");
         let _ = std::fs::remove_dir_all(&a);
         let _ = std::fs::remove_dir_all(&b);
     }
