@@ -265,6 +265,9 @@ pub struct Node<P: Protocol> {
     lsn: u64,
     durable_lsn: u64,
     dirty_lsn: u64,
+    /// A turn's records could not all be handed to the log: nothing is
+    /// declared durable from then on.
+    log_failed: bool,
 }
 
 impl<P: Protocol> Node<P> {
@@ -302,6 +305,7 @@ impl<P: Protocol> Node<P> {
             lsn: 0,
             durable_lsn: 0,
             dirty_lsn: 0,
+            log_failed: false,
         };
         (node, outbox)
     }
@@ -437,9 +441,14 @@ impl<P: Protocol> Node<P> {
     }
 
     /// Everything up to turn `lsn` is durable: its output may leave
-    /// ([`Node::released`]).
+    /// ([`Node::released`]). Ignored once an append failed
+    /// ([`Ready::append`]): the failed turn's records are not all in the
+    /// log, so no later sync makes its output safe.
     pub fn advance(&mut self, lsn: u64) {
         assert!(lsn <= self.lsn, "turn {lsn} declared durable, but only {} were handed out", self.lsn);
+        if self.log_failed {
+            return;
+        }
         self.durable_lsn = self.durable_lsn.max(lsn);
     }
 
@@ -531,6 +540,7 @@ impl<P: Protocol> Ready<'_, P> {
         if count > 0 {
             node.held_turns.push_back((lsn, count));
         }
+        node.log_failed |= result.is_err();
         result?;
         let must_sync = node.dirty_lsn > node.durable_lsn;
         if node.options.mutant_release_before_sync {
@@ -843,6 +853,23 @@ mod tests {
         back.step(&mut H, Input::Client { from: ClientId(1), msg: Msg::Put(9) });
         let (_, recs) = log(&mut back);
         assert!(recs.iter().any(|r| matches!(r, OwnedRecord::Outbox { seq: 4, .. })), "numbering resumes: {recs:?}");
+    }
+
+    #[test]
+    fn a_failed_append_holds_output_for_good() {
+        let mut n = node(0);
+        let _ = log(&mut n);
+        n.step(&mut H, Input::Client { from: ClientId(1), msg: Msg::Put(5) });
+        let mut written = 0;
+        let failed = n.ready().append(|_| if written == 1 { Err("disk full") } else { Ok(written += 1) });
+        assert_eq!(failed, Err("disk full"));
+        // A later turn that logs fine is declared durable: the failed
+        // turn's reply and messages still never leave.
+        n.step(&mut H, Input::Client { from: ClientId(2), msg: Msg::Put(6) });
+        let (a, _) = log(&mut n);
+        n.advance(a.lsn);
+        assert_eq!(n.released().count(), 0);
+        assert!(n.holds_output());
     }
 
     #[test]

@@ -60,6 +60,16 @@ pub enum LogRecord<V, M> {
     /// Node `node` (a peer) is incarnation `incarnation`: what this node's
     /// delivery and acknowledgement marks for it refer to.
     PeerIncarnation { node: NodeId, incarnation: u64 },
+    /// The records of one node-core turn follow, up to its `TurnCommit`:
+    /// a replay applies them only once it reads the commit, so a crash
+    /// that tears a turn's records (the process killed while a large turn
+    /// was being written) loses the turn whole — never a version without
+    /// its replication message, or a delivery mark without the effects
+    /// that precede it. (Logs written before turns were bracketed have no
+    /// brackets and replay record by record, as they were written.)
+    TurnBegin,
+    /// The end of turn `lsn`'s records ([`causeway_core::Record::Commit`]).
+    TurnCommit { lsn: u64 },
 }
 
 #[derive(Debug, Error)]
@@ -102,6 +112,10 @@ pub struct Wal {
     /// Where a record is encoded before it is framed: reused, so an append
     /// allocates nothing once it has grown to the largest record.
     scratch: Vec<u8>,
+    /// Make every sync fail, as a failing disk would: the tests of the
+    /// commit show that no output leaves a turn whose sync failed.
+    #[cfg(test)]
+    fail_syncs: bool,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
@@ -160,6 +174,8 @@ impl Wal {
             unsynced: false,
             syncs: 0,
             scratch: Vec::new(),
+            #[cfg(test)]
+            fail_syncs: false,
         };
         Ok((wal, rec))
     }
@@ -177,6 +193,8 @@ fn replay<V: DeserializeOwned, M: DeserializeOwned>(
 ) -> Result<usize, WalError> {
     {
         let mut off = 0usize;
+        // The turn being read: where it began, and its records so far.
+        let mut turn: Option<(usize, Vec<LogRecord<V, M>>)> = None;
         let corrupt = |offset: usize, reason: String| WalError::Corrupt {
             path: path.display().to_string(),
             offset: offset as u64,
@@ -208,40 +226,79 @@ fn replay<V: DeserializeOwned, M: DeserializeOwned>(
             let r: LogRecord<V, M> =
                 postcard::from_bytes(payload).map_err(|e| corrupt(off, format!("undecodable record: {e}")))?;
             match r {
-                LogRecord::Version { key, version } => rec.versions.push((key, version)),
-                LogRecord::Meta { bytes } => rec.meta = Some(bytes),
-                LogRecord::Outbox { to, seq, msg } => {
-                    if seq >= acked.get(&to).copied().unwrap_or(0) {
-                        outbox.entry(to).or_default().insert(seq, msg);
-                    }
-                    let n = rec.next_seq.entry(to).or_insert(1);
-                    *n = (*n).max(seq + 1);
+                LogRecord::TurnBegin => {
+                    // An earlier turn never committed only if its append
+                    // failed, and then the node stopped: drop it.
+                    turn = Some((off, Vec::new()));
                 }
-                LogRecord::Acked { to, next_seq } => {
-                    let a = acked.entry(to).or_insert(0);
-                    *a = (*a).max(next_seq);
-                    // Sequence numbers continue above anything acknowledged,
-                    // even when the messages themselves were compacted away.
-                    let n = rec.next_seq.entry(to).or_insert(1);
-                    *n = (*n).max(next_seq);
-                    // Drop acknowledged messages as we go, to bound memory.
-                    if let Some(v) = outbox.get_mut(&to) {
-                        *v = v.split_off(&next_seq);
+                LogRecord::TurnCommit { .. } => {
+                    let Some((_, records)) = turn.take() else {
+                        return Err(corrupt(off, "a turn's commit without its beginning".into()));
+                    };
+                    for r in records {
+                        apply(r, rec, acked, outbox);
                     }
                 }
-                LogRecord::Delivered { from, seq } => {
-                    let d = rec.delivered.entry(from).or_insert(0);
-                    *d = (*d).max(seq);
-                }
-                LogRecord::ClockFloor { us } => rec.clock_floor_us = rec.clock_floor_us.max(us),
-                LogRecord::PeerIncarnation { node, incarnation } => {
-                    rec.peer_incarnations.insert(node, incarnation);
-                }
+                r @ (LogRecord::Version { .. }
+                | LogRecord::Meta { .. }
+                | LogRecord::Outbox { .. }
+                | LogRecord::Delivered { .. }) => match &mut turn {
+                    Some((_, records)) => records.push(r),
+                    None => apply(r, rec, acked, outbox),
+                },
+                r => apply(r, rec, acked, outbox),
             }
             rec.records += 1;
             off = end;
         }
-        Ok(off)
+        match turn {
+            // A turn whose commit never reached the log: torn, the log ends
+            // where it began.
+            Some((begun, _)) if tail_may_tear => Ok(begun),
+            Some((begun, _)) => Err(corrupt(begun, "a turn without its commit".into())),
+            None => Ok(off),
+        }
+    }
+}
+
+/// Apply one recovered record.
+fn apply<V, M>(
+    r: LogRecord<V, M>,
+    rec: &mut Recovered<V, M>,
+    acked: &mut BTreeMap<NodeId, u64>,
+    outbox: &mut BTreeMap<NodeId, BTreeMap<u64, M>>,
+) {
+    match r {
+        LogRecord::Version { key, version } => rec.versions.push((key, version)),
+        LogRecord::Meta { bytes } => rec.meta = Some(bytes),
+        LogRecord::Outbox { to, seq, msg } => {
+            if seq >= acked.get(&to).copied().unwrap_or(0) {
+                outbox.entry(to).or_default().insert(seq, msg);
+            }
+            let n = rec.next_seq.entry(to).or_insert(1);
+            *n = (*n).max(seq + 1);
+        }
+        LogRecord::Acked { to, next_seq } => {
+            let a = acked.entry(to).or_insert(0);
+            *a = (*a).max(next_seq);
+            // Sequence numbers continue above anything acknowledged,
+            // even when the messages themselves were compacted away.
+            let n = rec.next_seq.entry(to).or_insert(1);
+            *n = (*n).max(next_seq);
+            // Drop acknowledged messages as we go, to bound memory.
+            if let Some(v) = outbox.get_mut(&to) {
+                *v = v.split_off(&next_seq);
+            }
+        }
+        LogRecord::Delivered { from, seq } => {
+            let d = rec.delivered.entry(from).or_insert(0);
+            *d = (*d).max(seq);
+        }
+        LogRecord::ClockFloor { us } => rec.clock_floor_us = rec.clock_floor_us.max(us),
+        LogRecord::PeerIncarnation { node, incarnation } => {
+            rec.peer_incarnations.insert(node, incarnation);
+        }
+        LogRecord::TurnBegin | LogRecord::TurnCommit { .. } => {}
     }
 }
 
@@ -264,10 +321,27 @@ impl Wal {
     /// borrowed parts, as the runtime logs a version straight from the
     /// store: the same bytes on disk, without making the key a `Bytes`.
     pub fn append_version<V: Serialize>(&mut self, key: &[u8], version: &V) -> Result<(), WalError> {
-        let r = VersionRecord::Version { key: KeyBytes(key), version };
+        let r: Borrowed<'_, V> = Borrowed::Version { key: KeyBytes(key), version };
         self.bytes += write_record(&mut self.out, &mut self.scratch, &r).map_err(io_err(&self.path))?;
         self.unsynced = true;
         Ok(())
+    }
+
+    /// [`Wal::append_unsynced`] of `LogRecord::Meta { bytes }` from
+    /// borrowed bytes. Whether the metadata needs a sync is the node
+    /// core's to say ([`causeway_core::Appended::must_sync`], passed on by
+    /// [`Wal::require_sync`]), not the record's.
+    pub fn append_meta(&mut self, bytes: &[u8]) -> Result<(), WalError> {
+        let r: Borrowed<'_, ()> = Borrowed::Meta { bytes: KeyBytes(bytes) };
+        self.bytes += write_record(&mut self.out, &mut self.scratch, &r).map_err(io_err(&self.path))?;
+        Ok(())
+    }
+
+    /// The next [`Wal::flush`] with a sync must sync, even if every record
+    /// since the last one was appended unsynced: records whose durability
+    /// the caller knows to be needed (or a turn before them still unsynced).
+    pub fn require_sync(&mut self) {
+        self.unsynced = true;
     }
 
     /// Replace the log by a snapshot made of `records` (see the module doc),
@@ -319,6 +393,7 @@ impl Wal {
     pub fn flush(&mut self, sync: bool) -> Result<(), WalError> {
         self.out.flush().map_err(io_err(&self.path))?;
         if sync && self.unsynced {
+            self.injected_sync_failure()?;
             self.out.get_ref().sync_data().map_err(io_err(&self.path))?;
             self.synced();
         }
@@ -335,6 +410,7 @@ impl Wal {
         if !self.unsynced {
             return Ok(());
         }
+        self.injected_sync_failure()?;
         let file = self.out.get_ref().try_clone().map_err(io_err(&self.path))?;
         tokio::task::spawn_blocking(move || file.sync_data())
             .await
@@ -347,6 +423,21 @@ impl Wal {
     fn synced(&mut self) {
         self.unsynced = false;
         self.syncs += 1;
+    }
+
+    /// Every later sync fails (see `fail_syncs`).
+    #[cfg(test)]
+    pub(crate) fn fail_syncs(&mut self) {
+        self.fail_syncs = true;
+    }
+
+    fn injected_sync_failure(&self) -> Result<(), WalError> {
+        #[cfg(test)]
+        if self.fail_syncs {
+            let source = std::io::Error::other("sync failed (injected by a test)");
+            return Err(io_err(&self.path)(source));
+        }
+        Ok(())
     }
 }
 
@@ -468,12 +559,21 @@ fn copy_outbox(src: &Path, w: &mut impl Write, tmp: &Path, acked: &impl Fn(NodeI
     }
 }
 
-/// [`LogRecord::Version`]'s encoding from borrowed parts: the first
-/// variant, as in `LogRecord`, and the key as bytes, as `Bytes` encodes
-/// itself (`append_version_writes_what_append_writes` holds them together).
+/// [`LogRecord::Version`]'s and [`LogRecord::Meta`]'s encodings from
+/// borrowed parts: the same variant indices as in `LogRecord` (postcard
+/// writes a variant as its index), and the bytes as bytes, which is how
+/// postcard encodes both `Bytes` and `Vec<u8>`
+/// (`borrowed_appends_write_what_append_writes` holds them together). The
+/// unit variants only keep the indices in step and are never written.
 #[derive(Serialize)]
-enum VersionRecord<'a, V> {
+#[allow(dead_code)]
+enum Borrowed<'a, V> {
     Version { key: KeyBytes<'a>, version: &'a V },
+    Outbox,
+    Acked,
+    Delivered,
+    ClockFloor,
+    Meta { bytes: KeyBytes<'a> },
 }
 
 struct KeyBytes<'a>(&'a [u8]);
@@ -490,7 +590,7 @@ impl Serialize for KeyBytes<'_> {
 /// copied so that the snapshot thread only writes bytes.
 pub fn frame_versions<V: Serialize>(key: &[u8], versions: &[V], out: &mut Vec<u8>) {
     for version in versions {
-        frame_into(out, &VersionRecord::Version { key: KeyBytes(key), version });
+        frame_into(out, &Borrowed::Version { key: KeyBytes(key), version });
     }
 }
 
@@ -529,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn append_version_writes_what_append_writes() {
+    fn borrowed_appends_write_what_append_writes() {
         let (a, b) = (dir("version-owned"), dir("version-borrowed"));
         let (mut wa, _) = Wal::open::<u64, String>(&a).unwrap();
         let (mut wb, _) = Wal::open::<u64, String>(&b).unwrap();
@@ -537,6 +637,8 @@ mod tests {
         for (key, version) in written {
             wa.append(&R::Version { key: Bytes::copy_from_slice(key), version }).unwrap();
             wb.append_version(key, &version).unwrap();
+            wa.append_unsynced(&R::Meta { bytes: key.to_vec() }).unwrap();
+            wb.append_meta(key).unwrap();
         }
         wa.flush(false).unwrap();
         wb.flush(false).unwrap();
@@ -550,6 +652,7 @@ mod tests {
         let (_, r) = Wal::open::<u64, String>(&b).unwrap();
         let read: Vec<(Vec<u8>, u64)> = r.versions.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
         assert_eq!(read, written.map(|(k, v)| (k.to_vec(), v)));
+        assert_eq!(r.meta, Some(Vec::new()), "the last metadata written");
         let _ = std::fs::remove_dir_all(&a);
         let _ = std::fs::remove_dir_all(&b);
     }
