@@ -6,14 +6,17 @@
 //! ([`stable_tree`]), the coordinator's split and gather of a read-only
 //! transaction's slices ([`slices`]), the idle pacing of the heartbeat
 //! and tree timers ([`pace`]), the collection of versions below a
-//! stable-vector horizon ([`version_gc`]), and the remote versions waiting
-//! for the stable time to report them visible ([`visibility`]).
+//! stable-vector horizon ([`version_gc`]), the remote versions waiting
+//! for the stable time to report them visible ([`visibility`]), and the
+//! partition server's own plumbing around them — paced heartbeats and ticks,
+//! the dense-vector steps of Cure and Contrarian ([`partition`]).
 
 pub mod causal_spartan_x;
 pub mod contrarian;
 pub mod cure;
 pub mod gentlerain;
 pub mod pace;
+pub mod partition;
 pub mod slices;
 pub mod stable_tree;
 #[cfg(test)]
