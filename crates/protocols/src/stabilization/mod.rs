@@ -9,7 +9,9 @@
 //! stable-vector horizon ([`version_gc`]), the remote versions waiting
 //! for the stable time to report them visible ([`visibility`]), and the
 //! partition server's own plumbing around them — paced heartbeats and ticks,
-//! the dense-vector steps of Cure and Contrarian ([`partition`]).
+//! the dense-vector steps of Cure and Contrarian ([`partition`]) — and
+//! the client's side of Cure's and Contrarian's reads at a snapshot
+//! vector ([`snapshot_read`]).
 
 pub mod causal_spartan_x;
 pub mod contrarian;
@@ -18,6 +20,7 @@ pub mod gentlerain;
 pub mod pace;
 pub mod partition;
 pub mod slices;
+pub mod snapshot_read;
 pub mod stable_tree;
 #[cfg(test)]
 pub(crate) mod testnet;
