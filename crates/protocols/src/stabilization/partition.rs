@@ -252,8 +252,11 @@ pub fn check_keys(topology: &Topology, partition: PartitionId, m: DcId, keys: &[
 
 /// Every stored version, key by key in key order, oldest first: the scan
 /// with which a restarted partition rebuilds its clock and vectors.
-pub fn for_each_stored<M, V: Versioned + Clone>(env: &mut impl ServerEnv<M, V>, mut f: impl FnMut(&V)) {
-    for k in env.store().keys_sorted() {
-        env.store().versions(&k).iter().for_each(&mut f);
+/// Returns how many keys the store holds.
+pub fn for_each_stored<M, V: Versioned + Clone>(env: &mut impl ServerEnv<M, V>, mut f: impl FnMut(&V)) -> usize {
+    let keys = env.store().keys_sorted();
+    for k in &keys {
+        env.store().versions(k).iter().for_each(&mut f);
     }
+    keys.len()
 }

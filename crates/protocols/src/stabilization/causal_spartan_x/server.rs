@@ -653,13 +653,9 @@ impl CsxServer {
     /// versions older than the newest one slice-visible at the horizon (the
     /// newest DSV at least `gc_grace_us` old).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let now_us = env.now_us();
-        self.gc.collect(env.store(), now_us, &self.dsv, self.cfg.gc_grace_us, |v, horizon| slice_visible(v, horizon));
-        // Journal a new horizon in the turn it is reached, for `on_start`.
-        // Unsynced: a checkpoint cut at it carries it in its own synced copy
-        // of the metadata, and until then the log still holds every version
-        // collection dropped from memory.
-        if let Some(h) = self.gc.horizon_to_journal() {
+        let (now_us, grace_us) = (env.now_us(), self.cfg.gc_grace_us);
+        // A new horizon is journaled in the turn it is reached, for `on_start`.
+        if let Some(h) = self.gc.collect_step(env.store(), now_us, &self.dsv, grace_us, |v, h| slice_visible(v, h)) {
             let bytes = h.iter().flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes()));
             env.store().set_meta_unsynced(bytes.collect());
         }

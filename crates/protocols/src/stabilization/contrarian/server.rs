@@ -595,12 +595,11 @@ impl Partition {
             Some((floor, horizon)) => (Some(floor), horizon),
             None => (None, None),
         };
-        self.restarted = floor.is_some() || !env.store().keys_sorted().is_empty();
         let mut gss = vec![Hlc::ZERO; self.gss.len()];
         let mut hlc = floor.unwrap_or(Hlc::ZERO);
         let m = self.m.idx();
         let vv = &mut self.vv;
-        partition::for_each_stored(env, |v| {
+        let keys = partition::for_each_stored(env, |v| {
             hlc = hlc.max(v.ts);
             if let Some(e) = vv.get_mut(v.sr.idx()) {
                 *e = (*e).max(v.ts);
@@ -625,6 +624,7 @@ impl Partition {
                 }
             }
         });
+        self.restarted = floor.is_some() || keys > 0;
         gss[m] = Hlc::ZERO;
         self.journaled_floor = floor.unwrap_or(Hlc::ZERO);
         // Deviation 10: the GSS resumes at the journaled GC horizon. The
@@ -702,13 +702,9 @@ impl Partition {
     /// reads that version or a newer one; a slice that finds nothing left
     /// fails with "snapshot pruned" rather than returning an older state.
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let now_us = self.clock_us;
-        self.gc.collect(env.store(), now_us, &self.gss, self.cfg.gc_grace_us, gc_visible(self.m));
-        // Deviation 10: journal a new horizon in the turn it is reached.
-        // Unsynced: a checkpoint cut at it carries it in its own synced
-        // copy of the metadata, and until then the log still holds every
-        // version collection dropped from memory.
-        if self.gc.horizon_to_journal().is_some() {
+        let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
+        // Deviation 10: a new horizon is journaled in the turn it is reached.
+        if self.gc.collect_step(env.store(), now_us, &self.gss, grace_us, gc_visible(self.m)).is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }

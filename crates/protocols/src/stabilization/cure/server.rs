@@ -599,13 +599,9 @@ impl Partition {
     /// snapshot made of a GST at least `gc_grace_us` old (local entry: that
     /// GST's, below every later snapshot's clock entry).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let now_us = self.clock_us;
-        self.gc.collect(env.store(), now_us, &self.gst, self.cfg.gc_grace_us, gc_visible(self.m));
-        // Journal a new horizon in the turn it is reached, for `recover`.
-        // Unsynced: a checkpoint cut at it carries it in its own synced copy
-        // of the metadata, and until then the log still holds every version
-        // collection dropped from memory.
-        if self.gc.horizon_to_journal().is_some() {
+        let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
+        // A new horizon is journaled in the turn it is reached, for `recover`.
+        if self.gc.collect_step(env.store(), now_us, &self.gst, grace_us, gc_visible(self.m)).is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }
