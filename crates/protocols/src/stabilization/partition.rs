@@ -20,13 +20,16 @@
 //!   now covers ([`newly_visible`], [`land_remote`]), the one-partition
 //!   shortcut ([`alone_raise`]), the visibility report
 //!   ([`report_if_read`]), key checks and the scan of a restarted store
-//!   ([`for_each_stored`]).
+//!   ([`for_each_stored`]);
+//! - the GC step of every θ tick and the journaling of the horizon it
+//!   reaches ([`collect_garbage`]), for CausalSpartanX, Cure and
+//!   Contrarian.
 
 use crate::stabilization::pace::{Pace, PaceConfig};
 use crate::stabilization::stable_tree::StableTree;
 use crate::stabilization::version_gc::VersionGc;
 use crate::stabilization::visibility::{self, PendingVisible};
-use causeway_core::{DcId, Inserted, Key, KeyIndex, OpError, PartitionId, ServerEnv, Topology, Versioned};
+use causeway_core::{DcId, Inserted, Key, KeyIndex, MvStore, OpError, PartitionId, ServerEnv, Topology, Versioned};
 use std::fmt::Debug;
 
 /// Timer kinds, in a token's low two bits; above them the pace epoch the
@@ -248,6 +251,26 @@ pub fn check_keys(topology: &Topology, partition: PartitionId, m: DcId, keys: &[
         return Err(OpError::BadRequest("a read names no key".into()));
     }
     keys.iter().try_for_each(|k| check_key(topology, partition, m, k))
+}
+
+/// A stabilization tick's GC step: [`VersionGc::collect`] on a bounded
+/// number of keys below the horizon of `stable` (the newest stable vector
+/// at least `grace_us` old), then the horizon it reached if that is new
+/// ([`VersionGc::horizon_to_journal`]), for the protocol to journal as its
+/// metadata in this same turn: a restart resumes its stable vector there.
+/// The protocols write it unsynced: a checkpoint cut at it carries it in
+/// its own synced copy of the metadata, and until then the log still holds
+/// every version collection dropped from memory.
+pub fn collect_garbage<'gc, V: Versioned + Clone, S: Clone + PartialEq>(
+    gc: &'gc mut VersionGc<S>,
+    store: &mut MvStore<V>,
+    now_us: u64,
+    stable: &S,
+    grace_us: u64,
+    visible: impl Fn(&V, &S) -> bool,
+) -> Option<&'gc S> {
+    gc.collect(store, now_us, stable, grace_us, visible);
+    gc.horizon_to_journal()
 }
 
 /// Every stored version, key by key in key order, oldest first: the scan

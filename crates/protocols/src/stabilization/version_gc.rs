@@ -182,24 +182,6 @@ impl<S: Clone + PartialEq> VersionGc<S> {
         self.journaled.as_ref()
     }
 
-    /// A stabilization tick's GC step: [`VersionGc::collect`], then the
-    /// horizon it reached if that is new ([`VersionGc::horizon_to_journal`]),
-    /// for the protocol to journal as its metadata in this same turn. The
-    /// protocols write it unsynced: a checkpoint cut at it carries it in its
-    /// own synced copy of the metadata, and until then the log still holds
-    /// every version collection dropped from memory.
-    pub fn collect_step<V: Versioned + Clone>(
-        &mut self,
-        store: &mut MvStore<V>,
-        now_us: u64,
-        stable: &S,
-        grace_us: u64,
-        visible: impl Fn(&V, &S) -> bool,
-    ) -> Option<&S> {
-        self.collect(store, now_us, stable, grace_us, visible);
-        self.horizon_to_journal()
-    }
-
     /// The horizon last journaled (or resumed), for a protocol rewriting
     /// its metadata for another reason.
     pub fn journaled(&self) -> Option<&S> {

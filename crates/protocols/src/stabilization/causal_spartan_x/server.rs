@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
-use crate::stabilization::partition::{TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, timer_kind};
+use crate::stabilization::partition::{self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, timer_kind};
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
@@ -655,7 +655,10 @@ impl CsxServer {
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let (now_us, grace_us) = (env.now_us(), self.cfg.gc_grace_us);
         // A new horizon is journaled in the turn it is reached, for `on_start`.
-        if let Some(h) = self.gc.collect_step(env.store(), now_us, &self.dsv, grace_us, |v, h| slice_visible(v, h)) {
+        let gc = &mut self.gc;
+        if let Some(h) =
+            partition::collect_garbage(gc, env.store(), now_us, &self.dsv, grace_us, |v, h| slice_visible(v, h))
+        {
             let bytes = h.iter().flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes()));
             env.store().set_meta_unsynced(bytes.collect());
         }

@@ -704,7 +704,8 @@ impl Partition {
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
         // Deviation 10: a new horizon is journaled in the turn it is reached.
-        if self.gc.collect_step(env.store(), now_us, &self.gss, grace_us, gc_visible(self.m)).is_some() {
+        let gc = &mut self.gc;
+        if partition::collect_garbage(gc, env.store(), now_us, &self.gss, grace_us, gc_visible(self.m)).is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }

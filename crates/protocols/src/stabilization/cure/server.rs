@@ -601,7 +601,8 @@ impl Partition {
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
         // A new horizon is journaled in the turn it is reached, for `recover`.
-        if self.gc.collect_step(env.store(), now_us, &self.gst, grace_us, gc_visible(self.m)).is_some() {
+        let gc = &mut self.gc;
+        if partition::collect_garbage(gc, env.store(), now_us, &self.gst, grace_us, gc_visible(self.m)).is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }
