@@ -6,59 +6,100 @@
 //! ([`stable_tree`]), the coordinator's split and gather of a read-only
 //! transaction's slices ([`slices`]), the idle pacing of the heartbeat
 //! and tree timers ([`pace`]), the collection of versions below a
-//! stable-vector horizon ([`version_gc`]), and the remote versions waiting
-//! for the stable time to report them visible ([`visibility`]).
+//! stable-vector horizon ([`version_gc`]), the remote versions waiting
+//! for the stable time to report them visible ([`visibility`]), and the
+//! partition server's own plumbing around them — paced heartbeats and ticks,
+//! the dense-vector steps of Cure and Contrarian ([`partition`]) — and
+//! the client's side of Cure's and Contrarian's reads at a snapshot
+//! vector ([`snapshot_read`]).
 
 pub mod causal_spartan_x;
 pub mod contrarian;
 pub mod cure;
 pub mod gentlerain;
 pub mod pace;
+pub mod partition;
 pub mod slices;
+pub mod snapshot_read;
 pub mod stable_tree;
 #[cfg(test)]
 pub(crate) mod testnet;
 pub mod version_gc;
 pub mod visibility;
 
+/// The `[protocol]` parameters every stabilization protocol has: Δ, θ, the
+/// stable-time tree's fan-out and the idle pacing of both timers. Each
+/// protocol's `Config` keeps them as its own fields (they are its TOML
+/// table) and names them with `stabilization_config!`.
+pub trait StabilizationConfig {
+    /// Δ: how often an idle partition heartbeats its replicas.
+    fn heartbeat_interval_us(&self) -> u64;
+    /// θ: how often a partition steps the stable-time tree (and GC).
+    fn stabilization_interval_us(&self) -> u64;
+    fn tree_fanout(&self) -> usize;
+    fn pace(&self) -> &pace::PaceConfig;
+}
+
+/// Implement [`StabilizationConfig`] for a `Config` with fields
+/// `heartbeat_interval_us`, `stabilization_interval_us`, `tree_fanout` and
+/// `pace`.
+macro_rules! stabilization_config {
+    ($config:ty) => {
+        impl $crate::stabilization::StabilizationConfig for $config {
+            fn heartbeat_interval_us(&self) -> u64 {
+                self.heartbeat_interval_us
+            }
+            fn stabilization_interval_us(&self) -> u64 {
+                self.stabilization_interval_us
+            }
+            fn tree_fanout(&self) -> usize {
+                self.tree_fanout
+            }
+            fn pace(&self) -> &$crate::stabilization::pace::PaceConfig {
+                &self.pace
+            }
+        }
+    };
+}
+pub(crate) use stabilization_config;
+
 /// How long an operation may wait for a stable time to cover what it needs
-/// (the liveness bound GentleRain and CausalSpartanX declare): one WAN trip
-/// and a heartbeat for the VV entry to move, a few tree rounds of the
+/// (the liveness bound every protocol of the family declares): one WAN
+/// trip and a heartbeat for the VV entry to move, a few tree rounds of the
 /// stabilization interval for the DC's minimum to reach the server, the
 /// clock skew a timestamp may be ahead by, and 20 ms of slack. An operation
 /// that arrives at a quiet cluster ([`pace`]) also waits for it to wake:
 /// one more WAN trip and a tree round, inside the same terms.
-pub fn stable_time_bound_us(
-    heartbeat_interval_us: u64,
-    stabilization_interval_us: u64,
-    env: &causeway_core::LivenessEnv,
-) -> u64 {
+pub fn stable_time_bound_us(cfg: &impl StabilizationConfig, env: &causeway_core::LivenessEnv) -> u64 {
     20_000
         + env.max_rtt_us
         + 2 * env.max_clock_skew_us
-        + 2 * heartbeat_interval_us
-        + 8 * stabilization_interval_us
+        + 2 * cfg.heartbeat_interval_us()
+        + 8 * cfg.stabilization_interval_us()
         + 8 * env.intra_dc_rtt_us
 }
 
-/// The checks every stabilization protocol's `validate` makes on its timer
-/// and tree parameters, with errors that name the `[protocol]` field.
+/// The checks every stabilization protocol's `validate` makes: its timer
+/// and tree parameters, with errors that name the `[protocol]` field, and
+/// full replication (`why` says what would break without it: a stable-time
+/// entry for a DC that does not store a partition would never advance).
 pub fn validate_stabilization(
-    heartbeat_interval_us: u64,
-    stabilization_interval_us: u64,
-    tree_fanout: usize,
-    pace: &pace::PaceConfig,
+    name: &str,
+    cfg: &impl StabilizationConfig,
+    topology: &causeway_core::Topology,
+    why: &str,
 ) -> Result<(), String> {
-    if heartbeat_interval_us == 0 {
+    if cfg.heartbeat_interval_us() == 0 {
         return Err("protocol.heartbeat_interval_us must be positive".into());
     }
-    if stabilization_interval_us == 0 {
+    if cfg.stabilization_interval_us() == 0 {
         return Err("protocol.stabilization_interval_us must be positive".into());
     }
-    if tree_fanout == 0 {
+    if cfg.tree_fanout() == 0 {
         return Err("protocol.tree_fanout must be at least 1".into());
     }
-    pace.validate()
+    cfg.pace().validate()?;
+    crate::kit::node::require_full_replication(name, topology, why)
 }
 
 /// Heartbeats and the stable-time tree's reports and pushes (by message

@@ -47,3 +47,5 @@ impl Default for Config {
         }
     }
 }
+
+crate::stabilization::stabilization_config!(Config);

@@ -155,7 +155,6 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::kit::node::require_full_replication;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct CausalSpartanX;
@@ -179,18 +178,13 @@ impl Protocol for CausalSpartanX {
     /// Nothing should wait for remote DCs; allow a few DSV rounds anyway
     /// (a heartbeat and tree rounds) plus the skew an HLC may absorb.
     fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg.heartbeat_interval_us, cfg.stabilization_interval_us, env)
+        crate::stabilization::stable_time_bound_us(cfg, env)
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         crate::stabilization::validate_stabilization(
-            cfg.heartbeat_interval_us,
-            cfg.stabilization_interval_us,
-            cfg.tree_fanout,
-            &cfg.pace,
-        )?;
-        require_full_replication(
             Self::NAME,
+            cfg,
             topology,
             "a DSV entry for a DC that does not store a partition would never advance",
         )

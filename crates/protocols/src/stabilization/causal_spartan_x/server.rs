@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
-use crate::stabilization::pace::Pace;
+use crate::stabilization::partition::{self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, timer_kind};
 use crate::stabilization::slices::{self, Gathering};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
@@ -11,15 +11,6 @@ use causeway_core::{
     PartitionId, Server, ServerEnv, SnapshotFloor, Topology, Versioned,
 };
 use std::sync::Arc;
-
-/// Timer kinds, in a token's low two bits; the pace epoch it was set under
-/// is above them (a wake-up makes older timers stale).
-pub(super) const TIMER_HEARTBEAT: u64 = 1;
-pub(super) const TIMER_STABILIZE: u64 = 2;
-
-fn timer(kind: u64, epoch: u64) -> u64 {
-    (epoch << 2) | kind
-}
 
 pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
@@ -53,10 +44,9 @@ pub struct CsxServer {
     /// This server's place in the DC's aggregation tree. `None` on service
     /// nodes, which take no part in the protocol.
     pub(super) tree: Option<StableTree<Hlc>>,
-    /// Whether a Replicate went out since the last heartbeat tick.
-    replicated_since_heartbeat: bool,
-    /// Δ and θ slow down while the cluster is idle.
-    pace: Pace,
+    /// Δ and θ, slowed down while the cluster is idle, and whether a
+    /// Replicate went out since the last heartbeat tick.
+    ticker: Ticker,
     /// Remote versions stored but not yet admitted by line 3, each parked
     /// on the DSV entry that holds it back.
     pending: PendingVisible<Hlc, (Hlc, DcId)>,
@@ -111,8 +101,7 @@ impl CsxServer {
             heard_since_start: vec![false; dcs],
             dsv: vec![Hlc::ZERO; dcs],
             tree,
-            replicated_since_heartbeat: false,
-            pace: Pace::new(&cfg.pace),
+            ticker: Ticker::new(&cfg.pace),
             pending: PendingVisible::new(dcs),
             rots: Gathering::default(),
             gc: VersionGc::new(cfg.gc_quiet_us),
@@ -151,8 +140,7 @@ impl Server for CsxServer {
         }
         if self.tree.is_some() {
             self.saw_work(env, env.now_us());
-            env.set_timer(self.cfg.heartbeat_interval_us, timer(TIMER_HEARTBEAT, 0));
-            env.set_timer(self.cfg.stabilization_interval_us, timer(TIMER_STABILIZE, 0));
+            self.ticker.start(env, self.cfg.heartbeat_interval_us, self.cfg.stabilization_interval_us);
         }
     }
 
@@ -187,10 +175,10 @@ impl Server for CsxServer {
     }
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
-        if token >> 2 != self.pace.epoch() {
+        if self.ticker.is_stale(token) {
             return; // superseded by a wake-up's timer
         }
-        match token & 3 {
+        match timer_kind(token) {
             TIMER_HEARTBEAT => self.heartbeat(env),
             TIMER_STABILIZE => self.stabilize(env),
             _ => {}
@@ -288,7 +276,7 @@ impl CsxServer {
                 env.send(peer, Msg::Replicate { key: key.clone(), version: replica.clone() });
             }
             env.send(*last, Msg::Replicate { key, version: replica });
-            self.replicated_since_heartbeat = true;
+            self.ticker.replicated(self.peers.len());
         }
     }
 
@@ -579,7 +567,7 @@ impl CsxServer {
     fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, dsv: &[Hlc]) {
         if let Some(tree) = &self.tree {
             for &child in tree.children() {
-                env.send(child, Msg::StablePush { dsv: dsv.to_vec(), last_work_us: self.pace.last_work_us() });
+                env.send(child, Msg::StablePush { dsv: dsv.to_vec(), last_work_us: self.ticker.last_work_us() });
             }
         }
     }
@@ -619,9 +607,9 @@ impl CsxServer {
 
     // ------------------------------------------------------------ timers
 
-    /// Work seen, for the idle pacing ([`Pace::saw_work`]).
+    /// Work seen, for the idle pacing ([`Ticker::saw_work`]).
     fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
-        self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
+        self.ticker.saw_work(env, at_us);
     }
 
     /// Every Δ (Alg 5.3): if no Replicate went out since the last tick,
@@ -629,16 +617,14 @@ impl CsxServer {
     /// happens even with no peers (M = 1): it is what moves DSV[m] on an idle
     /// partition.
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        if !self.replicated_since_heartbeat {
+        if self.ticker.heartbeat_due() {
             let hlc = self.vv[self.m.idx()].tick(env.now_us());
-            let last_work_us = self.pace.last_work_us();
+            let last_work_us = self.ticker.last_work_us();
             for &peer in &self.peers {
                 env.send(peer, Msg::Heartbeat { hlc, last_work_us });
             }
         }
-        self.replicated_since_heartbeat = false;
-        let after_us = self.pace.interval_us(self.cfg.heartbeat_interval_us, env.now_us());
-        env.set_timer(after_us, timer(TIMER_HEARTBEAT, self.pace.epoch()));
+        self.ticker.rearm_heartbeat(env, self.cfg.heartbeat_interval_us);
     }
 
     /// Every θ (Alg 5.3): DSV = max(DSV, entry-wise min of the DC's VVs),
@@ -650,7 +636,7 @@ impl CsxServer {
         };
         match step {
             TreeStep::Report { parent, aggregate } => {
-                env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.pace.last_work_us() })
+                env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.ticker.last_work_us() })
             }
             TreeStep::Stable(dsv) => {
                 self.raise_dsv(env, dsv.iter().copied().enumerate());
@@ -659,8 +645,7 @@ impl CsxServer {
             TreeStep::Waiting => {}
         }
         self.collect_garbage(env);
-        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, env.now_us());
-        env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
+        self.ticker.rearm_stabilize(env, self.cfg.stabilization_interval_us);
     }
 
     /// Record the DSV; then, on a bounded number of dirty keys
@@ -668,13 +653,12 @@ impl CsxServer {
     /// versions older than the newest one slice-visible at the horizon (the
     /// newest DSV at least `gc_grace_us` old).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let now_us = env.now_us();
-        self.gc.collect(env.store(), now_us, &self.dsv, self.cfg.gc_grace_us, |v, horizon| slice_visible(v, horizon));
-        // Journal a new horizon in the turn it is reached, for `on_start`.
-        // Unsynced: a checkpoint cut at it carries it in its own synced copy
-        // of the metadata, and until then the log still holds every version
-        // collection dropped from memory.
-        if let Some(h) = self.gc.horizon_to_journal() {
+        let (now_us, grace_us) = (env.now_us(), self.cfg.gc_grace_us);
+        // A new horizon is journaled in the turn it is reached, for `on_start`.
+        let gc = &mut self.gc;
+        if let Some(h) =
+            partition::collect_garbage(gc, env.store(), now_us, &self.dsv, grace_us, |v, h| slice_visible(v, h))
+        {
             let bytes = h.iter().flat_map(|t| t.l.to_le_bytes().into_iter().chain(t.c.to_le_bytes()));
             env.store().set_meta_unsynced(bytes.collect());
         }

@@ -74,3 +74,5 @@ impl Default for Config {
         }
     }
 }
+
+crate::stabilization::stabilization_config!(Config);

@@ -143,7 +143,6 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::kit::node::require_full_replication;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct Contrarian;
@@ -172,7 +171,7 @@ impl Protocol for Contrarian {
     /// Nothing waits; allow the family's few stabilization rounds anyway
     /// (a cluster waking from idle pacing) plus the skew an HLC absorbs.
     fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg.heartbeat_interval_us, cfg.stabilization_interval_us, env)
+        crate::stabilization::stable_time_bound_us(cfg, env)
     }
 
     /// Both ROT modes get tortured: half the runs take 2 rounds.
@@ -182,10 +181,10 @@ impl Protocol for Contrarian {
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         crate::stabilization::validate_stabilization(
-            cfg.heartbeat_interval_us,
-            cfg.stabilization_interval_us,
-            cfg.tree_fanout,
-            &cfg.pace,
+            Self::NAME,
+            cfg,
+            topology,
+            "a GSS entry for a DC that does not store a partition would never advance",
         )?;
         if !matches!(cfg.rot_steps, 3 | 4) {
             return Err(format!("protocol.rot_steps must be 3 (1½ rounds) or 4 (2 rounds), not {}", cfg.rot_steps));
@@ -196,11 +195,7 @@ impl Protocol for Contrarian {
         if cfg.orphan_read_timeout_us == 0 {
             return Err("protocol.orphan_read_timeout_us must be positive".into());
         }
-        require_full_replication(
-            Self::NAME,
-            topology,
-            "a GSS entry for a DC that does not store a partition would never advance",
-        )
+        Ok(())
     }
     fn server(cfg: &Config, ctx: NodeCtx) -> ContrarianServer {
         ContrarianServer::new(cfg, ctx)

@@ -178,6 +178,13 @@ pub struct Version {
 // Last-writer-wins by ⟨ts, sr⟩: a causally later write has a higher ts.
 crate::impl_versioned!(Version, (Hlc, DcId) = (ts, sr));
 
+impl crate::stabilization::partition::VectorVersion for Version {
+    type Time = Hlc;
+    fn dv(&self) -> &[Hlc] {
+        &self.dv
+    }
+}
+
 /// §4: "an item belongs to the snapshot encoded by TV if DV ≤ TV".
 /// `skip_remote` is the visibility mutant: only the local entry is checked.
 pub(super) fn in_snapshot(v: &Version, tv: &[Hlc], m: DcId, skip_remote: bool) -> bool {

@@ -1,25 +1,19 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
-use crate::stabilization::pace::Pace;
+use crate::stabilization::partition::{
+    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, raise_entries, remote_covered, remote_entries,
+    timer_kind,
+};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
-use crate::stabilization::visibility::{self, PendingVisible};
+use crate::stabilization::visibility::PendingVisible;
 use causeway_core::{
-    ClientId, DcId, Hlc, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server,
-    ServerEnv, SnapshotFloor, Topology, Value, Versioned, vmax,
+    ClientId, DcId, Hlc, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
+    SnapshotFloor, Topology, Value, Versioned, vmax,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// Timer kinds, in a token's low two bits; the pace epoch it was set under
-/// is above them (a wake-up makes older timers stale).
-pub(super) const TIMER_HEARTBEAT: u64 = 1;
-pub(super) const TIMER_STABILIZE: u64 = 2;
-
-fn timer(kind: u64, epoch: u64) -> u64 {
-    (epoch << 2) | kind
-}
 
 pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
@@ -67,10 +61,9 @@ pub(super) struct Partition {
     pub(super) tree: StableTree<Hlc>,
     /// Each tree child's latest report of its subtree's largest clock.
     child_clock_max: BTreeMap<NodeId, Hlc>,
-    /// Whether a Replicate went out since the last heartbeat tick.
-    replicated_since_heartbeat: bool,
-    /// Δ and θ slow down while the cluster is idle.
-    pace: Pace,
+    /// Δ and θ, slowed down while the cluster is idle, and whether a
+    /// Replicate went out since the last heartbeat tick.
+    ticker: Ticker,
     /// 1½-round reads that have one of their two halves (the client's keys
     /// or the coordinator's snapshot), by the session's cluster-wide name
     /// and the ROT id.
@@ -117,8 +110,7 @@ impl Partition {
             journaled_floor: Hlc::ZERO,
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             child_clock_max: BTreeMap::new(),
-            replicated_since_heartbeat: false,
-            pace: Pace::new(&cfg.pace),
+            ticker: Ticker::new(&cfg.pace),
             halves: BTreeMap::new(),
             pending: PendingVisible::new(dcs),
             clock_us: 0,
@@ -136,8 +128,7 @@ impl Server for ContrarianServer {
         let Some(p) = self.part.as_mut() else { return };
         p.recover(env);
         p.saw_work(env, env.now_us());
-        env.set_timer(p.cfg.heartbeat_interval_us, timer(TIMER_HEARTBEAT, 0));
-        env.set_timer(p.cfg.stabilization_interval_us, timer(TIMER_STABILIZE, 0));
+        p.ticker.start(env, p.cfg.heartbeat_interval_us, p.cfg.stabilization_interval_us);
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
@@ -176,10 +167,10 @@ impl Server for ContrarianServer {
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
         let Some(p) = self.part.as_mut() else { return };
-        if token >> 2 != p.pace.epoch() {
+        if p.ticker.is_stale(token) {
             return; // superseded by a wake-up's timer
         }
-        match token & 3 {
+        match timer_kind(token) {
             TIMER_HEARTBEAT => p.heartbeat(env),
             TIMER_STABILIZE => p.stabilize(env),
             _ => {}
@@ -237,7 +228,7 @@ impl Partition {
         for &peer in &self.peers {
             env.send(peer, Msg::Replicate { key: key.clone(), version: Box::new(version.clone()) });
         }
-        self.replicated_since_heartbeat |= !self.peers.is_empty();
+        self.ticker.replicated(self.peers.len());
     }
 
     // ------------------------------------------------------------ ROT
@@ -424,11 +415,9 @@ impl Partition {
             self.vv[k.idx()] = order.0;
         }
         self.stable_if_alone(env, k.idx());
-        let blocker = visibility::first_above(&version.dv, &self.gss);
-        let landed = self.apply(env, &key, version);
-        if landed.inserted != Inserted::Duplicate
-            && let Some((index, order)) = self.pending.admit(blocker, landed.index, order)
-        {
+        let visible_now =
+            partition::land_remote(env, &mut self.gc, &mut self.pending, &self.gss, &key, version, gc_visible(self.m));
+        if let Some((index, order)) = visible_now {
             self.report_if_read(env, index, order);
         }
     }
@@ -445,15 +434,10 @@ impl Partition {
         }
     }
 
-    /// In a DC of one partition, GSS[k] (the entry-wise minimum of the DC's
-    /// VVs) is this partition's own VV[k]: raise it when VV[k] moves, not θ
-    /// later (the tick computes the same value). A remote version whose DV
-    /// is covered but for its own DC's entry is then visible on arrival,
-    /// where it was parked for up to θ; the FIFO link has brought every
-    /// earlier version of DC k, so VV[k] covers its DV[k].
+    /// In a DC of one partition, raise GSS[k] with VV[k]
+    /// ([`partition::alone_raise`]).
     fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize) {
-        if self.tree.is_alone() && self.vv[k] > self.gss[k] {
-            let vv = self.vv[k];
+        if let Some(vv) = alone_raise(&self.tree, &self.vv, &self.gss, k) {
             self.raise_gss(env, [(k, vv)]);
         }
     }
@@ -461,19 +445,13 @@ impl Partition {
     /// Report a remote version visible (§4: "if X.DV is entry-wise smaller
     /// than or equal to the GSS") if it is what a local read returns now.
     fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (Hlc, DcId)) {
-        // Invariant: a remote version is visible only once its DV ≤ GSS.
-        if let Some(v) = env.store().exact_at(index, order) {
-            assert!(
-                v.dv.iter().zip(&self.gss).all(|(d, g)| d <= g),
-                "Contrarian: version {order:?} reported visible with DV {:?} above GSS {:?}",
-                v.dv,
-                self.gss
-            );
-        }
+        // Invariant (asserted there): a remote version is visible only once
+        // its DV ≤ GSS.
         let m = self.m;
         let mut now = self.gss.clone();
         now[m.idx()] = self.hlc;
-        visibility::report_if_read(env, index, order, order.1, order.0.l, |v| in_snapshot(v, &now, m, false));
+        let visible = |v: &Version| in_snapshot(v, &now, m, false);
+        partition::report_if_read(env, index, order, order.1, order.0.l, &self.gss, "Contrarian (GSS)", visible);
     }
 
     // ------------------------------------------------------------ GSS tree
@@ -513,7 +491,7 @@ impl Partition {
 
     fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, gss: &[Hlc], clock_max: Hlc) {
         for &child in self.tree.children() {
-            let last_work_us = self.pace.last_work_us();
+            let last_work_us = self.ticker.last_work_us();
             env.send(child, Msg::StablePush { gss: gss.to_vec(), clock_max, last_work_us });
         }
     }
@@ -521,19 +499,7 @@ impl Partition {
     /// Raise GSS entries (only ever raised: the GSS is monotonic); if any
     /// grew, report it and admit the remote versions it now covers.
     fn raise_gss(&mut self, env: &mut impl ServerEnv<Msg, Version>, entries: impl IntoIterator<Item = (usize, Hlc)>) {
-        // Only ever raised, entry by entry: the GSS is monotonic by
-        // construction, and no copy of it is needed to tell whether it grew
-        // (this runs for every replicated version in a one-partition DC).
-        let mut grew = false;
-        for (i, t) in entries {
-            if let Some(e) = self.gss.get_mut(i)
-                && t > *e
-            {
-                *e = t;
-                grew = true;
-            }
-        }
-        if !grew {
+        if !raise_entries(&mut self.gss, entries) {
             return;
         }
         // Invariant: the GSS never claims more of a remote DC than this
@@ -550,14 +516,8 @@ impl Partition {
         if let Some(least) = self.gss.iter().map(|t| t.l).min() {
             env.observe(Observation::Stable { stable_us: least });
         }
-        let unblocked = self.pending.unblocked(&self.gss);
-        for (at, &(index, order)) in unblocked.iter().enumerate() {
-            env.store().warm_ahead(&unblocked, at);
-            let Some(version) = env.store().exact_at(index, order) else { continue };
-            let blocker = visibility::first_above(&version.dv, &self.gss);
-            if let Some((index, order)) = self.pending.admit(blocker, index, order) {
-                self.report_if_read(env, index, order);
-            }
+        for (index, order) in partition::newly_visible(env, &mut self.pending, &self.gss) {
+            self.report_if_read(env, index, order);
         }
     }
 
@@ -635,38 +595,36 @@ impl Partition {
             Some((floor, horizon)) => (Some(floor), horizon),
             None => (None, None),
         };
-        let keys = env.store().keys_sorted();
-        self.restarted = floor.is_some() || !keys.is_empty();
         let mut gss = vec![Hlc::ZERO; self.gss.len()];
         let mut hlc = floor.unwrap_or(Hlc::ZERO);
         let m = self.m.idx();
-        for k in keys {
-            for v in env.store().versions(&k) {
-                hlc = hlc.max(v.ts);
-                if let Some(e) = self.vv.get_mut(v.sr.idx()) {
-                    *e = (*e).max(v.ts);
+        let vv = &mut self.vv;
+        let keys = partition::for_each_stored(env, |v| {
+            hlc = hlc.max(v.ts);
+            if let Some(e) = vv.get_mut(v.sr.idx()) {
+                *e = (*e).max(v.ts);
+            }
+            // A local version's remote entries were GSS values of this DC
+            // when it was written, so this partition had received
+            // everything they cover, journaled before the version itself:
+            // VV may resume there. Without this, VV entries fed only by
+            // heartbeats come back as zero, and until the next heartbeat a
+            // fresh session's snapshot misses this partition's own
+            // acknowledged writes.
+            if v.sr.idx() == m {
+                for (e, &d) in vv.iter_mut().zip(&v.dv) {
+                    *e = (*e).max(d);
                 }
-                // A local version's remote entries were GSS values of this
-                // DC when it was written, so this partition had received
-                // everything they cover, journaled before the version
-                // itself: VV may resume there. Without this, VV entries fed
-                // only by heartbeats come back as zero, and until the next
-                // heartbeat a fresh session's snapshot misses this
-                // partition's own acknowledged writes.
-                if v.sr.idx() == m {
-                    for (e, &d) in self.vv.iter_mut().zip(&v.dv) {
-                        *e = (*e).max(d);
-                    }
-                    // And as GSS values of this DC they are still true of
-                    // every partition of it: the GSS resumes there too, so
-                    // a fresh session's first snapshot already holds every
-                    // write stored here (its TV[m] is the clock, above them).
-                    for (e, &d) in gss.iter_mut().zip(&v.dv) {
-                        *e = (*e).max(d);
-                    }
+                // And as GSS values of this DC they are still true of every
+                // partition of it: the GSS resumes there too, so a fresh
+                // session's first snapshot already holds every write stored
+                // here (its TV[m] is the clock, above them).
+                for (e, &d) in gss.iter_mut().zip(&v.dv) {
+                    *e = (*e).max(d);
                 }
             }
-        }
+        });
+        self.restarted = floor.is_some() || keys > 0;
         gss[m] = Hlc::ZERO;
         self.journaled_floor = floor.unwrap_or(Hlc::ZERO);
         // Deviation 10: the GSS resumes at the journaled GC horizon. The
@@ -685,25 +643,23 @@ impl Partition {
 
     // ------------------------------------------------------------ timers
 
-    /// Work seen, for the idle pacing ([`Pace::saw_work`]).
+    /// Work seen, for the idle pacing ([`Ticker::saw_work`]).
     fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
         self.clock_us = self.clock_us.max(env.now_us());
-        self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
+        self.ticker.saw_work(env, at_us);
     }
 
     /// Every Δ: if nothing was replicated since the last tick, send the
     /// clock to the replicas (§4's heartbeat).
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        if !self.replicated_since_heartbeat {
+        if self.ticker.heartbeat_due() {
             let hlc = self.clock(env, |h, pt| h.tick(pt));
-            let last_work_us = self.pace.last_work_us();
+            let last_work_us = self.ticker.last_work_us();
             for &peer in &self.peers {
                 env.send(peer, Msg::Heartbeat { hlc, last_work_us });
             }
         }
-        self.replicated_since_heartbeat = false;
-        let after_us = self.pace.interval_us(self.cfg.heartbeat_interval_us, env.now_us());
-        env.set_timer(after_us, timer(TIMER_HEARTBEAT, self.pace.epoch()));
+        self.ticker.rearm_heartbeat(env, self.cfg.heartbeat_interval_us);
     }
 
     /// Every θ: one step of the GSS tree (§4: "the partitions in a DC
@@ -715,7 +671,7 @@ impl Partition {
         let clock_max = self.child_clock_max.values().copied().fold(self.hlc, Hlc::max);
         match self.tree.step(&self.vv) {
             TreeStep::Report { parent, aggregate } => {
-                let last_work_us = self.pace.last_work_us();
+                let last_work_us = self.ticker.last_work_us();
                 env.send(parent, Msg::StableReport { vv_min: aggregate, clock_max, last_work_us });
             }
             TreeStep::Stable(gss) => {
@@ -727,8 +683,7 @@ impl Partition {
         }
         self.expire_orphans();
         self.collect_garbage(env);
-        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, env.now_us());
-        env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
+        self.ticker.rearm_stabilize(env, self.cfg.stabilization_interval_us);
     }
 
     /// Drop 1½-round halves whose other half never came (a crashed
@@ -747,13 +702,10 @@ impl Partition {
     /// reads that version or a newer one; a slice that finds nothing left
     /// fails with "snapshot pruned" rather than returning an older state.
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let now_us = self.clock_us;
-        self.gc.collect(env.store(), now_us, &self.gss, self.cfg.gc_grace_us, gc_visible(self.m));
-        // Deviation 10: journal a new horizon in the turn it is reached.
-        // Unsynced: a checkpoint cut at it carries it in its own synced
-        // copy of the metadata, and until then the log still holds every
-        // version collection dropped from memory.
-        if self.gc.horizon_to_journal().is_some() {
+        let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
+        // Deviation 10: a new horizon is journaled in the turn it is reached.
+        let gc = &mut self.gc;
+        if partition::collect_garbage(gc, env.store(), now_us, &self.gss, grace_us, gc_visible(self.m)).is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }
@@ -766,18 +718,11 @@ impl Partition {
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
-        if self.topology.partition_of(key) == self.partition {
-            Ok(())
-        } else {
-            Err(OpError::BadRequest(format!("key not stored at this server ({:?} of {:?})", self.partition, self.m)))
-        }
+        partition::check_key(&self.topology, self.partition, self.m, key)
     }
 
     fn check_keys(&self, keys: &[Key]) -> Result<(), OpError> {
-        if keys.is_empty() {
-            return Err(OpError::BadRequest("a read names no key".into()));
-        }
-        keys.iter().try_for_each(|k| self.check_key(k))
+        partition::check_keys(&self.topology, self.partition, self.m, keys)
     }
 
     /// The other partitions of a 1½-round ROT: distinct partition servers
@@ -812,16 +757,6 @@ impl Partition {
         }
         Ok(())
     }
-}
-
-/// The entries of `v` other than DC `m`'s, as (index, value).
-fn remote_entries(v: &[Hlc], m: usize) -> impl Iterator<Item = (usize, Hlc)> + '_ {
-    v.iter().copied().enumerate().filter(move |&(i, _)| i != m)
-}
-
-/// Every entry of `v` except DC `m`'s is ≤ `vv`'s.
-fn remote_covered(v: &[Hlc], vv: &[Hlc], m: usize) -> bool {
-    v.len() == vv.len() && v.iter().zip(vv).enumerate().all(|(i, (a, b))| i == m || a <= b)
 }
 
 /// Whether a version lies inside a GC horizon (a snapshot made of an old

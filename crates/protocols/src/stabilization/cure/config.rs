@@ -54,3 +54,5 @@ impl Default for Config {
         }
     }
 }
+
+crate::stabilization::stabilization_config!(Config);

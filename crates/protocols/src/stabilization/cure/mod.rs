@@ -99,7 +99,6 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::kit::node::require_full_replication;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct Cure;
@@ -127,24 +126,20 @@ impl Protocol for Cure {
     /// A request waits at most about the clock skew (the family's bound
     /// counts it twice), plus the family's stabilization rounds.
     fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg.heartbeat_interval_us, cfg.stabilization_interval_us, env)
+        crate::stabilization::stable_time_bound_us(cfg, env)
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         crate::stabilization::validate_stabilization(
-            cfg.heartbeat_interval_us,
-            cfg.stabilization_interval_us,
-            cfg.tree_fanout,
-            &cfg.pace,
+            Self::NAME,
+            cfg,
+            topology,
+            "a GST entry for a DC that does not store a partition would never advance",
         )?;
         if cfg.max_clock_wait_us == 0 {
             return Err("protocol.max_clock_wait_us must be positive".into());
         }
-        require_full_replication(
-            Self::NAME,
-            topology,
-            "a GST entry for a DC that does not store a partition would never advance",
-        )
+        Ok(())
     }
     fn server(cfg: &Config, ctx: NodeCtx) -> CureServer {
         CureServer::new(cfg, ctx)

@@ -143,6 +143,13 @@ pub struct Version {
 
 crate::impl_versioned!(Version, (TimeUs, DcId) = (ts, sr));
 
+impl crate::stabilization::partition::VectorVersion for Version {
+    type Time = TimeUs;
+    fn dv(&self) -> &[TimeUs] {
+        &self.dv
+    }
+}
+
 /// A version belongs to the snapshot TV if DV ≤ TV. `skip_remote` is the
 /// visibility mutant: only a local version's timestamp is checked.
 pub(super) fn in_snapshot(v: &Version, tv: &[TimeUs], m: DcId, skip_remote: bool) -> bool {

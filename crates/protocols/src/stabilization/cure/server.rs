@@ -1,26 +1,23 @@
 use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
-use crate::stabilization::pace::Pace;
+use crate::stabilization::partition::{
+    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, raise_entries, remote_covered, remote_entries, timer,
+    timer_arg, timer_kind,
+};
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
-use crate::stabilization::visibility::{self, PendingVisible};
+use crate::stabilization::visibility::PendingVisible;
 use causeway_core::{
-    ClientId, DcId, Inserted, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server,
-    ServerEnv, SnapshotFloor, TimeVec, Topology, Value, Versioned, vmax,
+    ClientId, DcId, Key, KeyIndex, Landed, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv,
+    SnapshotFloor, TimeVec, Topology, Value, Versioned, vmax,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// Timer kinds, in a token's low two bits: heartbeat and stabilization
-/// carry the pace epoch above them, a wait the id of what is parked.
-pub(super) const TIMER_HEARTBEAT: u64 = 1;
-pub(super) const TIMER_STABILIZE: u64 = 2;
+/// The third timer kind ([`partition::timer`]): a wait, with the id of
+/// what is parked above it.
 pub(super) const TIMER_WAIT: u64 = 3;
-
-fn timer(kind: u64, epoch_or_id: u64) -> u64 {
-    (epoch_or_id << 2) | kind
-}
 
 pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
@@ -70,8 +67,7 @@ pub(super) struct Partition {
     /// the local entry stays 0.
     journaled_vv: Vec<TimeUs>,
     pub(super) tree: StableTree<TimeUs>,
-    replicated_since_heartbeat: bool,
-    pace: Pace,
+    ticker: Ticker,
     /// Requests waiting for the clock (or, after a restart, for VV), by id.
     pub(super) parked: BTreeMap<u64, Parked>,
     next_parked: u64,
@@ -103,8 +99,7 @@ impl Partition {
             heard_since_start: (0..dcs).map(|d| d == m.idx()).collect(),
             journaled_vv: vec![0; dcs],
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
-            replicated_since_heartbeat: false,
-            pace: Pace::new(&cfg.pace),
+            ticker: Ticker::new(&cfg.pace),
             parked: BTreeMap::new(),
             next_parked: 0,
             pending: PendingVisible::new(dcs),
@@ -123,8 +118,7 @@ impl Server for CureServer {
         let Some(p) = self.part.as_mut() else { return };
         p.recover(env);
         p.saw_work(env, env.now_us());
-        env.set_timer(p.cfg.heartbeat_interval_us, timer(TIMER_HEARTBEAT, 0));
-        env.set_timer(p.cfg.stabilization_interval_us, timer(TIMER_STABILIZE, 0));
+        p.ticker.start(env, p.cfg.heartbeat_interval_us, p.cfg.stabilization_interval_us);
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
@@ -155,9 +149,9 @@ impl Server for CureServer {
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
         let Some(p) = self.part.as_mut() else { return };
-        match token & 3 {
-            TIMER_WAIT => p.retry(env, token >> 2),
-            _ if token >> 2 != p.pace.epoch() => {} // superseded by a wake-up's timer
+        match timer_kind(token) {
+            TIMER_WAIT => p.retry(env, timer_arg(token)),
+            _ if p.ticker.is_stale(token) => {} // superseded by a wake-up's timer
             TIMER_HEARTBEAT => p.heartbeat(env),
             TIMER_STABILIZE => p.stabilize(env),
             _ => {}
@@ -237,7 +231,7 @@ impl Partition {
         for &peer in &self.peers {
             env.send(peer, Msg::Replicate { key: key.clone(), version: version.clone() });
         }
-        self.replicated_since_heartbeat |= !self.peers.is_empty();
+        self.ticker.replicated(self.peers.len());
     }
 
     fn park(&mut self, env: &mut impl ServerEnv<Msg, Version>, what: Parked, id: Option<u64>, after_us: u64) {
@@ -382,11 +376,9 @@ impl Partition {
         self.vv[k.idx()] = self.vv[k.idx()].max(order.0);
         self.heard_since_start[k.idx()] = true;
         self.stable_if_alone(env, k.idx(), false);
-        let blocker = visibility::first_above(&version.dv, &self.gst);
-        let landed = self.apply(env, &key, version);
-        if landed.inserted != Inserted::Duplicate
-            && let Some((index, order)) = self.pending.admit(blocker, landed.index, order)
-        {
+        let visible_now =
+            partition::land_remote(env, &mut self.gc, &mut self.pending, &self.gst, &key, version, gc_visible(self.m));
+        if let Some((index, order)) = visible_now {
             self.report_if_read(env, index, order);
         }
     }
@@ -414,11 +406,10 @@ impl Partition {
     /// the journaled VV, so that is journaled first (`journal_vv`, once per
     /// heartbeat that raises it).
     fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize, by_heartbeat: bool) {
-        if self.tree.is_alone() && self.vv[k] > self.gst[k] {
+        if let Some(vv) = alone_raise(&self.tree, &self.vv, &self.gst, k) {
             if by_heartbeat {
                 self.journal_vv(env);
             }
-            let vv = self.vv[k];
             self.raise_gst(env, [(k, vv)]);
         }
     }
@@ -426,18 +417,11 @@ impl Partition {
     /// Report a remote version visible once DV ≤ GST, if a local read
     /// returns it then.
     fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (TimeUs, DcId)) {
-        if let Some(v) = env.store().exact_at(index, order) {
-            assert!(
-                v.dv.iter().zip(&self.gst).all(|(d, g)| d <= g),
-                "Cure: version {order:?} reported visible with DV {:?} above GST {:?}",
-                v.dv,
-                self.gst
-            );
-        }
         let m = self.m;
         let mut now = self.gst.clone();
         now[m.idx()] = TimeUs::MAX;
-        visibility::report_if_read(env, index, order, order.1, order.0, |v| in_snapshot(v, &now, m, false));
+        let visible = |v: &Version| in_snapshot(v, &now, m, false);
+        partition::report_if_read(env, index, order, order.1, order.0, &self.gst, "Cure (GST)", visible);
     }
 
     // ------------------------------------------------------------ GST tree
@@ -465,7 +449,7 @@ impl Partition {
 
     fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, gst: &[TimeUs]) {
         for &child in self.tree.children() {
-            env.send(child, Msg::StablePush { gst: gst.to_vec(), last_work_us: self.pace.last_work_us() });
+            env.send(child, Msg::StablePush { gst: gst.to_vec(), last_work_us: self.ticker.last_work_us() });
         }
     }
 
@@ -475,19 +459,7 @@ impl Partition {
         env: &mut impl ServerEnv<Msg, Version>,
         entries: impl IntoIterator<Item = (usize, TimeUs)>,
     ) {
-        // Only ever raised, entry by entry: the GST is monotonic by
-        // construction, and no copy of it is needed to tell whether it grew
-        // (this runs for every replicated version in a one-partition DC).
-        let mut grew = false;
-        for (i, t) in entries {
-            if let Some(e) = self.gst.get_mut(i)
-                && t > *e
-            {
-                *e = t;
-                grew = true;
-            }
-        }
-        if !grew {
+        if !raise_entries(&mut self.gst, entries) {
             return;
         }
         // Invariant: the GST never claims more of a remote DC than this
@@ -502,14 +474,8 @@ impl Partition {
         if let Some(least) = self.gst.iter().min() {
             env.observe(Observation::Stable { stable_us: *least });
         }
-        let unblocked = self.pending.unblocked(&self.gst);
-        for (at, &(index, order)) in unblocked.iter().enumerate() {
-            env.store().warm_ahead(&unblocked, at);
-            let Some(version) = env.store().exact_at(index, order) else { continue };
-            let blocker = visibility::first_above(&version.dv, &self.gst);
-            if let Some((index, order)) = self.pending.admit(blocker, index, order) {
-                self.report_if_read(env, index, order);
-            }
+        for (index, order) in partition::newly_visible(env, &mut self.pending, &self.gst) {
+            self.report_if_read(env, index, order);
         }
     }
 
@@ -517,7 +483,7 @@ impl Partition {
 
     fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
         self.clock_us = self.clock_us.max(env.now_us());
-        self.pace.saw_work(env, at_us, |e| [timer(TIMER_HEARTBEAT, e), timer(TIMER_STABILIZE, e)]);
+        self.ticker.saw_work(env, at_us);
     }
 
     /// After a restart: VV from the stored versions and the journaled VV
@@ -526,7 +492,6 @@ impl Partition {
     /// network runtime keeps a journaled floor under it) keeps it above
     /// every heartbeat and snapshot handed out.
     fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let keys = env.store().keys_sorted();
         let m = self.m.idx();
         // A local version's remote DV entries are the writer's snapshot,
         // GST values of this DC (`on_put` raises the GST with them), so
@@ -534,17 +499,16 @@ impl Partition {
         // fresh session's first snapshot (TV[m] is the clock) already holds
         // every write stored here, before any GST step.
         let mut gst = vec![0; self.gst.len()];
-        for k in keys {
-            for v in env.store().versions(&k) {
-                self.announced_us = self.announced_us.max(v.ts);
-                if let Some(e) = self.vv.get_mut(v.sr.idx()) {
-                    *e = (*e).max(v.ts);
-                }
-                if v.sr.idx() == m && v.dv.len() == gst.len() {
-                    vmax(&mut gst, &v.dv);
-                }
+        let (announced_us, vv) = (&mut self.announced_us, &mut self.vv);
+        partition::for_each_stored(env, |v| {
+            *announced_us = (*announced_us).max(v.ts);
+            if let Some(e) = vv.get_mut(v.sr.idx()) {
+                *e = (*e).max(v.ts);
             }
-        }
+            if v.sr.idx() == m && v.dv.len() == gst.len() {
+                vmax(&mut gst, &v.dv);
+            }
+        });
         gst[m] = 0;
         if let Some((journaled, horizon)) = env.store().meta().and_then(|b| decode_meta(b, self.vv.len())) {
             for (i, t) in journaled.into_iter().enumerate().filter(|&(i, _)| i != m) {
@@ -596,19 +560,17 @@ impl Partition {
     }
 
     fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        if !self.replicated_since_heartbeat {
+        if self.ticker.heartbeat_due() {
             // One below the clock: a version stamped in this same µs is
             // still above it, so a PUT never waits on its own heartbeat.
             let clock_us = env.now_us().saturating_sub(1).max(self.announced_us);
             self.announced_us = clock_us;
-            let last_work_us = self.pace.last_work_us();
+            let last_work_us = self.ticker.last_work_us();
             for &peer in &self.peers {
                 env.send(peer, Msg::Heartbeat { clock_us, last_work_us });
             }
         }
-        self.replicated_since_heartbeat = false;
-        let after_us = self.pace.interval_us(self.cfg.heartbeat_interval_us, env.now_us());
-        env.set_timer(after_us, timer(TIMER_HEARTBEAT, self.pace.epoch()));
+        self.ticker.rearm_heartbeat(env, self.cfg.heartbeat_interval_us);
     }
 
     /// Every θ: VV[m] = clock; one step of the GST tree; a bounded GC step.
@@ -621,7 +583,7 @@ impl Partition {
         self.journal_vv(env);
         match self.tree.step(&self.vv) {
             TreeStep::Report { parent, aggregate } => {
-                env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.pace.last_work_us() });
+                env.send(parent, Msg::StableReport { vv_min: aggregate, last_work_us: self.ticker.last_work_us() });
             }
             TreeStep::Stable(gst) => {
                 self.raise_gst(env, gst.iter().copied().enumerate());
@@ -630,21 +592,17 @@ impl Partition {
             TreeStep::Waiting => {}
         }
         self.collect_garbage(env);
-        let after_us = self.pace.interval_us(self.cfg.stabilization_interval_us, env.now_us());
-        env.set_timer(after_us, timer(TIMER_STABILIZE, self.pace.epoch()));
+        self.ticker.rearm_stabilize(env, self.cfg.stabilization_interval_us);
     }
 
     /// As Contrarian's GC: drop versions older than the newest one in the
     /// snapshot made of a GST at least `gc_grace_us` old (local entry: that
     /// GST's, below every later snapshot's clock entry).
     fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
-        let now_us = self.clock_us;
-        self.gc.collect(env.store(), now_us, &self.gst, self.cfg.gc_grace_us, gc_visible(self.m));
-        // Journal a new horizon in the turn it is reached, for `recover`.
-        // Unsynced: a checkpoint cut at it carries it in its own synced copy
-        // of the metadata, and until then the log still holds every version
-        // collection dropped from memory.
-        if self.gc.horizon_to_journal().is_some() {
+        let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
+        // A new horizon is journaled in the turn it is reached, for `recover`.
+        let gc = &mut self.gc;
+        if partition::collect_garbage(gc, env.store(), now_us, &self.gst, grace_us, gc_visible(self.m)).is_some() {
             env.store().set_meta_unsynced(self.meta());
         }
     }
@@ -656,18 +614,11 @@ impl Partition {
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), OpError> {
-        if self.topology.partition_of(key) == self.partition {
-            Ok(())
-        } else {
-            Err(OpError::BadRequest(format!("key not stored at this server ({:?} of {:?})", self.partition, self.m)))
-        }
+        partition::check_key(&self.topology, self.partition, self.m, key)
     }
 
     fn check_keys(&self, keys: &[Key]) -> Result<(), OpError> {
-        if keys.is_empty() {
-            return Err(OpError::BadRequest("a read names no key".into()));
-        }
-        keys.iter().try_for_each(|k| self.check_key(k))
+        partition::check_keys(&self.topology, self.partition, self.m, keys)
     }
 
     /// A vector from a client: one entry per DC, remote entries within what
@@ -689,14 +640,6 @@ impl Partition {
     fn may_have_forgotten(&self) -> bool {
         !self.heard_since_start.iter().all(|&h| h)
     }
-}
-
-fn remote_entries(v: &[TimeUs], m: usize) -> impl Iterator<Item = (usize, TimeUs)> + '_ {
-    v.iter().copied().enumerate().filter(move |&(i, _)| i != m)
-}
-
-fn remote_covered(v: &[TimeUs], vv: &[TimeUs], m: usize) -> bool {
-    v.len() == vv.len() && v.iter().zip(vv).enumerate().all(|(i, (a, b))| i == m || a <= b)
 }
 
 /// Whether a version lies inside a GC horizon (a snapshot made of an old

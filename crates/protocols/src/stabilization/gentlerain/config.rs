@@ -57,3 +57,5 @@ impl Default for Config {
         }
     }
 }
+
+crate::stabilization::stabilization_config!(Config);

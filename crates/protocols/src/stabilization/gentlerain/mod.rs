@@ -104,7 +104,6 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::kit::node::require_full_replication;
 use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
 
 pub struct GentleRain;
@@ -134,20 +133,15 @@ impl Protocol for GentleRain {
     /// client's `dt`: one one-way trip plus a heartbeat for VV, then a few
     /// tree rounds of θ for the GST to reach the coordinator.
     fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg.heartbeat_interval_us, cfg.stabilization_interval_us, env)
+        crate::stabilization::stable_time_bound_us(cfg, env)
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        require_full_replication(
+        crate::stabilization::validate_stabilization(
             Self::NAME,
+            cfg,
             topology,
             "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside the client's DC",
-        )?;
-        crate::stabilization::validate_stabilization(
-            cfg.heartbeat_interval_us,
-            cfg.stabilization_interval_us,
-            cfg.tree_fanout,
-            &cfg.pace,
         )
     }
 
