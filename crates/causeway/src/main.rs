@@ -520,7 +520,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             for file in files {
                 let written = run_experiment(&file, quick, &out, reps, runtime.as_deref(), threads, &provenance)?;
                 if !json {
-                    println!("{}: {} files written; report: {}", file.display(), written.files.len(), written.markdown.display());
+                    println!(
+                        "{}: {} files written; report: {}",
+                        file.display(),
+                        written.files.len(),
+                        written.markdown.display()
+                    );
                 }
                 reports.push(written);
             }
@@ -925,7 +930,8 @@ fn run_experiment(
     eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
     let progress = causeway_bench::progress::Progress::new(&exp.name);
     let results = causeway_bench::run(&exp, &opts, |done, total| progress.set(done as f64 / total as f64))?;
-    let mut command = format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
+    let mut command =
+        format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
     if quick {
         command.push_str(" --quick");
     }
