@@ -11,14 +11,16 @@
 //! Setup, as the paper's: 2 DCs × 1 server (so every `dep_check` is a local
 //! call), 2^18 keys loaded first, 10-byte values (the workload's minimum; the
 //! paper used 1 B), keys written and read uniformly. The two servers are the
-//! protocols' own [`Server`]s, driven in this process: a request is encoded
-//! and decoded with the network runtime's wire codec
-//! ([`causeway_net::frame`]), handled, and every message the server sends is
-//! encoded; peer messages are decoded and handled by the other server at
-//! once. Each server's time is measured around exactly that work (decode,
-//! handler, encode, its timers), so it is the CPU cost of one server's
-//! protocol and codec work per operation — without sockets, threads, the
-//! write-ahead log, or the client library, which the paper's numbers include.
+//! protocols' own servers in the real node core, driven in this process by
+//! the harness of [`causeway_bench::microbench`]: a request is encoded and
+//! decoded with the network runtime's wire codec, stepped, its log records
+//! encoded, and every message the server sends is encoded; peer messages are
+//! decoded and handled by the other server at once. Each server's time is
+//! measured around exactly that work (decode, node step, log encoding,
+//! encode, its timers), so it is the CPU cost of one server's protocol,
+//! bookkeeping and codec work per operation — without sockets, threads, the
+//! log's writes and syncs, or the client library, which the paper's numbers
+//! include.
 //!
 //! Virtual time advances 40 µs per operation (25 K writes/s, the paper's
 //! COPS-RT rate), so COPS-GT keeps overwritten versions for `trans_time`
@@ -36,15 +38,11 @@
 //! would absorb. That column is arithmetic on the measurement, not a
 //! measurement.
 
-use causeway_core::{
-    ClientId, Key, MvStore, NodeCtx, NodeId, Observation, Protocol, Server, ServerEnv, Topology, TopologySpec,
-};
-use causeway_net::frame::{Wire, decode, encode};
+use causeway_bench::microbench::{Delivery, Servers, decode_reply, encode_request, median};
+use causeway_core::{ClientId, Key, NodeId, Protocol, Topology, TopologySpec};
 use causeway_protocols::cops::{self, Cops};
 use causeway_protocols::cops_gt::{self, CopsGt};
 use causeway_protocols::explicit_deps::replication::{Dep, Stamp};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -55,7 +53,7 @@ const VIRTUAL_US_PER_OP: u64 = 40;
 const WARMUP_OPS: u64 = 50_000;
 
 /// What the benchmark needs to speak each protocol's client side.
-trait Variant: Protocol<Msg: Serialize + DeserializeOwned> {
+trait Variant: Protocol {
     const LABEL: &'static str;
     fn put(key: Key, value: causeway_core::Value, deps: Vec<Dep>) -> Self::Msg;
     fn get(key: Key) -> Self::Msg;
@@ -99,90 +97,23 @@ impl Variant for CopsGt {
     }
 }
 
-enum Out {
-    Peer(NodeId, Vec<u8>),
-    Reply(Vec<u8>),
-}
-
-struct Env<'a, V: causeway_core::Versioned> {
-    node: NodeId,
-    now: u64,
-    store: &'a mut MvStore<V>,
-    out: &'a mut Vec<(NodeId, Out)>,
-    timers: &'a mut Vec<(u64, u64)>,
-    deps: &'a mut (u64, u64),
-}
-
-impl<M: Serialize, V: causeway_core::Versioned + Clone> ServerEnv<M, V> for Env<'_, V> {
-    fn node(&self) -> NodeId {
-        self.node
-    }
-    fn now_us(&self) -> u64 {
-        self.now
-    }
-    // Encoding is the sender's work, so it happens inside the sender's timing.
-    fn send(&mut self, to: NodeId, msg: M) {
-        let bytes = encode(&Wire::Peer { first_seq: 0, msgs: vec![msg] });
-        self.out.push((self.node, Out::Peer(to, bytes)));
-    }
-    fn reply(&mut self, _to: ClientId, msg: M) {
-        self.out.push((self.node, Out::Reply(encode(&Wire::Reply(msg)))));
-    }
-    fn set_timer(&mut self, after_us: u64, token: u64) {
-        self.timers.push((self.now + after_us, token));
-    }
-    fn store(&mut self) -> &mut MvStore<V> {
-        self.store
-    }
-    fn observe(&mut self, obs: Observation<'_>) {
-        if let Observation::Sample { what: "deps_per_write", value } = obs {
-            self.deps.0 += 1;
-            self.deps.1 += value;
-        }
-    }
-}
-
 /// Two DCs of one server each, cranked by hand.
 struct Cluster<P: Variant> {
-    servers: Vec<P::Server>,
-    stores: Vec<MvStore<P::Version>>,
-    now: u64,
-    timers: BinaryHeap<Reverse<(u64, u32, u64)>>,
-    /// CPU time spent by each server since the last reset, in ns.
-    busy_ns: [u64; 2],
-    /// (writes, dependencies) the servers reported since the last reset.
-    deps: (u64, u64),
+    servers: Servers<P>,
+    /// `(due µs, node, token)`.
+    timers: BinaryHeap<Reverse<(u64, NodeId, u64)>>,
     rng: u64,
-}
-
-enum Input {
-    Start,
-    Client(Vec<u8>),
-    Peer(NodeId, Vec<u8>),
-    Timer(u64),
 }
 
 impl<P: Variant> Cluster<P> {
     fn new(seed: u64) -> Self {
         let topology = Arc::new(Topology::new(TopologySpec::full(2, 1)).expect("valid topology"));
-        let cfg = P::Config::default();
-        P::validate(&cfg, &topology).expect("valid config");
-        let servers: Vec<P::Server> = topology
-            .node_ids()
-            .map(|id| P::server(&cfg, NodeCtx { id, role: topology.role(id), topology: topology.clone() }))
-            .collect();
         let mut c = Cluster {
-            stores: (0..servers.len()).map(|_| MvStore::new()).collect(),
-            servers,
-            now: 1_000_000,
+            servers: Servers::new(&topology, &P::Config::default(), 1_000_000),
             timers: BinaryHeap::new(),
-            busy_ns: [0; 2],
-            deps: (0, 0),
             rng: seed | 1,
         };
-        for n in 0..2 {
-            c.run(NodeId(n), Input::Start);
-        }
+        c.run();
         c
     }
 
@@ -194,76 +125,42 @@ impl<P: Variant> Cluster<P> {
         key((self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) % KEYS)
     }
 
-    /// Run one handler of `node`, timed with its decoding and encoding, then
-    /// everything it caused on the other server. Returns the client reply.
-    fn run(&mut self, node: NodeId, input: Input) -> Option<P::Msg> {
-        let mut work = VecDeque::from([(node, input)]);
+    /// Deliver everything the servers released, and what that causes, at
+    /// once; arm the timers they set. Returns the client reply, if any.
+    fn run(&mut self) -> Option<P::Msg> {
         let mut reply = None;
-        while let Some((node, input)) = work.pop_front() {
-            let mut out = Vec::new();
-            let mut timers = Vec::new();
-            let i = node.idx();
-            let t0 = Instant::now();
-            {
-                let mut env = Env {
-                    node,
-                    now: self.now,
-                    store: &mut self.stores[i],
-                    out: &mut out,
-                    timers: &mut timers,
-                    deps: &mut self.deps,
-                };
-                let server = &mut self.servers[i];
-                match input {
-                    Input::Start => server.on_start(&mut env),
-                    Input::Timer(token) => server.on_timer(&mut env, token),
-                    Input::Client(bytes) => match decode::<P::Msg>(&bytes[4..]).expect("a valid frame") {
-                        Wire::Request(m) => server.on_client(&mut env, ClientId(0), m),
-                        _ => unreachable!("client frames are requests"),
-                    },
-                    Input::Peer(from, bytes) => match decode::<P::Msg>(&bytes[4..]).expect("a valid frame") {
-                        Wire::Peer { msgs, .. } => {
-                            for m in msgs {
-                                server.on_peer(&mut env, from, m);
-                            }
-                        }
-                        _ => unreachable!("peer frames are batches"),
-                    },
-                }
+        let mut work: VecDeque<Delivery> = VecDeque::new();
+        loop {
+            work.extend(self.servers.out.drain(..));
+            for (due, node, token) in self.servers.timers.drain(..) {
+                self.timers.push(Reverse((due, node, token)));
             }
-            self.busy_ns[i] += t0.elapsed().as_nanos() as u64;
-            for (due, token) in timers {
-                self.timers.push(Reverse((due, node.0, token)));
-            }
-            for (from, o) in out {
-                match o {
-                    Out::Peer(to, bytes) => work.push_back((to, Input::Peer(from, bytes))),
-                    Out::Reply(bytes) => match decode::<P::Msg>(&bytes[4..]).expect("a valid frame") {
-                        Wire::Reply(m) => reply = Some(m),
-                        _ => unreachable!("replies are replies"),
-                    },
-                }
+            match work.pop_front() {
+                None => return reply,
+                Some(Delivery::Reply { frame, .. }) => reply = Some(decode_reply::<P::Msg>(&frame)),
+                Some(d) => self.servers.deliver(d),
             }
         }
-        reply
     }
 
     /// Advance virtual time by one operation, firing due timers.
     fn tick(&mut self) {
-        self.now += VIRTUAL_US_PER_OP;
+        self.servers.now_us += VIRTUAL_US_PER_OP;
         while let Some(&Reverse((due, node, token))) = self.timers.peek() {
-            if due > self.now {
+            if due > self.servers.now_us {
                 break;
             }
             self.timers.pop();
-            self.run(NodeId(node), Input::Timer(token));
+            self.servers.timer(node, token);
+            self.run();
         }
     }
 
     fn request(&mut self, msg: P::Msg) -> Option<P::Msg> {
         self.tick();
-        let bytes = encode(&Wire::Request(msg));
-        self.run(NodeId(0), Input::Client(bytes))
+        let frame = encode_request(msg);
+        self.servers.deliver(Delivery::Request { client: ClientId(0), to: NodeId(0), frame });
+        self.run()
     }
 
     /// One write of `key` with dependencies `deps`; its stamp.
@@ -273,8 +170,12 @@ impl<P: Variant> Cluster<P> {
     }
 
     fn reset(&mut self) {
-        self.busy_ns = [0; 2];
-        self.deps = (0, 0);
+        self.servers.reset_stats();
+    }
+
+    /// (writes, dependencies) the servers reported since the last reset.
+    fn deps(&self) -> (u64, u64) {
+        self.servers.samples.get("deps_per_write").copied().unwrap_or((0, 0))
     }
 }
 
@@ -306,9 +207,9 @@ fn writes<P: Variant>(c: &mut Cluster<P>, d: usize, ops: u64) -> Measured {
         }
     }
     Measured {
-        origin_us: c.busy_ns[0] as f64 / ops as f64 / 1e3,
-        remote_us: c.busy_ns[1] as f64 / ops as f64 / 1e3,
-        deps: c.deps.1 as f64 / c.deps.0.max(1) as f64,
+        origin_us: c.servers.busy_ns[0] as f64 / ops as f64 / 1e3,
+        remote_us: c.servers.busy_ns[1] as f64 / ops as f64 / 1e3,
+        deps: c.deps().1 as f64 / c.deps().0.max(1) as f64,
     }
 }
 
@@ -318,7 +219,7 @@ fn reads<P: Variant>(c: &mut Cluster<P>, ops: u64) -> Measured {
         let k = c.random_key();
         c.request(P::get(k)).expect("a read reply");
     }
-    Measured { origin_us: c.busy_ns[0] as f64 / ops as f64 / 1e3, remote_us: 0.0, deps: 0.0 }
+    Measured { origin_us: c.servers.busy_ns[0] as f64 / ops as f64 / 1e3, remote_us: 0.0, deps: 0.0 }
 }
 
 /// Load every key once, then the three cases of Table 7.2. Before the
@@ -336,12 +237,6 @@ fn one_rep<P: Variant>(seed: u64, ops: u64) -> [Measured; 3] {
         c.tick();
     }
     [w1, w130, reads(&mut c, ops)]
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 }
 }
 
 fn main() {
@@ -379,7 +274,7 @@ fn main() {
     let cases = ["write_after (1 dep)", "write_after (130 deps)", "read_by_version"];
     println!(
         "{reps} repetitions × {ops} measured operations per case (after {WARMUP_OPS} warm-up writes), medians; \
-         CPU µs per operation of each server (decode + handler + encode + timers)\n"
+         CPU µs per operation of each server (decode + node step + log encoding + encode + timers)\n"
     );
     println!("| system | operation | deps/write | origin DC µs/op | remote DC µs/op | bottleneck Kops/s |");
     println!("|---|---|---:|---:|---:|---:|");

@@ -22,30 +22,25 @@
 //! the simulator's `preload` does (each client writes its share of the
 //! rows, every column): it must fit in the warm-up (`--ops` / 2
 //! operations), so that reads find values.
-//! The harness is `rot_microbench`'s: every message is delivered at once,
-//! FIFO, in this process; a server's time is measured around decoding the
-//! frame with the network runtime's codec, the handler, and encoding what
-//! it sends, without sockets, threads or the write-ahead log. Client work
-//! is not counted.
+//! The harness is [`causeway_bench::microbench`], `rot_microbench`'s too:
+//! every message is delivered at once, FIFO, in this process, to the real
+//! node core; a server's time is measured around decoding the frame with
+//! the network runtime's codec, the node's step (handler and channel
+//! bookkeeping), encoding the turn's log records, and encoding what it
+//! sends, without sockets, threads, or the log's writes and syncs. Client
+//! work is not counted.
 //!
 //! The fit: the run is repeated with 4 KiB values; the per-KiB slope
 //! (`us_per_kib`) is the count-weighted mean over message kinds whose size
 //! grew of Δµs / ΔKiB, and each kind's `kind_us` is its mean µs at the
 //! default workload less that slope times its mean size. Output in µs × `--scale`.
 
-use causeway_core::{
-    Client as _, ClientCtx, ClientId, DcId, Message, MvStore, NodeCtx, NodeId, Observation, OpResult, Protocol,
-    Server as _, ServerEnv, Topology, TopologySpec, wire_size,
-};
-use causeway_net::frame::{Wire, decode, encode};
+use causeway_bench::microbench::closed_loop::{ClosedLoop, Measured};
+use causeway_bench::microbench::{KindStat, median};
+use causeway_core::{DcId, Protocol, Topology, TopologySpec};
 use causeway_protocols::{baseline::eventual::Eventual, explicit_deps::eiger::Eiger};
 use causeway_sim::Workload;
 use causeway_sim::scenario::Distribution;
-use causeway_sim::workload::Generator;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -78,377 +73,30 @@ struct Opts {
     preload: bool,
 }
 
-/// Per message kind at the servers: count, bytes, ns.
-#[derive(Clone, Copy, Default, Debug)]
-struct KindStat {
-    n: u64,
-    bytes: u64,
-    ns: u64,
-}
-
-enum Delivery {
-    Client { client: usize, to: NodeId, bytes: Vec<u8> },
-    Peer { from: NodeId, to: NodeId, bytes: Vec<u8> },
-    Reply { client: usize, from: NodeId, bytes: Vec<u8> },
-    Timer { token: u64 },
-}
-
-struct SEnv<'a, V: causeway_core::Versioned> {
-    node: NodeId,
-    now: u64,
-    store: &'a mut MvStore<V>,
-    out: &'a mut Vec<(Option<NodeId>, Option<usize>, Vec<u8>)>,
-    timers: &'a mut Vec<(u64, u64)>,
-    samples: &'a mut BTreeMap<&'static str, (u64, u64)>,
-}
-
-impl<M: serde::Serialize, V: causeway_core::Versioned + Clone> ServerEnv<M, V> for SEnv<'_, V> {
-    fn node(&self) -> NodeId {
-        self.node
-    }
-    fn now_us(&self) -> u64 {
-        self.now
-    }
-    fn send(&mut self, to: NodeId, msg: M) {
-        self.out.push((Some(to), None, encode(&Wire::Peer { first_seq: 0, msgs: vec![msg] })));
-    }
-    fn reply(&mut self, to: ClientId, msg: M) {
-        self.out.push((None, Some(to.0 as usize), encode(&Wire::Reply(msg))));
-    }
-    fn set_timer(&mut self, after_us: u64, token: u64) {
-        self.timers.push((self.now + after_us, token));
-    }
-    fn store(&mut self) -> &mut MvStore<V> {
-        self.store
-    }
-    fn observe(&mut self, obs: Observation<'_>) {
-        if let Observation::Sample { what, value } = obs {
-            let e = self.samples.entry(what).or_default();
-            e.0 += 1;
-            e.1 += value;
-        }
-    }
-}
-
-struct CEnv<'a, M> {
-    now: u64,
-    out: &'a mut Vec<(NodeId, M)>,
-    timers: &'a mut Vec<(u64, u64)>,
-    done: &'a mut Option<OpResult>,
-}
-
-impl<M> causeway_core::ClientEnv<M> for CEnv<'_, M> {
-    fn now_us(&self) -> u64 {
-        self.now
-    }
-    fn send(&mut self, to: NodeId, msg: M) {
-        self.out.push((to, msg));
-    }
-    fn set_timer(&mut self, after_us: u64, token: u64) {
-        self.timers.push((self.now + after_us, token));
-    }
-    fn complete(&mut self, result: OpResult) {
-        *self.done = Some(result);
-    }
-}
-
-struct Harness<P: Protocol> {
-    opts: Opts,
-    workload: Workload,
-    generator: Generator,
-    rng: ChaCha8Rng,
-    servers: Vec<P::Server>,
-    stores: Vec<MvStore<P::Version>>,
-    clients: Vec<P::Client>,
-    client_dc: Vec<DcId>,
-    now: u64,
-    /// (due, is client, index, token)
-    timers: BinaryHeap<Reverse<(u64, bool, u32, u64)>>,
-    queue: VecDeque<Delivery>,
-    kinds: BTreeMap<&'static str, KindStat>,
-    samples: BTreeMap<&'static str, (u64, u64)>,
-    completed: u64,
-    failed: u64,
-    write_id: u64,
-    /// The rest of each client's request (a multi-key update's PUTs).
-    pending: Vec<VecDeque<causeway_core::Op>>,
-}
-
-impl<P: Protocol> Harness<P> {
-    fn new(opts: Opts, params: &str, seed: u64) -> Self {
-        let topology = Arc::new(Topology::new(TopologySpec::full(opts.dcs, opts.partitions)).expect("valid topology"));
-        let cfg: P::Config = toml::from_str(params).expect("valid protocol parameters");
-        P::validate(&cfg, &topology).expect("valid config");
-        let servers: Vec<P::Server> = topology
-            .node_ids()
-            .map(|id| P::server(&cfg, NodeCtx { id, role: topology.role(id), topology: topology.clone() }))
-            .collect();
-        let workload = Workload {
-            clients_per_dc: opts.clients,
-            dcs: vec![0],
-            recordcount: opts.records,
-            preload: opts.preload,
-            readproportion: 0.0,
-            rotproportion: 1.0 - opts.w,
-            rot_size: opts.keys_read,
-            wotproportion: opts.w * opts.wtf,
-            wot_size: opts.keys_write,
-            updateproportion: if opts.batches { 0.0 } else { opts.w * (1.0 - opts.wtf) },
-            batchproportion: if opts.batches { opts.w * (1.0 - opts.wtf) } else { 0.0 },
-            update_size: opts.keys_write,
-            requestdistribution: Distribution::Uniform,
-            fieldlength: opts.value,
-            columns_per_read: opts.columns_read,
-            columns_per_write: opts.columns_write,
-            ..Workload::default()
-        };
-        let n = workload.clients_per_dc as usize;
-        let client_dc: Vec<DcId> = vec![DcId(0); n];
-        let clients = (0..n)
-            .map(|c| {
-                P::client(
-                    &cfg,
-                    ClientCtx {
-                        id: ClientId(c as u32),
-                        nonce: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (c as u64 + 1),
-                        dc: client_dc[c],
-                        topology: topology.clone(),
-                    },
-                )
-            })
-            .collect();
-        let generator = Generator::new(&workload, topology.clone(), n as u64);
-        let mut h = Harness {
-            opts,
-            workload,
-            generator,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            stores: (0..servers.len()).map(|_| MvStore::new()).collect(),
-            servers,
-            clients,
-            client_dc,
-            now: 1_000_000,
-            timers: BinaryHeap::new(),
-            queue: VecDeque::new(),
-            kinds: BTreeMap::new(),
-            samples: BTreeMap::new(),
-            completed: 0,
-            failed: 0,
-            write_id: 0,
-            pending: vec![VecDeque::new(); n],
-        };
-        for i in 0..h.servers.len() {
-            h.server_input(NodeId(i as u32), None);
-        }
-        if h.workload.preload {
-            // The load phase, first in each client's queue.
-            for c in 0..n {
-                let mut wid = h.write_id;
-                let ops = h.generator.preload_ops(&h.workload, c as u64, n as u64, &mut h.rng, || {
-                    wid += 1;
-                    wid
-                });
-                h.write_id = wid;
-                h.pending[c] = ops;
-            }
-        }
-        for c in 0..n {
-            h.invoke(c);
-        }
-        h
-    }
-
-    fn invoke(&mut self, c: usize) {
-        let op = match self.pending[c].pop_front() {
-            Some(op) => op,
-            None => {
-                let mut wid = self.write_id;
-                let req =
-                    self.generator.next_request(&self.workload, c as u64, self.client_dc[c], &mut self.rng, || {
-                        wid += 1;
-                        wid
-                    });
-                self.write_id = wid;
-                let mut ops = req.ops;
-                let op = ops.pop_front().expect("a request has an operation");
-                self.pending[c] = ops;
-                op
-            }
-        };
-        self.client_input(c, |cl, env| cl.invoke(env, op));
-    }
-
-    fn client_input(&mut self, c: usize, f: impl FnOnce(&mut P::Client, &mut CEnv<'_, P::Msg>)) {
-        let (mut out, mut timers, mut done) = (Vec::new(), Vec::new(), None);
-        {
-            let mut env = CEnv { now: self.now, out: &mut out, timers: &mut timers, done: &mut done };
-            f(&mut self.clients[c], &mut env);
-        }
-        for (to, msg) in out {
-            self.queue.push_back(Delivery::Client { client: c, to, bytes: encode(&Wire::Request(msg)) });
-        }
-        for (due, token) in timers {
-            self.timers.push(Reverse((due, true, c as u32, token)));
-        }
-        if let Some(r) = done {
-            if matches!(r, OpResult::Failed(_)) {
-                self.failed += 1;
-            }
-            self.completed += 1;
-            self.invoke(c);
-        }
-    }
-
-    /// One timed input of a server: decode, handler, encode.
-    fn server_input(&mut self, node: NodeId, input: Option<Delivery>) {
-        let i = node.0 as usize;
-        let (mut out, mut timers) = (Vec::new(), Vec::new());
-        let t0 = Instant::now();
-        let mut kind = "timer";
-        let mut bytes = 0;
-        {
-            let mut env = SEnv {
-                node,
-                now: self.now,
-                store: &mut self.stores[i],
-                out: &mut out,
-                timers: &mut timers,
-                samples: &mut self.samples,
-            };
-            let server = &mut self.servers[i];
-            match input {
-                None => {
-                    kind = "start";
-                    server.on_start(&mut env)
-                }
-                Some(Delivery::Timer { token, .. }) => server.on_timer(&mut env, token),
-                Some(Delivery::Client { client, bytes: b, .. }) => match decode::<P::Msg>(&b[4..]).expect("a frame") {
-                    Wire::Request(m) => {
-                        kind = m.kind();
-                        bytes = wire_size(&m);
-                        server.on_client(&mut env, ClientId(client as u32), m)
-                    }
-                    _ => unreachable!("client frames are requests"),
-                },
-                Some(Delivery::Peer { from, bytes: b, .. }) => match decode::<P::Msg>(&b[4..]).expect("a frame") {
-                    Wire::Peer { msgs, .. } => {
-                        for m in msgs {
-                            kind = m.kind();
-                            bytes = wire_size(&m);
-                            server.on_peer(&mut env, from, m);
-                        }
-                    }
-                    _ => unreachable!("peer frames are batches"),
-                },
-                Some(_) => unreachable!("not a server input"),
-            }
-        }
-        let ns = t0.elapsed().as_nanos() as u64;
-        let k = self.kinds.entry(kind).or_default();
-        k.n += 1;
-        k.bytes += bytes as u64;
-        k.ns += ns;
-        for (due, token) in timers {
-            self.timers.push(Reverse((due, false, node.0, token)));
-        }
-        for (to, client, b) in out {
-            match (to, client) {
-                (Some(to), _) => self.queue.push_back(Delivery::Peer { from: node, to, bytes: b }),
-                (None, Some(client)) => self.queue.push_back(Delivery::Reply { client, from: node, bytes: b }),
-                _ => unreachable!(),
-            }
-        }
-    }
-
-    /// Deliver one message (or fire due timers); false when nothing is left.
-    fn step(&mut self) -> bool {
-        self.now += self.opts.us_per_msg;
-        while let Some(&Reverse((due, is_client, idx, token))) = self.timers.peek() {
-            if due > self.now {
-                break;
-            }
-            self.timers.pop();
-            if is_client {
-                self.client_input(idx as usize, |cl, env| cl.on_timer(env, token));
-            } else {
-                self.server_input(NodeId(idx), Some(Delivery::Timer { token }));
-            }
-        }
-        let Some(d) = self.queue.pop_front() else {
-            return !self.timers.is_empty();
-        };
-        match d {
-            Delivery::Client { to, .. } | Delivery::Peer { to, .. } => self.server_input(to, Some(d)),
-            Delivery::Reply { client, from, bytes } => {
-                let m = match decode::<P::Msg>(&bytes[4..]).expect("a frame") {
-                    Wire::Reply(m) => m,
-                    _ => unreachable!("replies are replies"),
-                };
-                self.client_input(client, |cl, env| cl.on_reply(env, from, m));
-            }
-            Delivery::Timer { .. } => unreachable!("timers are not queued"),
-        }
-        true
-    }
-
-    fn run_ops(&mut self, ops: u64) {
-        let target = self.completed + ops;
-        while self.completed < target {
-            assert!(self.step(), "the cluster went idle");
-        }
-    }
-
-    fn reset(&mut self) {
-        self.kinds.clear();
-        self.samples.clear();
-        self.completed = 0;
-        self.failed = 0;
-    }
-}
-
-/// One protocol's measurement.
-#[derive(Clone, Debug, Default)]
-struct Measured {
-    ops: u64,
-    failed: u64,
-    kinds: BTreeMap<&'static str, KindStat>,
-    samples: BTreeMap<&'static str, (u64, u64)>,
-}
-
-impl Measured {
-    fn total(&self) -> KindStat {
-        self.kinds.values().fold(KindStat::default(), |a, k| KindStat {
-            n: a.n + k.n,
-            bytes: a.bytes + k.bytes,
-            ns: a.ns + k.ns,
-        })
-    }
-    fn us_per_op(&self) -> f64 {
-        self.total().ns as f64 / 1e3 / self.ops as f64
-    }
-    fn msgs_per_op(&self) -> f64 {
-        self.total().n as f64 / self.ops as f64
-    }
-    fn kib_per_op(&self) -> f64 {
-        self.total().bytes as f64 / 1024.0 / self.ops as f64
-    }
-}
-
 fn measure<P: Protocol>(opts: Opts, params: &str, seed: u64) -> Measured {
-    let mut h = Harness::<P>::new(opts, params, seed);
-    h.run_ops(opts.ops / 2);
-    h.reset();
-    h.run_ops(opts.ops);
-    Measured { ops: h.completed, failed: h.failed, kinds: h.kinds.clone(), samples: h.samples.clone() }
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 }
+    let topology = Arc::new(Topology::new(TopologySpec::full(opts.dcs, opts.partitions)).expect("valid topology"));
+    let cfg: P::Config = toml::from_str(params).expect("valid protocol parameters");
+    let workload = Workload {
+        clients_per_dc: opts.clients,
+        dcs: vec![0],
+        recordcount: opts.records,
+        preload: opts.preload,
+        readproportion: 0.0,
+        rotproportion: 1.0 - opts.w,
+        rot_size: opts.keys_read,
+        wotproportion: opts.w * opts.wtf,
+        wot_size: opts.keys_write,
+        updateproportion: if opts.batches { 0.0 } else { opts.w * (1.0 - opts.wtf) },
+        batchproportion: if opts.batches { opts.w * (1.0 - opts.wtf) } else { 0.0 },
+        update_size: opts.keys_write,
+        requestdistribution: Distribution::Uniform,
+        fieldlength: opts.value,
+        columns_per_read: opts.columns_read,
+        columns_per_write: opts.columns_write,
+        ..Workload::default()
+    };
+    let client_dc = vec![DcId(0); workload.clients_per_dc as usize];
+    ClosedLoop::<P>::new(topology, &cfg, workload, client_dc, seed, opts.us_per_msg).measure(opts.ops)
 }
 
 const VARIANTS: [&str; 2] = ["eiger", "eventual"];
@@ -541,8 +189,8 @@ fn main() {
     println!(
         "{} repetition(s) × {} measured operations (after {} warm-up), {} DC(s) × {} partitions, {} clients in DC 0, \
          ROTs of {} keys, write fraction {} of {}-key writes ({} of them WOTs, the rest independent PUTs), {}-byte \
-         values, {} column(s) per key read and {} per key written, uniform over {} keys{}; medians. CPU = decode + handler + \
-         encode of each server input (timers included), all DCs\n",
+         values, {} column(s) per key read and {} per key written, uniform over {} keys{}; medians. CPU = decode + node step + \
+         log encoding + encode of each server input (timers included), all DCs\n",
         o.reps,
         o.ops,
         o.ops / 2,

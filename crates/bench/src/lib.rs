@@ -14,6 +14,7 @@
 
 pub mod experiment;
 pub mod measure;
+pub mod microbench;
 pub mod plot;
 pub mod progress;
 pub mod report;

@@ -1,14 +1,39 @@
 //! A hand-cranked network for protocol unit tests: every message waits in a
 //! queue until the test delivers it, every node's clock is set by the test,
-//! and timers fire only when the test says so. It runs the real protocol code
-//! through the real interface; it only replaces the simulator's automatic
-//! scheduling with explicit steps, so a test can force the exact interleaving
-//! a paper's argument is about. Geo-scale runs belong in `causeway-sim`.
+//! and timers fire only when the test says so. It runs the real protocol
+//! code in the real node core ([`Node`], which the simulator and the network
+//! runtime drive too); it only replaces the simulator's automatic scheduling
+//! with explicit steps, so a test can force the exact interleaving a paper's
+//! argument is about. Geo-scale runs belong in `causeway-sim`.
+//!
+//! Each delivery, timer or start is one turn of one node: the kit steps the
+//! node, appends the turn's records to the node's log ([`TestNet::logs`],
+//! in memory), declares them durable at once and queues what the node then
+//! releases. (A crash between append and sync is the simulator's fault to
+//! inject, not this kit's.) A restart rebuilds the node from its log, as the
+//! network runtime rebuilds one from its write-ahead log: whatever a
+//! protocol keeps only in memory is gone, and whatever it logged comes back.
+//!
+//! Peer links. The test picks which message to deliver, but a node handles
+//! a channel's sequenced messages once and in order, as the runtimes'
+//! reliable FIFO links hand them over; so delivering a peer message first
+//! delivers the sequenced messages still queued that were sent before it on
+//! the same channel, as a FIFO link would. Holding a message back holds
+//! back nothing behind it only when the whole channel is held ([`channel`]).
+//! (Unsequenced messages — heartbeats — are not pulled along: a link may
+//! lose them, so one held back is as good as lost.) A message the test
+//! drops is lost as over a cut link, until an end of its channel restarts:
+//! then the links reconnect and resend what the receiver has not handled,
+//! as the runtime's do. Delivering a sequenced message after one the test
+//! dropped is a history no link produces, and the kit panics on it.
 
 use causeway_core::{
-    Client, ClientCtx, ClientEnv, ClientId, DcId, MvStore, NodeCtx, NodeId, Observation, Op, OpResult, Protocol,
-    Server, ServerEnv, Topology, TopologySpec,
+    Client, ClientCtx, ClientEnv, ClientId, DcId, Durable, Host, Message, Node, NodeCtx, NodeId, NodeInput,
+    NodeOptions, Observation, Op, OpResult, Output, OwnedRecord, Protocol, Seq, Server, Stepped, Topology,
+    TopologySpec,
 };
+use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 
 /// Where a message is going.
@@ -24,6 +49,29 @@ pub struct InFlight<M> {
     pub from: Dest,
     pub to: Dest,
     pub msg: M,
+    /// Where a peer message sits on its channel, as its sender's node core
+    /// numbered it; `None` for client traffic and for a message a test made
+    /// up ([`InFlight::new`]).
+    seq: Option<Seq>,
+}
+
+impl<M> InFlight<M> {
+    /// A message a test puts in the queue itself. Between nodes it is taken
+    /// for the sender's next message on the channel when delivered (a peer
+    /// that sends nonsense still sends it over its link), and the channel's
+    /// later messages move up one.
+    pub fn new(from: Dest, to: Dest, msg: M) -> Self {
+        InFlight { from, to, msg, seq: None }
+    }
+
+    /// Where a peer message sits on its channel ([`InFlight::seq`]'s doc).
+    pub fn seq(&self) -> Option<Seq> {
+        self.seq
+    }
+
+    fn on_channel(&self, from: NodeId, to: NodeId) -> bool {
+        self.from == Dest::Node(from) && self.to == Dest::Node(to)
+    }
 }
 
 /// A recorded observation, owned.
@@ -33,10 +81,16 @@ pub enum Seen {
     Blocked { node: NodeId, what: &'static str, waited_us: u64 },
 }
 
+type Log<P> = Vec<OwnedRecord<<P as Protocol>::Version, <P as Protocol>::Msg>>;
+
 pub struct TestNet<P: Protocol> {
     pub topology: Arc<Topology>,
-    pub servers: Vec<P::Server>,
-    pub stores: Vec<MvStore<P::Version>>,
+    /// Every node of the topology, by id: `nodes[i].server()` and
+    /// `nodes[i].store()` are what a test looks at.
+    pub nodes: Vec<Node<P>>,
+    /// Per node, the records of every turn since it started (or since the
+    /// snapshot of its last [`TestNet::restart_from_snapshot`]), in order.
+    pub logs: Vec<Log<P>>,
     pub clients: Vec<P::Client>,
     pub client_dc: Vec<DcId>,
     /// Each node's physical clock reading, µs; tests move it.
@@ -58,38 +112,32 @@ pub struct TestNet<P: Protocol> {
     pub also_op_traffic: fn(&P::Msg) -> bool,
     /// Sessions per DC: client `d * clients_per_dc + i` is DC d's i-th.
     pub clients_per_dc: u32,
+    /// Per node, the durable state its log starts from: a snapshot's, or
+    /// none (an empty one).
+    snapshots: Vec<Option<Durable<P::Version, P::Msg>>>,
+    /// Per channel `(from, to)`, how many made-up messages were delivered
+    /// on it: the receiver numbers the sender's later messages that much
+    /// higher.
+    made_up: BTreeMap<(NodeId, NodeId), u64>,
 }
 
-struct SEnv<'a, M, V: causeway_core::Versioned> {
+/// What the kit lends a node for one turn: its clock as the test set it,
+/// the kit's timer list and observation record.
+struct KitHost<'a> {
     node: NodeId,
-    now: u64,
-    store: &'a mut MvStore<V>,
-    queue: &'a mut Vec<InFlight<M>>,
+    now_us: u64,
     timers: &'a mut Vec<(Dest, u64)>,
     timer_log: &'a mut Vec<(NodeId, u64)>,
     seen: &'a mut Vec<Seen>,
 }
 
-impl<M, V: causeway_core::Versioned + Clone> ServerEnv<M, V> for SEnv<'_, M, V> {
-    fn node(&self) -> NodeId {
-        self.node
-    }
+impl Host for KitHost<'_> {
     fn now_us(&self) -> u64 {
-        self.now
-    }
-    fn send(&mut self, to: NodeId, msg: M) {
-        self.queue.push(InFlight { from: Dest::Node(self.node), to: Dest::Node(to), msg });
-    }
-    fn reply(&mut self, to: ClientId, msg: M) {
-        let to = to.as_seen_by(self.node);
-        self.queue.push(InFlight { from: Dest::Node(self.node), to: Dest::Client(to), msg });
+        self.now_us
     }
     fn set_timer(&mut self, after_us: u64, token: u64) {
         self.timers.push((Dest::Node(self.node), token));
         self.timer_log.push((self.node, after_us));
-    }
-    fn store(&mut self) -> &mut MvStore<V> {
-        self.store
     }
     fn observe(&mut self, obs: Observation<'_>) {
         self.seen.push(match obs {
@@ -116,7 +164,7 @@ impl<M> ClientEnv<M> for CEnv<'_, M> {
         self.now
     }
     fn send(&mut self, to: NodeId, msg: M) {
-        self.queue.push(InFlight { from: Dest::Client(self.client), to: Dest::Node(to), msg });
+        self.queue.push(InFlight::new(Dest::Client(self.client), Dest::Node(to), msg));
     }
     fn set_timer(&mut self, _after_us: u64, token: u64) {
         self.timers.push((Dest::Client(self.client), token));
@@ -131,6 +179,16 @@ impl<M> ClientEnv<M> for CEnv<'_, M> {
     }
 }
 
+/// A copy of durable state (a snapshot is restarted from more than once).
+fn copy_durable<P: Protocol>(d: &Durable<P::Version, P::Msg>) -> Durable<P::Version, P::Msg> {
+    Durable {
+        store: d.store.restarted(None),
+        outbox: d.outbox.clone(),
+        sent_seq: d.sent_seq.clone(),
+        delivered: d.delivered.clone(),
+    }
+}
+
 impl<P: Protocol> TestNet<P> {
     /// A full-replication cluster with `clients_per_dc` sessions in every DC;
     /// client `d * clients_per_dc + i` is the i-th client of DC d. Every
@@ -142,9 +200,15 @@ impl<P: Protocol> TestNet<P> {
     pub fn with_spec(spec: TopologySpec, clients_per_dc: u32, cfg: P::Config) -> Self {
         let topology = Arc::new(Topology::new(spec).expect("valid topology"));
         P::validate(&cfg, &topology).expect("valid protocol config");
-        let servers: Vec<P::Server> = topology
+        let nodes: Vec<Node<P>> = topology
             .node_ids()
-            .map(|id| P::server(&cfg, NodeCtx { id, role: topology.role(id), topology: topology.clone() }))
+            .map(|id| {
+                Node::new(
+                    &cfg,
+                    NodeCtx { id, role: topology.role(id), topology: topology.clone() },
+                    NodeOptions::default(),
+                )
+            })
             .collect();
         let mut clients = Vec::new();
         let mut client_dc = Vec::new();
@@ -160,12 +224,14 @@ impl<P: Protocol> TestNet<P> {
         }
         let n = topology.nodes();
         let mut net = TestNet {
-            stores: (0..n).map(|_| MvStore::new()).collect(),
+            logs: (0..n).map(|_| Vec::new()).collect(),
+            snapshots: (0..n).map(|_| None).collect(),
+            made_up: BTreeMap::new(),
             clocks: vec![1_000; n],
             results: vec![None; clients.len()],
             notes: vec![Vec::new(); clients.len()],
             topology,
-            servers,
+            nodes,
             clients,
             client_dc,
             queue: Vec::new(),
@@ -176,47 +242,141 @@ impl<P: Protocol> TestNet<P> {
             clients_per_dc,
         };
         for i in 0..n {
-            let (server, mut env): (&mut P::Server, _) = net.split(NodeId(i as u32));
-            server.on_start(&mut env);
+            net.turn(NodeId(i as u32), None);
         }
         net
     }
 
-    fn split(&mut self, node: NodeId) -> (&mut P::Server, SEnv<'_, P::Msg, P::Version>) {
+    /// One turn of `node`: `input` (`None`: its start), then the turn's
+    /// records appended to its log and declared durable, and what the node
+    /// released queued.
+    fn turn(&mut self, node: NodeId, input: Option<NodeInput<P::Msg>>) -> Stepped {
         let i = node.idx();
-        (
-            &mut self.servers[i],
-            SEnv {
-                node,
-                now: self.clocks[i],
-                store: &mut self.stores[i],
-                queue: &mut self.queue,
-                timers: &mut self.timers,
-                timer_log: &mut self.timer_log,
-                seen: &mut self.seen,
-            },
-        )
+        let mut host = KitHost {
+            node,
+            now_us: self.clocks[i],
+            timers: &mut self.timers,
+            timer_log: &mut self.timer_log,
+            seen: &mut self.seen,
+        };
+        let n = &mut self.nodes[i];
+        let stepped = match input {
+            None => {
+                n.start(&mut host);
+                Stepped::Handled
+            }
+            Some(input) => n.step(&mut host, input),
+        };
+        let log = &mut self.logs[i];
+        let Ok(appended) = n.ready().append(|r| {
+            log.push(OwnedRecord::of(&r));
+            Ok::<_, Infallible>(())
+        });
+        n.advance(appended.lsn);
+        for out in n.released() {
+            self.queue.push(match out {
+                Output::Peer { to, seq, msg } => {
+                    InFlight { from: Dest::Node(node), to: Dest::Node(to), msg, seq: Some(Seq::Nth(seq)) }
+                }
+                Output::Unsequenced { to, after_seq, msg } => {
+                    InFlight { from: Dest::Node(node), to: Dest::Node(to), msg, seq: Some(Seq::After(after_seq)) }
+                }
+                Output::Reply { to, msg } => InFlight::new(Dest::Node(node), Dest::Client(to.as_seen_by(node)), msg),
+            });
+        }
+        stepped
     }
 
-    /// Crash and restart `node`: a new server object over the same store
-    /// (what its write-ahead log would give back), its timers and the
-    /// messages it had received forgotten; `on_start` runs again.
+    /// Crash and restart `node` from its log: a new node core and server
+    /// over the durable state its records rebuild, its timers forgotten;
+    /// `on_start` runs again, and its links reconnect
+    /// ([`TestNet::reconnect`]).
     pub fn restart(&mut self, node: NodeId, cfg: &P::Config) {
-        let ctx = NodeCtx { id: node, role: self.topology.role(node), topology: self.topology.clone() };
-        self.servers[node.idx()] = P::server(cfg, ctx);
-        self.timers.retain(|(d, _)| *d != Dest::Node(node));
-        let (server, mut env) = self.split(node);
-        server.on_start(&mut env);
+        let durable = self.durable(node);
+        self.recover(node, cfg, durable);
     }
 
     /// Crash `node` and restart it from a snapshot taken as it crashed:
-    /// each chain cut where the server's
+    /// its store as it stood, each chain cut where the server's
     /// [`causeway_core::Server::snapshot_floor`] says, as the network
-    /// runtime's checkpoint cuts it; then as [`TestNet::restart`].
+    /// runtime's checkpoint cuts it, and its channels' state from its log;
+    /// the log starts afresh after the snapshot. Then as
+    /// [`TestNet::restart`].
     pub fn restart_from_snapshot(&mut self, node: NodeId, cfg: &P::Config) {
-        let floor = self.servers[node.idx()].snapshot_floor();
-        self.stores[node.idx()] = self.stores[node.idx()].restarted(floor.as_ref());
-        self.restart(node, cfg);
+        let i = node.idx();
+        let floor = self.nodes[i].server().snapshot_floor();
+        let mut durable = self.durable(node);
+        durable.store = self.nodes[i].store().restarted(floor.as_ref());
+        self.snapshots[i] = Some(copy_durable::<P>(&durable));
+        self.logs[i].clear();
+        self.recover(node, cfg, durable);
+    }
+
+    /// What a replay of `node`'s log gives back, its outbox cut to what
+    /// each peer has not handled yet (the acknowledgements its links got).
+    fn durable(&self, node: NodeId) -> Durable<P::Version, P::Msg> {
+        let i = node.idx();
+        let mut d = match &self.snapshots[i] {
+            Some(s) => copy_durable::<P>(s),
+            None => Durable::empty(self.nodes.len()),
+        };
+        for r in &self.logs[i] {
+            d.apply(&r.as_record());
+        }
+        for peer in self.topology.node_ids().filter(|&p| p != node) {
+            d.acked(peer, self.handled(node, peer));
+        }
+        d
+    }
+
+    fn recover(&mut self, node: NodeId, cfg: &P::Config, durable: Durable<P::Version, P::Msg>) {
+        let ctx = NodeCtx { id: node, role: self.topology.role(node), topology: self.topology.clone() };
+        let (fresh, _outbox) = Node::recover(cfg, ctx, durable, NodeOptions::default());
+        self.nodes[node.idx()] = fresh;
+        self.timers.retain(|(d, _)| *d != Dest::Node(node));
+        self.turn(node, None);
+        self.reconnect(node);
+    }
+
+    /// The links of `node` reconnect, and each end resends the sequenced
+    /// messages the other has not handled, as the runtime's links do after
+    /// a crash: the ones the test dropped come back (in their place on
+    /// their channel), the ones still queued are in flight already.
+    pub fn reconnect(&mut self, node: NodeId) {
+        for other in self.topology.node_ids().filter(|&o| o != node) {
+            for (from, to) in [(node, other), (other, node)] {
+                for (seq, msg) in self.unhandled(from, to) {
+                    let on_channel = |m: &InFlight<P::Msg>| m.on_channel(from, to);
+                    if self.queue.iter().any(|m| on_channel(m) && m.seq == Some(Seq::Nth(seq))) {
+                        continue;
+                    }
+                    let later = |m: &InFlight<P::Msg>| {
+                        on_channel(m) && matches!(m.seq, Some(Seq::Nth(s) | Seq::After(s)) if s > seq)
+                    };
+                    let at = self.queue.iter().position(later).unwrap_or(self.queue.len());
+                    let m = InFlight { from: Dest::Node(from), to: Dest::Node(to), msg, seq: Some(Seq::Nth(seq)) };
+                    self.queue.insert(at, m);
+                }
+            }
+        }
+    }
+
+    /// The sequenced messages `from` logged for `to` that `to` has not
+    /// handled, in order (`from`'s outbox for `to`).
+    fn unhandled(&self, from: NodeId, to: NodeId) -> Vec<(u64, P::Msg)> {
+        let handled = self.handled(from, to);
+        let snapshot = self.snapshots[from.idx()].iter().flat_map(|s| s.outbox[to.idx()].iter().cloned());
+        let logged = self.logs[from.idx()].iter().filter_map(|r| match r {
+            OwnedRecord::Outbox { to: t, seq, msg } if *t == to => Some((*seq, msg.clone())),
+            _ => None,
+        });
+        snapshot.chain(logged).filter(|(seq, _)| *seq > handled).collect()
+    }
+
+    /// The last sequenced message from `from` that `to` has handled, as
+    /// `from` numbered it.
+    fn handled(&self, from: NodeId, to: NodeId) -> u64 {
+        self.nodes[to.idx()].delivered()[from.idx()] - self.made_up.get(&(from, to)).copied().unwrap_or(0)
     }
 
     /// The `i`-th client of DC `dc`.
@@ -246,7 +406,7 @@ impl<P: Protocol> TestNet<P> {
 
     /// The newest stored version of `k` at `node`, visible or not.
     pub fn latest(&self, node: NodeId, k: &[u8]) -> P::Version {
-        self.stores[node.idx()].latest(k).expect("a version").clone()
+        self.nodes[node.idx()].store().latest(k).expect("a version").clone()
     }
 
     /// How many times `node` reported `k` = `v` visible.
@@ -305,7 +465,9 @@ impl<P: Protocol> TestNet<P> {
     }
 
     /// Deliver queued messages matching `pred` (including ones they cause)
-    /// until none match, oldest first, preserving FIFO per channel.
+    /// until none match, oldest first. A message sent before a matching one
+    /// on the same channel is delivered before it, matching or not (see the
+    /// module doc).
     pub fn deliver_while(&mut self, mut pred: impl FnMut(&InFlight<P::Msg>) -> bool) -> usize {
         let mut n = 0;
         while self.deliver_first(&mut pred) {
@@ -327,13 +489,9 @@ impl<P: Protocol> TestNet<P> {
 
     fn deliver(&mut self, m: InFlight<P::Msg>) {
         match (m.from, m.to) {
-            (Dest::Node(from), Dest::Node(to)) => {
-                let (server, mut env) = self.split(to);
-                server.on_peer(&mut env, from, m.msg);
-            }
+            (Dest::Node(from), Dest::Node(to)) => self.deliver_peer(from, to, m.seq, m.msg),
             (Dest::Client(from), Dest::Node(to)) => {
-                let (server, mut env) = self.split(to);
-                server.on_client(&mut env, from.as_seen_by(to), m.msg);
+                self.turn(to, Some(NodeInput::Client { from: from.as_seen_by(to), msg: m.msg }));
             }
             (Dest::Node(from), Dest::Client(to)) => {
                 let now = self.clocks.first().copied().unwrap_or(0);
@@ -351,14 +509,76 @@ impl<P: Protocol> TestNet<P> {
         }
     }
 
+    /// Hand a peer message to `to`'s node core as its link would: numbered
+    /// on its channel, after everything sent before it.
+    fn deliver_peer(&mut self, from: NodeId, to: NodeId, seq: Option<Seq>, msg: P::Msg) {
+        assert!(
+            from.idx() < self.nodes.len(),
+            "a message from {from:?}, which is not in the topology: the runtimes refuse such a peer at its \
+             hello, so nothing it sends reaches a node"
+        );
+        let kind = msg.kind();
+        let made_up = self.made_up.get(&(from, to)).copied().unwrap_or(0);
+        let seq = match seq {
+            Some(seq) => {
+                let bound = match seq {
+                    Seq::Nth(s) | Seq::After(s) => s,
+                };
+                self.flush_before(from, to, bound);
+                match seq {
+                    Seq::Nth(s) => Seq::Nth(s + made_up),
+                    Seq::After(s) => Seq::After(s + made_up),
+                }
+            }
+            None => {
+                let next = self.nodes[to.idx()].delivered()[from.idx()] + 1;
+                if msg.ephemeral() || msg.transient() {
+                    Seq::After(next)
+                } else {
+                    *self.made_up.entry((from, to)).or_default() += 1;
+                    Seq::Nth(next)
+                }
+            }
+        };
+        match self.turn(to, Some(NodeInput::Peer { from, seq, msg })) {
+            // A copy of a message handled already, or an unsequenced one
+            // behind a sequenced message the test dropped: the node drops
+            // it, as it would behind a real link.
+            Stepped::Handled | Stepped::Duplicate | Stepped::Early => {}
+            Stepped::Gap { expected } => panic!(
+                "{kind} ({seq:?}) from {from:?} to {to:?} delivered, but message {expected} of the channel (as \
+                 {to:?} numbers it) never was: the test dropped it. A link loses nothing it sequenced (it resends \
+                 after reconnecting), so drop the channel's later messages too, or restart an end of it"
+            ),
+            Stepped::Misframed => unreachable!("the node core frames its own messages"),
+        }
+    }
+
+    /// Deliver, in order, the sequenced messages still queued on channel
+    /// `from` → `to` numbered below `bound`: a FIFO link hands a message
+    /// over only after those sent before it. (Unsequenced ones stay queued:
+    /// a link may lose them, so one held back is one lost, or late.)
+    fn flush_before(&mut self, from: NodeId, to: NodeId, bound: u64) {
+        let earlier = |m: &InFlight<P::Msg>| match m.seq {
+            Some(Seq::Nth(s)) if s < bound && m.on_channel(from, to) => Some(s),
+            _ => None,
+        };
+        while let Some(at) = (0..self.queue.len())
+            .filter(|&i| earlier(&self.queue[i]).is_some())
+            .min_by_key(|&i| earlier(&self.queue[i]))
+        {
+            let m = self.queue.remove(at);
+            self.deliver_peer(from, to, m.seq, m.msg);
+        }
+    }
+
     /// Fire every pending timer of `node` once (timers set while firing wait
     /// for the next call).
     pub fn fire_timers(&mut self, node: NodeId) {
         let (mine, rest): (Vec<_>, Vec<_>) = self.timers.drain(..).partition(|t| t.0 == Dest::Node(node));
         self.timers = rest;
         for (_, token) in mine {
-            let (server, mut env) = self.split(node);
-            server.on_timer(&mut env, token);
+            self.turn(node, Some(NodeInput::Timer { token }));
         }
     }
 
@@ -383,7 +603,7 @@ impl<P: Protocol> TestNet<P> {
 
     /// Fire every server's pending timers once.
     pub fn fire_all_timers(&mut self) {
-        for i in 0..self.servers.len() {
+        for i in 0..self.nodes.len() {
             self.fire_timers(NodeId(i as u32));
         }
     }

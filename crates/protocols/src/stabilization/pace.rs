@@ -155,7 +155,7 @@ mod tests {
     /// other DC as usual. `active` is the protocol's longer of Δ and θ.
     fn idle_cluster_goes_quiet_and_one_write_wakes_it<P: Protocol>(cfg: P::Config, active_us: u64, slowdown: u64) {
         let mut net = TestNet::<P>::new(2, 3, 1, cfg);
-        let servers = net.servers.len();
+        let servers = net.nodes.len();
         tick(&mut net, 3, 600_000); // idle for 1.8 s > idle_after_us
         intervals(&mut net);
         tick(&mut net, 1, 0);

@@ -54,7 +54,7 @@ pub fn a_restart_keeps_a_collected_remote_key_readable<P: Protocol>(cfg: P::Conf
     }
     net.advance_clocks(5_000);
     stabilize(&mut net);
-    assert!(net.stores[p0.idx()].was_pruned(y), "{}: collection dropped y's oldest versions in DC 0", P::NAME);
+    assert!(net.nodes[p0.idx()].store().was_pruned(y), "{}: collection dropped y's oldest versions in DC 0", P::NAME);
     net.restart(p0, &cfg);
     assert!(get(&mut net, cl(0, 1), y).is_some(), "{}: a fresh session reads one of y's kept versions", P::NAME);
 }

@@ -38,11 +38,11 @@ fn a_batch_with_a_misplaced_key_answers_the_others_and_refuses_it_by_name() {
     let (a, _, c) = keys(&net);
     put(&mut net, alice, &a, "a1");
     let n = net.server_for(DcId(0), &a);
-    net.queue.push(InFlight {
-        from: Dest::Client(alice),
-        to: Dest::Node(n),
-        msg: Msg::GetBatch { keys: vec![a.clone(), c.clone()] },
-    });
+    net.queue.push(InFlight::new(
+        Dest::Client(alice),
+        Dest::Node(n),
+        Msg::GetBatch { keys: vec![a.clone(), c.clone()] },
+    ));
     net.deliver_first(|_| true);
     let replies: Vec<Msg> = net.queue.drain(..).map(|m| m.msg).collect();
     assert!(matches!(&replies[0], Msg::Refused { key, .. } if *key == c), "{replies:?}");

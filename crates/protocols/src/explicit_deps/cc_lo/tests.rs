@@ -18,7 +18,7 @@ fn net_with(dcs: u16, partitions: u32, clients_per_dc: u32, cfg: Config) -> Net 
 }
 
 fn part(net: &Net, n: NodeId) -> &Partition {
-    net.servers[n.idx()].part.as_ref().expect("a partition server")
+    net.nodes[n.idx()].server().part.as_ref().expect("a partition server")
 }
 
 /// A client's own requests and replies.
@@ -94,8 +94,8 @@ fn writes_are_visible_at_once_locally_and_after_replication_remotely() {
     assert_eq!(rot(&mut net, b, &[&ks[0], &ks[1]]), vec![Some("x".into()), Some("y".into())]);
     // Every version is visible and stamped above what it depends on.
     for n in net.topology.node_ids() {
-        for k in net.stores[n.idx()].keys_sorted() {
-            assert!(net.stores[n.idx()].versions(&k).iter().all(|v| v.visible && v.deps.is_empty()));
+        for k in net.nodes[n.idx()].store().keys_sorted() {
+            assert!(net.nodes[n.idx()].store().versions(&k).iter().all(|v| v.visible && v.deps.is_empty()));
         }
     }
 }
@@ -333,7 +333,7 @@ fn remote_race(cfg: Config) -> Vec<Option<String>> {
     put_only(&mut net, w, DC0, y, "Y1");
     // Replication and DC1's checks; r's read of y still waits.
     net.deliver_while(|m| !of_client(r)(m));
-    assert!(net.stores[py1.idx()].latest(y).is_some_and(|v| v.visible && v.value == bytes("Y1")));
+    assert!(net.nodes[py1.idx()].store().latest(y).is_some_and(|v| v.visible && v.value == bytes("Y1")));
     net.deliver_all();
     values(net.take_result(r))
 }
@@ -453,16 +453,16 @@ fn reader_records_old_readers_and_old_versions_expire() {
     figure_1_race_on(&mut net, &ks);
     let (px, py) = (net.server_for(DC0, &ks[0]), net.server_for(DC0, &ks[1]));
     assert!(!part(&net, px).readers.is_empty(), "c1's read of x is recorded");
-    let y1 = net.stores[py.idx()].latest(&ks[1]).unwrap().clone();
+    let y1 = net.nodes[py.idx()].store().latest(&ks[1]).unwrap().clone();
     assert_eq!(y1.old_readers.len(), 1);
-    assert_eq!(net.stores[py.idx()].versions(&ks[1]).len(), 2, "Y0 is kept for Y1's old reader");
+    assert_eq!(net.nodes[py.idx()].store().versions(&ks[1]).len(), 2, "Y0 is kept for Y1's old reader");
     for _ in 0..ttl {
         net.fire_all_timers();
     }
     assert!(!part(&net, px).readers.is_empty(), "kept for the TTL");
     net.fire_all_timers();
     assert!(part(&net, px).readers.is_empty() && part(&net, py).readers.is_empty());
-    let now = net.stores[py.idx()].versions(&ks[1]);
+    let now = net.nodes[py.idx()].store().versions(&ks[1]);
     assert_eq!(now.len(), 1, "Y0 collected");
     assert!(now[0].old_readers.is_empty());
 }
@@ -566,7 +566,7 @@ fn race_across_a_restart(hold: bool) -> Vec<Option<String>> {
     assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
     net.restart(px, &cfg);
     if !hold {
-        net.servers[px.idx()].part.as_mut().unwrap().hold_until = 0;
+        net.nodes[px.idx()].server_mut().part.as_mut().unwrap().hold_until = 0;
     }
     let not_c1 = |m: &InFlight<Msg>| m.from != Dest::Client(c1) && m.to != Dest::Client(c1);
     for (k, v) in [(x, "X1"), (y, "Y1")] {

@@ -101,7 +101,7 @@ fn a_read_trans_that_outlives_trans_time_restarts() {
     assert_eq!(second_round_reads(&net), 1);
     net.advance_clocks(200_000);
     net.fire_timers(acl_server);
-    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+    assert_eq!(net.nodes[acl_server.idx()].store().versions(&acl).len(), 1, "friends-only ACL collected");
     net.deliver_while(client_traffic);
     assert_eq!(net.take_result(READER), None, "the restart waits out its back-off (deviation 7)");
     net.fire_client_timers(READER);
@@ -217,15 +217,15 @@ fn overwritten_versions_are_kept_only_after_a_transaction_read_here() {
     put(&mut net, ALICE, &y, "y0");
     assert_eq!(crate::kit::testkit::get(&mut net, READER, &x), Some("x0".into()));
     put(&mut net, ALICE, &x, "x1");
-    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 1, "no transaction: x0 collected at once");
+    assert_eq!(net.nodes[xs.idx()].store().versions(&x).len(), 1, "no transaction: x0 collected at once");
     assert_eq!(rot(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y0".into())]);
     put(&mut net, ALICE, &x, "x2");
-    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 2, "a transaction read here: x1 kept");
+    assert_eq!(net.nodes[xs.idx()].store().versions(&x).len(), 2, "a transaction read here: x1 kept");
     net.advance_clocks(Config::default().hold_us() + 1);
     net.fire_timers(xs);
-    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 1, "collected after trans_time");
+    assert_eq!(net.nodes[xs.idx()].store().versions(&x).len(), 1, "collected after trans_time");
     put(&mut net, ALICE, &x, "x3");
-    assert_eq!(net.stores[xs.idx()].versions(&x).len(), 1, "the transaction is long over");
+    assert_eq!(net.nodes[xs.idx()].store().versions(&x).len(), 1, "the transaction is long over");
 }
 
 /// No write concurrent with the transaction: one round only.

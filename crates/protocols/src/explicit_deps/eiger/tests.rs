@@ -155,7 +155,7 @@ fn a_second_round_for_a_collected_version_restarts() {
     let (acl, acl_server) = second_round_for_an_overwritten_acl(&mut net);
     net.advance_clocks(200_000);
     net.fire_timers(acl_server);
-    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "friends-only ACL collected");
+    assert_eq!(net.nodes[acl_server.idx()].store().versions(&acl).len(), 1, "friends-only ACL collected");
     assert_eq!(restarted_rot(&mut net), vec![Some("closed".into()), Some("personal".into())]);
 }
 
@@ -175,7 +175,7 @@ fn an_overwrite_keeps_the_old_version_only_for_a_key_read_lately() {
     put(&mut net, ALICE, &read, "r2");
     put(&mut net, ALICE, &unread, "u2");
     let versions = |net: &TestNet<Eiger>, k: &Key| {
-        let vs = net.stores[net.server_for(DcId(0), k).idx()].versions(k);
+        let vs = net.nodes[net.server_for(DcId(0), k).idx()].store().versions(k);
         vs.iter().map(|v| (String::from_utf8(v.value.to_vec()).unwrap(), v.collected_below)).collect::<Vec<_>>()
     };
     assert_eq!(versions(&net, &read), vec![("r1".into(), false), ("r2".into(), false)], "read lately: kept");
@@ -194,9 +194,9 @@ fn a_second_round_after_a_restart_from_a_cut_snapshot_restarts() {
     let cfg = Config::default();
     let mut net = TestNet::<Eiger>::new(1, 2, 2, cfg.clone());
     let (acl, acl_server) = second_round_for_an_overwritten_acl(&mut net);
-    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 3, "nothing collected yet");
+    assert_eq!(net.nodes[acl_server.idx()].store().versions(&acl).len(), 3, "nothing collected yet");
     net.restart_from_snapshot(acl_server, &cfg);
-    assert_eq!(net.stores[acl_server.idx()].versions(&acl).len(), 1, "the snapshot kept the current ACL only");
+    assert_eq!(net.nodes[acl_server.idx()].store().versions(&acl).len(), 1, "the snapshot kept the current ACL only");
     assert_eq!(restarted_rot(&mut net), vec![Some("closed".into()), Some("personal".into())]);
 }
 
@@ -299,7 +299,10 @@ fn a_wot_is_atomic_under_a_concurrent_rot_in_the_accepting_dc() {
         }
         steps += 1;
     }
-    assert!(steps >= 6, "votes, commits, acks: {steps} steps");
+    // Votes, commits, acks; a ROT's commit check answered by the
+    // coordinator brings the COMMIT sent before it on that channel (FIFO
+    // links), so two of them may arrive within a ROT rather than as steps.
+    assert!(steps >= 4, "votes, commits, acks: {steps} steps");
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     assert_eq!(rot_text(&mut net, READER, &[x, y, z]), vec![Some("new".into()); 3]);
     assert_eq!(get(&mut net, ALICE, y), Some("new".into()), "the writer reads its own transaction");
@@ -461,7 +464,10 @@ fn a_replicated_wot_is_never_partially_visible_in_a_remote_dc() {
     assert_eq!(rot_text(&mut net, r, &[x, y, a]), vec![None, None, None], "the transaction waits for a at DC1");
     for k in [x, y] {
         let n = net.server_for(DcId(1), k);
-        assert!(net.stores[n.idx()].versions(k).iter().all(|v| !v.committed()), "nothing applied before the checks");
+        assert!(
+            net.nodes[n.idx()].store().versions(k).iter().all(|v| !v.committed()),
+            "nothing applied before the checks"
+        );
     }
     loop {
         let got = rot_text(&mut net, r, &[x, y, a]);
@@ -578,7 +584,7 @@ fn restarts_of_coordinator_and_cohort_mid_transaction_lose_nothing() {
         assert_eq!(got, vec![Some("1".into()); 3], "case {case}: the transaction was lost");
         for k in [x, y, z] {
             let n = net.server_for(DcId(0), k);
-            assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.committed()), "case {case}: left pending");
+            assert!(net.nodes[n.idx()].store().versions(k).iter().all(|v| v.committed()), "case {case}: left pending");
         }
         let tag = net.latest(coord, &coord_key).coord.expect("the coordinator's record");
         assert!(tag.acked, "case {case}: every cohort acknowledged");
@@ -625,7 +631,7 @@ fn restarts_in_the_remote_dc_lose_nothing() {
     assert_eq!(rot_text(&mut net, r, &[x, y, z]), vec![Some("1".into()); 3]);
     for k in [x, y, z] {
         let n = net.server_for(DcId(1), k);
-        assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.committed()), "left pending in DC1");
+        assert!(net.nodes[n.idx()].store().versions(k).iter().all(|v| v.committed()), "left pending in DC1");
     }
 }
 
@@ -649,10 +655,10 @@ fn a_bad_wot_is_refused_and_nothing_is_applied() {
     let info =
         TxnInfo { id: TxnId { session: 9, seq: 1 }, coord_key: x.clone(), keys: vec![x.clone(), x.clone()].into() };
     let msg = Msg::WotReq { info: Box::new(info), writes: vec![(x.clone(), bytes("1"))], deps: vec![], floor: 0 };
-    net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
+    net.queue.push(InFlight::new(Dest::Client(ALICE), Dest::Node(n), msg));
     net.deliver_first(|_| true);
     assert!(matches!(net.queue[0].msg, Msg::WotReply { result: Err(_), .. }));
-    assert!(net.stores[n.idx()].versions(&x).is_empty(), "nothing stored");
+    assert!(net.nodes[n.idx()].store().versions(&x).is_empty(), "nothing stored");
     // An empty transaction is a no-op.
     net.queue.clear();
     assert_eq!(run(&mut net, ALICE, Op::Wot { writes: vec![] }), OpResult::Wot);
@@ -685,7 +691,10 @@ fn a_transaction_missing_a_sub_request_aborts_everywhere() {
         assert_eq!(rot_text(&mut net, c, &[x, y, z]), vec![None, None, None]);
         for k in [x, y, z] {
             let n = net.server_for(DcId(dc), k);
-            assert!(net.stores[n.idx()].versions(k).iter().all(|v| v.part().is_none()), "left pending in DC{dc}");
+            assert!(
+                net.nodes[n.idx()].store().versions(k).iter().all(|v| v.part().is_none()),
+                "left pending in DC{dc}"
+            );
         }
     }
     for k in [x, y, z] {
@@ -837,7 +846,7 @@ fn a_slice_never_sees_half_a_write_only_transaction() {
 
 /// A counter's state at `node`: its newest applied add (application order).
 fn counter_at(net: &TestNet<Eiger>, node: causeway_core::NodeId, k: &Key) -> Counter {
-    let versions = net.stores[node.idx()].versions(k);
+    let versions = net.nodes[node.idx()].store().versions(k);
     let v = versions.iter().filter(|v| v.readable() && v.counter.is_some()).max_by_key(|v| v.arb()).expect("a counter");
     *v.counter.clone().unwrap()
 }
@@ -909,7 +918,7 @@ fn counters_converge_across_a_partition_and_a_crash_restart() {
     settle_all(&mut net);
     assert_eq!(counter_in(&mut net, a, &k), 1515);
     assert_eq!(counter_in(&mut net, b, &k), 1515);
-    assert!(net.stores[n1.idx()].versions(&k).iter().all(|v| v.committed()), "nothing left pending");
+    assert!(net.nodes[n1.idx()].store().versions(&k).iter().all(|v| v.committed()), "nothing left pending");
     assert_eq!(counter_at(&net, n1, &k).total, 1515);
 }
 
@@ -1033,7 +1042,7 @@ fn bad_column_input_is_refused_and_nothing_is_applied() {
         Msg::PutReq { key: ctr.clone(), value: bytes("1"), deps: vec![], floor: 0 },
         Msg::PutReq { key: unknown.clone(), value: bytes("1"), deps: vec![], floor: 0 },
     ] {
-        net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
+        net.queue.push(InFlight::new(Dest::Client(ALICE), Dest::Node(n), msg));
         net.deliver_first(|_| true);
         assert!(matches!(net.queue.remove(0).msg, Msg::PutReply { result: Err(_) }));
     }
@@ -1044,19 +1053,19 @@ fn bad_column_input_is_refused_and_nothing_is_applied() {
         vec![(reg.clone(), bytes("1")), (ctr.clone(), bytes("1"))],
     ] {
         let msg = Msg::BatchReq { writes, deps: vec![], floor: 0 };
-        net.queue.push(InFlight { from: Dest::Client(ALICE), to: Dest::Node(n), msg });
+        net.queue.push(InFlight::new(Dest::Client(ALICE), Dest::Node(n), msg));
         net.deliver_first(|_| true);
         assert!(matches!(net.queue.remove(0).msg, Msg::BatchReply { result: Err(_) }));
     }
-    net.queue.push(InFlight {
-        from: Dest::Client(ALICE),
-        to: Dest::Node(n),
-        msg: Msg::Read { attempt: 1, keys: vec![(0, unknown.clone())], floor: 0 },
-    });
+    net.queue.push(InFlight::new(
+        Dest::Client(ALICE),
+        Dest::Node(n),
+        Msg::Read { attempt: 1, keys: vec![(0, unknown.clone())], floor: 0 },
+    ));
     net.deliver_first(|_| true);
     assert!(matches!(net.queue.remove(0).msg, Msg::Refused { .. }));
     for k in [&reg, &ctr, &unknown] {
-        assert!(net.stores[n.idx()].versions(k).is_empty(), "nothing stored");
+        assert!(net.nodes[n.idx()].store().versions(k).is_empty(), "nothing stored");
     }
     // Still serving.
     add(&mut net, ALICE, &ctr, 2);
@@ -1332,7 +1341,7 @@ fn a_snapshot_cuts_below_the_current_version_and_marks_it() {
     use crate::explicit_deps::replication::Stamp;
     use causeway_core::Server;
     let net = TestNet::<Eiger>::new(1, 2, 1, Config::default());
-    let floor = net.servers[0].snapshot_floor().expect("Eiger cuts its snapshots");
+    let floor = net.nodes[0].server().snapshot_floor().expect("Eiger cuts its snapshots");
     let node = causeway_core::NodeId(0);
     let committed = |l: u64, evt: u64| {
         Version::new(bytes(&format!("v{l}")), Stamp::new(l, node), State::Committed { evt, at_us: 0 })

@@ -52,8 +52,8 @@ fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     let hold_a = channel(a0, a1);
     stabilize_holding(&mut net, &hold_a);
     // b1 has arrived but depends on a1, which has not.
-    assert!(net.stores[b1.idx()].latest(b).is_some());
-    assert!(net.servers[b1.idx()].dsv[0] < net.latest(a0, a).ut);
+    assert!(net.nodes[b1.idx()].store().latest(b).is_some());
+    assert!(net.nodes[b1.idx()].server().dsv[0] < net.latest(a0, a).ut);
     assert_eq!(get(&mut net, cl(1, 0), b), None);
     assert_eq!(net.visible_reports(b1, b, "b1"), 0);
     // a1 arrives: no dependencies, so it is visible (and reported) on arrival.
@@ -181,7 +181,7 @@ fn a_backward_clock_jump_does_not_break_causality() {
         (net.server_for(DC0, a), net.server_for(DC0, b), net.server_for(DC1, a), net.server_for(DC1, b));
     net.advance_clocks(50_000);
     stabilize(&mut net);
-    let stable_before = net.servers[b1.idx()].dsv[0];
+    let stable_before = net.nodes[b1.idx()].server().dsv[0];
     assert!(stable_before.l >= 50_000);
     // DC0's clocks step back 40 ms.
     net.clocks[a0.idx()] = 11_000;
@@ -195,7 +195,7 @@ fn a_backward_clock_jump_does_not_break_causality() {
     // b reaches DC1, a does not.
     let hold_a = channel(a0, a1);
     stabilize_holding(&mut net, &hold_a);
-    assert!(net.servers[b1.idx()].dsv[0] < ut_a);
+    assert!(net.nodes[b1.idx()].server().dsv[0] < ut_a);
     let reader = cl(1, 0);
     assert_eq!(get(&mut net, reader, b), None);
     assert_eq!(rot(&mut net, reader, &[a, b]), vec![None, None]);
@@ -345,10 +345,10 @@ fn concurrent_writes_to_one_key_in_two_dcs_converge() {
 fn idle_partitions_advance_the_dsv_through_heartbeats() {
     let mut net = net(3, 4);
     stabilize(&mut net);
-    let first = net.servers[0].dsv.clone();
+    let first = net.nodes[0].server().dsv.clone();
     net.advance_clocks(30_000);
     stabilize(&mut net);
-    for s in net.servers.iter() {
+    for s in net.nodes.iter().map(|n| n.server()) {
         assert!(s.dsv.iter().zip(&first).all(|(now, before)| now > before), "{:?} vs {first:?}", s.dsv);
     }
 }
@@ -359,7 +359,7 @@ fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
     spec.services = vec![causeway_core::ServiceSpec { name: "other".into(), per_dc: 1 }];
     let mut net = net_spec(spec, Config::default());
     let service = net.topology.service_nodes(DC0, 0)[0];
-    assert!(net.servers[service.idx()].tree.is_none());
+    assert!(net.nodes[service.idx()].server().tree.is_none());
     assert!(net.timers.iter().all(|t| t.0 != Dest::Node(service)));
     let ks = net.keys_on_distinct_partitions(2);
     put(&mut net, cl(0, 0), &ks[0], "a");
@@ -367,14 +367,14 @@ fn one_dc_with_service_nodes_works_and_the_service_nodes_stay_inert() {
     // With M = 1 there are no heartbeats to send; the HLC ticks alone move DSV[0].
     net.advance_clocks(10_000);
     stabilize(&mut net);
-    assert!(net.servers.iter().filter(|s| s.tree.is_some()).all(|s| s.dsv[0].l >= 11_000));
+    assert!(net.nodes.iter().map(|n| n.server()).filter(|s| s.tree.is_some()).all(|s| s.dsv[0].l >= 11_000));
     assert_eq!(rot(&mut net, cl(0, 1), &[&ks[0], &ks[1]]), vec![Some("a".into()), Some("b".into())]);
     // A request that reaches a service node by mistake is refused, not served.
-    net.queue.push(InFlight {
-        from: Dest::Client(cl(0, 1)),
-        to: Dest::Node(service),
-        msg: Msg::GetReq { key: ks[0].clone(), dsv: HlcVec::from_elem(Hlc::ZERO, 1) },
-    });
+    net.queue.push(InFlight::new(
+        Dest::Client(cl(0, 1)),
+        Dest::Node(service),
+        Msg::GetReq { key: ks[0].clone(), dsv: HlcVec::from_elem(Hlc::ZERO, 1) },
+    ));
     net.deliver_first(|m| m.to == Dest::Node(service));
     assert!(matches!(net.queue.pop().map(|m| m.msg), Some(Msg::GetReply(Err(OpError::BadRequest(_))))));
 }
@@ -400,11 +400,11 @@ fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
     stabilize_holding(&mut net, &stale_child);
     // Before GC, the stale snapshot simply predates every version.
     assert_eq!(rot(&mut net, cl(1, 1), &[kc, kr]), vec![None, None]);
-    assert_eq!(net.stores[root.idx()].versions(kr).len(), 3);
+    assert_eq!(net.nodes[root.idx()].store().versions(kr).len(), 3);
     net.advance_clocks(60_000);
     stabilize_holding(&mut net, &stale_child);
-    assert_eq!(net.stores[root.idx()].versions(kr).len(), 1);
-    assert!(net.stores[root.idx()].was_pruned(kr));
+    assert_eq!(net.nodes[root.idx()].store().versions(kr).len(), 1);
+    assert!(net.nodes[root.idx()].store().was_pruned(kr));
     // GETs and current snapshots are unaffected.
     assert_eq!(get(&mut net, cl(1, 1), kr), Some("3".into()));
     assert_eq!(rot(&mut net, writer, &[kr]), vec![Some("3".into())]);
@@ -478,7 +478,7 @@ fn malformed_input_is_refused_without_panicking() {
     let wrong_partition = net.topology.partition_of(b"not here") != net.topology.partition_of(&k);
     let n = requests.len() - usize::from(!wrong_partition);
     for msg in requests.into_iter().take(n) {
-        net.queue.push(InFlight { from: c, to: Dest::Node(s), msg });
+        net.queue.push(InFlight::new(c, Dest::Node(s), msg));
         assert!(net.deliver_first(|m| m.to == Dest::Node(s)));
         let reply = net.queue.pop().expect("a reply");
         assert!(
@@ -520,23 +520,24 @@ fn malformed_input_is_refused_without_panicking() {
                 }),
             },
         ),
-        (NodeId(999), Msg::Heartbeat { hlc: Hlc::MAX, last_work_us: u64::MAX }),
+        // (A sender outside the topology never reaches a node: the runtimes
+        // refuse it at its hello.)
         (other_dc, Msg::SliceReply { rot: 42, slice: Ok(SliceOk { items: vec![], ds: DepSet::new() }) }),
     ];
     for (from, msg) in peers {
-        net.queue.push(InFlight { from: Dest::Node(from), to: Dest::Node(s), msg });
+        net.queue.push(InFlight::new(Dest::Node(from), Dest::Node(s), msg));
         assert!(net.deliver_first(|m| m.to == Dest::Node(s)));
     }
     assert!(net.queue.is_empty());
-    assert!(net.stores[s.idx()].latest(&k).is_none());
-    assert_eq!(net.servers[s.idx()].vv, vec![Hlc::ZERO; 2]);
+    assert!(net.nodes[s.idx()].store().latest(&k).is_none());
+    assert_eq!(net.nodes[s.idx()].server().vv, vec![Hlc::ZERO; 2]);
     // A slice request from the same DC with a bad sv is answered with an error.
     let same_dc = net.topology.dc_servers(DC0).find(|&n| n != s).unwrap();
-    net.queue.push(InFlight {
-        from: Dest::Node(same_dc),
-        to: Dest::Node(s),
-        msg: Msg::SliceReq { rot: 1, keys: vec![k.clone()], sv: vec![] },
-    });
+    net.queue.push(InFlight::new(
+        Dest::Node(same_dc),
+        Dest::Node(s),
+        Msg::SliceReq { rot: 1, keys: vec![k.clone()], sv: vec![] },
+    ));
     net.deliver_first(|m| m.to == Dest::Node(s));
     assert!(matches!(
         net.queue.pop().map(|m| m.msg),
@@ -575,11 +576,7 @@ fn a_put_reply_stamped_by_another_dc_is_malformed() {
     let request = net.queue.pop().expect("the PUT request");
     assert!(matches!(request.msg, Msg::PutReq { .. }), "{request:?}");
     for sr in [DC1, DcId(7)] {
-        net.queue.push(InFlight {
-            from: request.to,
-            to: Dest::Client(c),
-            msg: Msg::PutReply(Ok(Stamp { ut: Hlc::new(5, 0), sr })),
-        });
+        net.queue.push(InFlight::new(request.to, Dest::Client(c), Msg::PutReply(Ok(Stamp { ut: Hlc::new(5, 0), sr }))));
         assert!(net.deliver_first(|m| m.to == Dest::Client(c)));
         let result = net.take_result(c).expect("the PUT ends");
         assert!(matches!(&result, OpResult::Failed(OpError::Aborted(e)) if e.contains("malformed")), "{result:?}");
@@ -639,7 +636,7 @@ fn a_partition_restarted_with_nothing_stored_takes_the_dsv_it_forgot() {
             net.advance_clocks(5_000);
             stabilize(&mut net);
         }
-        assert!(net.servers[restarted as usize].dsv[1] > Hlc::ZERO, "the DSV moved before the crash");
+        assert!(net.nodes[restarted as usize].server().dsv[1] > Hlc::ZERO, "the DSV moved before the crash");
         net.restart(NodeId(restarted), &Config::default());
         // The DC's DSV reaches it before any heartbeat from DC 1 does.
         net.advance_clocks(5_000);

@@ -18,7 +18,7 @@ fn assert_never_blocked(net: &Net) {
 }
 
 fn part(net: &Net, n: NodeId) -> &Partition {
-    net.servers[n.idx()].part.as_ref().expect("a partition server")
+    net.nodes[n.idx()].server().part.as_ref().expect("a partition server")
 }
 
 /// Deliver the messages in flight now, not the ones they cause: one
@@ -456,7 +456,7 @@ fn bad_requests_get_typed_errors() {
     let remote = net.server_for(DC1, y);
     let c = cl(0, 0);
     let ask = |net: &mut Net, to: NodeId, msg: Msg| {
-        net.queue.push(InFlight { from: Dest::Client(c), to: Dest::Node(to), msg });
+        net.queue.push(InFlight::new(Dest::Client(c), Dest::Node(to), msg));
         net.deliver_first(|m| m.to == Dest::Node(to));
         let i = net.queue.iter().position(|m| m.to == Dest::Client(c)).expect("a reply");
         net.queue.remove(i).msg

@@ -6,7 +6,7 @@ use causeway_core::{ClientId, Key, NodeId, Op, OpError, OpResult, Protocol, Topo
 testnet::test_net!(Cure);
 
 fn part(net: &Net, n: NodeId) -> &Partition {
-    net.servers[n.idx()].part.as_ref().expect("a partition server")
+    net.nodes[n.idx()].server().part.as_ref().expect("a partition server")
 }
 
 fn step(net: &mut Net) -> Vec<InFlight<Msg>> {
@@ -256,7 +256,7 @@ fn bad_requests_get_typed_errors() {
     net.advance_clocks(10);
     stabilize(&mut net);
     let ask = |net: &mut Net, msg: Msg| {
-        net.queue.push(InFlight { from: Dest::Client(c), to: Dest::Node(px), msg });
+        net.queue.push(InFlight::new(Dest::Client(c), Dest::Node(px), msg));
         net.deliver_first(|m| m.to == Dest::Node(px));
         let i = net.queue.iter().position(|m| m.to == Dest::Client(c)).expect("a reply");
         net.queue.remove(i).msg
