@@ -273,6 +273,7 @@ enum LogFrame<'a, V, M> {
     Outbox { to: NodeId, seq: u64, msg: &'a M },
     Delivered { from: NodeId, seq: u64 },
     Meta { bytes: ByteStr<'a> },
+    Commit { lsn: u64 },
 }
 
 struct ByteStr<'a>(&'a [u8]);
@@ -290,6 +291,7 @@ impl LogEncoder {
             Record::Outbox { to, seq, msg } => LogFrame::Outbox { to, seq, msg },
             Record::Delivered { from, seq } => LogFrame::Delivered { from, seq },
             Record::Meta { bytes } => LogFrame::Meta { bytes: ByteStr(bytes) },
+            Record::Commit { lsn } => LogFrame::Commit { lsn },
         };
         self.buf.clear();
         self.buf.extend_from_slice(&[0; 8]);
