@@ -289,7 +289,7 @@ pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckRepor
     let (sc, quiet_us) = scenario(p, seed, opts)?;
     // `--without liveness` still runs the liveness checks and reports what
     // they find, but does not fail the run on it: a temporary switch for
-    // stalls known and awaiting their fix (issue 13), never a setting to keep.
+    // stalls known and awaiting their fix, never a setting to keep.
     let available = with_protocol!(p, P => <P as Protocol>::AVAILABLE_UNDER_PARTITIONS);
     let liveness = Some(Liveness {
         bound_us: liveness_bound_us(p, &sc)?,
