@@ -231,7 +231,10 @@ fn a_server_out_of_file_descriptors_backs_off_and_recovers() {
     }
     drop(server);
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let accept_lines = log.lines().filter(|l| l.contains("accept")).count();
+    // Count the accept loop's own messages, not every line its module logs
+    // (each refused handshake of the flood is logged once, on its own).
+    let accept_lines =
+        log.lines().filter(|l| l.contains("accept failed") || l.contains("accepting connections again")).count();
     assert!(log.contains("accept failed"), "the descriptor limit was never reached:\n{log}");
     assert!(accept_lines < 20, "{accept_lines} lines about accept errors:\n{}", &log[..log.len().min(2000)]);
 }

@@ -861,7 +861,13 @@ mod tests {
         let _ = log(&mut n);
         n.step(&mut H, Input::Client { from: ClientId(1), msg: Msg::Put(5) });
         let mut written = 0;
-        let failed = n.ready().append(|_| if written == 1 { Err("disk full") } else { Ok(written += 1) });
+        let failed = n.ready().append(|_| {
+            if written == 1 {
+                return Err("disk full");
+            }
+            written += 1;
+            Ok(())
+        });
         assert_eq!(failed, Err("disk full"));
         // A later turn that logs fine is declared durable: the failed
         // turn's reply and messages still never leave.

@@ -97,9 +97,9 @@ pub fn spawn<P: Protocol>(
         (0..n).map(|i| durable.outbox[i].front().map_or(durable.sent_seq[i] + 1, |(seq, _)| *seq)).collect();
     let mut links: Vec<Option<mpsc::UnboundedSender<LinkItem<P::Msg>>>> = Vec::with_capacity(n);
     let mut acked: Vec<Arc<AtomicU64>> = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, &first_unacked) in logged_acked.iter().enumerate() {
         let to = NodeId(i as u32);
-        let a = Arc::new(AtomicU64::new(logged_acked[i]));
+        let a = Arc::new(AtomicU64::new(first_unacked));
         acked.push(a.clone());
         if to == node {
             links.push(None);
