@@ -81,8 +81,32 @@ pub struct Experiment {
     #[serde(default)]
     pub metrics: Vec<String>,
     pub scenario: toml::Table,
+    /// A cost file (path relative to the experiment file) whose `[cpu]`
+    /// table fills in what `[scenario.cpu]` leaves unset: the per-message
+    /// CPU costs measured on the real state machines by a microbenchmark
+    /// (`rot_microbench --costs-out`), so that experiments name one
+    /// measurement instead of each carrying its own copy of old numbers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cpu_costs: String,
+    /// Where the cost file's numbers come from (its `[measured]` table), for
+    /// the report's first lines.
+    #[serde(skip)]
+    pub costs_provenance: String,
     #[serde(default)]
     pub plot: Vec<PlotSpec>,
+}
+
+/// Copy into `to` every entry of `from` it lacks, tables recursively.
+fn fill(to: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (to.get_mut(&k), v) {
+            (None, v) => {
+                to.insert(k, v);
+            }
+            (Some(toml::Value::Table(t)), toml::Value::Table(f)) => fill(t, f),
+            (Some(_), _) => {}
+        }
+    }
 }
 
 fn three() -> u32 {
@@ -215,6 +239,8 @@ pub enum ExperimentError {
     Write { name: String, path: String, source: std::io::Error },
     #[error("experiment {name}, point {point}, network runtime: {message}")]
     Network { name: String, point: String, message: String },
+    #[error("experiment {path}: cost file {costs}: {message}")]
+    Costs { path: String, costs: String, message: String },
 }
 
 /// One run configuration: a protocol at a sweep value (and series value).
@@ -234,11 +260,50 @@ impl Experiment {
         Self::from_toml_str(&text, &p)
     }
 
+    /// Parse an experiment; `path` names it in errors and is where a
+    /// `cpu_costs` file is looked up from.
     pub fn from_toml_str(text: &str, path: &str) -> Result<Experiment, ExperimentError> {
-        let e: Experiment =
+        let mut e: Experiment =
             toml::from_str(text).map_err(|e| ExperimentError::Parse { path: path.into(), source: Box::new(e) })?;
+        if !e.cpu_costs.is_empty() {
+            e.apply_costs(path)?;
+        }
         e.validate()?;
         Ok(e)
+    }
+
+    /// Fill `[scenario.cpu]` from the cost file: a key the experiment sets
+    /// itself (a sweep's base value, a deliberate override) wins, per
+    /// protocol and message kind for `kind_us`.
+    fn apply_costs(&mut self, path: &str) -> Result<(), ExperimentError> {
+        let file = Path::new(path).parent().unwrap_or(Path::new(".")).join(&self.cpu_costs);
+        let err =
+            |message: String| ExperimentError::Costs { path: path.into(), costs: file.display().to_string(), message };
+        let text = std::fs::read_to_string(&file).map_err(|e| err(e.to_string()))?;
+        let mut costs: toml::Table = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let Some(toml::Value::Table(from)) = costs.remove("cpu") else {
+            return Err(err("it has no [cpu] table".into()));
+        };
+        let cpu = match self.scenario.entry("cpu").or_insert_with(|| toml::Value::Table(toml::Table::new())) {
+            toml::Value::Table(t) => t,
+            _ => return Err(err("the experiment's scenario.cpu is not a table".into())),
+        };
+        fill(cpu, from);
+        self.costs_provenance = match costs.get("measured") {
+            Some(toml::Value::Table(m)) => {
+                let field = |k: &str| m.get(k).and_then(|v| v.as_str()).unwrap_or("unrecorded").to_string();
+                format!(
+                    "`{}` (measured {} at commit {} on {}, by `{}`)",
+                    self.cpu_costs,
+                    field("date"),
+                    field("commit"),
+                    field("machine"),
+                    field("command")
+                )
+            }
+            _ => return Err(err("it has no [measured] table saying when and how it was measured".into())),
+        };
+        Ok(())
     }
 
     fn invalid(&self, message: impl Into<String>) -> ExperimentError {
@@ -577,5 +642,33 @@ mod tests {
         assert_eq!(e.plot[0].x, "throughput_ops_s");
         let err = Experiment::from_toml_str(&xy.replace("kind = \"line\"", "kind = \"bar\""), "t.toml").unwrap_err();
         assert!(err.to_string().contains("only for kind"), "{err}");
+    }
+
+    #[test]
+    fn a_cost_file_fills_in_what_the_experiment_leaves_unset() {
+        let dir = std::env::temp_dir().join(format!("causeway-costs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("costs")).unwrap();
+        let costs = "[measured]\ndate = \"2026-12-06\"\ncommit = \"abc\"\nmachine = \"m\"\ncommand = \"c\"\n\
+                     [cpu]\nservice_us = 0\nus_per_kib = 5.0\n[cpu.kind_us.gentlerain]\nput_req = 3.0\nget_req = 2.0\n";
+        std::fs::write(dir.join("costs/c.toml"), costs).unwrap();
+        let text = BASE.replace("[sweep]", "cpu_costs = \"costs/c.toml\"\n[sweep]")
+            + "[scenario.cpu]\nus_per_kib = 7.0\n[scenario.cpu.kind_us.gentlerain]\nget_req = 9.0\n";
+        let path = dir.join("e.toml");
+        std::fs::write(&path, &text).unwrap();
+        let e = Experiment::load(&path).unwrap();
+        let p = e.points().unwrap()[0];
+        let sc = e.scenario(p, 0).unwrap();
+        assert_eq!(sc.cpu.us_per_kib, 7.0, "the experiment's own value wins");
+        assert_eq!(sc.cpu.kind_us["gentlerain"]["put_req"], 3.0, "the file fills in");
+        assert_eq!(sc.cpu.kind_us["gentlerain"]["get_req"], 9.0, "per kind, the experiment wins");
+        assert!(e.costs_provenance.contains("commit abc"), "{}", e.costs_provenance);
+        // A cost file that does not say where it comes from is refused.
+        std::fs::write(dir.join("costs/c.toml"), costs.replace("[measured]", "[other]")).unwrap();
+        let err = Experiment::load(&path).unwrap_err();
+        assert!(err.to_string().contains("[measured]"), "{err}");
+        std::fs::remove_file(dir.join("costs/c.toml")).unwrap();
+        let err = Experiment::load(&path).unwrap_err();
+        assert!(err.to_string().contains("costs/c.toml"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -17,6 +17,7 @@ pub mod measure;
 pub mod microbench;
 pub mod plot;
 pub mod progress;
+pub mod provenance;
 pub mod report;
 pub mod runner;
 

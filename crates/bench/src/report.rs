@@ -201,6 +201,9 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
         e.scenario.get("seed").map_or("0".to_string(), |v| v.to_string()),
         r.wall_s
     );
+    if !e.costs_provenance.is_empty() {
+        let _ = writeln!(s, "CPU costs per message kind: {}.\n", e.costs_provenance);
+    }
     if !e.paper.is_empty() {
         let _ = writeln!(s, "## What the paper reports\n\n{}\n", e.paper.trim());
     }

@@ -515,7 +515,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 vec![file]
             };
-            let provenance = provenance();
+            let provenance = causeway_bench::provenance::provenance();
             let mut reports = Vec::new();
             for file in files {
                 let written = run_experiment(&file, quick, &out, reps, runtime.as_deref(), threads, &provenance)?;
@@ -942,42 +942,4 @@ fn run_experiment(
         command.push_str(&format!(" --runtime {r}"));
     }
     Ok(causeway_bench::report::write_all(&results, out, &command, provenance)?)
-}
-
-/// When, from which code and on what a report was generated: today's date,
-/// the commit (marked when the tree had changes), the machine's cores.
-fn provenance() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let commit = git(&["rev-parse", "--short=10", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!(
-        "{} at commit {commit}{} on {cores} cores ({} {})",
-        today(),
-        if dirty { " with uncommitted changes" } else { "" },
-        std::env::consts::OS,
-        std::env::consts::ARCH
-    )
-}
-
-fn today() -> String {
-    let days =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + (m <= 2) as i64;
-    format!("{y:04}-{m:02}-{d:02}")
 }
