@@ -231,9 +231,11 @@ fn the_shared_replication_scenarios_hold_for_eiger() {
 
 // ------------------------------------------------- write-only transactions
 
-/// Commit checks and second-round reads are part of a read's own traffic.
+/// Commit checks and second-round reads are part of a read's own traffic,
+/// and so are the ACKs a coordinator waits for before its decided writes
+/// are visible (a read of one waits for them).
 fn read_traffic(m: &Msg) -> bool {
-    matches!(m, Msg::CommitCheck { .. } | Msg::CheckReply { .. })
+    matches!(m, Msg::CommitCheck { .. } | Msg::CheckReply { .. } | Msg::Ack { .. })
 }
 
 fn wot(writes: &[(&Key, &str)]) -> Op {
@@ -268,13 +270,30 @@ fn wot_in_dc0(net: &mut TestNet<Eiger>, c: ClientId, op: Op, held: impl Fn(&InFl
     assert_eq!(net.take_result(c), Some(OpResult::Wot));
 }
 
-/// Run every timer and message until nothing moves (retries included).
+/// Run every timer and message until nothing moves (retries included),
+/// a retry period at a time: a second of every node's clock.
 fn settle_all(net: &mut TestNet<Eiger>) {
-    for _ in 0..5 {
-        net.advance_clocks(200_000);
+    for _ in 0..20 {
+        net.advance_clocks(50_000);
         net.fire_all_timers();
         net.deliver_all();
     }
+}
+
+/// Run a transaction over three keys on three partitions until its
+/// coordinator's commit is visible (one cohort acknowledged), holding the
+/// COMMIT to the other cohort. Returns the coordinator key and the held
+/// cohort's key, still pending there.
+fn commit_holding_one_cohort(net: &mut TestNet<Eiger>, c: ClientId, ks: &[Key]) -> (Key, Key) {
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(c, wot(&writes));
+    let coord_key = queued_coord_key(net);
+    let held_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key").clone();
+    let held = net.server_for(DcId(0), &held_key);
+    net.deliver_while(|m| !(matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(held)));
+    assert_eq!(net.take_result(c), Some(OpResult::Wot), "answered at the other cohort's ACK");
+    assert!(net.latest(held, &held_key).part().is_some(), "still pending at the held cohort");
+    (coord_key, held_key)
 }
 
 /// A transaction's writes in the accepting DC: a read transaction over
@@ -308,33 +327,29 @@ fn a_wot_is_atomic_under_a_concurrent_rot_in_the_accepting_dc() {
     assert_eq!(get(&mut net, ALICE, y), Some("new".into()), "the writer reads its own transaction");
 }
 
-/// §5.4.4 indirection: the coordinator committed and answered the client;
-/// the cohort's COMMIT is held. A read transaction finds the cohort's key
-/// pending (LVT only), reads it again at EffT, and the cohort asks the
-/// coordinator (`commit_check`), learns the commit time and returns the
-/// new value: three rounds in all, one of them a commit check.
+/// §5.4.4 indirection: the coordinator committed and answered the client
+/// (one cohort acknowledged); the other cohort's COMMIT is held. A read
+/// transaction finds that cohort's key pending (LVT only), reads it again
+/// at EffT, and the cohort asks the coordinator (`commit_check`), learns
+/// the commit time and returns the new value: three rounds in all, one of
+/// them a commit check.
 #[test]
 fn a_second_round_read_of_a_pending_write_checks_with_the_coordinator() {
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
-    let (x, y) = acl_and_album(&net);
-    put(&mut net, ALICE, &x, "x0");
-    put(&mut net, ALICE, &y, "y0");
-    net.invoke(ALICE, wot(&[(&x, "x1"), (&y, "y1")]));
-    let coord_key = queued_coord_key(&net);
-    let cohort_key = if coord_key == x { y.clone() } else { x.clone() };
-    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
-    net.deliver_while(|m| !is_commit(m));
-    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot), "the coordinator answered once committed");
-    assert_eq!(count(&net, |m| matches!(m, Msg::Commit { .. })), 1);
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    let ks = net.keys_on_distinct_partitions(3);
+    for k in &ks {
+        put(&mut net, ALICE, k, "old");
+    }
+    let (coord_key, cohort_key) = commit_holding_one_cohort(&mut net, ALICE, &ks);
     let cohort = net.server_for(DcId(0), &cohort_key);
-    assert!(net.latest(cohort, &cohort_key).part().is_some(), "still pending at the cohort");
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
 
-    net.invoke(READER, Op::Rot { keys: vec![x.clone(), y.clone()] });
+    net.invoke(READER, Op::Rot { keys: vec![coord_key.clone(), cohort_key.clone()] });
     let (mut first, mut second, mut checks) = (0, 0, 0);
     loop {
         if let Some(r) = net.take_result(READER) {
             let OpResult::Rot(vs) = r else { panic!("{r:?}") };
-            assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("x1".into()), Some("y1".into())]);
+            assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("new".into()); 2]);
             break;
         }
         let i = net.queue.iter().position(|m| !is_commit(m)).expect("the read transaction completes");
@@ -355,7 +370,7 @@ fn a_second_round_read_of_a_pending_write_checks_with_the_coordinator() {
     // harmless.
     assert!(net.latest(cohort, &cohort_key).committed());
     net.deliver_all();
-    assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y1".into())]);
+    assert_eq!(rot_text(&mut net, READER, &[&coord_key, &cohort_key]), vec![Some("new".into()); 2]);
 }
 
 /// Run a get delivering only its own traffic (commit checks included),
@@ -385,29 +400,32 @@ fn traced_get(net: &mut TestNet<Eiger>, c: ClientId, key: &Key) -> (Option<Strin
 /// whether they took one round or two.
 #[test]
 fn only_a_read_that_asked_the_coordinator_is_noted_indirected() {
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
-    let (x, y) = acl_and_album(&net);
-    put(&mut net, ALICE, &x, "old");
-    put(&mut net, ALICE, &y, "old");
-    net.invoke(ALICE, wot(&[(&x, "new"), (&y, "new")]));
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    let ks = net.keys_on_distinct_partitions(3);
+    for k in &ks {
+        put(&mut net, ALICE, k, "old");
+    }
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(ALICE, wot(&writes));
     let coord_key = queued_coord_key(&net);
-    let cohort_key = if coord_key == x { y.clone() } else { x.clone() };
     let noted = |net: &TestNet<Eiger>| net.notes[READER.idx()].clone();
 
-    // Both writes prepared, the cohort's YESVOTE held: the coordinator key
-    // is pending at its own coordinator, which reads it again at EffT
+    // Every write prepared, the cohorts' YESVOTEs held: the coordinator
+    // key is pending at its own coordinator, which reads it again at EffT
     // without asking anyone (two rounds, not indirected).
     let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
     net.deliver_while(|m| !is_vote(m));
     assert_eq!(traced_get(&mut net, READER, &coord_key), (Some("old".into()), 1, 0));
     assert_eq!(noted(&net), Vec::<&str>::new());
 
-    // Committed at the coordinator, the cohort's COMMIT held. The
-    // coordinator key: one round. The cohort key: pending (LVT only), read
-    // again at EffT (above the cohort's vote: the session's time is past
-    // the commit), and the cohort asks the coordinator: indirected.
-    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
-    net.deliver_while(|m| !is_commit(m));
+    // Committed at the coordinator and visible there (one cohort
+    // acknowledged), the other cohort's COMMIT held. The coordinator key:
+    // one round. The cohort key: pending (LVT only), read again at EffT
+    // (above the cohort's vote: the session's time is past the commit),
+    // and the cohort asks the coordinator: indirected.
+    let cohort_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key").clone();
+    let held = net.server_for(DcId(0), &cohort_key);
+    net.deliver_while(|m| !(matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(held)));
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     assert_eq!(traced_get(&mut net, READER, &coord_key), (Some("new".into()), 0, 0));
     assert_eq!(noted(&net), Vec::<&str>::new());
@@ -564,10 +582,12 @@ fn restarts_of_coordinator_and_cohort_mid_transaction_lose_nothing() {
                 net.restart(coord, &cfg);
             }
             1 => {
-                // Committed; the COMMITs are dropped (lost with the
-                // coordinator's sends), and it restarts.
+                // Decided; the COMMITs are dropped (lost with the
+                // coordinator's sends), and it restarts. Nobody was told,
+                // so the client is not answered yet (nor after the
+                // restart: a restarted node forgets its clients).
                 net.deliver_while(|m| !matches!(m.msg, Msg::Commit { .. }));
-                assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+                assert_eq!(net.take_result(ALICE), None);
                 net.queue.retain(|m| !matches!(m.msg, Msg::Commit { .. }));
                 net.restart(coord, &cfg);
             }
@@ -1257,16 +1277,25 @@ fn a_transactions_rows_ship_in_one_message_each() {
 /// coordinator once, not once per column.
 #[test]
 fn a_rows_second_round_is_one_request_and_one_commit_check() {
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
-    let (x, y) = acl_and_album(&net);
-    let cols: Vec<Key> = [&x, &y].iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    let rows = net.keys_on_distinct_partitions(3);
+    let cols: Vec<Key> = rows.iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
     let writes0: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "v0")).collect();
     net.run(ALICE, wot(&writes0));
     let writes1: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "v1")).collect();
     net.invoke(ALICE, wot(&writes1));
-    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
+    // Visible at the coordinator (one cohort's ACK); the other cohort's
+    // COMMIT held, so its row is pending there.
+    let coord_row = causeway_core::column::row_of(&queued_coord_key(&net)).to_vec();
+    let held_row = rows.iter().find(|r| r[..] != coord_row[..]).expect("a cohort row").clone();
+    let held = net.server_for(DcId(0), &held_row);
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(held);
     net.deliver_while(|m| !is_commit(m));
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    // The coordinator's row (committed there: EffT is past the commit) and
+    // the held row.
+    let coord_row = Key::from(coord_row);
+    let cols: Vec<Key> = [&coord_row, &held_row].iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
     net.invoke(READER, Op::Rot { keys: cols.clone() });
     let (mut reads_at, mut read_at, mut checks) = (0, 0, 0);
     loop {

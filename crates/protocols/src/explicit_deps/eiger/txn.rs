@@ -9,8 +9,14 @@
 //! stores it *pending* and votes YES to the coordinator with its clock;
 //! the coordinator, once its own writes are pending and every vote is in,
 //! takes a fresh tick above every vote as the commit time (the EVT of
-//! every write of the transaction in this DC), answers the client, and
-//! sends COMMIT; cohorts apply at that time and ACK.
+//! every write of the transaction in this DC) and sends COMMIT; cohorts
+//! apply at that time and ACK. At the first ACK the coordinator's own
+//! writes become visible and it answers the client: 2.5 local round trips,
+//! the paper's count (§5.4.5), which has the client's answer after the
+//! ACKs. Deviation 7: the decision is then known to a node other than the
+//! coordinator before anyone outside the cohorts sees it, so that the
+//! cohorts can finish the transaction if the coordinator is lost for good
+//! ([`super::terminate`]).
 //!
 //! **Remote DCs.** A participant ships its writes when they are prepared,
 //! in stamp order with its other writes (deviation: the paper ships after
@@ -23,9 +29,12 @@
 //! runs the transaction's `dep_check`s (on its coordinator key's write).
 //! With every NOTIFY, every check and the accepting DC's commit, it
 //! prepares its own writes and sends PREPARE; cohorts prepare and vote;
-//! then as in the accepting DC, with a fresh local commit time. A cohort
-//! never applies before its coordinator's COMMIT (or a commit check's
-//! answer, which carries the same decision).
+//! then as in the accepting DC, except for the commit time, which is one
+//! more than the largest vote rather than a fresh tick (deviation 7: every
+//! cohort that knows the votes knows it, so the cohorts commit without a
+//! lost coordinator), and visible at once. A cohort never applies before
+//! its coordinator's COMMIT (or a commit check's answer, which carries the
+//! same decision, or a termination's).
 //!
 //! **Reads** (§5.4.4). A first-round read of a location with a prepared
 //! write that would win over the current version is answered with an LVT
@@ -33,7 +42,12 @@
 //! have committed by `t` (its vote is before `t`) asks the coordinator
 //! (`commit_check`): the coordinator witnesses `t` first, so a transaction
 //! not committed yet commits after `t`; one committed is applied here at
-//! once. A write that loses to the version visible at `t` is skipped.
+//! once. A write that loses to the version visible at `t` is skipped. A
+//! remote coordinator, whose commit time is fixed by the votes, answers
+//! "not committed by `t`" only when a vote it has is at or after `t`, and
+//! otherwise once it commits; it treats reads of its own pending writes
+//! the same way, as does an accepting coordinator whose decision is not
+//! acknowledged yet.
 //!
 //! **Crashes** (deviation: the paper assumes logical servers never fail).
 //! Prepared and held writes, their phase and votes, the remote
@@ -46,7 +60,8 @@
 //! others pending forever: the accepting coordinator aborts a transaction
 //! whose votes have not all come within `txn_abort_ms` (durably: its
 //! writes, or a record on the coordinator key, say so), and tells the
-//! cohorts and the remote coordinators, which discard their writes.
+//! cohorts and the remote coordinators, which discard their writes. A
+//! coordinator lost for good is the business of [`super::terminate`].
 
 use super::config::ColumnKind;
 use super::config::MAX_WOT_KEYS;
@@ -85,6 +100,26 @@ pub(super) struct Coord {
     pub since_us: u64,
     /// The coordinator key named by votes (known before `info`).
     pub vote_key: Option<Key>,
+    /// The commit is visible: the coordinator's own writes are readable
+    /// and the client answered. In the accepting DC from the first ACK (or
+    /// the witness's record, deviation 7) on; in a remote DC at once.
+    pub exposed: bool,
+    /// When the commit was decided (this incarnation): the accepting DC's
+    /// witness is asked after `txn_terminate_ms` without an ACK.
+    pub decided_us: u64,
+    /// The witness recorded this commit: released once the cohort ACKs.
+    pub witnessed: bool,
+    /// Remote: the coordinator's own vote (sent with PREPARE); 0 before it
+    /// prepared.
+    pub own_vote: u64,
+    /// Remote: commit checks waiting for the commit time (the votes did not
+    /// show it later than the time asked about): (asker, time).
+    pub checks: Vec<(NodeId, u64)>,
+    /// Remote: the accepting DC's outcome has not come; its participants
+    /// are asked at this time (this node's clock; 0: not yet planned), and
+    /// had been asked this many times (deviation 7).
+    pub origin_poll_us: u64,
+    pub origin_polls: u32,
 }
 
 /// A transaction with writes at this node as a cohort, not committed here.
@@ -96,6 +131,32 @@ pub(super) struct Part {
     pub notified: bool,
     /// `mutant_cohort_skips_coordinator_dep_check`: applied on arrival.
     pub applied_early: bool,
+    /// When its writes became pending (this incarnation; 0: not yet): the
+    /// termination starts `txn_terminate_ms` later (deviation 7).
+    pub prepared_us: u64,
+    /// The termination has begun: queries (or the witness) are asked.
+    pub terminating: bool,
+    /// Accepting DC: promised to take the outcome from the termination
+    /// only (mirrors the stored phase).
+    pub promised: bool,
+    /// Termination answers so far: participant → what it knows.
+    pub answers: BTreeMap<NodeId, TermState>,
+}
+
+impl Part {
+    pub(super) fn new(info: TxnInfo, remote: bool) -> Part {
+        Part {
+            info,
+            remote,
+            writes: Vec::new(),
+            notified: false,
+            applied_early: false,
+            prepared_us: 0,
+            terminating: false,
+            promised: false,
+            answers: BTreeMap::new(),
+        }
+    }
 }
 
 /// What a read names: one location, or a slice of a row's family.
@@ -148,12 +209,18 @@ fn same_row_read(a: &Deferred, b: &Deferred) -> bool {
 }
 
 impl EigerServer {
-    fn coordinator_of(&self, info: &TxnInfo) -> Option<NodeId> {
+    pub(super) fn coordinator_of(&self, info: &TxnInfo) -> Option<NodeId> {
         self.node.topology.server_for_key(self.node.dc, &info.coord_key)
     }
 
-    fn is_coordinator(&self, info: &TxnInfo) -> bool {
+    pub(super) fn is_coordinator(&self, info: &TxnInfo) -> bool {
         self.coordinator_of(info) == Some(self.node.me)
+    }
+
+    /// Whether this node serves `coord_key` (and so coordinates every
+    /// transaction it names, in this DC).
+    pub(super) fn serves(&self, coord_key: &Key) -> bool {
+        self.node.topology.server_for_key(self.node.dc, coord_key) == Some(self.node.me)
     }
 
     /// The keys of the transaction this node serves, in the transaction's order.
@@ -163,7 +230,7 @@ impl EigerServer {
     }
 
     /// The transaction's participants in this DC other than the coordinator.
-    fn cohorts(&self, info: &TxnInfo) -> BTreeSet<NodeId> {
+    pub(super) fn cohorts(&self, info: &TxnInfo) -> BTreeSet<NodeId> {
         let coord = self.coordinator_of(info);
         info.keys
             .iter()
@@ -208,8 +275,19 @@ impl EigerServer {
         if let Err(why) = self.check_wot(&info, &writes, &deps) {
             return env.reply(from, Msg::WotReply { id, result: Err((false, why)) });
         }
-        if self.is_coordinator(&info) && self.outcome(env, id, &info.coord_key) == Outcome::Aborted {
-            let why = "aborted: a participant's sub-request was lost".to_string();
+        // Aborted already: by its coordinator (a participant's sub-request
+        // was lost), or by a termination this cohort took part in
+        // (deviation 7) — a late sub-request then must not prepare again.
+        let aborted = if self.is_coordinator(&info) {
+            self.outcome(env, id, &info.coord_key) == Outcome::Aborted
+        } else {
+            self.recent.get(&id) == Some(&Outcome::Aborted)
+                || writes.iter().any(|(k, _)| {
+                    env.store().versions(k).iter().any(|v| matches!(v.state, State::Aborted { id: a, .. } if a == id))
+                })
+        };
+        if aborted {
+            let why = "aborted: a participant's sub-request was lost, or the coordinator did not decide in time".to_string();
             return env.reply(from, Msg::WotReply { id, result: Err((true, why)) });
         }
         if self.parts.contains_key(&id) || self.coords.get(&id).is_some_and(|c| c.prepared) {
@@ -230,10 +308,11 @@ impl EigerServer {
         for (key, value, stamp) in stamped {
             let part = TxnPart {
                 info: info.clone(),
-                phase: Phase::Prepared { vote },
+                phase: Phase::Prepared { vote, promised: false },
                 remote: false,
                 deps: Vec::new(),
                 origin_arb: None,
+                coord_vote: None,
             };
             let v = Version::new(causeway_core::copy_if_short(&value), stamp, State::Txn(Box::new(part)));
             env.store().insert(&key, v);
@@ -283,7 +362,11 @@ impl EigerServer {
         } else {
             let coord = self.coordinator_of(&info).expect("checked");
             env.send(coord, Msg::YesVote { id, coord_key: info.coord_key.clone(), vote });
-            self.parts.insert(id, Part { info, remote: false, writes: own, notified: true, applied_early: false });
+            let mut p = Part::new(info, false);
+            p.writes = own;
+            p.notified = true;
+            p.prepared_us = now;
+            self.parts.insert(id, p);
         }
     }
 
@@ -308,38 +391,52 @@ impl EigerServer {
             env.store().insert(&key, v);
             self.note_key(&key);
             self.node.on_replicate(env, key.clone(), stamp, &[], written_us);
-            let p = self.parts.entry(id).or_insert_with(|| Part {
-                info: info.clone(),
-                remote: true,
-                writes: Vec::new(),
-                notified: false,
-                applied_early: true,
-            });
+            let p = self.parts.entry(id).or_insert_with(|| Part::new(info.clone(), true));
+            p.applied_early = true;
             p.writes.push((key, stamp));
             return;
         }
-        let part =
-            TxnPart { info: info.clone(), phase: Phase::Held, remote: true, deps: deps.clone(), origin_arb: None };
+        let part = TxnPart {
+            info: info.clone(),
+            phase: Phase::Held,
+            remote: true,
+            deps: deps.clone(),
+            origin_arb: None,
+            coord_vote: None,
+        };
         let v = Version::new(value, stamp, State::Txn(Box::new(part)));
         env.store().insert(&key, v);
         self.note_key(&key);
         self.node.on_replicate_held(env, key.clone(), stamp, &deps, written_us);
         self.held_txn.insert(stamp, id);
         if coordinator {
+            // The accepting DC's outcome may have come first (a cohort
+            // that terminated the transaction there, on another link): an
+            // abort it recorded discards the write at once, as it would
+            // have had the write come first.
+            if self.outcome(env, id, &info.coord_key) == Outcome::Aborted {
+                self.discard_held(env, id, &key, stamp);
+                return;
+            }
             let c = self.coord_entry(id, env.now_us());
             c.info = Some(info);
             c.remote = true;
             c.own.push((key, stamp));
         } else {
-            let p = self.parts.entry(id).or_insert_with(|| Part {
-                info,
-                remote: true,
-                writes: Vec::new(),
-                notified: false,
-                applied_early: false,
-            });
+            let p = self.parts.entry(id).or_insert_with(|| Part::new(info, true));
             p.writes.push((key, stamp));
         }
+    }
+
+    /// A remote DC's held write of an aborted transaction goes through the
+    /// replication path as a write nobody can read.
+    fn discard_held(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, key: &Key, stamp: Stamp) {
+        if let Some(mut v) = env.store().exact(key, stamp).cloned() {
+            v.state = State::Aborted { id, remote: true };
+            env.store().replace(key, v);
+        }
+        self.release_held(stamp);
+        self.commit_ready(env);
     }
 
     /// Every transaction message between servers.
@@ -357,7 +454,9 @@ impl EigerServer {
                     self.on_replicate_txn(env, from, (key, value, stamp, (*info).clone(), deps, written_us));
                 }
             }
-            Msg::TxnCommitted { id, coord_key, arb } if self.node.equivalents.contains(&from) => {
+            // From the accepting coordinator, or from a cohort there that
+            // finished the transaction without it (deviation 7).
+            Msg::TxnCommitted { id, coord_key, arb } if !same_dc && self.serves(&coord_key) => {
                 self.on_origin_committed(env, id, &coord_key, arb);
                 env.send(from, Msg::RemoteAck { id, coord_key });
             }
@@ -365,7 +464,7 @@ impl EigerServer {
             Msg::YesVote { id, coord_key, vote } if same_dc => {
                 match self.outcome(env, id, &coord_key) {
                     Outcome::Committed(at, arb) => return env.send(from, Msg::Commit { id, coord_key, at, arb }),
-                    Outcome::Aborted => return env.send(from, Msg::Abort { id }),
+                    Outcome::Aborted => return env.send(from, Msg::Abort { id, coord_key }),
                     Outcome::Open => {}
                 }
                 let c = self.coord_entry(id, env.now_us());
@@ -376,48 +475,109 @@ impl EigerServer {
             Msg::Notify { id, coord_key } if same_dc => {
                 match self.outcome(env, id, &coord_key) {
                     Outcome::Committed(at, arb) => return env.send(from, Msg::Commit { id, coord_key, at, arb }),
-                    Outcome::Aborted => return env.send(from, Msg::Abort { id }),
+                    Outcome::Aborted => return env.send(from, Msg::Abort { id, coord_key }),
                     Outcome::Open => {}
                 }
                 // NOTIFY exists only in remote DCs.
                 let c = self.coord_entry(id, env.now_us());
                 c.remote = true;
                 c.notified.insert(from);
-                if c.prepared {
-                    env.send(from, Msg::Prepare { id });
+                if c.prepared
+                    && let Some(arb) = c.origin_arb
+                {
+                    env.send(from, Msg::Prepare { id, vote: c.own_vote, arb });
                 }
             }
-            Msg::Prepare { id } if same_dc => self.on_prepare(env, id),
-            Msg::Abort { id } if same_dc => self.apply_abort(env, id),
+            Msg::Prepare { id, vote, arb } if same_dc => self.on_prepare(env, id, vote, arb),
+            // The coordinator's abort, or a termination's (deviation 7): at
+            // the coordinator, the latter overrules its commit if nobody
+            // acknowledged it yet.
+            Msg::Abort { id, coord_key } if same_dc => {
+                if self.serves(&coord_key) {
+                    self.on_abort_at_coordinator(env, id, &coord_key);
+                } else {
+                    self.apply_abort(env, id);
+                }
+            }
             Msg::TxnAborted { id, coord_key }
-                if self.node.equivalents.contains(&from) && self.outcome(env, id, &coord_key) == Outcome::Open =>
+                if !same_dc && self.serves(&coord_key) && self.outcome(env, id, &coord_key) == Outcome::Open =>
             {
                 self.abort(env, id, &coord_key, true);
             }
             Msg::Commit { id, coord_key, at, arb } if same_dc => {
+                // A cohort that promised a termination takes the outcome
+                // from it, not from the coordinator (deviation 7), and
+                // leaves this COMMIT unacknowledged.
+                if self.is_promised(id) && self.serves_coordinator(from, &coord_key) {
+                    return;
+                }
                 self.apply_commit(env, id, at, arb);
                 env.send(from, Msg::Ack { id, coord_key });
             }
-            Msg::CommitCheck { id, coord_key, at } if same_dc => {
-                // §5.4.4: the coordinator's clock passes `at` first, so a
-                // transaction not committed now commits after `at`.
-                self.node.witness(at);
-                let outcome = self.outcome(env, id, &coord_key);
-                env.send(from, Msg::CheckReply { id, at, outcome });
-            }
+            Msg::CommitCheck { id, coord_key, at } if same_dc => self.on_commit_check(env, from, id, coord_key, at),
             Msg::CheckReply { id, at, outcome } if same_dc => match outcome {
-                Outcome::Committed(t, arb) => self.apply_commit(env, id, t, arb),
+                Outcome::Committed(t, arb) => {
+                    // As a COMMIT: not taken by a promised cohort, and
+                    // acknowledged (an accepting coordinator waits for
+                    // one before its own writes become visible).
+                    if self.is_promised(id) {
+                        return;
+                    }
+                    let coord_key = self.parts.get(&id).map(|p| p.info.coord_key.clone());
+                    self.apply_commit(env, id, t, arb);
+                    if let Some(coord_key) = coord_key {
+                        env.send(from, Msg::Ack { id, coord_key });
+                    }
+                }
                 Outcome::Aborted => self.apply_abort(env, id),
                 Outcome::Open => self.resolve(env, id, None, at),
             },
+            Msg::TermQuery { id, coord_key } => self.on_term_query(env, from, id, &coord_key),
+            Msg::TermReply { id, state } => self.on_term_reply(env, from, id, state),
+            Msg::Witness { id, coord_key, proposal } if !same_dc && self.serves(&coord_key) => {
+                self.on_witness(env, from, id, coord_key, proposal)
+            }
+            Msg::Witnessed { id, coord_key, outcome } if !same_dc => self.on_witnessed(env, id, &coord_key, outcome),
+            Msg::Release { id, coord_key } if !same_dc && self.serves(&coord_key) => {
+                self.on_release(env, id, &coord_key)
+            }
             _ => {}
         }
+    }
+
+    /// Whether `from` is the coordinator of transactions on `coord_key`.
+    fn serves_coordinator(&self, from: NodeId, coord_key: &Key) -> bool {
+        self.node.topology.server_for_key(self.node.dc, coord_key) == Some(from)
+    }
+
+    /// §5.4.4: is the transaction committed, as of `at`? The coordinator's
+    /// clock passes `at` first, so a transaction not committed now commits
+    /// after `at` — in the accepting DC, where the commit time is a fresh
+    /// tick. A remote coordinator's commit time is one more than the
+    /// largest vote (deviation 7): it answers "not committed by `at`" only
+    /// when a vote it has is at or after `at`, and otherwise once it
+    /// commits.
+    fn on_commit_check(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: TxnId, coord_key: Key, at: u64) {
+        self.node.witness(at);
+        let outcome = self.outcome(env, id, &coord_key);
+        if outcome == Outcome::Open
+            && let Some(c) = self.coords.get_mut(&id)
+            && c.remote
+            && c.prepared
+        {
+            let known = c.votes.values().copied().fold(c.own_vote, u64::max);
+            if known < at {
+                c.checks.push((from, at));
+                return;
+            }
+        }
+        env.send(from, Msg::CheckReply { id, at, outcome });
     }
 
     /// The outcome of a transaction this node coordinates: in memory, or
     /// on its coordinator key's versions (after the coordinator forgot it,
     /// or restarted).
-    fn outcome(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) -> Outcome {
+    pub(super) fn outcome(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) -> Outcome {
         if let Some(c) = self.coords.get(&id) {
             return c.committed.map_or(Outcome::Open, |t| Outcome::Committed(t, c.arb));
         }
@@ -437,13 +597,14 @@ impl EigerServer {
         self.coords.entry(id).or_insert_with(|| Coord { since_us: now_us, ..Coord::default() })
     }
 
-    /// The coordinator aborts (accepting DC: its votes never all came;
+    /// The coordinator aborts (accepting DC: its votes never all came, or a
+    /// termination aborted it before any cohort acknowledged its commit;
     /// remote: the accepting DC aborted). Its own writes are marked
-    /// aborted, or a record is left on the coordinator key; the client,
-    /// the cohorts and the equivalents are told.
-    fn abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, remote: bool) {
+    /// aborted, or a record is left on the coordinator key; the client, the
+    /// cohorts and the equivalents are told.
+    pub(super) fn abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, remote: bool) {
         let c = self.coords.remove(&id).unwrap_or_default();
-        debug_assert!(c.committed.is_none(), "a committed transaction is never aborted");
+        assert!(!c.exposed, "a transaction whose commit is visible is never aborted");
         let mut cohorts: BTreeSet<NodeId> = c.votes.keys().chain(c.notified.iter()).copied().collect();
         if let Some(info) = &c.info {
             cohorts.extend(self.cohorts(info));
@@ -453,6 +614,7 @@ impl EigerServer {
             let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
             if let State::Txn(p) = &v.state {
                 v.state = State::Aborted { id, remote: p.remote };
+                v.arb = None;
                 env.store().replace(key, v);
                 marked |= key == coord_key;
                 if remote {
@@ -466,11 +628,14 @@ impl EigerServer {
             env.store().insert(coord_key, record);
         }
         if let Some(client) = c.client {
-            let why = "aborted: a participant's sub-request was lost".to_string();
+            let why = "aborted: a participant's sub-request was lost, or the coordinator did not decide in time".to_string();
             env.reply(client, Msg::WotReply { id, result: Err((true, why)) });
         }
         for n in cohorts {
-            env.send(n, Msg::Abort { id });
+            env.send(n, Msg::Abort { id, coord_key: coord_key.clone() });
+        }
+        for (to, _) in c.checks {
+            env.send(to, Msg::CheckReply { id, at: u64::MAX, outcome: Outcome::Aborted });
         }
         if remote {
             self.commit_ready(env);
@@ -479,12 +644,36 @@ impl EigerServer {
                 env.send(e, Msg::TxnAborted { id, coord_key: coord_key.clone() });
             }
         }
+        // Reads here waiting for its commit to become visible go on.
+        self.resolve(env, id, None, u64::MAX);
+    }
+
+    /// An ABORT at the coordinator, from a cohort that terminated the
+    /// transaction (deviation 7): nothing of it is visible (its commit, if
+    /// decided, waits for an acknowledgement the promised cohorts never
+    /// give), so it aborts. A transaction it never heard of is recorded as
+    /// aborted, so that a late sub-request is refused.
+    fn on_abort_at_coordinator(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) {
+        // A remote DC aborts only on the accepting DC's word; and a
+        // termination aborts only what nobody acknowledged.
+        if self.coords.get(&id).is_some_and(|c| c.remote || c.exposed) {
+            return;
+        }
+        let witness = self.coords.get(&id).and_then(|c| c.info.as_ref()).and_then(|info| self.witness_of(info));
+        match self.outcome(env, id, coord_key) {
+            Outcome::Aborted => {}
+            _ => self.abort(env, id, coord_key, false),
+        }
+        // The witness may hold the termination's abort for this node to learn.
+        if let Some(w) = witness {
+            env.send(w, Msg::Release { id, coord_key: coord_key.clone() });
+        }
     }
 
     /// A cohort learned that the transaction aborted: its writes are
     /// discarded (a remote DC's go through the replication path as writes
     /// nobody can read), and reads waiting on it go on.
-    fn apply_abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
+    pub(super) fn apply_abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
         if let Some(p) = self.parts.remove(&id) {
             for (key, stamp) in &p.writes {
                 let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
@@ -500,12 +689,13 @@ impl EigerServer {
             if p.remote {
                 self.commit_ready(env);
             }
+            self.remember(env.now_us(), id, Outcome::Aborted);
         }
         self.resolve(env, id, None, u64::MAX);
     }
 
     /// Remote coordinator: the accepting DC committed the transaction.
-    fn on_origin_committed(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, arb: Stamp) {
+    pub(super) fn on_origin_committed(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, arb: Stamp) {
         // Its commit here comes after its commit there (so a write that
         // causally follows it anywhere is arbitrated after it).
         self.node.witness(arb.lamport());
@@ -528,27 +718,38 @@ impl EigerServer {
         }
     }
 
-    /// A cohort asked to prepare (remote DC, or a restarted coordinator):
-    /// its writes become pending, and it votes with its clock.
-    fn on_prepare(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
+    /// A remote cohort asked to prepare: its writes become pending, and it
+    /// votes with its clock. The coordinator's vote and the accepting DC's
+    /// arbitration stamp are kept with them, and a repeated PREPARE is
+    /// answered with the vote first given: the commit time is one more than
+    /// the largest vote (deviation 7), so a vote never changes.
+    fn on_prepare(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_vote: u64, arb: Stamp) {
         let Some(p) = self.parts.get(&id) else { return };
         let (info, writes) = (p.info.clone(), p.writes.clone());
         if writes.len() != self.my_keys(&info).len() {
             return; // not all arrived: NOTIFY was not sent by this incarnation
         }
-        let mut vote = self.node.lamport();
+        let given = writes.iter().find_map(|(k, s)| match env.store().exact(k, *s).and_then(|v| v.part())?.phase {
+            Phase::Prepared { vote, .. } => Some(vote),
+            _ => None,
+        });
+        let vote = given.unwrap_or_else(|| self.node.lamport());
         for (key, stamp) in &writes {
             let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
-            if let State::Txn(part) = &mut v.state {
-                match part.phase {
-                    Phase::Held => {
-                        part.phase = Phase::Prepared { vote };
-                        env.store().replace(key, v);
-                    }
-                    Phase::Prepared { vote: was } => vote = vote.max(was),
-                    Phase::Decided { .. } => {}
-                }
+            if let State::Txn(part) = &mut v.state
+                && part.phase == Phase::Held
+            {
+                part.phase = Phase::Prepared { vote, promised: false };
+                part.coord_vote = Some(coord_vote);
+                part.origin_arb = Some(arb);
+                env.store().replace(key, v);
             }
+        }
+        let now = env.now_us();
+        if let Some(p) = self.parts.get_mut(&id)
+            && p.prepared_us == 0
+        {
+            p.prepared_us = now;
         }
         let Some(coord) = self.coordinator_of(&info) else { return };
         env.send(coord, Msg::YesVote { id, coord_key: info.coord_key, vote });
@@ -556,6 +757,12 @@ impl EigerServer {
 
     /// The coordinator commits once its own writes are prepared and every
     /// cohort voted (`mutant_commit_without_all_votes`: without the votes).
+    ///
+    /// Accepting DC: at a fresh tick above every vote (§5.4), sent to the
+    /// cohorts; its own writes become visible and the client is answered
+    /// at the first ACK ([`Self::expose`], deviation 7). Remote DC: at one
+    /// more than the largest vote, which every participant that knows the
+    /// votes computes alike (deviation 7), visible at once.
     fn try_commit(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
         let Some(c) = self.coords.get(&id) else { return };
         let Some(info) = c.info.clone() else { return };
@@ -568,20 +775,61 @@ impl EigerServer {
         }
         let remote = c.remote;
         let origin_arb = c.origin_arb;
-        let max_vote = c.votes.values().copied().max().unwrap_or(0);
+        let max_vote = c.votes.values().copied().fold(c.own_vote, u64::max);
         let own = c.own.clone();
-        let client = c.client;
-        // The commit time: a fresh tick above every vote (§5.4), and so
-        // above every LVT a participant gave its current values.
-        self.node.witness(max_vote);
-        let t = self.node.next_stamp(std::iter::empty()).lamport();
-        // One place in last-writer-wins order for the whole transaction,
-        // in every DC: the accepting DC's commit time (§5.4).
-        let arb = if remote {
-            origin_arb.expect("a remote DC commits after the accepting DC")
+        let (t, arb) = if remote {
+            // Above every vote, and so above every LVT a participant gave
+            // its current values before preparing; the same number at every
+            // participant that knows the votes.
+            self.node.witness(max_vote + 1);
+            (max_vote + 1, origin_arb.expect("a remote DC commits after the accepting DC"))
         } else {
-            Stamp::new(t, self.node.me)
+            // A fresh tick above every vote (§5.4), and so above every LVT
+            // a participant gave its current values; one place in
+            // last-writer-wins order for the whole transaction, in every
+            // DC: this commit time with this node's id.
+            self.node.witness(max_vote);
+            let t = self.node.next_stamp(std::iter::empty()).lamport();
+            (t, Stamp::new(t, self.node.me))
         };
+        // The accepting coordinator's decision is durable before anyone
+        // hears of it: after a restart it sends the same COMMIT again.
+        for (key, stamp) in own.iter().filter(|_| !remote) {
+            let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
+            v.arb = Some(arb);
+            if let State::Txn(p) = &mut v.state {
+                p.phase = Phase::Committing { at: t };
+            }
+            env.store().replace(key, v);
+        }
+        for &n in &cohorts {
+            env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at: t, arb });
+        }
+        let now = env.now_us();
+        let c = self.coords.get_mut(&id).expect("present");
+        c.committed = Some(t);
+        c.arb = arb;
+        c.unacked = cohorts.clone();
+        c.decided_us = now;
+        // With no cohort, no node can learn the decision before this one
+        // shows it: its keys are all here, lost with it.
+        if remote || cohorts.is_empty() {
+            self.expose(env, id);
+        }
+    }
+
+    /// The commit becomes visible here: the coordinator's own writes are
+    /// applied at the commit time, the client is answered, the remote
+    /// coordinators are told, and reads waiting on it go on.
+    pub(super) fn expose(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
+        let Some(c) = self.coords.get_mut(&id) else { return };
+        let (Some(t), Some(info)) = (c.committed, c.info.clone()) else { return };
+        if c.exposed {
+            return;
+        }
+        c.exposed = true;
+        let (remote, arb, own, client) = (c.remote, c.arb, c.own.clone(), c.client.take());
+        let checks = std::mem::take(&mut c.checks);
         let now = env.now_us();
         let mut coord_stamp = Stamp::NONE;
         for (key, stamp) in &own {
@@ -606,38 +854,53 @@ impl EigerServer {
         if remote {
             self.commit_ready(env);
         }
-        let mut unacked = cohorts.clone();
-        for &n in &cohorts {
-            env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at: t, arb });
+        for (to, at) in checks {
+            env.send(to, Msg::CheckReply { id, at, outcome: Outcome::Committed(t, arb) });
         }
         if !remote {
             if let Some(client) = client {
                 env.reply(client, Msg::WotReply { id, result: Ok((coord_stamp, t)) });
             }
+            let c = self.coords.get_mut(&id).expect("present");
             for &e in &self.node.equivalents {
                 env.send(e, Msg::TxnCommitted { id, coord_key: info.coord_key.clone(), arb });
-                unacked.insert(e);
+                c.unacked.insert(e);
             }
         }
-        let c = self.coords.get_mut(&id).expect("present");
-        c.committed = Some(t);
-        c.arb = arb;
-        c.unacked = unacked;
-        if c.unacked.is_empty() {
+        self.resolve(env, id, Some(t), u64::MAX);
+        if self.coords.get(&id).is_some_and(|c| c.unacked.is_empty()) {
             self.forget(env, id);
         }
     }
 
     /// A participant acknowledged the commit (an acknowledgement of a
-    /// transaction this node no longer tracks is a late repeat).
+    /// transaction this node no longer tracks is a late repeat). The first
+    /// from a cohort makes an accepting coordinator's commit visible.
     fn on_ack(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: TxnId) {
-        if let Some(c) = self.coords.get_mut(&id)
-            && c.committed.is_some()
+        let Some(c) = self.coords.get(&id) else { return };
+        if c.committed.is_none() {
+            return;
+        }
+        if !c.exposed && c.unacked.contains(&from) {
+            self.expose(env, id);
+        }
+        let Some(c) = self.coords.get(&id) else { return };
+        // The witness holds this commit for a cohort that could not be
+        // reached; the cohort has it now.
+        if c.witnessed
+            && c.unacked.contains(&from)
+            && !self.node.equivalents.contains(&from)
+            && let Some(info) = c.info.clone()
         {
-            c.unacked.remove(&from);
-            if c.unacked.is_empty() {
-                self.forget(env, id);
+            if let Some(w) = self.witness_of(&info) {
+                env.send(w, Msg::Release { id, coord_key: info.coord_key });
             }
+            self.coords.get_mut(&id).expect("present").witnessed = false;
+        }
+        let c = self.coords.get_mut(&id).expect("present");
+        c.unacked.remove(&from);
+        if c.unacked.is_empty() && c.exposed {
+            self.forget(env, id);
         }
     }
 
@@ -661,9 +924,10 @@ impl EigerServer {
         }
     }
 
-    /// A cohort learned the commit time (COMMIT, or a commit check's
-    /// answer): its writes are applied at it, and reads waiting on it go on.
-    fn apply_commit(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, at: u64, arb: Stamp) {
+    /// A cohort learned the commit time (COMMIT, a commit check's answer,
+    /// or a termination's): its writes are applied at it, and reads
+    /// waiting on it go on.
+    pub(super) fn apply_commit(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, at: u64, arb: Stamp) {
         if let Some(p) = self.parts.remove(&id) {
             self.node.witness(at);
             let now = env.now_us();
@@ -684,6 +948,7 @@ impl EigerServer {
             if p.remote {
                 self.commit_ready(env);
             }
+            self.remember(now, id, Outcome::Committed(at, arb));
         }
         self.resolve(env, id, Some(at), u64::MAX);
     }
@@ -709,19 +974,29 @@ impl EigerServer {
         };
         let me = Some(self.node.me);
         let mut checks = BTreeMap::new();
+        let mut own = BTreeMap::new();
         let store = env.store();
         for v in keys.iter().flat_map(|k| store.versions(k)) {
             let Some(p) = v.part() else { continue };
-            let Phase::Prepared { vote } = p.phase else { continue };
-            // Committed after `at` for certain (its vote is not before
-            // `at`), known not committed by `at`, or coordinated here (then
-            // not committed: it would be applied).
-            if vote >= d.at || d.cleared.contains(&p.info.id) || self.coordinator_of(&p.info) == me {
+            if d.cleared.contains(&p.info.id) {
+                continue; // known not committed by `at`
+            }
+            if self.coordinator_of(&p.info) == me {
+                // Coordinated here: known here whether it may be visible
+                // at `at` (then its commit becoming visible is waited for).
+                if self.own_commit_may_precede(p, d.at) {
+                    own.insert(p.info.id, p.info.coord_key.clone());
+                }
+                continue;
+            }
+            let Phase::Prepared { vote, .. } = p.phase else { continue };
+            // Committed after `at` for certain: its vote is not before `at`.
+            if vote >= d.at {
                 continue;
             }
             checks.insert(p.info.id, p.info.coord_key.clone());
         }
-        if checks.is_empty() {
+        if checks.is_empty() && own.is_empty() {
             return env.reply(d.client, Msg::ReadReply { attempt, idx, read: Ok(read), indirected });
         }
         for (id, coord_key) in &checks {
@@ -735,10 +1010,32 @@ impl EigerServer {
                 env.send(to, Msg::CommitCheck { id: *id, coord_key: coord_key.clone(), at: d.at });
             }
         }
-        env.observe(causeway_core::Observation::Sample { what: "commit_checks", value: checks.len() as u64 });
+        if !checks.is_empty() {
+            env.observe(causeway_core::Observation::Sample { what: "commit_checks", value: checks.len() as u64 });
+            d.indirected = true;
+        }
+        checks.extend(own);
         d.waiting = checks;
-        d.indirected = true;
         self.deferred.push(d);
+    }
+
+    /// Whether a transaction this node coordinates, whose write `p` is not
+    /// visible here yet, may become visible at a time at or before `at`
+    /// (then a read at `at` waits for it). Accepting DC: undecided, it
+    /// commits at a fresh tick above `at`, which this clock passed (§5.4.4);
+    /// decided at `t` but not acknowledged yet (deviation 7), it may if
+    /// `t` ≤ `at`. Remote DC: it commits at one more than the largest vote
+    /// (deviation 7), so after `at` for certain only if a vote known here
+    /// is at or after `at`.
+    fn own_commit_may_precede(&self, p: &TxnPart, at: u64) -> bool {
+        match p.phase {
+            Phase::Committing { at: t } => t <= at,
+            Phase::Prepared { .. } if p.remote => self
+                .coords
+                .get(&p.info.id)
+                .is_some_and(|c| c.committed.is_none() && c.votes.values().copied().fold(c.own_vote, u64::max) < at),
+            Phase::Prepared { .. } | Phase::Held | Phase::Decided { .. } => false,
+        }
     }
 
     /// A check on `id` came back: `commit` its time, or not committed
@@ -849,20 +1146,22 @@ impl EigerServer {
     /// Remote coordinator: its own writes become pending, and the cohorts
     /// are asked to prepare.
     fn prepare_remote(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
+        let vote = self.node.lamport();
         let c = self.coords.get_mut(&id).expect("present");
         c.prepared = true;
+        c.own_vote = vote;
         let own = c.own.clone();
         let info = c.info.clone().expect("known");
-        let vote = self.node.lamport();
+        let arb = c.origin_arb.expect("prepared after the accepting DC's commit");
         for (key, stamp) in &own {
             let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
             if let State::Txn(p) = &mut v.state {
-                p.phase = Phase::Prepared { vote };
+                p.phase = Phase::Prepared { vote, promised: false };
                 env.store().replace(key, v);
             }
         }
         for n in self.cohorts(&info) {
-            env.send(n, Msg::Prepare { id });
+            env.send(n, Msg::Prepare { id, vote, arb });
         }
         self.try_commit(env, id);
     }
@@ -878,10 +1177,14 @@ impl EigerServer {
                 .iter()
                 .filter_map(|(k, s)| env.store().exact(k, *s).and_then(|v| v.part()).map(|x| x.phase))
                 .collect();
-            let vote =
-                phases.iter().filter_map(|ph| if let Phase::Prepared { vote } = ph { Some(*vote) } else { None }).max();
+            let vote = phases
+                .iter()
+                .filter_map(|ph| if let Phase::Prepared { vote, promised } = ph { Some((*vote, *promised)) } else { None })
+                .max();
             match vote {
-                Some(vote) => env.send(to, Msg::YesVote { id, coord_key, vote }),
+                // A promised cohort waits for its termination instead.
+                Some((_, true)) => {}
+                Some((vote, false)) => env.send(to, Msg::YesVote { id, coord_key, vote }),
                 None if p.remote && p.notified => env.send(to, Msg::Notify { id, coord_key }),
                 None => {}
             }
@@ -908,6 +1211,7 @@ impl EigerServer {
                 }
             }
         }
+        let terminate_us = self.cfg.txn_terminate_us();
         for (&id, c) in &self.coords {
             let Some(info) = &c.info else { continue };
             match c.committed {
@@ -919,24 +1223,40 @@ impl EigerServer {
                             env.send(n, Msg::Commit { id, coord_key: info.coord_key.clone(), at, arb: c.arb });
                         }
                     }
+                    // The only cohort has not acknowledged the commit for
+                    // `txn_terminate_ms`: the witness records it instead
+                    // (unless that cohort terminated the transaction first,
+                    // deviation 7).
+                    if !c.exposed
+                        && !c.remote
+                        && now.saturating_sub(c.decided_us) >= terminate_us
+                        && let Some(w) = self.witness_of(info)
+                    {
+                        env.send(w, Msg::Witness { id, coord_key: info.coord_key.clone(), proposal: Some(c.arb) });
+                    }
                 }
                 None if c.prepared && c.remote => {
+                    let Some(arb) = c.origin_arb else { continue };
                     for n in self.cohorts(info) {
                         if !c.votes.contains_key(&n) {
-                            env.send(n, Msg::Prepare { id });
+                            env.send(n, Msg::Prepare { id, vote: c.own_vote, arb });
                         }
                     }
                 }
                 None => {}
             }
         }
+        self.poll_origins(env);
+        let me = Some(self.node.me);
         for d in &self.deferred {
             for (id, coord_key) in &d.waiting {
-                if let Some(to) = self.node.topology.server_for_key(self.node.dc, coord_key) {
+                let to = self.node.topology.server_for_key(self.node.dc, coord_key);
+                if let Some(to) = to.filter(|&n| Some(n) != me) {
                     env.send(to, Msg::CommitCheck { id: *id, coord_key: coord_key.clone(), at: d.at });
                 }
             }
         }
+        self.terminate_tick(env);
     }
 
     /// The coordinator key a vote named, for a transaction whose own
@@ -964,6 +1284,7 @@ impl EigerServer {
                     c.remote = tag.remote;
                     c.prepared = true;
                     c.committed = v.evt();
+                    c.exposed = true;
                     c.arb = v.arb();
                     c.unacked = unacked;
                     c.info = Some(info);
@@ -983,32 +1304,46 @@ impl EigerServer {
                     c.own.push((key.clone(), v.stamp));
                     c.origin_arb = c.origin_arb.or(p.origin_arb);
                     match p.phase {
-                        Phase::Prepared { .. } => c.prepared = true,
+                        Phase::Prepared { vote, .. } => {
+                            c.prepared = true;
+                            if p.remote {
+                                c.own_vote = vote;
+                            }
+                        }
+                        // Decided, not acknowledged: COMMIT again, visible
+                        // at the first ACK (deviation 7).
+                        Phase::Committing { at } => {
+                            c.prepared = true;
+                            c.committed = Some(at);
+                            c.arb = v.arb();
+                            c.decided_us = now;
+                        }
                         Phase::Decided { at } => {
                             c.prepared = true;
                             c.committed = Some(at);
+                            c.exposed = true;
                             c.arb = v.arb();
                         }
                         Phase::Held => {}
                     }
                 } else {
-                    let e = self.parts.entry(id).or_insert_with(|| Part {
-                        info: p.info.clone(),
-                        remote: p.remote,
-                        writes: Vec::new(),
-                        notified: false,
-                        applied_early: false,
-                    });
+                    let e = self.parts.entry(id).or_insert_with(|| Part::new(p.info.clone(), p.remote));
                     e.writes.push((key.clone(), v.stamp));
+                    // Its termination (deviation 7) counts from the restart.
+                    if let Phase::Prepared { promised, .. } = p.phase {
+                        e.prepared_us = now;
+                        e.promised |= promised;
+                    }
                 }
             }
         }
-        // A remote coordinator that decided but had not committed all its
-        // own writes: finish, and tell the cohorts again.
+        // A coordinator that decided but had not made all its own writes
+        // visible (a remote one), or had no acknowledgement yet (an
+        // accepting one): finish, and tell the cohorts again.
         let decided: Vec<TxnId> = self
             .coords
             .iter()
-            .filter(|(_, c)| c.remote && c.committed.is_some() && c.unacked.is_empty())
+            .filter(|(_, c)| c.committed.is_some() && c.unacked.is_empty())
             .map(|(&id, _)| id)
             .collect();
         for id in decided {
