@@ -430,14 +430,7 @@ impl EigerServer {
                     c.witnessed = true;
                     self.expose(env, id);
                 }
-                Outcome::Aborted => {
-                    let info = c.info.clone();
-                    let witness = info.as_ref().and_then(|info| self.witness_of(info));
-                    self.abort(env, id, coord_key, false);
-                    if let Some(w) = witness {
-                        env.send(w, Msg::Release { id, coord_key: coord_key.clone() });
-                    }
-                }
+                Outcome::Aborted => self.abort(env, id, coord_key, false),
                 Outcome::Committed(..) | Outcome::Open => {}
             }
             return;

@@ -5,7 +5,7 @@ use crate::explicit_deps::cops::tests::{
 use crate::explicit_deps::replication::DepVersion;
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, client_traffic, get, put, rot, run, text};
 use causeway_core::DcId;
-use causeway_core::{ClientId, Key, Op, OpResult};
+use causeway_core::{ClientId, Key, NodeId, Op, OpResult};
 
 const ALICE: ClientId = ClientId(0);
 const READER: ClientId = ClientId(1);
@@ -722,6 +722,361 @@ fn a_transaction_missing_a_sub_request_aborts_everywhere() {
     }
     settle_all(&mut net);
     assert_eq!(rot_text(&mut net, r1, &[x, y, z]), vec![Some("2".into()); 3], "later writes replicate");
+}
+
+// ------------------------------- a participant lost for good (deviation 7)
+
+/// Whether a message goes to or comes from one of `lost`.
+fn touches(m: &InFlight<Msg>, lost: &[NodeId]) -> bool {
+    lost.iter().any(|&n| m.to == Dest::Node(n) || m.from == Dest::Node(n))
+}
+
+/// Move every clock 10 ms at a time, firing the timers of every node but
+/// `lost` and delivering every message between the others (those to or
+/// from `lost` are dropped: the nodes are gone for good), until `done`
+/// holds or `ms` have passed. Returns the milliseconds that passed.
+fn run_without(net: &mut TestNet<Eiger>, lost: &[NodeId], ms: u64, done: impl Fn(&mut TestNet<Eiger>) -> bool) -> u64 {
+    let mut elapsed = 0;
+    net.queue.retain(|m| !touches(m, lost));
+    net.deliver_while(|m| !touches(m, lost));
+    while elapsed < ms && !done(net) {
+        net.advance_clocks(10_000);
+        elapsed += 10;
+        for i in 0..net.servers.len() {
+            let n = NodeId(i as u32);
+            if !lost.contains(&n) {
+                net.fire_timers(n);
+            }
+        }
+        net.queue.retain(|m| !touches(m, lost));
+        net.deliver_while(|m| !touches(m, lost));
+        net.queue.retain(|m| !touches(m, lost));
+    }
+    elapsed
+}
+
+/// The liveness bound Eiger declares with `cfg` on the testkit's network
+/// (no latency): what a read waiting on a lost participant may take.
+fn bound_ms(cfg: &Config) -> u64 {
+    let env = causeway_core::LivenessEnv { max_rtt_us: 0, intra_dc_rtt_us: 0, max_clock_skew_us: 0 };
+    <Eiger as causeway_core::Protocol>::liveness_bound_us(cfg, &env) / 1_000
+}
+
+/// Start a read-only transaction on `c` and run without `lost` until it
+/// completes: its values, and how long it took (ms).
+fn rot_without(net: &mut TestNet<Eiger>, lost: &[NodeId], c: ClientId, keys: &[&Key]) -> (Vec<Option<String>>, u64) {
+    net.invoke(c, Op::Rot { keys: keys.iter().map(|&k| k.clone()).collect() });
+    let took = run_without(net, lost, 5_000, |net| net.results[c.idx()].is_some());
+    match net.take_result(c) {
+        Some(OpResult::Rot(vs)) => (vs.into_iter().map(text).collect(), took),
+        other => panic!("the read transaction ended with {other:?} after {took} ms"),
+    }
+}
+
+/// Every version of `keys` at their servers in `dc` is settled: committed
+/// or discarded, none pending or held.
+fn nothing_pending(net: &TestNet<Eiger>, dc: u16, keys: &[&Key]) -> bool {
+    keys.iter().all(|k| {
+        let n = net.server_for(DcId(dc), k);
+        net.stores[n.idx()].versions(k).iter().all(|v| v.part().is_none())
+    })
+}
+
+/// Old values everywhere, then a transaction over `ks` (each on its own
+/// partition) whose sub-requests are all delivered, with the messages `held`
+/// names kept back. Returns the coordinator key and its server in DC0.
+fn wot_started(net: &mut TestNet<Eiger>, ks: &[Key], held: impl Fn(&InFlight<Msg>) -> bool) -> (Key, NodeId) {
+    for k in ks {
+        put(net, ALICE, k, "old");
+    }
+    settle_all(net);
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(ALICE, wot(&writes));
+    let coord_key = queued_coord_key(net);
+    let coord = net.server_for(DcId(0), &coord_key);
+    net.deliver_while(|m| !held(m));
+    (coord_key, coord)
+}
+
+/// The coordinator is lost after every participant prepared, before it
+/// heard the votes (so before it decided): the cohorts, whose keys a read
+/// transaction finds pending, terminate the transaction without it — each
+/// promises, none knows a commit, so it aborts — and the read completes
+/// within the declared bound, with the old values; the remote DC discards
+/// its copies, and later writes of the keys replicate as usual.
+#[test]
+fn cohorts_abort_a_transaction_whose_coordinator_is_lost_before_deciding() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (coord_key, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::YesVote { .. }));
+    let lost = [coord];
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    // The reader's time passes the cohorts' votes: a write after them.
+    put(&mut net, READER, cohort_keys[0], "later");
+    let (got, took) = rot_without(&mut net, &lost, READER, &cohort_keys[1..]);
+    assert_eq!(got, vec![Some("old".into())], "the transaction aborted");
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    assert!(nothing_pending(&net, 0, &cohort_keys), "left pending in DC0");
+    // The remote DC is told by the cohorts, and discards.
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let r1 = net.client(1, 0);
+    let all: Vec<&Key> = ks.iter().collect();
+    assert_eq!(rot_without(&mut net, &lost, r1, &[&coord_key, cohort_keys[1]]).0, vec![Some("old".into()); 2]);
+    assert!(nothing_pending(&net, 1, &all), "left pending in DC1");
+    put(&mut net, READER, cohort_keys[1], "after");
+    run_without(&mut net, &lost, 1_000, |_| false);
+    assert_eq!(rot_without(&mut net, &lost, r1, &cohort_keys[1..]).0, vec![Some("after".into())]);
+}
+
+/// The coordinator decided and one cohort applied its COMMIT (its ACK and
+/// the other COMMIT are lost with the coordinator): nothing outside the
+/// cohorts has seen the commit (the client is not answered), and the other
+/// cohort's termination learns it from the first and commits. Reads in
+/// both DCs see the whole transaction, the remote DC told by the cohort.
+#[test]
+fn cohorts_finish_a_commit_their_lost_coordinator_left_half_delivered() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (coord_key, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::Commit { .. }));
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    let first = net.server_for(DcId(0), cohort_keys[0]);
+    assert!(net.deliver_first(|m| matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(first)));
+    assert_eq!(net.take_result(ALICE), None, "no cohort's ACK reached the coordinator");
+    let lost = [coord];
+    let (got, took) = rot_without(&mut net, &lost, READER, &cohort_keys);
+    assert_eq!(got, vec![Some("new".into()); 2], "the commit one cohort knew is kept");
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    assert!(nothing_pending(&net, 0, &cohort_keys));
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let all: Vec<&Key> = ks.iter().collect();
+    let r1 = net.client(1, 0);
+    assert_eq!(rot_without(&mut net, &lost, r1, &all).0, vec![Some("new".into()); 3]);
+    assert!(nothing_pending(&net, 1, &all), "left pending in DC1");
+}
+
+/// The outcome a one-cohort transaction's witness recorded, if any.
+fn witness_record(net: &TestNet<Eiger>, coord_key: &Key) -> Option<(Outcome, bool)> {
+    let w = net.server_for(DcId(1), coord_key);
+    net.stores[w.idx()].versions(coord_key).iter().find_map(|v| match v.state {
+        State::Witness { outcome, released, .. } => Some((outcome, released)),
+        _ => None,
+    })
+}
+
+/// One cohort, its coordinator lost before deciding: the cohort cannot
+/// tell a lost coordinator from a slow one, so it asks the witness (the
+/// coordinator key's server in the next DC) to record an abort, and
+/// aborts; the read completes within the bound.
+#[test]
+fn a_lone_cohort_aborts_through_the_witness_when_its_coordinator_is_lost() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(2);
+    let (coord_key, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::YesVote { .. }));
+    let cohort_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key");
+    put(&mut net, READER, cohort_key, "later");
+    net.invoke(READER, Op::Rot { keys: vec![cohort_key.clone()] });
+    let lost = [coord];
+    let took = run_without(&mut net, &lost, 5_000, |net| net.results[READER.idx()].is_some());
+    assert_eq!(net.take_result(READER), Some(OpResult::Rot(vec![Some(bytes("later"))])));
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, false)), "kept for the coordinator");
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let all: Vec<&Key> = ks.iter().collect();
+    assert!(nothing_pending(&net, 0, &[cohort_key]) && nothing_pending(&net, 1, &all));
+}
+
+/// One cohort, lost after its vote: the coordinator decided, and no ACK
+/// comes. After `txn_terminate_ms` it has the witness record its commit,
+/// then shows it (answers the client, its own write becomes readable, the
+/// remote DC commits) — within the bound.
+#[test]
+fn a_coordinator_whose_lone_cohort_is_lost_commits_through_the_witness() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(2);
+    let (coord_key, _) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::Commit { .. }));
+    let cohort_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key");
+    let lost = [net.server_for(DcId(0), cohort_key)];
+    let took = run_without(&mut net, &lost, 5_000, |net| net.results[ALICE.idx()].is_some());
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot), "the client is answered");
+    assert!(took <= bound_ms(&cfg), "the commit took {took} ms to show, beyond the bound {} ms", bound_ms(&cfg));
+    assert_eq!(rot_without(&mut net, &lost, READER, &[&coord_key]).0, vec![Some("new".into())]);
+    assert!(matches!(witness_record(&net, &coord_key), Some((Outcome::Committed(..), false))));
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let all: Vec<&Key> = ks.iter().collect();
+    let r1 = net.client(1, 0);
+    assert_eq!(rot_without(&mut net, &lost, r1, &all).0, vec![Some("new".into()); 2]);
+}
+
+/// A coordinator that was only slow: its lone cohort's termination had the
+/// witness record an abort; when the coordinator then decides to commit,
+/// the cohort leaves its COMMIT unacknowledged and the witness answers
+/// its request with the abort. It aborts: the client is told, nothing of
+/// the transaction is ever visible, and the witness's record is released.
+#[test]
+fn a_slow_coordinator_yields_to_the_termination_its_witness_recorded() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(2);
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    let (coord_key, coord) = wot_started(&mut net, &ks, is_vote);
+    let vote = net.queue.remove(net.queue.iter().position(is_vote).expect("the vote"));
+    // The coordinator is paused: nothing reaches it, it sends nothing.
+    run_without(&mut net, &[coord], 400, |_| false);
+    assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, false)));
+    net.queue.push(vote);
+    for _ in 0..10 {
+        settle_all(&mut net);
+    }
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    let all: Vec<&Key> = ks.iter().collect();
+    for (c, dc) in [(READER, 0), (net.client(1, 0), 1)] {
+        assert_eq!(rot_text(&mut net, c, &all), vec![Some("old".into()); 2], "DC{dc}");
+        assert!(nothing_pending(&net, dc, &all), "left pending in DC{dc}");
+    }
+    assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, true)), "released by the coordinator");
+}
+
+/// Two cohorts, a coordinator that was only slow (its votes late): the
+/// cohorts terminate — each promised, so it aborts — and a cohort that
+/// promised keeps its promise across a restart. The coordinator's late
+/// commit is acknowledged by nobody, it learns the abort, and tells the
+/// client; nothing is visible, in either DC.
+#[test]
+fn a_slow_coordinators_commit_is_never_shown_once_its_cohorts_aborted() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    let (coord_key, coord) = wot_started(&mut net, &ks, is_vote);
+    let votes: Vec<InFlight<Msg>> = net.queue.iter().filter(|m| is_vote(m)).cloned().collect();
+    net.queue.retain(|m| !is_vote(m));
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    let cohorts: Vec<NodeId> = cohort_keys.iter().map(|k| net.server_for(DcId(0), k)).collect();
+    // Past the termination time, a cohort terminates: it promises, and
+    // asks the other, which promises too.
+    net.advance_clocks(cfg.txn_terminate_ms * 1_000);
+    net.fire_timers(cohorts[0]);
+    net.deliver_while(|m| matches!(m.msg, Msg::TermQuery { .. }) && m.to == Dest::Node(cohorts[1]));
+    assert!(net.servers[cohorts[1].idx()].parts.values().all(|p| p.promised), "promised");
+    net.restart(cohorts[1], &cfg);
+    assert!(net.servers[cohorts[1].idx()].parts.values().all(|p| p.promised), "promised across the restart");
+    // The coordinator hears the votes now, decides, and sends COMMIT.
+    net.queue.extend(votes);
+    net.deliver_while(|m| is_vote(m) && m.to == Dest::Node(coord));
+    assert!(net.deliver_first(|m| matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(cohorts[1])));
+    assert!(!net.queue.iter().any(|m| matches!(m.msg, Msg::Ack { .. })), "a promised cohort does not acknowledge");
+    settle_all(&mut net);
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    let all: Vec<&Key> = ks.iter().collect();
+    for (c, dc) in [(READER, 0), (net.client(1, 0), 1)] {
+        assert_eq!(rot_text(&mut net, c, &all), vec![Some("old".into()); 3], "DC{dc}");
+        assert!(nothing_pending(&net, dc, &all), "left pending in DC{dc}");
+    }
+}
+
+/// The abort path fits the declared bound: a participant's sub-request is
+/// lost, and the client is told the transaction aborted within it.
+#[test]
+fn an_abort_is_answered_within_the_declared_bound() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, cfg.clone());
+    let ks = net.keys_on_distinct_partitions(3);
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(ALICE, wot(&writes));
+    let coord_key = queued_coord_key(&net);
+    let lost = net.server_for(DcId(0), ks.iter().find(|k| **k != coord_key).expect("a cohort key"));
+    net.queue.retain(|m| !(matches!(m.msg, Msg::WotReq { .. }) && m.to == Dest::Node(lost)));
+    let took = run_without(&mut net, &[], 5_000, |net| net.results[ALICE.idx()].is_some());
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    assert!(took >= cfg.txn_abort_ms, "aborted after {took} ms, before `txn_abort_ms`");
+    assert!(took <= bound_ms(&cfg), "aborted after {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+}
+
+/// A remote DC's coordinator lost after it sent PREPARE: its cohorts, whose
+/// keys are pending there, exchange their votes and commit at one more than
+/// the largest (their own, the coordinator's from PREPARE, each other's),
+/// the time the coordinator would have used — within the bound.
+#[test]
+fn remote_cohorts_commit_without_their_lost_coordinator() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let topology = net.topology.clone();
+    let remote_vote =
+        move |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. }) && matches!(m.to, Dest::Node(n) if topology.dc_of(n) == DcId(1));
+    let (coord_key, _) = wot_started(&mut net, &ks, &remote_vote);
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    // The remote cohorts prepared and voted; their votes never reach the
+    // remote coordinator, which is lost.
+    let r1 = net.server_for(DcId(1), &coord_key);
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    for k in &cohort_keys {
+        let v = net.latest(net.server_for(DcId(1), k), k);
+        assert!(matches!(v.part().map(|p| p.phase), Some(Phase::Prepared { .. })), "prepared in DC1");
+    }
+    let votes: Vec<u64> = cohort_keys
+        .iter()
+        .map(|k| match net.latest(net.server_for(DcId(1), k), k).part().map(|p| (p.phase, p.coord_vote)) {
+            Some((Phase::Prepared { vote, .. }, Some(coord_vote))) => vote.max(coord_vote),
+            other => panic!("not prepared: {other:?}"),
+        })
+        .collect();
+    // A session whose time passed a cohort's vote (a write there after
+    // it) reads the pending keys: the second round asks the lost
+    // coordinator, and is answered once the cohorts terminate.
+    let reader = net.client(1, 0);
+    let part = net.topology.partition_of(cohort_keys[0]);
+    let later = (0..).map(|i| bytes(&format!("z{i}"))).find(|k| net.topology.partition_of(k) == part).expect("a key");
+    put(&mut net, reader, &later, "z");
+    let (got, took) = rot_without(&mut net, &[r1], reader, &cohort_keys);
+    assert_eq!(got[0], got[1], "all or nothing");
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    run_without(&mut net, &[r1], 100, |_| false);
+    let evts: Vec<u64> = cohort_keys
+        .iter()
+        .map(|k| net.latest(net.server_for(DcId(1), k), k).evt().expect("committed"))
+        .collect();
+    assert_eq!(evts, vec![votes.iter().copied().max().expect("two") + 1; 2], "at one more than the largest vote");
+    put(&mut net, reader, &later, "z2");
+    assert_eq!(rot_without(&mut net, &[r1], reader, &cohort_keys).0, vec![Some("new".into()); 2]);
+}
+
+/// The accepting coordinator is lost after both its cohorts applied its
+/// COMMIT but before their ACKs reached it: it never told the remote DC.
+/// The remote coordinator, holding the transaction's writes that long,
+/// asks the accepting DC's participants, learns the commit, and the
+/// transaction becomes visible there too.
+#[test]
+fn a_remote_coordinator_asks_the_accepting_dc_for_an_outcome_its_lost_coordinator_never_sent() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (_, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::Ack { .. }));
+    let lost = [coord];
+    net.queue.retain(|m| !touches(m, &lost));
+    let all: Vec<&Key> = ks.iter().collect();
+    let cohort_keys: Vec<&Key> = all.iter().copied().filter(|k| net.server_for(DcId(0), k) != coord).collect();
+    assert!(nothing_pending(&net, 0, &cohort_keys), "the cohorts applied the commit");
+    run_without(&mut net, &lost, 2 * bound_ms(&cfg), |_| false);
+    let r1 = net.client(1, 0);
+    assert_eq!(rot_without(&mut net, &lost, r1, &all).0, vec![Some("new".into()); 3]);
+    assert!(nothing_pending(&net, 1, &all), "left pending in DC1");
 }
 
 // ------------------------------------------------ column families (§5.2)

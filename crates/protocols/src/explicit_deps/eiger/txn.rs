@@ -507,9 +507,13 @@ impl EigerServer {
             Msg::Commit { id, coord_key, at, arb } if same_dc => {
                 // A cohort that promised a termination takes the outcome
                 // from it, not from the coordinator (deviation 7), and
-                // leaves this COMMIT unacknowledged.
+                // leaves this COMMIT unacknowledged; one that knows the
+                // termination aborted says so.
                 if self.is_promised(id) && self.serves_coordinator(from, &coord_key) {
                     return;
+                }
+                if self.recent.get(&id) == Some(&Outcome::Aborted) {
+                    return env.send(from, Msg::Abort { id, coord_key });
                 }
                 self.apply_commit(env, id, at, arb);
                 env.send(from, Msg::Ack { id, coord_key });
@@ -643,6 +647,11 @@ impl EigerServer {
             for &e in &self.node.equivalents {
                 env.send(e, Msg::TxnAborted { id, coord_key: coord_key.clone() });
             }
+            // The witness may hold its lone cohort's abort for this node to
+            // learn (deviation 7); it has.
+            if let Some(w) = c.info.as_ref().and_then(|info| self.witness_of(info)) {
+                env.send(w, Msg::Release { id, coord_key: coord_key.clone() });
+            }
         }
         // Reads here waiting for its commit to become visible go on.
         self.resolve(env, id, None, u64::MAX);
@@ -659,14 +668,8 @@ impl EigerServer {
         if self.coords.get(&id).is_some_and(|c| c.remote || c.exposed) {
             return;
         }
-        let witness = self.coords.get(&id).and_then(|c| c.info.as_ref()).and_then(|info| self.witness_of(info));
-        match self.outcome(env, id, coord_key) {
-            Outcome::Aborted => {}
-            _ => self.abort(env, id, coord_key, false),
-        }
-        // The witness may hold the termination's abort for this node to learn.
-        if let Some(w) = witness {
-            env.send(w, Msg::Release { id, coord_key: coord_key.clone() });
+        if self.outcome(env, id, coord_key) != Outcome::Aborted {
+            self.abort(env, id, coord_key, false);
         }
     }
 
@@ -675,6 +678,16 @@ impl EigerServer {
     /// nobody can read), and reads waiting on it go on.
     pub(super) fn apply_abort(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId) {
         if let Some(p) = self.parts.remove(&id) {
+            // An accepting DC's cohort tells its coordinator too, ahead (on
+            // this link) of anything it may answer the coordinator's
+            // COMMIT with once it forgot the outcome: an abort decided by
+            // a termination reaches a coordinator that was only slow before
+            // an acknowledgement could show it its commit (deviation 7).
+            if !p.remote
+                && let Some(k) = self.coordinator_of(&p.info)
+            {
+                env.send(k, Msg::Abort { id, coord_key: p.info.coord_key.clone() });
+            }
             for (key, stamp) in &p.writes {
                 let Some(mut v) = env.store().exact(key, *stamp).cloned() else { continue };
                 if !matches!(v.state, State::Txn(_)) {
