@@ -320,8 +320,9 @@ fn a_wot_is_atomic_under_a_concurrent_rot_in_the_accepting_dc() {
     }
     // Votes, commits, acks; a ROT's commit check answered by the
     // coordinator brings the COMMIT sent before it on that channel (FIFO
-    // links), so two of them may arrive within a ROT rather than as steps.
-    assert!(steps >= 4, "votes, commits, acks: {steps} steps");
+    // links), and the ACKs go with the reads whose reads of the coordinator
+    // key wait for the first, so most arrive within a ROT, not as steps.
+    assert!(steps >= 3, "votes, commits, acks: {steps} steps");
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     assert_eq!(rot_text(&mut net, READER, &[x, y, z]), vec![Some("new".into()); 3]);
     assert_eq!(get(&mut net, ALICE, y), Some("new".into()), "the writer reads its own transaction");
@@ -742,7 +743,7 @@ fn run_without(net: &mut TestNet<Eiger>, lost: &[NodeId], ms: u64, done: impl Fn
     while elapsed < ms && !done(net) {
         net.advance_clocks(10_000);
         elapsed += 10;
-        for i in 0..net.servers.len() {
+        for i in 0..net.nodes.len() {
             let n = NodeId(i as u32);
             if !lost.contains(&n) {
                 net.fire_timers(n);
@@ -753,6 +754,24 @@ fn run_without(net: &mut TestNet<Eiger>, lost: &[NodeId], ms: u64, done: impl Fn
         net.queue.retain(|m| !touches(m, lost));
     }
     elapsed
+}
+
+/// Move every clock 10 ms at a time for `ms`, firing the timers of every
+/// node but `paused` and delivering every message between the others;
+/// those to or from `paused` stay queued (a paused node's links hold them).
+fn run_paused(net: &mut TestNet<Eiger>, paused: &[NodeId], ms: u64) {
+    let mut elapsed = 0;
+    while elapsed < ms {
+        net.advance_clocks(10_000);
+        elapsed += 10;
+        for i in 0..net.nodes.len() {
+            let n = NodeId(i as u32);
+            if !paused.contains(&n) {
+                net.fire_timers(n);
+            }
+        }
+        net.deliver_while(|m| !touches(m, paused));
+    }
 }
 
 /// The liveness bound Eiger declares with `cfg` on the testkit's network
@@ -778,7 +797,7 @@ fn rot_without(net: &mut TestNet<Eiger>, lost: &[NodeId], c: ClientId, keys: &[&
 fn nothing_pending(net: &TestNet<Eiger>, dc: u16, keys: &[&Key]) -> bool {
     keys.iter().all(|k| {
         let n = net.server_for(DcId(dc), k);
-        net.stores[n.idx()].versions(k).iter().all(|v| v.part().is_none())
+        net.nodes[n.idx()].store().versions(k).iter().all(|v| v.part().is_none())
     })
 }
 
@@ -863,7 +882,7 @@ fn cohorts_finish_a_commit_their_lost_coordinator_left_half_delivered() {
 /// The outcome a one-cohort transaction's witness recorded, if any.
 fn witness_record(net: &TestNet<Eiger>, coord_key: &Key) -> Option<(Outcome, bool)> {
     let w = net.server_for(DcId(1), coord_key);
-    net.stores[w.idx()].versions(coord_key).iter().find_map(|v| match v.state {
+    net.nodes[w.idx()].store().versions(coord_key).iter().find_map(|v| match v.state {
         State::Witness { outcome, released, .. } => Some((outcome, released)),
         _ => None,
     })
@@ -932,8 +951,9 @@ fn a_slow_coordinator_yields_to_the_termination_its_witness_recorded() {
     let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
     let (coord_key, coord) = wot_started(&mut net, &ks, is_vote);
     let vote = net.queue.remove(net.queue.iter().position(is_vote).expect("the vote"));
-    // The coordinator is paused: nothing reaches it, it sends nothing.
-    run_without(&mut net, &[coord], 400, |_| false);
+    // The coordinator is paused: nothing reaches it, it sends nothing (what
+    // is sent to it waits on its links).
+    run_paused(&mut net, &[coord], 400);
     assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, false)));
     net.queue.push(vote);
     for _ in 0..10 {
@@ -970,9 +990,9 @@ fn a_slow_coordinators_commit_is_never_shown_once_its_cohorts_aborted() {
     net.advance_clocks(cfg.txn_terminate_ms * 1_000);
     net.fire_timers(cohorts[0]);
     net.deliver_while(|m| matches!(m.msg, Msg::TermQuery { .. }) && m.to == Dest::Node(cohorts[1]));
-    assert!(net.servers[cohorts[1].idx()].parts.values().all(|p| p.promised), "promised");
+    assert!(net.nodes[cohorts[1].idx()].server().parts.values().all(|p| p.promised), "promised");
     net.restart(cohorts[1], &cfg);
-    assert!(net.servers[cohorts[1].idx()].parts.values().all(|p| p.promised), "promised across the restart");
+    assert!(net.nodes[cohorts[1].idx()].server().parts.values().all(|p| p.promised), "promised across the restart");
     // The coordinator hears the votes now, decides, and sends COMMIT.
     net.queue.extend(votes);
     net.deliver_while(|m| is_vote(m) && m.to == Dest::Node(coord));
