@@ -163,24 +163,33 @@ impl EigerServer {
         let coord_key = info.coord_key.clone();
         let me = self.node.me;
         let others: Vec<NodeId> = self.cohorts(&info).into_iter().filter(|&n| n != me).collect();
-        if !remote {
+        if !remote && others.is_empty() {
+            // A lone cohort promises before it asks: the coordinator must
+            // not get its ACK once the witness may record an abort.
             self.promise(env, id);
             if let Some(w) = self.witness_of(&info) {
                 env.observe(causeway_core::Observation::Sample { what: "txn_terminations", value: 1 });
                 return env.send(w, Msg::Witness { id, coord_key, proposal: None });
             }
-            if others.is_empty() {
-                // Alone, with no witness: its coordinator shows nothing it
-                // did not acknowledge, and it acknowledges nothing now.
-                return self.terminate_abort(env, id);
-            }
+            // Alone, with no witness: its coordinator shows nothing it did
+            // not acknowledge, and it acknowledges nothing now.
+            return self.terminate_abort(env, id);
         }
+        // With other cohorts, the asker itself does not promise: until some
+        // other cohort's termination asks it, a COMMIT (re-sent by a
+        // coordinator that was only slow) is still taken, and so a cohort
+        // lost after it promised does not block one whose coordinator
+        // lives. Its own abort needs every *other* cohort's promise.
+        // The coordinator is asked too: it answers only with an outcome
+        // already shown (an exposed commit, or an abort), final whatever
+        // the termination decides (see `shown_outcome`).
+        let coordinator = self.coordinator_of(&info).filter(|&k| k != me);
         let p = self.parts.get_mut(&id).expect("present");
         if !p.terminating {
             p.terminating = true;
             env.observe(causeway_core::Observation::Sample { what: "txn_terminations", value: 1 });
         }
-        for n in others {
+        for n in others.into_iter().chain(coordinator) {
             if matches!(p.answers.get(&n), None | Some(TermState::Unknown)) {
                 env.send(n, Msg::TermQuery { id, coord_key: coord_key.clone() });
             }
@@ -331,12 +340,7 @@ impl EigerServer {
         if self.node.topology.dc_of(from) != self.node.dc {
             let state = match self.recent.get(&id) {
                 Some(&o) => TermState::Known(o),
-                None if self.serves(coord_key) && !self.coords.get(&id).is_some_and(|c| !c.exposed) => {
-                    match self.outcome(env, id, coord_key) {
-                        Outcome::Open => TermState::Unknown,
-                        o => TermState::Known(o),
-                    }
-                }
+                None if self.serves(coord_key) => self.shown_outcome(env, id, coord_key),
                 None => TermState::Unknown,
             };
             return env.send(from, Msg::TermReply { id, state });
@@ -354,14 +358,28 @@ impl EigerServer {
                 TermState::Promised
             }
         } else if self.serves(coord_key) {
-            match self.outcome(env, id, coord_key) {
-                Outcome::Open => TermState::Unknown,
-                o => TermState::Known(o),
-            }
+            self.shown_outcome(env, id, coord_key)
         } else {
             TermState::Unknown
         };
         env.send(from, Msg::TermReply { id, state });
+    }
+
+    /// The coordinator's answer to a termination: the outcome only once it
+    /// is final whatever a termination decides — an abort, or a commit
+    /// already shown (exposed: some cohort acknowledged it before
+    /// promising anything, so no termination can abort; in a remote DC,
+    /// where nothing aborts, at once). A commit decided but not shown is
+    /// unknown: the cohorts that promised may abort it. (A cohort that has
+    /// not promised takes it as it takes the COMMIT the coordinator re-sends.)
+    fn shown_outcome(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key) -> TermState {
+        if self.coords.get(&id).is_some_and(|c| !c.exposed) {
+            return TermState::Unknown;
+        }
+        match self.outcome(env, id, coord_key) {
+            Outcome::Open => TermState::Unknown,
+            o => TermState::Known(o),
+        }
     }
 
     /// An answer to this node's termination of `id`, or (from another DC)

@@ -144,6 +144,12 @@ pub(super) struct Part {
 }
 
 impl Part {
+    /// Test only: (terminating, promised).
+    #[cfg(test)]
+    pub(super) fn clone_state(&self) -> (bool, bool) {
+        (self.terminating, self.promised)
+    }
+
     pub(super) fn new(info: TxnInfo, remote: bool) -> Part {
         Part {
             info,
