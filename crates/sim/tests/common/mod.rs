@@ -348,7 +348,11 @@ pub fn permanent_loss_during_commit<P: Protocol>(seed: u64, wot_size: usize, bou
 }
 
 /// [`permanent_loss_during_commit`], with the simulator after the run.
-pub fn permanent_loss_during_commit_sim<P: Protocol>(seed: u64, wot_size: usize, bound_us: u64) -> (LossReport, Sim<P>) {
+pub fn permanent_loss_during_commit_sim<P: Protocol>(
+    seed: u64,
+    wot_size: usize,
+    bound_us: u64,
+) -> (LossReport, Sim<P>) {
     use causeway_check::{CheckConfig, Level, check};
     use rand::{Rng, SeedableRng};
     const QUIET_US: u64 = 3_000_000;
@@ -415,12 +419,25 @@ pub fn permanent_loss_during_commit_sim<P: Protocol>(seed: u64, wot_size: usize,
         let txns: Vec<(u64, u64)> = ops
             .iter()
             .filter(|r| is_txn(r) && names_lost(r))
-            .map(|r| (r.invoke_us, if r.result == OpResult::Failed(causeway_core::OpError::Pending) { u64::MAX } else { r.complete_us }))
+            .map(|r| {
+                (
+                    r.invoke_us,
+                    if r.result == OpResult::Failed(causeway_core::OpError::Pending) {
+                        u64::MAX
+                    } else {
+                        r.complete_us
+                    },
+                )
+            })
             .collect();
         let in_flight = |t: u64| txns.iter().filter(|&&(a, b)| a < t && t < b).count();
-        txns.iter().map(|&(a, _)| a + 1).filter(|t| (550_000..650_000).contains(t)).max_by_key(|&t| (in_flight(t), t)).unwrap_or(600_000)
+        txns.iter()
+            .map(|&(a, _)| a + 1)
+            .filter(|t| (550_000..650_000).contains(t))
+            .max_by_key(|&t| (in_flight(t), t))
+            .unwrap_or(600_000)
     };
-    sc.faults.push(Fault { at_ms: 0, at_us: crash_us, kind: FaultKind::Crash { node: dead.0, for_ms: 0 } });
+    sc.faults.push(Fault { at_ms: 0, at_us: crash_us, kind: FaultKind::Crash { node: dead.0, for_ms: 0, at: None } });
     let (h, sim) = run::<P>(sc);
     let crash_at = crash_us;
     let mut out = LossReport::default();

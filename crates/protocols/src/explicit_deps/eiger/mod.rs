@@ -187,13 +187,17 @@
 //! transaction's write before its coordinator's `dep_check`s).
 
 mod client;
+mod cohort;
 mod config;
+mod coordinator;
 mod msg;
 mod server;
 mod terminate;
 #[cfg(test)]
 mod tests;
-pub mod txn;
+mod txn;
+mod txn_read;
+mod txn_state;
 
 pub use client::*;
 pub use config::*;

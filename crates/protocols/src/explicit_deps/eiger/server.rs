@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use super::txn::{Coord, Deferred, Part, Target};
+use super::txn_state::{Coord, Deferred, Part, Target, check_batch_shape};
 use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
 use crate::kit::msg::Thin;
 use bytes::Bytes;
@@ -548,8 +548,8 @@ impl EigerServer {
     ) {
         // The client library checks the shape too; a peer that skips it
         // (a key twice, too many keys) is refused here all the same.
-        let checked = super::txn::check_batch_shape(&writes)
-            .and_then(|()| writes.iter().try_for_each(|(key, _)| self.check_put(key, &deps)));
+        let checked =
+            check_batch_shape(&writes).and_then(|()| writes.iter().try_for_each(|(key, _)| self.check_put(key, &deps)));
         if let Err(why) = checked {
             return env.reply(from, Msg::BatchReply { result: Err(why) });
         }
@@ -746,9 +746,11 @@ fn keep_past_floor(v: &Version, floor: &Version) -> bool {
 fn still_needed(v: &Version) -> bool {
     matches!(
         v.state,
-        State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. } | State::Witness { released: false, .. }
-    )
-        || v.coord.as_ref().is_some_and(|t| !t.acked)
+        State::Pending { .. }
+            | State::Txn(_)
+            | State::Aborted { remote: true, .. }
+            | State::Witness { released: false, .. }
+    ) || v.coord.as_ref().is_some_and(|t| !t.acked)
         || v.counter.as_ref().is_some_and(|c| !c.applied)
 }
 

@@ -229,7 +229,8 @@ impl EigerServer {
             }
         }
         let Some(mine) = self.stored_part(env, id) else { return };
-        let (Phase::Prepared { vote, .. }, Some(coord_vote), Some(arb)) = (mine.phase, mine.coord_vote, mine.origin_arb)
+        let (Phase::Prepared { vote, .. }, Some(coord_vote), Some(arb)) =
+            (mine.phase, mine.coord_vote, mine.origin_arb)
         else {
             return;
         };
@@ -384,7 +385,13 @@ impl EigerServer {
 
     /// An answer to this node's termination of `id`, or (from another DC)
     /// to its question for the accepting DC's outcome.
-    pub(super) fn on_term_reply(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: TxnId, state: TermState) {
+    pub(super) fn on_term_reply(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        from: NodeId,
+        id: TxnId,
+        state: TermState,
+    ) {
         if self.node.topology.dc_of(from) != self.node.dc {
             let Some(coord_key) = self.coords.get(&id).and_then(|c| c.info.as_ref()).map(|i| i.coord_key.clone())
             else {
@@ -437,7 +444,13 @@ impl EigerServer {
     /// The witness's answer: at the coordinator, a recorded commit is shown
     /// (and released once the cohort acknowledges), a recorded abort
     /// aborts; at the cohort, either is adopted.
-    pub(super) fn on_witnessed(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: TxnId, coord_key: &Key, outcome: Outcome) {
+    pub(super) fn on_witnessed(
+        &mut self,
+        env: &mut impl ServerEnv<Msg, Version>,
+        id: TxnId,
+        coord_key: &Key,
+        outcome: Outcome,
+    ) {
         if self.serves(coord_key) {
             let Some(c) = self.coords.get_mut(&id) else { return };
             if c.remote || c.exposed {

@@ -1069,8 +1069,9 @@ fn remote_cohorts_commit_without_their_lost_coordinator() {
     net.also_op_traffic = read_traffic;
     let ks = net.keys_on_distinct_partitions(3);
     let topology = net.topology.clone();
-    let remote_vote =
-        move |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. }) && matches!(m.to, Dest::Node(n) if topology.dc_of(n) == DcId(1));
+    let remote_vote = move |m: &InFlight<Msg>| {
+        matches!(m.msg, Msg::YesVote { .. }) && matches!(m.to, Dest::Node(n) if topology.dc_of(n) == DcId(1))
+    };
     let (coord_key, _) = wot_started(&mut net, &ks, &remote_vote);
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     // The remote cohorts prepared and voted; their votes never reach the
@@ -1100,10 +1101,8 @@ fn remote_cohorts_commit_without_their_lost_coordinator() {
     assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
     assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
     run_without(&mut net, &[r1], 100, |_| false);
-    let evts: Vec<u64> = cohort_keys
-        .iter()
-        .map(|k| net.latest(net.server_for(DcId(1), k), k).evt().expect("committed"))
-        .collect();
+    let evts: Vec<u64> =
+        cohort_keys.iter().map(|k| net.latest(net.server_for(DcId(1), k), k).evt().expect("committed")).collect();
     assert_eq!(evts, vec![votes.iter().copied().max().expect("two") + 1; 2], "at one more than the largest vote");
     put(&mut net, reader, &later, "z2");
     assert_eq!(rot_without(&mut net, &[r1], reader, &cohort_keys).0, vec![Some("new".into()); 2]);
