@@ -155,30 +155,41 @@
 //! 6. **A checkpoint keeps no superseded version**: a restarted node has
 //!    no transaction in flight, so its snapshot copies each key from its
 //!    current version, flagged as after collection (`server::snapshot_cut`).
-//! 7. **Servers are lost for good** ([`terminate`] has the argument): the
-//!    paper's logical servers never fail (§5.4.1, note 3; §6.2), so a
-//!    transaction's cohorts wait for its coordinator for ever; one lost
-//!    left their keys pending to every second-round read. Here a cohort
-//!    that has not learned the outcome `txn_terminate_ms` after it prepared
-//!    terminates the transaction with the other cohorts, as two-phase
-//!    commit's cooperative termination does, made safe by three changes:
-//!    the accepting coordinator makes its commit visible (its own writes,
-//!    the client's answer, the remote DCs) only at the first cohort's ACK,
-//!    so a decision nobody knows was never seen and the cohorts abort it;
-//!    a cohort that answers a termination without knowing the outcome
-//!    promises to take it from the termination only; and a transaction
-//!    with a single cohort gets a witness, the coordinator key's server in
-//!    the next DC, which records whichever of the coordinator's commit and
-//!    the cohort's abort comes first (so that neither party's loss blocks
-//!    the other). In remote DCs, where a transaction cannot abort, the
-//!    commit time is one more than the largest vote instead of a fresh
-//!    tick, so cohorts that know every vote commit without their
-//!    coordinator at the time it would have used; a remote coordinator
-//!    therefore answers commit checks (and reads of its own pending writes)
-//!    only once the votes it has show the answer. What stays blocked: a
-//!    transaction two of whose participants in one DC are lost (a
-//!    termination never guesses), and a remote DC's transaction whose
-//!    cohort is lost before it votes (its vote bounds what it had shown).
+//! 7. **Servers are lost for good** ([`terminate`] has the argument): Lloyd
+//!    assumes logical servers never fail (§5.4.1, note 3; §6.2 builds them
+//!    from Paxos groups), so a transaction's cohorts wait for its
+//!    coordinator for ever; one lost left their keys pending to every
+//!    second-round read. Here a cohort that has not learned the outcome
+//!    `txn_terminate_ms` after it prepared terminates the transaction with
+//!    the other cohorts and the coordinator, as two-phase commit's
+//!    cooperative termination does (Bernstein et al.,
+//!    *Concurrency Control and Recovery in Database Systems*, §7.4), made
+//!    safe by three changes: the accepting coordinator makes its commit
+//!    visible (its own writes, the client's answer, the remote DCs) only at
+//!    the first cohort's ACK, so a decision nobody knows was never seen and
+//!    the cohorts may abort it; a cohort that answers another's
+//!    termination without knowing the outcome promises to take it from the
+//!    termination only (the coordinator, asked too, answers only an outcome
+//!    it has shown); and a transaction with a single cohort gets a witness,
+//!    the coordinator key's server in the next DC, which records whichever
+//!    of the coordinator's commit and the cohort's abort comes first (so
+//!    that neither party's loss blocks the other). In remote DCs, where a
+//!    transaction cannot abort, the commit time is one more than the
+//!    largest vote instead of a fresh tick, so cohorts that know every
+//!    vote commit without their coordinator at the time it would have
+//!    used; a remote coordinator therefore answers commit checks (and reads
+//!    of its own pending writes) only once the votes it has show the
+//!    answer. A remote coordinator whose accepting DC's coordinator was
+//!    lost before telling it the outcome asks that DC's participants.
+//!    Aborts (`txn_abort_ms`) and terminations (`txn_terminate_ms`) both
+//!    end inside the declared liveness bound ([`Eiger::liveness_bound_us`]).
+//!    What stays blocked is what blocks two-phase commit's termination
+//!    itself: a transaction two of whose participants in one DC are lost
+//!    (or one lost after it may have decided, the coordinator's commit
+//!    unshown), one whose coordinator is lost before a lost sub-request
+//!    could be noticed, a remote DC's transaction whose cohort is lost
+//!    before it votes (its vote bounds what it had shown), and a remote
+//!    DC's held writes whose coordinator there is lost before PREPARE.
 //!
 //! Deliberately broken variants exist for tests: `mutant_one_round_rot` (no
 //! second round), `mutant_skip_dep_check`, `mutant_commit_without_all_votes`

@@ -8,7 +8,7 @@
 //! machine, and one lost for good left every cohort of the transactions it
 //! coordinated pending: every second-round read of their keys asked a
 //! coordinator that never answered. The classic answer is the cooperative
-//! termination of two-phase commit (Bernstein, Hadzilacos and Goodman,
+//! termination of two-phase commit (Bernstein et al.,
 //! *Concurrency Control and Recovery in Database Systems*, §7.4): a cohort
 //! that waited too long asks the others; one that knows the outcome tells
 //! it, and one that cannot have voted yet can refuse. Its known weak spot
@@ -21,16 +21,26 @@
 //! ACK ([`Phase::Committing`] until then). So if no live cohort knows the
 //! outcome, nobody outside the cohorts has seen a commit, and an abort is
 //! safe — provided the coordinator, if it is only slow, can no longer show
-//! its commit: a cohort that answers a termination without knowing the
-//! outcome *promises* (durably, [`Phase::Prepared`]'s `promised`) to take
-//! the outcome from the termination only and leaves the coordinator's
+//! its commit: a cohort that answers another's termination without knowing
+//! the outcome *promises* (durably, [`Phase::Prepared`]'s `promised`) to
+//! take the outcome from the termination only and leaves the coordinator's
 //! COMMIT unacknowledged. A termination commits only by adopting a commit a
 //! cohort already applied (so decided by the coordinator), and aborts only
-//! when every other cohort has promised or one knows of an abort. Two
+//! when every *other* cohort has promised or one knows of an abort. Two
 //! cohorts terminating at once reach the same outcome: a cohort that
 //! promised never applies the coordinator's COMMIT afterwards, so the set
 //! of cohorts that know a commit is fixed once every cohort has answered.
-//! The same ACK is what the paper's 2.5 local round trips count (§5.4.5).
+//! The same ACK is what Lloyd's 2.5 local round trips count (§5.4.5).
+//!
+//! The asker itself promises nothing (its own abort needs the others'
+//! promises, not its own): until another cohort's termination asks it, it
+//! still takes the COMMIT a coordinator that was only slow re-sends, so a
+//! second cohort lost before it answers does not block it while the
+//! coordinator lives. The coordinator is asked too, and answers only with
+//! an outcome that no termination can change: an abort, or a commit it
+//! has shown (some cohort acknowledged it, having promised nothing, so no
+//! termination can collect every promise). Its decided but unshown commit
+//! is "unknown" to a termination, since the promised cohorts may abort it.
 //!
 //! **A transaction with one cohort has a witness.** Between two parties
 //! one cannot tell a lost partner from a slow one: if the cohort could
@@ -56,8 +66,14 @@
 //! DC's other) participants. Cohorts remember what they applied for a while
 //! ([`REMEMBER_TERMINATIONS`]), to answer terminations that ask late; one
 //! that has no record answers "unknown", which never counts as a promise:
-//! a termination then waits rather than guess (what is left when the
-//! coordinator and a second participant of one transaction are both lost).
+//! a termination then waits rather than guess. What stays blocked is what
+//! blocks two-phase commit's own termination (Bernstein et al. §7.4): a
+//! cohort that promised to a second cohort lost before telling anyone its
+//! decision, while the coordinator's commit is decided but unshown (or the
+//! coordinator is lost too) — the lost cohort may have aborted and
+//! answered reads with that; and a cohort whose sub-request never came
+//! (it has no record to refuse with) when the coordinator, which alone
+//! would abort such a transaction, is lost.
 
 use super::msg::*;
 use super::server::EigerServer;
