@@ -448,7 +448,15 @@ fn forget_settled(read: &mut Read, settle: &crate::explicit_deps::replication::S
 pub(super) fn current_read(versions: &[Version], lvt: u64) -> Read {
     let pending = |p: &TxnPart| matches!(p.phase, Phase::Prepared { .. } | Phase::Committing { .. });
     if versions.iter().any(|v| v.part().is_some_and(pending)) {
-        return empty_read(lvt, true);
+        // Deviation 5 (collection at once of what an unread key's overwrite
+        // superseded): the answer still bounds EffT from below by the
+        // oldest time this server can answer for, the EVT of the version
+        // collection kept, flagged. Else a key overwritten (and collected)
+        // just before a transaction's first round, with a transaction's
+        // write pending there, was asked in round two for a time before
+        // that version, and the read-only transaction restarted.
+        let kept_from = versions.iter().filter(|v| v.collected_below).filter_map(Version::evt).max();
+        return Read { evt: kept_from.unwrap_or(0), ..empty_read(lvt, true) };
     }
     match versions.iter().filter(|v| v.readable()).max_by_key(|v| v.arb()) {
         Some(v) => read_of(v, lvt),
