@@ -137,10 +137,10 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     sc.clocks.node = s.clocks;
     sc.durability.fsync = s.fsync;
     sc.durability.mutant_release_before_sync = opts.release_before_sync;
-    // Clients give up after twice the liveness bound (at least 0.5 s): an
-    // operation whose request a crash lost ends, and one that stalls in a
-    // calm period is reported as timed out rather than hanging the session.
-    sc.client_timeout_ms = (2 * liveness_bound_us(p, &sc)? / 1_000).max(500);
+    // Clients give up on an operation past the latest deadline the
+    // liveness check could give it (see `client_timeout_ms`): an operation
+    // whose request a crash lost ends, and one that stalls is seen.
+    sc.client_timeout_ms = client_timeout_ms(p, &sc)?;
     // After the load and the faults, one reader per DC reads every key:
     // convergence and eventual visibility are judged on these reads.
     let quiet_us = (load_ms + 2_500) * 1_000;
@@ -363,6 +363,30 @@ pub fn liveness_bound_us(p: ProtocolName, sc: &Scenario) -> Result<u64, String> 
         let cfg: <P as Protocol>::Config = sc.protocol.clone().try_into().map_err(|e: toml::de::Error| format!("[protocol] for {p}: {e}"))?;
         Ok(<P as Protocol>::liveness_bound_us(&cfg, &env))
     })
+}
+
+/// How long torture's clients wait for an operation, from the liveness
+/// bound `p` declares ([`Protocol::liveness_bound_us`]) and the scenario's
+/// fault windows: the latest deadline the liveness check gives an
+/// operation invoked as a window opens (the bound after the last window it
+/// may wait out, [`Liveness::deadline`]), plus the bound again; at least
+/// 0.5 s, and no longer than the run. A protocol that takes longer than its
+/// bound is then seen doing so — the operation completes late (a slow
+/// operation) or is given up on after its deadline (unfinished) — where a
+/// shorter wait would end it first, as a timeout the check must excuse
+/// when a crash may have lost its request (an abort that outlasted
+/// Eiger's bound hid that way).
+pub fn client_timeout_ms(p: ProtocolName, sc: &Scenario) -> Result<u64, String> {
+    let bound_us = liveness_bound_us(p, sc)?;
+    let available = with_protocol!(p, P => <P as Protocol>::AVAILABLE_UNDER_PARTITIONS);
+    let liveness = Liveness { bound_us, faults: fault_windows(sc, available)?, required: true };
+    let longest_us = liveness
+        .faults
+        .iter()
+        .map(|w| liveness.deadline(w.from_us).0.saturating_sub(w.from_us))
+        .fold(bound_us, u64::max);
+    let run_ms = sc.duration_ms + sc.drain_ms;
+    Ok((longest_us.saturating_add(bound_us) / 1_000).clamp(500, run_ms.max(500)))
 }
 
 /// The scenario's faults as windows of true time for the liveness check.

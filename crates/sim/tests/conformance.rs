@@ -323,3 +323,48 @@ fn every_broken_variant_is_caught() {
         Ok(())
     });
 }
+
+/// Permanent node loss during commit, for every protocol with transactions
+/// (write-only or read-write): a DC0 server crashes for good while
+/// transactions commit through it; operations that name none of its keys
+/// — in its DC and in the others — complete within the protocol's declared
+/// liveness bound, and the history passes the checker (fractured reads
+/// included). See [`common::permanent_loss_during_commit`].
+#[test]
+fn every_transactional_protocol_serves_on_after_a_node_is_lost_mid_commit() {
+    each(|p| {
+        let txns = with_protocol!(p, P => <P as Protocol>::OPS
+            .iter()
+            .any(|k| matches!(k, causeway_core::OpKind::Wot | causeway_core::OpKind::Txn)));
+        if !txns {
+            return Ok(());
+        }
+        for seed in 1..=4u64 {
+            let wot_size = 2 + (seed % 2) as usize;
+            let bound_us = with_protocol!(p, P => <P as Protocol>::liveness_bound_us(
+                &Default::default(),
+                &common::LOSS_LIVENESS_ENV,
+            ));
+            let r = with_protocol!(p, P => common::permanent_loss_during_commit::<P>(seed, wot_size, bound_us));
+            if r.in_flight_at_crash == 0 {
+                return Err(format!("seed {seed}: no transaction of the lost node was in flight when it crashed"));
+            }
+            if r.reads_checked < 1_000 {
+                return Err(format!("seed {seed}: only {} reads of live keys were made", r.reads_checked));
+            }
+            if !r.late.is_empty() {
+                return Err(format!(
+                    "seed {seed} ({wot_size} keys per transaction): {} operations on live partitions missed the \
+                     {} ms bound after the loss, e.g. {}",
+                    r.late.len(),
+                    bound_us / 1_000,
+                    r.late.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+                ));
+            }
+            if let Some(why) = r.check_failure {
+                return Err(format!("seed {seed} ({wot_size} keys per transaction): the checker failed:\n{why}"));
+            }
+        }
+        Ok(())
+    });
+}

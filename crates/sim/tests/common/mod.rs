@@ -314,3 +314,169 @@ pub fn monotonic_reads<P: Protocol>(seed: u64) -> (usize, u64) {
     }
     (regressions, newest)
 }
+
+/// What [`permanent_loss_during_commit`] saw.
+#[derive(Debug, Default)]
+pub struct LossReport {
+    /// Operations on keys the crashed node does not serve (in its DC; every
+    /// key elsewhere) that did not complete within the liveness bound after
+    /// the crash (or their invocation, if later): "what, invoked at, took".
+    pub late: Vec<String>,
+    /// Transactions touching the crashed node's partition that were in
+    /// flight when it crashed: the scenario's proof that it crashed mid-commit.
+    pub in_flight_at_crash: usize,
+    /// Reads checked against the bound (in every DC).
+    pub reads_checked: usize,
+    /// The checker's verdict at the protocol's promised level, when it failed.
+    pub check_failure: Option<String>,
+}
+
+/// Permanent node loss during commit. DC0's clients run write-only (or
+/// read-write) transactions over a few hot keys, with reads and read-only
+/// transactions, while readers in every DC read the same keys; between
+/// 550 and 650 ms, where the most of its transactions are in flight, the
+/// server of partition 0 in DC0 crashes and never restarts, with
+/// transactions committing through it (as coordinator, cohort, or both).
+/// Every operation that names no key of the lost partition in DC0 — reads
+/// there of the other partitions' keys, everything in the other DCs — must
+/// complete within `bound_us` of the crash or of its invocation, whichever
+/// is later, and the history must pass the checker at the protocol's
+/// promised level (fractured reads included). `wot_size` keys per
+/// transaction, placed at random: with 3 keys some have two cohorts.
+pub fn permanent_loss_during_commit<P: Protocol>(seed: u64, wot_size: usize, bound_us: u64) -> LossReport {
+    permanent_loss_during_commit_sim::<P>(seed, wot_size, bound_us).0
+}
+
+/// [`permanent_loss_during_commit`], with the simulator after the run.
+pub fn permanent_loss_during_commit_sim<P: Protocol>(
+    seed: u64,
+    wot_size: usize,
+    bound_us: u64,
+) -> (LossReport, Sim<P>) {
+    use causeway_check::{CheckConfig, Level, check};
+    use rand::{Rng, SeedableRng};
+    const QUIET_US: u64 = 3_000_000;
+    let mut sc = base(3, 3, 1_500, seed);
+    sc.drain_ms = 3_000;
+    // Requests to the lost node are lost: clients give up after twice the
+    // bound, so a stall shows as a timed-out operation.
+    sc.client_timeout_ms = (2 * bound_us).div_ceil(1_000);
+    let topology = Topology::new(sc.topology.clone()).expect("valid topology");
+    let dead_partition = causeway_core::PartitionId(0);
+    let dead = topology.server(causeway_core::DcId(0), dead_partition).expect("DC0 stores partition 0");
+    let w = &mut sc.workload;
+    w.dcs = vec![0];
+    w.clients_per_dc = 12;
+    w.recordcount = 12;
+    w.think_time_us = 200;
+    w.readproportion = 0.25;
+    w.updateproportion = 0.1;
+    w.rotproportion = 0.2;
+    w.rot_size = 2;
+    if P::OPS.contains(&causeway_core::OpKind::Wot) {
+        w.wotproportion = 0.45;
+        w.wot_size = wot_size;
+    } else {
+        w.txnproportion = 0.45;
+        w.txn_reads = 1;
+        w.txn_writes = wot_size;
+    }
+    let keys: Vec<Key> = (0..12).map(|i| Bytes::from(format!("user{i}"))).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1055);
+    for dc in 0..3u16 {
+        let mut ops = Vec::new();
+        for i in 0..600u64 {
+            let a = keys[rng.random_range(0..keys.len())].clone();
+            let op = if rng.random_bool(0.5) {
+                Op::Get { key: a }
+            } else {
+                let mut b = keys[rng.random_range(0..keys.len())].clone();
+                while b == a {
+                    b = keys[rng.random_range(0..keys.len())].clone();
+                }
+                Op::Rot { keys: vec![a, b] }
+            };
+            ops.push(ScriptedOp { at_us: 100_000 + i * 2_000, op });
+        }
+        // After quiescence, every key once (convergence).
+        for (i, k) in keys.iter().enumerate() {
+            ops.push(ScriptedOp { at_us: if i == 0 { QUIET_US } else { 0 }, op: Op::Get { key: k.clone() } });
+        }
+        sc.scripted.push(ScriptedClient { dc, ops });
+    }
+    let lost = |dc: causeway_core::DcId, k: &Key| dc.0 == 0 && topology.partition_of(k) == dead_partition;
+    let names_lost = |r: &causeway_core::OpRecord| r.op.keys().into_iter().any(|k| lost(r.dc, k));
+    let is_txn = |r: &causeway_core::OpRecord| matches!(r.op, Op::Wot { .. } | Op::Txn { .. });
+    // The crash falls where the most transactions of the lost partition
+    // are in flight, between 550 and 650 ms: the run is deterministic, so
+    // a run without the crash shows where (what happens before the crash
+    // is the same in both).
+    let crash_us = {
+        let mut probe = Sim::<P>::new(sc.clone()).expect("valid scenario");
+        probe.run_until(700_000);
+        let mut ops: Vec<causeway_core::OpRecord> = probe.history().map(|h| h.ops.clone()).unwrap_or_default();
+        ops.extend(probe.pending_records());
+        let txns: Vec<(u64, u64)> = ops
+            .iter()
+            .filter(|r| is_txn(r) && names_lost(r))
+            .map(|r| {
+                (
+                    r.invoke_us,
+                    if r.result == OpResult::Failed(causeway_core::OpError::Pending) {
+                        u64::MAX
+                    } else {
+                        r.complete_us
+                    },
+                )
+            })
+            .collect();
+        let in_flight = |t: u64| txns.iter().filter(|&&(a, b)| a < t && t < b).count();
+        txns.iter()
+            .map(|&(a, _)| a + 1)
+            .filter(|t| (550_000..650_000).contains(t))
+            .max_by_key(|&t| (in_flight(t), t))
+            .unwrap_or(600_000)
+    };
+    sc.faults.push(Fault { at_ms: 0, at_us: crash_us, kind: FaultKind::Crash { node: dead.0, for_ms: 0, at: None } });
+    let (h, sim) = run::<P>(sc);
+    let crash_at = crash_us;
+    let mut out = LossReport::default();
+    for r in &h.ops {
+        if names_lost(r) {
+            out.in_flight_at_crash += usize::from(is_txn(r) && r.invoke_us < crash_at && r.complete_us >= crash_at);
+            continue;
+        }
+        out.reads_checked += usize::from(matches!(r.op, Op::Get { .. } | Op::Rot { .. }));
+        let deadline = r.invoke_us.max(crash_at) + bound_us;
+        let unfinished = matches!(&r.result, OpResult::Failed(e) if e.is_unfinished());
+        if unfinished || r.complete_us > deadline {
+            out.late.push(format!(
+                "{:?} in DC{} invoked at {} µs: {:?} after {} µs",
+                r.op.kind(),
+                r.dc.0,
+                r.invoke_us,
+                r.result,
+                r.complete_us - r.invoke_us
+            ));
+        }
+    }
+    let cfg = if P::CAUSAL {
+        CheckConfig::at(Level::CausalPlus).quiescent_after(QUIET_US)
+    } else {
+        // The eventual baseline's transactions are parallel writes, which
+        // the checker's model (a transaction is one event) does not
+        // describe: only thin-air reads are judged (as torture does).
+        CheckConfig::at(Level::Eventual)
+    };
+    let report = check(&h, &cfg);
+    if !report.passed {
+        out.check_failure = Some(report.to_string());
+    }
+    (out, sim)
+}
+
+/// The network [`permanent_loss_during_commit`] runs on, as a liveness
+/// bound sees it ([`base`]'s: 40 ms between DCs, 200 µs one way inside
+/// one, 5 % jitter, no clock skew).
+pub const LOSS_LIVENESS_ENV: causeway_core::LivenessEnv =
+    causeway_core::LivenessEnv { max_rtt_us: 42_000, intra_dc_rtt_us: 420, max_clock_skew_us: 0 };

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use super::txn::{check_batch_shape, check_wot_shape};
+use super::txn_state::{check_batch_shape, check_wot_shape};
 use crate::explicit_deps::replication::{Dep, Stamp};
 use crate::kit::client::{by_server, client_server_for, client_servers_for, fail_unsupported};
 use causeway_core::column::{location_key, row_of};

@@ -25,6 +25,11 @@ pub struct Config {
     /// (a participant lost its sub-request in a crash: client requests are
     /// not re-sent) aborts it.
     pub txn_abort_ms: u64,
+    /// A cohort whose coordinator has not told it the outcome this long
+    /// after it prepared terminates the transaction without it, and a
+    /// coordinator whose only cohort has not acknowledged its commit this
+    /// long after it decided asks the witness instead (deviation 7).
+    pub txn_terminate_ms: u64,
     /// Test only: a write-only transaction's coordinator commits once its
     /// own writes are prepared, without waiting for every YESVOTE.
     pub mutant_commit_without_all_votes: bool,
@@ -64,8 +69,9 @@ impl Default for Config {
             dep_check_retry_ms: 1_000,
             mutant_one_round_rot: false,
             mutant_skip_dep_check: false,
-            txn_retry_ms: 100,
-            txn_abort_ms: 1_000,
+            txn_retry_ms: 50,
+            txn_abort_ms: 200,
+            txn_terminate_ms: 200,
             mutant_commit_without_all_votes: false,
             mutant_cohort_skips_coordinator_dep_check: false,
             families: vec![
@@ -93,6 +99,7 @@ impl Config {
             ("dep_check_retry_ms", 1, self.dep_check_retry_ms),
             ("txn_retry_ms", 1, self.txn_retry_ms),
             ("txn_abort_ms", 1, self.txn_abort_ms),
+            ("txn_terminate_ms", 1, self.txn_terminate_ms),
         ] {
             if got < min {
                 return Err(format!("{field} must be at least {min}, got {got}"));
@@ -150,6 +157,14 @@ impl Config {
 
     pub(super) fn trans_time_us(&self) -> u64 {
         self.trans_time_ms * 1_000
+    }
+
+    pub(super) fn txn_retry_us(&self) -> u64 {
+        self.txn_retry_ms * 1_000
+    }
+
+    pub(super) fn txn_terminate_us(&self) -> u64 {
+        self.txn_terminate_ms * 1_000
     }
 
     /// How long a server keeps an overwritten version: `trans_time` plus

@@ -50,6 +50,10 @@
 //!   whole transaction). A one-key transaction is sent as a put: atomic
 //!   visibility holds for any single write, and a put has no pending
 //!   window in which reads of the key need a second round.
+//! - **The coordinator answers after an ACK** (§5.4.5's 2.5 local round
+//!   trips: sub-request, vote, COMMIT, ACK, answer): its own writes become
+//!   visible and the client is answered once a cohort acknowledged the
+//!   commit (deviation 7 says why it matters here).
 //!
 //! ## Choices and deviations from the paper
 //!
@@ -151,6 +155,41 @@
 //! 6. **A checkpoint keeps no superseded version**: a restarted node has
 //!    no transaction in flight, so its snapshot copies each key from its
 //!    current version, flagged as after collection (`server::snapshot_cut`).
+//! 7. **Servers are lost for good** ([`terminate`] has the argument): Lloyd
+//!    assumes logical servers never fail (§5.4.1, note 3; §6.2 builds them
+//!    from Paxos groups), so a transaction's cohorts wait for its
+//!    coordinator for ever; one lost left their keys pending to every
+//!    second-round read. Here a cohort that has not learned the outcome
+//!    `txn_terminate_ms` after it prepared terminates the transaction with
+//!    the other cohorts and the coordinator, as two-phase commit's
+//!    cooperative termination does (Bernstein et al.,
+//!    *Concurrency Control and Recovery in Database Systems*, §7.4), made
+//!    safe by three changes: the accepting coordinator makes its commit
+//!    visible (its own writes, the client's answer, the remote DCs) only at
+//!    the first cohort's ACK, so a decision nobody knows was never seen and
+//!    the cohorts may abort it; a cohort that answers another's
+//!    termination without knowing the outcome promises to take it from the
+//!    termination only (the coordinator, asked too, answers only an outcome
+//!    it has shown); and a transaction with a single cohort gets a witness,
+//!    the coordinator key's server in the next DC, which records whichever
+//!    of the coordinator's commit and the cohort's abort comes first (so
+//!    that neither party's loss blocks the other). In remote DCs, where a
+//!    transaction cannot abort, the commit time is one more than the
+//!    largest vote instead of a fresh tick, so cohorts that know every
+//!    vote commit without their coordinator at the time it would have
+//!    used; a remote coordinator therefore answers commit checks (and reads
+//!    of its own pending writes) only once the votes it has show the
+//!    answer. A remote coordinator whose accepting DC's coordinator was
+//!    lost before telling it the outcome asks that DC's participants.
+//!    Aborts (`txn_abort_ms`) and terminations (`txn_terminate_ms`) both
+//!    end inside the declared liveness bound ([`Eiger::liveness_bound_us`]).
+//!    What stays blocked is what blocks two-phase commit's termination
+//!    itself: a transaction two of whose participants in one DC are lost
+//!    (or one lost after it may have decided, the coordinator's commit
+//!    unshown), one whose coordinator is lost before a lost sub-request
+//!    could be noticed, a remote DC's transaction whose cohort is lost
+//!    before it votes (its vote bounds what it had shown), and a remote
+//!    DC's held writes whose coordinator there is lost before PREPARE.
 //!
 //! Deliberately broken variants exist for tests: `mutant_one_round_rot` (no
 //! second round), `mutant_skip_dep_check`, `mutant_commit_without_all_votes`
@@ -159,12 +198,17 @@
 //! transaction's write before its coordinator's `dep_check`s).
 
 mod client;
+mod cohort;
 mod config;
+mod coordinator;
 mod msg;
 mod server;
+mod terminate;
 #[cfg(test)]
 mod tests;
-pub mod txn;
+mod txn;
+mod txn_read;
+mod txn_state;
 
 pub use client::*;
 pub use config::*;
@@ -201,15 +245,31 @@ impl Protocol for Eiger {
     type Server = EigerServer;
     type Client = EigerClient;
 
-    /// Two local read rounds; a restart costs a back-off and two more.
-    fn liveness_bound_us(_cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        10_000 + 16 * env.intra_dc_rtt_us
+    /// Two local read rounds and a commit check; a restart costs a back-off
+    /// and two more. A read that meets a pending write-only transaction, and
+    /// the transaction's client, may wait for its slowest ending: an abort
+    /// (`txn_abort_ms`), or a termination without its coordinator
+    /// (`txn_terminate_ms`, then queries inside the DC or, for one cohort,
+    /// the witness in another DC: a round trip between DCs; deviation 7),
+    /// each noticed on a `txn_retry_ms` tick and asked again on the next.
+    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+        let txn_end_us = cfg.txn_abort_ms.max(cfg.txn_terminate_ms) * 1_000 + 2 * cfg.txn_retry_us();
+        10_000 + 16 * env.intra_dc_rtt_us + txn_end_us + env.max_rtt_us
     }
 
     /// Draw short collection windows so that old-version collection and
-    /// read restarts run under the faults.
+    /// read restarts run under the faults, and short transaction timers so
+    /// that aborts and terminations without a (paused, crashed or slow)
+    /// coordinator run too.
     fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
-        vec![("trans_time_ms", draw(50, 400)), ("gc_interval_ms", draw(10, 50)), ("clock_margin_ms", 10)]
+        vec![
+            ("trans_time_ms", draw(50, 400)),
+            ("gc_interval_ms", draw(10, 50)),
+            ("clock_margin_ms", 10),
+            ("txn_retry_ms", draw(10, 100)),
+            ("txn_abort_ms", draw(50, 300)),
+            ("txn_terminate_ms", draw(50, 300)),
+        ]
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {

@@ -119,7 +119,21 @@ pub enum Phase {
     /// Pending (Lloyd §5.4): the participant voted YES when its logical
     /// clock read `vote`; the commit time will be later. Readers of the
     /// location are answered LVT-only and indirect to the coordinator.
-    Prepared { vote: u64 },
+    /// `promised` (a cohort in the accepting DC, deviation 7): it answered
+    /// a termination without knowing the outcome, and from then on takes
+    /// the outcome from the termination only, never from the coordinator's
+    /// COMMIT (which it leaves unacknowledged), so that a coordinator that
+    /// was only slow cannot make visible a commit the termination aborts.
+    Prepared {
+        vote: u64,
+        #[serde(default)]
+        promised: bool,
+    },
+    /// The accepting coordinator's own write: the transaction committed at
+    /// `at`, which no cohort has acknowledged yet (deviation 7). Still
+    /// pending for readers, and the client is not answered, until one has:
+    /// the decision is then known to a node that outlives this one.
+    Committing { at: u64 },
     /// A remote DC's copy whose commit time `at` is decided, about to be
     /// committed through the replication path.
     Decided { at: u64 },
@@ -137,9 +151,15 @@ pub struct TxnPart {
     /// write only, where the remote coordinator checks them (§5.4: cohorts
     /// send no `dep_check`s).
     pub deps: Vec<Dep>,
-    /// Remote coordinator only: the accepting DC committed the transaction,
-    /// which has this arbitration stamp (see [`Version::arb`]).
+    /// Remote DC: the accepting DC committed the transaction, which has
+    /// this arbitration stamp (see [`Version::arb`]); the coordinator's
+    /// from `TxnCommitted`, a cohort's from PREPARE.
     pub origin_arb: Option<Stamp>,
+    /// Remote cohort: the coordinator's vote, from PREPARE. The commit time
+    /// in a remote DC is one more than the largest vote (deviation 7), so
+    /// cohorts that know every vote know it without their coordinator.
+    #[serde(default)]
+    pub coord_vote: Option<u64>,
 }
 
 /// Kept on the coordinator key's committed version by the coordinator: the
@@ -304,9 +324,11 @@ pub enum Msg {
     },
     /// Coordinator → cohorts: discard the transaction's writes (deviation:
     /// a coordinator aborts a transaction whose votes never all came,
-    /// because a participant lost its sub-request in a crash).
+    /// because a participant lost its sub-request in a crash); or a cohort
+    /// that terminated the transaction → the other participants.
     Abort {
         id: TxnId,
+        coord_key: Key,
     },
     /// The answer to `TxnCommitted`.
     RemoteAck {
@@ -325,9 +347,13 @@ pub enum Msg {
         coord_key: Key,
     },
     /// Remote coordinator → cohorts, once every cohort notified and the
-    /// dependencies were checked: prepare and vote.
+    /// dependencies were checked: prepare and vote. Carries the
+    /// coordinator's own vote and the accepting DC's arbitration stamp, so
+    /// that cohorts can commit without it (deviation 7).
     Prepare {
         id: TxnId,
+        vote: u64,
+        arb: Stamp,
     },
     /// Coordinator → cohorts: apply at logical time `at`.
     Commit {
@@ -353,6 +379,41 @@ pub enum Msg {
         id: TxnId,
         at: u64,
         outcome: Outcome,
+    },
+    /// A cohort whose coordinator has not answered for `txn_terminate_ms`
+    /// → the transaction's other participants in its DC (deviation 7): what
+    /// do you know of it?
+    TermQuery {
+        id: TxnId,
+        coord_key: Key,
+    },
+    /// The answer to a [`Msg::TermQuery`].
+    TermReply {
+        id: TxnId,
+        state: TermState,
+    },
+    /// To the witness of a transaction with one cohort (the coordinator
+    /// key's server in the next DC, deviation 7): record `proposal` —
+    /// committed with this arbitration stamp (from the coordinator, whose
+    /// cohort does not acknowledge), or aborted (`None`, from the cohort,
+    /// whose coordinator does not answer) — unless an outcome is recorded
+    /// already. Answered by [`Msg::Witnessed`] with the recorded one.
+    Witness {
+        id: TxnId,
+        coord_key: Key,
+        proposal: Option<Stamp>,
+    },
+    /// The outcome the witness holds for the transaction.
+    Witnessed {
+        id: TxnId,
+        coord_key: Key,
+        outcome: Outcome,
+    },
+    /// To the witness: the participant that could still ask knows the
+    /// outcome; the record may go.
+    Release {
+        id: TxnId,
+        coord_key: Key,
     },
     /// The write shipped to an equivalent node.
     Replicate(Box<Replica>),
@@ -395,7 +456,7 @@ crate::impl_message! {
         client: Read, ReadAt, ReadsAt, SliceRead, SliceReadAt, ReadReply, ReadsReply, Refused, PutReply, BatchReply, WotReply;
         writes: PutReq, BatchReq, WotReq, AddReq;
         peer: Replicate, ReplicateRow, ReplicateAdd, ReplicateTxn, ReplicateTxnRow, TxnCommitted, TxnAborted, Abort, RemoteAck, YesVote, Notify, Prepare, Commit, Ack,
-            CommitCheck, CheckReply;
+            CommitCheck, CheckReply, TermQuery, TermReply, Witness, Witnessed, Release;
         nested: Path;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
@@ -467,15 +528,20 @@ impl Msg {
             Msg::ReplicateTxnRow { info, .. } => Some(info.id),
             Msg::TxnCommitted { id, .. }
             | Msg::TxnAborted { id, .. }
-            | Msg::Abort { id }
+            | Msg::Abort { id, .. }
             | Msg::RemoteAck { id, .. }
             | Msg::YesVote { id, .. }
             | Msg::Notify { id, .. }
-            | Msg::Prepare { id }
+            | Msg::Prepare { id, .. }
             | Msg::Commit { id, .. }
             | Msg::Ack { id, .. }
             | Msg::CommitCheck { id, .. }
-            | Msg::CheckReply { id, .. } => Some(*id),
+            | Msg::CheckReply { id, .. }
+            | Msg::TermQuery { id, .. }
+            | Msg::TermReply { id, .. }
+            | Msg::Witness { id, .. }
+            | Msg::Witnessed { id, .. }
+            | Msg::Release { id, .. } => Some(*id),
             // Every other kind listed, so that a new transaction message
             // cannot be left out by a catch-all (advance_txns would then
             // see it only on the retry timer).
@@ -544,6 +610,27 @@ pub enum State {
     /// transaction. `remote`: a remote DC's copy, still to go through the
     /// replication path (as a write nobody can depend on).
     Aborted { id: TxnId, remote: bool },
+    /// On a coordinator key at the witness of a one-cohort transaction
+    /// accepted in another DC (deviation 7): the outcome it recorded
+    /// (committed or aborted, never open), kept until `released`. Never
+    /// visible.
+    Witness { id: TxnId, outcome: Outcome, released: bool },
+}
+
+/// What a participant answers a termination (deviation 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TermState {
+    /// The outcome, applied here (committed: at this time, with this
+    /// arbitration stamp).
+    Known(Outcome),
+    /// Accepting DC: prepared, outcome unknown; promised to take it from
+    /// the termination only (see [`Phase::Prepared`]).
+    Promised,
+    /// Remote DC: prepared, with this vote.
+    Voted(u64),
+    /// No record of the transaction here: not prepared (yet), or finished
+    /// and forgotten. Never taken as a refusal.
+    Unknown,
 }
 
 /// What a coordinator knows of a transaction's outcome.
@@ -598,9 +685,9 @@ impl Version {
             State::Committed { evt, .. } => Some(*evt),
             State::Txn(p) => match p.phase {
                 Phase::Decided { at } => Some(at),
-                Phase::Held | Phase::Prepared { .. } => None,
+                Phase::Held | Phase::Prepared { .. } | Phase::Committing { .. } => None,
             },
-            State::Pending { .. } | State::Aborted { .. } => None,
+            State::Pending { .. } | State::Aborted { .. } | State::Witness { .. } => None,
         }
     }
 
@@ -634,7 +721,7 @@ impl DepVersion for Version {
             State::Pending { deps } => Some(deps),
             State::Txn(p) if p.remote => Some(&p.deps),
             State::Aborted { remote: true, .. } => Some(&[]),
-            State::Committed { .. } | State::Txn(_) | State::Aborted { .. } => None,
+            State::Committed { .. } | State::Txn(_) | State::Aborted { .. } | State::Witness { .. } => None,
         }
     }
     fn committed(&self) -> bool {
@@ -652,7 +739,7 @@ impl DepVersion for Version {
     /// (one EVT for the whole transaction in this DC, §5.4).
     fn commit_at(self, now_us: u64, lamport: u64) -> Self {
         let evt = match &self.state {
-            State::Committed { .. } | State::Aborted { .. } => return self,
+            State::Committed { .. } | State::Aborted { .. } | State::Witness { .. } => return self,
             State::Txn(p) => match p.phase {
                 Phase::Decided { at } => at,
                 _ => lamport,

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use super::txn::{Coord, Deferred, Part, Target};
+use super::txn_state::{Coord, Deferred, Part, Target, check_batch_shape};
 use crate::explicit_deps::replication::{Dep, DepNode, DepVersion, PathConfig, Settle, Stamp};
 use crate::kit::msg::Thin;
 use bytes::Bytes;
@@ -42,6 +42,10 @@ pub struct EigerServer {
     /// Look at every transaction, not only the dirty ones (after a restart,
     /// and on the retry timer as a safety net).
     pub(super) scan_all_txns: bool,
+    /// Outcomes of transactions this node applied as a cohort lately, for
+    /// a termination that asks (deviation 7), with when each may go.
+    pub(super) recent: BTreeMap<TxnId, Outcome>,
+    pub(super) recent_until: VecDeque<(u64, TxnId)>,
 }
 
 impl EigerServer {
@@ -63,6 +67,8 @@ impl EigerServer {
             held_txn: BTreeMap::new(),
             dirty_txns: BTreeSet::new(),
             scan_all_txns: false,
+            recent: BTreeMap::new(),
+            recent_until: VecDeque::new(),
         }
     }
 
@@ -127,7 +133,11 @@ impl Server for EigerServer {
                 if let Some(evt) = v.evt() {
                     self.node.witness(evt);
                 }
-                if let Some(TxnPart { phase: Phase::Prepared { vote: t } | Phase::Decided { at: t }, .. }) = v.part() {
+                if let Some(TxnPart {
+                    phase: Phase::Prepared { vote: t, .. } | Phase::Decided { at: t } | Phase::Committing { at: t },
+                    ..
+                }) = v.part()
+                {
                     self.node.witness(*t);
                 }
             }
@@ -433,10 +443,20 @@ fn forget_settled(read: &mut Read, settle: &crate::explicit_deps::replication::S
 /// The current version of a location (first round, §5.3) at logical time
 /// `lvt`, or an LVT-only answer if a prepared transaction's write is
 /// there (§5.4.4; its place in last-writer-wins order is its commit time,
-/// not known yet, so it is never skipped).
+/// not known yet, so it is never skipped), or a decided one not yet
+/// visible (deviation 7).
 pub(super) fn current_read(versions: &[Version], lvt: u64) -> Read {
-    if versions.iter().any(|v| matches!(v.part(), Some(p) if matches!(p.phase, Phase::Prepared { .. }))) {
-        return empty_read(lvt, true);
+    let pending = |p: &TxnPart| matches!(p.phase, Phase::Prepared { .. } | Phase::Committing { .. });
+    if versions.iter().any(|v| v.part().is_some_and(pending)) {
+        // Deviation 5 (collection at once of what an unread key's overwrite
+        // superseded): the answer still bounds EffT from below by the
+        // oldest time this server can answer for, the EVT of the version
+        // collection kept, flagged. Else a key overwritten (and collected)
+        // just before a transaction's first round, with a transaction's
+        // write pending there, was asked in round two for a time before
+        // that version, and the read-only transaction restarted.
+        let kept_from = versions.iter().filter(|v| v.collected_below).filter_map(Version::evt).max();
+        return Read { evt: kept_from.unwrap_or(0), ..empty_read(lvt, true) };
     }
     match versions.iter().filter(|v| v.readable()).max_by_key(|v| v.arb()) {
         Some(v) => read_of(v, lvt),
@@ -536,8 +556,8 @@ impl EigerServer {
     ) {
         // The client library checks the shape too; a peer that skips it
         // (a key twice, too many keys) is refused here all the same.
-        let checked = super::txn::check_batch_shape(&writes)
-            .and_then(|()| writes.iter().try_for_each(|(key, _)| self.check_put(key, &deps)));
+        let checked =
+            check_batch_shape(&writes).and_then(|()| writes.iter().try_for_each(|(key, _)| self.check_put(key, &deps)));
         if let Err(why) = checked {
             return env.reply(from, Msg::BatchReply { result: Err(why) });
         }
@@ -726,13 +746,19 @@ fn keep_past_floor(v: &Version, floor: &Version) -> bool {
 }
 
 /// Whether a version must outlive the versions newer than it: a pending
-/// one until it commits (recovery needs it), and a coordinator's record of
-/// a transaction until every participant acknowledged its commit.
+/// one until it commits (recovery needs it), a coordinator's record of a
+/// transaction until every participant acknowledged its commit, and a
+/// witness's record until released (deviation 7).
 /// So is a counter's add not yet folded into the running total (between
 /// its commit and [`EigerServer::apply_add`], in one turn).
 fn still_needed(v: &Version) -> bool {
-    matches!(v.state, State::Pending { .. } | State::Txn(_) | State::Aborted { remote: true, .. })
-        || v.coord.as_ref().is_some_and(|t| !t.acked)
+    matches!(
+        v.state,
+        State::Pending { .. }
+            | State::Txn(_)
+            | State::Aborted { remote: true, .. }
+            | State::Witness { released: false, .. }
+    ) || v.coord.as_ref().is_some_and(|t| !t.acked)
         || v.counter.as_ref().is_some_and(|c| !c.applied)
 }
 

@@ -5,7 +5,7 @@ use crate::explicit_deps::cops::tests::{
 use crate::explicit_deps::replication::DepVersion;
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, client_traffic, get, put, rot, run, text};
 use causeway_core::DcId;
-use causeway_core::{ClientId, Key, Op, OpResult};
+use causeway_core::{ClientId, Key, NodeId, Op, OpResult};
 
 const ALICE: ClientId = ClientId(0);
 const READER: ClientId = ClientId(1);
@@ -231,9 +231,11 @@ fn the_shared_replication_scenarios_hold_for_eiger() {
 
 // ------------------------------------------------- write-only transactions
 
-/// Commit checks and second-round reads are part of a read's own traffic.
+/// Commit checks and second-round reads are part of a read's own traffic,
+/// and so are the ACKs a coordinator waits for before its decided writes
+/// are visible (a read of one waits for them).
 fn read_traffic(m: &Msg) -> bool {
-    matches!(m, Msg::CommitCheck { .. } | Msg::CheckReply { .. })
+    matches!(m, Msg::CommitCheck { .. } | Msg::CheckReply { .. } | Msg::Ack { .. })
 }
 
 fn wot(writes: &[(&Key, &str)]) -> Op {
@@ -268,13 +270,30 @@ fn wot_in_dc0(net: &mut TestNet<Eiger>, c: ClientId, op: Op, held: impl Fn(&InFl
     assert_eq!(net.take_result(c), Some(OpResult::Wot));
 }
 
-/// Run every timer and message until nothing moves (retries included).
+/// Run every timer and message until nothing moves (retries included),
+/// a retry period at a time: a second of every node's clock.
 fn settle_all(net: &mut TestNet<Eiger>) {
-    for _ in 0..5 {
-        net.advance_clocks(200_000);
+    for _ in 0..20 {
+        net.advance_clocks(50_000);
         net.fire_all_timers();
         net.deliver_all();
     }
+}
+
+/// Run a transaction over three keys on three partitions until its
+/// coordinator's commit is visible (one cohort acknowledged), holding the
+/// COMMIT to the other cohort. Returns the coordinator key and the held
+/// cohort's key, still pending there.
+fn commit_holding_one_cohort(net: &mut TestNet<Eiger>, c: ClientId, ks: &[Key]) -> (Key, Key) {
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(c, wot(&writes));
+    let coord_key = queued_coord_key(net);
+    let held_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key").clone();
+    let held = net.server_for(DcId(0), &held_key);
+    net.deliver_while(|m| !(matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(held)));
+    assert_eq!(net.take_result(c), Some(OpResult::Wot), "answered at the other cohort's ACK");
+    assert!(net.latest(held, &held_key).part().is_some(), "still pending at the held cohort");
+    (coord_key, held_key)
 }
 
 /// A transaction's writes in the accepting DC: a read transaction over
@@ -301,40 +320,37 @@ fn a_wot_is_atomic_under_a_concurrent_rot_in_the_accepting_dc() {
     }
     // Votes, commits, acks; a ROT's commit check answered by the
     // coordinator brings the COMMIT sent before it on that channel (FIFO
-    // links), so two of them may arrive within a ROT rather than as steps.
-    assert!(steps >= 4, "votes, commits, acks: {steps} steps");
+    // links), and the ACKs go with the reads whose reads of the coordinator
+    // key wait for the first, so most arrive within a ROT, not as steps.
+    assert!(steps >= 3, "votes, commits, acks: {steps} steps");
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     assert_eq!(rot_text(&mut net, READER, &[x, y, z]), vec![Some("new".into()); 3]);
     assert_eq!(get(&mut net, ALICE, y), Some("new".into()), "the writer reads its own transaction");
 }
 
-/// §5.4.4 indirection: the coordinator committed and answered the client;
-/// the cohort's COMMIT is held. A read transaction finds the cohort's key
-/// pending (LVT only), reads it again at EffT, and the cohort asks the
-/// coordinator (`commit_check`), learns the commit time and returns the
-/// new value: three rounds in all, one of them a commit check.
+/// §5.4.4 indirection: the coordinator committed and answered the client
+/// (one cohort acknowledged); the other cohort's COMMIT is held. A read
+/// transaction finds that cohort's key pending (LVT only), reads it again
+/// at EffT, and the cohort asks the coordinator (`commit_check`), learns
+/// the commit time and returns the new value: three rounds in all, one of
+/// them a commit check.
 #[test]
 fn a_second_round_read_of_a_pending_write_checks_with_the_coordinator() {
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
-    let (x, y) = acl_and_album(&net);
-    put(&mut net, ALICE, &x, "x0");
-    put(&mut net, ALICE, &y, "y0");
-    net.invoke(ALICE, wot(&[(&x, "x1"), (&y, "y1")]));
-    let coord_key = queued_coord_key(&net);
-    let cohort_key = if coord_key == x { y.clone() } else { x.clone() };
-    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
-    net.deliver_while(|m| !is_commit(m));
-    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot), "the coordinator answered once committed");
-    assert_eq!(count(&net, |m| matches!(m, Msg::Commit { .. })), 1);
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    let ks = net.keys_on_distinct_partitions(3);
+    for k in &ks {
+        put(&mut net, ALICE, k, "old");
+    }
+    let (coord_key, cohort_key) = commit_holding_one_cohort(&mut net, ALICE, &ks);
     let cohort = net.server_for(DcId(0), &cohort_key);
-    assert!(net.latest(cohort, &cohort_key).part().is_some(), "still pending at the cohort");
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
 
-    net.invoke(READER, Op::Rot { keys: vec![x.clone(), y.clone()] });
+    net.invoke(READER, Op::Rot { keys: vec![coord_key.clone(), cohort_key.clone()] });
     let (mut first, mut second, mut checks) = (0, 0, 0);
     loop {
         if let Some(r) = net.take_result(READER) {
             let OpResult::Rot(vs) = r else { panic!("{r:?}") };
-            assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("x1".into()), Some("y1".into())]);
+            assert_eq!(vs.into_iter().map(text).collect::<Vec<_>>(), vec![Some("new".into()); 2]);
             break;
         }
         let i = net.queue.iter().position(|m| !is_commit(m)).expect("the read transaction completes");
@@ -355,7 +371,7 @@ fn a_second_round_read_of_a_pending_write_checks_with_the_coordinator() {
     // harmless.
     assert!(net.latest(cohort, &cohort_key).committed());
     net.deliver_all();
-    assert_eq!(rot_text(&mut net, READER, &[&x, &y]), vec![Some("x1".into()), Some("y1".into())]);
+    assert_eq!(rot_text(&mut net, READER, &[&coord_key, &cohort_key]), vec![Some("new".into()); 2]);
 }
 
 /// Run a get delivering only its own traffic (commit checks included),
@@ -385,29 +401,32 @@ fn traced_get(net: &mut TestNet<Eiger>, c: ClientId, key: &Key) -> (Option<Strin
 /// whether they took one round or two.
 #[test]
 fn only_a_read_that_asked_the_coordinator_is_noted_indirected() {
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
-    let (x, y) = acl_and_album(&net);
-    put(&mut net, ALICE, &x, "old");
-    put(&mut net, ALICE, &y, "old");
-    net.invoke(ALICE, wot(&[(&x, "new"), (&y, "new")]));
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    let ks = net.keys_on_distinct_partitions(3);
+    for k in &ks {
+        put(&mut net, ALICE, k, "old");
+    }
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(ALICE, wot(&writes));
     let coord_key = queued_coord_key(&net);
-    let cohort_key = if coord_key == x { y.clone() } else { x.clone() };
     let noted = |net: &TestNet<Eiger>| net.notes[READER.idx()].clone();
 
-    // Both writes prepared, the cohort's YESVOTE held: the coordinator key
-    // is pending at its own coordinator, which reads it again at EffT
+    // Every write prepared, the cohorts' YESVOTEs held: the coordinator
+    // key is pending at its own coordinator, which reads it again at EffT
     // without asking anyone (two rounds, not indirected).
     let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
     net.deliver_while(|m| !is_vote(m));
     assert_eq!(traced_get(&mut net, READER, &coord_key), (Some("old".into()), 1, 0));
     assert_eq!(noted(&net), Vec::<&str>::new());
 
-    // Committed at the coordinator, the cohort's COMMIT held. The
-    // coordinator key: one round. The cohort key: pending (LVT only), read
-    // again at EffT (above the cohort's vote: the session's time is past
-    // the commit), and the cohort asks the coordinator: indirected.
-    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
-    net.deliver_while(|m| !is_commit(m));
+    // Committed at the coordinator and visible there (one cohort
+    // acknowledged), the other cohort's COMMIT held. The coordinator key:
+    // one round. The cohort key: pending (LVT only), read again at EffT
+    // (above the cohort's vote: the session's time is past the commit),
+    // and the cohort asks the coordinator: indirected.
+    let cohort_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key").clone();
+    let held = net.server_for(DcId(0), &cohort_key);
+    net.deliver_while(|m| !(matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(held)));
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
     assert_eq!(traced_get(&mut net, READER, &coord_key), (Some("new".into()), 0, 0));
     assert_eq!(noted(&net), Vec::<&str>::new());
@@ -564,10 +583,12 @@ fn restarts_of_coordinator_and_cohort_mid_transaction_lose_nothing() {
                 net.restart(coord, &cfg);
             }
             1 => {
-                // Committed; the COMMITs are dropped (lost with the
-                // coordinator's sends), and it restarts.
+                // Decided; the COMMITs are dropped (lost with the
+                // coordinator's sends), and it restarts. Nobody was told,
+                // so the client is not answered yet (nor after the
+                // restart: a restarted node forgets its clients).
                 net.deliver_while(|m| !matches!(m.msg, Msg::Commit { .. }));
-                assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+                assert_eq!(net.take_result(ALICE), None);
                 net.queue.retain(|m| !matches!(m.msg, Msg::Commit { .. }));
                 net.restart(coord, &cfg);
             }
@@ -702,6 +723,412 @@ fn a_transaction_missing_a_sub_request_aborts_everywhere() {
     }
     settle_all(&mut net);
     assert_eq!(rot_text(&mut net, r1, &[x, y, z]), vec![Some("2".into()); 3], "later writes replicate");
+}
+
+// ------------------------------- a participant lost for good (deviation 7)
+
+/// Whether a message goes to or comes from one of `lost`.
+fn touches(m: &InFlight<Msg>, lost: &[NodeId]) -> bool {
+    lost.iter().any(|&n| m.to == Dest::Node(n) || m.from == Dest::Node(n))
+}
+
+/// Move every clock 10 ms at a time, firing the timers of every node but
+/// `lost` and delivering every message between the others (those to or
+/// from `lost` are dropped: the nodes are gone for good), until `done`
+/// holds or `ms` have passed. Returns the milliseconds that passed.
+fn run_without(net: &mut TestNet<Eiger>, lost: &[NodeId], ms: u64, done: impl Fn(&mut TestNet<Eiger>) -> bool) -> u64 {
+    let mut elapsed = 0;
+    net.queue.retain(|m| !touches(m, lost));
+    net.deliver_while(|m| !touches(m, lost));
+    while elapsed < ms && !done(net) {
+        net.advance_clocks(10_000);
+        elapsed += 10;
+        for i in 0..net.nodes.len() {
+            let n = NodeId(i as u32);
+            if !lost.contains(&n) {
+                net.fire_timers(n);
+            }
+        }
+        net.queue.retain(|m| !touches(m, lost));
+        net.deliver_while(|m| !touches(m, lost));
+        net.queue.retain(|m| !touches(m, lost));
+    }
+    elapsed
+}
+
+/// Move every clock 10 ms at a time for `ms`, firing the timers of every
+/// node but `paused` and delivering every message between the others;
+/// those to or from `paused` stay queued (a paused node's links hold them).
+fn run_paused(net: &mut TestNet<Eiger>, paused: &[NodeId], ms: u64) {
+    let mut elapsed = 0;
+    while elapsed < ms {
+        net.advance_clocks(10_000);
+        elapsed += 10;
+        for i in 0..net.nodes.len() {
+            let n = NodeId(i as u32);
+            if !paused.contains(&n) {
+                net.fire_timers(n);
+            }
+        }
+        net.deliver_while(|m| !touches(m, paused));
+    }
+}
+
+/// The liveness bound Eiger declares with `cfg` on the testkit's network
+/// (no latency): what a read waiting on a lost participant may take.
+fn bound_ms(cfg: &Config) -> u64 {
+    let env = causeway_core::LivenessEnv { max_rtt_us: 0, intra_dc_rtt_us: 0, max_clock_skew_us: 0 };
+    <Eiger as causeway_core::Protocol>::liveness_bound_us(cfg, &env) / 1_000
+}
+
+/// Start a read-only transaction on `c` and run without `lost` until it
+/// completes: its values, and how long it took (ms).
+fn rot_without(net: &mut TestNet<Eiger>, lost: &[NodeId], c: ClientId, keys: &[&Key]) -> (Vec<Option<String>>, u64) {
+    net.invoke(c, Op::Rot { keys: keys.iter().map(|&k| k.clone()).collect() });
+    let took = run_without(net, lost, 5_000, |net| net.results[c.idx()].is_some());
+    match net.take_result(c) {
+        Some(OpResult::Rot(vs)) => (vs.into_iter().map(text).collect(), took),
+        other => panic!("the read transaction ended with {other:?} after {took} ms"),
+    }
+}
+
+/// Every version of `keys` at their servers in `dc` is settled: committed
+/// or discarded, none pending or held.
+fn nothing_pending(net: &TestNet<Eiger>, dc: u16, keys: &[&Key]) -> bool {
+    keys.iter().all(|k| {
+        let n = net.server_for(DcId(dc), k);
+        net.nodes[n.idx()].store().versions(k).iter().all(|v| v.part().is_none())
+    })
+}
+
+/// Old values everywhere, then a transaction over `ks` (each on its own
+/// partition) whose sub-requests are all delivered, with the messages `held`
+/// names kept back. Returns the coordinator key and its server in DC0.
+fn wot_started(net: &mut TestNet<Eiger>, ks: &[Key], held: impl Fn(&InFlight<Msg>) -> bool) -> (Key, NodeId) {
+    for k in ks {
+        put(net, ALICE, k, "old");
+    }
+    settle_all(net);
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(ALICE, wot(&writes));
+    let coord_key = queued_coord_key(net);
+    let coord = net.server_for(DcId(0), &coord_key);
+    net.deliver_while(|m| !held(m));
+    (coord_key, coord)
+}
+
+/// The coordinator is lost after every participant prepared, before it
+/// heard the votes (so before it decided): the cohorts, whose keys a read
+/// transaction finds pending, terminate the transaction without it — each
+/// promises, none knows a commit, so it aborts — and the read completes
+/// within the declared bound, with the old values; the remote DC discards
+/// its copies, and later writes of the keys replicate as usual.
+#[test]
+fn cohorts_abort_a_transaction_whose_coordinator_is_lost_before_deciding() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (coord_key, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::YesVote { .. }));
+    let lost = [coord];
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    // The reader's time passes the cohorts' votes: a write after them.
+    put(&mut net, READER, cohort_keys[0], "later");
+    let (got, took) = rot_without(&mut net, &lost, READER, &cohort_keys[1..]);
+    assert_eq!(got, vec![Some("old".into())], "the transaction aborted");
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    assert!(nothing_pending(&net, 0, &cohort_keys), "left pending in DC0");
+    // The remote DC is told by the cohorts, and discards.
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let r1 = net.client(1, 0);
+    let all: Vec<&Key> = ks.iter().collect();
+    assert_eq!(rot_without(&mut net, &lost, r1, &[&coord_key, cohort_keys[1]]).0, vec![Some("old".into()); 2]);
+    assert!(nothing_pending(&net, 1, &all), "left pending in DC1");
+    put(&mut net, READER, cohort_keys[1], "after");
+    run_without(&mut net, &lost, 1_000, |_| false);
+    assert_eq!(rot_without(&mut net, &lost, r1, &cohort_keys[1..]).0, vec![Some("after".into())]);
+}
+
+/// The coordinator decided and one cohort applied its COMMIT (its ACK and
+/// the other COMMIT are lost with the coordinator): nothing outside the
+/// cohorts has seen the commit (the client is not answered), and the other
+/// cohort's termination learns it from the first and commits. Reads in
+/// both DCs see the whole transaction, the remote DC told by the cohort.
+#[test]
+fn cohorts_finish_a_commit_their_lost_coordinator_left_half_delivered() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (coord_key, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::Commit { .. }));
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    let first = net.server_for(DcId(0), cohort_keys[0]);
+    assert!(net.deliver_first(|m| matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(first)));
+    assert_eq!(net.take_result(ALICE), None, "no cohort's ACK reached the coordinator");
+    let lost = [coord];
+    let (got, took) = rot_without(&mut net, &lost, READER, &cohort_keys);
+    assert_eq!(got, vec![Some("new".into()); 2], "the commit one cohort knew is kept");
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    assert!(nothing_pending(&net, 0, &cohort_keys));
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let all: Vec<&Key> = ks.iter().collect();
+    let r1 = net.client(1, 0);
+    assert_eq!(rot_without(&mut net, &lost, r1, &all).0, vec![Some("new".into()); 3]);
+    assert!(nothing_pending(&net, 1, &all), "left pending in DC1");
+}
+
+/// The outcome a one-cohort transaction's witness recorded, if any.
+fn witness_record(net: &TestNet<Eiger>, coord_key: &Key) -> Option<(Outcome, bool)> {
+    let w = net.server_for(DcId(1), coord_key);
+    net.nodes[w.idx()].store().versions(coord_key).iter().find_map(|v| match v.state {
+        State::Witness { outcome, released, .. } => Some((outcome, released)),
+        _ => None,
+    })
+}
+
+/// One cohort, its coordinator lost before deciding: the cohort cannot
+/// tell a lost coordinator from a slow one, so it asks the witness (the
+/// coordinator key's server in the next DC) to record an abort, and
+/// aborts; the read completes within the bound.
+#[test]
+fn a_lone_cohort_aborts_through_the_witness_when_its_coordinator_is_lost() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(2);
+    let (coord_key, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::YesVote { .. }));
+    let cohort_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key");
+    put(&mut net, READER, cohort_key, "later");
+    net.invoke(READER, Op::Rot { keys: vec![cohort_key.clone()] });
+    let lost = [coord];
+    let took = run_without(&mut net, &lost, 5_000, |net| net.results[READER.idx()].is_some());
+    assert_eq!(net.take_result(READER), Some(OpResult::Rot(vec![Some(bytes("later"))])));
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, false)), "kept for the coordinator");
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let all: Vec<&Key> = ks.iter().collect();
+    assert!(nothing_pending(&net, 0, &[cohort_key]) && nothing_pending(&net, 1, &all));
+}
+
+/// One cohort, lost after its vote: the coordinator decided, and no ACK
+/// comes. After `txn_terminate_ms` it has the witness record its commit,
+/// then shows it (answers the client, its own write becomes readable, the
+/// remote DC commits) — within the bound.
+#[test]
+fn a_coordinator_whose_lone_cohort_is_lost_commits_through_the_witness() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(2);
+    let (coord_key, _) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::Commit { .. }));
+    let cohort_key = ks.iter().find(|k| **k != coord_key).expect("a cohort key");
+    let lost = [net.server_for(DcId(0), cohort_key)];
+    let took = run_without(&mut net, &lost, 5_000, |net| net.results[ALICE.idx()].is_some());
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot), "the client is answered");
+    assert!(took <= bound_ms(&cfg), "the commit took {took} ms to show, beyond the bound {} ms", bound_ms(&cfg));
+    assert_eq!(rot_without(&mut net, &lost, READER, &[&coord_key]).0, vec![Some("new".into())]);
+    assert!(matches!(witness_record(&net, &coord_key), Some((Outcome::Committed(..), false))));
+    run_without(&mut net, &lost, 1_000, |_| false);
+    let all: Vec<&Key> = ks.iter().collect();
+    let r1 = net.client(1, 0);
+    assert_eq!(rot_without(&mut net, &lost, r1, &all).0, vec![Some("new".into()); 2]);
+}
+
+/// A coordinator that was only slow: its lone cohort's termination had the
+/// witness record an abort; when the coordinator then decides to commit,
+/// the cohort leaves its COMMIT unacknowledged and the witness answers
+/// its request with the abort. It aborts: the client is told, nothing of
+/// the transaction is ever visible, and the witness's record is released.
+#[test]
+fn a_slow_coordinator_yields_to_the_termination_its_witness_recorded() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 2, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(2);
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    let (coord_key, coord) = wot_started(&mut net, &ks, is_vote);
+    let vote = net.queue.remove(net.queue.iter().position(is_vote).expect("the vote"));
+    // The coordinator is paused: nothing reaches it, it sends nothing (what
+    // is sent to it waits on its links).
+    run_paused(&mut net, &[coord], 400);
+    assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, false)));
+    net.queue.push(vote);
+    for _ in 0..10 {
+        settle_all(&mut net);
+    }
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    let all: Vec<&Key> = ks.iter().collect();
+    for (c, dc) in [(READER, 0), (net.client(1, 0), 1)] {
+        assert_eq!(rot_text(&mut net, c, &all), vec![Some("old".into()); 2], "DC{dc}");
+        assert!(nothing_pending(&net, dc, &all), "left pending in DC{dc}");
+    }
+    assert_eq!(witness_record(&net, &coord_key), Some((Outcome::Aborted, true)), "released by the coordinator");
+}
+
+/// Two cohorts, a coordinator that was only slow (its votes late): the
+/// cohorts terminate — each promised, so it aborts — and a cohort that
+/// promised keeps its promise across a restart. The coordinator's late
+/// commit is acknowledged by nobody, it learns the abort, and tells the
+/// client; nothing is visible, in either DC.
+#[test]
+fn a_slow_coordinators_commit_is_never_shown_once_its_cohorts_aborted() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    let (coord_key, coord) = wot_started(&mut net, &ks, is_vote);
+    let votes: Vec<InFlight<Msg>> = net.queue.iter().filter(|m| is_vote(m)).cloned().collect();
+    net.queue.retain(|m| !is_vote(m));
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    let cohorts: Vec<NodeId> = cohort_keys.iter().map(|k| net.server_for(DcId(0), k)).collect();
+    // Past the termination time, both cohorts terminate: each asks the
+    // other (and the coordinator, which knows nothing yet), which promises.
+    net.advance_clocks(cfg.txn_terminate_ms * 1_000);
+    net.fire_timers(cohorts[0]);
+    net.fire_timers(cohorts[1]);
+    net.deliver_while(|m| matches!(m.msg, Msg::TermQuery { .. }) && m.to != Dest::Node(coord));
+    for n in &cohorts {
+        assert!(net.nodes[n.idx()].server().parts.values().all(|p| p.promised), "promised");
+    }
+    net.restart(cohorts[1], &cfg);
+    assert!(net.nodes[cohorts[1].idx()].server().parts.values().all(|p| p.promised), "promised across the restart");
+    // The coordinator hears the votes now, decides, and sends COMMIT.
+    net.queue.extend(votes);
+    net.deliver_while(|m| is_vote(m) && m.to == Dest::Node(coord));
+    let commits = net.deliver_while(|m| matches!(m.msg, Msg::Commit { .. }) && m.from == Dest::Node(coord));
+    assert!(commits >= 2, "a COMMIT to each cohort");
+    assert!(!net.queue.iter().any(|m| matches!(m.msg, Msg::Ack { .. })), "a promised cohort does not acknowledge");
+    settle_all(&mut net);
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    let all: Vec<&Key> = ks.iter().collect();
+    for (c, dc) in [(READER, 0), (net.client(1, 0), 1)] {
+        assert_eq!(rot_text(&mut net, c, &all), vec![Some("old".into()); 3], "DC{dc}");
+        assert!(nothing_pending(&net, dc, &all), "left pending in DC{dc}");
+    }
+}
+
+/// A cohort whose coordinator is slow terminates, but the other cohort is
+/// lost before it answers: the asker has promised nothing, so the COMMIT
+/// the coordinator sends once it resumes is still taken, and acknowledged —
+/// the transaction commits within the bound instead of waiting for ever on
+/// a cohort that will never answer.
+#[test]
+fn a_terminating_cohort_still_takes_a_slow_coordinators_commit() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let is_vote = |m: &InFlight<Msg>| matches!(m.msg, Msg::YesVote { .. });
+    let (coord_key, coord) = wot_started(&mut net, &ks, is_vote);
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    let cohorts: Vec<NodeId> = cohort_keys.iter().map(|k| net.server_for(DcId(0), k)).collect();
+    // The second cohort's vote reaches the coordinator; then that cohort
+    // is lost for good, and the coordinator pauses past the termination.
+    assert!(net.deliver_first(|m| is_vote(m) && m.from == Dest::Node(cohorts[1])));
+    let lost = [cohorts[1]];
+    net.queue.retain(|m| !touches(m, &lost));
+    run_paused(&mut net, &[coord, cohorts[1]], cfg.txn_terminate_ms + 2 * cfg.txn_retry_ms);
+    let p = net.nodes[cohorts[0].idx()].server().parts.values().next().expect("pending").clone_state();
+    assert_eq!(p, (true, false), "terminating, and promised nothing");
+    let took = run_without(&mut net, &lost, 5_000, |net| net.results[ALICE.idx()].is_some());
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot), "committed");
+    assert!(took <= bound_ms(&cfg), "the commit took {took} ms after the coordinator resumed");
+    assert_eq!(rot_without(&mut net, &lost, READER, &[&coord_key, cohort_keys[0]]).0, vec![Some("new".into()); 2]);
+}
+
+/// The abort path fits the declared bound: a participant's sub-request is
+/// lost, and the client is told the transaction aborted within it.
+#[test]
+fn an_abort_is_answered_within_the_declared_bound() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, cfg.clone());
+    let ks = net.keys_on_distinct_partitions(3);
+    let writes: Vec<(&Key, &str)> = ks.iter().map(|k| (k, "new")).collect();
+    net.invoke(ALICE, wot(&writes));
+    let coord_key = queued_coord_key(&net);
+    let lost = net.server_for(DcId(0), ks.iter().find(|k| **k != coord_key).expect("a cohort key"));
+    net.queue.retain(|m| !(matches!(m.msg, Msg::WotReq { .. }) && m.to == Dest::Node(lost)));
+    let took = run_without(&mut net, &[], 5_000, |net| net.results[ALICE.idx()].is_some());
+    assert!(matches!(net.take_result(ALICE), Some(OpResult::Failed(causeway_core::OpError::Aborted(_)))));
+    assert!(took >= cfg.txn_abort_ms, "aborted after {took} ms, before `txn_abort_ms`");
+    assert!(took <= bound_ms(&cfg), "aborted after {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+}
+
+/// A remote DC's coordinator lost after it sent PREPARE: its cohorts, whose
+/// keys are pending there, exchange their votes and commit at one more than
+/// the largest (their own, the coordinator's from PREPARE, each other's),
+/// the time the coordinator would have used — within the bound.
+#[test]
+fn remote_cohorts_commit_without_their_lost_coordinator() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let topology = net.topology.clone();
+    let remote_vote = move |m: &InFlight<Msg>| {
+        matches!(m.msg, Msg::YesVote { .. }) && matches!(m.to, Dest::Node(n) if topology.dc_of(n) == DcId(1))
+    };
+    let (coord_key, _) = wot_started(&mut net, &ks, &remote_vote);
+    assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    // The remote cohorts prepared and voted; their votes never reach the
+    // remote coordinator, which is lost.
+    let r1 = net.server_for(DcId(1), &coord_key);
+    let cohort_keys: Vec<&Key> = ks.iter().filter(|k| **k != coord_key).collect();
+    for k in &cohort_keys {
+        let v = net.latest(net.server_for(DcId(1), k), k);
+        assert!(matches!(v.part().map(|p| p.phase), Some(Phase::Prepared { .. })), "prepared in DC1");
+    }
+    let votes: Vec<u64> = cohort_keys
+        .iter()
+        .map(|k| match net.latest(net.server_for(DcId(1), k), k).part().map(|p| (p.phase, p.coord_vote)) {
+            Some((Phase::Prepared { vote, .. }, Some(coord_vote))) => vote.max(coord_vote),
+            other => panic!("not prepared: {other:?}"),
+        })
+        .collect();
+    // A session whose time passed a cohort's vote (a write there after
+    // it) reads the pending keys: the second round asks the lost
+    // coordinator, and is answered once the cohorts terminate.
+    let reader = net.client(1, 0);
+    let part = net.topology.partition_of(cohort_keys[0]);
+    let later = (0..).map(|i| bytes(&format!("z{i}"))).find(|k| net.topology.partition_of(k) == part).expect("a key");
+    put(&mut net, reader, &later, "z");
+    let (got, took) = rot_without(&mut net, &[r1], reader, &cohort_keys);
+    assert_eq!(got[0], got[1], "all or nothing");
+    assert!(took >= cfg.txn_terminate_ms, "the read waited for the termination ({took} ms)");
+    assert!(took <= bound_ms(&cfg), "the read took {took} ms, beyond the bound {} ms", bound_ms(&cfg));
+    run_without(&mut net, &[r1], 100, |_| false);
+    let evts: Vec<u64> =
+        cohort_keys.iter().map(|k| net.latest(net.server_for(DcId(1), k), k).evt().expect("committed")).collect();
+    assert_eq!(evts, vec![votes.iter().copied().max().expect("two") + 1; 2], "at one more than the largest vote");
+    put(&mut net, reader, &later, "z2");
+    assert_eq!(rot_without(&mut net, &[r1], reader, &cohort_keys).0, vec![Some("new".into()); 2]);
+}
+
+/// The accepting coordinator is lost after both its cohorts applied its
+/// COMMIT but before their ACKs reached it: it never told the remote DC.
+/// The remote coordinator, holding the transaction's writes that long,
+/// asks the accepting DC's participants, learns the commit, and the
+/// transaction becomes visible there too.
+#[test]
+fn a_remote_coordinator_asks_the_accepting_dc_for_an_outcome_its_lost_coordinator_never_sent() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Eiger>::new(2, 3, 2, cfg.clone());
+    net.also_op_traffic = read_traffic;
+    let ks = net.keys_on_distinct_partitions(3);
+    let (_, coord) = wot_started(&mut net, &ks, |m| matches!(m.msg, Msg::Ack { .. }));
+    let lost = [coord];
+    net.queue.retain(|m| !touches(m, &lost));
+    let all: Vec<&Key> = ks.iter().collect();
+    let cohort_keys: Vec<&Key> = all.iter().copied().filter(|k| net.server_for(DcId(0), k) != coord).collect();
+    assert!(nothing_pending(&net, 0, &cohort_keys), "the cohorts applied the commit");
+    run_without(&mut net, &lost, 2 * bound_ms(&cfg), |_| false);
+    let r1 = net.client(1, 0);
+    assert_eq!(rot_without(&mut net, &lost, r1, &all).0, vec![Some("new".into()); 3]);
+    assert!(nothing_pending(&net, 1, &all), "left pending in DC1");
 }
 
 // ------------------------------------------------ column families (§5.2)
@@ -1257,16 +1684,25 @@ fn a_transactions_rows_ship_in_one_message_each() {
 /// coordinator once, not once per column.
 #[test]
 fn a_rows_second_round_is_one_request_and_one_commit_check() {
-    let mut net = TestNet::<Eiger>::new(1, 2, 2, Config::default());
-    let (x, y) = acl_and_album(&net);
-    let cols: Vec<Key> = [&x, &y].iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
+    let mut net = TestNet::<Eiger>::new(1, 3, 2, Config::default());
+    let rows = net.keys_on_distinct_partitions(3);
+    let cols: Vec<Key> = rows.iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
     let writes0: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "v0")).collect();
     net.run(ALICE, wot(&writes0));
     let writes1: Vec<(&Key, &str)> = cols.iter().map(|k| (k, "v1")).collect();
     net.invoke(ALICE, wot(&writes1));
-    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. });
+    // Visible at the coordinator (one cohort's ACK); the other cohort's
+    // COMMIT held, so its row is pending there.
+    let coord_row = causeway_core::column::row_of(&queued_coord_key(&net)).to_vec();
+    let held_row = rows.iter().find(|r| r[..] != coord_row[..]).expect("a cohort row").clone();
+    let held = net.server_for(DcId(0), &held_row);
+    let is_commit = |m: &InFlight<Msg>| matches!(m.msg, Msg::Commit { .. }) && m.to == Dest::Node(held);
     net.deliver_while(|m| !is_commit(m));
     assert_eq!(net.take_result(ALICE), Some(OpResult::Wot));
+    // The coordinator's row (committed there: EffT is past the commit) and
+    // the held row.
+    let coord_row = Key::from(coord_row);
+    let cols: Vec<Key> = [&coord_row, &held_row].iter().flat_map(|r| (0..3).map(|i| col(r, i))).collect();
     net.invoke(READER, Op::Rot { keys: cols.clone() });
     let (mut reads_at, mut read_at, mut checks) = (0, 0, 0);
     loop {
