@@ -456,14 +456,14 @@ async fn linked<M: Message>(
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 stopping(stop)?;
-                note_down(p, &mut down_since, &e, q);
+                note_down(p, &mut down_since, Some(&e), q);
                 pause(backoff, q, rx, stop).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
             Err(_) => {
                 stopping(stop)?;
-                note_down(p, &mut down_since, &format!("no connection within {CONNECT_TIMEOUT:?}"), q);
+                note_down(p, &mut down_since, Some(&format!("no connection within {CONNECT_TIMEOUT:?}")), q);
                 pause(backoff, q, rx, stop).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
@@ -474,7 +474,7 @@ async fn linked<M: Message>(
             Err(End::Failed(e)) => {
                 tracing::debug!(from = p.me.0, to = p.to.0, "peer link dropped: {e}");
                 stopping(stop)?;
-                note_down(p, &mut down_since, &e, q);
+                note_down(p, &mut down_since, Some(&e), q);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 pause(backoff, q, rx, stop).await?;
             }
@@ -483,7 +483,7 @@ async fn linked<M: Message>(
                 // A whole cluster stopping is told node by node: a peer's
                 // goodbye may arrive just before this node's own stop.
                 pause(STOP_GRACE, q, rx, stop).await?;
-                note_stopped(p, &mut down_since, q);
+                note_down(p, &mut down_since, None, q);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 pause(backoff, q, rx, stop).await?;
             }
@@ -498,38 +498,30 @@ fn stopping(stop: &watch::Receiver<bool>) -> Result<(), End> {
     if *stop.borrow() { Err(End::Stop) } else { Ok(()) }
 }
 
-/// Log once per outage that the peer is unreachable.
+/// Log once per absence of the peer that it is away: a warning when it is
+/// unreachable (`why`), at info when it said it was stopping (`None`), as
+/// the failed reconnections that follow until it is back are then no
+/// outage to warn about.
 fn note_down<M: Message>(
     p: &LinkParams,
     down_since: &mut Option<std::time::Instant>,
-    why: &dyn std::fmt::Display,
+    why: Option<&dyn std::fmt::Display>,
     q: &Queue<M>,
 ) {
-    if down_since.is_none() {
-        *down_since = Some(std::time::Instant::now());
-        tracing::warn!(
-            from = p.me.0,
-            to = p.to.0,
-            addr = %p.addr,
-            queued = q.window.len() as u64 + q.spill.count,
-            "peer unreachable ({why}); keeping its messages until it is back"
-        );
+    if down_since.is_some() {
+        return;
     }
-}
-
-/// Log that the peer stopped on purpose, as the start of its absence: the
-/// failed reconnections that follow until it is back are not an outage to
-/// warn about.
-fn note_stopped<M: Message>(p: &LinkParams, down_since: &mut Option<std::time::Instant>, q: &Queue<M>) {
-    if down_since.is_none() {
-        *down_since = Some(std::time::Instant::now());
-        tracing::info!(
-            from = p.me.0,
-            to = p.to.0,
-            addr = %p.addr,
-            queued = q.window.len() as u64 + q.spill.count,
-            "peer stopping (it said so); keeping its messages until it is back"
-        );
+    *down_since = Some(std::time::Instant::now());
+    let (from, to, addr, queued) = (p.me.0, p.to.0, p.addr, q.window.len() as u64 + q.spill.count);
+    match why {
+        Some(why) => tracing::warn!(
+            from,
+            to,
+            %addr,
+            queued,
+            "peer unreachable ({why}); keeping its messages until it is back"
+        ),
+        None => tracing::info!(from, to, %addr, queued, "peer stopping (it said so); keeping its messages until it is back"),
     }
 }
 
