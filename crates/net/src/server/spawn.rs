@@ -79,6 +79,7 @@ pub fn spawn<P: Protocol>(
 
     let n = cluster.topology.nodes();
     let metrics = Arc::new(NodeMetrics::new(n));
+    metrics.snapshot_bytes.set(wal.snapshot_bytes() as i64);
     let peers = Arc::new(PeerIncarnations::new(n, &recovered.peer_incarnations));
     let logged_peers: Vec<Option<u64>> =
         (0..n).map(|i| recovered.peer_incarnations.get(&NodeId(i as u32)).copied()).collect();
