@@ -229,6 +229,9 @@ impl<P: Protocol> Sim<P> {
         for s in &sc.scripted {
             new_session(DcId(s.dc), Some(s.ops.iter().cloned().collect()));
         }
+        for s in sc.final_readers(workload_clients) {
+            new_session(DcId(s.dc), Some(s.ops.into()));
+        }
         let stop_issuing_us = sc.duration_ms * 1_000;
         let end_us = stop_issuing_us + sc.drain_ms * 1_000;
         let metrics = Metrics::new(m, sc.warmup_ms * 1_000, stop_issuing_us);
