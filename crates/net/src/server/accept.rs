@@ -14,7 +14,7 @@ use crate::reply_pipe::{PipeSender, ReplyPipe};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use causeway_core::{ClientId, Message, NodeId, WIRE_FORMAT};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc as smpsc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
