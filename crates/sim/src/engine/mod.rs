@@ -589,7 +589,10 @@ impl<P: Protocol> Sim<P> {
             seed: self.sc.seed,
             dcs: self.topology.dcs(),
             partitions: self.topology.partitions(),
-            clients: self.clients.len(),
+            // The workload's and scripted clients: the final reads' readers
+            // come after the measured window and are no load.
+            clients: self.clients.len()
+                - self.sc.final_readers(self.sc.workload.clients(&self.topology)).len(),
             simulated_us: self.now,
             measured_us,
             events: self.events,
