@@ -523,10 +523,10 @@ async fn node_status(c: Arc<Cluster>, i: usize, timeout: Duration, token: Option
         }
         causeway_core::NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
     };
-    let probe = async {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        causeway_net::probe(&c, node, left, token.as_deref()).await
-    };
+    // The probe starts at once (both run under `join!` below), so its own
+    // deadline, `timeout` from its start, is the shared one; given the time
+    // left instead, its error would name a timeout a few µs short.
+    let probe = causeway_net::probe(&c, node, timeout, token.as_deref());
     let metrics = async {
         match c.metrics_addrs.get(i) {
             Some(a) => scrape(*a, deadline, token.as_deref()).await,

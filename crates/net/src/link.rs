@@ -521,7 +521,9 @@ fn note_down<M: Message>(
             queued,
             "peer unreachable ({why}); keeping its messages until it is back"
         ),
-        None => tracing::info!(from, to, %addr, queued, "peer stopping (it said so); keeping its messages until it is back"),
+        None => {
+            tracing::info!(from, to, %addr, queued, "peer stopping (it said so); keeping its messages until it is back")
+        }
     }
 }
 

@@ -591,8 +591,7 @@ impl<P: Protocol> Sim<P> {
             partitions: self.topology.partitions(),
             // The workload's and scripted clients: the final reads' readers
             // come after the measured window and are no load.
-            clients: self.clients.len()
-                - self.sc.final_readers(self.sc.workload.clients(&self.topology)).len(),
+            clients: self.clients.len() - self.sc.final_readers(self.sc.workload.clients(&self.topology)).len(),
             simulated_us: self.now,
             measured_us,
             events: self.events,
