@@ -72,6 +72,12 @@ try:
             page.wait_for_function("parseInt(document.getElementById('ops').textContent.replace(/,/g, '')) > 0",
                                    timeout=15_000)
             page.wait_for_selector("#kinds tr[data-kind=put_req]", timeout=10_000)
+            # The writes land in every partition's log: its size shows in bytes.
+            page.wait_for_function(
+                "[...document.querySelectorAll('#nodes [data-k=log]')].every(c => /^[1-9][0-9.]* (B|KiB|MiB|GiB)$/.test(c.textContent))",
+                timeout=10_000)
+            print("dashboard-check: log sizes shown: " + ", ".join(
+                c.inner_text() for c in page.query_selector_all("#nodes [data-k=log]")))
             time.sleep(3)  # a few points on the plots for the screenshot
             ops = page.inner_text("#ops")
             p99 = page.inner_text("#p99")

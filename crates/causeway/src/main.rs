@@ -107,9 +107,11 @@ enum Cmd {
         /// convergence and eventual-visibility checks.
         #[arg(long)]
         quiescent_after_ms: Option<u64>,
-        /// With --quiescent-after-ms: every operation invoked after it must
-        /// complete within this many ms (default: the bound the history's
-        /// protocol declares for its default config, with --max-rtt-ms).
+        /// Every operation invoked after --quiescent-after-ms must complete
+        /// within this many ms (default there: the bound the history's
+        /// protocol declares for its default config, with --max-rtt-ms);
+        /// without --quiescent-after-ms no fault is excused, and every
+        /// operation of the history must.
         #[arg(long)]
         liveness_bound_ms: Option<u64>,
         /// The worst round trip between DCs the history was recorded over,
@@ -545,16 +547,15 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let h = causeway_check::load_history(&history)?;
             let mut cfg = causeway_check::CheckConfig::at(level);
             cfg.quiescent_after_us = quiescent_after_ms.map(|ms| ms * 1_000);
-            if let Some(quiet_ms) = quiescent_after_ms {
+            if quiescent_after_ms.is_some() || liveness_bound_ms.is_some() {
                 let bound_us = match liveness_bound_ms {
                     Some(ms) => ms * 1_000,
                     None => declared_bound_us(&h.protocol, max_rtt_ms)?,
                 };
-                cfg.liveness = Some(causeway_check::Liveness::after_quiescence(quiet_ms * 1_000, bound_us));
-            } else if liveness_bound_ms.is_some() {
-                return Err(
-                    "--liveness-bound-ms needs --quiescent-after-ms (the time after which no fault is active)".into()
-                );
+                // Without a quiescence time there is no fault to excuse:
+                // the bound holds from the start.
+                let quiet_us = quiescent_after_ms.unwrap_or(0) * 1_000;
+                cfg.liveness = Some(causeway_check::Liveness::after_quiescence(quiet_us, bound_us));
             }
             let started = Instant::now();
             let report = causeway_check::check(&h, &cfg);

@@ -4,7 +4,7 @@ use causeway_core::{DcId, Op, OpResult};
 use causeway_net::embedded::{Embedded, EmbeddedSpec};
 use causeway_net::frame::WireError;
 use causeway_net::server::NodeThreads;
-use causeway_net::{ClusterConfig, Session};
+use causeway_net::{Cluster, ClusterConfig, Session};
 use causeway_protocols::with_protocol;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -488,11 +488,12 @@ fn metric(text: &str, name: &str) -> Option<f64> {
     found
 }
 
-async fn scrape(addr: std::net::SocketAddr, timeout: Duration, token: Option<&str>) -> Option<String> {
+/// Scrape a node's `/metrics`, giving up at `deadline`.
+async fn scrape(addr: std::net::SocketAddr, deadline: tokio::time::Instant, token: Option<&str>) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let auth = token.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
     let request = format!("GET /metrics HTTP/1.1\r\nhost: causeway\r\n{auth}connection: close\r\n\r\n");
-    tokio::time::timeout(timeout, async {
+    tokio::time::timeout_at(deadline, async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
         s.write_all(request.as_bytes()).await.ok()?;
         let mut body = String::new();
@@ -504,6 +505,65 @@ async fn scrape(addr: std::net::SocketAddr, timeout: Duration, token: Option<&st
     .flatten()
 }
 
+/// What `status` learns about node `i`, under one deadline `timeout` from
+/// now: the hello probe and the metrics scrape run side by side, so a node
+/// that accepts connections and never answers costs `timeout` once, not once
+/// per question.
+async fn node_status(c: Arc<Cluster>, i: usize, timeout: Duration, token: Option<String>) -> NodeStatus {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let node = causeway_core::NodeId(i as u32);
+    let t = &c.topology;
+    let role = match t.role(node) {
+        causeway_core::NodeRole::Partition { partition, replica, .. } => {
+            format!(
+                "partition {}{}",
+                partition.0,
+                if replica > 0 { format!(" replica {replica}") } else { String::new() }
+            )
+        }
+        causeway_core::NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
+    };
+    // The probe starts at once (both run under `join!` below), so its own
+    // deadline, `timeout` from its start, is the shared one; given the time
+    // left instead, its error would name a timeout a few µs short.
+    let probe = causeway_net::probe(&c, node, timeout, token.as_deref());
+    let metrics = async {
+        match c.metrics_addrs.get(i) {
+            Some(a) => scrape(*a, deadline, token.as_deref()).await,
+            None => None,
+        }
+    };
+    let (probe, metrics) = tokio::join!(probe, metrics);
+    // A node that refuses the token still answered: it is up.
+    let probe = match probe {
+        Err(causeway_net::ClientError::Refused {
+            error: e @ (WireError::TokenRequired | WireError::BadToken), ..
+        }) => Err(format!("up, but {e}")),
+        p => p.map_err(|e| e.to_string()),
+    };
+    let up = probe.is_ok() || probe.as_ref().is_err_and(|e| e.starts_with("up, but"));
+    let m = |name: &str| metrics.as_deref().and_then(|t| metric(t, name));
+    NodeStatus {
+        node: i as u32,
+        dc: t.dc_name(t.dc_of(node)),
+        role,
+        addr: c.addrs[i].to_string(),
+        up,
+        hello_ms: probe.as_ref().ok().map(|d| d.as_secs_f64() * 1e3),
+        error: probe.err(),
+        stable_lag_ms: m("causeway_stable_lag_seconds").map(|s| s * 1e3),
+        replication_queue: m("causeway_replication_queue").map(|v| v as u64),
+        refused_total: m("causeway_refused_total").map(|v| v as u64),
+    }
+}
+
+/// Every node's status, all nodes at once: the whole survey takes one
+/// `timeout` however many nodes hang.
+async fn node_statuses(cluster: Arc<Cluster>, timeout: Duration, token: Option<&str>) -> Vec<NodeStatus> {
+    let token = token.map(str::to_string);
+    futures_join_all((0..cluster.addrs.len()).map(|i| node_status(cluster.clone(), i, timeout, token.clone()))).await
+}
+
 /// `causeway status`: every node of the config, whether it answers a client
 /// hello (over TLS when the cluster uses it) and how fast, and from its
 /// metrics endpoint (if the config lists them) its stable-time lag,
@@ -511,54 +571,7 @@ async fn scrape(addr: std::net::SocketAddr, timeout: Duration, token: Option<&st
 pub fn status(config: &Path, timeout: Duration, json: bool, token: Option<&str>) -> Result<bool, Error> {
     let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
     let rt = runtime()?;
-    let rows: Vec<NodeStatus> = rt.block_on(async {
-        let probes = (0..cluster.addrs.len()).map(|i| {
-            let c = cluster.clone();
-            let token = token.map(str::to_string);
-            async move {
-                let node = causeway_core::NodeId(i as u32);
-                let t = &c.topology;
-                let role = match t.role(node) {
-                    causeway_core::NodeRole::Partition { partition, replica, .. } => {
-                        format!(
-                            "partition {}{}",
-                            partition.0,
-                            if replica > 0 { format!(" replica {replica}") } else { String::new() }
-                        )
-                    }
-                    causeway_core::NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
-                };
-                let probe = causeway_net::probe(&c, node, timeout, token.as_deref()).await;
-                // A node that refuses the token still answered: it is up.
-                let probe = match probe {
-                    Err(causeway_net::ClientError::Refused {
-                        error: e @ (WireError::TokenRequired | WireError::BadToken),
-                        ..
-                    }) => Err(format!("up, but {e}")),
-                    p => p.map_err(|e| e.to_string()),
-                };
-                let up = probe.is_ok() || probe.as_ref().is_err_and(|e| e.starts_with("up, but"));
-                let metrics = match c.metrics_addrs.get(i) {
-                    Some(a) => scrape(*a, timeout, token.as_deref()).await,
-                    None => None,
-                };
-                let m = |name: &str| metrics.as_deref().and_then(|t| metric(t, name));
-                NodeStatus {
-                    node: i as u32,
-                    dc: t.dc_name(t.dc_of(node)),
-                    role,
-                    addr: c.addrs[i].to_string(),
-                    up,
-                    hello_ms: probe.as_ref().ok().map(|d| d.as_secs_f64() * 1e3),
-                    error: probe.err(),
-                    stable_lag_ms: m("causeway_stable_lag_seconds").map(|s| s * 1e3),
-                    replication_queue: m("causeway_replication_queue").map(|v| v as u64),
-                    refused_total: m("causeway_refused_total").map(|v| v as u64),
-                }
-            }
-        });
-        futures_join_all(probes).await
-    });
+    let rows = rt.block_on(node_statuses(cluster, timeout, token));
     let all_up = rows.iter().all(|r| r.up);
     if json {
         let rows: Vec<_> = rows
@@ -609,4 +622,49 @@ where
         out.push(h.await.expect("a status probe panicked"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nodes whose node and metrics ports accept connections (into the
+    /// listen backlog) and never answer: the survey of all of them ends at
+    /// one deadline, the probe and the scrape of a node sharing it. Time is
+    /// tokio's paused clock, which jumps to the next timer whenever nothing
+    /// else can run, so the elapsed time counts deadlines, not scheduling:
+    /// sharing one deadline gives exactly `timeout`, a probe then a scrape
+    /// twice that, a node after another once per node.
+    #[tokio::test(start_paused = true)]
+    async fn hung_nodes_cost_one_deadline_in_all() {
+        const NODES: usize = 4;
+        let hung: Vec<std::net::TcpListener> =
+            (0..2 * NODES).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+        let list = |ls: &[std::net::TcpListener]| {
+            ls.iter().map(|l| format!("\"{}\"", l.local_addr().unwrap())).collect::<Vec<_>>().join(", ")
+        };
+        let text = format!(
+            "cluster_id = \"hung\"\nprotocol = \"eventual\"\nnodes = [{}]\nmetrics = [{}]\n\
+             [topology]\ndcs = 2\npartitions = 2\n[tls]\nplaintext = true\n",
+            list(&hung[..NODES]),
+            list(&hung[NODES..])
+        );
+        let cluster = Arc::new(ClusterConfig::parse(&text, "hung.toml").unwrap().validate().unwrap());
+        let timeout = Duration::from_secs(30);
+        let start = tokio::time::Instant::now();
+        let rows = node_statuses(cluster, timeout, None).await;
+        let elapsed = start.elapsed();
+        assert_eq!(rows.len(), NODES);
+        for r in &rows {
+            assert!(!r.up, "node {} answered nothing yet is up", r.node);
+            let e = r.error.as_deref().unwrap_or_default();
+            assert!(e.contains("did not answer") || e.contains("connect"), "node {}: {e}", r.node);
+            assert!(r.stable_lag_ms.is_none() && r.replication_queue.is_none());
+        }
+        assert!(elapsed >= timeout, "gave up after {elapsed:?}, before its deadline");
+        assert!(
+            elapsed < timeout + Duration::from_secs(1),
+            "{NODES} hung nodes took {elapsed:?} for a {timeout:?} deadline"
+        );
+    }
 }

@@ -76,7 +76,8 @@ pub enum Wire<M> {
         msg: M,
     },
     /// The other side refuses something; a refusal of the hello closes the
-    /// connection.
+    /// connection. A node stopping on purpose sends `Refused(ShuttingDown)`
+    /// on each connection from a peer before closing it ([`crate::acks`]).
     Refused(WireError),
     /// A request of the connection's logical session `slot`. One connection
     /// may carry many independent sessions (a pipelined client: each is

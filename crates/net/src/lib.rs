@@ -13,6 +13,7 @@
 //! It is not a simulator: time is the machine's clock, and runs are not
 //! reproducible. Protocol logic lives in `causeway-protocols`, never here.
 
+pub mod acks;
 pub mod auth;
 pub mod client;
 pub mod config;

@@ -32,10 +32,11 @@
 //! DKVF's configuration, each wake-up a core taken from the nodes and
 //! clients beside it). Injected WAN delay is a `due` time per message;
 //! delays are constant per link, so FIFO holds. A link logs one line when its
-//! peer becomes unreachable, one when it is back, and one each time its
-//! in-memory window saturates and drains.
+//! peer becomes unreachable (a warning, unless the peer said it was stopping:
+//! [`crate::acks`]), one when it is back, and one each time its in-memory
+//! window saturates and drains.
 
-use crate::frame::{FrameError, FrameReader, Wire, decode, encode, encode_into, encode_peer_batch_into};
+use crate::frame::{FrameError, FrameReader, Wire, WireError, decode, encode, encode_into, encode_peer_batch_into};
 use crate::tls::Conn;
 use causeway_core::{Message, NodeId};
 use prometheus_client::metrics::gauge::Gauge;
@@ -64,6 +65,10 @@ const OUT_BUFFER_KEPT_BYTES: usize = 1 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How long a link whose peer said goodbye waits for a stop of its own
+/// before it logs the peer's absence.
+const STOP_GRACE: Duration = Duration::from_millis(100);
 
 /// What the protocol thread hands a link.
 pub enum LinkItem<M> {
@@ -304,7 +309,20 @@ impl<M: Message> Queue<M> {
 enum End {
     /// Asked to stop, or the protocol thread is gone.
     Stop,
+    /// The peer is stopping on purpose: it said so (`Refused(ShuttingDown)`,
+    /// see [`crate::acks`]) before closing the connection.
+    PeerStopping,
     Failed(FrameError),
+}
+
+/// How long a session that failed waits for its reader's account of why
+/// (the peer's goodbye may be in the receive buffer behind a failed write).
+const VERDICT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The peer closed the connection between frames without a goodbye (a
+/// crash, a kill, or a node of a version that does not say goodbye).
+fn closed_without_goodbye() -> FrameError {
+    FrameError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the peer closed the connection"))
 }
 
 impl From<FrameError> for End {
@@ -438,14 +456,14 @@ async fn linked<M: Message>(
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 stopping(stop)?;
-                note_down(p, &mut down_since, &e, q);
+                note_down(p, &mut down_since, Some(&e), q);
                 pause(backoff, q, rx, stop).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
             Err(_) => {
                 stopping(stop)?;
-                note_down(p, &mut down_since, &format!("no connection within {CONNECT_TIMEOUT:?}"), q);
+                note_down(p, &mut down_since, Some(&format!("no connection within {CONNECT_TIMEOUT:?}")), q);
                 pause(backoff, q, rx, stop).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
@@ -456,7 +474,16 @@ async fn linked<M: Message>(
             Err(End::Failed(e)) => {
                 tracing::debug!(from = p.me.0, to = p.to.0, "peer link dropped: {e}");
                 stopping(stop)?;
-                note_down(p, &mut down_since, &e, q);
+                note_down(p, &mut down_since, Some(&e), q);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                pause(backoff, q, rx, stop).await?;
+            }
+            Err(End::PeerStopping) => {
+                stopping(stop)?;
+                // A whole cluster stopping is told node by node: a peer's
+                // goodbye may arrive just before this node's own stop.
+                pause(STOP_GRACE, q, rx, stop).await?;
+                note_down(p, &mut down_since, None, q);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 pause(backoff, q, rx, stop).await?;
             }
@@ -471,22 +498,32 @@ fn stopping(stop: &watch::Receiver<bool>) -> Result<(), End> {
     if *stop.borrow() { Err(End::Stop) } else { Ok(()) }
 }
 
-/// Log once per outage that the peer is unreachable.
+/// Log once per absence of the peer that it is away: a warning when it is
+/// unreachable (`why`), at info when it said it was stopping (`None`), as
+/// the failed reconnections that follow until it is back are then no
+/// outage to warn about.
 fn note_down<M: Message>(
     p: &LinkParams,
     down_since: &mut Option<std::time::Instant>,
-    why: &dyn std::fmt::Display,
+    why: Option<&dyn std::fmt::Display>,
     q: &Queue<M>,
 ) {
-    if down_since.is_none() {
-        *down_since = Some(std::time::Instant::now());
-        tracing::warn!(
-            from = p.me.0,
-            to = p.to.0,
-            addr = %p.addr,
-            queued = q.window.len() as u64 + q.spill.count,
+    if down_since.is_some() {
+        return;
+    }
+    *down_since = Some(std::time::Instant::now());
+    let (from, to, addr, queued) = (p.me.0, p.to.0, p.addr, q.window.len() as u64 + q.spill.count);
+    match why {
+        Some(why) => tracing::warn!(
+            from,
+            to,
+            %addr,
+            queued,
             "peer unreachable ({why}); keeping its messages until it is back"
-        );
+        ),
+        None => {
+            tracing::info!(from, to, %addr, queued, "peer stopping (it said so); keeping its messages until it is back")
+        }
     }
 }
 
@@ -521,7 +558,7 @@ async fn session<M: Message>(
         };
         let body = body
             .map_err(|_| FrameError::Malformed(format!("no welcome within {WELCOME_TIMEOUT:?}")))??
-            .ok_or(FrameError::Truncated)?;
+            .ok_or_else(closed_without_goodbye)?;
         decode::<M>(body)?
     };
     let mut next_send = match welcome {
@@ -540,6 +577,7 @@ async fn session<M: Message>(
             }
             next_seq
         }
+        Wire::Refused(WireError::ShuttingDown) => return Err(End::PeerStopping),
         Wire::Refused(e) => {
             tracing::error!(from = p.me.0, to = p.to.0, "peer refused the link: {e}");
             return Err(FrameError::Malformed(format!("refused: {e}")).into());
@@ -557,18 +595,23 @@ async fn session<M: Message>(
     }
     q.trim(next_send, &p.acked);
     // Acknowledgements arrive on their own task so that reading is never
-    // cancelled half-way through a frame.
+    // cancelled half-way through a frame. It ends with why the connection
+    // did.
     let (ack_tx, mut ack_rx) = watch::channel(next_send);
-    let reader = tokio::spawn(async move {
+    let mut reader = tokio::spawn(async move {
         loop {
-            match rd.next_frame().await {
-                Ok(Some(b)) => match decode::<M>(b) {
-                    Ok(Wire::Ack { next_seq }) => {
-                        let _ = ack_tx.send(next_seq);
-                    }
-                    _ => return,
-                },
-                _ => return,
+            let frame = match rd.next_frame().await {
+                Ok(Some(b)) => decode::<M>(b),
+                Ok(None) => return End::Failed(closed_without_goodbye()),
+                Err(e) => return End::Failed(e),
+            };
+            match frame {
+                Ok(Wire::Ack { next_seq }) => {
+                    let _ = ack_tx.send(next_seq);
+                }
+                Ok(Wire::Refused(WireError::ShuttingDown)) => return End::PeerStopping,
+                Ok(other) => return End::Failed(FrameError::Malformed(format!("expected an ack, got {other:?}"))),
+                Err(e) => return End::Failed(e),
             }
         }
     });
@@ -675,6 +718,7 @@ async fn session<M: Message>(
                 it = rx.recv() => if !take(q, rx, it) { return Err(End::Stop) },
                 changed = ack_rx.changed() => {
                     if changed.is_err() {
+                        // The reader ended; it says why, below.
                         return Err(FrameError::Truncated.into());
                     }
                     let n = *ack_rx.borrow_and_update();
@@ -686,6 +730,15 @@ async fn session<M: Message>(
         }
     }
     .await;
+    // A session that failed may have failed because the peer went away: the
+    // reader knows whether it said goodbye first.
+    let result = match result {
+        Err(End::Failed(e)) => match timeout(VERDICT_TIMEOUT, &mut reader).await {
+            Ok(Ok(verdict)) => Err(verdict),
+            _ => Err(End::Failed(e)),
+        },
+        r => r,
+    };
     reader.abort();
     result
 }
@@ -721,8 +774,16 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let (frames_tx, frames) = mpsc::unbounded_channel();
         tokio::spawn(counting_peer(listener, frames_tx));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        tokio::spawn(run::<Msg>(params(addr, name, linger), rx, stop_rx));
+        (tx, frames, stop_tx)
+    }
+
+    /// A plaintext link from node 0 to node 1 at `addr`.
+    fn params(addr: SocketAddr, name: &str, linger: Duration) -> LinkParams {
         let spill_path = std::env::temp_dir().join(format!("causeway-link-{name}-{}", std::process::id()));
-        let params = LinkParams {
+        LinkParams {
             tls: crate::tls::NodeTls::plaintext(),
             cluster_id: "linger".into(),
             me: NodeId(0),
@@ -737,11 +798,7 @@ mod tests {
             acked: Arc::new(AtomicU64::new(0)),
             depth: Gauge::default(),
             spilled: Gauge::default(),
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        tokio::spawn(run::<Msg>(params, rx, stop_rx));
-        (tx, frames, stop_tx)
+        }
     }
 
     fn seq(tx: &mpsc::UnboundedSender<LinkItem<Msg>>, seq: u64) {
@@ -785,5 +842,84 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(next_frame(&mut frames, Duration::from_secs(10)).await, Some(1));
         }
+    }
+
+    /// A peer that welcomes the link, then leaves: it says goodbye first
+    /// (`Refused(ShuttingDown)`, as a node stopping on purpose does) or
+    /// not (as a crashed one), and stops listening, so that reconnections
+    /// are refused.
+    async fn leaving_peer(listener: TcpListener, goodbye: bool) {
+        let (mut s, _) = listener.accept().await.unwrap();
+        drop(listener);
+        let hello = read_frame(&mut s, 1 << 20).await.unwrap().unwrap();
+        assert!(matches!(decode::<Msg>(&hello).unwrap(), Wire::HelloPeer { .. }));
+        s.write_all(&encode::<Msg>(&Wire::Welcome { next_seq: 1, incarnation: 7 })).await.unwrap();
+        if goodbye {
+            s.write_all(&encode::<Msg>(&Wire::Refused(WireError::ShuttingDown))).await.unwrap();
+        }
+        s.shutdown().await.unwrap();
+        // Read until the link hangs up, so that closing with unread input
+        // does not reset the connection under the goodbye.
+        let _ =
+            timeout(Duration::from_secs(10), async { while let Ok(Some(_)) = read_frame(&mut s, 1 << 20).await {} })
+                .await;
+    }
+
+    /// A log line sink for one test's subscriber.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What a link logs when its peer leaves ([`leaving_peer`]) and stays
+    /// away through several attempts to reconnect. One thread runs it all,
+    /// so the test's own subscriber sees every line.
+    fn log_of_a_link_whose_peer_leaves(goodbye: bool, name: &str) -> String {
+        let log = Captured::default();
+        let sink = log.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || sink.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let peer = tokio::spawn(leaving_peer(listener, goodbye));
+                let (tx, rx) = mpsc::unbounded_channel();
+                let (stop_tx, stop_rx) = watch::channel(false);
+                let link = tokio::spawn(run::<Msg>(params(addr, name, Duration::ZERO), rx, stop_rx));
+                seq(&tx, 1);
+                peer.await.unwrap();
+                // Past the grace, and a few refused reconnections.
+                tokio::time::sleep(STOP_GRACE + Duration::from_millis(500)).await;
+                stop_tx.send(true).unwrap();
+                link.await.unwrap();
+            })
+        });
+        String::from_utf8(log.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn a_peer_that_says_it_is_stopping_is_no_outage() {
+        let log = log_of_a_link_whose_peer_leaves(true, "goodbye");
+        assert!(log.contains("peer stopping (it said so)"), "{log}");
+        assert!(!log.contains("WARN"), "{log}");
+    }
+
+    #[test]
+    fn a_peer_that_vanishes_is_an_outage() {
+        let log = log_of_a_link_whose_peer_leaves(false, "vanish");
+        assert!(
+            log.contains("WARN") && log.contains("peer unreachable (i/o error: the peer closed the connection)"),
+            "{log}"
+        );
+        assert!(!log.contains("it said so"), "{log}");
     }
 }

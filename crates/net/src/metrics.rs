@@ -97,6 +97,8 @@ pub struct NodeMetrics {
     pub versions: Gauge,
     pub keys: Gauge,
     pub wal_bytes: Gauge,
+    /// Bytes in the latest snapshot (the log compacted), 0 before the first.
+    pub snapshot_bytes: Gauge,
     /// fsyncs of the log: an idle node should add none.
     pub wal_syncs: Counter,
     pub snapshots: Counter,
@@ -140,6 +142,7 @@ impl NodeMetrics {
             versions: Gauge::default(),
             keys: Gauge::default(),
             wal_bytes: Gauge::default(),
+            snapshot_bytes: Gauge::default(),
             wal_syncs: Counter::default(),
             snapshots: Counter::default(),
             snapshot_copy_turns: Counter::default(),
@@ -197,6 +200,7 @@ impl NodeMetrics {
         r.register("store_versions", "Versions held", self.versions.clone());
         r.register("store_keys", "Keys held", self.keys.clone());
         r.register("wal_bytes", "Bytes in the write-ahead log", self.wal_bytes.clone());
+        r.register("snapshot_bytes", "Bytes in the latest snapshot of the log", self.snapshot_bytes.clone());
         r.register("wal_syncs", "fsyncs of the write-ahead log", self.wal_syncs.clone());
         r.register("snapshots", "Log compactions into a snapshot", self.snapshots.clone());
         r.register(

@@ -355,7 +355,7 @@ impl Wal {
         acked: impl Fn(NodeId) -> u64,
     ) -> Result<(), WalError> {
         match self.begin_checkpoint(true)? {
-            Some(pending) => pending.write(std::iter::empty(), records, acked),
+            Some(pending) => pending.write(std::iter::empty(), records, acked).map(drop),
             None => Ok(()),
         }
     }
@@ -447,6 +447,13 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
 }
 
+impl Wal {
+    /// Bytes in the snapshot the log was last compacted into (0 if none).
+    pub fn snapshot_bytes(&self) -> u64 {
+        std::fs::metadata(self.dir.join("snapshot")).map_or(0, |m| m.len())
+    }
+}
+
 /// A snapshot to write, of the state when [`Wal::begin_checkpoint`] set the
 /// log aside. Until it is written, recovery reads the previous snapshot,
 /// `wal.old` and `wal.log`, which together hold everything.
@@ -460,16 +467,17 @@ impl PendingCheckpoint {
     /// Write the snapshot: the still-unacknowledged outbox records of the
     /// previous snapshot and of the set-aside log, then `framed` (records
     /// already framed, as [`frame_versions`] writes them), then `records`;
-    /// sync it, rename it into place, and drop the set-aside log.
+    /// sync it, rename it into place, and drop the set-aside log. Returns
+    /// the snapshot's size in bytes.
     pub fn write<'a, V: Serialize, M: Serialize>(
         self,
         framed: impl Iterator<Item = &'a [u8]>,
         records: impl Iterator<Item = LogRecord<V, M>>,
         acked: impl Fn(NodeId) -> u64,
-    ) -> Result<(), WalError> {
+    ) -> Result<u64, WalError> {
         let tmp = self.dir.join("snapshot.tmp");
         let fin = self.dir.join("snapshot");
-        {
+        let bytes = {
             let f = File::create(&tmp).map_err(io_err(&tmp))?;
             let mut w = BufWriter::with_capacity(1 << 20, f);
             for src in [&fin, &self.old] {
@@ -484,11 +492,13 @@ impl PendingCheckpoint {
             }
             w.flush().map_err(io_err(&tmp))?;
             w.get_ref().sync_all().map_err(io_err(&tmp))?;
-        }
+            w.get_ref().metadata().map_err(io_err(&tmp))?.len()
+        };
         std::fs::rename(&tmp, &fin).map_err(io_err(&fin))?;
         sync_dir(&self.dir)?;
         std::fs::remove_file(&self.old).map_err(io_err(&self.old))?;
-        sync_dir(&self.dir)
+        sync_dir(&self.dir)?;
+        Ok(bytes)
     }
 }
 

@@ -192,6 +192,9 @@ async fn acknowledged_writes_survive_a_restart_from_snapshots_taken_under_load()
         assert!(count >= 2, "{p}: expected the log compacted several times during the writes, got {count}");
         let turns = metric("causeway_snapshot_copy_turns_total");
         assert!(turns > count, "{p}: {count} snapshots copied in {turns} turns: none spanned several");
+        // What the dashboard shows as the node's snapshot: the file's size.
+        let snapshot_bytes = metric("causeway_snapshot_bytes");
+        assert!(snapshot_bytes > 0, "{p}: {count} snapshots written, yet the snapshot size reads 0");
         let versions = metric("causeway_store_versions");
         assert!(versions < written, "{p}: {written} writes left {versions} versions: nothing was collected");
         let cluster = restart(cluster, vec![node]).await;

@@ -84,6 +84,16 @@ pub struct Scenario {
     /// operations it issues in order, each no earlier than its `at_us`.
     #[serde(default)]
     pub scripted: Vec<ScriptedClient>,
+    /// Final reads: this long after the load stops (`duration_ms`), once
+    /// replication has had the time to settle, every record of the key
+    /// space (`user0` … as the run started) is read in every DC, by
+    /// `clients_per_dc` readers per DC, each taking every n-th key. They
+    /// are what `causeway check --quiescent-after-ms` (`duration_ms` + this)
+    /// judges convergence and eventual visibility on: without them no read
+    /// follows a run's last write. Below `drain_ms`, so that they start
+    /// before the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_reads_after_ms: Option<u64>,
     /// Record every operation for the checker.
     #[serde(default)]
     pub record_history: bool,
@@ -766,6 +776,11 @@ pub enum ScenarioError {
     CpuKind(String, String, f64),
     #[error("scenario scripted client #{index}: dc {dc} is not in the topology")]
     ScriptDc { index: usize, dc: u16 },
+    #[error(
+        "scenario final_reads_after_ms = {after_ms} must be below drain_ms = {drain_ms}: the final reads start \
+         that long after the load, and the run ends drain_ms after it"
+    )]
+    FinalReads { after_ms: u64, drain_ms: u64 },
 }
 
 impl Scenario {
@@ -796,6 +811,7 @@ impl Scenario {
             protocol: toml::Table::new(),
             faults: Vec::new(),
             scripted: Vec::new(),
+            final_reads_after_ms: None,
             record_history: false,
             client_timeout_ms: 0,
             count_bytes: true,
@@ -882,7 +898,34 @@ impl Scenario {
                 return Err(ScenarioError::ScriptDc { index, dc: s.dc });
             }
         }
+        if let Some(after_ms) = self.final_reads_after_ms.filter(|&a| a >= self.drain_ms) {
+            return Err(ScenarioError::FinalReads { after_ms, drain_ms: self.drain_ms });
+        }
         Ok(topology)
+    }
+
+    /// The sessions of the final reads ([`Scenario::final_reads_after_ms`]),
+    /// for a run with `workload_clients` workload clients; none without it.
+    pub fn final_readers(&self, workload_clients: u64) -> Vec<ScriptedClient> {
+        let Some(after_ms) = self.final_reads_after_ms else { return Vec::new() };
+        let at_us = (self.duration_ms + after_ms) * 1_000;
+        let keys = crate::workload::initial_keys(&self.workload, workload_clients);
+        let readers = u64::from(self.workload.clients_per_dc.max(1));
+        let mut sessions = Vec::new();
+        for dc in 0..self.topology.dcs {
+            for first in 0..readers.min(keys) {
+                let ops = (first..keys)
+                    .step_by(readers as usize)
+                    .enumerate()
+                    .map(|(n, i)| ScriptedOp {
+                        at_us: if n == 0 { at_us } else { 0 },
+                        op: Op::Get { key: crate::workload::record_key(i) },
+                    })
+                    .collect();
+                sessions.push(ScriptedClient { dc, ops });
+            }
+        }
+        sessions
     }
 }
 
@@ -928,6 +971,36 @@ mod tests {
         s.validate().unwrap();
         assert_eq!(s.one_way_us().unwrap()[0][1], 5_000);
         assert!(matches!(s.faults[0].kind, FaultKind::Cut { a: 0, b: 1 }));
+    }
+
+    #[test]
+    fn final_reads_read_every_key_in_every_dc_after_the_load() {
+        let mut s = Scenario::new(TopologySpec::full(2, 1), 1_000);
+        s.workload.clients_per_dc = 3;
+        s.workload.recordcount = 10;
+        assert!(s.final_readers(6).is_empty());
+        s.final_reads_after_ms = Some(500);
+        let readers = s.final_readers(6);
+        assert_eq!(readers.len(), 2 * 3);
+        for dc in 0..2 {
+            let mut keys: Vec<_> = readers
+                .iter()
+                .filter(|r| r.dc == dc)
+                .flat_map(|r| {
+                    r.ops.iter().map(|o| match &o.op {
+                        Op::Get { key } => key.clone(),
+                        other => panic!("a final read is a get, not {other:?}"),
+                    })
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(keys.len(), 10, "DC {dc} reads every key once");
+        }
+        assert!(readers.iter().all(|r| r.ops[0].at_us == 1_500_000 && r.ops[1..].iter().all(|o| o.at_us == 0)));
+        s.final_reads_after_ms = Some(s.drain_ms);
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("final_reads_after_ms") && e.contains("drain_ms"), "{e}");
     }
 
     #[test]

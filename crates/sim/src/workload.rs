@@ -110,6 +110,20 @@ pub struct Request {
     pub name: Option<&'static str>,
 }
 
+/// Record `i` of the key space: `user<i>`, as YCSB names them.
+pub fn record_key(i: u64) -> Key {
+    Bytes::from(format!("user{i}"))
+}
+
+/// How many records the key space starts with (`recordcount`, or one group
+/// of `keys_per_group` per workload client), before any insert.
+pub fn initial_keys(w: &Workload, clients: u64) -> u64 {
+    match w.requestdistribution {
+        Distribution::Keygroup => clients.max(1) * w.keys_per_group,
+        _ => w.recordcount,
+    }
+}
+
 /// The key space: `user<i>` like YCSB's, grown by inserts, indexed by
 /// partition for the shapes that choose partitions first.
 pub struct KeySpace {
@@ -124,9 +138,10 @@ pub struct KeySpace {
 impl KeySpace {
     /// `clients` is the number of workload clients (key groups need it).
     pub fn new(w: &Workload, topology: &Topology, clients: u64) -> KeySpace {
-        let (count, groups) = match w.requestdistribution {
-            Distribution::Keygroup => (clients.max(1) * w.keys_per_group, clients.max(1)),
-            _ => (w.recordcount, 0),
+        let count = initial_keys(w, clients);
+        let groups = match w.requestdistribution {
+            Distribution::Keygroup => clients.max(1),
+            _ => 0,
         };
         let zipf = match w.requestdistribution {
             Distribution::Zipfian | Distribution::Latest => Some(Zipfian::new(count, w.zipfian_constant)),
@@ -146,7 +161,7 @@ impl KeySpace {
 
     fn push(&mut self, topology: &Topology) -> usize {
         let i = self.keys.len();
-        let key = Bytes::from(format!("user{i}"));
+        let key = record_key(i as u64);
         self.by_partition[topology.partition_of(&key).idx()].push(i as u32);
         self.keys.push(key);
         i

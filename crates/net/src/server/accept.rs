@@ -3,6 +3,7 @@
 //! protocol thread's inbox with durable acknowledgements back, and a
 //! client's requests in and replies out through its reply pipe.
 
+use crate::acks::{self, Delivered};
 use crate::auth::{Role, Tokens};
 use crate::config::Cluster;
 use crate::frame::{FrameError, FrameReader, MAX_SLOTS_PER_CONNECTION, Wire, WireError, decode, encode, read_frame};
@@ -13,7 +14,7 @@ use crate::reply_pipe::{PipeSender, ReplyPipe};
 use crate::tls::{CLIENT_NAME, Conn, NodeTls, node_name};
 use causeway_core::{ClientId, Message, NodeId, WIRE_FORMAT};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc as smpsc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -29,7 +30,7 @@ pub(super) struct Acceptor<M> {
     pub(super) input: mpsc::UnboundedSender<Input<M>>,
     /// Per source node, the last sequenced message handled and durable:
     /// what acknowledgements and welcomes tell the peer.
-    pub(super) delivered: Arc<Vec<AtomicU64>>,
+    pub(super) delivered: Arc<Delivered>,
     pub(super) next_client: Arc<AtomicU32>,
     /// Per source node: held while a connection from it pushes a batch, and
     /// bumped (a generation) by each new connection, so an old connection's
@@ -41,6 +42,10 @@ pub(super) struct Acceptor<M> {
     /// Connections end with the node: a stopped node (restarted in the same
     /// process) must not leave readers that swallow its peers' frames.
     pub(super) stop: watch::Receiver<bool>,
+    /// Never sent on: held by the accept loop and every connection, so that
+    /// its receiver sees the channel close once all of them have ended (a
+    /// stopping node waits for that, briefly, for its goodbyes to leave).
+    pub(super) open: mpsc::Sender<()>,
 }
 
 impl<M> Clone for Acceptor<M> {
@@ -58,6 +63,7 @@ impl<M> Clone for Acceptor<M> {
             incarnation: self.incarnation,
             peers: self.peers.clone(),
             stop: self.stop.clone(),
+            open: self.open.clone(),
         }
     }
 }
@@ -185,26 +191,12 @@ impl<M: Message> Acceptor<M> {
             *g += 1;
             *g
         };
-        let next = self.delivered[from.idx()].load(Ordering::Acquire) + 1;
+        let next = self.delivered.get(from) + 1;
         if send(&mut wr, &encode::<M>(&Wire::Welcome { next_seq: next, incarnation: self.incarnation })).await.is_err()
         {
             return;
         }
-        // Acknowledge durable progress every few milliseconds.
-        let delivered = self.delivered.clone();
-        let acker = tokio::spawn(async move {
-            let mut last = 0;
-            loop {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                let d = delivered[from.idx()].load(Ordering::Acquire);
-                if d != last {
-                    last = d;
-                    if send(&mut wr, &encode::<M>(&Wire::Ack { next_seq: d + 1 })).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        });
+        let acker = tokio::spawn(acks::acknowledge(wr, self.delivered.clone(), from, next - 1, self.stop.clone()));
         loop {
             let read = tokio::select! {
                 r = rd.next_frame() => r,
@@ -246,7 +238,7 @@ impl<M: Message> Acceptor<M> {
                 }
             }
         }
-        acker.abort();
+        acks::part(acker, &mut rd, &stop).await;
     }
 
     /// A client session with the rights of `role`.

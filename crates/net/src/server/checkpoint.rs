@@ -169,10 +169,12 @@ impl<P: Protocol> Checkpoints<P> {
         let Freezing { pending, records, logged_acked, started, rotate_us, copy_us, turns } =
             self.freezing.take().expect("a checkpoint under way");
         let node = self.node;
+        let metrics = self.metrics.clone();
         let handle = std::thread::Builder::new().name(format!("causeway-snapshot-{node}")).spawn(move || {
             let (keys, bytes) = (copy.chains(), copy.byte_len());
-            pending
+            let written = pending
                 .write(copy.ordered(), records.into_iter(), |to| logged_acked.get(to.idx()).copied().unwrap_or(0))?;
+            metrics.snapshot_bytes.set(written as i64);
             tracing::info!(
                 node,
                 keys,

@@ -10,11 +10,11 @@
 //! sync, so group commit needs no buffer of its own.
 
 use super::release::Outlets;
+use crate::acks::Delivered;
 use crate::config::Fsync;
 use crate::wal::{LogRecord, Wal, WalError};
 use causeway_core::{Node, Protocol, Record};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// When the log is synced.
@@ -68,11 +68,11 @@ pub(super) struct Committer {
     /// Per source node, the last sequenced message handled in a turn whose
     /// records are durable: what acknowledgements tell the peer. Ahead of
     /// the log, a peer would drop messages this node then loses in a crash.
-    durable_delivered: Arc<Vec<AtomicU64>>,
+    durable_delivered: Arc<Delivered>,
 }
 
 impl Committer {
-    pub(super) fn new(wal: Wal, policy: SyncPolicy, durable_delivered: Arc<Vec<AtomicU64>>) -> Self {
+    pub(super) fn new(wal: Wal, policy: SyncPolicy, durable_delivered: Arc<Delivered>) -> Self {
         Committer { wal, policy, durable_delivered }
     }
 
@@ -117,8 +117,8 @@ impl Committer {
         outlets.release(node.released(), Instant::now());
         // Every turn handed out is durable now, and so is every delivery
         // mark.
-        for (durable, &d) in self.durable_delivered.iter().zip(node.delivered()) {
-            durable.store(d, Ordering::Release);
+        for (from, &d) in node.delivered().iter().enumerate() {
+            self.durable_delivered.publish(from, d);
         }
         Ok(Committed::Released)
     }
@@ -188,7 +188,7 @@ mod tests {
         let mut outlets = Outlets::new(vec![None, None], vec![0, 0], metrics);
         let replies = Arc::new(Mutex::new(Vec::new()));
         outlets.opened(ClientId(1), Replies::Local(Box::new(Got(replies.clone()))));
-        let delivered = Arc::new(vec![AtomicU64::new(0), AtomicU64::new(0)]);
+        let delivered = Arc::new(Delivered::new([0, 0]));
         let committer = Committer::new(wal, SyncPolicy::new(fsync, false, Duration::from_secs(3600)), delivered);
         let mut rig = Rig { node, committer, outlets, replies, dir };
         rig.commit(true).unwrap();

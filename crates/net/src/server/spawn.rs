@@ -10,6 +10,7 @@ use super::protocol_loop::ProtocolLoop;
 use super::release::Outlets;
 use super::runtime_log::RuntimeLog;
 use super::{Failed, NodeError, NodeHandle, NodeThreads};
+use crate::acks::{Delivered, GOODBYE_TIMEOUT};
 use crate::auth::Tokens;
 use crate::config::Cluster;
 use crate::identity::{NodeDir, PeerIncarnations};
@@ -78,6 +79,7 @@ pub fn spawn<P: Protocol>(
 
     let n = cluster.topology.nodes();
     let metrics = Arc::new(NodeMetrics::new(n));
+    metrics.snapshot_bytes.set(wal.snapshot_bytes() as i64);
     let peers = Arc::new(PeerIncarnations::new(n, &recovered.peer_incarnations));
     let logged_peers: Vec<Option<u64>> =
         (0..n).map(|i| recovered.peer_incarnations.get(&NodeId(i as u32)).copied()).collect();
@@ -87,8 +89,7 @@ pub fn spawn<P: Protocol>(
     let (in_tx, in_rx) = mpsc::unbounded_channel::<Input<P::Msg>>();
     // The node's tasks, started on its own runtime by its thread (below).
     let mut tasks: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> = Vec::new();
-    let durable_delivered: Arc<Vec<AtomicU64>> =
-        Arc::new(durable.delivered.iter().map(|&d| AtomicU64::new(d)).collect());
+    let durable_delivered = Arc::new(Delivered::new(durable.delivered.iter().copied()));
 
     // Peer links, each starting from what the log says its peer
     // acknowledged: the first message still in the outbox, or everything
@@ -133,6 +134,7 @@ pub fn spawn<P: Protocol>(
     // Listeners: the node's own, metrics and the Redis front door.
     let http_tokens = tokens.clone();
     let next_client = Arc::new(AtomicU32::new(1));
+    let (open_tx, mut connections_ended) = mpsc::channel::<()>(1);
     let acceptor = Acceptor::<P::Msg> {
         tls,
         tokens,
@@ -146,6 +148,7 @@ pub fn spawn<P: Protocol>(
         incarnation,
         peers: peers.clone(),
         stop: stop_rx.clone(),
+        open: open_tx,
     };
     let (acceptor_done_tx, acceptor_done) = smpsc::channel::<()>();
     tasks.push(Box::pin(accept_loop(listener, acceptor, acceptor_done_tx)));
@@ -222,6 +225,10 @@ pub fn spawn<P: Protocol>(
         // However the loop ended (stopped, or the log failed), the node's
         // network tasks end with it.
         let _ = stop_after.send(true);
+        // Connections from peers say goodbye as they close, so that the
+        // peers log an orderly stop rather than an outage; on this thread's
+        // runtime they would be dropped unsaid with it.
+        let _ = tokio::time::timeout(GOODBYE_TIMEOUT, connections_ended.recv()).await;
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

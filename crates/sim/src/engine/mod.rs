@@ -229,6 +229,9 @@ impl<P: Protocol> Sim<P> {
         for s in &sc.scripted {
             new_session(DcId(s.dc), Some(s.ops.iter().cloned().collect()));
         }
+        for s in sc.final_readers(workload_clients) {
+            new_session(DcId(s.dc), Some(s.ops.into()));
+        }
         let stop_issuing_us = sc.duration_ms * 1_000;
         let end_us = stop_issuing_us + sc.drain_ms * 1_000;
         let metrics = Metrics::new(m, sc.warmup_ms * 1_000, stop_issuing_us);
@@ -586,7 +589,9 @@ impl<P: Protocol> Sim<P> {
             seed: self.sc.seed,
             dcs: self.topology.dcs(),
             partitions: self.topology.partitions(),
-            clients: self.clients.len(),
+            // The workload's and scripted clients: the final reads' readers
+            // come after the measured window and are no load.
+            clients: self.clients.len() - self.sc.final_readers(self.sc.workload.clients(&self.topology)).len(),
             simulated_us: self.now,
             measured_us,
             events: self.events,
