@@ -93,7 +93,11 @@ impl Committer {
         if ready.has_records() {
             // The turn's records are one change: a replay applies them only
             // with their commit ([`LogRecord::TurnBegin`]).
-            wal.append(&LogRecord::<P::Version, P::Msg>::TurnBegin)?;
+            // The brackets ask for no sync of their own: a turn needs one
+            // exactly when its other records do (`must_sync` below), and
+            // a turn of unsynced metadata alone (a stabilization horizon
+            // moving on an idle node) must not make the log sync.
+            wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::TurnBegin)?;
         }
         let appended = ready.append(|r| append::<P>(wal, r))?;
         if appended.must_sync {
@@ -134,7 +138,7 @@ fn append<P: Protocol>(wal: &mut Wal, r: Record<'_, P::Version, P::Msg>) -> Resu
         // an ordinary outbox record.
         Record::Outbox { to, seq, msg } => wal.append(&LogRecord::<P::Version, &P::Msg>::Outbox { to, seq, msg }),
         Record::Delivered { from, seq } => wal.append(&LogRecord::<P::Version, P::Msg>::Delivered { from, seq }),
-        Record::Commit { lsn } => wal.append(&LogRecord::<P::Version, P::Msg>::TurnCommit { lsn }),
+        Record::Commit { lsn } => wal.append_unsynced(&LogRecord::<P::Version, P::Msg>::TurnCommit { lsn }),
     }
 }
 
@@ -223,6 +227,24 @@ mod tests {
         let rec = r.recovered();
         assert_eq!(rec.versions.len(), 1);
         assert_eq!(rec.outbox[&NodeId(1)].len(), 1, "the replication to DC 1 is in the outbox");
+        let _ = std::fs::remove_dir_all(&r.dir);
+    }
+
+    /// An idle stabilization node moves its horizon (metadata that asks
+    /// for no sync) every few milliseconds: such a turn is written, bracket
+    /// and all, but under `fsync = always` the disk is not synced for it.
+    #[test]
+    fn a_turn_of_unsynced_metadata_alone_does_not_sync() {
+        let mut r = rig("unsynced-meta", Fsync::Always);
+        let before = r.committer.wal.syncs;
+        r.node.store_mut().set_meta_unsynced(b"horizon".to_vec());
+        assert_eq!(r.commit(true).unwrap(), Committed::Released);
+        assert_eq!(r.committer.wal.syncs, before, "a turn of unsynced metadata synced the log");
+        assert_eq!(r.recovered().meta.as_deref(), Some(&b"horizon"[..]), "the metadata was not written");
+        // The next turn that needs a sync makes it durable with its own.
+        r.put("k");
+        assert_eq!(r.commit(true).unwrap(), Committed::Released);
+        assert_eq!(r.committer.wal.syncs, before + 1);
         let _ = std::fs::remove_dir_all(&r.dir);
     }
 
