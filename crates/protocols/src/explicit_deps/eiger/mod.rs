@@ -171,8 +171,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::explicit_deps::replication::validate_topology;
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+use causeway_core::{OpKind, Protocol};
 
 pub struct Eiger;
 
@@ -180,7 +179,6 @@ impl Protocol for Eiger {
     const NAME: &'static str = "eiger";
     const OPS: &'static [OpKind] =
         &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Batch, OpKind::Add, OpKind::Slice];
-    const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the
     /// step-by-step ACL race in `tests.rs` and torture catch it instead
@@ -195,33 +193,6 @@ impl Protocol for Eiger {
     const TOLERATES: causeway_core::Faults = causeway_core::Faults::ALL;
     /// Both read rounds and writes are served by the client's own DC.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = EigerServer;
-    type Client = EigerClient;
-
-    /// Two local read rounds; a restart costs a back-off and two more.
-    fn liveness_bound_us(_cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        10_000 + 16 * env.intra_dc_rtt_us
-    }
-
-    /// Draw short collection windows so that old-version collection and
-    /// read restarts run under the faults.
-    fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
-        vec![("trans_time_ms", draw(50, 400)), ("gc_interval_ms", draw(10, 50)), ("clock_margin_ms", 10)]
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        cfg.check()?;
-        validate_topology("eiger", topology)
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> EigerServer {
-        EigerServer::new(cfg, ctx)
-    }
-
-    fn client(cfg: &Config, ctx: ClientCtx) -> EigerClient {
-        EigerClient::new(cfg, ctx)
-    }
+    // Two local read rounds; a restart costs a back-off and two more.
+    crate::explicit_deps::explicit_deps_protocol!(EigerServer, EigerClient, two_round_reads);
 }

@@ -1,12 +1,13 @@
 use super::*;
 use crate::kit::testkit::{
-    Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize, stabilize_holding,
+    self, Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize,
+    stabilize_holding,
 };
 use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
+use causeway_core::TopologySpec;
 use causeway_core::{
-    ClientCtx, ClientId, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology,
+    ClientCtx, ClientId, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol,
 };
-use causeway_core::{Replication, TopologySpec};
 
 testnet::test_net!(CausalSpartanX);
 fn assert_never_blocked(net: &Net) {
@@ -16,11 +17,8 @@ fn assert_never_blocked(net: &Net) {
 
 #[test]
 fn validate_rejects_partial_replication_and_zero_intervals() {
-    let mut spec = TopologySpec::full(3, 3);
-    spec.replication = Replication::Partial { factor: 2 };
-    let partial = Topology::new(spec).unwrap();
-    assert!(CausalSpartanX::validate(&Config::default(), &partial).is_err());
-    let full = Topology::new(TopologySpec::full(3, 3)).unwrap();
+    assert!(CausalSpartanX::validate(&Config::default(), &testkit::partial_replication()).is_err());
+    let full = testkit::full_replication(3, 3);
     assert!(CausalSpartanX::validate(&Config::default(), &full).is_ok());
     let cfg = Config { stabilization_interval_us: 0, ..Config::default() };
     assert!(CausalSpartanX::validate(&cfg, &full).is_err());
@@ -43,8 +41,7 @@ fn local_writes_are_visible_at_once() {
 #[test]
 fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let writer = cl(0, 0);
     put(&mut net, writer, a, "a1");
     put(&mut net, writer, b, "b1"); // b1.ds = {dc0: a1.ut}
@@ -73,8 +70,7 @@ fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
 #[test]
 fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     let mut net = net(2, 3);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (photo, album) = (&ks[0], &ks[1]);
+    let [photo, album] = &net.distinct_keys();
     let alice = cl(0, 0);
     put(&mut net, alice, photo, "photo");
     put(&mut net, alice, album, "album with photo");
@@ -109,8 +105,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
 #[test]
 fn acl_album_rotx_never_returns_public_acl_with_new_album() {
     let mut net = net(2, 3);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (acl, album) = (&ks[0], &ks[1]);
+    let [acl, album] = &net.distinct_keys();
     let (alice, bob) = (cl(0, 0), cl(1, 0));
     put(&mut net, alice, acl, "public");
     put(&mut net, alice, album, "old");
@@ -149,8 +144,7 @@ fn acl_album_rotx_never_returns_public_acl_with_new_album() {
 #[test]
 fn put_latency_is_independent_of_clock_skew() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let (fast, slow) = (net.server_for(DC0, a), net.server_for(DC0, b));
     net.clocks[fast.idx()] = 1_000_000_000; // 1000 s ahead of the other server
     net.clocks[slow.idx()] = 1_000;
@@ -175,8 +169,7 @@ fn put_latency_is_independent_of_clock_skew() {
 #[test]
 fn a_backward_clock_jump_does_not_break_causality() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let (a0, b0, a1, b1) =
         (net.server_for(DC0, a), net.server_for(DC0, b), net.server_for(DC1, a), net.server_for(DC1, b));
     net.advance_clocks(50_000);
@@ -290,8 +283,7 @@ fn paper_dsv_merge_returns_a_non_causal_snapshot_and_the_default_does_not() {
 #[test]
 fn rotx_keeps_read_your_reads_and_writes_through_the_client_cache() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, l) = (&ks[0], &ks[1]);
+    let [x, l] = &net.distinct_keys();
     put(&mut net, cl(0, 0), x, "x");
     // x reaches DC1 but no stabilization: DSV[0] < x.ut there.
     net.deliver_while(server_to_server);
@@ -545,23 +537,7 @@ fn malformed_input_is_refused_without_panicking() {
     ));
 }
 
-/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
-#[test]
-fn a_restart_keeps_the_newest_local_write_readable() {
-    testnet::a_restart_keeps_the_newest_local_write_readable::<CausalSpartanX>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
-
-/// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
-#[test]
-fn a_restart_keeps_a_collected_remote_key_readable() {
-    testnet::a_restart_keeps_a_collected_remote_key_readable::<CausalSpartanX>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
+testnet::restart_tests!(CausalSpartanX);
 
 /// A PUT reply stamped by another DC's server is refused as malformed: a PUT
 /// goes to this DC's server, and the client decides when it sends the PUT
@@ -595,8 +571,7 @@ fn a_put_reply_stamped_by_another_dc_is_malformed() {
 #[test]
 fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, l) = (&ks[0], &ks[1]);
+    let [x, l] = &net.distinct_keys();
     put(&mut net, cl(0, 0), x, "x");
     net.deliver_while(server_to_server); // x reaches DC1; then DC0 is cut off
     let (writer, reader) = (cl(1, 0), cl(1, 1));
@@ -623,29 +598,10 @@ fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     assert_never_blocked(&net);
 }
 
-/// Torture seed 77086: a partition that had stored nothing crashed and came
-/// back with VV = 0; the DC's next DSV push was above that, and the "DSV
-/// never exceeds what this partition received" assertion fired, because
-/// only a partition that found versions in its store counted as restarted.
-/// Until it hears from DC j again, entry j is exempt; it serves on.
+/// See [`testnet::a_partition_restarted_with_nothing_stored_serves`].
 #[test]
 fn a_partition_restarted_with_nothing_stored_takes_the_dsv_it_forgot() {
-    for restarted in [0u32, 1] {
-        let mut net = net(2, 2);
-        for _ in 0..3 {
-            net.advance_clocks(5_000);
-            stabilize(&mut net);
-        }
-        assert!(net.nodes[restarted as usize].server().dsv[1] > Hlc::ZERO, "the DSV moved before the crash");
-        net.restart(NodeId(restarted), &Config::default());
-        // The DC's DSV reaches it before any heartbeat from DC 1 does.
-        net.advance_clocks(5_000);
-        net.fire_all_timers();
-        net.deliver_while(|m| !matches!(m.msg, Msg::Heartbeat { .. } | Msg::Replicate { .. }));
-        stabilize(&mut net);
-        let c = cl(0, 0);
-        let k = net.key_on(restarted);
-        put(&mut net, c, &k, "after");
-        assert_eq!(get(&mut net, c, &k), Some("after".into()));
-    }
+    testnet::a_partition_restarted_with_nothing_stored_serves::<CausalSpartanX>(|net, n| {
+        net.nodes[n.idx()].server().dsv[1] > Hlc::ZERO
+    });
 }
