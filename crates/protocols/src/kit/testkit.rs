@@ -421,6 +421,13 @@ impl<P: Protocol> TestNet<P> {
         self.seen.iter().filter(|s| **s == want).count()
     }
 
+    /// Assert that no server reported waiting (a `Blocked` observation):
+    /// for the protocols whose operations never block.
+    pub fn assert_never_blocked(&self) {
+        let blocked: Vec<&Seen> = self.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
+        assert!(blocked.is_empty(), "{} never blocks, saw {blocked:?}", P::NAME);
+    }
+
     /// Every `Blocked { what }` observation: (node, waited µs).
     pub fn blocked(&self, what: &str) -> Vec<(NodeId, u64)> {
         self.seen

@@ -43,6 +43,13 @@ fn one_key<P: Protocol>(cfg: &P::Config) -> (TestNet<P>, causeway_core::Key, cau
     (net, key, server)
 }
 
+/// One more stabilization round reports nothing again: `value` of `key`
+/// was reported visible at `node` exactly once.
+pub fn assert_reported_once<P: Protocol>(net: &mut TestNet<P>, node: NodeId, key: &[u8], value: &str) {
+    stabilize(net);
+    assert_eq!(net.visible_reports(node, key, value), 1, "reported exactly once");
+}
+
 /// The GC horizon is journaled, and a restart resumes the stable vector
 /// (CausalSpartanX's DSV, Cure's GST, Contrarian's GSS) there. `y` is
 /// written in DC 1 only, so nothing stored in DC 0 depends on DC 1's stable

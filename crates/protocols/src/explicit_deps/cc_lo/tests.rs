@@ -162,21 +162,40 @@ fn a_rot_is_two_communication_steps_and_one_version_per_key() {
     assert_eq!(part(&net, p1).readers, readers);
 }
 
+/// The start of the paper's Fig. 1 race, on one DC of two partitions: c2
+/// has written X0 and Y0; c1's ROT(x, y) has reached p_x, and its read of
+/// y is still on its way.
+struct Race {
+    net: Net,
+    keys: [Key; 2],
+    c1: ClientId,
+    c2: ClientId,
+    px: NodeId,
+}
+
+impl Race {
+    fn start(cfg: Config) -> Race {
+        let mut net = net_with(1, 2, 2, cfg);
+        let keys: [Key; 2] = net.distinct_keys();
+        let (c1, c2) = (net.client(0, 0), net.client(0, 1));
+        put(&mut net, c2, &keys[0], "X0");
+        put(&mut net, c2, &keys[1], "Y0");
+        let px = net.server_for(DC0, &keys[0]);
+        net.invoke(c1, Op::Rot { keys: keys.to_vec() });
+        // The read of x now; the read of y waits.
+        assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+        Race { net, keys, c1, c2, px }
+    }
+}
+
 /// The paper's Fig. 1 (Didona et al. §3): c1 runs ROT(x, y) while c2 does
 /// PUT(x, X1) then PUT(y, Y1); c1's read of x reaches p_x before PUT(x, X1)
 /// and its read of y reaches p_y after PUT(y, Y1) completed. (X0, Y1)
 /// would violate causality, since X0 ⇝ X1 ⇝ Y1. Returns what c1 read,
 /// and the old readers p_x named in Y1's readers check.
 fn figure_1_race(cfg: Config) -> (Vec<Option<String>>, Vec<OldReaders>) {
-    let mut net = net_with(1, 2, 2, cfg);
-    let [x, y] = &net.distinct_keys();
-    let (c1, c2) = (net.client(0, 0), net.client(0, 1));
-    put(&mut net, c2, x, "X0");
-    put(&mut net, c2, y, "Y0");
-    let px = net.server_for(DC0, x);
-    net.invoke(c1, Op::Rot { keys: vec![x.clone(), y.clone()] });
-    // The read of x now; the read of y waits.
-    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+    let Race { mut net, keys: [x, y], c1, c2, px } = Race::start(cfg);
+    let (x, y) = (&x, &y);
     let mut named = Vec::new();
     for (k, v) in [(x, "X1"), (y, "Y1")] {
         net.invoke(c2, Op::Put { key: k.clone(), value: bytes(v) });
@@ -544,14 +563,8 @@ fn a_pending_replicated_version_and_a_forgotten_check_survive_restarts() {
 /// that attempt and its late answer is ignored.
 fn race_across_a_restart(hold: bool) -> Vec<Option<String>> {
     let cfg = Config::default();
-    let mut net = net_with(1, 2, 2, cfg.clone());
-    let [x, y] = &net.distinct_keys();
-    let (c1, c2) = (net.client(0, 0), net.client(0, 1));
-    put(&mut net, c2, x, "X0");
-    put(&mut net, c2, y, "Y0");
-    let px = net.server_for(DC0, x);
-    net.invoke(c1, Op::Rot { keys: vec![x.clone(), y.clone()] });
-    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+    let Race { mut net, keys: [x, y], c1, c2, px } = Race::start(cfg.clone());
+    let (x, y) = (&x, &y);
     net.restart(px, &cfg);
     if !hold {
         net.nodes[px.idx()].server_mut().part.as_mut().unwrap().hold_until = 0;

@@ -1,7 +1,6 @@
 use super::*;
 use crate::kit::testkit::{
-    self, Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize,
-    stabilize_holding,
+    self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize, stabilize_holding,
 };
 use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
 use causeway_core::TopologySpec;
@@ -10,10 +9,6 @@ use causeway_core::{
 };
 
 testnet::test_net!(CausalSpartanX);
-fn assert_never_blocked(net: &Net) {
-    let blocked: Vec<&Seen> = net.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
-    assert!(blocked.is_empty(), "CausalSpartanX never blocks, saw {blocked:?}");
-}
 
 #[test]
 fn validate_rejects_partial_replication_and_zero_intervals() {
@@ -35,7 +30,7 @@ fn local_writes_are_visible_at_once() {
     assert_eq!(net.visible_reports(net.server_for(DC0, &k), &k, "1"), 1);
     // Not yet at the other DC.
     assert_eq!(get(&mut net, cl(1, 0), &k), None);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -62,9 +57,8 @@ fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     assert_eq!(net.visible_reports(b1, b, "b1"), 1);
     assert_eq!(get(&mut net, cl(1, 0), b), Some("b1".into()));
     assert_eq!(get(&mut net, cl(1, 0), a), Some("a1".into()));
-    stabilize(&mut net);
-    assert_eq!(net.visible_reports(b1, b, "b1"), 1, "reported exactly once");
-    assert_never_blocked(&net);
+    testnet::assert_reported_once(&mut net, b1, b, "b1");
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -97,7 +91,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     stabilize(&mut net);
     assert!(check(&mut net, cl(1, 0)));
     assert!(check(&mut net, cl(1, 1)));
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// Roohitavaf §3.3: Alice hides her album from Bob, and later reverts it and
@@ -138,7 +132,7 @@ fn acl_album_rotx_never_returns_public_acl_with_new_album() {
     net.deliver_while(|m| hold_album(m));
     stabilize(&mut net);
     assert_eq!(rot(&mut net, bob, &[acl, album]), vec![Some("public".into()), Some("clean album".into())]);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -159,7 +153,7 @@ fn put_latency_is_independent_of_clock_skew() {
     let ut = net.latest(slow, b).ut;
     assert!(ut > dt, "updateHLC moved past dt: {ut:?} > {dt:?}");
     assert_eq!(ut.l, dt.l, "the HLC counts on top of dt instead of waiting for the clock");
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// GentleRain's failure (Roohitavaf §5.1.1): both DCs are stable up to t, then a
@@ -196,7 +190,7 @@ fn a_backward_clock_jump_does_not_break_causality() {
     stabilize(&mut net);
     assert_eq!(get(&mut net, reader, b), Some("b after a".into()));
     assert_eq!(rot(&mut net, reader, &[a, b]), vec![Some("a".into()), Some("b after a".into())]);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -229,7 +223,7 @@ fn rotx_never_blocks_and_takes_one_client_round() {
     assert_eq!((from_client, to_client), (1, 1), "exactly one client round");
     assert_eq!(slices, 2, "one slice request per other partition; the coordinator reads its own");
     assert_eq!(net.timers.len(), timers_before, "nothing parked on a timer");
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// Notes §5.5, "inferred concern". DC j = DC0 writes x (ut 5 ms) on k4, then
@@ -276,8 +270,8 @@ fn paper_dsv_merge_returns_a_non_causal_snapshot_and_the_default_does_not() {
     net2.advance_clocks(20_000);
     stabilize(&mut net2);
     assert_eq!(rot(&mut net2, cl(1, 0), &[&ks[0], &ks[1]]), vec![Some("w".into()), Some("x".into())]);
-    assert_never_blocked(&net);
-    assert_never_blocked(&net2);
+    net.assert_never_blocked();
+    net2.assert_never_blocked();
 }
 
 #[test]
@@ -302,7 +296,7 @@ fn rotx_keeps_read_your_reads_and_writes_through_the_client_cache() {
     assert_eq!(rot(&mut net, c, &[l, x]), vec![Some("l".into()), Some("x".into())]);
     let client = &net.clients[c.idx()];
     assert!(client.cache.is_empty());
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -330,7 +324,7 @@ fn concurrent_writes_to_one_key_in_two_dcs_converge() {
         let (s0, s1) = (net.server_for(DC0, key), net.server_for(DC1, key));
         assert_eq!(net.latest(s0, key), net.latest(s1, key));
     }
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -410,7 +404,7 @@ fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
         run(&mut net, fresh, Op::Rot { keys: vec![kc.clone(), kr.clone()] }),
         OpResult::Failed(OpError::Aborted("snapshot pruned".into()))
     );
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -595,7 +589,7 @@ fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     let fourth = cl(1, 0);
     assert_eq!(get(&mut net, fourth, l), Some("l2".into()));
     assert_eq!(rot(&mut net, fourth, &[x]), vec![Some("x".into())]);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// See [`testnet::a_partition_restarted_with_nothing_stored_serves`].

@@ -1,7 +1,6 @@
 use super::*;
 use crate::kit::testkit::{
-    self, Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, server_to_server, stabilize, stabilize_holding,
-    text,
+    self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, server_to_server, stabilize, stabilize_holding, text,
 };
 use crate::stabilization::testnet::{self, DC0, DC1, cl};
 use causeway_core::TopologySpec;
@@ -11,11 +10,6 @@ testnet::test_net!(Contrarian);
 
 fn cfg_steps(steps: u8) -> Config {
     Config { rot_steps: steps, ..Config::default() }
-}
-
-fn assert_never_blocked(net: &Net) {
-    let blocked: Vec<&Seen> = net.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
-    assert!(blocked.is_empty(), "Contrarian never blocks, saw {blocked:?}");
 }
 
 fn part(net: &Net, n: NodeId) -> &Partition {
@@ -66,7 +60,7 @@ fn local_writes_are_visible_at_once_in_both_rot_modes() {
         assert_eq!(get(&mut net, cl(0, 1), &ks[0]), Some("a".into()));
         assert_eq!(rot(&mut net, cl(0, 1), &[&ks[2], &ks[1], &ks[0]]), vec![None, Some("b".into()), Some("a".into())]);
         assert_eq!(get(&mut net, cl(1, 0), &ks[0]), None, "not yet in the other DC");
-        assert_never_blocked(&net);
+        net.assert_never_blocked();
     }
 }
 
@@ -110,7 +104,7 @@ fn figure_1_race(cfg: Config, coord: Coord, clocks_us: [u64; 3]) -> [Option<Stri
     }
     net.deliver_all();
     let got = values(net.take_result(c1));
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
     match coord {
         Coord::X => [got[0].clone(), got[1].clone()],
         Coord::Y => [got[1].clone(), got[0].clone()],
@@ -193,7 +187,7 @@ fn one_and_a_half_rounds_take_three_steps_and_two_rounds_four() {
         }
         assert_eq!(values_returned, keys.len());
         assert_eq!(result, OpResult::Rot(vec![Some(bytes("v2")); 5]));
-        assert_never_blocked(&net);
+        net.assert_never_blocked();
     }
 }
 
@@ -240,9 +234,8 @@ fn a_remote_version_is_invisible_until_its_dv_is_covered_by_the_gss() {
         assert_eq!(net.visible_reports(b1, b, "b1"), 1);
         assert_eq!(net.visible_reports(a1, a, "a1"), 1);
         assert_eq!(rot(&mut net, cl(1, 0), &[b, a]), vec![Some("b1".into()), Some("a1".into())]);
-        stabilize(&mut net);
-        assert_eq!(net.visible_reports(b1, b, "b1"), 1, "reported exactly once");
-        assert_never_blocked(&net);
+        testnet::assert_reported_once(&mut net, b1, b, "b1");
+        net.assert_never_blocked();
     }
 }
 
@@ -355,7 +348,7 @@ fn put_never_waits_for_a_lagging_clock() {
     assert_eq!(net.take_result(c), Some(OpResult::Put));
     let ts = net.latest(slow, b).ts;
     assert!(ts > dep && ts.l == dep.l, "the HLC counted on top of {dep:?}: {ts:?}");
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
