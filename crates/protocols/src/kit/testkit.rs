@@ -393,13 +393,13 @@ impl<P: Protocol> TestNet<P> {
             .expect("some key lands on every partition")
     }
 
-    /// `n` keys on `n` different partitions.
     /// [`TestNet::keys_on_distinct_partitions`] as an array, for
     /// `let [x, y] = &net.distinct_keys();`.
     pub fn distinct_keys<const N: usize>(&self) -> [causeway_core::Key; N] {
         self.keys_on_distinct_partitions(N).try_into().expect("N keys")
     }
 
+    /// `n` keys on `n` different partitions.
     pub fn keys_on_distinct_partitions(&self, n: usize) -> Vec<causeway_core::Key> {
         assert!(n <= self.topology.partitions(), "only {} partitions", self.topology.partitions());
         let mut seen = std::collections::BTreeSet::new();

@@ -11,7 +11,8 @@
 //! partition server's own plumbing around them — paced heartbeats and ticks,
 //! the dense-vector steps of Cure and Contrarian ([`partition`]) — and
 //! the client's side of Cure's and Contrarian's reads at a snapshot
-//! vector ([`snapshot_read`]).
+//! vector ([`snapshot_read`]). Each protocol's `Protocol` impl comes from
+//! `stabilization_protocol!`, with the items all four share.
 
 pub mod causal_spartan_x;
 pub mod contrarian;

@@ -2,8 +2,8 @@ use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::partition::{
-    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, raise_entries, remote_covered, remote_entries, timer,
-    timer_arg, timer_kind,
+    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, in_snapshot, raise_entries, remote_covered,
+    remote_entries, timer, timer_arg, timer_kind,
 };
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
@@ -341,7 +341,7 @@ impl Partition {
         let k = self.topology.dc_of(from);
         let well_formed = self.peers.contains(&from)
             && version.sr == k
-            && valid_version(&version, self.vv.len())
+            && partition::well_formed(&version, self.vv.len())
             && self.check_key(&key).is_ok();
         if !well_formed {
             return; // a malformed peer message is dropped

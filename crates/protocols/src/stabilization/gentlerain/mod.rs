@@ -104,8 +104,9 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-crate::stabilization::stabilization_protocol! { GentleRain = "gentlerain", GentleRainServer, GentleRainClient, full_replication_because:
-        "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside the client's DC";
+crate::stabilization::stabilization_protocol! { GentleRain = "gentlerain", GentleRainServer, GentleRainClient,
+    full_replication_because: "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside \
+        the client's DC";
     // A PUT waits out the clock skew (C1); a ROT waits for GST to pass the
     // client's `dt`: one one-way trip plus a heartbeat for VV, then a few
     // tree rounds of θ for the GST to reach the coordinator.
