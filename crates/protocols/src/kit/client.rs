@@ -1,6 +1,6 @@
 //! Small helpers every client half needs.
 
-use causeway_core::{ClientCtx, ClientEnv, NodeId, OpError, OpKind, OpResult};
+use causeway_core::{ClientCtx, ClientEnv, Key, NodeId, OpError, OpKind, OpResult};
 
 /// The server a client of `ctx` talks to for `key`: the key's partition in the
 /// client's own DC, or, under partial replication, in the nearest DC storing
@@ -17,6 +17,15 @@ pub fn client_server_for<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: &
             None
         }
     }
+}
+
+/// Send a one-key request, built from `key` by `msg`, to the key's server
+/// ([`client_server_for`]): true if it went out, false if the operation
+/// failed there instead.
+pub fn send_for_key<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: Key, msg: impl FnOnce(Key) -> M) -> bool {
+    let Some(to) = client_server_for(ctx, env, &key) else { return false };
+    env.send(to, msg(key));
+    true
 }
 
 /// The server of each key, in order, or `None` (the operation failed with

@@ -139,6 +139,28 @@ macro_rules! impl_kinds {
     };
 }
 
+/// [`Message::key_hint`](causeway_core::Message::key_hint) for a message
+/// enum whose one-key messages are the struct variants named, each with a
+/// `key` field, and (after `wrapping:`) the variants that wrap one struct
+/// with a `key` field; invoked inside [`impl_message!`](crate::impl_message).
+///
+/// ```ignore
+/// crate::key_hint!(Msg: GetReq, PutReq, Replicate);
+/// crate::key_hint!(Msg: Read, PutReq; wrapping: Replicate);
+/// ```
+#[macro_export]
+macro_rules! key_hint {
+    ($msg:ident: $($v:ident),+ $(; wrapping: $($w:ident),+)? $(,)?) => {
+        fn key_hint(&self) -> Option<&[u8]> {
+            match self {
+                $( $msg::$v { key, .. } => Some(key), )+
+                $( $( $msg::$w(inner) => Some(&inner.key), )+ )?
+                _ => None,
+            }
+        }
+    };
+}
+
 /// Bytes of the keys and values given: a message's user payload, for
 /// [`causeway_core::Message::payload_bytes`].
 pub fn payload<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> usize {

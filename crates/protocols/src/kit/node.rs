@@ -38,3 +38,17 @@ pub fn require_full_replication(name: &str, topology: &Topology, why: &str) -> R
     }
     Ok(())
 }
+
+/// Declares `Env`, the runtime's side of a server —
+/// [`ServerEnv`](causeway_core::ServerEnv) for the invoking module's `Msg`
+/// and `Version` — so that a handler's signature reads
+/// `env: &mut impl Env` and fits on a line with its message's fields.
+macro_rules! server_env {
+    () => {
+        /// [`ServerEnv`](causeway_core::ServerEnv) for this protocol's
+        /// messages and stored versions.
+        pub(super) trait Env: causeway_core::ServerEnv<Msg, Version> {}
+        impl<E: causeway_core::ServerEnv<Msg, Version>> Env for E {}
+    };
+}
+pub(crate) use server_env;

@@ -393,6 +393,12 @@ impl<P: Protocol> TestNet<P> {
             .expect("some key lands on every partition")
     }
 
+    /// [`TestNet::keys_on_distinct_partitions`] as an array, for
+    /// `let [x, y] = &net.distinct_keys();`.
+    pub fn distinct_keys<const N: usize>(&self) -> [causeway_core::Key; N] {
+        self.keys_on_distinct_partitions(N).try_into().expect("N keys")
+    }
+
     /// `n` keys on `n` different partitions.
     pub fn keys_on_distinct_partitions(&self, n: usize) -> Vec<causeway_core::Key> {
         assert!(n <= self.topology.partitions(), "only {} partitions", self.topology.partitions());
@@ -415,6 +421,13 @@ impl<P: Protocol> TestNet<P> {
         self.seen.iter().filter(|s| **s == want).count()
     }
 
+    /// Assert that no server reported waiting (a `Blocked` observation):
+    /// for the protocols whose operations never block.
+    pub fn assert_never_blocked(&self) {
+        let blocked: Vec<&Seen> = self.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
+        assert!(blocked.is_empty(), "{} never blocks, saw {blocked:?}", P::NAME);
+    }
+
     /// Every `Blocked { what }` observation: (node, waited µs).
     pub fn blocked(&self, what: &str) -> Vec<(NodeId, u64)> {
         self.seen
@@ -434,17 +447,23 @@ impl<P: Protocol> TestNet<P> {
     /// Start an operation on a client. Its messages go to the queue.
     pub fn invoke(&mut self, client: ClientId, op: Op) {
         assert!(self.results[client.idx()].is_none(), "previous result not taken");
+        self.notes[client.idx()].clear();
+        self.with_client(client, |c, env| c.invoke(env, op));
+    }
+
+    /// Run `f` on client `c` with its environment: its clock reads as the
+    /// first node's, its messages and timers go to the net's queues.
+    fn with_client(&mut self, c: ClientId, f: impl FnOnce(&mut P::Client, &mut CEnv<'_, P::Msg>)) {
         let now = self.clocks.first().copied().unwrap_or(0);
         let mut env = CEnv {
-            client,
+            client: c,
             now,
             queue: &mut self.queue,
             timers: &mut self.timers,
-            result: &mut self.results[client.idx()],
-            notes: &mut self.notes[client.idx()],
+            result: &mut self.results[c.idx()],
+            notes: &mut self.notes[c.idx()],
         };
-        env.notes.clear();
-        self.clients[client.idx()].invoke(&mut env, op);
+        f(&mut self.clients[c.idx()], &mut env);
     }
 
     /// Take a client's completed result, if it has one.
@@ -494,16 +513,7 @@ impl<P: Protocol> TestNet<P> {
                 self.turn(to, Some(NodeInput::Client { from: from.as_seen_by(to), msg: m.msg }));
             }
             (Dest::Node(from), Dest::Client(to)) => {
-                let now = self.clocks.first().copied().unwrap_or(0);
-                let mut env = CEnv {
-                    client: to,
-                    now,
-                    queue: &mut self.queue,
-                    timers: &mut self.timers,
-                    result: &mut self.results[to.idx()],
-                    notes: &mut self.notes[to.idx()],
-                };
-                self.clients[to.idx()].on_reply(&mut env, from, m.msg);
+                self.with_client(to, |client, env| client.on_reply(env, from, m.msg));
             }
             (Dest::Client(_), Dest::Client(_)) => unreachable!("clients do not talk to clients"),
         }
@@ -588,16 +598,7 @@ impl<P: Protocol> TestNet<P> {
         let (mine, rest): (Vec<_>, Vec<_>) = self.timers.drain(..).partition(|t| t.0 == Dest::Client(c));
         self.timers = rest;
         for (_, token) in mine {
-            let now = self.clocks.first().copied().unwrap_or(0);
-            let mut env = CEnv {
-                client: c,
-                now,
-                queue: &mut self.queue,
-                timers: &mut self.timers,
-                result: &mut self.results[c.idx()],
-                notes: &mut self.notes[c.idx()],
-            };
-            self.clients[c.idx()].on_timer(&mut env, token);
+            self.with_client(c, |client, env| client.on_timer(env, token));
         }
     }
 
@@ -680,6 +681,19 @@ pub fn run<P: Protocol>(net: &mut TestNet<P>, c: ClientId, op: Op) -> OpResult {
     let also = net.also_op_traffic;
     net.deliver_while(|m| client_traffic(m) || also(&m.msg));
     net.take_result(c).expect("the operation completes without timers or other traffic")
+}
+
+/// Three DCs of three partitions, each partition stored in two of them:
+/// the topology a protocol needing full replication refuses in `validate`.
+pub fn partial_replication() -> causeway_core::Topology {
+    let mut spec = causeway_core::TopologySpec::full(3, 3);
+    spec.replication = causeway_core::Replication::Partial { factor: 2 };
+    causeway_core::Topology::new(spec).expect("a valid topology")
+}
+
+/// `dcs` DCs of `partitions` partitions, every partition in every DC.
+pub fn full_replication(dcs: u16, partitions: u32) -> causeway_core::Topology {
+    causeway_core::Topology::new(causeway_core::TopologySpec::full(dcs, partitions)).expect("a valid topology")
 }
 
 pub fn put<P: Protocol>(net: &mut TestNet<P>, c: ClientId, k: &causeway_core::Key, v: &str) {

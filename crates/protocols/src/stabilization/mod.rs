@@ -11,7 +11,8 @@
 //! partition server's own plumbing around them — paced heartbeats and ticks,
 //! the dense-vector steps of Cure and Contrarian ([`partition`]) — and
 //! the client's side of Cure's and Contrarian's reads at a snapshot
-//! vector ([`snapshot_read`]).
+//! vector ([`snapshot_read`]). Each protocol's `Protocol` impl comes from
+//! `stabilization_protocol!`, with the items all four share.
 
 pub mod causal_spartan_x;
 pub mod contrarian;
@@ -38,14 +39,24 @@ pub trait StabilizationConfig {
     fn stabilization_interval_us(&self) -> u64;
     fn tree_fanout(&self) -> usize;
     fn pace(&self) -> &pace::PaceConfig;
+    /// The checks of the protocol's own `[protocol]` fields, after the
+    /// family's ([`validate_stabilization`]).
+    fn check_own(&self) -> Result<(), String>;
 }
 
 /// Implement [`StabilizationConfig`] for a `Config` with fields
 /// `heartbeat_interval_us`, `stabilization_interval_us`, `tree_fanout` and
-/// `pace`.
+/// `pace`; `check: f` names the checks of the protocol's own fields
+/// ([`StabilizationConfig::check_own`]).
 macro_rules! stabilization_config {
     ($config:ty) => {
+        $crate::stabilization::stabilization_config!($config, check: |_| Ok(()));
+    };
+    ($config:ty, check: $check:expr) => {
         impl $crate::stabilization::StabilizationConfig for $config {
+            fn check_own(&self) -> Result<(), String> {
+                ($check)(self)
+            }
             fn heartbeat_interval_us(&self) -> u64 {
                 self.heartbeat_interval_us
             }
@@ -99,8 +110,58 @@ pub fn validate_stabilization(
         return Err("protocol.tree_fanout must be at least 1".into());
     }
     cfg.pace().validate()?;
-    crate::kit::node::require_full_replication(name, topology, why)
+    crate::kit::node::require_full_replication(name, topology, why)?;
+    cfg.check_own()
 }
+
+/// A stabilization protocol: the unit struct `$name` and its `Protocol`
+/// impl, whose items all four protocols share — GET, PUT and ROT, the
+/// causal promise, the family's liveness bound ([`stable_time_bound_us`]:
+/// every wait is for a stable time or a clock), [`validate_stabilization`]
+/// and the protocol's parts ([`protocol_parts`](crate::kit::protocol_parts)).
+/// The invocation gives the protocol's name, parts and why it needs full
+/// replication (for a dense stable vector, whose entry for a DC that stores
+/// no partition would never advance, just the vector's name), then its own
+/// items: its mutants, tolerated faults, availability claim and any other.
+macro_rules! stabilization_protocol {
+    ($name:ident = $id:literal, $server:ident, $client:ident, stable_vector: $vector:literal; $($items:tt)*) => {
+        $crate::stabilization::stabilization_protocol!(
+            $name = $id, $server, $client,
+            full_replication_because:
+                concat!("a ", $vector, " entry for a DC that does not store a partition would never advance");
+            $($items)*
+        );
+    };
+    ($name:ident = $id:literal, $server:ident, $client:ident, full_replication_because: $why:expr; $($items:tt)*) => {
+        pub struct $name;
+
+        impl causeway_core::Protocol for $name {
+            const NAME: &'static str = $id;
+            const OPS: &'static [causeway_core::OpKind] =
+                &[causeway_core::OpKind::Get, causeway_core::OpKind::Put, causeway_core::OpKind::Rot];
+            const CAUSAL: bool = true;
+            $crate::kit::protocol_parts!($server, $client);
+
+            fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
+                $crate::stabilization::stable_time_bound_us(cfg, env)
+            }
+
+            fn validate(cfg: &Config, topology: &causeway_core::Topology) -> Result<(), String> {
+                $crate::stabilization::validate_stabilization(Self::NAME, cfg, topology, $why)
+            }
+
+            $($items)*
+        }
+    };
+}
+pub(crate) use stabilization_protocol;
+
+/// What GentleRain and Cure tolerate: their timestamps are physical clocks,
+/// which may be skewed, drift or jump forward, but a clock that steps back
+/// can stamp a version under a stable time already handed out (Roohitavaf
+/// §5.1.1). Crash-restart is survived by each one's journaled state.
+pub const FORWARD_CLOCKS: causeway_core::Faults =
+    causeway_core::Faults { backward_jumps: false, ..causeway_core::Faults::ALL };
 
 /// Heartbeats and the stable-time tree's reports and pushes (by message
 /// kind) are sent every tick and their handlers keep the maximum (or the

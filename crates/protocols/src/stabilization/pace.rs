@@ -177,31 +177,32 @@ mod tests {
         assert_eq!(get(&mut net, reader, &k).as_deref(), Some("wake up"));
     }
 
+    /// [`idle_cluster_goes_quiet_and_one_write_wakes_it`] at `P`'s default
+    /// config: active at the longer of its Δ and θ, slowed by its pacing.
+    fn idle_default_goes_quiet_and_wakes<P: Protocol>()
+    where
+        P::Config: crate::stabilization::StabilizationConfig,
+    {
+        use crate::stabilization::StabilizationConfig;
+        let cfg = P::Config::default();
+        let (active_us, slowdown) =
+            (cfg.heartbeat_interval_us().max(cfg.stabilization_interval_us()), cfg.pace().idle_slowdown);
+        idle_cluster_goes_quiet_and_one_write_wakes_it::<P>(cfg, active_us, slowdown);
+    }
+
     #[test]
     fn idle_gentlerain_goes_quiet_and_wakes() {
-        use crate::stabilization::gentlerain::{Config, GentleRain};
-        let cfg = Config::default();
-        let (active_us, slowdown) =
-            (cfg.heartbeat_interval_us.max(cfg.stabilization_interval_us), cfg.pace.idle_slowdown);
-        idle_cluster_goes_quiet_and_one_write_wakes_it::<GentleRain>(cfg, active_us, slowdown);
+        idle_default_goes_quiet_and_wakes::<crate::stabilization::gentlerain::GentleRain>();
     }
 
     #[test]
     fn idle_causal_spartan_x_goes_quiet_and_wakes() {
-        use crate::stabilization::causal_spartan_x::{CausalSpartanX, Config};
-        let cfg = Config::default();
-        let (active_us, slowdown) =
-            (cfg.heartbeat_interval_us.max(cfg.stabilization_interval_us), cfg.pace.idle_slowdown);
-        idle_cluster_goes_quiet_and_one_write_wakes_it::<CausalSpartanX>(cfg, active_us, slowdown);
+        idle_default_goes_quiet_and_wakes::<crate::stabilization::causal_spartan_x::CausalSpartanX>();
     }
 
     #[test]
     fn idle_contrarian_goes_quiet_and_wakes() {
-        use crate::stabilization::contrarian::{Config, Contrarian};
-        let cfg = Config::default();
-        let (active_us, slowdown) =
-            (cfg.heartbeat_interval_us.max(cfg.stabilization_interval_us), cfg.pace.idle_slowdown);
-        idle_cluster_goes_quiet_and_one_write_wakes_it::<Contrarian>(cfg, active_us, slowdown);
+        idle_default_goes_quiet_and_wakes::<crate::stabilization::contrarian::Contrarian>();
     }
 
     #[test]

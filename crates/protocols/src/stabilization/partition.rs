@@ -19,8 +19,9 @@
 //!   per DC: raising the stable vector, admitting the remote versions it
 //!   now covers ([`newly_visible`], [`land_remote`]), the one-partition
 //!   shortcut ([`alone_raise`]), the visibility report
-//!   ([`report_if_read`]), key checks and the scan of a restarted store
-//!   ([`for_each_stored`]);
+//!   ([`report_if_read`]), the snapshot rule DV ≤ TV ([`in_snapshot`]),
+//!   a replicated version's shape ([`well_formed`]), key checks and the
+//!   scan of a restarted store ([`for_each_stored`]);
 //! - the GC step of every θ tick and the journaling of the horizon it
 //!   reaches ([`collect_garbage`]), for CausalSpartanX, Cure and
 //!   Contrarian.
@@ -129,6 +130,53 @@ impl Ticker {
 pub trait VectorVersion: Versioned + Clone {
     type Time: Ord + Copy + Debug;
     fn dv(&self) -> &[Self::Time];
+    /// The timestamp its origin DC stamped it with (`dv[sr]`).
+    fn ts(&self) -> Self::Time;
+    /// Its origin DC.
+    fn sr(&self) -> DcId;
+}
+
+/// `impl Versioned` — last-writer-wins by ⟨ts, sr⟩: a causally later write
+/// has a higher `ts` — and [`VectorVersion`] for a stored version with
+/// fields `value`, `ts`, `sr` and `dv`, its timestamps of type `$time`.
+macro_rules! vector_version {
+    ($ty:ty, $time:ty) => {
+        $crate::impl_versioned!($ty, ($time, causeway_core::DcId) = (ts, sr));
+
+        impl $crate::stabilization::partition::VectorVersion for $ty {
+            type Time = $time;
+            fn dv(&self) -> &[$time] {
+                &self.dv
+            }
+            fn ts(&self) -> $time {
+                self.ts
+            }
+            fn sr(&self) -> causeway_core::DcId {
+                self.sr
+            }
+        }
+    };
+}
+pub(crate) use vector_version;
+
+/// Whether `v` belongs to the snapshot TV: DV ≤ TV ("an item belongs to
+/// the snapshot encoded by TV if DV ≤ TV", Didona et al. §4; Akkoorath et
+/// al. §4). `skip_remote` is the visibility mutant: only a local version's
+/// timestamp is checked. On every read and every write's collection.
+#[inline]
+pub fn in_snapshot<V: VectorVersion>(v: &V, tv: &[V::Time], m: DcId, skip_remote: bool) -> bool {
+    if skip_remote {
+        return v.sr() != m || v.ts() <= tv[m.idx()];
+    }
+    let dv = v.dv();
+    dv.len() == tv.len() && dv.iter().zip(tv).all(|(d, t)| d <= t)
+}
+
+/// A replicated version as Cure and Contrarian write it: one DV entry per
+/// DC (`dcs`), `dv[sr] == ts`, every other entry strictly below.
+pub fn well_formed<V: VectorVersion>(v: &V, dcs: usize) -> bool {
+    let (dv, sr, ts) = (v.dv(), v.sr().idx(), v.ts());
+    dv.len() == dcs && sr < dcs && dv[sr] == ts && dv.iter().enumerate().all(|(i, &d)| i == sr || d < ts)
 }
 
 /// The entries of `v` other than DC `m`'s, as (index, value).

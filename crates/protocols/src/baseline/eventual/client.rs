@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::kit::client::{by_server, client_server_for, client_servers_for, fail_unsupported};
+use crate::kit::client::{by_server, client_servers_for, fail_unsupported, send_for_key};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult, Value};
 
 pub struct EventualClient {
@@ -78,14 +78,14 @@ impl Client for EventualClient {
     fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
         match op {
             Op::Get { key } => {
-                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                self.pending = Some(Pending::Get);
-                env.send(to, Msg::GetReq { key });
+                if send_for_key(&self.ctx, env, key, |key| Msg::GetReq { key }) {
+                    self.pending = Some(Pending::Get);
+                }
             }
             Op::Put { key, value } => {
-                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                self.pending = Some(Pending::Put);
-                env.send(to, Msg::PutReq { key, value });
+                if send_for_key(&self.ctx, env, key, |key| Msg::PutReq { key, value }) {
+                    self.pending = Some(Pending::Put);
+                }
             }
             Op::Rot { keys } => {
                 let Some(targets) = client_servers_for(&self.ctx, env, keys.iter().map(|k| &k[..])) else { return };

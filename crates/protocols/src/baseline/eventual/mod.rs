@@ -33,7 +33,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use causeway_core::{ClientCtx, Faults, LivenessEnv, NodeCtx, OpKind, Protocol};
+use causeway_core::{Faults, LivenessEnv, OpKind, Protocol};
 
 pub struct Eventual;
 
@@ -45,22 +45,11 @@ impl Protocol for Eventual {
     /// for eventual consistency; a restart recovers `last_ts` from the store.
     const TOLERATES: Faults = Faults::ALL;
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = EventualServer;
-    type Client = EventualClient;
+    crate::kit::protocol_parts!(EventualServer, EventualClient);
 
     /// Every operation is answered by servers of the client's own DC
     /// without waiting for anything.
     fn liveness_bound_us(_cfg: &Config, env: &LivenessEnv) -> u64 {
         10_000 + 8 * env.intra_dc_rtt_us
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> EventualServer {
-        EventualServer::new(cfg, ctx)
-    }
-    fn client(cfg: &Config, ctx: ClientCtx) -> EventualClient {
-        EventualClient::new(cfg, ctx)
     }
 }

@@ -70,12 +70,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::GetReq { key } | Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: GetReq, PutReq, Replicate);
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::GetReq { key } => key.len(),

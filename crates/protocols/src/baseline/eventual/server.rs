@@ -4,6 +4,8 @@ use crate::kit::node::equivalents_elsewhere;
 use causeway_core::{ClientId, DcId, Key, NodeCtx, NodeId, Observation, PartitionId, Server, ServerEnv, Topology};
 use std::sync::Arc;
 
+crate::kit::node::server_env!();
+
 pub struct EventualServer {
     dc: DcId,
     /// Timestamps are unique per server: max(clock, last + 1).
@@ -31,7 +33,7 @@ impl EventualServer {
 impl EventualServer {
     /// Insert, then forget everything but the winner: last-writer-wins needs
     /// one version per key, and reads never ask for an older one.
-    fn apply(env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> causeway_core::Landed {
+    fn apply(env: &mut impl Env, key: &[u8], version: Version) -> causeway_core::Landed {
         let order = (version.ts, version.dc);
         let landed = env.store().insert_collecting(key, version, |_| true);
         // Last-writer-wins never goes back: the key now holds the newer of
@@ -49,7 +51,7 @@ type RowWrites = Vec<(Key, Version)>;
 impl EventualServer {
     /// A client's write: stamp, apply, replicate. The last of the store and
     /// the peers' messages takes the version itself, the others a copy.
-    fn write(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, value: causeway_core::Value) {
+    fn write(&mut self, env: &mut impl Env, key: Key, value: causeway_core::Value) {
         let version = self.stamp(env, &key, value);
         let Some((&last, rest)) = self.peers_of(&key).split_last() else {
             Self::apply(env, &key, version);
@@ -66,7 +68,7 @@ impl EventualServer {
     }
 
     /// Stamp a client's write, visible here at once.
-    fn stamp(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, value: causeway_core::Value) -> Version {
+    fn stamp(&mut self, env: &mut impl Env, key: &Key, value: causeway_core::Value) -> Version {
         let before = self.last_ts;
         self.last_ts = env.now_us().max(self.last_ts + 1);
         // Stamps are unique per server, so ⟨ts, dc⟩ orders all writes totally.
@@ -79,7 +81,7 @@ impl EventualServer {
     /// A batch's writes, in order, each stamped and applied; a row written
     /// in several columns is replicated as one `ReplicateRow` (after the
     /// batch's other writes), a plain key as a `Replicate` of its own.
-    fn write_batch(&mut self, env: &mut impl ServerEnv<Msg, Version>, writes: Vec<(Key, causeway_core::Value)>) {
+    fn write_batch(&mut self, env: &mut impl Env, writes: Vec<(Key, causeway_core::Value)>) {
         if !writes.iter().any(|(k, _)| causeway_core::column::is_location_key(k)) {
             // Plain keys only (every batch but a workload's columns): no
             // rows to gather, so nothing to count or copy per key.
@@ -122,7 +124,7 @@ impl EventualServer {
     }
 
     /// A replicated write: applied, and reported if it is now the newest.
-    fn on_replicated(env: &mut impl ServerEnv<Msg, Version>, key: Key, version: Version) {
+    fn on_replicated(env: &mut impl Env, key: Key, version: Version) {
         let (origin, written_us) = (version.dc, version.ts);
         let landed = Self::apply(env, &key, version);
         if landed.inserted == causeway_core::Inserted::Newest {

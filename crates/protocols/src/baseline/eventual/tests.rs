@@ -2,24 +2,24 @@
 
 use super::*;
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, put, text};
-use causeway_core::{DcId, Op, OpResult};
+use causeway_core::{ClientId, DcId, Key, Op, OpResult, PartitionId};
 
-/// Keys `(a, b)` on partition 0 and `c` on partition 1.
-fn keys(net: &TestNet<Eventual>) -> (causeway_core::Key, causeway_core::Key, causeway_core::Key) {
-    let on = |p: u32| {
-        (0..)
-            .map(|i| bytes(&format!("k{i}")))
-            .filter(move |k| net.topology.partition_of(k) == causeway_core::PartitionId(p))
-    };
+/// A net of `dcs` DCs of two partitions, one client per DC; DC 0's client
+/// (alice), keys `a` and `b` on partition 0 and `c` on partition 1.
+fn net_and_keys(dcs: u16) -> (TestNet<Eventual>, ClientId, [Key; 3]) {
+    let net = TestNet::<Eventual>::new(dcs, 2, 1, Config::default());
+    let topology = &net.topology;
+    let on =
+        |p: u32| (0..).map(|i| bytes(&format!("k{i}"))).filter(move |k| topology.partition_of(k) == PartitionId(p));
     let mut p0 = on(0);
-    (p0.next().unwrap(), p0.next().unwrap(), on(1).next().unwrap())
+    let keys = [p0.next().unwrap(), p0.next().unwrap(), on(1).next().unwrap()];
+    let alice = net.client(0, 0);
+    (net, alice, keys)
 }
 
 #[test]
 fn a_rot_sends_one_request_per_server_and_returns_values_in_key_order() {
-    let mut net = TestNet::<Eventual>::new(1, 2, 1, Config::default());
-    let alice = net.client(0, 0);
-    let (a, b, c) = keys(&net);
+    let (mut net, alice, [a, b, c]) = net_and_keys(1);
     put(&mut net, alice, &a, "a1");
     put(&mut net, alice, &c, "c1");
     net.invoke(alice, Op::Rot { keys: vec![b.clone(), c.clone(), a.clone()] });
@@ -33,9 +33,7 @@ fn a_rot_sends_one_request_per_server_and_returns_values_in_key_order() {
 
 #[test]
 fn a_batch_with_a_misplaced_key_answers_the_others_and_refuses_it_by_name() {
-    let mut net = TestNet::<Eventual>::new(1, 2, 1, Config::default());
-    let alice = net.client(0, 0);
-    let (a, _, c) = keys(&net);
+    let (mut net, alice, [a, _, c]) = net_and_keys(1);
     put(&mut net, alice, &a, "a1");
     let n = net.server_for(DcId(0), &a);
     net.queue.push(InFlight::new(
@@ -58,9 +56,7 @@ fn a_batch_with_a_misplaced_key_answers_the_others_and_refuses_it_by_name() {
 /// a plain key in the same batch still goes as a `Replicate` of its own.
 #[test]
 fn a_rows_columns_are_written_in_one_request_and_replicated_in_one_message() {
-    let mut net = TestNet::<Eventual>::new(2, 2, 1, Config::default());
-    let alice = net.client(0, 0);
-    let (a, b, _) = keys(&net);
+    let (mut net, alice, [a, b, _]) = net_and_keys(2);
     let col = |i: usize| causeway_core::column::location_key(&a, b"default", format!("c{i}").as_bytes()).unwrap();
     let cols = [a.clone(), col(1), col(2)];
     let mut writes: Vec<_> = cols.iter().map(|k| (k.clone(), bytes("v"))).collect();

@@ -165,7 +165,7 @@ pub use msg::*;
 pub use server::*;
 
 use crate::kit::node::require_full_replication;
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+use causeway_core::{OpKind, Protocol, Topology};
 
 pub struct CcLo;
 
@@ -181,11 +181,7 @@ impl Protocol for CcLo {
     /// its own DC (the session read them there), so its readers check never
     /// waits for another DC.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = CcLoServer;
-    type Client = CcLoClient;
+    crate::kit::protocol_parts!(CcLoServer, CcLoClient);
 
     /// A PUT: a readers check inside the DC, possibly behind the previous
     /// write of its key, possibly re-sent once, possibly behind a restarted
@@ -216,13 +212,5 @@ impl Protocol for CcLo {
             topology,
             "a replicated version's dependencies are checked at their keys' servers in the receiving DC",
         )
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> CcLoServer {
-        CcLoServer::new(cfg, ctx)
-    }
-
-    fn client(cfg: &Config, ctx: ClientCtx) -> CcLoClient {
-        CcLoClient::new(cfg, ctx)
     }
 }

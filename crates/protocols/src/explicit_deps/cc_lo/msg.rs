@@ -154,13 +154,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::PutReq { key, .. } | Msg::CheckReq { key, .. } | Msg::GetReq { key, .. } => Some(key),
-            Msg::Replicate(r) => Some(&r.key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: PutReq, CheckReq, GetReq; wrapping: Replicate);
     fn payload_bytes(&self) -> usize {
         // Dependency keys and the checked version's key are metadata: they
         // name other writes.

@@ -8,6 +8,8 @@ use causeway_core::{
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
+crate::kit::node::server_env!();
+
 /// The one timer's token: expiry, retries, the hold after a restart.
 const TIMER_TICK: u64 = 1;
 
@@ -208,14 +210,7 @@ impl Partition {
     /// check: ask the partition of every dependency for the ROTs that read
     /// an older version of it, or are old readers of it. Y1 becomes visible
     /// — readable, acknowledged, replicated — once every answer is in.
-    fn on_put(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        key: Key,
-        value: Value,
-        deps: Vec<Dep>,
-    ) {
+    fn on_put(&mut self, env: &mut impl Env, client: ClientId, key: Key, value: Value, deps: Vec<Dep>) {
         let mut deps = deps;
         // The stamp goes above every dependency, settled ones too; those
         // need no check (deviation 10), and are not counted against
@@ -282,7 +277,7 @@ impl Partition {
     /// skips the check's bookkeeping — the whole readers check on one
     /// partition, as in a one-partition DC or for a session whose
     /// dependencies all live here.
-    fn check_here_at_once(&self, env: &mut impl ServerEnv<Msg, Version>, deps: &[Dep]) -> Option<OldReaders> {
+    fn check_here_at_once(&self, env: &mut impl Env, deps: &[Dep]) -> Option<OldReaders> {
         if self.tick < self.hold_until {
             return None;
         }
@@ -301,14 +296,7 @@ impl Partition {
     /// Send the readers check of `key`@`stamp` to the partitions of its
     /// dependencies in this DC, one request per partition (this one answers
     /// itself in place).
-    fn start_check(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        key: Key,
-        stamp: Stamp,
-        deps: Vec<Dep>,
-        client: Option<ClientId>,
-    ) {
+    fn start_check(&mut self, env: &mut impl Env, key: Key, stamp: Stamp, deps: Vec<Dep>, client: Option<ClientId>) {
         let mut by_node: BTreeMap<NodeId, Vec<Dep>> = BTreeMap::new();
         for d in deps {
             let Some(n) = self.topology.server_for_key(self.m, &d.key) else { continue };
@@ -335,14 +323,7 @@ impl Partition {
     /// ⟨CheckReq⟩ for `key`@`stamp` from a partition of this DC: answer once
     /// every dependency named is visible here. A repeat of a request still
     /// waiting (a retry) is ignored; one already answered is answered again.
-    fn on_check_req(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        key: Key,
-        stamp: Stamp,
-        mut deps: Vec<Dep>,
-    ) {
+    fn on_check_req(&mut self, env: &mut impl Env, from: NodeId, key: Key, stamp: Stamp, mut deps: Vec<Dep>) {
         if self.topology.dc_of(from) != self.m
             || deps.len() > MAX_DEPS
             || deps.iter().any(|d| self.check_key(&d.key).is_err())
@@ -373,7 +354,7 @@ impl Partition {
     /// Whether dependency `d` is visible here: its version, or a later one
     /// of its key from the same DC, which follows it (deviation 2) and is
     /// what remains once version GC dropped it (deviation 4).
-    fn is_visible(&self, env: &mut impl ServerEnv<Msg, Version>, d: &Dep) -> bool {
+    fn is_visible(&self, env: &mut impl Env, d: &Dep) -> bool {
         env.store()
             .versions(&d.key)
             .iter()
@@ -387,7 +368,7 @@ impl Partition {
     /// dependency's key than the dependency, and the old readers of the
     /// dependency itself (propagation: whoever must not see it must not
     /// see what follows it either).
-    fn answer(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: IncomingId) {
+    fn answer(&mut self, env: &mut impl Env, id: IncomingId) {
         let Some(inc) = self.incoming.remove(&id) else { return };
         let (from, key, stamp) = id;
         let old = if from == self.me || !self.cfg.mutant_no_old_reader_propagation {
@@ -405,11 +386,7 @@ impl Partition {
     /// The old readers of dependencies `deps`, all visible here: the ROTs
     /// recorded reading an older version of a dependency's key than the
     /// dependency, and the old readers of the dependency itself.
-    fn old_readers_of<'d>(
-        &self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        deps: impl Iterator<Item = &'d Dep>,
-    ) -> OldReaders {
+    fn old_readers_of<'d>(&self, env: &mut impl Env, deps: impl Iterator<Item = &'d Dep>) -> OldReaders {
         let mut old = OldReaders::new();
         for d in deps {
             if let Some(rs) = self.readers.get(&d.key) {
@@ -430,20 +407,13 @@ impl Partition {
     }
 
     /// Answers this partition gave itself, until none is left.
-    fn pump(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn pump(&mut self, env: &mut impl Env) {
         while let Some((key, stamp, old)) = self.self_answers.pop_front() {
             self.on_check_reply(env, self.me, key, stamp, old);
         }
     }
 
-    fn on_check_reply(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        key: Key,
-        stamp: Stamp,
-        old: OldReaders,
-    ) {
+    fn on_check_reply(&mut self, env: &mut impl Env, from: NodeId, key: Key, stamp: Stamp, old: OldReaders) {
         let Some(c) = self.checks.get_mut(&(key.clone(), stamp)) else { return };
         if c.awaiting.remove(&from).is_none() {
             return; // a repeated answer
@@ -457,7 +427,7 @@ impl Partition {
 
     /// The check of `key`@`stamp` is complete: the version becomes visible
     /// (except to its old readers).
-    fn finish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: Key, stamp: Stamp) {
+    fn finish(&mut self, env: &mut impl Env, key: Key, stamp: Stamp) {
         let Some(c) = self.checks.remove(&(key.clone(), stamp)) else { return };
         let Some(v) = env.store().exact(&key, stamp) else { return };
         if v.visible {
@@ -491,7 +461,7 @@ impl Partition {
     #[allow(clippy::too_many_arguments)]
     fn made_visible(
         &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
+        env: &mut impl Env,
         key: Key,
         stamp: Stamp,
         value: Value,
@@ -562,7 +532,7 @@ impl Partition {
     #[allow(clippy::too_many_arguments)]
     fn on_replicate(
         &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
+        env: &mut impl Env,
         from: NodeId,
         key: Key,
         value: Value,
@@ -593,15 +563,7 @@ impl Partition {
     /// this ROT is not an old reader of; the ROT is recorded as a reader of
     /// each key if it reads at other partitions too. Never waits.
     #[allow(clippy::too_many_arguments)]
-    fn on_rot(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        id: RotId,
-        keys: Vec<Key>,
-        record: bool,
-        lts: u64,
-    ) {
+    fn on_rot(&mut self, env: &mut impl Env, client: ClientId, id: RotId, keys: Vec<Key>, record: bool, lts: u64) {
         let refuse = if keys.is_empty() {
             Some(OpError::BadRequest("a read names no key".into()))
         } else {
@@ -629,7 +591,7 @@ impl Partition {
 
     /// A GET: a ROT of one key, so at one partition and not recorded
     /// (deviation 5), in a message of its own (no vectors to allocate).
-    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, id: RotId, key: Key, lts: u64) {
+    fn on_get(&mut self, env: &mut impl Env, client: ClientId, id: RotId, key: Key, lts: u64) {
         let item = match self.check_key(&key) {
             Ok(()) => {
                 let snapshot = self.snapshot(lts);
@@ -653,13 +615,7 @@ impl Partition {
 
     /// What ROT `id` reads of `key`: the newest visible version it is not
     /// an old reader of (the mutant: the newest stamped at most `snapshot`).
-    fn read(
-        &self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        id: RotId,
-        key: &Key,
-        snapshot: Option<u64>,
-    ) -> Option<Item> {
+    fn read(&self, env: &mut impl Env, id: RotId, key: &Key, snapshot: Option<u64>) -> Option<Item> {
         let v = env.store().latest_where(key, |v| {
             v.visible
                 && match snapshot {
@@ -698,7 +654,7 @@ impl Partition {
     /// reader TTL, then is settled here and at the replicas. Unchanged
     /// probes and settlements go out again every [`SETTLE_REFRESH_TICKS`]
     /// (a restarted node has forgotten them).
-    fn settle_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn settle_tick(&mut self, env: &mut impl Env) {
         if !self.cfg.settle {
             return;
         }
@@ -737,7 +693,7 @@ impl Partition {
     /// ⟨Probe⟩ from a replica's origin: everything it stamped below
     /// `below` has arrived (links are FIFO); what is not pending here is
     /// visible.
-    fn on_probe(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, below: u64) {
+    fn on_probe(&mut self, env: &mut impl Env, from: NodeId, below: u64) {
         if !self.peers.contains(&from) {
             return;
         }
@@ -764,7 +720,7 @@ impl Partition {
     /// One tick: expire reader records and old-reader sets older than the
     /// TTL (their ROTs are over, deviation 3), end the post-restart hold,
     /// re-send unanswered checks.
-    fn on_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn on_tick(&mut self, env: &mut impl Env) {
         self.tick += 1;
         // A record made at tick k is dropped at tick k + ttl + 1: the
         // (k+1)-th firing came after the record, and firings are at least
@@ -806,7 +762,7 @@ impl Partition {
     /// with no old readers is V, every ROT reads V or newer, so older
     /// versions go — except pending ones, and the newest visible one of
     /// each DC, which answers dependency checks for its DC's earlier ones.
-    fn collect_versions(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key) {
+    fn collect_versions(&mut self, env: &mut impl Env, key: &Key) {
         if self.cfg.mutant_lamport_only {
             return;
         }
@@ -832,7 +788,7 @@ impl Partition {
     /// answer and times out); old readers expire a TTL from now. After a
     /// restart, the reader records are lost: no check is answered for a
     /// TTL (deviation 7).
-    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn recover(&mut self, env: &mut impl Env) {
         if env.store().meta().is_some() {
             self.hold_until = self.cfg.ttl_ticks() + 1;
         } else {

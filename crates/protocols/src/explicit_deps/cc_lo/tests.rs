@@ -1,8 +1,6 @@
 use super::*;
-use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, rot, server_to_server, text};
-use causeway_core::{
-    ClientId, DcId, Key, NodeId, Op, OpError, OpResult, Protocol, Replication, Topology, TopologySpec,
-};
+use crate::kit::testkit::{self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, server_to_server, text};
+use causeway_core::{ClientId, DcId, Key, NodeId, Op, OpError, OpResult, Protocol};
 
 type Net = TestNet<CcLo>;
 
@@ -62,16 +60,14 @@ fn mutant_lamport() -> Config {
 
 #[test]
 fn validate_rejects_bad_timeouts_and_partial_replication() {
-    let full = Topology::new(TopologySpec::full(2, 2)).unwrap();
+    let full = testkit::full_replication(2, 2);
     assert!(CcLo::validate(&Config::default(), &full).is_ok());
     let short_ttl = Config { reader_ttl_us: 100_000, rot_timeout_us: 100_000, ..Config::default() };
     let err = CcLo::validate(&short_ttl, &full).unwrap_err();
     assert!(err.contains("reader_ttl_us"), "{err}");
     assert!(CcLo::validate(&Config { tick_us: 0, ..Config::default() }, &full).is_err());
     assert!(CcLo::validate(&Config { rot_attempts: 0, ..Config::default() }, &full).is_err());
-    let mut spec = TopologySpec::full(3, 3);
-    spec.replication = Replication::Partial { factor: 2 };
-    assert!(CcLo::validate(&Config::default(), &Topology::new(spec).unwrap()).is_err());
+    assert!(CcLo::validate(&Config::default(), &testkit::partial_replication()).is_err());
 }
 
 #[test]
@@ -166,22 +162,40 @@ fn a_rot_is_two_communication_steps_and_one_version_per_key() {
     assert_eq!(part(&net, p1).readers, readers);
 }
 
+/// The start of the paper's Fig. 1 race, on one DC of two partitions: c2
+/// has written X0 and Y0; c1's ROT(x, y) has reached p_x, and its read of
+/// y is still on its way.
+struct Race {
+    net: Net,
+    keys: [Key; 2],
+    c1: ClientId,
+    c2: ClientId,
+    px: NodeId,
+}
+
+impl Race {
+    fn start(cfg: Config) -> Race {
+        let mut net = net_with(1, 2, 2, cfg);
+        let keys: [Key; 2] = net.distinct_keys();
+        let (c1, c2) = (net.client(0, 0), net.client(0, 1));
+        put(&mut net, c2, &keys[0], "X0");
+        put(&mut net, c2, &keys[1], "Y0");
+        let px = net.server_for(DC0, &keys[0]);
+        net.invoke(c1, Op::Rot { keys: keys.to_vec() });
+        // The read of x now; the read of y waits.
+        assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+        Race { net, keys, c1, c2, px }
+    }
+}
+
 /// The paper's Fig. 1 (Didona et al. §3): c1 runs ROT(x, y) while c2 does
 /// PUT(x, X1) then PUT(y, Y1); c1's read of x reaches p_x before PUT(x, X1)
 /// and its read of y reaches p_y after PUT(y, Y1) completed. (X0, Y1)
 /// would violate causality, since X0 ⇝ X1 ⇝ Y1. Returns what c1 read,
 /// and the old readers p_x named in Y1's readers check.
 fn figure_1_race(cfg: Config) -> (Vec<Option<String>>, Vec<OldReaders>) {
-    let mut net = net_with(1, 2, 2, cfg);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
-    let (c1, c2) = (net.client(0, 0), net.client(0, 1));
-    put(&mut net, c2, x, "X0");
-    put(&mut net, c2, y, "Y0");
-    let px = net.server_for(DC0, x);
-    net.invoke(c1, Op::Rot { keys: vec![x.clone(), y.clone()] });
-    // The read of x now; the read of y waits.
-    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+    let Race { mut net, keys: [x, y], c1, c2, px } = Race::start(cfg);
+    let (x, y) = (&x, &y);
     let mut named = Vec::new();
     for (k, v) in [(x, "X1"), (y, "Y1")] {
         net.invoke(c2, Op::Put { key: k.clone(), value: bytes(v) });
@@ -247,8 +261,7 @@ fn t_reads_x_first(
 /// asks only y's partition, which names T through Y1's old readers.
 fn chain(cfg: Config) -> Vec<Option<String>> {
     let mut net = net_with(1, 3, 4, cfg);
-    let ks = net.keys_on_distinct_partitions(3);
-    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    let [x, y, z] = &net.distinct_keys();
     let [t, c2, c3, c4] = [0, 1, 2, 3].map(|i| net.client(0, i));
     let held = t_reads_x_first(&mut net, [x, y, z], t, c2);
     let run = |net: &mut Net, c: ClientId, op: Op| {
@@ -279,8 +292,7 @@ fn old_readers_propagate_along_a_dependency_chain() {
 /// how many check requests crossed the network while Y1 was written.
 fn chain_through_a_check_in_place(cfg: Config) -> (Vec<Option<String>>, usize) {
     let mut net = net_with(1, 2, 3, cfg);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, z) = (&ks[0], &ks[1]);
+    let [x, z] = &net.distinct_keys();
     let y = &(0..)
         .map(|i| bytes(&format!("y{i}")))
         .find(|k| net.topology.partition_of(k) == net.topology.partition_of(x))
@@ -320,8 +332,7 @@ fn a_readers_check_done_in_place_names_the_same_old_readers() {
 /// there.
 fn remote_race(cfg: Config) -> Vec<Option<String>> {
     let mut net = net_with(2, 2, 1, cfg);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let (w, r) = (net.client(0, 0), net.client(1, 0));
     put(&mut net, w, x, "X0");
     put(&mut net, w, y, "Y0");
@@ -351,8 +362,7 @@ fn the_readers_check_runs_again_in_the_remote_dc() {
 fn lemma_1(cfg: Config, readers: &[bool]) -> (Vec<Vec<Option<String>>>, Vec<String>) {
     let n = readers.len() as u32;
     let mut net = net_with(1, 2, n + 1, cfg);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let w = net.client(0, n);
     put(&mut net, w, x, "X0");
     put(&mut net, w, y, "Y0");
@@ -493,8 +503,7 @@ fn figure_1_race_on(net: &mut Net, ks: &[Key]) {
 fn a_restarted_partition_answers_no_readers_check_for_a_ttl() {
     let cfg = Config::default();
     let mut net = net_with(1, 2, 2, cfg.clone());
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let (c1, c2) = (net.client(0, 0), net.client(0, 1));
     put(&mut net, c2, x, "X0");
     put(&mut net, c2, y, "Y0");
@@ -525,8 +534,7 @@ fn a_restarted_partition_answers_no_readers_check_for_a_ttl() {
 fn a_pending_replicated_version_and_a_forgotten_check_survive_restarts() {
     let cfg = Config::default();
     let mut net = net_with(2, 2, 1, cfg.clone());
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let w = net.client(0, 0);
     let (px0, px1, py1) = (net.server_for(DC0, x), net.server_for(DC1, x), net.server_for(DC1, y));
     put(&mut net, w, x, "X1");
@@ -555,15 +563,8 @@ fn a_pending_replicated_version_and_a_forgotten_check_survive_restarts() {
 /// that attempt and its late answer is ignored.
 fn race_across_a_restart(hold: bool) -> Vec<Option<String>> {
     let cfg = Config::default();
-    let mut net = net_with(1, 2, 2, cfg.clone());
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
-    let (c1, c2) = (net.client(0, 0), net.client(0, 1));
-    put(&mut net, c2, x, "X0");
-    put(&mut net, c2, y, "Y0");
-    let px = net.server_for(DC0, x);
-    net.invoke(c1, Op::Rot { keys: vec![x.clone(), y.clone()] });
-    assert!(net.deliver_first(|m| m.to == Dest::Node(px)));
+    let Race { mut net, keys: [x, y], c1, c2, px } = Race::start(cfg.clone());
+    let (x, y) = (&x, &y);
     net.restart(px, &cfg);
     if !hold {
         net.nodes[px.idx()].server_mut().part.as_mut().unwrap().hold_until = 0;

@@ -1,7 +1,7 @@
 use super::config::*;
 use super::msg::*;
 use crate::explicit_deps::replication::{Dep, Stamp};
-use crate::kit::client::{client_server_for, fail_unsupported};
+use crate::kit::client::{client_server_for, fail_unsupported, send_for_key};
 use causeway_core::{Client, ClientCtx, ClientEnv, Key, NodeId, Op, OpError, OpResult};
 use std::collections::BTreeMap;
 
@@ -32,9 +32,10 @@ impl Client for CopsClient {
         match op {
             // read(key): read_by_time(key, LATEST) at the local owner (§2.8).
             Op::Get { key } => {
-                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                self.pending = Some(Pending::Get { key: key.clone() });
-                env.send(to, Msg::GetReq { key });
+                let pending = Pending::Get { key: key.clone() };
+                if send_for_key(&self.ctx, env, key, |key| Msg::GetReq { key }) {
+                    self.pending = Some(pending);
+                }
             }
             // write(key, value): the context is the write's one-hop
             // dependencies (§2.6 step 1).

@@ -17,6 +17,16 @@ pub struct Config {
     pub mutant_skip_recovery: bool,
 }
 
+impl Config {
+    /// The fields' own checks, for `validate`.
+    pub fn check(&self) -> Result<(), String> {
+        if self.dep_check_retry_ms == 0 || self.settle_interval_ms == 0 {
+            return Err("dep_check_retry_ms and settle_interval_ms must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

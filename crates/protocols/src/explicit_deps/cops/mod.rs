@@ -71,15 +71,13 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::explicit_deps::replication::validate_topology;
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+use causeway_core::{OpKind, Protocol};
 
 pub struct Cops;
 
 impl Protocol for Cops {
     const NAME: &'static str = "cops";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put];
-    const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     /// Lamport clocks: physical clock faults do not matter; the pending
     /// replicated writes and the committed-through table are journaled and
@@ -87,29 +85,10 @@ impl Protocol for Cops {
     const TOLERATES: causeway_core::Faults = causeway_core::Faults::ALL;
     /// GET and PUT are served by the client's own DC (Lloyd §2.2).
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = CopsServer;
-    type Client = CopsClient;
+    crate::explicit_deps::explicit_deps_protocol!(CopsServer, CopsClient);
 
     /// Client operations never wait for remote DCs.
     fn liveness_bound_us(_cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
         10_000 + 8 * env.intra_dc_rtt_us
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        if cfg.dep_check_retry_ms == 0 || cfg.settle_interval_ms == 0 {
-            return Err("dep_check_retry_ms and settle_interval_ms must be at least 1".into());
-        }
-        validate_topology("cops", topology)
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> CopsServer {
-        CopsServer::new(cfg, ctx)
-    }
-
-    fn client(cfg: &Config, ctx: ClientCtx) -> CopsClient {
-        CopsClient::new(cfg, ctx)
     }
 }

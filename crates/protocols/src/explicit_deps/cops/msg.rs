@@ -39,12 +39,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::GetReq { key } | Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: GetReq, PutReq, Replicate);
     fn payload_bytes(&self) -> usize {
         // Dependency keys are metadata: they name other writes.
         match self {
@@ -56,11 +51,7 @@ crate::impl_message! {
     }
 }
 
-impl From<PathMsg> for Msg {
-    fn from(p: PathMsg) -> Msg {
-        Msg::Path(p)
-    }
-}
+crate::explicit_deps::replication::msg::path_variant!(Msg);
 
 /// A stored version: ⟨stamp, value⟩ (§2.2), and while it is a replicated
 /// write waiting for its checks, the dependencies to check. Its never-depend

@@ -3,6 +3,8 @@ use super::msg::*;
 use crate::explicit_deps::replication::{DepNode, DepVersion, PathConfig, Settle, Stamp};
 use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerEnv};
 
+crate::kit::node::server_env!();
+
 pub struct CopsServer {
     node: DepNode,
     settle_us: u64,
@@ -129,7 +131,7 @@ impl Server for CopsServer {
 
 impl CopsServer {
     /// Commit every replicated write whose checks passed (§2.7 step 5).
-    fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn commit_ready(&mut self, env: &mut impl Env) {
         for r in self.node.commit_ready(env) {
             self.publish(env, &r.key, r.stamp, r.written_us);
         }
@@ -138,7 +140,7 @@ impl CopsServer {
     /// A version was committed: report it when a read now returns it, and
     /// keep one committed version per key (§2.2), with any pending ones
     /// newer than it.
-    fn publish(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &Key, stamp: Stamp, written_us: u64) {
+    fn publish(&mut self, env: &mut impl Env, key: &Key, stamp: Stamp, written_us: u64) {
         // §2.7 step 5: a replicated write becomes readable only once its
         // dependency checks passed, which committing it records (it may be
         // gone already, having lost last-writer-wins).

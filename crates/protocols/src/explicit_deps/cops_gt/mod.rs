@@ -152,15 +152,13 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::explicit_deps::replication::validate_topology;
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+use causeway_core::{OpKind, Protocol};
 
 pub struct CopsGt;
 
 impl Protocol for CopsGt {
     const NAME: &'static str = "copsgt";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
-    const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_dep_check"];
     /// Lamport clocks, but `trans_time` is a duration on physical clocks: a
     /// jump larger than its margin can collect too early (deviation 4).
@@ -169,35 +167,6 @@ impl Protocol for CopsGt {
         causeway_core::Faults { backward_jumps: false, forward_jumps: false, ..causeway_core::Faults::ALL };
     /// Both rounds of a get_trans are served by the client's own DC.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = CopsGtServer;
-    type Client = CopsGtClient;
-
-    /// Two local rounds; a round that lost its version restarts once more.
-    fn liveness_bound_us(_cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        10_000 + 16 * env.intra_dc_rtt_us
-    }
-
-    /// Garbage collection waits `trans_time` (5 s by default), longer than
-    /// a torture run: draw it between 50 and 400 ms and the GC period
-    /// between 10 and 50 ms, so that version, dependency and client-metadata
-    /// collection all run under the faults.
-    fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
-        vec![("trans_time_ms", draw(50, 400)), ("gc_interval_ms", draw(10, 50)), ("clock_margin_ms", 10)]
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        cfg.check().map_err(|e| e.to_string())?;
-        validate_topology("copsgt", topology)
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> CopsGtServer {
-        CopsGtServer::new(cfg, ctx)
-    }
-
-    fn client(cfg: &Config, ctx: ClientCtx) -> CopsGtClient {
-        CopsGtClient::new(cfg, ctx)
-    }
+    // Two local read rounds; a restart costs a back-off and two more.
+    crate::explicit_deps::explicit_deps_protocol!(CopsGtServer, CopsGtClient, two_round_reads);
 }

@@ -73,13 +73,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::Read { key, .. } | Msg::ReadAt { key, .. } | Msg::PutReq { key, .. } => Some(key),
-            Msg::Replicate(r) => Some(&r.key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: Read, ReadAt, PutReq; wrapping: Replicate);
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::Read { key, .. } | Msg::ReadAt { key, .. } => key.len(),
@@ -116,11 +110,7 @@ pub struct Replica {
     pub written_us: u64,
 }
 
-impl From<PathMsg> for Msg {
-    fn from(p: PathMsg) -> Msg {
-        Msg::Path(p)
-    }
-}
+crate::explicit_deps::replication::msg::path_variant!(Msg);
 
 /// Where a stored version stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

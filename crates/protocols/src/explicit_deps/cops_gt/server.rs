@@ -5,6 +5,8 @@ use causeway_core::{ClientId, Key, NodeCtx, NodeId, Observation, Server, ServerE
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
+crate::kit::node::server_env!();
+
 pub struct CopsGtServer {
     cfg: Config,
     node: DepNode,
@@ -217,7 +219,7 @@ impl CopsGtServer {
     #[allow(clippy::too_many_arguments)]
     fn on_put(
         &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
+        env: &mut impl Env,
         from: ClientId,
         key: Key,
         value: Value,
@@ -290,7 +292,7 @@ impl CopsGtServer {
     }
 
     /// Commit every replicated write whose checks passed (§2.7 step 5).
-    fn commit_ready(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn commit_ready(&mut self, env: &mut impl Env) {
         for r in self.node.commit_ready(env) {
             let has_deps = env.store().exact(&r.key, r.stamp).is_some_and(|v| !v.deps.is_empty());
             self.publish(env, &r.key, r.stamp, r.written_us, has_deps);
@@ -303,14 +305,7 @@ impl CopsGtServer {
     /// its cut emptied has nothing to drop, and the never-depend flag alone
     /// is not worth rewriting and logging the version, since the
     /// checkpoint soon lets sessions drop it anyway.
-    fn publish(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        key: &Key,
-        stamp: Stamp,
-        written_us: u64,
-        has_deps: bool,
-    ) {
+    fn publish(&mut self, env: &mut impl Env, key: &Key, stamp: Stamp, written_us: u64, has_deps: bool) {
         self.node.report_if_newest(env, key, stamp, written_us);
         if env.store().versions(key).len() > 1 {
             let now = env.now_us();
@@ -329,7 +324,7 @@ impl CopsGtServer {
 
     /// Drop the stored dependencies of settled versions and flag them
     /// never-depend (§6.1).
-    fn collect(&mut self, env: &mut impl ServerEnv<Msg, Version>, settled: Vec<(Stamp, Key)>) {
+    fn collect(&mut self, env: &mut impl Env, settled: Vec<(Stamp, Key)>) {
         for (s, key) in settled {
             // An empty list under a fresh checkpoint is left as it is (see
             // `publish`; after a restart all committed versions come here).
@@ -345,7 +340,7 @@ impl CopsGtServer {
 
     /// Ten times a second (§6.1): report commits to origins, collect
     /// dependencies that may go, gossip the checkpoint, collect versions.
-    fn gc_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn gc_tick(&mut self, env: &mut impl Env) {
         let now = env.now_us();
         // Report commits to origins; collect own writes settled everywhere,
         // here and (the message is sent) in every DC.
@@ -387,7 +382,7 @@ impl CopsGtServer {
     }
 
     /// After a restart: what awaits collection, from the store (deviation 6).
-    fn rebuild_gc_state(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn rebuild_gc_state(&mut self, env: &mut impl Env) {
         let now = env.now_us();
         let mut unsettled: Vec<(Stamp, Key)> = Vec::new();
         for key in env.store().keys_sorted() {

@@ -215,8 +215,7 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use crate::explicit_deps::replication::validate_topology;
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+use causeway_core::{OpKind, Protocol};
 
 pub struct Eiger;
 
@@ -224,7 +223,6 @@ impl Protocol for Eiger {
     const NAME: &'static str = "eiger";
     const OPS: &'static [OpKind] =
         &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Batch, OpKind::Add, OpKind::Slice];
-    const CAUSAL: bool = true;
     /// `mutant_one_round_rot` is not listed: no conformance scenario forces
     /// a write between a transaction's two reads (as for COPS-GT); the
     /// step-by-step ACL race in `tests.rs` and torture catch it instead
@@ -239,11 +237,7 @@ impl Protocol for Eiger {
     const TOLERATES: causeway_core::Faults = causeway_core::Faults::ALL;
     /// Both read rounds and writes are served by the client's own DC.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = EigerServer;
-    type Client = EigerClient;
+    crate::explicit_deps::explicit_deps_protocol!(EigerServer, EigerClient);
 
     /// Two local read rounds and a commit check; a restart costs a back-off
     /// and two more. A read that meets a pending write-only transaction, and
@@ -270,18 +264,5 @@ impl Protocol for Eiger {
             ("txn_abort_ms", draw(50, 300)),
             ("txn_terminate_ms", draw(50, 300)),
         ]
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        cfg.check()?;
-        validate_topology("eiger", topology)
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> EigerServer {
-        EigerServer::new(cfg, ctx)
-    }
-
-    fn client(cfg: &Config, ctx: ClientCtx) -> EigerClient {
-        EigerClient::new(cfg, ctx)
     }
 }

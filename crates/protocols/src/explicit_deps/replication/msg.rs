@@ -82,6 +82,20 @@ pub enum PathMsg {
 
 crate::impl_kinds!(PathMsg: DepCheck, DepOk, Through, Settled);
 
+/// `impl From<PathMsg> for $msg`: a protocol's message enum carries the
+/// replication path's messages in its variant `Path`, so that [`DepNode`](super::DepNode)
+/// can send them.
+macro_rules! path_variant {
+    ($msg:ident) => {
+        impl From<$crate::explicit_deps::replication::PathMsg> for $msg {
+            fn from(p: $crate::explicit_deps::replication::PathMsg) -> $msg {
+                $msg::Path(p)
+            }
+        }
+    };
+}
+pub(crate) use path_variant;
+
 /// The topology both COPS variants need: the paper's equivalent nodes
 /// replicate every key range to every DC, one logical server per range.
 pub fn validate_topology(name: &str, topology: &Topology) -> Result<(), String> {

@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::kit::client::{client_server_for, fail_unsupported};
+use crate::kit::client::{client_server_for, fail_unsupported, send_for_key};
 use causeway_core::{
     Client, ClientCtx, ClientEnv, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, Value, vmax,
 };
@@ -234,9 +234,10 @@ impl Client for CsxClient {
     fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
         match op {
             Op::Get { key } => {
-                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                env.send(to, Msg::GetReq { key: key.clone(), dsv: HlcVec::from_slice(&self.dsv) });
-                self.pending = Some(Pending::Get { key });
+                let dsv = HlcVec::from_slice(&self.dsv);
+                if send_for_key(&self.ctx, env, key.clone(), |key| Msg::GetReq { key, dsv }) {
+                    self.pending = Some(Pending::Get { key });
+                }
             }
             Op::Put { key, value } => {
                 let Some(to) = client_server_for(&self.ctx, env, &key) else { return };

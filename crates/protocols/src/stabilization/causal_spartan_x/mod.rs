@@ -155,44 +155,15 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+crate::stabilization::stabilization_protocol! { CausalSpartanX = "causalspartanx", CsxServer, CsxClient, stable_vector: "DSV";
+    // Nothing should wait for remote DCs; the family's bound allows a few
+    // DSV rounds anyway (a heartbeat and tree rounds) plus the skew an HLC
+    // may absorb.
 
-pub struct CausalSpartanX;
-
-impl Protocol for CausalSpartanX {
-    const NAME: &'static str = "causalspartanx";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
-    const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_visibility_check"];
     /// HLCs: skew, drift and jumps either way are harmless to safety.
     const TOLERATES: causeway_core::Faults = causeway_core::Faults::ALL;
     /// The thesis: a ROTX never blocks and local writes are visible to local
     /// reads at once, so local operations complete during partitions.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = CsxServer;
-    type Client = CsxClient;
-
-    /// Nothing should wait for remote DCs; allow a few DSV rounds anyway
-    /// (a heartbeat and tree rounds) plus the skew an HLC may absorb.
-    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg, env)
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        crate::stabilization::validate_stabilization(
-            Self::NAME,
-            cfg,
-            topology,
-            "a DSV entry for a DC that does not store a partition would never advance",
-        )
-    }
-    fn server(cfg: &Config, ctx: NodeCtx) -> CsxServer {
-        CsxServer::new(cfg, ctx)
-    }
-    fn client(cfg: &Config, ctx: ClientCtx) -> CsxClient {
-        CsxClient::new(cfg, ctx)
-    }
 }

@@ -82,13 +82,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::GetReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
-            Msg::PutReq(put) => Some(&put.key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: GetReq, Replicate; wrapping: PutReq);
     fn payload_bytes(&self) -> usize {
         let items = |items: &[Option<ReadItem>]| payload(items.iter().flatten().map(|i| &i.value[..]));
         match self {

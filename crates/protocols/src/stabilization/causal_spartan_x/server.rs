@@ -12,6 +12,8 @@ use causeway_core::{
 };
 use std::sync::Arc;
 
+crate::kit::node::server_env!();
+
 pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
 /// Partition server p^m_n (§5.2).
@@ -195,7 +197,7 @@ impl Server for CsxServer {
 
 impl CsxServer {
     /// Alg 5.2 lines 1–5.
-    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, key: Key, dsv: HlcVec) {
+    fn on_get(&mut self, env: &mut impl Env, from: ClientId, key: Key, dsv: HlcVec) {
         if let Err(e) = self.check_key(&key).and_then(|()| self.check_vector(&dsv)) {
             env.reply(from, Msg::GetReply(Err(e)));
             return;
@@ -221,7 +223,7 @@ impl CsxServer {
     }
 
     /// Alg 5.2 lines 6–19. Never waits: the HLC moves past the dependency time.
-    fn on_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, put: PutReq) {
+    fn on_put(&mut self, env: &mut impl Env, from: ClientId, put: PutReq) {
         let PutReq { key, value, ds, dsv, past } = put;
         let checked = self
             .check_key(&key)
@@ -281,7 +283,7 @@ impl CsxServer {
     }
 
     /// Alg 5.2 line 20: insert, and VV[k] = d.ut.
-    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+    fn on_replicate(&mut self, env: &mut impl Env, from: NodeId, key: Key, version: Version) {
         let k = self.topology.dc_of(from);
         let well_formed = self.peers.contains(&from)
             && version.sr == k
@@ -316,7 +318,7 @@ impl CsxServer {
     /// whose only dependencies are on its own DC is then admitted when it
     /// arrives, where it waited up to θ, parked (the FIFO link has brought
     /// every earlier version of DC k, so VV[k] covers its `ds`).
-    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize) {
+    fn stable_if_alone(&mut self, env: &mut impl Env, k: usize) {
         if self.tree.as_ref().is_some_and(|t| t.is_alone()) {
             let vv = self.vv[k];
             self.raise_dsv(env, [(k, vv)]);
@@ -330,7 +332,7 @@ impl CsxServer {
     }
 
     /// Alg 5.3: on ⟨Heartbeat hlc⟩ from p^k_n, VV[k] = hlc.
-    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, hlc: Hlc, work_us: u64) {
+    fn on_heartbeat(&mut self, env: &mut impl Env, from: NodeId, hlc: Hlc, work_us: u64) {
         if self.peers.contains(&from) && sane(hlc) {
             let k = self.topology.dc_of(from).idx();
             if hlc > self.vv[k] {
@@ -343,14 +345,7 @@ impl CsxServer {
     }
 
     /// Alg 5.4 lines 9–18: the ROTX coordinator.
-    fn on_rot(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: ClientId,
-        keys: Vec<Key>,
-        dsv: Vec<Hlc>,
-        ds: DepSet<Hlc>,
-    ) {
+    fn on_rot(&mut self, env: &mut impl Env, from: ClientId, keys: Vec<Key>, dsv: Vec<Hlc>, ds: DepSet<Hlc>) {
         let checked = keys
             .first()
             .map_or(Ok(()), |k| self.check_key(k))
@@ -370,7 +365,7 @@ impl CsxServer {
     }
 
     /// Alg 5.4 lines 12–18: take the snapshot and ask the partitions.
-    fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, keys: Vec<Key>) {
+    fn start_rot(&mut self, env: &mut impl Env, from: ClientId, keys: Vec<Key>) {
         // Line 12.
         let sv = self.dsv.clone();
         // Lines 13–17, one SliceReq per partition involved.
@@ -398,14 +393,7 @@ impl CsxServer {
     }
 
     /// Alg 5.4 line 20, at a partition asked for a slice.
-    fn on_slice_req(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        rot: u64,
-        keys: Vec<Key>,
-        sv: Vec<Hlc>,
-    ) {
+    fn on_slice_req(&mut self, env: &mut impl Env, from: NodeId, rot: u64, keys: Vec<Key>, sv: Vec<Hlc>) {
         if self.topology.dc_of(from) != self.m {
             return;
         }
@@ -417,7 +405,7 @@ impl CsxServer {
     }
 
     /// Alg 5.4 lines 21–23.
-    fn slice(&mut self, env: &mut impl ServerEnv<Msg, Version>, keys: &[Key], sv: &[Hlc]) -> Result<SliceOk, OpError> {
+    fn slice(&mut self, env: &mut impl Env, keys: &[Key], sv: &[Hlc]) -> Result<SliceOk, OpError> {
         // Line 21: DSV[m] = max(DSV[m], sv[m]). With line 8, any later local PUT here gets ut > sv[m].
         let m = self.m.idx();
         self.raise_dsv(env, [(m, sv[m])]);
@@ -443,13 +431,7 @@ impl CsxServer {
     }
 
     /// Alg 5.4 lines 15–18, at the coordinator.
-    fn on_slice_reply(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        rot: u64,
-        slice: Result<SliceOk, OpError>,
-    ) {
+    fn on_slice_reply(&mut self, env: &mut impl Env, from: NodeId, rot: u64, slice: Result<SliceOk, OpError>) {
         let dcs = self.dsv.len();
         let Some((st, positions, last)) = self.rots.answer(rot, from) else { return };
         let outcome = slice.and_then(|s| st.absorb(&positions, s, dcs));
@@ -464,18 +446,12 @@ impl CsxServer {
     }
 
     /// Line 18: ⟨ROTXReply vset, sv, ds⟩.
-    fn finish_rot(env: &mut impl ServerEnv<Msg, Version>, rot: RotInProgress) {
+    fn finish_rot(env: &mut impl Env, rot: RotInProgress) {
         env.reply(rot.client, Msg::RotReply(Ok(Box::new(RotOk { items: rot.items, dsv: rot.sv, ds: rot.ds }))));
     }
 
     /// A child's entry-wise min of its subtree's VVs.
-    fn on_stable_report(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        vv_min: Vec<Hlc>,
-        work_us: u64,
-    ) {
+    fn on_stable_report(&mut self, env: &mut impl Env, from: NodeId, vv_min: Vec<Hlc>, work_us: u64) {
         if let Some(tree) = &mut self.tree
             && valid_vector(&vv_min, self.dsv.len())
             && tree.on_report(from, vv_min)
@@ -485,7 +461,7 @@ impl CsxServer {
     }
 
     /// The DC's stable vector from the parent: DSV = max(DSV, pushed); pass it down.
-    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, dsv: Vec<Hlc>, work_us: u64) {
+    fn on_stable_push(&mut self, env: &mut impl Env, from: NodeId, dsv: Vec<Hlc>, work_us: u64) {
         if self.tree.is_none() || self.topology.dc_of(from) != self.m || !valid_vector(&dsv, self.dsv.len()) {
             return;
         }
@@ -500,7 +476,7 @@ impl CsxServer {
     /// §5.5 decision: remote DS entries are reads, not stability, and merging
     /// them can make DSV exceed DSV_real). `paper_dsv_merge` merges every entry
     /// as printed.
-    fn merge_client_ds(&mut self, env: &mut impl ServerEnv<Msg, Version>, ds: &DepSet<Hlc>) {
+    fn merge_client_ds(&mut self, env: &mut impl Env, ds: &DepSet<Hlc>) {
         if self.cfg.paper_dsv_merge {
             self.raise_dsv(env, ds.entries().iter().map(|&(dc, t)| (dc.idx(), t)));
         } else if let Some(t) = ds.get(self.m) {
@@ -509,7 +485,7 @@ impl CsxServer {
     }
 
     /// Raise DSV entries; if any grew, admit pending remote versions.
-    fn raise_dsv(&mut self, env: &mut impl ServerEnv<Msg, Version>, entries: impl IntoIterator<Item = (usize, Hlc)>) {
+    fn raise_dsv(&mut self, env: &mut impl Env, entries: impl IntoIterator<Item = (usize, Hlc)>) {
         let mut grew = false;
         for (i, t) in entries {
             if let Some(e) = self.dsv.get_mut(i)
@@ -554,17 +530,17 @@ impl CsxServer {
     }
 
     /// Report a version admitted by line 3 if it is what a GET returns now.
-    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (Hlc, DcId)) {
+    fn report_if_read(&self, env: &mut impl Env, index: KeyIndex, order: (Hlc, DcId)) {
         let (m, dsv) = (self.m, &self.dsv);
         visibility::report_if_read(env, index, order, order.1, order.0.l, |d| get_visible(d, m, dsv));
     }
 
     /// Insert into the store and note the key for GC.
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> Landed {
+    fn apply(&mut self, env: &mut impl Env, key: &[u8], version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, |v, horizon| slice_visible(v, horizon))
     }
 
-    fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, dsv: &[Hlc]) {
+    fn push_down(&self, env: &mut impl Env, dsv: &[Hlc]) {
         if let Some(tree) = &self.tree {
             for &child in tree.children() {
                 env.send(child, Msg::StablePush { dsv: dsv.to_vec(), last_work_us: self.ticker.last_work_us() });
@@ -608,7 +584,7 @@ impl CsxServer {
     // ------------------------------------------------------------ timers
 
     /// Work seen, for the idle pacing ([`Ticker::saw_work`]).
-    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
+    fn saw_work(&mut self, env: &mut impl Env, at_us: u64) {
         self.ticker.saw_work(env, at_us);
     }
 
@@ -616,7 +592,7 @@ impl CsxServer {
     /// updateHLC() and send `⟨Heartbeat VV[m]⟩` to every p^k_n, k ≠ m. The tick
     /// happens even with no peers (M = 1): it is what moves DSV[m] on an idle
     /// partition.
-    fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn heartbeat(&mut self, env: &mut impl Env) {
         if self.ticker.heartbeat_due() {
             let hlc = self.vv[self.m.idx()].tick(env.now_us());
             let last_work_us = self.ticker.last_work_us();
@@ -629,7 +605,7 @@ impl CsxServer {
 
     /// Every θ (Alg 5.3): DSV = max(DSV, entry-wise min of the DC's VVs),
     /// computed over the tree; then a bounded GC step.
-    fn stabilize(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn stabilize(&mut self, env: &mut impl Env) {
         let step = match &self.tree {
             Some(tree) => tree.step(&self.vv),
             None => return,
@@ -652,7 +628,7 @@ impl CsxServer {
     /// ([`VersionGc::collect`]), drop
     /// versions older than the newest one slice-visible at the horizon (the
     /// newest DSV at least `gc_grace_us` old).
-    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn collect_garbage(&mut self, env: &mut impl Env) {
         let (now_us, grace_us) = (env.now_us(), self.cfg.gc_grace_us);
         // A new horizon is journaled in the turn it is reached, for `on_start`.
         let gc = &mut self.gc;

@@ -1,26 +1,19 @@
 use super::*;
 use crate::kit::testkit::{
-    Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize, stabilize_holding,
+    self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, run, server_to_server, stabilize, stabilize_holding,
 };
 use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
+use causeway_core::TopologySpec;
 use causeway_core::{
-    ClientCtx, ClientId, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol, Topology,
+    ClientCtx, ClientId, DcId, DepSet, Hlc, HlcVec, Key, NodeId, Op, OpError, OpResult, PartitionId, Protocol,
 };
-use causeway_core::{Replication, TopologySpec};
 
 testnet::test_net!(CausalSpartanX);
-fn assert_never_blocked(net: &Net) {
-    let blocked: Vec<&Seen> = net.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
-    assert!(blocked.is_empty(), "CausalSpartanX never blocks, saw {blocked:?}");
-}
 
 #[test]
 fn validate_rejects_partial_replication_and_zero_intervals() {
-    let mut spec = TopologySpec::full(3, 3);
-    spec.replication = Replication::Partial { factor: 2 };
-    let partial = Topology::new(spec).unwrap();
-    assert!(CausalSpartanX::validate(&Config::default(), &partial).is_err());
-    let full = Topology::new(TopologySpec::full(3, 3)).unwrap();
+    assert!(CausalSpartanX::validate(&Config::default(), &testkit::partial_replication()).is_err());
+    let full = testkit::full_replication(3, 3);
     assert!(CausalSpartanX::validate(&Config::default(), &full).is_ok());
     let cfg = Config { stabilization_interval_us: 0, ..Config::default() };
     assert!(CausalSpartanX::validate(&cfg, &full).is_err());
@@ -37,14 +30,13 @@ fn local_writes_are_visible_at_once() {
     assert_eq!(net.visible_reports(net.server_for(DC0, &k), &k, "1"), 1);
     // Not yet at the other DC.
     assert_eq!(get(&mut net, cl(1, 0), &k), None);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
 fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let writer = cl(0, 0);
     put(&mut net, writer, a, "a1");
     put(&mut net, writer, b, "b1"); // b1.ds = {dc0: a1.ut}
@@ -65,16 +57,14 @@ fn remote_write_is_invisible_until_its_ds_is_covered_by_the_dsv() {
     assert_eq!(net.visible_reports(b1, b, "b1"), 1);
     assert_eq!(get(&mut net, cl(1, 0), b), Some("b1".into()));
     assert_eq!(get(&mut net, cl(1, 0), a), Some("a1".into()));
-    stabilize(&mut net);
-    assert_eq!(net.visible_reports(b1, b, "b1"), 1, "reported exactly once");
-    assert_never_blocked(&net);
+    testnet::assert_reported_once(&mut net, b1, b, "b1");
+    net.assert_never_blocked();
 }
 
 #[test]
 fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     let mut net = net(2, 3);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (photo, album) = (&ks[0], &ks[1]);
+    let [photo, album] = &net.distinct_keys();
     let alice = cl(0, 0);
     put(&mut net, alice, photo, "photo");
     put(&mut net, alice, album, "album with photo");
@@ -101,7 +91,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
     stabilize(&mut net);
     assert!(check(&mut net, cl(1, 0)));
     assert!(check(&mut net, cl(1, 1)));
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// Roohitavaf §3.3: Alice hides her album from Bob, and later reverts it and
@@ -109,8 +99,7 @@ fn photo_then_album_a_reader_that_sees_the_album_sees_the_photo() {
 #[test]
 fn acl_album_rotx_never_returns_public_acl_with_new_album() {
     let mut net = net(2, 3);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (acl, album) = (&ks[0], &ks[1]);
+    let [acl, album] = &net.distinct_keys();
     let (alice, bob) = (cl(0, 0), cl(1, 0));
     put(&mut net, alice, acl, "public");
     put(&mut net, alice, album, "old");
@@ -143,14 +132,13 @@ fn acl_album_rotx_never_returns_public_acl_with_new_album() {
     net.deliver_while(|m| hold_album(m));
     stabilize(&mut net);
     assert_eq!(rot(&mut net, bob, &[acl, album]), vec![Some("public".into()), Some("clean album".into())]);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
 fn put_latency_is_independent_of_clock_skew() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let (fast, slow) = (net.server_for(DC0, a), net.server_for(DC0, b));
     net.clocks[fast.idx()] = 1_000_000_000; // 1000 s ahead of the other server
     net.clocks[slow.idx()] = 1_000;
@@ -165,7 +153,7 @@ fn put_latency_is_independent_of_clock_skew() {
     let ut = net.latest(slow, b).ut;
     assert!(ut > dt, "updateHLC moved past dt: {ut:?} > {dt:?}");
     assert_eq!(ut.l, dt.l, "the HLC counts on top of dt instead of waiting for the clock");
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// GentleRain's failure (Roohitavaf §5.1.1): both DCs are stable up to t, then a
@@ -175,8 +163,7 @@ fn put_latency_is_independent_of_clock_skew() {
 #[test]
 fn a_backward_clock_jump_does_not_break_causality() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let (a0, b0, a1, b1) =
         (net.server_for(DC0, a), net.server_for(DC0, b), net.server_for(DC1, a), net.server_for(DC1, b));
     net.advance_clocks(50_000);
@@ -203,7 +190,7 @@ fn a_backward_clock_jump_does_not_break_causality() {
     stabilize(&mut net);
     assert_eq!(get(&mut net, reader, b), Some("b after a".into()));
     assert_eq!(rot(&mut net, reader, &[a, b]), vec![Some("a".into()), Some("b after a".into())]);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -236,7 +223,7 @@ fn rotx_never_blocks_and_takes_one_client_round() {
     assert_eq!((from_client, to_client), (1, 1), "exactly one client round");
     assert_eq!(slices, 2, "one slice request per other partition; the coordinator reads its own");
     assert_eq!(net.timers.len(), timers_before, "nothing parked on a timer");
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 /// Notes §5.5, "inferred concern". DC j = DC0 writes x (ut 5 ms) on k4, then
@@ -283,15 +270,14 @@ fn paper_dsv_merge_returns_a_non_causal_snapshot_and_the_default_does_not() {
     net2.advance_clocks(20_000);
     stabilize(&mut net2);
     assert_eq!(rot(&mut net2, cl(1, 0), &[&ks[0], &ks[1]]), vec![Some("w".into()), Some("x".into())]);
-    assert_never_blocked(&net);
-    assert_never_blocked(&net2);
+    net.assert_never_blocked();
+    net2.assert_never_blocked();
 }
 
 #[test]
 fn rotx_keeps_read_your_reads_and_writes_through_the_client_cache() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, l) = (&ks[0], &ks[1]);
+    let [x, l] = &net.distinct_keys();
     put(&mut net, cl(0, 0), x, "x");
     // x reaches DC1 but no stabilization: DSV[0] < x.ut there.
     net.deliver_while(server_to_server);
@@ -310,7 +296,7 @@ fn rotx_keeps_read_your_reads_and_writes_through_the_client_cache() {
     assert_eq!(rot(&mut net, c, &[l, x]), vec![Some("l".into()), Some("x".into())]);
     let client = &net.clients[c.idx()];
     assert!(client.cache.is_empty());
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -338,7 +324,7 @@ fn concurrent_writes_to_one_key_in_two_dcs_converge() {
         let (s0, s1) = (net.server_for(DC0, key), net.server_for(DC1, key));
         assert_eq!(net.latest(s0, key), net.latest(s1, key));
     }
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -418,7 +404,7 @@ fn gc_prunes_old_versions_and_a_snapshot_that_needed_them_aborts() {
         run(&mut net, fresh, Op::Rot { keys: vec![kc.clone(), kr.clone()] }),
         OpResult::Failed(OpError::Aborted("snapshot pruned".into()))
     );
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -545,23 +531,7 @@ fn malformed_input_is_refused_without_panicking() {
     ));
 }
 
-/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
-#[test]
-fn a_restart_keeps_the_newest_local_write_readable() {
-    testnet::a_restart_keeps_the_newest_local_write_readable::<CausalSpartanX>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
-
-/// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
-#[test]
-fn a_restart_keeps_a_collected_remote_key_readable() {
-    testnet::a_restart_keeps_a_collected_remote_key_readable::<CausalSpartanX>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
+testnet::restart_tests!(CausalSpartanX);
 
 /// A PUT reply stamped by another DC's server is refused as malformed: a PUT
 /// goes to this DC's server, and the client decides when it sends the PUT
@@ -595,8 +565,7 @@ fn a_put_reply_stamped_by_another_dc_is_malformed() {
 #[test]
 fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, l) = (&ks[0], &ks[1]);
+    let [x, l] = &net.distinct_keys();
     put(&mut net, cl(0, 0), x, "x");
     net.deliver_while(server_to_server); // x reaches DC1; then DC0 is cut off
     let (writer, reader) = (cl(1, 0), cl(1, 1));
@@ -620,32 +589,13 @@ fn a_tainted_readers_rotx_completes_during_a_partition_and_misses_nothing() {
     let fourth = cl(1, 0);
     assert_eq!(get(&mut net, fourth, l), Some("l2".into()));
     assert_eq!(rot(&mut net, fourth, &[x]), vec![Some("x".into())]);
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
-/// Torture seed 77086: a partition that had stored nothing crashed and came
-/// back with VV = 0; the DC's next DSV push was above that, and the "DSV
-/// never exceeds what this partition received" assertion fired, because
-/// only a partition that found versions in its store counted as restarted.
-/// Until it hears from DC j again, entry j is exempt; it serves on.
+/// See [`testnet::a_partition_restarted_with_nothing_stored_serves`].
 #[test]
 fn a_partition_restarted_with_nothing_stored_takes_the_dsv_it_forgot() {
-    for restarted in [0u32, 1] {
-        let mut net = net(2, 2);
-        for _ in 0..3 {
-            net.advance_clocks(5_000);
-            stabilize(&mut net);
-        }
-        assert!(net.nodes[restarted as usize].server().dsv[1] > Hlc::ZERO, "the DSV moved before the crash");
-        net.restart(NodeId(restarted), &Config::default());
-        // The DC's DSV reaches it before any heartbeat from DC 1 does.
-        net.advance_clocks(5_000);
-        net.fire_all_timers();
-        net.deliver_while(|m| !matches!(m.msg, Msg::Heartbeat { .. } | Msg::Replicate { .. }));
-        stabilize(&mut net);
-        let c = cl(0, 0);
-        let k = net.key_on(restarted);
-        put(&mut net, c, &k, "after");
-        assert_eq!(get(&mut net, c, &k), Some("after".into()));
-    }
+    testnet::a_partition_restarted_with_nothing_stored_serves::<CausalSpartanX>(|net, n| {
+        net.nodes[n.idx()].server().dsv[1] > Hlc::ZERO
+    });
 }

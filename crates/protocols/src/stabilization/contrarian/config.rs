@@ -75,4 +75,15 @@ impl Default for Config {
     }
 }
 
-crate::stabilization::stabilization_config!(Config);
+crate::stabilization::stabilization_config!(Config, check: |cfg: &Config| {
+    if !matches!(cfg.rot_steps, 3 | 4) {
+        return Err(format!("protocol.rot_steps must be 3 (1½ rounds) or 4 (2 rounds), not {}", cfg.rot_steps));
+    }
+    if cfg.clock_lease_us == 0 {
+        return Err("protocol.clock_lease_us must be positive".into());
+    }
+    if cfg.orphan_read_timeout_us == 0 {
+        return Err("protocol.orphan_read_timeout_us must be positive".into());
+    }
+    Ok(())
+});

@@ -143,14 +143,10 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+crate::stabilization::stabilization_protocol! { Contrarian = "contrarian", ContrarianServer, ContrarianClient, stable_vector: "GSS";
+    // Nothing waits; the family's bound allows its few stabilization rounds
+    // anyway (a cluster waking from idle pacing) plus the skew an HLC absorbs.
 
-pub struct Contrarian;
-
-impl Protocol for Contrarian {
-    const NAME: &'static str = "contrarian";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
-    const CAUSAL: bool = true;
     /// Caught by the conformance suite. `mutant_no_piggyback` breaks only a
     /// single client's view (its snapshots go backwards), which the suite's
     /// cross-DC scenarios cannot see; torture and `tests.rs` catch it.
@@ -162,45 +158,9 @@ impl Protocol for Contrarian {
     /// No handler waits for anything remote: PUTs and ROTs of a DC's keys
     /// complete while it is cut off.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = ContrarianServer;
-    type Client = ContrarianClient;
-
-    /// Nothing waits; allow the family's few stabilization rounds anyway
-    /// (a cluster waking from idle pacing) plus the skew an HLC absorbs.
-    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg, env)
-    }
 
     /// Both ROT modes get tortured: half the runs take 2 rounds.
     fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
         vec![("rot_steps", draw(3, 4))]
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        crate::stabilization::validate_stabilization(
-            Self::NAME,
-            cfg,
-            topology,
-            "a GSS entry for a DC that does not store a partition would never advance",
-        )?;
-        if !matches!(cfg.rot_steps, 3 | 4) {
-            return Err(format!("protocol.rot_steps must be 3 (1½ rounds) or 4 (2 rounds), not {}", cfg.rot_steps));
-        }
-        if cfg.clock_lease_us == 0 {
-            return Err("protocol.clock_lease_us must be positive".into());
-        }
-        if cfg.orphan_read_timeout_us == 0 {
-            return Err("protocol.orphan_read_timeout_us must be positive".into());
-        }
-        Ok(())
-    }
-    fn server(cfg: &Config, ctx: NodeCtx) -> ContrarianServer {
-        ContrarianServer::new(cfg, ctx)
-    }
-    fn client(cfg: &Config, ctx: ClientCtx) -> ContrarianClient {
-        ContrarianClient::new(cfg, ctx)
     }
 }

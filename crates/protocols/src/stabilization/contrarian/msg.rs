@@ -135,12 +135,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: PutReq, Replicate);
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::PutReq { key, value, .. } => key.len() + value.len(),
@@ -175,24 +170,7 @@ pub struct Version {
     pub dv: Vec<Hlc>,
 }
 
-// Last-writer-wins by ⟨ts, sr⟩: a causally later write has a higher ts.
-crate::impl_versioned!(Version, (Hlc, DcId) = (ts, sr));
-
-impl crate::stabilization::partition::VectorVersion for Version {
-    type Time = Hlc;
-    fn dv(&self) -> &[Hlc] {
-        &self.dv
-    }
-}
-
-/// §4: "an item belongs to the snapshot encoded by TV if DV ≤ TV".
-/// `skip_remote` is the visibility mutant: only the local entry is checked.
-pub(super) fn in_snapshot(v: &Version, tv: &[Hlc], m: DcId, skip_remote: bool) -> bool {
-    if skip_remote {
-        return v.sr != m || v.ts <= tv[m.idx()];
-    }
-    v.dv.len() == tv.len() && v.dv.iter().zip(tv).all(|(d, t)| d <= t)
-}
+crate::stabilization::partition::vector_version!(Version, Hlc);
 
 /// HLC counters at or above this, from outside, are refused: the HLC adds 1
 /// to a counter it adopts and would overflow near `u32::MAX`.
@@ -206,11 +184,9 @@ pub(super) fn valid_vector(v: &[Hlc], dcs: usize) -> bool {
     v.len() == dcs && v.iter().all(|&t| sane(t))
 }
 
-/// A replicated version as this module writes it: `dv[sr] == ts`, every
-/// other entry strictly below.
+/// A replicated version as this module writes it
+/// ([`well_formed`](crate::stabilization::partition::well_formed)), its
+/// HLCs sane.
 pub(super) fn valid_version(v: &Version, dcs: usize) -> bool {
-    valid_vector(&v.dv, dcs)
-        && v.sr.idx() < dcs
-        && v.dv[v.sr.idx()] == v.ts
-        && v.dv.iter().enumerate().all(|(i, &d)| i == v.sr.idx() || d < v.ts)
+    valid_vector(&v.dv, dcs) && crate::stabilization::partition::well_formed(v, dcs)
 }

@@ -2,8 +2,8 @@ use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::partition::{
-    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, raise_entries, remote_covered, remote_entries,
-    timer_kind,
+    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, in_snapshot, raise_entries, remote_covered,
+    remote_entries, timer_kind,
 };
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
@@ -14,6 +14,8 @@ use causeway_core::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+crate::kit::node::server_env!();
 
 pub use crate::stabilization::version_gc::GC_KEYS_PER_TICK;
 
@@ -193,14 +195,7 @@ impl Partition {
     /// client has seen (the local entry of its last snapshot, and the
     /// remote entries, which become X's DV), so X.DV[m] exceeds every other
     /// entry and every snapshot this partition has already served.
-    fn on_put(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: ClientId,
-        key: Key,
-        value: Value,
-        last: Vec<Hlc>,
-    ) {
+    fn on_put(&mut self, env: &mut impl Env, from: ClientId, key: Key, value: Value, last: Vec<Hlc>) {
         if let Err(e) = self.check_key(&key).and_then(|()| self.check_last(&last)) {
             env.reply(from, Msg::PutReply(Err(e)));
             return;
@@ -237,7 +232,7 @@ impl Partition {
     /// coordinator, highest local timestamp the client has seen); remote
     /// entries max(GSS at the coordinator, highest GSS the client has seen).
     /// The clock is then pushed to TV[m] — never waited for.
-    fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[Hlc]) -> Vec<Hlc> {
+    fn snapshot(&mut self, env: &mut impl Env, last: &[Hlc]) -> Vec<Hlc> {
         let now = self.clock(env, |h, pt| h.tick(pt));
         let mut tv = self.gss.clone();
         tv[self.m.idx()] = now;
@@ -254,7 +249,7 @@ impl Partition {
     #[allow(clippy::too_many_arguments)]
     fn on_rot_coord(
         &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
+        env: &mut impl Env,
         client: ClientId,
         session: u64,
         rot: u64,
@@ -279,14 +274,7 @@ impl Partition {
     /// ⟨RotRead⟩ from the client (1½ rounds): read once the coordinator's
     /// snapshot is here too. Nothing waits on clocks or replication: only
     /// on the other half of the same request, already on its way.
-    fn on_rot_read(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        session: u64,
-        rot: u64,
-        keys: Vec<Key>,
-    ) {
+    fn on_rot_read(&mut self, env: &mut impl Env, client: ClientId, session: u64, rot: u64, keys: Vec<Key>) {
         if let Err(e) = self.check_keys(&keys) {
             env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
             return;
@@ -305,14 +293,7 @@ impl Partition {
     }
 
     /// ⟨Snapshot⟩ from the coordinator (1½ rounds).
-    fn on_snapshot(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        session: u64,
-        rot: u64,
-        tv: Vec<Hlc>,
-    ) {
+    fn on_snapshot(&mut self, env: &mut impl Env, from: NodeId, session: u64, rot: u64, tv: Vec<Hlc>) {
         if !self.dc_servers.contains(&from) || from == self.me {
             return; // only a partition of this DC coordinates a ROT here
         }
@@ -328,33 +309,19 @@ impl Partition {
     }
 
     /// Both halves are here: read at the coordinator's snapshot.
-    fn serve(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        rot: u64,
-        keys: &[Key],
-        tv: Vec<Hlc>,
-    ) {
+    fn serve(&mut self, env: &mut impl Env, client: ClientId, rot: u64, keys: &[Key], tv: Vec<Hlc>) {
         let slice = self.check_tv(&tv).and_then(|()| self.read_at(env, keys, tv));
         env.reply(client, Msg::RotSlice { rot, slice });
     }
 
     /// ⟨SnapshotReq⟩ (2 rounds): the coordinator hands TV to the client.
-    fn on_snapshot_req(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, rot: u64, last: Vec<Hlc>) {
+    fn on_snapshot_req(&mut self, env: &mut impl Env, client: ClientId, rot: u64, last: Vec<Hlc>) {
         let tv = self.check_last(&last).map(|()| self.snapshot(env, &last));
         env.reply(client, Msg::SnapshotReply { rot, tv });
     }
 
     /// ⟨RotReadAt⟩ (2 rounds): the client brings the coordinator's TV.
-    fn on_rot_read_at(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        rot: u64,
-        keys: Vec<Key>,
-        tv: Vec<Hlc>,
-    ) {
+    fn on_rot_read_at(&mut self, env: &mut impl Env, client: ClientId, rot: u64, keys: Vec<Key>, tv: Vec<Hlc>) {
         let slice =
             self.check_keys(&keys).and_then(|()| self.check_tv(&tv)).and_then(|()| self.read_at(env, &keys, tv));
         env.reply(client, Msg::RotSlice { rot, slice });
@@ -363,12 +330,7 @@ impl Partition {
     /// At a partition: push the clock to TV[m] (so every later local
     /// version has a higher timestamp and stays out of this snapshot),
     /// then return, per key, the freshest version with DV ≤ TV (§4).
-    fn read_at(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        keys: &[Key],
-        tv: Vec<Hlc>,
-    ) -> Result<Slice, OpError> {
+    fn read_at(&mut self, env: &mut impl Env, keys: &[Key], tv: Vec<Hlc>) -> Result<Slice, OpError> {
         let m = self.m;
         // Invariant: the snapshot never claims more of a remote DC than this
         // partition has received from it, so every version DV ≤ TV admits
@@ -400,7 +362,7 @@ impl Partition {
 
     /// ⟨Replicate⟩ from the replica in DC k: store X (readable once a
     /// snapshot covers X.DV), VV[k] = X.ts.
-    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+    fn on_replicate(&mut self, env: &mut impl Env, from: NodeId, key: Key, version: Version) {
         let k = self.topology.dc_of(from);
         let well_formed = self.peers.contains(&from)
             && version.sr == k
@@ -423,7 +385,7 @@ impl Partition {
     }
 
     /// ⟨Heartbeat⟩ from the replica in DC k: VV[k] = max(VV[k], its clock).
-    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, hlc: Hlc, work_us: u64) {
+    fn on_heartbeat(&mut self, env: &mut impl Env, from: NodeId, hlc: Hlc, work_us: u64) {
         if self.peers.contains(&from) && sane(hlc) {
             let k = self.topology.dc_of(from).idx();
             if hlc > self.vv[k] {
@@ -436,7 +398,7 @@ impl Partition {
 
     /// In a DC of one partition, raise GSS[k] with VV[k]
     /// ([`partition::alone_raise`]).
-    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize) {
+    fn stable_if_alone(&mut self, env: &mut impl Env, k: usize) {
         if let Some(vv) = alone_raise(&self.tree, &self.vv, &self.gss, k) {
             self.raise_gss(env, [(k, vv)]);
         }
@@ -444,7 +406,7 @@ impl Partition {
 
     /// Report a remote version visible (§4: "if X.DV is entry-wise smaller
     /// than or equal to the GSS") if it is what a local read returns now.
-    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (Hlc, DcId)) {
+    fn report_if_read(&self, env: &mut impl Env, index: KeyIndex, order: (Hlc, DcId)) {
         // Invariant (asserted there): a remote version is visible only once
         // its DV ≤ GSS.
         let m = self.m;
@@ -457,14 +419,7 @@ impl Partition {
     // ------------------------------------------------------------ GSS tree
 
     /// A child's entry-wise min of its subtree's VVs and its largest clock.
-    fn on_stable_report(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        vv_min: Vec<Hlc>,
-        clock_max: Hlc,
-        work_us: u64,
-    ) {
+    fn on_stable_report(&mut self, env: &mut impl Env, from: NodeId, vv_min: Vec<Hlc>, clock_max: Hlc, work_us: u64) {
         if valid_vector(&vv_min, self.vv.len()) && sane(clock_max) && self.tree.on_report(from, vv_min) {
             self.child_clock_max.insert(from, clock_max);
             self.saw_work(env, work_us);
@@ -472,14 +427,7 @@ impl Partition {
     }
 
     /// The DC's GSS and largest clock from the parent: raise both; pass down.
-    fn on_stable_push(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        gss: Vec<Hlc>,
-        clock_max: Hlc,
-        work_us: u64,
-    ) {
+    fn on_stable_push(&mut self, env: &mut impl Env, from: NodeId, gss: Vec<Hlc>, clock_max: Hlc, work_us: u64) {
         if !self.dc_servers.contains(&from) || !valid_vector(&gss, self.vv.len()) || !sane(clock_max) {
             return;
         }
@@ -489,7 +437,7 @@ impl Partition {
         self.push_down(env, &gss, clock_max);
     }
 
-    fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, gss: &[Hlc], clock_max: Hlc) {
+    fn push_down(&self, env: &mut impl Env, gss: &[Hlc], clock_max: Hlc) {
         for &child in self.tree.children() {
             let last_work_us = self.ticker.last_work_us();
             env.send(child, Msg::StablePush { gss: gss.to_vec(), clock_max, last_work_us });
@@ -498,7 +446,7 @@ impl Partition {
 
     /// Raise GSS entries (only ever raised: the GSS is monotonic); if any
     /// grew, report it and admit the remote versions it now covers.
-    fn raise_gss(&mut self, env: &mut impl ServerEnv<Msg, Version>, entries: impl IntoIterator<Item = (usize, Hlc)>) {
+    fn raise_gss(&mut self, env: &mut impl Env, entries: impl IntoIterator<Item = (usize, Hlc)>) {
         if !raise_entries(&mut self.gss, entries) {
             return;
         }
@@ -530,7 +478,7 @@ impl Partition {
 
     /// Advance the clock with `f` (an [`Hlc`] rule, given the physical
     /// reading); returns what `f` returns.
-    fn clock(&mut self, env: &mut impl ServerEnv<Msg, Version>, f: impl FnOnce(&mut Hlc, u64) -> Hlc) -> Hlc {
+    fn clock(&mut self, env: &mut impl Env, f: impl FnOnce(&mut Hlc, u64) -> Hlc) -> Hlc {
         let pt = self.physical_us(env);
         let before = self.hlc;
         let t = f(&mut self.hlc, pt);
@@ -543,7 +491,7 @@ impl Partition {
 
     /// Push the clock forward to `t` (§4: "partitions can push their local
     /// clock to TV[m]"): the nonblocking replacement for waiting.
-    fn push_clock(&mut self, env: &mut impl ServerEnv<Msg, Version>, t: Hlc) {
+    fn push_clock(&mut self, env: &mut impl Env, t: Hlc) {
         if t > self.hlc {
             self.hlc = t;
             self.clock_moved(env);
@@ -552,7 +500,7 @@ impl Partition {
 
     /// VV[m] follows the clock; the journaled floor stays above it
     /// (deviation 9).
-    fn clock_moved(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn clock_moved(&mut self, env: &mut impl Env) {
         let m = self.m.idx();
         self.vv[m] = self.vv[m].max(self.hlc);
         if self.hlc >= self.journaled_floor {
@@ -589,7 +537,7 @@ impl Partition {
     /// floor and above every stored version, so no timestamp or snapshot
     /// handed out before the crash is ever handed out again below; VV's
     /// remote entries resume from the versions received.
-    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn recover(&mut self, env: &mut impl Env) {
         let meta = env.store().meta().and_then(|m| Self::decode_meta(m, self.gss.len()));
         let (floor, horizon) = match meta {
             Some((floor, horizon)) => (Some(floor), horizon),
@@ -644,14 +592,14 @@ impl Partition {
     // ------------------------------------------------------------ timers
 
     /// Work seen, for the idle pacing ([`Ticker::saw_work`]).
-    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
+    fn saw_work(&mut self, env: &mut impl Env, at_us: u64) {
         self.clock_us = self.clock_us.max(env.now_us());
         self.ticker.saw_work(env, at_us);
     }
 
     /// Every Δ: if nothing was replicated since the last tick, send the
     /// clock to the replicas (§4's heartbeat).
-    fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn heartbeat(&mut self, env: &mut impl Env) {
         if self.ticker.heartbeat_due() {
             let hlc = self.clock(env, |h, pt| h.tick(pt));
             let last_work_us = self.ticker.last_work_us();
@@ -665,7 +613,7 @@ impl Partition {
     /// Every θ: one step of the GSS tree (§4: "the partitions in a DC
     /// exchange their VVs and compute the entry-wise aggregate minimum"),
     /// then orphan expiry and a bounded GC step.
-    fn stabilize(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn stabilize(&mut self, env: &mut impl Env) {
         self.clock_us = self.clock_us.max(env.now_us());
         self.clock(env, |h, pt| h.tick(pt));
         let clock_max = self.child_clock_max.values().copied().fold(self.hlc, Hlc::max);
@@ -701,7 +649,7 @@ impl Partition {
     /// newer, its local entry a clock, which is above every GSS[m]), so it
     /// reads that version or a newer one; a slice that finds nothing left
     /// fails with "snapshot pruned" rather than returning an older state.
-    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn collect_garbage(&mut self, env: &mut impl Env) {
         let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
         // Deviation 10: a new horizon is journaled in the turn it is reached.
         let gc = &mut self.gc;
@@ -713,7 +661,7 @@ impl Partition {
     // ------------------------------------------------------------ shared steps
 
     /// Insert into the store and note the key for GC.
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> Landed {
+    fn apply(&mut self, env: &mut impl Env, key: &[u8], version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 

@@ -1,20 +1,15 @@
 use super::*;
 use crate::kit::testkit::{
-    Dest, InFlight, Seen, TestNet, bytes, channel, get, put, rot, server_to_server, stabilize, stabilize_holding, text,
+    self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, server_to_server, stabilize, stabilize_holding, text,
 };
 use crate::stabilization::testnet::{self, DC0, DC1, cl};
-use causeway_core::{ClientId, DcId, Hlc, Key, NodeId, Op, OpError, OpResult, Protocol, Topology, vleq};
-use causeway_core::{Replication, TopologySpec};
+use causeway_core::TopologySpec;
+use causeway_core::{ClientId, DcId, Hlc, Key, NodeId, Op, OpError, OpResult, Protocol, vleq};
 
 testnet::test_net!(Contrarian);
 
 fn cfg_steps(steps: u8) -> Config {
     Config { rot_steps: steps, ..Config::default() }
-}
-
-fn assert_never_blocked(net: &Net) {
-    let blocked: Vec<&Seen> = net.seen.iter().filter(|s| matches!(s, Seen::Blocked { .. })).collect();
-    assert!(blocked.is_empty(), "Contrarian never blocks, saw {blocked:?}");
 }
 
 fn part(net: &Net, n: NodeId) -> &Partition {
@@ -45,16 +40,14 @@ fn values(r: Option<OpResult>) -> Vec<Option<String>> {
 
 #[test]
 fn validate_rejects_bad_rot_steps_partial_replication_and_zero_intervals() {
-    let full = Topology::new(TopologySpec::full(2, 2)).unwrap();
+    let full = testkit::full_replication(2, 2);
     assert!(Contrarian::validate(&Config::default(), &full).is_ok());
     assert!(Contrarian::validate(&cfg_steps(4), &full).is_ok());
     let err = Contrarian::validate(&cfg_steps(2), &full).unwrap_err();
     assert!(err.contains("rot_steps"), "{err}");
     assert!(Contrarian::validate(&Config { heartbeat_interval_us: 0, ..Config::default() }, &full).is_err());
     assert!(Contrarian::validate(&Config { clock_lease_us: 0, ..Config::default() }, &full).is_err());
-    let mut spec = TopologySpec::full(3, 3);
-    spec.replication = Replication::Partial { factor: 2 };
-    assert!(Contrarian::validate(&Config::default(), &Topology::new(spec).unwrap()).is_err());
+    assert!(Contrarian::validate(&Config::default(), &testkit::partial_replication()).is_err());
 }
 
 #[test]
@@ -67,7 +60,7 @@ fn local_writes_are_visible_at_once_in_both_rot_modes() {
         assert_eq!(get(&mut net, cl(0, 1), &ks[0]), Some("a".into()));
         assert_eq!(rot(&mut net, cl(0, 1), &[&ks[2], &ks[1], &ks[0]]), vec![None, Some("b".into()), Some("a".into())]);
         assert_eq!(get(&mut net, cl(1, 0), &ks[0]), None, "not yet in the other DC");
-        assert_never_blocked(&net);
+        net.assert_never_blocked();
     }
 }
 
@@ -86,8 +79,7 @@ enum Coord {
 /// causality, since X0 ⇝ X1 ⇝ Y1. Returns what the ROT read of x and y.
 fn figure_1_race(cfg: Config, coord: Coord, clocks_us: [u64; 3]) -> [Option<String>; 2] {
     let mut net = net_with(1, 3, cfg);
-    let ks = net.keys_on_distinct_partitions(3);
-    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    let [x, y, z] = &net.distinct_keys();
     let (c1, c2) = (cl(0, 0), cl(0, 1));
     put(&mut net, c2, x, "X0");
     put(&mut net, c2, y, "Y0");
@@ -112,7 +104,7 @@ fn figure_1_race(cfg: Config, coord: Coord, clocks_us: [u64; 3]) -> [Option<Stri
     }
     net.deliver_all();
     let got = values(net.take_result(c1));
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
     match coord {
         Coord::X => [got[0].clone(), got[1].clone()],
         Coord::Y => [got[1].clone(), got[0].clone()],
@@ -195,7 +187,7 @@ fn one_and_a_half_rounds_take_three_steps_and_two_rounds_four() {
         }
         assert_eq!(values_returned, keys.len());
         assert_eq!(result, OpResult::Rot(vec![Some(bytes("v2")); 5]));
-        assert_never_blocked(&net);
+        net.assert_never_blocked();
     }
 }
 
@@ -219,8 +211,7 @@ fn a_get_or_a_one_partition_rot_takes_one_round_in_either_mode() {
 fn a_remote_version_is_invisible_until_its_dv_is_covered_by_the_gss() {
     for steps in [3, 4] {
         let mut net = net_with(2, 2, cfg_steps(steps));
-        let ks = net.keys_on_distinct_partitions(2);
-        let (a, b) = (&ks[0], &ks[1]);
+        let [a, b] = &net.distinct_keys();
         put(&mut net, cl(0, 0), a, "a1");
         put(&mut net, cl(0, 0), b, "b1"); // b1 follows a1: b1.ts > a1.ts
         let (a0, a1, b1) = (net.server_for(DC0, a), net.server_for(DC1, a), net.server_for(DC1, b));
@@ -243,9 +234,8 @@ fn a_remote_version_is_invisible_until_its_dv_is_covered_by_the_gss() {
         assert_eq!(net.visible_reports(b1, b, "b1"), 1);
         assert_eq!(net.visible_reports(a1, a, "a1"), 1);
         assert_eq!(rot(&mut net, cl(1, 0), &[b, a]), vec![Some("b1".into()), Some("a1".into())]);
-        stabilize(&mut net);
-        assert_eq!(net.visible_reports(b1, b, "b1"), 1, "reported exactly once");
-        assert_never_blocked(&net);
+        testnet::assert_reported_once(&mut net, b1, b, "b1");
+        net.assert_never_blocked();
     }
 }
 
@@ -256,8 +246,7 @@ fn a_remote_version_is_invisible_until_its_dv_is_covered_by_the_gss() {
 #[test]
 fn a_dependency_on_a_third_dc_holds_a_version_back() {
     let mut net = net(3, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (z, w) = (&ks[0], &ks[1]);
+    let [z, w] = &net.distinct_keys();
     let z2 = net.server_for(DcId(2), z);
     let z1 = net.server_for(DC1, z);
     put(&mut net, cl(2, 0), z, "z");
@@ -316,8 +305,7 @@ fn gss_and_client_snapshots_are_monotonic() {
 /// covers its write; without (the mutant), the ROT misses it.
 fn own_write_through_a_lagging_coordinator(cfg: Config) -> Vec<Option<String>> {
     let mut net = net_with(1, 2, cfg);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let px = net.server_for(DC0, x);
     net.clocks[px.idx()] = 9_000_000;
     let c = cl(0, 0);
@@ -338,8 +326,7 @@ fn snapshots_piggyback_the_last_one_and_the_mutant_that_does_not_loses_own_write
 fn the_visibility_mutant_reads_an_unstable_remote_version() {
     let mutant = Config { mutant_skip_visibility_check: true, ..Config::default() };
     let mut net = net_with(2, 2, mutant);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (photo, album) = (&ks[0], &ks[1]);
+    let [photo, album] = &net.distinct_keys();
     put(&mut net, cl(0, 0), photo, "photo");
     put(&mut net, cl(0, 0), album, "album");
     let hold = channel(net.server_for(DC0, photo), net.server_for(DC1, photo));
@@ -350,8 +337,7 @@ fn the_visibility_mutant_reads_an_unstable_remote_version() {
 #[test]
 fn put_never_waits_for_a_lagging_clock() {
     let mut net = net(1, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     let (fast, slow) = (net.server_for(DC0, a), net.server_for(DC0, b));
     net.clocks[fast.idx()] = 1_000_000_000;
     let c = cl(0, 0);
@@ -362,7 +348,7 @@ fn put_never_waits_for_a_lagging_clock() {
     assert_eq!(net.take_result(c), Some(OpResult::Put));
     let ts = net.latest(slow, b).ts;
     assert!(ts > dep && ts.l == dep.l, "the HLC counted on top of {dep:?}: {ts:?}");
-    assert_never_blocked(&net);
+    net.assert_never_blocked();
 }
 
 #[test]
@@ -389,8 +375,7 @@ fn logical_clocks_still_make_remote_writes_visible() {
 fn a_restart_resumes_the_clock_above_every_snapshot_served() {
     let cfg = Config::default();
     let mut net = net_with(1, 2, cfg.clone());
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let (px, py) = (net.server_for(DC0, x), net.server_for(DC0, y));
     put(&mut net, cl(0, 1), x, "X0");
     net.clocks[py.idx()] = 500_000_000;
@@ -429,29 +414,12 @@ fn a_restart_keeps_own_writes_visible_before_any_heartbeat() {
     assert_eq!(get(&mut net, cl(0, 1), x), Some("X".into()), "a fresh session sees the acknowledged write");
 }
 
-/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
-#[test]
-fn a_restart_keeps_the_newest_local_write_readable() {
-    testnet::a_restart_keeps_the_newest_local_write_readable::<Contrarian>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
-
-/// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
-#[test]
-fn a_restart_keeps_a_collected_remote_key_readable() {
-    testnet::a_restart_keeps_a_collected_remote_key_readable::<Contrarian>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
+testnet::restart_tests!(Contrarian);
 
 #[test]
 fn bad_requests_get_typed_errors() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let (px, py) = (net.server_for(DC0, x), net.server_for(DC0, y));
     let remote = net.server_for(DC1, y);
     let c = cl(0, 0);
@@ -497,8 +465,7 @@ fn bad_requests_get_typed_errors() {
 #[test]
 fn a_half_read_whose_snapshot_never_comes_expires() {
     let mut net = net(1, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let py = net.server_for(DC0, y);
     let c = cl(0, 0);
     // The coordinator (p_x) never gets the request: drop it.

@@ -55,4 +55,9 @@ impl Default for Config {
     }
 }
 
-crate::stabilization::stabilization_config!(Config);
+crate::stabilization::stabilization_config!(Config, check: |cfg: &Config| {
+    if cfg.max_clock_wait_us == 0 {
+        return Err("protocol.max_clock_wait_us must be positive".into());
+    }
+    Ok(())
+});

@@ -99,52 +99,17 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+crate::stabilization::stabilization_protocol! { Cure = "cure", CureServer, CureClient, stable_vector: "GST";
+    // A request waits at most about the clock skew (the family's bound
+    // counts it twice), plus the family's stabilization rounds.
 
-pub struct Cure;
-
-impl Protocol for Cure {
-    const NAME: &'static str = "cure";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
-    const CAUSAL: bool = true;
     /// `mutant_skip_clock_wait` breaks only races inside one DC (the Fig. 1
     /// test catches it); the conformance suite's scenarios are cross-DC.
     const MUTANTS: &'static [&'static str] = &["mutant_skip_visibility_check"];
     /// Physical clocks: no backward jumps (deviation 4).
-    const TOLERATES: causeway_core::Faults =
-        causeway_core::Faults { backward_jumps: false, ..causeway_core::Faults::ALL };
+    const TOLERATES: causeway_core::Faults = crate::stabilization::FORWARD_CLOCKS;
     /// Waits are for the local clock, never for a remote DC (a restarted
     /// node's VV resumes from its journal, deviation 5): local operations
     /// complete while a DC is cut off.
     const AVAILABLE_UNDER_PARTITIONS: bool = true;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = CureServer;
-    type Client = CureClient;
-
-    /// A request waits at most about the clock skew (the family's bound
-    /// counts it twice), plus the family's stabilization rounds.
-    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg, env)
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        crate::stabilization::validate_stabilization(
-            Self::NAME,
-            cfg,
-            topology,
-            "a GST entry for a DC that does not store a partition would never advance",
-        )?;
-        if cfg.max_clock_wait_us == 0 {
-            return Err("protocol.max_clock_wait_us must be positive".into());
-        }
-        Ok(())
-    }
-    fn server(cfg: &Config, ctx: NodeCtx) -> CureServer {
-        CureServer::new(cfg, ctx)
-    }
-    fn client(cfg: &Config, ctx: ClientCtx) -> CureClient {
-        CureClient::new(cfg, ctx)
-    }
 }

@@ -102,12 +102,7 @@ crate::impl_message! {
             _ => (0, 0),
         }
     }
-    fn key_hint(&self) -> Option<&[u8]> {
-        match self {
-            Msg::PutReq { key, .. } | Msg::Replicate { key, .. } => Some(key),
-            _ => None,
-        }
-    }
+    crate::key_hint!(Msg: PutReq, Replicate);
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::PutReq { key, value, .. } | Msg::Replicate { key, version: Version { value, .. } } => {
@@ -141,27 +136,4 @@ pub struct Version {
     pub dv: TimeVec,
 }
 
-crate::impl_versioned!(Version, (TimeUs, DcId) = (ts, sr));
-
-impl crate::stabilization::partition::VectorVersion for Version {
-    type Time = TimeUs;
-    fn dv(&self) -> &[TimeUs] {
-        &self.dv
-    }
-}
-
-/// A version belongs to the snapshot TV if DV ≤ TV. `skip_remote` is the
-/// visibility mutant: only a local version's timestamp is checked.
-pub(super) fn in_snapshot(v: &Version, tv: &[TimeUs], m: DcId, skip_remote: bool) -> bool {
-    if skip_remote {
-        return v.sr != m || v.ts <= tv[m.idx()];
-    }
-    v.dv.len() == tv.len() && v.dv.iter().zip(tv).all(|(d, t)| d <= t)
-}
-
-pub(super) fn valid_version(v: &Version, dcs: usize) -> bool {
-    v.dv.len() == dcs
-        && v.sr.idx() < dcs
-        && v.dv[v.sr.idx()] == v.ts
-        && v.dv.iter().enumerate().all(|(i, &d)| i == v.sr.idx() || d < v.ts)
-}
+crate::stabilization::partition::vector_version!(Version, TimeUs);

@@ -2,8 +2,8 @@ use super::config::*;
 use super::msg::*;
 use crate::kit::node::{equivalents_elsewhere, served_partition};
 use crate::stabilization::partition::{
-    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, raise_entries, remote_covered, remote_entries, timer,
-    timer_arg, timer_kind,
+    self, TIMER_HEARTBEAT, TIMER_STABILIZE, Ticker, alone_raise, in_snapshot, raise_entries, remote_covered,
+    remote_entries, timer, timer_arg, timer_kind,
 };
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
 use crate::stabilization::version_gc::VersionGc;
@@ -14,6 +14,8 @@ use causeway_core::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+crate::kit::node::server_env!();
 
 /// The third timer kind ([`partition::timer`]): a wait, with the id of
 /// what is parked above it.
@@ -175,14 +177,7 @@ impl Partition {
     /// partition has announced — so the PUT *waits* for the clock when the
     /// client comes from a partition or DC whose clock is ahead (the
     /// blocking Didona et al. §3 attribute to physical-clock designs).
-    fn on_put(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        key: Key,
-        value: Value,
-        last: TimeVec,
-    ) {
+    fn on_put(&mut self, env: &mut impl Env, client: ClientId, key: Key, value: Value, last: TimeVec) {
         if let Err(e) = self.check_key(&key).and_then(|()| self.check_tv(&last)) {
             env.reply(client, Msg::PutReply(Err(e)));
             return;
@@ -193,7 +188,7 @@ impl Partition {
     }
 
     /// Write now if the clock allows, else park (again) with a timer.
-    fn try_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, put: Parked, id: Option<u64>) {
+    fn try_put(&mut self, env: &mut impl Env, put: Parked, id: Option<u64>) {
         let Parked::Put { client, key, value, last, since_us } = put else { return };
         let now = env.now_us();
         let client_dep = last.iter().copied().max().unwrap_or(0);
@@ -234,7 +229,7 @@ impl Partition {
         self.ticker.replicated(self.peers.len());
     }
 
-    fn park(&mut self, env: &mut impl ServerEnv<Msg, Version>, what: Parked, id: Option<u64>, after_us: u64) {
+    fn park(&mut self, env: &mut impl Env, what: Parked, id: Option<u64>, after_us: u64) {
         let id = id.unwrap_or_else(|| {
             self.next_parked += 1;
             self.next_parked
@@ -243,7 +238,7 @@ impl Partition {
         env.set_timer(after_us, timer(TIMER_WAIT, id));
     }
 
-    fn retry(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64) {
+    fn retry(&mut self, env: &mut impl Env, id: u64) {
         match self.parked.remove(&id) {
             Some(put @ Parked::Put { .. }) => self.try_put(env, put, Some(id)),
             Some(read @ Parked::Read { .. }) => self.try_read(env, read, Some(id)),
@@ -258,7 +253,7 @@ impl Partition {
     /// entries max(GST, the client's). The local entry is one below the
     /// clock or already announced, so a read here may proceed at once (it
     /// needs clock > TV[m], or TV[m] announced).
-    fn snapshot(&mut self, env: &mut impl ServerEnv<Msg, Version>, last: &[TimeUs]) -> TimeVec {
+    fn snapshot(&mut self, env: &mut impl Env, last: &[TimeUs]) -> TimeVec {
         self.raise_gst(env, remote_entries(last, self.m.idx()));
         let mut tv = TimeVec::from_slice(&self.gst);
         // Deviation 7: at least every stamp this partition handed out, some
@@ -269,26 +264,13 @@ impl Partition {
         tv
     }
 
-    fn on_snapshot_req(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        rot: u64,
-        last: Vec<TimeUs>,
-    ) {
+    fn on_snapshot_req(&mut self, env: &mut impl Env, client: ClientId, rot: u64, last: Vec<TimeUs>) {
         let tv = self.check_tv(&last).map(|()| self.snapshot(env, &last).to_vec());
         env.reply(client, Msg::SnapshotReply { rot, tv });
     }
 
     /// A ROT or GET of this partition's keys only: one round.
-    fn on_read_one(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        rot: u64,
-        keys: Vec<Key>,
-        last: TimeVec,
-    ) {
+    fn on_read_one(&mut self, env: &mut impl Env, client: ClientId, rot: u64, keys: Vec<Key>, last: TimeVec) {
         if let Err(e) = self.check_keys(&keys).and_then(|()| self.check_tv(&last)) {
             env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
             return;
@@ -298,14 +280,7 @@ impl Partition {
         self.try_read(env, Parked::Read { client, rot, keys, tv, since_us }, None);
     }
 
-    fn on_rot_read_at(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        rot: u64,
-        keys: Vec<Key>,
-        tv: Vec<TimeUs>,
-    ) {
+    fn on_rot_read_at(&mut self, env: &mut impl Env, client: ClientId, rot: u64, keys: Vec<Key>, tv: Vec<TimeUs>) {
         if let Err(e) = self.check_keys(&keys).and_then(|()| self.check_tv(&tv)) {
             env.reply(client, Msg::RotSlice { rot, slice: Err(e) });
             return;
@@ -319,7 +294,7 @@ impl Partition {
     /// no later local version can fall inside the snapshot) and it has
     /// received every remote version TV covers (VV ≥ TV). Either may make
     /// the read wait — Cure's blocking ROT.
-    fn try_read(&mut self, env: &mut impl ServerEnv<Msg, Version>, read: Parked, id: Option<u64>) {
+    fn try_read(&mut self, env: &mut impl Env, read: Parked, id: Option<u64>) {
         let Parked::Read { client, rot, keys, tv, since_us } = read else { return };
         let (m, now) = (self.m.idx(), env.now_us());
         // Every version this partition will stamp lies above what it
@@ -362,11 +337,11 @@ impl Partition {
 
     // ------------------------------------------------------------ replication
 
-    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+    fn on_replicate(&mut self, env: &mut impl Env, from: NodeId, key: Key, version: Version) {
         let k = self.topology.dc_of(from);
         let well_formed = self.peers.contains(&from)
             && version.sr == k
-            && valid_version(&version, self.vv.len())
+            && partition::well_formed(&version, self.vv.len())
             && self.check_key(&key).is_ok();
         if !well_formed {
             return; // a malformed peer message is dropped
@@ -383,7 +358,7 @@ impl Partition {
         }
     }
 
-    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, clock_us: TimeUs, work_us: u64) {
+    fn on_heartbeat(&mut self, env: &mut impl Env, from: NodeId, clock_us: TimeUs, work_us: u64) {
         if self.peers.contains(&from) {
             let k = self.topology.dc_of(from).idx();
             self.vv[k] = self.vv[k].max(clock_us);
@@ -405,7 +380,7 @@ impl Partition {
     /// back from the stored version itself; one set by a heartbeat only from
     /// the journaled VV, so that is journaled first (`journal_vv`, once per
     /// heartbeat that raises it).
-    fn stable_if_alone(&mut self, env: &mut impl ServerEnv<Msg, Version>, k: usize, by_heartbeat: bool) {
+    fn stable_if_alone(&mut self, env: &mut impl Env, k: usize, by_heartbeat: bool) {
         if let Some(vv) = alone_raise(&self.tree, &self.vv, &self.gst, k) {
             if by_heartbeat {
                 self.journal_vv(env);
@@ -416,7 +391,7 @@ impl Partition {
 
     /// Report a remote version visible once DV ≤ GST, if a local read
     /// returns it then.
-    fn report_if_read(&self, env: &mut impl ServerEnv<Msg, Version>, index: KeyIndex, order: (TimeUs, DcId)) {
+    fn report_if_read(&self, env: &mut impl Env, index: KeyIndex, order: (TimeUs, DcId)) {
         let m = self.m;
         let mut now = self.gst.clone();
         now[m.idx()] = TimeUs::MAX;
@@ -426,19 +401,13 @@ impl Partition {
 
     // ------------------------------------------------------------ GST tree
 
-    fn on_stable_report(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        vv_min: Vec<TimeUs>,
-        work_us: u64,
-    ) {
+    fn on_stable_report(&mut self, env: &mut impl Env, from: NodeId, vv_min: Vec<TimeUs>, work_us: u64) {
         if vv_min.len() == self.vv.len() && self.tree.on_report(from, vv_min) {
             self.saw_work(env, work_us);
         }
     }
 
-    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, gst: Vec<TimeUs>, work_us: u64) {
+    fn on_stable_push(&mut self, env: &mut impl Env, from: NodeId, gst: Vec<TimeUs>, work_us: u64) {
         if !self.dc_servers.contains(&from) || gst.len() != self.vv.len() {
             return;
         }
@@ -447,18 +416,14 @@ impl Partition {
         self.push_down(env, &gst);
     }
 
-    fn push_down(&self, env: &mut impl ServerEnv<Msg, Version>, gst: &[TimeUs]) {
+    fn push_down(&self, env: &mut impl Env, gst: &[TimeUs]) {
         for &child in self.tree.children() {
             env.send(child, Msg::StablePush { gst: gst.to_vec(), last_work_us: self.ticker.last_work_us() });
         }
     }
 
     /// Raise GST entries (monotonic); admit the remote versions it covers.
-    fn raise_gst(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        entries: impl IntoIterator<Item = (usize, TimeUs)>,
-    ) {
+    fn raise_gst(&mut self, env: &mut impl Env, entries: impl IntoIterator<Item = (usize, TimeUs)>) {
         if !raise_entries(&mut self.gst, entries) {
             return;
         }
@@ -481,7 +446,7 @@ impl Partition {
 
     // ------------------------------------------------------------ timers
 
-    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: u64) {
+    fn saw_work(&mut self, env: &mut impl Env, at_us: u64) {
         self.clock_us = self.clock_us.max(env.now_us());
         self.ticker.saw_work(env, at_us);
     }
@@ -491,7 +456,7 @@ impl Partition {
     /// one. A clock that never runs backwards (Cure's assumption; the
     /// network runtime keeps a journaled floor under it) keeps it above
     /// every heartbeat and snapshot handed out.
-    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn recover(&mut self, env: &mut impl Env) {
         let m = self.m.idx();
         // A local version's remote DV entries are the writer's snapshot,
         // GST values of this DC (`on_put` raises the GST with them), so
@@ -546,7 +511,7 @@ impl Partition {
     /// partition's VV resumes from the stored versions alone, below the
     /// heartbeats it had heard, and a session's read waits for the other
     /// DC's next heartbeat: for as long as that DC is cut off.
-    fn journal_vv(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn journal_vv(&mut self, env: &mut impl Env) {
         let m = self.m.idx();
         if remote_covered(&self.vv, &self.journaled_vv, m) {
             return;
@@ -559,7 +524,7 @@ impl Partition {
         env.store().set_meta_unsynced(self.meta());
     }
 
-    fn heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn heartbeat(&mut self, env: &mut impl Env) {
         if self.ticker.heartbeat_due() {
             // One below the clock: a version stamped in this same µs is
             // still above it, so a PUT never waits on its own heartbeat.
@@ -574,7 +539,7 @@ impl Partition {
     }
 
     /// Every θ: VV[m] = clock; one step of the GST tree; a bounded GC step.
-    fn stabilize(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn stabilize(&mut self, env: &mut impl Env) {
         self.clock_us = self.clock_us.max(env.now_us());
         let m = self.m.idx();
         // VV[m] = clock − 1, for the same reason as the heartbeat's value.
@@ -598,7 +563,7 @@ impl Partition {
     /// As Contrarian's GC: drop versions older than the newest one in the
     /// snapshot made of a GST at least `gc_grace_us` old (local entry: that
     /// GST's, below every later snapshot's clock entry).
-    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn collect_garbage(&mut self, env: &mut impl Env) {
         let (now_us, grace_us) = (self.clock_us, self.cfg.gc_grace_us);
         // A new horizon is journaled in the turn it is reached, for `recover`.
         let gc = &mut self.gc;
@@ -609,7 +574,7 @@ impl Partition {
 
     // ------------------------------------------------------------ shared steps
 
-    fn apply(&mut self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], version: Version) -> Landed {
+    fn apply(&mut self, env: &mut impl Env, key: &[u8], version: Version) -> Landed {
         self.gc.apply(env.store(), key, version, gc_visible(self.m))
     }
 

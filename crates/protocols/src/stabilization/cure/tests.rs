@@ -1,7 +1,9 @@
 use super::*;
-use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, rot, stabilize, stabilize_holding, text};
+use crate::kit::testkit::{
+    self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, stabilize, stabilize_holding, text,
+};
 use crate::stabilization::testnet::{self, DC0, DC1, cl};
-use causeway_core::{ClientId, Key, NodeId, Op, OpError, OpResult, Protocol, Topology, TopologySpec, vleq};
+use causeway_core::{ClientId, Key, NodeId, Op, OpError, OpResult, Protocol, TopologySpec, vleq};
 
 testnet::test_net!(Cure);
 
@@ -44,20 +46,17 @@ fn values(r: OpResult) -> Vec<Option<String>> {
 
 #[test]
 fn validate_rejects_partial_replication_and_zero_settings() {
-    let full = Topology::new(TopologySpec::full(2, 2)).unwrap();
+    let full = testkit::full_replication(2, 2);
     assert!(Cure::validate(&Config::default(), &full).is_ok());
     assert!(Cure::validate(&Config { max_clock_wait_us: 0, ..Config::default() }, &full).is_err());
     assert!(Cure::validate(&Config { stabilization_interval_us: 0, ..Config::default() }, &full).is_err());
-    let mut spec = TopologySpec::full(3, 3);
-    spec.replication = causeway_core::Replication::Partial { factor: 2 };
-    assert!(Cure::validate(&Config::default(), &Topology::new(spec).unwrap()).is_err());
+    assert!(Cure::validate(&Config::default(), &testkit::partial_replication()).is_err());
 }
 
 #[test]
 fn local_writes_are_visible_and_remote_ones_wait_for_the_gst() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (a, b) = (&ks[0], &ks[1]);
+    let [a, b] = &net.distinct_keys();
     net.advance_clocks(1_000);
     put(&mut net, cl(0, 0), a, "a1");
     net.advance_clocks(10);
@@ -89,8 +88,7 @@ enum Coord {
 /// Returns what the ROT read of x and y.
 fn figure_1_race(cfg: Config, coord: Coord, clocks_us: [u64; 3]) -> [Option<String>; 2] {
     let mut net = net_with(1, 3, cfg);
-    let ks = net.keys_on_distinct_partitions(3);
-    let (x, y, z) = (&ks[0], &ks[1], &ks[2]);
+    let [x, y, z] = &net.distinct_keys();
     let (c1, c2) = (cl(0, 0), cl(0, 1));
     put(&mut net, c2, x, "X0");
     net.advance_clocks(10);
@@ -177,8 +175,7 @@ fn a_rot_takes_two_rounds_four_steps_and_a_get_one() {
 #[test]
 fn skewed_clocks_block_rots_and_puts_and_the_waits_are_reported() {
     let mut net = net(1, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let (px, py) = (net.server_for(DC0, x), net.server_for(DC0, y));
     net.clocks[px.idx()] = 51_000;
     let c = cl(0, 0);
@@ -232,8 +229,7 @@ fn puts_at_one_clock_reading_are_stamped_apart_up_to_the_lead() {
 fn a_wait_beyond_the_bound_is_refused_not_endless() {
     let cfg = Config { max_clock_wait_us: 1_000_000, ..Config::default() };
     let mut net = net_with(1, 2, cfg);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let px = net.server_for(DC0, x);
     net.clocks[px.idx()] = 100_000_000;
     let c = cl(0, 0);
@@ -246,8 +242,7 @@ fn a_wait_beyond_the_bound_is_refused_not_endless() {
 #[test]
 fn bad_requests_get_typed_errors() {
     let mut net = net(2, 2);
-    let ks = net.keys_on_distinct_partitions(2);
-    let (x, y) = (&ks[0], &ks[1]);
+    let [x, y] = &net.distinct_keys();
     let px = net.server_for(DC0, x);
     let c = cl(0, 0);
     // A partition judges a snapshot against its VV once it has heard from
@@ -284,52 +279,13 @@ fn bad_requests_get_typed_errors() {
     assert_eq!(get(&mut net, c, x), Some("fine".into()));
 }
 
-/// Torture seed 505: a partition that had stored nothing crashed and came
-/// back with VV = 0; its parent's next GST push was above that, and the
-/// "GST never exceeds what this partition received" assertion fired,
-/// because only a partition that found versions in its store counted as
-/// restarted. Any restart may have forgotten heartbeats: the check resumes
-/// once the partition has heard from every DC again.
+/// See [`testnet::a_partition_restarted_with_nothing_stored_serves`].
 #[test]
 fn a_partition_restarted_with_nothing_stored_takes_the_gst_it_forgot() {
-    for restarted in [0u32, 1] {
-        let mut net = net(2, 2);
-        for _ in 0..3 {
-            net.advance_clocks(5_000);
-            stabilize(&mut net);
-        }
-        assert!(part(&net, NodeId(restarted)).gst.iter().all(|&g| g > 0), "the GST moved before the crash");
-        net.restart(NodeId(restarted), &Config::default());
-        // The DC's GST reaches it before any heartbeat from DC1 does.
-        net.advance_clocks(5_000);
-        net.fire_all_timers();
-        net.deliver_while(|m| !matches!(m.msg, Msg::Heartbeat { .. } | Msg::Replicate { .. }));
-        stabilize(&mut net);
-        let c = cl(0, 0);
-        let k = net.key_on(restarted);
-        put(&mut net, c, &k, "after");
-        net.advance_clocks(10);
-        assert_eq!(get(&mut net, c, &k), Some("after".into()));
-    }
+    testnet::a_partition_restarted_with_nothing_stored_serves::<Cure>(|net, n| part(net, n).gst.iter().all(|&g| g > 0));
 }
 
-/// See [`testnet::a_restart_keeps_the_newest_local_write_readable`].
-#[test]
-fn a_restart_keeps_the_newest_local_write_readable() {
-    testnet::a_restart_keeps_the_newest_local_write_readable::<Cure>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
-
-/// See [`testnet::a_restart_keeps_a_collected_remote_key_readable`].
-#[test]
-fn a_restart_keeps_a_collected_remote_key_readable() {
-    testnet::a_restart_keeps_a_collected_remote_key_readable::<Cure>(Config {
-        gc_grace_us: 1_000,
-        ..Config::default()
-    });
-}
+testnet::restart_tests!(Cure);
 
 /// Liveness across a restart while another DC is away: a partition that
 /// comes back with VV[1] below a session's snapshot must not make that

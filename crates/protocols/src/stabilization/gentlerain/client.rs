@@ -1,6 +1,6 @@
 use super::config::*;
 use super::msg::*;
-use crate::kit::client::{client_server_for, fail_unsupported};
+use crate::kit::client::{client_server_for, fail_unsupported, send_for_key};
 use causeway_core::{Client, ClientCtx, ClientEnv, NodeId, Op, OpError, OpResult};
 
 /// A client session c: DT_c and GST_c, both scalars.
@@ -32,15 +32,16 @@ impl Client for GentleRainClient {
         match op {
             // GET(k): send ⟨GetReq k, GST_c⟩.
             Op::Get { key } => {
-                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                self.pending = Some(Pending::Get);
-                env.send(to, Msg::GetReq { key, gst: self.gst });
+                if send_for_key(&self.ctx, env, key, |key| Msg::GetReq { key, gst: self.gst }) {
+                    self.pending = Some(Pending::Get);
+                }
             }
             // PUT(k, v): send ⟨PutReq k, v, DT_c⟩ (and GST_c, deviation 1).
             Op::Put { key, value } => {
-                let Some(to) = client_server_for(&self.ctx, env, &key) else { return };
-                self.pending = Some(Pending::Put);
-                env.send(to, Msg::PutReq { key, value, dt: self.dt, gst: self.gst });
+                let (dt, gst) = (self.dt, self.gst);
+                if send_for_key(&self.ctx, env, key, |key| Msg::PutReq { key, value, dt, gst }) {
+                    self.pending = Some(Pending::Put);
+                }
             }
             // GET-ROTX(keys): the coordinator is the server of the first key.
             Op::Rot { keys } => {

@@ -104,52 +104,20 @@ pub use config::*;
 pub use msg::*;
 pub use server::*;
 
-use causeway_core::{ClientCtx, NodeCtx, OpKind, Protocol, Topology};
+crate::stabilization::stabilization_protocol! { GentleRain = "gentlerain", GentleRainServer, GentleRainClient,
+    full_replication_because: "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside \
+        the client's DC";
+    // A PUT waits out the clock skew (C1); a ROT waits for GST to pass the
+    // client's `dt`: one one-way trip plus a heartbeat for VV, then a few
+    // tree rounds of θ for the GST to reach the coordinator.
 
-pub struct GentleRain;
-
-impl Protocol for GentleRain {
-    const NAME: &'static str = "gentlerain";
-    const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot];
-    const CAUSAL: bool = true;
     const MUTANTS: &'static [&'static str] = &["mutant_skip_gst_check"];
     /// Roohitavaf §5.1.1: not safe when a clock steps back (C2 breaks), so
     /// no backward jumps; forward jumps and drift keep clocks monotonic.
     /// Crash-restart is survived (deviation 10: GST is journaled with local
     /// writes and recovered).
-    const TOLERATES: causeway_core::Faults =
-        causeway_core::Faults { backward_jumps: false, ..causeway_core::Faults::ALL };
-    /// A GET-ROTX waits until GST reaches the client's `dt` (deviation 4),
-    /// and GST stops while any DC is cut off: not available under partitions
-    /// (the paper falls back to Eiger there).
-    const AVAILABLE_UNDER_PARTITIONS: bool = false;
-    type Msg = Msg;
-    type Version = Version;
-    type Config = Config;
-    type Server = GentleRainServer;
-    type Client = GentleRainClient;
-
-    /// A PUT waits out the clock skew (C1); a ROT waits for GST to pass the
-    /// client's `dt`: one one-way trip plus a heartbeat for VV, then a few
-    /// tree rounds of θ for the GST to reach the coordinator.
-    fn liveness_bound_us(cfg: &Config, env: &causeway_core::LivenessEnv) -> u64 {
-        crate::stabilization::stable_time_bound_us(cfg, env)
-    }
-
-    fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
-        crate::stabilization::validate_stabilization(
-            Self::NAME,
-            cfg,
-            topology,
-            "GST is a minimum over every DC's entry, and a GET-ROTX reads every key inside the client's DC",
-        )
-    }
-
-    fn server(cfg: &Config, ctx: NodeCtx) -> GentleRainServer {
-        GentleRainServer::new(cfg, ctx)
-    }
-
-    fn client(cfg: &Config, ctx: ClientCtx) -> GentleRainClient {
-        GentleRainClient::new(cfg, ctx)
-    }
+    const TOLERATES: causeway_core::Faults = crate::stabilization::FORWARD_CLOCKS;
+    // Not AVAILABLE_UNDER_PARTITIONS (the default): a GET-ROTX waits until
+    // GST reaches the client's `dt` (deviation 4), and GST stops while any
+    // DC is cut off (the paper falls back to Eiger there).
 }

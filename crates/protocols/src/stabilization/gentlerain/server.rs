@@ -13,6 +13,8 @@ use causeway_core::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+crate::kit::node::server_env!();
+
 /// The server's timers, mapped to the runtime's opaque `u64` token here
 /// and nowhere else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,19 +166,13 @@ impl PartitionServer {
     /// Report a remote version visible if it is what a GET returns now: a
     /// version that lost last-writer-wins to one already visible is never
     /// read, so it is never reported (the meaning of `Observation::Visible`).
-    fn report_if_read(
-        &self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        index: KeyIndex,
-        origin: DcId,
-        written_us: TimeUs,
-    ) {
+    fn report_if_read(&self, env: &mut impl Env, index: KeyIndex, origin: DcId, written_us: TimeUs) {
         let (m, gst) = (self.dc, self.gst);
         let order = (written_us, origin);
         visibility::report_if_read(env, index, order, origin, written_us, |d| d.sr == m || d.ut <= gst);
     }
 
-    fn raise_gst(&mut self, env: &mut impl ServerEnv<Msg, Version>, g: TimeUs) {
+    fn raise_gst(&mut self, env: &mut impl Env, g: TimeUs) {
         if g <= self.gst {
             return;
         }
@@ -203,7 +199,7 @@ impl PartitionServer {
     /// ⟨GetReq k, gst⟩: GST = max(GST, gst) — the client's GST came from this
     /// DC, so it is a real stable time — and return the latest version that
     /// is local or stable.
-    fn on_get(&mut self, env: &mut impl ServerEnv<Msg, Version>, client: ClientId, key: Key, gst: TimeUs) {
+    fn on_get(&mut self, env: &mut impl Env, client: ClientId, key: Key, gst: TimeUs) {
         self.raise_gst(env, gst);
         let (m, gst) = (self.dc, if self.cfg.mutant_skip_gst_check { TimeUs::MAX } else { self.gst });
         let found = env
@@ -223,15 +219,7 @@ impl PartitionServer {
     /// writer's GST_c is a stable time of this DC, and readers of the new
     /// version must learn it); wait until the clock exceeds dt (C1), then
     /// write. The wait parks the request and sets a timer for the remaining skew.
-    fn on_put(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        key: Key,
-        value: Value,
-        dt: TimeUs,
-        gst: TimeUs,
-    ) {
+    fn on_put(&mut self, env: &mut impl Env, client: ClientId, key: Key, value: Value, dt: TimeUs, gst: TimeUs) {
         if self.topology.partition_of(&key) != self.partition {
             return; // misrouted (our client never does this); there is no error reply for a PUT
         }
@@ -248,13 +236,13 @@ impl PartitionServer {
     }
 
     /// C1 (`clock > dt`), and no version of `key` already carries ⟨now, m⟩.
-    fn may_write(&self, env: &mut impl ServerEnv<Msg, Version>, key: &[u8], dt: TimeUs, now: TimeUs) -> bool {
+    fn may_write(&self, env: &mut impl Env, key: &[u8], dt: TimeUs, now: TimeUs) -> bool {
         now > dt && env.store().exact(key, (now, self.dc)).is_none()
     }
 
     /// A parked PUT's timer fired: proceed if the clock has now passed `dt`,
     /// otherwise wait again (the clock may drift, or have jumped).
-    fn recheck_parked_put(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64) {
+    fn recheck_parked_put(&mut self, env: &mut impl Env, id: u64) {
         let Some(p) = self.parked_puts.remove(&id) else { return };
         let now = env.now_us();
         if self.may_write(env, &p.key, p.dt, now) {
@@ -268,7 +256,7 @@ impl PartitionServer {
     /// Stamp with the clock, insert, acknowledge, replicate.
     fn apply_put(
         &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
+        env: &mut impl Env,
         client: ClientId,
         key: Key,
         value: Value,
@@ -317,7 +305,7 @@ impl PartitionServer {
     /// versions of the same turn and recovered in `on_start`. Only a local
     /// PUT needs it (a GET or slice reply carries a GST its client already
     /// covers), so an idle server journals nothing.
-    fn journal_gst(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn journal_gst(&mut self, env: &mut impl Env) {
         if self.gst > self.journaled_gst {
             self.journaled_gst = self.gst;
             env.store().set_meta(self.gst.to_le_bytes().to_vec());
@@ -325,7 +313,7 @@ impl PartitionServer {
     }
 
     /// After a restart: GST from the journal (see [`Self::journal_gst`]).
-    fn recover(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn recover(&mut self, env: &mut impl Env) {
         let journaled = env.store().meta().and_then(|m| <[u8; 8]>::try_from(m).ok()).map(TimeUs::from_le_bytes);
         if let Some(g) = journaled.filter(|_| !self.cfg.mutant_skip_recovery) {
             self.journaled_gst = g;
@@ -337,7 +325,7 @@ impl PartitionServer {
 
     /// ⟨Replicate d⟩ from p^k_n: insert d; `VV[k] = d.ut` (sound because the
     /// channel is FIFO and p^k_n sends in `ut` order).
-    fn on_replicate(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, key: Key, version: Version) {
+    fn on_replicate(&mut self, env: &mut impl Env, from: NodeId, key: Key, version: Version) {
         let Some(k) = self.equivalent_dc(from) else { return };
         if version.sr != k {
             return; // GentleRain only replicates from the origin
@@ -357,7 +345,7 @@ impl PartitionServer {
     }
 
     /// ⟨Heartbeat t⟩ from p^k_n: `VV[k] = t`.
-    fn on_heartbeat(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, clock: TimeUs, work_us: TimeUs) {
+    fn on_heartbeat(&mut self, env: &mut impl Env, from: NodeId, clock: TimeUs, work_us: TimeUs) {
         if let Some(k) = self.equivalent_dc(from) {
             self.vv[k.idx()] = clock;
             self.saw_work(env, work_us);
@@ -366,20 +354,14 @@ impl PartitionServer {
 
     // ------------------------------------------------------------ GST tree
 
-    fn on_stable_report(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        vv: Vec<TimeUs>,
-        work_us: TimeUs,
-    ) {
+    fn on_stable_report(&mut self, env: &mut impl Env, from: NodeId, vv: Vec<TimeUs>, work_us: TimeUs) {
         // Reports from non-children are ignored.
         if vv.len() == self.vv.len() && self.tree.on_report(from, vv) {
             self.saw_work(env, work_us);
         }
     }
 
-    fn on_stable_push(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, gst: TimeUs, work_us: TimeUs) {
+    fn on_stable_push(&mut self, env: &mut impl Env, from: NodeId, gst: TimeUs, work_us: TimeUs) {
         if Some(from) == self.tree_parent {
             self.saw_work(env, work_us);
             self.raise_gst(env, gst);
@@ -387,7 +369,7 @@ impl PartitionServer {
         }
     }
 
-    fn push_gst(&self, env: &mut impl ServerEnv<Msg, Version>) {
+    fn push_gst(&self, env: &mut impl Env) {
         for &c in self.tree.children() {
             env.send(c, Msg::StablePush { gst: self.gst, last_work_us: self.pace.last_work_us() });
         }
@@ -396,7 +378,7 @@ impl PartitionServer {
     // ------------------------------------------------------------ pacing
 
     /// Work seen, for the idle pacing ([`Pace::saw_work`]).
-    fn saw_work(&mut self, env: &mut impl ServerEnv<Msg, Version>, at_us: TimeUs) {
+    fn saw_work(&mut self, env: &mut impl Env, at_us: TimeUs) {
         self.pace.saw_work(env, at_us, |e| [Timer::Heartbeat(e).token(), Timer::Stabilize(e).token()]);
     }
 
@@ -404,14 +386,7 @@ impl PartitionServer {
 
     /// ⟨RotReq keys, dt, gst⟩ at the coordinator: wait until GST ≥ dt (the
     /// snapshot must include everything the client depends on), then read.
-    fn on_rot(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        client: ClientId,
-        keys: Vec<Key>,
-        dt: TimeUs,
-        gst: TimeUs,
-    ) {
+    fn on_rot(&mut self, env: &mut impl Env, client: ClientId, keys: Vec<Key>, dt: TimeUs, gst: TimeUs) {
         self.raise_gst(env, gst);
         let id = self.rots.next_id();
         if dt <= self.gst {
@@ -430,7 +405,7 @@ impl PartitionServer {
 
     /// snapshot = GST; ask every partition of this DC holding some of the
     /// keys (this one directly) for its versions at the snapshot.
-    fn start_rot(&mut self, env: &mut impl ServerEnv<Msg, Version>, id: u64, client: ClientId, keys: Vec<Key>) {
+    fn start_rot(&mut self, env: &mut impl Env, id: u64, client: ClientId, keys: Vec<Key>) {
         let snapshot = self.gst;
         let Some(split) = slices::split(&self.topology, self.dc, self.me, &keys) else {
             let reason = "a key's partition is not stored in this DC".to_string();
@@ -451,14 +426,7 @@ impl PartitionServer {
     }
 
     /// ⟨SliceReq keys, snapshot⟩ from a coordinator of this DC.
-    fn on_slice_req(
-        &mut self,
-        env: &mut impl ServerEnv<Msg, Version>,
-        from: NodeId,
-        rot: u64,
-        keys: Vec<Key>,
-        snapshot: TimeUs,
-    ) {
+    fn on_slice_req(&mut self, env: &mut impl Env, from: NodeId, rot: u64, keys: Vec<Key>, snapshot: TimeUs) {
         if self.topology.dc_of(from) != self.dc {
             return;
         }
@@ -467,7 +435,7 @@ impl PartitionServer {
         env.send(from, Msg::SliceReply { rot, reads });
     }
 
-    fn on_slice_reply(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, id: u64, reads: Vec<SliceRead>) {
+    fn on_slice_reply(&mut self, env: &mut impl Env, from: NodeId, id: u64, reads: Vec<SliceRead>) {
         let Some((rot, idx, last)) = self.rots.answer(id, from) else { return };
         if reads.len() == idx.len() {
             for (i, r) in idx.into_iter().zip(reads) {
@@ -482,7 +450,7 @@ impl PartitionServer {
     }
 
     /// ⟨RotReply values, GST⟩, or an abort if a slice was pruned.
-    fn finish_rot(&self, env: &mut impl ServerEnv<Msg, Version>, rot: RotInProgress) {
+    fn finish_rot(&self, env: &mut impl Env, rot: RotInProgress) {
         let mut values = Vec::with_capacity(rot.reads.len());
         let mut max_ut = 0;
         let mut outcome = None;
@@ -511,7 +479,7 @@ impl PartitionServer {
 
     /// Every Δ: if no replicate went out since the last tick, send
     /// ⟨Heartbeat clock⟩ so the equivalents' VV entries keep moving.
-    fn heartbeat_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>, epoch: u64) {
+    fn heartbeat_tick(&mut self, env: &mut impl Env, epoch: u64) {
         if epoch != self.pace.epoch() {
             return; // superseded by a wake-up's timer
         }
@@ -529,7 +497,7 @@ impl PartitionServer {
     /// Every θ: `VV[m] = clock`; one step of the GST tree (report the subtree's
     /// entry-wise min up; at the root, GST = max(GST, min of all entries) and
     /// push it down); then a bounded round of GC.
-    fn stabilization_tick(&mut self, env: &mut impl ServerEnv<Msg, Version>, epoch: u64) {
+    fn stabilization_tick(&mut self, env: &mut impl Env, epoch: u64) {
         if epoch != self.pace.epoch() {
             return; // superseded by a wake-up's timer
         }
@@ -557,7 +525,7 @@ impl PartitionServer {
     /// than `old_gst` — their slice then answers [`SliceRead::Pruned`].
     /// Each write collects its own key at the horizon; this pass, the keys
     /// that went quiet.
-    fn collect_garbage(&mut self, env: &mut impl ServerEnv<Msg, Version>, now: TimeUs) {
+    fn collect_garbage(&mut self, env: &mut impl Env, now: TimeUs) {
         self.gc.collect(env.store(), now, &self.gst, self.cfg.gc_grace_us, gc_visible);
     }
 }
@@ -576,7 +544,7 @@ pub(super) fn put_wait_us(dt: TimeUs, now: TimeUs) -> u64 {
 /// versions newer than the snapshot are excluded too, or a later local write
 /// could appear without what it depends on. The client's own writes have
 /// `ut ≤ dt ≤ snapshot`, so it reads them.
-pub(super) fn read_slice(env: &mut impl ServerEnv<Msg, Version>, keys: &[Key], snapshot: TimeUs) -> Vec<SliceRead> {
+pub(super) fn read_slice(env: &mut impl Env, keys: &[Key], snapshot: TimeUs) -> Vec<SliceRead> {
     let store = env.store();
     keys.iter()
         .map(|k| match store.latest_where(k, |d| d.ut <= snapshot) {

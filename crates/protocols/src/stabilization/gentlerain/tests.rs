@@ -1,8 +1,10 @@
 use super::*;
-use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, rot, run, stabilize, stabilize_holding};
+use crate::kit::testkit::{
+    self, Dest, InFlight, TestNet, bytes, channel, get, put, rot, run, stabilize, stabilize_holding,
+};
 use crate::stabilization::testnet::{self, DC0, DC1, cl, op_traffic};
 use causeway_core::{DcId, Message, NodeId, Op, OpError, OpResult, Protocol, Topology, Versioned};
-use causeway_core::{Replication, ServiceSpec, TopologySpec};
+use causeway_core::{ServiceSpec, TopologySpec};
 use serde::Deserialize;
 
 testnet::test_net!(GentleRain);
@@ -15,14 +17,12 @@ fn gst(net: &Net, node: NodeId) -> TimeUs {
 
 #[test]
 fn validate_rejects_partial_replication_replica_groups_and_zero_intervals() {
-    let mut spec = TopologySpec::full(3, 3);
-    spec.replication = Replication::Partial { factor: 2 };
-    let err = GentleRain::validate(&Config::default(), &Topology::new(spec).unwrap()).unwrap_err();
+    let err = GentleRain::validate(&Config::default(), &testkit::partial_replication()).unwrap_err();
     assert!(err.contains("full replication"), "{err}");
     let mut spec = TopologySpec::full(2, 2);
     spec.replicas_per_partition = 3;
     assert!(GentleRain::validate(&Config::default(), &Topology::new(spec).unwrap()).is_err());
-    let full = Topology::new(TopologySpec::full(3, 3)).unwrap();
+    let full = testkit::full_replication(3, 3);
     assert!(GentleRain::validate(&Config::default(), &full).is_ok());
     for cfg in [
         Config { heartbeat_interval_us: 0, ..Config::default() },
