@@ -903,30 +903,6 @@ impl Scenario {
         }
         Ok(topology)
     }
-
-    /// The sessions of the final reads ([`Scenario::final_reads_after_ms`]),
-    /// for a run with `workload_clients` workload clients; none without it.
-    pub fn final_readers(&self, workload_clients: u64) -> Vec<ScriptedClient> {
-        let Some(after_ms) = self.final_reads_after_ms else { return Vec::new() };
-        let at_us = (self.duration_ms + after_ms) * 1_000;
-        let keys = crate::workload::initial_keys(&self.workload, workload_clients);
-        let readers = u64::from(self.workload.clients_per_dc.max(1));
-        let mut sessions = Vec::new();
-        for dc in 0..self.topology.dcs {
-            for first in 0..readers.min(keys) {
-                let ops = (first..keys)
-                    .step_by(readers as usize)
-                    .enumerate()
-                    .map(|(n, i)| ScriptedOp {
-                        at_us: if n == 0 { at_us } else { 0 },
-                        op: Op::Get { key: crate::workload::record_key(i) },
-                    })
-                    .collect();
-                sessions.push(ScriptedClient { dc, ops });
-            }
-        }
-        sessions
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! insert is `amplification` PUTs issued one after another, and the request's
 //! end-to-end latency is what Roohitavaf's query-amplification experiment plots.
 
-use crate::scenario::{Distribution, Workload};
+use crate::scenario::{Distribution, Scenario, ScriptedClient, ScriptedOp, Workload};
 use bytes::Bytes;
 use causeway_core::{DcId, Key, Op, PartitionId, Topology, stable_hash, tagged_value};
 use rand::Rng;
@@ -456,6 +456,34 @@ impl Zipfian {
         }
         let v = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
         v.min(self.n - 1)
+    }
+}
+
+/// Reads of every key the workload wrote, after the load: here rather than
+/// in `scenario.rs`, which describes runs and knows nothing of key spaces.
+impl Scenario {
+    /// The sessions of the final reads ([`Scenario::final_reads_after_ms`]),
+    /// for a run with `workload_clients` workload clients; none without it.
+    pub fn final_readers(&self, workload_clients: u64) -> Vec<ScriptedClient> {
+        let Some(after_ms) = self.final_reads_after_ms else { return Vec::new() };
+        let at_us = (self.duration_ms + after_ms) * 1_000;
+        let keys = initial_keys(&self.workload, workload_clients);
+        let readers = u64::from(self.workload.clients_per_dc.max(1));
+        let mut sessions = Vec::new();
+        for dc in 0..self.topology.dcs {
+            for first in 0..readers.min(keys) {
+                let ops = (first..keys)
+                    .step_by(readers as usize)
+                    .enumerate()
+                    .map(|(n, i)| ScriptedOp {
+                        at_us: if n == 0 { at_us } else { 0 },
+                        op: Op::Get { key: record_key(i) },
+                    })
+                    .collect();
+                sessions.push(ScriptedClient { dc, ops });
+            }
+        }
+        sessions
     }
 }
 
