@@ -295,7 +295,9 @@ fn write_costs(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# CPU cost model of seed 004's protocols, measured on the real state machines\n\
+        "# CPU cost model of Contrarian, CC-LO and Cure (Didona et al., \"Causal\n\
+         # Consistency and Latency Optimality: Friend or Foe?\", §5), measured on\n\
+         # the real state machines\n\
          # (decode + node step + log encoding + encode per server input; no sockets,\n\
          # syscalls or disk), scaled ×{} so the simulated cluster saturates with few\n\
          # clients. Written by the command below; do not edit by hand, rerun it.\n\

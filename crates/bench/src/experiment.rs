@@ -15,9 +15,10 @@
 //!                                     # entry's own parameters win)
 //! repetitions = 5
 //! runtime = "sim"                     # or "network"
-//! cpu_costs = "costs/seed004-1dc.toml" # optional: a measured cost file, path
-//!                                     # relative to this file; fills in what
-//!                                     # [scenario.cpu] leaves unset
+//! cpu_costs = "costs/model.toml"     # optional: a measured cost file, path
+//!                                     # relative to this file (as written by
+//!                                     # rot_microbench --costs-out); fills in
+//!                                     # what [scenario.cpu] leaves unset
 //! metrics = ["latency.put.mean_ms"]   # the report's table columns
 //!
 //! [sweep]                             # the x axis
