@@ -30,6 +30,36 @@ pub(super) struct Session<P: Protocol> {
     pub(super) notes: Vec<&'static str>,
 }
 
+impl<P: Protocol> Session<P> {
+    /// A session with nothing invoked yet: a new one, or the one that
+    /// replaces a session that timed out (which keeps its generator, script
+    /// and place in the workload).
+    pub(super) fn new(
+        proto: P::Client,
+        dc: DcId,
+        rng: ChaCha8Rng,
+        scripted: Option<VecDeque<crate::scenario::ScriptedOp>>,
+        writes: u64,
+        workload_index: u64,
+    ) -> Self {
+        Session {
+            proto,
+            dc,
+            rng,
+            busy: None,
+            scripted,
+            writes,
+            workload_index,
+            pending: VecDeque::new(),
+            request: None,
+            op_no: 0,
+            dead: false,
+            rounds: 0,
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// What a client session's handler produced.
 pub(super) enum Out<M> {
     Send(NodeId, M),
@@ -287,29 +317,11 @@ impl<P: Protocol> Sim<P> {
         let id = ClientId(self.clients.len() as u32);
         let old = &mut self.clients[c.idx()];
         let dc = old.dc;
-        let replacement = Session {
-            proto: P::client(
-                &self.cfg,
-                ClientCtx {
-                    id,
-                    dc,
-                    nonce: mix(self.sc.seed, 0x5e55_0000 + id.0 as u64),
-                    topology: self.topology.clone(),
-                },
-            ),
-            dc,
-            rng: old.rng.clone(),
-            busy: None,
-            scripted: old.scripted.take(),
-            writes: old.writes,
-            workload_index: old.workload_index,
-            pending: VecDeque::new(),
-            request: None,
-            op_no: 0,
-            dead: false,
-            rounds: 0,
-            notes: Vec::new(),
-        };
+        let proto = P::client(
+            &self.cfg,
+            ClientCtx { id, dc, nonce: mix(self.sc.seed, 0x5e55_0000 + id.0 as u64), topology: self.topology.clone() },
+        );
+        let replacement = Session::new(proto, dc, old.rng.clone(), old.scripted.take(), old.writes, old.workload_index);
         let think = if replacement.scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
         self.clients.push(replacement);
         self.trace = mix(self.trace, 0x71e0 ^ self.now ^ ((c.0 as u64) << 24));

@@ -202,24 +202,12 @@ impl<P: Protocol> Sim<P> {
         let workload_clients = sc.workload.clients(&topology);
         let mut new_session = |dc: DcId, scripted| {
             let id = ClientId(clients.len() as u32);
-            clients.push(Session {
-                proto: P::client(
-                    &cfg,
-                    ClientCtx { id, dc, nonce: mix(sc.seed, 0x5e55_0000 + id.0 as u64), topology: topology.clone() },
-                ),
-                dc,
-                rng: ChaCha8Rng::seed_from_u64(mix(sc.seed, 0xc11e_0000 + id.0 as u64)),
-                busy: None,
-                scripted,
-                writes: 0,
-                workload_index: id.0 as u64,
-                pending: VecDeque::new(),
-                request: None,
-                op_no: 0,
-                dead: false,
-                rounds: 0,
-                notes: Vec::new(),
-            });
+            let proto = P::client(
+                &cfg,
+                ClientCtx { id, dc, nonce: mix(sc.seed, 0x5e55_0000 + id.0 as u64), topology: topology.clone() },
+            );
+            let rng = ChaCha8Rng::seed_from_u64(mix(sc.seed, 0xc11e_0000 + id.0 as u64));
+            clients.push(Session::new(proto, dc, rng, scripted, 0, id.0 as u64));
         };
         for d in topology.dc_ids().filter(|d| sc.workload.runs_in(*d)) {
             for _ in 0..sc.workload.clients_per_dc {
