@@ -3,6 +3,7 @@
 //! clear error and a metric, and nothing a refused party sent reaches the
 //! store. Also: a recorded TLS session replayed byte for byte gets nowhere.
 
+mod common;
 use bytes::Bytes;
 use causeway_core::{DcId, NodeId};
 use causeway_net::auth::{Role, TokenFile};
@@ -11,21 +12,12 @@ use causeway_net::frame::WireError;
 use causeway_net::{ClientError, Fsync, Session};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::eventual::Eventual;
+use common::free_ports;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-fn free_ports(n: u16) -> u16 {
-    loop {
-        let base = 20_000 + (rand::random::<u16>() % 30_000);
-        let all: Vec<_> = (0..n).map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i))).collect();
-        if all.iter().all(|l| l.is_ok()) {
-            return base;
-        }
-    }
-}
 
 struct Secrets {
     ro: String,

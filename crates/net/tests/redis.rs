@@ -1,10 +1,12 @@
 //! The Redis-protocol front door over real TCP, against a real embedded
 //! cluster: what `redis-cli` and Redis client libraries send, byte for byte.
 
+mod common;
 use bytes::{Bytes, BytesMut};
 use causeway_net::Fsync;
 use causeway_net::embedded::{Embedded, EmbeddedSpec, Ports};
 use causeway_protocols::ProtocolName;
+use common::{encode, free_ports};
 use redis_protocol::resp2::decode::decode_bytes_mut;
 use redis_protocol::resp2::types::BytesFrame as Frame;
 use std::time::{Duration, Instant};
@@ -13,16 +15,6 @@ use tokio::net::TcpStream;
 
 /// A base port with `n` free ports after it (bound and released: a small
 /// race with other processes, retried by the caller if a bind fails).
-fn free_ports(n: u16) -> u16 {
-    loop {
-        let base = 20_000 + (rand::random::<u16>() % 30_000);
-        let all: Vec<_> = (0..n).map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i))).collect();
-        if all.iter().all(|l| l.is_ok()) {
-            return base;
-        }
-    }
-}
-
 fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
     start_with_limits(p, name, causeway_net::config::Limits::default())
 }
@@ -55,24 +47,7 @@ struct Redis {
 
 impl Redis {
     async fn connect(port: u16) -> Redis {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match TcpStream::connect(("127.0.0.1", port)).await {
-                Ok(s) => return Redis { s, buf: BytesMut::new() },
-                Err(e) if Instant::now() > deadline => panic!("front door on {port} never came up: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    }
-
-    fn encode(args: &[&[u8]]) -> Vec<u8> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        out
+        Redis { s: common::connect(port).await, buf: BytesMut::new() }
     }
 
     async fn send_raw(&mut self, bytes: &[u8]) {
@@ -96,7 +71,7 @@ impl Redis {
 
     async fn cmd(&mut self, args: &[&str]) -> Frame {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        self.send_raw(&Self::encode(&a)).await;
+        self.send_raw(&encode(&a)).await;
         self.read().await.expect("the connection stays open")
     }
 }
@@ -177,10 +152,10 @@ async fn pipelined_and_inline_requests_are_answered_in_order() {
     // 100 SETs and a GET of each in one write, as redis-benchmark -P sends.
     let mut batch = Vec::new();
     for i in 0..100 {
-        batch.extend(Redis::encode(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]));
+        batch.extend(encode(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]));
     }
     for i in 0..100 {
-        batch.extend(Redis::encode(&[b"GET", format!("k{i}").as_bytes()]));
+        batch.extend(encode(&[b"GET", format!("k{i}").as_bytes()]));
     }
     r.send_raw(&batch).await;
     for i in 0..100 {
@@ -253,11 +228,11 @@ async fn pipelined_batches_keep_the_session_order() {
     let mut r = Redis::connect(base).await;
     let mut batch = Vec::new();
     for i in 0..300 {
-        batch.extend(Redis::encode(&[b"SET", format!("k{}", i % 50).as_bytes(), format!("v{i}").as_bytes()]));
+        batch.extend(encode(&[b"SET", format!("k{}", i % 50).as_bytes(), format!("v{i}").as_bytes()]));
     }
-    batch.extend(Redis::encode(&[b"PING"]));
+    batch.extend(encode(&[b"PING"]));
     for i in 0..50 {
-        batch.extend(Redis::encode(&[b"GET", format!("k{i}").as_bytes()]));
+        batch.extend(encode(&[b"GET", format!("k{i}").as_bytes()]));
     }
     r.send_raw(&batch).await;
     for i in 0..300 {

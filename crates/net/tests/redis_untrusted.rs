@@ -3,26 +3,18 @@
 //! connections that never authenticate, leave the node serving everyone
 //! else, with nothing buffered for what they announce.
 
+mod common;
 use causeway_core::NodeId;
 use causeway_net::auth::{Role, TokenFile};
 use causeway_net::config::Limits;
 use causeway_net::embedded::{Embedded, EmbeddedSpec, Ports};
 use causeway_net::{Fsync, redis::request};
 use causeway_protocols::ProtocolName;
+use common::{connect, encode, free_ports};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-fn free_ports(n: u16) -> u16 {
-    loop {
-        let base = 20_000 + (rand::random::<u16>() % 30_000);
-        let all: Vec<_> = (0..n).map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i))).collect();
-        if all.iter().all(|l| l.is_ok()) {
-            return base;
-        }
-    }
-}
 
 /// A one-node cluster with a front door (and `[auth]` with one
 /// read-write token named `app`, whose secret is returned, if `auth`).
@@ -55,27 +47,6 @@ fn start(name: &str, auth: bool, limits: Limits) -> (Embedded, u16, Option<Strin
     };
     let c = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
     (c, base, secret, dir)
-}
-
-async fn connect(port: u16) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)).await {
-            Ok(s) => return s,
-            Err(e) if Instant::now() > deadline => panic!("front door on {port} never came up: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
-
-fn encode(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// Everything the node sends until it closes the connection (within 10 s).
