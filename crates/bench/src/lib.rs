@@ -13,6 +13,7 @@
 //! path, so what the harness can sweep is exactly what a scenario can say.
 
 pub mod experiment;
+pub mod labels;
 pub mod measure;
 pub mod microbench;
 pub mod plot;
