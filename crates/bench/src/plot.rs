@@ -169,7 +169,7 @@ fn marker(root: &Area<'_>, at: (i32, i32), m: Marker, col: RGBColor, hollow: boo
 
 /// About how wide `s` is in pixels at `size` px of a sans-serif font.
 pub fn text_width(s: &str, size: f64) -> f64 {
-    s.chars().map(|c| if c.is_ascii_uppercase() || c == 'm' || c == 'w' { 0.72 } else { 0.56 }).sum::<f64>() * size
+    s.chars().map(|c| if c.is_ascii_uppercase() || c == 'm' || c == 'w' { 0.7 } else { 0.52 }).sum::<f64>() * size
 }
 
 /// Break `s` into lines of at most `width` pixels at `size` px, at spaces
@@ -268,7 +268,7 @@ impl Axis {
         if hi - lo < 1e-12 {
             hi = lo + if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
         }
-        let raw = (hi - lo) / 6.0;
+        let raw = (hi - lo) / 7.0;
         let mag = 10f64.powf(raw.log10().floor());
         let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
         let a = (lo / step + 1e-9).floor() * step;
@@ -322,6 +322,17 @@ impl Ranged for Ticked {
     fn range(&self) -> std::ops::Range<f64> {
         self.0.lo..self.0.hi
     }
+}
+
+/// The font size and lines of bar categories `width` pixels apart: 13 px
+/// down to 10 px on one line, else 11 px wrapped.
+pub fn category_layout(categories: &[String], width: f64) -> (u32, Vec<Vec<String>>) {
+    for size in (10..=13).rev() {
+        if categories.iter().all(|c| text_width(c, size as f64) <= width) {
+            return (size, categories.iter().map(|c| vec![c.clone()]).collect());
+        }
+    }
+    (11, categories.iter().map(|c| wrap(c, width, 11.0)).collect())
 }
 
 /// Where the parts of a chart go, in pixels of the whole picture.
@@ -541,26 +552,25 @@ fn bars(plot: &Area<'_>, root: &Area<'_>, chart: &Chart) -> Result<Vec<Key>, Box
     }
     let y1 = if chart.log_y || y1 < y0 { y1 } else { y1 * 1.04 };
     let ya = Axis::new(y0, y1, chart.log_y, true);
+    // Category names centred under their groups, in a smaller font or on
+    // two lines when they are wider than a group.
+    let group_w = (plot.dim_in_pixel().0 as f64 - 98.0) / groups as f64 - 6.0;
+    let (cat_size, cat_lines) = category_layout(&chart.categories, group_w);
+    let rows = cat_lines.iter().map(Vec::len).max().unwrap_or(1) as u32;
     let mut c = ChartBuilder::on(plot)
         .margin_left(12)
         .margin_right(16)
         .margin_top(12)
         .margin_bottom(8)
-        .x_label_area_size(46)
+        .x_label_area_size(30 + rows * (cat_size + 3))
         .y_label_area_size(70)
         .build_cartesian_2d((0..slots as u32).into_segmented(), Ticked(ya.clone()))?;
-    let label = |v: &SegmentValue<u32>| match v {
-        SegmentValue::CenterOf(i) if (*i as usize) % (k + 1) == k / 2 => {
-            chart.categories.get(*i as usize / (k + 1)).cloned().unwrap_or_default()
-        }
-        _ => String::new(),
-    };
     let yl = |v: &f64| ya.label(*v);
     c.configure_mesh()
         .x_desc(&chart.x_label)
         .y_desc(&chart.y_label)
         .x_labels(slots + 1)
-        .x_label_formatter(&label)
+        .x_label_formatter(&|_: &SegmentValue<u32>| String::new())
         .y_label_formatter(&yl)
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 15))
@@ -568,6 +578,16 @@ fn bars(plot: &Area<'_>, root: &Area<'_>, chart: &Chart) -> Result<Vec<Key>, Box
         .bold_line_style(RGBColor(225, 225, 225))
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
+    let font = (FONT, cat_size).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+    for (g, lines) in cat_lines.iter().enumerate() {
+        let first = (g * (k + 1)) as u32;
+        let a = c.backend_coord(&(SegmentValue::Exact(first), ya.lo));
+        let b = c.backend_coord(&(SegmentValue::Exact(first + k as u32), ya.lo));
+        for (i, line) in lines.iter().enumerate() {
+            let at = ((a.0 + b.0) / 2, a.1 + 6 + i as i32 * (cat_size as i32 + 3));
+            root.draw(&Text::new(line.clone(), at, font.clone()))?;
+        }
+    }
     let mut keys = Vec::new();
     for (j, s) in chart.series.iter().enumerate() {
         let (col, _) = style(j);

@@ -3,7 +3,7 @@
 //! `<name>-<i>.svg` per plot, and `<name>.md`, the report a person reads.
 
 use crate::experiment::{ExperimentError, PlotKind, PlotSpec, Point};
-use crate::labels::{client_bound, kind_label};
+use crate::labels::{SATURATED_PCT, client_bound, kind_label};
 use crate::plot::{Chart, ChartKind, Series, num, render_svg};
 use crate::runner::Results;
 use causeway_sim::metrics::cdf_quantiles;
@@ -87,7 +87,7 @@ pub fn chart(r: &Results, spec: &PlotSpec) -> Chart {
     let mut title = if spec.title.is_empty() { e.title.clone() } else { spec.title.clone() };
     if let Some(i) = panel {
         let l = e.series_label(i);
-        if !title.contains(&l) {
+        if !title.replace(' ', "").contains(&l.replace(' ', "")) {
             title = format!("{title} ({l})");
         }
     }
@@ -276,19 +276,30 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
             rule.push_str("---:|");
         }
         let _ = writeln!(s, "{head}\n{rule}");
+        let mut marked = false;
         for x in 0..e.sweep.values.len() {
             let mut row = format!("| {} |", e.label(&e.sweep.label(x)));
-            let vals: Vec<f64> = curves
-                .iter()
-                .map(|(_, pts)| pts.iter().find(|p| p.x == x).map_or(f64::NAN, |&p| metric(r, p, m)))
-                .collect();
-            for v in &vals {
-                row.push_str(&format!(" {} |", fmt(*v)));
+            let at: Vec<Option<Point>> =
+                curves.iter().map(|(_, pts)| pts.iter().find(|p| p.x == x).copied()).collect();
+            let vals: Vec<f64> = at.iter().map(|p| p.map_or(f64::NAN, |p| metric(r, p, m))).collect();
+            for (v, p) in vals.iter().zip(&at) {
+                // A throughput the clients bound, not the servers.
+                let idle = m.starts_with("throughput") && p.is_some_and(|p| client_bound(r, p));
+                marked |= idle;
+                row.push_str(&format!(" {}{} |", fmt(*v), if idle { " ◦" } else { "" }));
             }
             if two {
                 row.push_str(&format!(" {}× |", fmt(vals[0] / vals[1])));
             }
             let _ = writeln!(s, "{row}");
+        }
+        if marked {
+            let _ = writeln!(
+                s,
+                "\n◦ clients, not servers, bound the throughput (the busiest server's CPU was busy less than {} % \
+                 of the run; hollow markers in the plots).",
+                SATURATED_PCT
+            );
         }
         let _ = writeln!(s);
     }
@@ -376,7 +387,9 @@ mod tests {
         assert!(md.contains("| clients per DC | Eiger, +16 µs/msg |"), "{md}");
         assert!(md.contains("**throughput (ops/s)** (`throughput_ops_s`, median)"), "{md}");
         // Integers without decimals, other values as before.
-        assert!(md.contains("| 1 | 100 | 200 | 1000 |"), "{md}");
+        assert!(md.contains("| 1 | 100 ◦ | 200 ◦ | 1000 ◦ |"), "{md}");
+        assert!(md.contains("| 2 | 200 | 400 | 2000 |"), "servers 95 % busy: {md}");
+        assert!(md.contains("◦ clients, not servers, bound the throughput"), "{md}");
         assert!(md.contains("| 2.50 |"), "{md}");
         assert!(!md.contains("100.0 |"), "{md}");
     }
