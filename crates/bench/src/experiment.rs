@@ -49,7 +49,9 @@
 //! y = "latency.put.mean_ms"           # a metric; for cdf a latency name ("rot")
 //! y_label = "mean PUT latency (ms)"
 //! # x = "throughput_ops_s"            # line only: plot y against this metric
-//! # x_label = "throughput (ops/s)"    # instead of the sweep's x
+//!                                     # instead of the sweep's x
+//! # x_label = "throughput (ops/s)"    # the x axis's label (default: the
+//!                                     # sweep's x_label, or the label of x)
 //! # title = "…"                       # default: the experiment's title
 //! # log_y = true                      # logarithmic y axis (line, bar)
 //! # log_x = true                      # logarithmic x axis (line, cdf)
@@ -81,7 +83,11 @@
 //! throughput": its throughput measures the clients, not the capacity.
 //! Not saturated means the busiest server's simulated CPU was busy less
 //! than 80 % of the measurement window (`server_busy_max_pct`, measured
-//! when messages cost CPU time; runs without it are never hollow).
+//! when messages cost CPU time; runs without it are never hollow). The
+//! report's tables mark such a throughput with "◦".
+//!
+//! A reduced run ([`Experiment::reduce`], `--quick`) keeps only the panels
+//! (`series = …` plots) of the series value it keeps.
 
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, ScenarioError};
@@ -259,6 +265,7 @@ pub struct PlotSpec {
     /// (e.g. latency against throughput, one point per sweep value).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub x: String,
+    /// The x axis's label, for any kind (default: the sweep's, or `x`'s).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub x_label: String,
     /// Logarithmic axes.

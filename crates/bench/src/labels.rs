@@ -142,7 +142,9 @@ impl Experiment {
     }
 
     fn is_param(&self, key: &str) -> bool {
-        std::iter::once(&self.sweep).chain(self.series.iter()).any(|s| s.param == key || s.params.iter().any(|p| p == key))
+        std::iter::once(&self.sweep)
+            .chain(self.series.iter())
+            .any(|s| s.param == key || s.params.iter().any(|p| p == key))
     }
 
     /// The x axis's label for the sweep: its `x_label`, else the label of
@@ -165,9 +167,10 @@ impl Experiment {
     /// its label).
     pub fn entry_named(&self, name: &str) -> Option<usize> {
         let name = name.trim();
-        self.protocols.iter().position(|p| p.trim() == name).or_else(|| {
-            self.protocols.iter().position(|p| self.label(p).eq_ignore_ascii_case(name))
-        })
+        self.protocols
+            .iter()
+            .position(|p| p.trim() == name)
+            .or_else(|| self.protocols.iter().position(|p| self.label(p).eq_ignore_ascii_case(name)))
     }
 
     /// The series value a plot restricts itself to, if any.

@@ -102,8 +102,15 @@ pub enum Marker {
     Star,
 }
 
-const MARKERS: [Marker; 7] =
-    [Marker::Circle, Marker::Square, Marker::TriangleUp, Marker::Diamond, Marker::TriangleDown, Marker::Plus, Marker::Star];
+const MARKERS: [Marker; 7] = [
+    Marker::Circle,
+    Marker::Square,
+    Marker::TriangleUp,
+    Marker::Diamond,
+    Marker::TriangleDown,
+    Marker::Plus,
+    Marker::Star,
+];
 
 /// The colour and marker of series `i`.
 pub fn style(i: usize) -> (RGBColor, Marker) {
@@ -135,7 +142,20 @@ fn outline(m: Marker, r: i32) -> Option<Vec<(i32, i32)>> {
         Marker::Star => polar(10, up, &[1.35, 0.55]),
         Marker::Plus => {
             let (a, b) = (r, (r as f64 * 0.38).round().max(1.0) as i32);
-            vec![(-b, -a), (b, -a), (b, -b), (a, -b), (a, b), (b, b), (b, a), (-b, a), (-b, b), (-a, b), (-a, -b), (-b, -b)]
+            vec![
+                (-b, -a),
+                (b, -a),
+                (b, -b),
+                (a, -b),
+                (a, b),
+                (b, b),
+                (b, a),
+                (-b, a),
+                (-b, b),
+                (-a, b),
+                (-a, -b),
+                (-b, -b),
+            ]
         }
     })
 }
@@ -254,7 +274,8 @@ impl Axis {
             let mut ticks: Vec<f64> = if in_range.len() <= 10 {
                 in_range
             } else {
-                let decades: Vec<f64> = in_range.iter().copied().filter(|c| (c.log10() - c.log10().round()).abs() < 1e-9).collect();
+                let decades: Vec<f64> =
+                    in_range.iter().copied().filter(|c| (c.log10() - c.log10().round()).abs() < 1e-9).collect();
                 let step = decades.len().div_ceil(8).max(1);
                 decades.into_iter().step_by(step).collect()
             };
@@ -571,6 +592,7 @@ fn bars(plot: &Area<'_>, root: &Area<'_>, chart: &Chart) -> Result<Vec<Key>, Box
         .y_desc(&chart.y_label)
         .x_labels(slots + 1)
         .x_label_formatter(&|_: &SegmentValue<u32>| String::new())
+        .set_tick_mark_size(LabelAreaPosition::Bottom, 0)
         .y_label_formatter(&yl)
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 15))
@@ -631,7 +653,10 @@ mod tests {
 
     /// The text of every `<text>` element of an SVG.
     fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text").skip(1).filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string())).collect()
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
+            .collect()
     }
 
     #[test]
@@ -653,7 +678,7 @@ mod tests {
         assert_eq!(num(0.0), "0");
         assert_eq!(num(2.5), "2.5");
         assert_eq!(num(0.25), "0.25");
-        assert_eq!(num(3.14159), "3.142");
+        assert_eq!(num(1.23456), "1.235");
         assert_eq!(num(-4.0), "-4");
         let mut c = chart(ChartKind::Line);
         c.series[0].points = vec![(0.0, 20_000.0), (4.0, 60_000.0)];

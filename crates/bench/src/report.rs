@@ -174,8 +174,7 @@ pub fn chart(r: &Results, spec: &PlotSpec) -> Chart {
             } else {
                 spec.x_label.clone()
             };
-            let y_label = if spec.y_label.is_empty() { "fraction of operations".to_string() } else { spec.y_label.clone() };
-            let mut c = Chart::new(ChartKind::Cdf, &title, &x_label, &y_label);
+            let mut c = Chart::new(ChartKind::Cdf, &title, &x_label, "fraction of operations");
             c.series = series;
             c.log_x = spec.log_x;
             c
@@ -279,8 +278,7 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
         let mut marked = false;
         for x in 0..e.sweep.values.len() {
             let mut row = format!("| {} |", e.label(&e.sweep.label(x)));
-            let at: Vec<Option<Point>> =
-                curves.iter().map(|(_, pts)| pts.iter().find(|p| p.x == x).copied()).collect();
+            let at: Vec<Option<Point>> = curves.iter().map(|(_, pts)| pts.iter().find(|p| p.x == x).copied()).collect();
             let vals: Vec<f64> = at.iter().map(|p| p.map_or(f64::NAN, |p| metric(r, p, m))).collect();
             for (v, p) in vals.iter().zip(&at) {
                 // A throughput the clients bound, not the servers.
@@ -398,7 +396,11 @@ mod tests {
     fn a_plot_normalized_to_an_entry_divides_point_by_point() {
         let r = results("[[plot]]\nkind = \"line\"\ny = \"throughput_ops_s\"\nnormalize_to = \"eventual\"\n");
         let c = chart(&r, &r.experiment.plot[0]);
-        assert!(!names(&c).iter().any(|n| n.starts_with("Eventual")), "the reference is the line at 1: {:?}", names(&c));
+        assert!(
+            !names(&c).iter().any(|n| n.starts_with("Eventual")),
+            "the reference is the line at 1: {:?}",
+            names(&c)
+        );
         assert_eq!(c.series.len(), 4);
         // Eiger 100 vs Eventual 1000 at every point; Contrarian 300 vs 1000.
         for s in &c.series {
