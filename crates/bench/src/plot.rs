@@ -367,11 +367,14 @@ pub struct Layout {
     pub legend_w: u32,
     /// The legend's entries, each wrapped to the column.
     pub legend: Vec<Vec<String>>,
+    /// The legend's font size and line height.
+    pub legend_font: f64,
+    pub legend_line: i32,
 }
 
-const LEGEND_FONT: f64 = 13.0;
 const LEGEND_KEY: u32 = 34;
-const LEGEND_LINE: i32 = 16;
+/// Space between legend entries.
+const LEGEND_GAP: i32 = 6;
 
 /// The legend's names: each series, the reference line, the hollow note.
 fn legend_names(chart: &Chart) -> Vec<String> {
@@ -390,13 +393,27 @@ pub fn layout(chart: &Chart) -> Layout {
     let (title_lines, title_size) = title_layout(&chart.title, w as f64 - 24.0);
     let title_h = 10 + title_lines.len() as u32 * (title_size + 5);
     let names = legend_names(chart);
-    // A column as wide as the longest name needs, between 120 and 230 px;
-    // longer names wrap.
-    let widest = names.iter().map(|n| text_width(n, LEGEND_FONT)).fold(0.0, f64::max);
-    let text_w = widest.clamp(86.0, 196.0);
+    // A column as wide as the longest name needs, from 120 to 242 px; longer
+    // names wrap. A legend taller than the picture widens the column, then
+    // takes a smaller font.
+    let room = (SIZE.1 - title_h) as i32 - 24;
+    let mut fit = None;
+    for (font, max_w) in [(13.0, 196.0), (13.0, 260.0), (12.0, 260.0), (11.0, 280.0), (10.0, 300.0), (9.0, 300.0)] {
+        let widest = names.iter().map(|n| text_width(n, font)).fold(0.0, f64::max);
+        let text_w: f64 = widest.clamp(86.0, max_w);
+        let legend: Vec<Vec<String>> = names.iter().map(|n| wrap(n, text_w, font)).collect();
+        let line = font as i32 + 3;
+        let height: i32 = legend.iter().map(|e| e.len() as i32 * line + LEGEND_GAP).sum();
+        let this = (text_w, legend, font, line);
+        if height <= room {
+            fit = Some(this);
+            break;
+        }
+        fit = Some(this);
+    }
+    let (text_w, legend, legend_font, legend_line) = fit.expect("at least one layout is tried");
     let legend_w = if names.is_empty() { 0 } else { LEGEND_KEY + text_w.ceil() as u32 + 12 };
-    let legend = names.iter().map(|n| wrap(n, text_w, LEGEND_FONT)).collect();
-    Layout { title_lines, title_size, title_h, legend_w, legend }
+    Layout { title_lines, title_size, title_h, legend_w, legend, legend_font, legend_line }
 }
 
 /// Render `chart` as an SVG document.
@@ -450,12 +467,13 @@ fn legend(root: &Area<'_>, chart: &Chart, l: &Layout, x: i32, y: i32, h: u32, ke
         all.push(Key::Hollow);
     }
     let mut y = y;
-    let font = (FONT, LEGEND_FONT).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let font = (FONT, l.legend_font).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let line_h = l.legend_line;
     for (lines, key) in l.legend.iter().zip(all) {
         if y > h as i32 - 10 {
             break;
         }
-        let (kx, ky) = (x + 6, y + LEGEND_LINE / 2);
+        let (kx, ky) = (x + 6, y + line_h / 2);
         match key {
             Key::Line(col, m) => {
                 root.draw(&PathElement::new(vec![(kx, ky), (kx + 24, ky)], col.stroke_width(2)))?;
@@ -476,11 +494,11 @@ fn legend(root: &Area<'_>, chart: &Chart, l: &Layout, x: i32, y: i32, h: u32, ke
         for (i, line) in lines.iter().enumerate() {
             root.draw(&Text::new(
                 line.clone(),
-                (x + LEGEND_KEY as i32, y + LEGEND_LINE / 2 + i as i32 * LEGEND_LINE),
+                (x + LEGEND_KEY as i32, y + line_h / 2 + i as i32 * line_h),
                 font.clone(),
             ))?;
         }
-        y += lines.len() as i32 * LEGEND_LINE + 6;
+        y += lines.len() as i32 * line_h + LEGEND_GAP;
     }
     Ok(())
 }
@@ -762,7 +780,7 @@ mod tests {
         assert!(l.legend[1].len() >= 2, "{:?}", l.legend[1]);
         for e in &l.legend {
             for line in e {
-                assert!(text_width(line, LEGEND_FONT) <= (l.legend_w - LEGEND_KEY) as f64, "{line:?}");
+                assert!(text_width(line, l.legend_font) <= (l.legend_w - LEGEND_KEY) as f64, "{line:?}");
             }
         }
         let svg = render_svg(&c).unwrap();
@@ -780,6 +798,25 @@ mod tests {
         // Without the note, no hollow entry.
         c.series[0].hollow.clear();
         assert_eq!(layout(&c).legend.len(), 2);
+    }
+
+    #[test]
+    fn a_long_legend_still_fits_the_picture() {
+        let mut c = chart(ChartKind::Line);
+        c.series = (0..24)
+            .map(|i| Series {
+                name: format!("Contrarian (2 rounds), series value number {i}"),
+                points: vec![(0.0, i as f64), (1.0, i as f64 + 1.0)],
+                hollow: vec![],
+            })
+            .collect();
+        let l = layout(&c);
+        let height: i32 = l.legend.iter().map(|e| e.len() as i32 * l.legend_line + LEGEND_GAP).sum();
+        assert!(height <= (SIZE.1 - l.title_h) as i32 - 24, "{height} px of legend, font {}", l.legend_font);
+        let t = texts(&render_svg(&c).unwrap());
+        for i in 0..24 {
+            assert!(t.iter().any(|t| t.ends_with(&format!("number {i}"))), "entry {i} drawn: {t:?}");
+        }
     }
 
     #[test]
