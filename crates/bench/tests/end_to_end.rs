@@ -61,7 +61,7 @@ fn a_sim_experiment_writes_csv_json_plots_and_a_report() {
     assert!((mean(1, 1) - mean(1, 0)).abs() < 0.05, "CSX {} → {}", mean(1, 0), mean(1, 1));
 
     let dir = out_dir("sim");
-    let w = report::write_all(&r, &dir, "causeway experiment skew.toml", "2026-11-22").unwrap();
+    let w = report::write_all(&r, &dir, "causeway experiment skew.toml").unwrap();
     assert_eq!(w.files.len(), 2 + 3 + 1, "csv, json, three plots, markdown");
     let md = std::fs::read_to_string(&w.markdown).unwrap();
     assert!(md.contains("| skew (ms) | gentlerain | causalspartanx | gentlerain / causalspartanx |"), "{md}");
