@@ -21,17 +21,20 @@ pub struct Entry {
     pub report: String,
     /// When and from which commit the report's points were measured.
     pub provenance: String,
+    /// The experiment file changed since its report was measured: its
+    /// verdicts are printed, marked, but describe other settings.
+    pub stale: bool,
     pub checked: Vec<Checked>,
 }
 
 /// Order figures as the papers number them: "Fig 5.10" after "Fig 5.9".
-fn figure_key(seed: &str, figure: &str) -> (String, Vec<(String, u64)>) {
+fn figure_key(seed: &str, figure: &str) -> (String, Vec<(u64, String)>) {
     let parts = figure
         .split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|p| !p.is_empty())
         .map(|p| {
             let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
-            (p.trim_start_matches(char::is_numeric).to_string(), digits.parse().unwrap_or(0))
+            (digits.parse().unwrap_or(0), p.trim_start_matches(char::is_numeric).to_string())
         })
         .collect();
     (seed.to_string(), parts)
@@ -86,13 +89,14 @@ pub fn table(entries: &[Entry]) -> String {
         let cause = if c.verdict == Verdict::Reproduced { "" } else { c.claim.cause.as_str() };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | [{}]({}) |",
+            "| {} | {} | {} | {} | {} | {}{} | {} | [{}]({}) |",
             c.claim.seed,
             cell(&c.claim.figure),
             cell(&c.claim.text),
             cell(&c.paper_text()),
             cell(&c.ours_text()),
             c.verdict.as_str(),
+            if e.stale { " (stale report)" } else { "" },
             cell(cause),
             report_name(&e.report),
             e.report
@@ -149,6 +153,7 @@ mod tests {
             experiment: "x".into(),
             report: "results/x.md".into(),
             provenance: "today".into(),
+            stale: false,
             checked: vec![
                 checked("004", "Fig 10", Verdict::Reproduced),
                 checked("004", "Fig 9", Verdict::Reproduced),

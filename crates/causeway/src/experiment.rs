@@ -38,8 +38,22 @@ fn files(file: &Path) -> Result<Vec<PathBuf>, Error> {
 
 pub fn main(a: Args) -> Result<(), Error> {
     let mut reports = Vec::new();
+    let several = a.file.is_dir();
     for file in files(&a.file)? {
-        let written = if a.render { render(&file, &a.out)? } else { run(&file, &a)? };
+        let written = if a.render {
+            match render(&file, &a.out) {
+                Ok(w) => w,
+                // Redrawing a directory redraws what still matches its
+                // results; the table marks the rest stale.
+                Err(e) if several => {
+                    eprintln!("skipped: {e}");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            run(&file, &a)?
+        };
         if !a.json {
             println!(
                 "{}: {} files written; report: {}",
@@ -151,11 +165,15 @@ fn write_table(dir: &Path, out: &Path, table: &Path) -> Result<(), Error> {
         }
         let report_path = out.join(format!("{}.md", exp.name));
         let report = report_path.strip_prefix(base).unwrap_or(&report_path).display().to_string();
+        let mut stale = false;
         let (checked, provenance) = match load_results(&file, &exp.name, out) {
             Ok(mut r) => {
                 let provenance = match exp.same_runs(&r.experiment) {
                     Ok(()) => r.provenance.clone(),
-                    Err(why) => format!("{} — stale: {why}", r.provenance),
+                    Err(why) => {
+                        stale = true;
+                        format!("{} — stale: {why}", r.provenance)
+                    }
                 };
                 r.experiment = exp;
                 (causeway_bench::claims::check(&r), provenance)
@@ -174,7 +192,13 @@ fn write_table(dir: &Path, out: &Path, table: &Path) -> Result<(), Error> {
                 (checked, r.provenance)
             }
         };
-        entries.push(reproduction::Entry { experiment: file.display().to_string(), report, provenance, checked });
+        entries.push(reproduction::Entry {
+            experiment: file.display().to_string(),
+            report,
+            provenance,
+            stale,
+            checked,
+        });
     }
     let text = std::fs::read_to_string(table).map_err(|e| format!("{}: {e}", table.display()))?;
     let spliced =
