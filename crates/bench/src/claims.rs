@@ -35,6 +35,10 @@ pub struct Claim {
     /// ordering claim (`order`).
     #[serde(default)]
     pub paper: Option<f64>,
+    /// A range the paper gives instead of one number ("always 1–4"): ours
+    /// reproduces it inside, and nothing else.
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
     /// The metric compared (a name from [`crate::measure`]).
     pub metric: String,
     /// Our number: the metric at this point …
@@ -84,6 +88,18 @@ pub struct Select {
     pub metric: String,
 }
 
+impl Select {
+    /// The point in a table: its entry, series and sweep label.
+    pub fn label(&self) -> String {
+        [self.entry.as_str(), self.series.as_str(), self.at.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stronger {
@@ -130,9 +146,10 @@ impl Checked {
     /// The paper's number as the table prints it.
     pub fn paper_text(&self) -> String {
         let c = &self.claim;
-        match c.paper {
-            Some(p) => format!("{}{}", number(p), c.unit),
-            None => c.order.iter().map(|s| s.entry.as_str()).collect::<Vec<_>>().join(" < "),
+        match (c.paper, c.range) {
+            (_, Some([lo, hi])) => format!("{}–{}{}", number(lo), number(hi), c.unit),
+            (Some(p), None) => format!("{}{}", number(p), c.unit),
+            (None, None) => c.order.iter().map(Select::label).collect::<Vec<_>>().join(" < "),
         }
     }
 
@@ -145,8 +162,7 @@ impl Checked {
         if c.order.is_empty() {
             format!("{}{}", number(self.ours[0]), c.unit)
         } else {
-            let mut by: Vec<(f64, &str)> =
-                self.ours.iter().copied().zip(c.order.iter().map(|s| s.entry.as_str())).collect();
+            let mut by: Vec<(f64, String)> = self.ours.iter().copied().zip(c.order.iter().map(Select::label)).collect();
             by.sort_by(|a, b| a.0.total_cmp(&b.0));
             by.iter().map(|(v, e)| format!("{e} ({}{})", number(*v), c.unit)).collect::<Vec<_>>().join(" < ")
         }
@@ -222,7 +238,7 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
             ours,
         };
     }
-    let (Some(of), Some(paper)) = (&c.of, c.paper) else { return missing() };
+    let Some(of) = &c.of else { return missing() };
     let Ok(top) = value(r, of, &c.metric) else { return missing() };
     let ours = match &c.over {
         Some(over) => match value(r, over, &c.metric) {
@@ -231,6 +247,12 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
         },
         None => top,
     } * c.scale;
+    if let Some([lo, hi]) = c.range {
+        let inside = ours.is_finite() && (lo..=hi).contains(&ours);
+        let verdict = if inside { Verdict::Reproduced } else { Verdict::NotReproduced };
+        return Checked { claim: c.clone(), ours: vec![ours], verdict };
+    }
+    let Some(paper) = c.paper else { return missing() };
     Checked { claim: c.clone(), ours: vec![ours], verdict: verdict(paper, ours, c.stronger, c.over.is_some()) }
 }
 

@@ -133,6 +133,7 @@ mod tests {
                 figure: figure.into(),
                 text: "a ÷ b".into(),
                 paper: Some(1.5),
+                range: None,
                 metric: "m".into(),
                 of: Some(Select { entry: "a".into(), ..Default::default() }),
                 over: None,
