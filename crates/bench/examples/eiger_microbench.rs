@@ -132,6 +132,7 @@ fn main() {
         records: 100_000,
         preload: false,
     };
+    let mut costs_out: Option<std::path::PathBuf> = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     for a in args.chunks(2) {
         let v = a.get(1).map(String::as_str).unwrap_or("");
@@ -139,7 +140,7 @@ fn main() {
             eprintln!(
                 "usage: eiger_microbench [--reps N] [--ops N] [--clients N] [--dcs N] [--partitions N] [--value B] \
                  [--keys-read N] [--keys-write N] [--w W] [--wtf F] [--us-per-msg N] [--scale F] [--batches 0|1] \
-                 [--columns-read N] [--columns-write N] [--records N] [--preload 0|1]"
+                 [--columns-read N] [--columns-write N] [--records N] [--preload 0|1] [--costs-out FILE]"
             );
             std::process::exit(2)
         };
@@ -161,6 +162,7 @@ fn main() {
             "--columns-write" => o.columns_write = v.parse().unwrap_or_else(|_| bad()),
             "--records" => o.records = v.parse().unwrap_or_else(|_| bad()),
             "--preload" => o.preload = v.parse::<u8>().unwrap_or_else(|_| bad()) == 1,
+            "--costs-out" if !v.is_empty() => costs_out = Some(std::path::PathBuf::from(v)),
             _ => bad(),
         }
     }
@@ -265,6 +267,7 @@ fn main() {
     println!("Calibrated cost model (×{f}), for an experiment's [scenario.cpu]:\n");
     println!("```toml\n[scenario.cpu]\nus_per_kib = {:.0}", f * b);
     let mut model_per_op = [0.0; VARIANTS.len()];
+    let mut kind_us = causeway_bench::microbench::KindCosts::new();
     for (v, name) in VARIANTS.iter().enumerate() {
         println!("\n[scenario.cpu.kind_us.{name}]");
         let kinds: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|m| m.kinds.keys().copied()).collect();
@@ -274,6 +277,7 @@ fn main() {
             let c = (us - b * kib).max(0.0);
             if k != "start" {
                 println!("{k} = {:.1}", f * c);
+                kind_us.entry(name).or_default().push((k, (f * c * 10.0).round() / 10.0));
             }
             let per_op =
                 median(all[v].iter().filter_map(|m| m.kinds.get(k).map(|s| s.n as f64 / m.ops as f64)).collect());
@@ -294,6 +298,27 @@ fn main() {
             model_per_op[v] / meas,
             base / meas
         );
+    }
+    if let Some(path) = costs_out {
+        let mut header = format!(
+            "CPU cost model of Eiger and Eventual (Lloyd, \"Scalable and Low-Latency\n\
+             Geo-Replicated Storage\", §7.3), measured on the real state machines\n\
+             (decode + node step + log encoding + encode per server input; no sockets,\n\
+             syscalls or disk), scaled ×{f}. Written by the command below; do not edit\n\
+             by hand, rerun it. Measured µs per operation (model / measured):\n"
+        );
+        for (v, name) in VARIANTS.iter().enumerate() {
+            let meas = median(all[v].iter().map(|m| m.us_per_op()).collect());
+            header.push_str(&format!("  {name}: {meas:.2} ({:.2})\n", model_per_op[v] / meas));
+        }
+        header.push_str(&format!(
+            "Workload: {} DC(s) × {} partitions, {} clients, w = {}, write txn fraction {},\n\
+             {} keys per read and per write, {} columns per key read, {} written, {} B values.",
+            o.dcs, o.partitions, o.clients, o.w, o.wtf, o.keys_read, o.columns_read, o.columns_write, o.value
+        ));
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let command = format!("cargo run --release -p causeway-bench --example eiger_microbench -- {}", args.join(" "));
+        causeway_bench::microbench::write_cost_file(&path, &header, &command, f, (f * b).round(), &kind_us);
     }
     eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
 }

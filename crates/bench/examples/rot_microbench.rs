@@ -281,51 +281,34 @@ fn main() {
     eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
 }
 
-/// The cost file experiments name with `cpu_costs`: the calibrated model,
-/// and when, on what code and by which command it was measured.
+/// The cost file experiments name with `cpu_costs`.
 fn write_costs(
     path: &std::path::Path,
     o: &Opts,
     us_per_kib: f64,
-    kind_us: &std::collections::BTreeMap<&str, Vec<(&str, f64)>>,
+    kind_us: &causeway_bench::microbench::KindCosts<'_>,
     model_per_op: &[f64],
     all: &[Vec<Measured>],
 ) {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# CPU cost model of Contrarian, CC-LO and Cure (Didona et al., \"Causal\n\
-         # Consistency and Latency Optimality: Friend or Foe?\", §5), measured on\n\
-         # the real state machines\n\
-         # (decode + node step + log encoding + encode per server input; no sockets,\n\
-         # syscalls or disk), scaled ×{} so the simulated cluster saturates with few\n\
-         # clients. Written by the command below; do not edit by hand, rerun it.\n\
-         # Measured µs per operation (model / measured):",
+    let mut header = format!(
+        "CPU cost model of Contrarian, CC-LO and Cure (Didona et al., \"Causal\n\
+         Consistency and Latency Optimality: Friend or Foe?\", §5), measured on\n\
+         the real state machines\n\
+         (decode + node step + log encoding + encode per server input; no sockets,\n\
+         syscalls or disk), scaled ×{} so the simulated cluster saturates with few\n\
+         clients. Written by the command below; do not edit by hand, rerun it.\n\
+         Measured µs per operation (model / measured):\n",
         o.scale
     );
     for (v, (name, _)) in VARIANTS.iter().enumerate() {
         let meas = median(all[v].iter().map(|m| m.us_per_op()).collect());
-        let _ = writeln!(s, "#   {name}: {meas:.2} ({:.2})", model_per_op[v] / meas);
+        header.push_str(&format!("  {name}: {meas:.2} ({:.2})\n", model_per_op[v] / meas));
     }
-    let _ = writeln!(
-        s,
-        "# Workload: {} DC(s) × {} partitions, {} clients, w = {}, zipf {}, ROTs of 4 keys.\n\
-         # The fixed cost of a message on a real network stack (syscalls, framing)\n\
-         # is not in here: service_us stays 0 and experiments that need it sweep it.\n",
+    header.push_str(&format!(
+        "Workload: {} DC(s) × {} partitions, {} clients, w = {}, zipf {}, ROTs of 4 keys.\n\
+         The fixed cost of a message on a real network stack (syscalls, framing)\n\
+         is not in here: service_us stays 0 and experiments that need it sweep it.",
         o.dcs, o.partitions, o.clients, o.w, o.zipf
-    );
-    let _ = writeln!(s, "[measured]");
-    let causeway_bench::provenance::Provenance { date, commit, machine } =
-        causeway_bench::provenance::Provenance::now();
-    let _ = writeln!(s, "date = {date:?}\ncommit = {commit:?}\nmachine = {machine:?}\ncommand = {:?}", command_line());
-    let _ = writeln!(s, "scale = {}\n\n[cpu]\nservice_us = 0\nus_per_kib = {us_per_kib}", o.scale);
-    for (proto, kinds) in kind_us {
-        let _ = writeln!(s, "\n[cpu.kind_us.{proto}]");
-        for (k, us) in kinds {
-            let _ = writeln!(s, "{k} = {us:?}");
-        }
-    }
-    std::fs::write(path, s).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    eprintln!("cost file written to {}", path.display());
+    ));
+    causeway_bench::microbench::write_cost_file(path, &header, &command_line(), o.scale, us_per_kib, kind_us);
 }

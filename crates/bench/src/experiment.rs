@@ -138,6 +138,10 @@ pub struct Experiment {
     /// What a reader sees instead of internal names (see [`crate::labels`]).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The paper's headline numbers this experiment answers, each with the
+    /// point of our results that answers it ([`crate::claims`]).
+    #[serde(default, rename = "claim", skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<crate::claims::Claim>,
 }
 
 /// Copy into `to` every entry of `from` it lacks, tables recursively.
@@ -309,7 +313,7 @@ pub enum ExperimentError {
 }
 
 /// One run configuration: a protocol at a sweep value (and series value).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Point {
     pub protocol: ProtocolName,
     /// The index of the `protocols` entry (a protocol and its parameters).
@@ -450,6 +454,24 @@ impl Experiment {
         cap(&mut self.scenario, "duration_ms", 600);
         cap(&mut self.scenario, "warmup_ms", 100);
         cap(&mut self.scenario, "drain_ms", 500);
+    }
+
+    /// Whether results measured for `other` answer this experiment's points:
+    /// the same protocols, parameters, sweeps and scenario (costs merged in).
+    /// Titles, prose, claims and plots may differ; that is what a redrawn
+    /// report changes.
+    pub fn same_runs(&self, other: &Experiment) -> Result<(), String> {
+        let sweep = |s: &Sweep| (s.param.clone(), s.params.clone(), s.values.clone());
+        let checks = [
+            ("protocols", self.protocols == other.protocols),
+            ("protocol_params", self.protocol_params == other.protocol_params),
+            ("sweep", sweep(&self.sweep) == sweep(&other.sweep)),
+            ("series", self.series.as_ref().map(sweep) == other.series.as_ref().map(sweep)),
+            ("scenario (with its cost file)", self.scenario == other.scenario),
+            ("runtime", self.runtime == other.runtime),
+        ];
+        let differ: Vec<&str> = checks.iter().filter(|(_, same)| !same).map(|(n, _)| *n).collect();
+        if differ.is_empty() { Ok(()) } else { Err(format!("its {} changed since", differ.join(", "))) }
     }
 
     /// A readable name of a point, for errors and progress.

@@ -12,6 +12,7 @@
 //! experiment varies is a field of a simulator scenario, set by its dotted
 //! path, so what the harness can sweep is exactly what a scenario can say.
 
+pub mod claims;
 pub mod experiment;
 pub mod labels;
 pub mod measure;
@@ -20,6 +21,7 @@ pub mod plot;
 pub mod progress;
 pub mod provenance;
 pub mod report;
+pub mod reproduction;
 pub mod runner;
 
 pub use experiment::{Experiment, ExperimentError};

@@ -30,15 +30,24 @@ use causeway_core::summary::Summary;
 use causeway_net::load::LoadReport;
 use causeway_sim::SimReport;
 use causeway_sim::metrics::cdf_quantiles;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One run's metrics.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Sample {
+    #[serde(deserialize_with = "finite_or_nan")]
     pub metrics: BTreeMap<String, f64>,
     /// Latency in ms at each of [`cdf_quantiles`], per latency name.
+    #[serde(default)]
     pub cdfs: BTreeMap<String, Vec<f64>>,
+}
+
+/// JSON has no NaN: serde_json writes a NaN metric (a mean of nothing) as
+/// `null`, which reads back as NaN.
+fn finite_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, f64>, D::Error> {
+    let m: BTreeMap<String, Option<f64>> = BTreeMap::deserialize(d)?;
+    Ok(m.into_iter().map(|(k, v)| (k, v.unwrap_or(f64::NAN))).collect())
 }
 
 fn ms(us: f64) -> f64 {

@@ -18,7 +18,7 @@ pub struct Written {
 
 /// Write every output of `r` into `dir`. `command` is what regenerates them,
 /// quoted in the report.
-pub fn write_all(r: &Results, dir: &Path, command: &str, date: &str) -> Result<Written, ExperimentError> {
+pub fn write_all(r: &Results, dir: &Path, command: &str) -> Result<Written, ExperimentError> {
     let name = &r.experiment.name;
     let write = |file: String, text: &str| -> Result<PathBuf, ExperimentError> {
         let path = dir.join(file);
@@ -44,7 +44,7 @@ pub fn write_all(r: &Results, dir: &Path, command: &str, date: &str) -> Result<W
         files.push(write(file.clone(), &svg)?);
         plots.push((file, chart.title));
     }
-    let markdown = write(format!("{name}.md"), &markdown(r, &plots, command, date))?;
+    let markdown = write(format!("{name}.md"), &markdown(r, &plots, command))?;
     files.push(markdown.clone());
     Ok(Written { markdown, files })
 }
@@ -228,7 +228,41 @@ fn fmt(v: f64) -> String {
     }
 }
 
-fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) -> String {
+/// The claims section: the paper's numbers, ours, and the verdicts.
+fn claims(s: &mut String, r: &Results) {
+    let checked = crate::claims::check(r);
+    if checked.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## The paper's numbers against ours
+"
+    );
+    let _ = writeln!(
+        s,
+        "Reproduced: within ±{:.0} % of the paper's number or stronger in its direction; ordering only: a ratio on \
+         the paper's side of 1 but outside that band.\n",
+        crate::claims::TOLERANCE * 100.0
+    );
+    let _ = writeln!(s, "| figure | claim | paper | ours | verdict | cause |\n|---|---|---:|---:|---|---|");
+    for c in &checked {
+        let cause = if c.verdict == crate::claims::Verdict::Reproduced { "" } else { c.claim.cause.as_str() };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            c.claim.figure,
+            c.claim.text.replace('|', "\\|"),
+            c.paper_text().replace('|', "\\|"),
+            c.ours_text().replace('|', "\\|"),
+            c.verdict.as_str(),
+            cause.replace('|', "\\|").replace('\n', " ")
+        );
+    }
+    let _ = writeln!(s);
+}
+
+fn markdown(r: &Results, plots: &[(String, String)], command: &str) -> String {
     let e = &r.experiment;
     let mut s = String::new();
     let title = if e.title.is_empty() { &e.name } else { &e.title };
@@ -236,10 +270,11 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
     let _ = writeln!(s, "Regenerate with:\n\n```\n{command}\n```\n");
     let _ = writeln!(
         s,
-        "Runtime: {:?}; {} repetition(s) per point (seeds {}…), medians shown; generated {date} in {:.0} s.\n",
+        "Runtime: {:?}; {} repetition(s) per point (seeds {}…), medians shown; measured {} in {:.0} s.\n",
         r.runtime,
         r.repetitions,
         e.scenario.get("seed").map_or("0".to_string(), |v| v.to_string()),
+        if r.provenance.is_empty() { "(no provenance recorded)" } else { &r.provenance },
         r.wall_s
     );
     if !e.costs_provenance.is_empty() {
@@ -248,6 +283,7 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str, date: &str) 
     if !e.paper.is_empty() {
         let _ = writeln!(s, "## What the paper reports\n\n{}\n", e.paper.trim());
     }
+    claims(&mut s, r);
     if !e.comparison.is_empty() {
         let _ = writeln!(s, "## How this run compares\n\n{}\n", e.comparison.trim());
     }
@@ -357,7 +393,7 @@ mod tests {
                 PointResult { point: p, repetitions: vec![m.clone()], median: m }
             })
             .collect();
-        Results { experiment: e, runtime: Runtime::Sim, repetitions: 1, points, wall_s: 0.0 }
+        Results { experiment: e, runtime: Runtime::Sim, repetitions: 1, points, wall_s: 0.0, provenance: String::new() }
     }
 
     fn names(c: &Chart) -> Vec<&str> {
@@ -381,7 +417,7 @@ mod tests {
         );
         assert_eq!(c.x_label, "clients per DC", "never the parameter's path");
         assert_eq!(c.y_label, "throughput (ops/s)");
-        let md = markdown(&r, &[], "cmd", "today");
+        let md = markdown(&r, &[], "cmd");
         assert!(md.contains("| clients per DC | Eiger, +16 µs/msg |"), "{md}");
         assert!(md.contains("**throughput (ops/s)** (`throughput_ops_s`, median)"), "{md}");
         // Integers without decimals, other values as before.

@@ -10,7 +10,7 @@ use causeway_net::load::{self, LoadSpec};
 use causeway_protocols::with_protocol;
 use causeway_sim::scenario::Distribution;
 use causeway_sim::{Scenario, run_named};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -35,12 +35,12 @@ impl Default for RunOptions {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PointResult {
     pub point: Point,
     /// Serialised without their CDFs: the median's CDF is kept, and one per
     /// repetition would multiply the file's size for little use.
-    #[serde(serialize_with = "metrics_only")]
+    #[serde(serialize_with = "metrics_only", deserialize_with = "metrics_read")]
     pub repetitions: Vec<Sample>,
     pub median: Sample,
 }
@@ -49,13 +49,30 @@ fn metrics_only<S: serde::Serializer>(reps: &[Sample], s: S) -> Result<S::Ok, S:
     s.collect_seq(reps.iter().map(|r| &r.metrics))
 }
 
-#[derive(Clone, Debug, Serialize)]
+fn metrics_read<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Sample>, D::Error> {
+    let reps: Vec<std::collections::BTreeMap<String, Option<f64>>> = Vec::deserialize(d)?;
+    Ok(reps
+        .into_iter()
+        .map(|m| Sample {
+            metrics: m.into_iter().map(|(k, v)| (k, v.unwrap_or(f64::NAN))).collect(),
+            cdfs: Default::default(),
+        })
+        .collect())
+}
+
+/// An experiment's measurements, as `<name>.json` keeps them: a report can
+/// be drawn again from this file alone (`causeway experiment --render`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Results {
     pub experiment: Experiment,
     pub runtime: Runtime,
     pub repetitions: u32,
     pub points: Vec<PointResult>,
     pub wall_s: f64,
+    /// When, at which commit and on what machine the points were measured
+    /// ([`crate::provenance::provenance`]); a redrawn report keeps it.
+    #[serde(default)]
+    pub provenance: String,
 }
 
 impl Results {
@@ -136,7 +153,14 @@ pub fn run(
             PointResult { point, median: median(&repetitions), repetitions }
         })
         .collect();
-    Ok(Results { experiment: exp.clone(), runtime, repetitions: reps, points, wall_s: started.elapsed().as_secs_f64() })
+    Ok(Results {
+        experiment: exp.clone(),
+        runtime,
+        repetitions: reps,
+        points,
+        wall_s: started.elapsed().as_secs_f64(),
+        provenance: crate::provenance::provenance(),
+    })
 }
 
 /// The network runtime can express a subset of a scenario: topology, WAN

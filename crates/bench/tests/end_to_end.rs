@@ -61,7 +61,7 @@ fn a_sim_experiment_writes_csv_json_plots_and_a_report() {
     assert!((mean(1, 1) - mean(1, 0)).abs() < 0.05, "CSX {} → {}", mean(1, 0), mean(1, 1));
 
     let dir = out_dir("sim");
-    let w = report::write_all(&r, &dir, "causeway experiment skew.toml", "2026-11-22").unwrap();
+    let w = report::write_all(&r, &dir, "causeway experiment skew.toml").unwrap();
     assert_eq!(w.files.len(), 2 + 3 + 1, "csv, json, three plots, markdown");
     let md = std::fs::read_to_string(&w.markdown).unwrap();
     // Tables and legends name the protocols as their papers do; the CSV
@@ -77,6 +77,83 @@ fn a_sim_experiment_writes_csv_json_plots_and_a_report() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("skew.json")).unwrap()).unwrap();
     assert_eq!(json["points"].as_array().unwrap().len(), 4);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Two claims on the skew sweep: one the run bears out, one it cannot.
+const CLAIMS: &str = r#"
+[[claim]]
+seed = "000"
+figure = "Fig 5.1a"
+text = "PUT latency at 10 ms skew, GentleRain ÷ CausalSpartanX"
+paper = 1.5
+unit = "×"
+metric = "latency.put.mean_ms"
+of = { entry = "gentlerain", at = "10" }
+over = { entry = "causalspartanx", at = "10" }
+
+[[claim]]
+seed = "000"
+figure = "Fig 5.1a"
+text = "the reverse"
+paper = 1.5
+unit = "×"
+metric = "latency.put.mean_ms"
+of = { entry = "causalspartanx", at = "10" }
+over = { entry = "gentlerain", at = "10" }
+cause = "CausalSpartanX does not wait"
+"#;
+
+#[test]
+fn a_report_is_redrawn_from_its_json_with_its_claims_checked() {
+    let exp = Experiment::from_toml_str(&format!("{SKEW}{CLAIMS}"), "skew.toml").unwrap();
+    let r = run(&exp, &RunOptions { threads: 2, ..Default::default() }, |_, _| {}).unwrap();
+    assert!(!r.provenance.is_empty());
+    let dir = out_dir("render");
+    report::write_all(&r, &dir, "causeway experiment skew.toml").unwrap();
+    // Read back, the results are the same numbers at the same points.
+    let back: causeway_bench::Results =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("skew.json")).unwrap()).unwrap();
+    assert_eq!(back.points.len(), r.points.len());
+    // JSON keeps a NaN as null, and serde_json reads a float back to within
+    // an ulp, not always exactly.
+    let same = |x: f64, y: f64| (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-12 * x.abs().max(1.0);
+    for (a, b) in r.points.iter().zip(&back.points) {
+        assert_eq!(a.point, b.point);
+        assert_eq!(a.median.metrics.len(), b.median.metrics.len());
+        for (k, x) in &a.median.metrics {
+            assert!(same(*x, b.median.metrics[k]), "{k}: {x} read back as {}", b.median.metrics[k]);
+        }
+        assert_eq!(a.repetitions.len(), b.repetitions.len());
+        for (k, xs) in &a.median.cdfs {
+            assert!(xs.iter().zip(&b.median.cdfs[k]).all(|(x, y)| same(*x, *y)), "cdf {k}");
+        }
+    }
+    assert_eq!(back.provenance, r.provenance);
+    exp.same_runs(&back.experiment).unwrap();
+    let mut moved = exp.clone();
+    moved.protocols.reverse();
+    assert!(moved.same_runs(&back.experiment).unwrap_err().contains("protocols"));
+
+    let checked = causeway_bench::claims::check(&back);
+    use causeway_bench::claims::Verdict;
+    assert_eq!(checked[0].verdict, Verdict::Reproduced, "{:?}", checked[0]);
+    assert!(checked[0].ours[0] > 1.5);
+    assert_eq!(checked[1].verdict, Verdict::NotReproduced, "{:?}", checked[1]);
+    report::write_all(&back, &dir, "causeway experiment skew.toml --render").unwrap();
+    let md = std::fs::read_to_string(dir.join("skew.md")).unwrap();
+    assert!(md.contains("## The paper's numbers against ours"), "{md}");
+    assert!(md.contains("| not reproduced | CausalSpartanX does not wait |"), "{md}");
+    assert!(md.contains(&r.provenance), "{md}");
+
+    let table = causeway_bench::reproduction::table(&[causeway_bench::reproduction::Entry {
+        experiment: "skew.toml".into(),
+        report: "results/skew.md".into(),
+        provenance: back.provenance.clone(),
+        stale: false,
+        checked,
+    }]);
+    assert!(table.contains("| 000 | Fig 5.1a | not reproduced | [skew](results/skew.md) |"), "{table}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -10,6 +10,7 @@
 //! - `causeway up` — an embedded cluster on loopback, kept running.
 //! - `causeway get/put/rot/wot` — a client against a running cluster.
 
+mod experiment;
 mod net;
 mod run;
 mod torture;
@@ -96,6 +97,16 @@ enum Cmd {
         /// Print what was written as JSON.
         #[arg(long)]
         json: bool,
+        /// Run nothing: redraw each report (plots, tables, claims) from the
+        /// JSON a run left in --out, refused when the file no longer
+        /// describes the runs measured there.
+        #[arg(long)]
+        render: bool,
+        /// Check every experiment's claims against the reports in --out and
+        /// write the reproduction table into this file, between its marker
+        /// lines (docs/experiments/README.md).
+        #[arg(long)]
+        table: Option<PathBuf>,
     },
     /// Check a recorded history (JSON) for consistency violations.
     Check {
@@ -505,42 +516,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 std::process::exit(4);
             }
         }
-        Cmd::Experiment { file, quick, out, reps, runtime, threads, json } => {
-            let files = if file.is_dir() {
-                let mut fs: Vec<PathBuf> = std::fs::read_dir(&file)
-                    .map_err(|e| format!("{}: {e}", file.display()))?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                    .collect();
-                fs.sort();
-                fs
-            } else {
-                vec![file]
-            };
-            let provenance = causeway_bench::provenance::provenance();
-            let mut reports = Vec::new();
-            for file in files {
-                let written = run_experiment(&file, quick, &out, reps, runtime.as_deref(), threads, &provenance)?;
-                if !json {
-                    println!(
-                        "{}: {} files written; report: {}",
-                        file.display(),
-                        written.files.len(),
-                        written.markdown.display()
-                    );
-                }
-                reports.push(written);
-            }
-            if json {
-                let all: Vec<serde_json::Value> = reports
-                    .iter()
-                    .map(|w| {
-                        let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
-                        serde_json::json!({ "files": files, "report": w.markdown.display().to_string() })
-                    })
-                    .collect();
-                println!("{}", serde_json::Value::Array(all));
-            }
+        Cmd::Experiment { file, quick, out, reps, runtime, threads, json, render, table } => {
+            experiment::main(experiment::Args { file, quick, out, reps, runtime, threads, json, render, table })?
         }
         Cmd::Check { history, level, quiescent_after_ms, liveness_bound_ms, max_rtt_ms, json, dbcop } => {
             let level = parse_level(&level)?;
@@ -898,49 +875,4 @@ fn demo_scenario(seed: u64, seconds: u64) -> Result<Scenario, Box<dyn std::error
     sc.seed = seed;
     sc.duration_ms = seconds * 1_000 + sc.warmup_ms;
     Ok(sc)
-}
-
-/// Today's date (UTC) as YYYY-MM-DD, for reports: civil-from-days on the
-/// system clock, so the binary needs no date crate.
-/// Run one experiment file and write its report.
-fn run_experiment(
-    file: &std::path::Path,
-    quick: bool,
-    out: &std::path::Path,
-    reps: Option<u32>,
-    runtime: Option<&str>,
-    threads: Option<usize>,
-    provenance: &str,
-) -> Result<causeway_bench::report::Written, Box<dyn std::error::Error>> {
-    use causeway_bench::experiment::Runtime;
-    let mut exp = causeway_bench::Experiment::load(file)?;
-    if quick {
-        exp.reduce();
-    }
-    let mut opts = causeway_bench::runner::RunOptions { repetitions: reps, ..Default::default() };
-    if let Some(t) = threads {
-        opts.threads = t;
-    }
-    opts.runtime = match runtime {
-        None => None,
-        Some("sim") => Some(Runtime::Sim),
-        Some("network") => Some(Runtime::Network),
-        Some(other) => return Err(format!("--runtime must be sim or network, not {other:?}").into()),
-    };
-    let points = exp.points()?.len();
-    eprintln!("{}: {} points × {} repetitions", exp.name, points, reps.unwrap_or(exp.repetitions));
-    let progress = causeway_bench::progress::Progress::new(&exp.name);
-    let results = causeway_bench::run(&exp, &opts, |done, total| progress.set(done as f64 / total as f64))?;
-    let mut command =
-        format!("cargo run --release -p causeway -- experiment {} --out {}", file.display(), out.display());
-    if quick {
-        command.push_str(" --quick");
-    }
-    if let Some(r) = reps {
-        command.push_str(&format!(" --reps {r}"));
-    }
-    if let Some(r) = runtime {
-        command.push_str(&format!(" --runtime {r}"));
-    }
-    Ok(causeway_bench::report::write_all(&results, out, &command, provenance)?)
 }

@@ -94,6 +94,13 @@ impl serde::Serialize for ProtocolName {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ProtocolName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl fmt::Display for ProtocolName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

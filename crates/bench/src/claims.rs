@@ -1,0 +1,323 @@
+//! The paper's headline numbers, each checked against an experiment's
+//! medians: a claim names a figure, the paper's number, and the point (or the
+//! ratio of two points) of our results that answers it, and gets a verdict.
+//!
+//! The verdict rule is one for every seed: a claim is *reproduced* when ours
+//! is within ±25 % of the paper's number or stronger in the paper's
+//! direction; *ordering only* when a ratio lands on the paper's side of 1 but
+//! outside that band (or an ordering of several curves holds while their
+//! ratios do not); *not reproduced* otherwise. A figure's verdict is its
+//! worst claim's. Reports list their claims, and `causeway experiment DIR
+//! --table FILE` gathers every report's claims into one table.
+//!
+//! What this is not: a statistical test. Medians of a few repetitions of a
+//! deterministic simulator are compared with numbers read off the papers'
+//! text and plots; a verdict below *reproduced* names its cause in words
+//! (`cause`), measured elsewhere in the report.
+
+use crate::experiment::Point;
+use crate::runner::Results;
+use serde::{Deserialize, Serialize};
+
+/// How far from the paper's number ours may land and still reproduce it.
+pub const TOLERANCE: f64 = 0.25;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Which seed ("000" … "004").
+    pub seed: String,
+    /// The figure or table, as the paper numbers it ("Fig 5", "Table 7.4").
+    pub figure: String,
+    /// What is compared, in the paper's terms.
+    pub text: String,
+    /// The paper's number (a ratio when `over` is given). Absent for an
+    /// ordering claim (`order`).
+    #[serde(default)]
+    pub paper: Option<f64>,
+    /// A range the paper gives instead of one number ("always 1–4"): ours
+    /// reproduces it inside, and nothing else.
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+    /// The metric compared (a name from [`crate::measure`]).
+    pub metric: String,
+    /// Our number: the metric at this point …
+    #[serde(default)]
+    pub of: Option<Select>,
+    /// … divided by the metric at this one, when the claim is a ratio.
+    #[serde(default)]
+    pub over: Option<Select>,
+    /// An ordering claim instead: these points' metric rises in this order.
+    #[serde(default)]
+    pub order: Vec<Select>,
+    /// Ours is multiplied by this before comparing (0.02 for a run slowed
+    /// 50× whose latencies the paper gives in real time).
+    #[serde(default = "one")]
+    pub scale: f64,
+    /// Which side of the paper's number counts as stronger.
+    #[serde(default)]
+    pub stronger: Stronger,
+    /// Printed after both numbers ("×", " ms").
+    #[serde(default)]
+    pub unit: String,
+    /// For a verdict below reproduced: its cause, as measured.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cause: String,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// One point of the results: a `protocols` entry, a series label and a
+/// sweep label (or `max` / `min` over the sweep).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Select {
+    /// The `protocols` entry, exactly as written there.
+    pub entry: String,
+    /// The series label (empty when the experiment has no series).
+    #[serde(default)]
+    pub series: String,
+    /// The sweep label; `max` or `min` take the metric's extreme over the
+    /// sweep (peak throughput); empty when the sweep has one value.
+    #[serde(default)]
+    pub at: String,
+    /// Another metric for this side only.
+    #[serde(default)]
+    pub metric: String,
+}
+
+impl Select {
+    /// The point in a table: its entry, series and sweep label.
+    pub fn label(&self) -> String {
+        [self.entry.as_str(), self.series.as_str(), self.at.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stronger {
+    /// A ratio above 1 is stronger higher, one below 1 stronger lower; a
+    /// plain value has no stronger side.
+    #[default]
+    Auto,
+    Higher,
+    Lower,
+    Neither,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Reproduced,
+    OrderingOnly,
+    NotReproduced,
+    /// The report lacks a point the claim names (not run, or a run failed).
+    Missing,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Reproduced => "reproduced",
+            Verdict::OrderingOnly => "ordering only",
+            Verdict::NotReproduced => "not reproduced",
+            Verdict::Missing => "missing",
+        }
+    }
+}
+
+/// A claim with our number and its verdict.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checked {
+    pub claim: Claim,
+    /// Ours, scaled; for an ordering claim, each point's value in `order`.
+    pub ours: Vec<f64>,
+    pub verdict: Verdict,
+}
+
+impl Checked {
+    /// The paper's number as the table prints it.
+    pub fn paper_text(&self) -> String {
+        let c = &self.claim;
+        match (c.paper, c.range) {
+            (_, Some([lo, hi])) => format!("{}–{}{}", number(lo), number(hi), c.unit),
+            (Some(p), None) => format!("{}{}", number(p), c.unit),
+            (None, None) => c.order.iter().map(Select::label).collect::<Vec<_>>().join(" < "),
+        }
+    }
+
+    /// Ours as the table prints it.
+    pub fn ours_text(&self) -> String {
+        let c = &self.claim;
+        if self.verdict == Verdict::Missing {
+            return "–".into();
+        }
+        if c.order.is_empty() {
+            format!("{}{}", number(self.ours[0]), c.unit)
+        } else {
+            let mut by: Vec<(f64, String)> = self.ours.iter().copied().zip(c.order.iter().map(Select::label)).collect();
+            by.sort_by(|a, b| a.0.total_cmp(&b.0));
+            by.iter().map(|(v, e)| format!("{e} ({}{})", number(*v), c.unit)).collect::<Vec<_>>().join(" < ")
+        }
+    }
+}
+
+/// A number with three significant digits, integers without `.0`.
+pub fn number(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    let a = v.abs();
+    if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The point `s` names, or why there is none. `at = max|min` picks, among
+/// the sweep's points, the one whose `metric` is extreme.
+fn value(r: &Results, s: &Select, metric: &str) -> Result<f64, String> {
+    let e = &r.experiment;
+    let metric = if s.metric.is_empty() { metric } else { s.metric.as_str() };
+    let candidates: Vec<Point> = r
+        .points
+        .iter()
+        .map(|pr| pr.point)
+        .filter(|p| e.protocols.get(p.entry).is_some_and(|en| *en == s.entry))
+        .filter(|p| match (&e.series, p.series) {
+            (Some(sw), Some(i)) => sw.label(i) == s.series,
+            _ => s.series.is_empty(),
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Err(format!("no point of entry {:?} with series {:?}", s.entry, s.series));
+    }
+    let metric_at = |p: Point| r.get(p).and_then(|pr| pr.median.metrics.get(metric).copied()).unwrap_or(f64::NAN);
+    let values = candidates.iter().map(|&p| metric_at(p)).filter(|v| v.is_finite());
+    let v = match s.at.as_str() {
+        "max" => values.fold(f64::NAN, f64::max),
+        "min" => values.fold(f64::NAN, f64::min),
+        "" if e.sweep.values.len() == 1 => metric_at(candidates[0]),
+        "" => return Err(format!("entry {:?}: say `at` (a sweep label, max or min)", s.entry)),
+        label => match candidates.iter().find(|p| e.sweep.label(p.x) == label) {
+            Some(&p) => metric_at(p),
+            None => return Err(format!("no sweep value labelled {label:?}")),
+        },
+    };
+    if v.is_finite() { Ok(v) } else { Err(format!("{metric} is not measured at {:?} {:?}", s.entry, s.at)) }
+}
+
+/// Check every claim of an experiment against its results.
+pub fn check(r: &Results) -> Vec<Checked> {
+    r.experiment.claims.iter().map(|c| check_one(r, c)).collect()
+}
+
+fn check_one(r: &Results, c: &Claim) -> Checked {
+    let missing = || Checked { claim: c.clone(), ours: vec![f64::NAN], verdict: Verdict::Missing };
+    if !c.order.is_empty() {
+        let Ok(ours) = c.order.iter().map(|s| value(r, s, &c.metric).map(|v| v * c.scale)).collect() else {
+            return missing();
+        };
+        let ours: Vec<f64> = ours;
+        let rising = ours.windows(2).all(|w| w[0] < w[1]);
+        return Checked {
+            claim: c.clone(),
+            verdict: if rising { Verdict::Reproduced } else { Verdict::NotReproduced },
+            ours,
+        };
+    }
+    let Some(of) = &c.of else { return missing() };
+    let Ok(top) = value(r, of, &c.metric) else { return missing() };
+    let ours = match &c.over {
+        Some(over) => match value(r, over, &c.metric) {
+            Ok(bottom) => top / bottom,
+            Err(_) => return missing(),
+        },
+        None => top,
+    } * c.scale;
+    if let Some([lo, hi]) = c.range {
+        let inside = ours.is_finite() && (lo..=hi).contains(&ours);
+        let verdict = if inside { Verdict::Reproduced } else { Verdict::NotReproduced };
+        return Checked { claim: c.clone(), ours: vec![ours], verdict };
+    }
+    let Some(paper) = c.paper else { return missing() };
+    Checked { claim: c.clone(), ours: vec![ours], verdict: verdict(paper, ours, c.stronger, c.over.is_some()) }
+}
+
+/// The rule in the module doc.
+pub fn verdict(paper: f64, ours: f64, stronger: Stronger, ratio: bool) -> Verdict {
+    if !ours.is_finite() {
+        return Verdict::Missing;
+    }
+    let side = match stronger {
+        Stronger::Auto if ratio && paper > 1.0 => Stronger::Higher,
+        Stronger::Auto if ratio && paper < 1.0 => Stronger::Lower,
+        Stronger::Auto => Stronger::Neither,
+        s => s,
+    };
+    let within = paper != 0.0 && (ours / paper - 1.0).abs() <= TOLERANCE;
+    let beyond = match side {
+        Stronger::Higher => ours >= paper,
+        Stronger::Lower => ours <= paper,
+        _ => false,
+    };
+    if within || beyond {
+        Verdict::Reproduced
+    } else if ratio && paper != 1.0 && (ours > 1.0) == (paper > 1.0) && ours != 1.0 {
+        Verdict::OrderingOnly
+    } else {
+        Verdict::NotReproduced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_rule() {
+        use Stronger::*;
+        use Verdict::*;
+        // Within ±25 %.
+        assert_eq!(verdict(1.45, 1.2, Auto, true), Reproduced);
+        assert_eq!(verdict(1.45, 1.7, Auto, true), Reproduced);
+        // Stronger in the paper's direction.
+        assert_eq!(verdict(1.45, 3.0, Auto, true), Reproduced);
+        assert_eq!(verdict(0.5, 0.1, Auto, true), Reproduced);
+        // The right side of 1 but too weak: ordering only.
+        assert_eq!(verdict(2.0, 1.1, Auto, true), OrderingOnly);
+        assert_eq!(verdict(0.5, 0.9, Auto, true), OrderingOnly);
+        // The wrong side of 1.
+        assert_eq!(verdict(1.45, 0.9, Auto, true), NotReproduced);
+        assert_eq!(verdict(0.9, 1.3, Auto, true), NotReproduced);
+        // A plain value has no side: ±25 % or nothing.
+        assert_eq!(verdict(0.35, 0.3, Auto, false), Reproduced);
+        assert_eq!(verdict(0.35, 0.6, Auto, false), NotReproduced);
+        assert_eq!(verdict(10.0, 40.0, Higher, false), Reproduced);
+        // "Competitive" (a ratio of 1) is within the band or not reproduced.
+        assert_eq!(verdict(1.0, 0.8, Auto, true), Reproduced);
+        assert_eq!(verdict(1.0, 0.3, Auto, true), NotReproduced);
+        assert_eq!(verdict(1.0, f64::NAN, Auto, true), Missing);
+    }
+
+    #[test]
+    fn numbers_print_without_trailing_zeros() {
+        assert_eq!(number(3.0), "3");
+        assert_eq!(number(1.456), "1.46");
+        assert_eq!(number(0.3512), "0.351");
+        assert_eq!(number(61500.4), "61500");
+        assert_eq!(number(f64::NAN), "–");
+    }
+}
