@@ -86,6 +86,9 @@
 //! when messages cost CPU time; runs without it are never hollow). The
 //! report's tables mark such a throughput with "◦".
 //!
+//! A line plot against a sweep that gives both `labels` and `x` names its x
+//! ticks by the labels ("64:1" at x = 6), unless they would overlap.
+//!
 //! A reduced run ([`Experiment::reduce`], `--quick`) keeps only the panels
 //! (`series = …` plots) of the series value it keeps.
 

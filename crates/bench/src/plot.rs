@@ -50,6 +50,10 @@ pub struct Chart {
     pub reference: Option<(f64, String)>,
     /// The legend's explanation of hollow markers, shown when a point is hollow.
     pub hollow_note: String,
+    /// Line charts: named x ticks (a sweep's labelled points, e.g. "4:1" at
+    /// x = 2), used instead of round numbers when their names do not
+    /// overlap.
+    pub x_ticks: Vec<(f64, String)>,
 }
 
 impl Chart {
@@ -65,6 +69,7 @@ impl Chart {
             log_y: false,
             reference: None,
             hollow_note: String::new(),
+            x_ticks: Vec::new(),
         }
     }
 
@@ -529,8 +534,30 @@ pub fn line_axes(chart: &Chart) -> (Axis, Axis) {
     (Axis::new(x0, x1, chart.log_x, false), Axis::new(y0, y1, chart.log_y, true))
 }
 
+/// The named x ticks of a line chart on axis `xa` as (plotted x, name),
+/// when there are some, all can be drawn, and no two names overlap over a
+/// plot `width` pixels wide.
+fn named_ticks(chart: &Chart, xa: &Axis, width: f64) -> Option<Vec<(f64, String)>> {
+    let mut ticks: Vec<(f64, String)> =
+        chart.x_ticks.iter().map(|(x, n)| Some((xa.to(*x)?, n.clone()))).collect::<Option<_>>()?;
+    if ticks.is_empty() {
+        return None;
+    }
+    ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let px = |p: f64| (p - xa.lo) / (xa.hi - xa.lo) * width;
+    let fits = ticks.windows(2).all(|w| {
+        let need = (text_width(&w[0].1, 13.0) + text_width(&w[1].1, 13.0)) / 2.0 + 8.0;
+        px(w[1].0) - px(w[0].0) >= need
+    });
+    fits.then_some(ticks)
+}
+
 fn lines(plot: &Area<'_>, root: &Area<'_>, chart: &Chart) -> Result<Vec<Key>, Box<dyn std::error::Error>> {
-    let (xa, ya) = line_axes(chart);
+    let (mut xa, ya) = line_axes(chart);
+    let named = named_ticks(chart, &xa, plot.dim_in_pixel().0 as f64 - 98.0);
+    if let Some(named) = &named {
+        xa.ticks = named.iter().map(|(p, _)| *p).collect();
+    }
     let mut c = ChartBuilder::on(plot)
         .margin_left(12)
         .margin_right(16)
@@ -539,7 +566,10 @@ fn lines(plot: &Area<'_>, root: &Area<'_>, chart: &Chart) -> Result<Vec<Key>, Bo
         .x_label_area_size(46)
         .y_label_area_size(70)
         .build_cartesian_2d(Ticked(xa.clone()), Ticked(ya.clone()))?;
-    let xl = |v: &f64| xa.label(*v);
+    let xl = |v: &f64| match &named {
+        Some(named) => named.iter().find(|(p, _)| (p - v).abs() < 1e-9).map_or_else(String::new, |(_, n)| n.clone()),
+        None => xa.label(*v),
+    };
     let yl = |v: &f64| ya.label(*v);
     c.configure_mesh()
         .x_desc(&chart.x_label)
@@ -817,6 +847,20 @@ mod tests {
         for i in 0..24 {
             assert!(t.iter().any(|t| t.ends_with(&format!("number {i}"))), "entry {i} drawn: {t:?}");
         }
+    }
+
+    #[test]
+    fn named_x_ticks_replace_numbers_when_they_fit() {
+        let mut c = chart(ChartKind::Line);
+        c.series[0].points = vec![(6.0, 1.0), (0.0, 2.0), (-6.0, 3.0)];
+        c.x_ticks = vec![(6.0, "64:1".into()), (0.0, "1:1".into()), (-6.0, "1:64".into())];
+        let t = texts(&render_svg(&c).unwrap());
+        assert!(["64:1", "1:1", "1:64"].iter().all(|n| t.iter().any(|t| t == n)), "{t:?}");
+        // Crowded names fall back to round numbers.
+        c.x_ticks = (0..40).map(|i| (i as f64 * 0.3 - 6.0, format!("point number {i}"))).collect();
+        let t = texts(&render_svg(&c).unwrap());
+        assert!(!t.iter().any(|t| t.starts_with("point number")), "{t:?}");
+        assert!(t.iter().any(|t| t == "0"), "{t:?}");
     }
 
     #[test]

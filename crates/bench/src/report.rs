@@ -150,6 +150,10 @@ pub fn chart(r: &Results, spec: &PlotSpec) -> Chart {
             c.log_y = spec.log_y;
             c.reference = ref_label.map(|l| (1.0, format!("{l} (= 1)")));
             c.hollow_note = HOLLOW_NOTE.into();
+            // A sweep whose points are named and placed names the x ticks.
+            if !bar && spec.x.is_empty() && !e.sweep.labels.is_empty() && !e.sweep.x.is_empty() {
+                c.x_ticks = (0..e.sweep.values.len()).map(|i| (e.sweep.x(i), e.label(&e.sweep.label(i)))).collect();
+            }
             c
         }
         PlotKind::Cdf => {
