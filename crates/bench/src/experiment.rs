@@ -4,6 +4,7 @@
 //! name = "put-latency-vs-skew"
 //! title = "PUT latency against clock skew"
 //! paper = "Roohitavaf Fig 5.1a: at 10 ms skew, 4.5 ms (CSX) vs 7.6 ms (GR)."
+//! differences = "Two simulated servers; the skew is an offset, not NTP's."  # first lines of the report
 //! protocols = ["gentlerain", "causalspartanx"]
 //! # An entry may set protocol parameters after a colon, so that one
 //! # protocol can be run as several curves: "contrarian:rot_steps=4" (the
@@ -68,6 +69,17 @@
 //! "w=0.01" = "1% writes"              # a series or sweep label, a parameter
 //! "workload.zipfian_constant" = "Zipf" # or a metric name, in legends, axis
 //!                                     # labels and report tables
+//!
+//! [[claim]]                           # a headline number of the paper, checked
+//! seed = "000"                        # (crates/bench/src/claims.rs): the report
+//! figure = "Fig 5.1a"                 # and the reproduction table give ours and
+//! text = "PUT latency at 10 ms skew, GR ÷ CSX"  # the verdict
+//! paper = 1.69                        # or range = [1, 4], or order = [{…}, {…}]
+//! unit = "×"
+//! metric = "latency.put.mean_ms"
+//! of = { entry = "gentlerain", at = "10" }        # at: a sweep label, max or min
+//! over = { entry = "causalspartanx", at = "10" }  # optional: a ratio
+//! cause = "…"                         # why, when below reproduced
 //! ```
 //!
 //! Without `[labels]` the registered protocols read as their papers spell
@@ -110,6 +122,10 @@ pub struct Experiment {
     /// How the reproduction compares with the paper, quoted in the report.
     #[serde(default)]
     pub comparison: String,
+    /// Where this experiment's settings differ from the paper's, printed in
+    /// the report's first lines so that no reader mistakes one for the other.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub differences: String,
     pub protocols: Vec<String>,
     /// `[protocol]` parameters per protocol name, for every entry of it.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -281,6 +281,9 @@ fn markdown(r: &Results, plots: &[(String, String)], command: &str) -> String {
         if r.provenance.is_empty() { "(no provenance recorded)" } else { &r.provenance },
         r.wall_s
     );
+    if !e.differences.is_empty() {
+        let _ = writeln!(s, "**Settings that differ from the paper's:** {}\n", e.differences.trim());
+    }
     if !e.costs_provenance.is_empty() {
         let _ = writeln!(s, "CPU costs per message kind: {}.\n", e.costs_provenance);
     }

@@ -307,6 +307,42 @@ impl LogEncoder {
     }
 }
 
+/// A calibrated cost model, as the cost file an experiment names with
+/// `cpu_costs`: per protocol, per message kind, µs (already scaled).
+pub type KindCosts<'a> = BTreeMap<&'a str, Vec<(&'a str, f64)>>;
+
+/// Write the cost file experiments name with `cpu_costs`: `header` (comment
+/// lines on what was measured, without the `#`), a `[measured]` table saying
+/// when, on what code and machine and by which `command`, and the `[cpu]`
+/// model with `service_us = 0` (the fixed cost of a message on a real network
+/// stack is not measured in-process; an experiment that needs it sets it).
+pub fn write_cost_file(
+    path: &std::path::Path,
+    header: &str,
+    command: &str,
+    scale: f64,
+    us_per_kib: f64,
+    kind_us: &KindCosts<'_>,
+) {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for line in header.lines() {
+        let _ = writeln!(s, "# {line}");
+    }
+    let crate::provenance::Provenance { date, commit, machine } = crate::provenance::Provenance::now();
+    let _ = writeln!(s, "\n[measured]");
+    let _ = writeln!(s, "date = {date:?}\ncommit = {commit:?}\nmachine = {machine:?}\ncommand = {command:?}");
+    let _ = writeln!(s, "scale = {scale}\n\n[cpu]\nservice_us = 0\nus_per_kib = {us_per_kib}");
+    for (proto, kinds) in kind_us {
+        let _ = writeln!(s, "\n[cpu.kind_us.{proto}]");
+        for (k, us) in kinds {
+            let _ = writeln!(s, "{k} = {us:?}");
+        }
+    }
+    std::fs::write(path, s).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    eprintln!("cost file written to {}", path.display());
+}
+
 #[cfg(test)]
 mod tests {
     use super::closed_loop::ClosedLoop;
@@ -345,40 +381,4 @@ mod tests {
         assert!(h.servers.log.records >= kinds["put_req"].n, "every write logged");
         assert!(h.servers.busy_ns.iter().all(|&ns| ns > 0), "every node worked");
     }
-}
-
-/// A calibrated cost model, as the cost file an experiment names with
-/// `cpu_costs`: per protocol, per message kind, µs (already scaled).
-pub type KindCosts<'a> = BTreeMap<&'a str, Vec<(&'a str, f64)>>;
-
-/// Write the cost file experiments name with `cpu_costs`: `header` (comment
-/// lines on what was measured, without the `#`), a `[measured]` table saying
-/// when, on what code and machine and by which `command`, and the `[cpu]`
-/// model with `service_us = 0` (the fixed cost of a message on a real network
-/// stack is not measured in-process; an experiment that needs it sets it).
-pub fn write_cost_file(
-    path: &std::path::Path,
-    header: &str,
-    command: &str,
-    scale: f64,
-    us_per_kib: f64,
-    kind_us: &KindCosts<'_>,
-) {
-    use std::fmt::Write;
-    let mut s = String::new();
-    for line in header.lines() {
-        let _ = writeln!(s, "# {line}");
-    }
-    let crate::provenance::Provenance { date, commit, machine } = crate::provenance::Provenance::now();
-    let _ = writeln!(s, "\n[measured]");
-    let _ = writeln!(s, "date = {date:?}\ncommit = {commit:?}\nmachine = {machine:?}\ncommand = {command:?}");
-    let _ = writeln!(s, "scale = {scale}\n\n[cpu]\nservice_us = 0\nus_per_kib = {us_per_kib}");
-    for (proto, kinds) in kind_us {
-        let _ = writeln!(s, "\n[cpu.kind_us.{proto}]");
-        for (k, us) in kinds {
-            let _ = writeln!(s, "{k} = {us:?}");
-        }
-    }
-    std::fs::write(path, s).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    eprintln!("cost file written to {}", path.display());
 }
