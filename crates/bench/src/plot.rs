@@ -225,7 +225,15 @@ pub fn title_layout(title: &str, width: f64) -> (Vec<String>, u32) {
             return (vec![title.to_string()], size);
         }
     }
-    (wrap(title, width, 15.0), 15)
+    // As many lines as wrapping at the full width takes, but balanced: the
+    // narrowest width that needs no more lines.
+    let n = wrap(title, width, 15.0).len();
+    let (mut lo, mut hi) = (width / n as f64, width);
+    for _ in 0..20 {
+        let mid = (lo + hi) / 2.0;
+        if wrap(title, mid, 15.0).len() <= n { hi = mid } else { lo = mid }
+    }
+    (wrap(title, hi, 15.0), 15)
 }
 
 /// A number as an axis or table shows it: integers without decimals,
@@ -774,6 +782,8 @@ mod tests {
         let longer = format!("{long}: {long}");
         let (lines, size) = title_layout(&longer, 796.0);
         assert!(lines.len() >= 2, "{lines:?}");
+        let widths: Vec<f64> = lines.iter().map(|l| text_width(l, size as f64)).collect();
+        assert!(widths[1] > 0.6 * widths[0], "balanced lines: {lines:?}");
         assert_eq!(lines.join(" "), longer, "wrapping keeps every word");
         assert!(lines.iter().all(|l| text_width(l, size as f64) <= 796.0));
         let mut c = chart(ChartKind::Line);
