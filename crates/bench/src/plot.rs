@@ -878,8 +878,16 @@ mod tests {
         let mut c = chart(ChartKind::Line);
         c.series[0].hollow = vec![true, true];
         c.hollow_note = "hollow: clients bound it".into();
-        let svg = render_svg(&c).unwrap();
-        assert!(svg.contains("fill=\"#FFFFFF\""), "a white-filled marker");
+        let white_circles = |svg: &str| {
+            svg.split("<circle")
+                .skip(1)
+                .filter(|c| c.split('>').next().unwrap_or("").contains("fill=\"#FFFFFF\""))
+                .count()
+        };
+        // Two hollow points and the legend's hollow key; none when no point is hollow.
+        assert_eq!(white_circles(&render_svg(&c).unwrap()), 3);
+        c.series[0].hollow.clear();
+        assert_eq!(white_circles(&render_svg(&c).unwrap()), 0);
         let mut b = chart(ChartKind::Bar);
         b.series[0].hollow = vec![true, false];
         b.hollow_note = "hollow: clients bound it".into();
