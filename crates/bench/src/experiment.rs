@@ -50,7 +50,25 @@
 //! y = "latency.put.mean_ms"           # a metric; for cdf a latency name ("rot")
 //! y_label = "mean PUT latency (ms)"
 //! # x = "throughput_ops_s"            # line only: plot y against this metric
-//! # x_label = "throughput (ops/s)"    # instead of the sweep's x
+//!                                     # instead of the sweep's x
+//! # x_label = "throughput (ops/s)"    # the x axis's label (default: the
+//!                                     # sweep's x_label, or the label of x)
+//! # title = "…"                       # default: the experiment's title
+//! # log_y = true                      # logarithmic y axis (line, bar)
+//! # log_x = true                      # logarithmic x axis (line, cdf)
+//! # normalize_to = "eventual"         # line, bar: divide each curve by this
+//! #                                   # `protocols` entry's value at the same
+//! #                                   # sweep and series value; its own curve
+//! #                                   # becomes a dashed reference line at 1
+//! # series = "w=0.05"                 # only this series value's curves (its
+//! #                                   # label, or its index from 0): one panel
+//! #                                   # of a figure; the title gets the label
+//!
+//! [labels]                            # optional: what a reader sees instead
+//! "contrarian:rot_steps=4" = "Contrarian (2 rounds)"  # of a protocols entry,
+//! "w=0.01" = "1% writes"              # a series or sweep label, a parameter
+//! "workload.zipfian_constant" = "Zipf" # or a metric name, in legends, axis
+//!                                     # labels and report tables
 //!
 //! [[claim]]                           # a headline number of the paper, checked
 //! seed = "000"                        # (crates/bench/src/claims.rs): the report
@@ -63,6 +81,28 @@
 //! over = { entry = "causalspartanx", at = "10" }  # optional: a ratio
 //! cause = "…"                         # why, when below reproduced
 //! ```
+//!
+//! Without `[labels]` the registered protocols read as their papers spell
+//! them (Contrarian, CC-LO, Cure, COPS, COPS-GT, GentleRain, CausalSpartanX,
+//! Eiger, Eventual; an entry with parameters adds them in brackets), common
+//! parameters and metrics as words (`workload.clients_per_dc` is "clients
+//! per DC", `latency.rot.mean_ms` "mean ROT latency (ms)"; see
+//! [`crate::labels`]), and an axis without `x_label` / `y_label` uses them.
+//!
+//! On a line or bar plot of a throughput metric (`x` or `y` starting with
+//! `throughput`), a point whose servers were not saturated is drawn hollow,
+//! with the legend entry "hollow: clients, not servers, bound the
+//! throughput": its throughput measures the clients, not the capacity.
+//! Not saturated means the busiest server's simulated CPU was busy less
+//! than 80 % of the measurement window (`server_busy_max_pct`, measured
+//! when messages cost CPU time; runs without it are never hollow). The
+//! report's tables mark such a throughput with "◦".
+//!
+//! A line plot against a sweep that gives both `labels` and `x` names its x
+//! ticks by the labels ("64:1" at x = 6), unless they would overlap.
+//!
+//! A reduced run ([`Experiment::reduce`], `--quick`) keeps only the panels
+//! (`series = …` plots) of the series value it keeps.
 
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, ScenarioError};
@@ -114,6 +154,9 @@ pub struct Experiment {
     pub costs_provenance: String,
     #[serde(default)]
     pub plot: Vec<PlotSpec>,
+    /// What a reader sees instead of internal names (see [`crate::labels`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
     /// The paper's headline numbers this experiment answers, each with the
     /// point of our results that answers it ([`crate::claims`]).
     #[serde(default, rename = "claim", skip_serializing_if = "Vec::is_empty")]
@@ -245,8 +288,29 @@ pub struct PlotSpec {
     /// (e.g. latency against throughput, one point per sweep value).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub x: String,
+    /// The x axis's label, for any kind (default: the sweep's, or `x`'s).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub x_label: String,
+    /// Logarithmic axes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_x: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_y: bool,
+    /// A `protocols` entry (as written, or its label) every curve is divided
+    /// by, point by point.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub normalize_to: String,
+    /// Only the curves of this series value: one panel of a figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<SeriesPick>,
+}
+
+/// A series value, by its label or its index.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SeriesPick {
+    Index(usize),
+    Label(String),
 }
 
 #[derive(Debug, Error)]
@@ -383,6 +447,10 @@ impl Experiment {
     /// renamed or a metric gone fails it) without the time the full sweeps
     /// take.
     pub fn reduce(&mut self) {
+        // A panel of a series value the reduction drops goes with it.
+        let panels: Vec<bool> = self.plot.iter().map(|p| matches!(self.plot_series(p), Ok(None | Some(0)))).collect();
+        let mut keep = panels.into_iter();
+        self.plot.retain(|_| keep.next().unwrap_or(true));
         fn ends<T: Clone>(v: &mut Vec<T>) {
             if v.len() > 2 {
                 *v = vec![v[0].clone(), v[v.len() - 1].clone()];
@@ -514,6 +582,7 @@ impl Experiment {
             if !p.x.is_empty() && p.kind != PlotKind::Line {
                 return Err(self.invalid(format!("plot #{i}: x (a metric) is only for kind = \"line\"")));
             }
+            self.validate_plot(p).map_err(|m| self.invalid(format!("plot #{i}: {m}")))?;
         }
         // Build every point's scenario now, so a typo fails before hours of runs.
         for p in self.points()? {

@@ -14,6 +14,7 @@
 
 pub mod claims;
 pub mod experiment;
+pub mod labels;
 pub mod measure;
 pub mod microbench;
 pub mod plot;

@@ -21,6 +21,10 @@
 //! - `stale_reads_pct`, `staleness.{mean,p99}_ms`
 //! - `msgs_per_op`, `server_bytes_per_op`, `client_bytes_per_op`,
 //!   `metadata_bytes_per_msg`, `metadata_bytes_per_version`, `versions_held`
+//! - `server_busy_max_pct`: how busy the busiest server's simulated CPU was
+//!   over the measurement window, in % (only when messages cost CPU time);
+//!   below [`crate::labels::SATURATED_PCT`] the clients, not the servers,
+//!   bound the throughput, and plots draw the point hollow
 
 use causeway_core::summary::Summary;
 use causeway_net::load::LoadReport;
@@ -75,6 +79,9 @@ impl Sample {
             s.metrics.insert("throughput_columns_s".into(), c);
         }
         s.metrics.insert("ops_failed".into(), r.ops_failed as f64);
+        if let Some(b) = r.server_busy_max_pct {
+            s.metrics.insert("server_busy_max_pct".into(), b);
+        }
         for (k, sum) in &r.latency {
             let cdf = r.latency_cdf.get(k).map(Vec::as_slice);
             s.summary(&format!("latency.{k}"), sum, cdf);

@@ -76,6 +76,13 @@ pub struct SimReport {
     pub metadata_bytes_per_version: f64,
     /// Versions held in all stores at the end of the run.
     pub versions_held: u64,
+    /// How busy the busiest server's simulated CPU was over the measurement
+    /// window, in % of it: 100 means it never idled (the servers bound the
+    /// throughput), well below means the clients did. Only when handling a
+    /// message costs CPU time (`[cpu]`); otherwise servers are infinitely
+    /// fast and there is no such load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_busy_max_pct: Option<f64>,
     pub trace_hash: String,
 }
 
@@ -128,6 +135,8 @@ pub(crate) struct Metrics {
     superseded_us: FxHashMap<u64, u64>,
     pub reads: u64,
     pub staleness: Histogram<u64>,
+    /// Per server, the CPU µs spent in the window.
+    pub busy_us: Vec<u64>,
 }
 
 impl Metrics {
@@ -154,6 +163,7 @@ impl Metrics {
             superseded_us: FxHashMap::default(),
             reads: 0,
             staleness: histogram(),
+            busy_us: Vec::new(),
         }
     }
 
@@ -284,6 +294,18 @@ impl Metrics {
     pub fn sample(&mut self, what: &'static str, value: u64, now_us: u64) {
         if self.in_window(now_us) {
             let _ = self.samples.entry(what).or_insert_with(histogram).record(value);
+        }
+    }
+
+    /// Server `node` was busy from `start_us` for `dur_us`: count what of it
+    /// falls in the window.
+    pub fn busy(&mut self, node: usize, start_us: u64, dur_us: u64) {
+        let (a, b) = (start_us.max(self.from_us), (start_us + dur_us).min(self.to_us));
+        if b > a {
+            if self.busy_us.len() <= node {
+                self.busy_us.resize(node + 1, 0);
+            }
+            self.busy_us[node] += b - a;
         }
     }
 

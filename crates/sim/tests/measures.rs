@@ -102,6 +102,25 @@ fn cpu_time_per_kib_slows_servers_that_handle_big_messages() {
     assert!(Sim::<Eventual>::new(sc).err().unwrap().to_string().contains("cpu.us_per_kib"));
 }
 
+/// The busiest server's CPU busy fraction tells server-bound load (many
+/// clients: near 100 %) from client-bound load (one client waiting on the
+/// network most of the time), and is absent when messages cost no CPU.
+#[test]
+fn server_busy_fraction_tells_saturated_servers_from_idle_ones() {
+    let run = |clients: u32, service_us: u64| {
+        let mut sc = common::base(1, 1, 1_000, 4);
+        sc.workload.clients_per_dc = clients;
+        sc.workload.recordcount = 100;
+        sc.cpu.service_us = service_us;
+        Sim::<Eventual>::new(sc).unwrap().run().server_busy_max_pct
+    };
+    let saturated = run(64, 20).unwrap();
+    let idle = run(1, 20).unwrap();
+    assert!(saturated > 95.0 && saturated <= 100.0, "64 clients keep the server busy: {saturated} %");
+    assert!(idle < 20.0, "one client leaves it idle most of the time: {idle} %");
+    assert_eq!(run(64, 0), None, "no CPU cost, no CPU load");
+}
+
 /// Saturated servers: a per-kind CPU cost charges only the named protocol's
 /// messages of that kind, and a negative one is refused by name.
 #[test]

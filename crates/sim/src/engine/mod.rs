@@ -603,6 +603,10 @@ impl<P: Protocol> Sim<P> {
             metadata_bytes_per_msg: (m.server_bytes - m.server_payload) as f64 / m.server_msgs.max(1) as f64,
             metadata_bytes_per_version: version_meta as f64 / versions_held.max(1) as f64,
             versions_held,
+            server_busy_max_pct: (self.cpu_costs() && measured_us > 0).then(|| {
+                let max = m.busy_us.iter().copied().max().unwrap_or(0);
+                100.0 * max as f64 / measured_us as f64
+            }),
             trace_hash: format!("{:016x}", self.trace),
         }
     }

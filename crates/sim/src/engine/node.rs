@@ -254,6 +254,7 @@ impl<P: Protocol> Sim<P> {
         let _ = n.log.append(n.core.ready(), at_once);
         if busy_us > 0 {
             n.busy_until = self.now + busy_us;
+            self.metrics.busy(node.idx(), self.now, busy_us);
         }
         let incarnation = n.incarnation;
         let mut timers = std::mem::take(&mut self.timers);
