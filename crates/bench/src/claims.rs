@@ -86,12 +86,18 @@ pub struct Select {
     /// Another metric for this side only.
     #[serde(default)]
     pub metric: String,
+    /// Divide by this entry's value at the same series and sweep point, so
+    /// that an ordering claim can compare ratios ("Eiger ÷ Eventual rises
+    /// with the value size").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub per: String,
 }
 
 impl Select {
     /// The point in a table: its entry, series and sweep label.
     pub fn label(&self) -> String {
-        [self.entry.as_str(), self.series.as_str(), self.at.as_str()]
+        let entry = if self.per.is_empty() { self.entry.clone() } else { format!("{} ÷ {}", self.entry, self.per) };
+        [entry.as_str(), self.series.as_str(), self.at.as_str()]
             .iter()
             .filter(|s| !s.is_empty())
             .copied()
@@ -189,6 +195,14 @@ pub fn number(v: f64) -> String {
 /// The point `s` names, or why there is none. `at = max|min` picks, among
 /// the sweep's points, the one whose `metric` is extreme.
 fn value(r: &Results, s: &Select, metric: &str) -> Result<f64, String> {
+    if !s.per.is_empty() {
+        if matches!(s.at.as_str(), "max" | "min") {
+            return Err(format!("{:?}: `per` needs a sweep label in `at`, not {:?}", s.entry, s.at));
+        }
+        let top = value(r, &Select { per: String::new(), ..s.clone() }, metric)?;
+        let bottom = value(r, &Select { entry: s.per.clone(), per: String::new(), ..s.clone() }, metric)?;
+        return Ok(top / bottom);
+    }
     let e = &r.experiment;
     let metric = if s.metric.is_empty() { metric } else { s.metric.as_str() };
     let candidates: Vec<Point> = r
