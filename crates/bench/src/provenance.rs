@@ -12,8 +12,9 @@ pub fn provenance() -> String {
 pub struct Provenance {
     /// YYYY-MM-DD, UTC.
     pub date: String,
-    /// The short commit hash, followed by " with uncommitted changes" when
-    /// tracked files differed from it.
+    /// The short commit hash (HEAD when the run started), followed by " with
+    /// uncommitted changes" when tracked files other than the experiment
+    /// reports differed from it.
     pub commit: String,
     /// Cores, OS and architecture.
     pub machine: String,
@@ -30,7 +31,9 @@ impl Provenance {
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         };
         let commit = git(&["rev-parse", "--short=10", "HEAD"]).unwrap_or_else(|| "unknown".into());
-        let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+        // The reports a regeneration is rewriting are not the code it runs.
+        let dirty = git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/experiments/results"])
+            .is_some_and(|s| !s.is_empty());
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Provenance {
             date: today(),
