@@ -243,7 +243,9 @@ impl Receiver {
                 debug_assert!(u.vts[k] <= r.site_time_after[k]);
             }
         }
-        for (k, &t) in r.site_time_after.iter().enumerate() {
+        // Line 16, for the origins the round took from (the others' entries
+        // of `site_time_after` are copies that `settle` may have passed).
+        for (k, &t) in r.site_time_after.iter().enumerate().filter(|&(k, _)| r.taken[k] > 0) {
             debug_assert!(t >= self.s.site_time[k], "SiteTime went back");
             self.s.site_time[k] = self.s.site_time[k].max(t);
         }
