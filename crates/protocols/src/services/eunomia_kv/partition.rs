@@ -97,6 +97,15 @@ impl Partition {
         env.store().set_meta(meta);
     }
 
+    /// Store a version, dropping the key's versions below the newest one
+    /// that is visible and, if local, reported: older ones are never read
+    /// again, and a local version not yet reported must stay for a restart
+    /// to find it (the log is compacted from the store).
+    fn insert(&self, env: &mut impl Env, key: &[u8], v: Version) -> causeway_core::Landed {
+        let (dc, reported_us) = (self.dc, self.reported_us);
+        env.store().insert_collecting(key, v, |v| v.visible && (v.origin != dc || v.ts <= reported_us))
+    }
+
     /// The newest visible version of `key`: what a read returns.
     fn visible(env: &mut impl Env, key: &[u8]) -> Option<Version> {
         env.store().latest_where(key, |v| v.visible).cloned()
@@ -133,10 +142,9 @@ impl Partition {
         let mut vts = vclock;
         vts[m] = self.max_ts_us;
         let version = Version { value, ts: self.max_ts_us, origin: self.dc, vts: vts.clone(), visible: true };
-        // Alg 2 line 6: kv_put. Older versions below the newest visible one
-        // are never read again.
+        // Alg 2 line 6: kv_put.
         let stored = Version { value: causeway_core::copy_if_short(&version.value), ..version.clone() };
-        let landed = env.store().insert_collecting(&key, stored, |v| v.visible);
+        let landed = self.insert(env, &key, stored);
         assert_ne!(landed.inserted, causeway_core::Inserted::Duplicate, "a timestamp repeated");
         env.observe(Observation::Visible { key: &key, value: &version.value, origin: self.dc, written_us: version.ts });
         // §5: the payload straight to the siblings, in no particular order.
@@ -219,7 +227,7 @@ impl Partition {
             return; // malformed: a peer's bug; nothing to store
         }
         version.visible = false;
-        env.store().insert_collecting(&key, version, |v| v.visible);
+        self.insert(env, &key, version);
         self.progress(env);
     }
 
