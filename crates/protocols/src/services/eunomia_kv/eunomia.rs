@@ -12,13 +12,23 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// What a replica journals (deviation 6): enough that a restarted replica
-/// ships nothing it had acknowledged receiving late, and loses none of it.
+/// What a replica journals as metadata (deviation 6). Ops_f itself is in
+/// the replica's store, one version per reported update under its
+/// partition's id and key ([`ops_key`]), so a report journals only itself.
 #[derive(Default, Serialize, Deserialize)]
 struct Durable {
     partition_time_us: Vec<u64>,
     stable_us: u64,
-    ops: Vec<((u64, u32), OpMeta)>,
+}
+
+/// Where a reported update of `partition` is stored: a chain per
+/// partition and key, in which versions arrive in timestamp order (Property
+/// 2), so an update not yet shipped is never below one shipped (which
+/// collection drops).
+fn ops_key(partition: PartitionId, key: &[u8]) -> Vec<u8> {
+    let mut k = partition.0.to_be_bytes().to_vec();
+    k.extend_from_slice(key);
+    k
 }
 
 pub struct EunomiaReplica {
@@ -76,7 +86,14 @@ impl EunomiaReplica {
             self.partition_time_us = d.partition_time_us;
             self.stable_us = d.stable_us;
             self.last_shipped_us = d.stable_us;
-            self.ops = d.ops.into_iter().collect();
+        }
+        for stored in env.store().keys_sorted() {
+            let p = PartitionId(u32::from_be_bytes(stored[..4].try_into().expect("4 bytes")));
+            let key = causeway_core::Key::copy_from_slice(&stored[4..]);
+            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.stable_us) {
+                let u = OpMeta { key: key.clone(), partition: p, vts: v.vts.clone(), dep_us: v.dep_us };
+                self.ops.insert((v.ts, p.0), u);
+            }
         }
         env.set_timer(self.cfg.process_stable_interval_us, Timer::ProcessStable.token());
         env.set_timer(self.cfg.fd_interval_us, Timer::Fd.token());
@@ -86,11 +103,7 @@ impl EunomiaReplica {
     /// depends on it. Otherwise a crash that loses it loses the turn's
     /// delivery marks with it, and the senders resend.
     fn journal(&self, env: &mut impl Env, sync: bool) {
-        let d = Durable {
-            partition_time_us: self.partition_time_us.clone(),
-            stable_us: self.stable_us,
-            ops: self.ops.iter().map(|(k, v)| (*k, v.clone())).collect(),
-        };
+        let d = Durable { partition_time_us: self.partition_time_us.clone(), stable_us: self.stable_us };
         let bytes = postcard::to_allocvec(&d).expect("encodes");
         if sync {
             env.store().set_meta(bytes);
@@ -128,6 +141,16 @@ impl EunomiaReplica {
             }
             self.partition_time_us[p] = ts;
             if ts > self.stable_us {
+                let stable_us = self.stable_us;
+                let v = Version {
+                    value: causeway_core::Value::new(),
+                    ts,
+                    origin: self.dc,
+                    vts: u.vts.clone(),
+                    dep_us: u.dep_us,
+                    visible: false,
+                };
+                env.store().insert_collecting(&ops_key(partition, &u.key), v, |v| v.ts <= stable_us);
                 self.ops.insert((ts, partition.0), u);
             }
         }

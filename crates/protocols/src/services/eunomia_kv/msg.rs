@@ -12,6 +12,20 @@ pub struct OpMeta {
     /// u.vts: one entry per DC; the origin's entry is the update's
     /// timestamp, by which Eunomia orders it.
     pub vts: Vec<u64>,
+    /// VClock_c\[origin\] when the update was written: its causal past in
+    /// its own DC, which `vts[origin]` (its own timestamp) no longer shows.
+    /// The receiver tells concurrent updates of one DC apart by it
+    /// (deviation 8).
+    pub dep_us: u64,
+}
+
+impl OpMeta {
+    /// Whether this update (from DC `origin`) may depend on `w` (from DC
+    /// `w_origin`): `w` is at or below this update's causal past.
+    pub fn may_depend_on(&self, origin: usize, w: &OpMeta, w_origin: usize) -> bool {
+        let past = if origin == w_origin { self.dep_us } else { self.vts[w_origin] };
+        w.vts[w_origin] <= past
+    }
 }
 
 /// What a receiver asks a partition to make visible: the version of `key`
@@ -134,6 +148,8 @@ pub struct Version {
     pub ts: u64,
     pub origin: DcId,
     pub vts: Vec<u64>,
+    /// [`OpMeta::dep_us`]: the writer's causal past in the origin DC.
+    pub dep_us: u64,
     /// Local updates are visible at once; a remote payload is stored
     /// invisible until the receiver's `Apply` for it (§5).
     pub visible: bool,

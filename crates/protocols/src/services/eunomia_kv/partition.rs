@@ -80,7 +80,8 @@ impl Partition {
             for v in env.store().versions(&key).iter().filter(|v| v.origin == self.dc) {
                 self.max_ts_us = self.max_ts_us.max(v.ts);
                 if v.ts > self.reported_us {
-                    mine.push(OpMeta { key: key.clone(), partition: self.partition, vts: v.vts.clone() });
+                    let vts = v.vts.clone();
+                    mine.push(OpMeta { key: key.clone(), partition: self.partition, vts, dep_us: v.dep_us });
                 }
             }
         }
@@ -139,9 +140,10 @@ impl Partition {
         self.max_ts_us = env.now_us().max(past + 1).max(self.max_ts_us + 1);
         // Property 2 (§3.2): this partition's timestamps strictly increase.
         assert!(self.max_ts_us > before && self.max_ts_us > self.reported_us, "MaxTs went back");
+        let dep_us = vclock[m];
         let mut vts = vclock;
         vts[m] = self.max_ts_us;
-        let version = Version { value, ts: self.max_ts_us, origin: self.dc, vts: vts.clone(), visible: true };
+        let version = Version { value, ts: self.max_ts_us, origin: self.dc, vts: vts.clone(), dep_us, visible: true };
         // Alg 2 line 6: kv_put.
         let stored = Version { value: causeway_core::copy_if_short(&version.value), ..version.clone() };
         let landed = self.insert(env, &key, stored);
@@ -152,7 +154,7 @@ impl Partition {
             env.send(n, Msg::Payload { key: key.clone(), version: version.clone() });
         }
         // Alg 2 line 8 (batched, §5): the metadata for Eunomia.
-        self.unreported.push(OpMeta { key, partition: self.partition, vts: vts.clone() });
+        self.unreported.push(OpMeta { key, partition: self.partition, vts: vts.clone(), dep_us });
         if self.cfg.batch_interval_us == 0 {
             self.report(env);
         }

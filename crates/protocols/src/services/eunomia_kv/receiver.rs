@@ -26,13 +26,12 @@ struct Round {
     site_time_after: Vec<u64>,
 }
 
-/// Everything a receiver journals (deviation 6): its queues and SiteTime
-/// are state no one else can give back.
+/// What a receiver journals as metadata (deviation 6). The queued updates
+/// themselves are versions of its store (one per update, under the
+/// origin's id and the key: [`queue_key`]), so a turn journals only what
+/// it changed, not the whole queue.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct State {
-    /// Queue_m\[k\]: shipped updates from DC k not yet applied, in
-    /// `vts[k]` order.
-    queues: Vec<VecDeque<OpMeta>>,
     /// SiteTime_m\[k\]: every update from DC k with `vts[k]` at or below it
     /// has been applied here.
     site_time: Vec<u64>,
@@ -47,11 +46,27 @@ struct State {
     in_flight: Option<Round>,
 }
 
+/// The most updates one apply round takes (its journal record and
+/// messages stay small).
+const MAX_ROUND: usize = 256;
+
+/// Where a queued update from DC `origin` is stored: a chain per origin
+/// and key, in which versions arrive in `vts[origin]` order, so an update
+/// not yet applied is never below one applied (which collection drops).
+fn queue_key(origin: usize, key: &[u8]) -> Vec<u8> {
+    let mut k = (origin as u16).to_be_bytes().to_vec();
+    k.extend_from_slice(key);
+    k
+}
+
 pub struct Receiver {
     cfg: Config,
     topology: Arc<Topology>,
     dc: DcId,
     s: State,
+    /// Queue_m\[k\]: shipped updates from DC k not yet applied, in
+    /// `vts[k]` order (rebuilt from the store after a restart).
+    queues: Vec<VecDeque<OpMeta>>,
     /// The least remote SiteTime last reported.
     reported_stable_us: u64,
 }
@@ -60,14 +75,13 @@ impl Receiver {
     pub(super) fn new(cfg: &Config, topology: Arc<Topology>, dc: DcId) -> Receiver {
         let m = topology.dcs();
         let s = State {
-            queues: vec![VecDeque::new(); m],
             site_time: vec![0; m],
             shipped_through: vec![0; m],
             early: vec![BTreeMap::new(); m],
             rounds: 0,
             in_flight: None,
         };
-        Receiver { cfg: cfg.clone(), topology, dc, s, reported_stable_us: 0 }
+        Receiver { cfg: cfg.clone(), topology, dc, s, queues: vec![VecDeque::new(); m], reported_stable_us: 0 }
     }
 
     /// After a restart: the journaled state, and the round in flight sent
@@ -75,6 +89,18 @@ impl Receiver {
     pub(super) fn on_start(&mut self, env: &mut impl Env) {
         if let Some(meta) = env.store().meta() {
             self.s = postcard::from_bytes(meta).expect("the receiver's own journal decodes");
+        }
+        // The queues: every stored update above its origin's SiteTime.
+        for stored in env.store().keys_sorted() {
+            let k = u16::from_be_bytes([stored[0], stored[1]]) as usize;
+            let key = causeway_core::Key::copy_from_slice(&stored[2..]);
+            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.s.site_time[k]) {
+                let partition = self.topology.partition_of(&key);
+                self.queues[k].push_back(OpMeta { key: key.clone(), partition, vts: v.vts.clone(), dep_us: v.dep_us });
+            }
+        }
+        for (k, q) in self.queues.iter_mut().enumerate() {
+            q.make_contiguous().sort_by_key(|u| u.vts[k]);
         }
         if let Some(r) = self.s.in_flight.clone() {
             self.resend(env, &r);
@@ -103,14 +129,14 @@ impl Receiver {
                     *e = (to_us, ops);
                 }
             } else {
-                self.accept(k, to_us, ops);
+                self.accept(env, k, to_us, ops);
                 while let Some(e) = self.s.early[k].first_entry() {
                     if *e.key() > self.s.shipped_through[k] {
                         break;
                     }
                     let (to_us, ops) = e.remove();
                     if to_us > self.s.shipped_through[k] {
-                        self.accept(k, to_us, ops);
+                        self.accept(env, k, to_us, ops);
                     }
                 }
             }
@@ -121,8 +147,9 @@ impl Receiver {
         self.start_round(env);
     }
 
-    fn accept(&mut self, k: usize, to_us: u64, ops: Vec<OpMeta>) {
+    fn accept(&mut self, env: &mut impl Env, k: usize, to_us: u64, ops: Vec<OpMeta>) {
         let mut last = self.s.shipped_through[k];
+        let site_time = self.s.site_time.clone();
         for u in ops {
             let ts = u.vts[k];
             if ts <= self.s.shipped_through[k] {
@@ -131,7 +158,16 @@ impl Receiver {
             assert!(ts <= to_us, "a shipment holds {ts} above its StableTime {to_us}");
             assert!(ts >= last, "a shipment out of timestamp order: {ts} after {last}");
             last = ts;
-            self.s.queues[k].push_back(u);
+            let v = Version {
+                value: causeway_core::Value::new(),
+                ts,
+                origin: DcId(k as u16),
+                vts: u.vts.clone(),
+                dep_us: u.dep_us,
+                visible: false,
+            };
+            env.store().insert_collecting(&queue_key(k, &u.key), v, |v| v.ts <= site_time[v.origin.idx()]);
+            self.queues[k].push_back(u);
         }
         self.s.shipped_through[k] = to_us;
     }
@@ -141,8 +177,8 @@ impl Receiver {
     /// whose SiteTime moves only with applied updates; sound, and it lets
     /// the least remote SiteTime be reported as this DC's stable time).
     fn settle(&mut self) {
-        for k in 0..self.s.queues.len() {
-            if self.s.queues[k].is_empty() {
+        for k in 0..self.queues.len() {
+            if self.queues[k].is_empty() {
                 self.s.site_time[k] = self.s.site_time[k].max(self.s.shipped_through[k]);
             }
         }
@@ -162,7 +198,7 @@ impl Receiver {
                 return;
             }
             let m = self.dc.idx();
-            let n = self.s.queues.len();
+            let n = self.queues.len();
             let mut tentative = self.s.site_time.clone();
             let mut taken = vec![0usize; n];
             let mut blocked = vec![false; n];
@@ -173,12 +209,15 @@ impl Receiver {
                         continue;
                     }
                     // An empty queue is skipped (the notes' errata).
-                    let Some(u) = self.s.queues[k].get(taken[k]) else { continue };
+                    let Some(u) = self.queues[k].get(taken[k]) else { continue };
                     // Line 12: ∀d ∈ M \ {m, k}: SiteTime_m[d] ≥ u.vts[d].
                     if !(0..n).all(|d| d == m || d == k || tentative[d] >= u.vts[d]) {
                         continue;
                     }
-                    if members.iter().any(|(o, w)| w.partition != u.partition && u.vts[*o] >= w.vts[*o]) {
+                    if members.len() == MAX_ROUND {
+                        break 'scan;
+                    }
+                    if members.iter().any(|(o, w)| w.partition != u.partition && u.may_depend_on(k, w, *o)) {
                         blocked[k] = true;
                         continue;
                     }
@@ -239,7 +278,7 @@ impl Receiver {
         let r = self.s.in_flight.take().expect("a round in flight");
         for (k, &t) in r.taken.iter().enumerate() {
             for _ in 0..t {
-                let u = self.s.queues[k].pop_front().expect("taken from the queue");
+                let u = self.queues[k].pop_front().expect("taken from the queue");
                 debug_assert!(u.vts[k] <= r.site_time_after[k]);
             }
         }
