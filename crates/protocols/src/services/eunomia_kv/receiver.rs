@@ -104,6 +104,7 @@ impl Receiver {
         }
         if let Some(r) = self.s.in_flight.clone() {
             self.resend(env, &r);
+            env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(r.id).token());
         }
         self.start_round(env);
     }
