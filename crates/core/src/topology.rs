@@ -361,7 +361,10 @@ mod tests {
         let mut spec = TopologySpec::full(2, 2);
         spec.services = vec![ServiceSpec { name: "eunomia".into(), per_dc: 3 }];
         spec.add_missing_services(&[("eunomia", 1), ("receiver", 1)]);
-        assert_eq!(spec.services.iter().map(|s| (s.name.as_str(), s.per_dc)).collect::<Vec<_>>(), [("eunomia", 3), ("receiver", 1)]);
+        assert_eq!(
+            spec.services.iter().map(|s| (s.name.as_str(), s.per_dc)).collect::<Vec<_>>(),
+            [("eunomia", 3), ("receiver", 1)]
+        );
     }
 
     #[test]

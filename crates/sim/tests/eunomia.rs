@@ -62,10 +62,8 @@ fn a_stalled_eunomia_delays_visibility_not_updates() {
 fn ft_eunomia_loses_nothing_when_two_of_three_replicas_crash() {
     for seed in 1..=2 {
         let (bad, read) = common::convergence_with::<EunomiaKv>(seed, |sc| {
-            sc.topology.services = vec![
-                ServiceSpec { name: EUNOMIA.into(), per_dc: 3 },
-                ServiceSpec { name: RECEIVER.into(), per_dc: 1 },
-            ];
+            sc.topology.services =
+                vec![ServiceSpec { name: EUNOMIA.into(), per_dc: 3 }, ServiceSpec { name: RECEIVER.into(), per_dc: 1 }];
             let reps = eunomia_nodes(sc, 0);
             for (i, node) in reps.into_iter().take(2).enumerate() {
                 let at_ms = 400 + 500 * i as u64;

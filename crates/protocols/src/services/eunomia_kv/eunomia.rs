@@ -63,7 +63,8 @@ impl EunomiaReplica {
     pub(super) fn new(cfg: &Config, topology: Arc<Topology>, dc: DcId, index: usize) -> EunomiaReplica {
         let replicas = topology.service_nodes(dc, super::eunomia_service(&topology)).to_vec();
         let receiver = super::receiver_service(&topology);
-        let receivers = topology.dc_ids().filter(|&d| d != dc).map(|d| topology.service_nodes(d, receiver)[0]).collect();
+        let receivers =
+            topology.dc_ids().filter(|&d| d != dc).map(|d| topology.service_nodes(d, receiver)[0]).collect();
         let partitions = topology.partitions();
         EunomiaReplica {
             cfg: cfg.clone(),

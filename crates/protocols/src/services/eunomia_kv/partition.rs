@@ -225,7 +225,8 @@ impl Partition {
 
     /// A sibling's payload: stored invisible until the receiver's apply.
     pub(super) fn on_payload(&mut self, env: &mut impl Env, key: Key, mut version: Version) {
-        if version.vts.len() != self.m() || version.origin == self.dc || version.vts[version.origin.idx()] != version.ts {
+        if version.vts.len() != self.m() || version.origin == self.dc || version.vts[version.origin.idx()] != version.ts
+        {
             return; // malformed: a peer's bug; nothing to store
         }
         version.visible = false;

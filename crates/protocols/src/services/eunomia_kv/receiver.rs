@@ -310,8 +310,7 @@ impl Receiver {
     /// is visible here.
     fn report_stable(&mut self, env: &mut impl Env) {
         let m = self.dc.idx();
-        let least =
-            self.s.site_time.iter().enumerate().filter(|&(d, _)| d != m).map(|(_, &t)| t).min().unwrap_or(0);
+        let least = self.s.site_time.iter().enumerate().filter(|&(d, _)| d != m).map(|(_, &t)| t).min().unwrap_or(0);
         if least > self.reported_stable_us {
             self.reported_stable_us = least;
             env.observe(Observation::Stable { stable_us: least });

@@ -129,7 +129,9 @@ impl Server for EunomiaKvServer {
                 e.on_report(env, partition, ops, partition_time_us)
             }
             (EunomiaKvServer::Eunomia(e), Msg::ReplicaBeat { stable_us }) => e.on_beat(env, from, stable_us),
-            (EunomiaKvServer::Receiver(r), Msg::Ship { from_us, to_us, ops }) => r.on_ship(env, from, from_us, to_us, ops),
+            (EunomiaKvServer::Receiver(r), Msg::Ship { from_us, to_us, ops }) => {
+                r.on_ship(env, from, from_us, to_us, ops)
+            }
             (EunomiaKvServer::Receiver(r), Msg::Applied { round }) => r.on_applied(env, from, round),
             _ => {}
         }

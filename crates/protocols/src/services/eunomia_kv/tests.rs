@@ -65,9 +65,7 @@ fn tick(net: &mut Net, down: &[NodeId]) {
             net.fire_timers(n);
         }
     }
-    let touches = |m: &InFlight<Msg>| {
-        [m.from, m.to].iter().any(|d| matches!(d, Dest::Node(n) if down.contains(n)))
-    };
+    let touches = |m: &InFlight<Msg>| [m.from, m.to].iter().any(|d| matches!(d, Dest::Node(n) if down.contains(n)));
     net.queue.retain(|m| !touches(m));
     net.deliver_while(|m| !touches(m));
     net.queue.retain(|m| !touches(m));
