@@ -113,7 +113,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     // The protocol's per-DC services (a Eunomia stabilizer and its
     // replicas), instance counts drawn from a stream of their own so that
     // protocols without services replay as before.
-    let mut sv = ChaCha8Rng::seed_from_u64(seed ^ 0x5e_771c_e5);
+    let mut sv = ChaCha8Rng::seed_from_u64(seed ^ 0x5e77_1ce5);
     let mut draw = |lo: u64, hi: u64| sv.random_range(lo..=hi);
     let services = with_protocol!(p, P => <P as Protocol>::torture_services(&mut draw));
     sc.topology.add_missing_services(&services);
