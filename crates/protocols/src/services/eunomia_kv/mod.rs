@@ -60,8 +60,11 @@
 //!    point of failure, §1, and its replicas never restart). Partitions
 //!    journal MaxTs_n and the last time reported, and report again every
 //!    local version above it after a restart; Eunomia replicas journal
-//!    PartitionTime, Ops and StableTime; the receiver journals its queues,
-//!    SiteTime and the apply round in flight, which it sends again.
+//!    PartitionTime and StableTime, the receiver SiteTime and the apply
+//!    round in flight (sent again after a restart). The updates in Ops and
+//!    in the receiver's queues are versions of the service node's own
+//!    store, keyed by partition (Ops) or origin DC (queues) and key, so a
+//!    turn journals the updates it adds rather than the whole set.
 //! 7. **Shipments are idempotent and gap-free at the receiver.** §3.3 says
 //!    only that two leaders at once cost bandwidth. A new leader starts
 //!    shipping above the StableTime the old one told it, possibly before
@@ -69,12 +72,20 @@
 //!    range (previous StableTime, StableTime], the receiver queues updates
 //!    above what it already has, and keeps a shipment that starts beyond a
 //!    gap until the gap is filled. A follower drops reports at or below the
-//!    StableTime it was told (already shipped).
+//!    StableTime it was told (already shipped). A leader's `stable` notice
+//!    (Alg 4 line 12) leaves in the turn that ships, after its journal
+//!    record, so a follower never forgets an update that no released
+//!    shipment carries. Not covered: a leader that dies for good with a
+//!    released shipment still undelivered on a broken connection (the
+//!    network runtime's resend needs the sender back); receivers
+//!    acknowledging shipments to every replica would close it.
 //! 8. **Applies are batched per round** (the paper's apply is one
 //!    synchronous call per update, Alg 5 lines 14–15): a round takes the
 //!    heads Alg 5 would take one by one, as long as none depends on an
-//!    update of the round at another partition (u depends on w when
-//!    u.vts\[w's origin\] ≥ w.vts\[w's origin\]); each partition gets its
+//!    update of the round at another partition (u may depend on w when
+//!    w's timestamp is at or below u's causal past in w's DC: u.vts\[w's
+//!    origin\], or, for the same origin, VClock_c\[origin\] when u was
+//!    written, which the metadata carries as `dep_us`); each partition gets its
 //!    ops in one message and applies them in order, and the round ends when
 //!    all have acknowledged. A round is resent if unacknowledged for
 //!    `apply_retry_us` (a restarted partition forgets it was waiting).
