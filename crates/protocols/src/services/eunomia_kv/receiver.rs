@@ -99,8 +99,11 @@ impl Receiver {
                 self.queues[k].push_back(OpMeta { key: key.clone(), partition, vts: v.vts.clone(), dep_us: v.dep_us });
             }
         }
+        // In shipping order: Eunomia's ⟨ts, partition⟩ (ties between
+        // partitions included, or a round in flight would pop other heads
+        // than those it sent).
         for (k, q) in self.queues.iter_mut().enumerate() {
-            q.make_contiguous().sort_by_key(|u| u.vts[k]);
+            q.make_contiguous().sort_by_key(|u| (u.vts[k], u.partition));
         }
         if let Some(r) = self.s.in_flight.clone() {
             self.resend(env, &r);
@@ -281,6 +284,10 @@ impl Receiver {
             for _ in 0..t {
                 let u = self.queues[k].pop_front().expect("taken from the queue");
                 debug_assert!(u.vts[k] <= r.site_time_after[k]);
+                debug_assert!(
+                    r.sent.iter().flat_map(|(_, ops)| ops).any(|o| o.key == u.key && o.ts == u.vts[k] && o.origin.idx() == k),
+                    "a round popped an update it never applied"
+                );
             }
         }
         // Line 16, for the origins the round took from (the others' entries
