@@ -128,9 +128,12 @@ impl Receiver {
         }
         if to_us > self.s.shipped_through[k] {
             if from_us > self.s.shipped_through[k] {
-                let e = self.s.early[k].entry(from_us).or_insert((to_us, Vec::new()));
-                if e.0 < to_us {
-                    *e = (to_us, ops);
+                // Of two shipments from one point, the longer covers the other.
+                match self.s.early[k].get(&from_us) {
+                    Some((held_to, _)) if *held_to >= to_us => {}
+                    _ => {
+                        self.s.early[k].insert(from_us, (to_us, ops));
+                    }
                 }
             } else {
                 self.accept(env, k, to_us, ops);
