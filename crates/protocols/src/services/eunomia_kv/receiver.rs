@@ -288,7 +288,10 @@ impl Receiver {
                 let u = self.queues[k].pop_front().expect("taken from the queue");
                 debug_assert!(u.vts[k] <= r.site_time_after[k]);
                 debug_assert!(
-                    r.sent.iter().flat_map(|(_, ops)| ops).any(|o| o.key == u.key && o.ts == u.vts[k] && o.origin.idx() == k),
+                    r.sent
+                        .iter()
+                        .flat_map(|(_, ops)| ops)
+                        .any(|o| o.key == u.key && o.ts == u.vts[k] && o.origin.idx() == k),
                     "a round popped an update it never applied"
                 );
             }

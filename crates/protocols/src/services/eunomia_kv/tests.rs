@@ -362,7 +362,12 @@ fn a_shipment_ahead_of_a_gap_waits_for_it() {
     let mut net = net_r(2, 1, 2, Config::default());
     let (old, new) = (eunomia_nodes(&net, 0)[0], eunomia_nodes(&net, 0)[1]);
     let r = receiver_node(&net, 1);
-    let op = |k: &str, ts: u64| OpMeta { key: bytes(k), partition: causeway_core::PartitionId(0), vts: vec![ts, 0], dep_us: 0 };
+    let op = |k: &str, ts: u64| OpMeta {
+        key: bytes(k),
+        partition: causeway_core::PartitionId(0),
+        vts: vec![ts, 0],
+        dep_us: 0,
+    };
     let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
     net.queue.push(InFlight::new(Dest::Node(new), Dest::Node(r), ship(100, 200, vec![op("b", 150)])));
     net.deliver_all();
@@ -370,7 +375,9 @@ fn a_shipment_ahead_of_a_gap_waits_for_it() {
         net.queue
             .iter()
             .filter_map(|m| match &m.msg {
-                Msg::Apply { ops, .. } => Some(ops.iter().map(|o| String::from_utf8_lossy(&o.key).into_owned()).collect::<Vec<_>>()),
+                Msg::Apply { ops, .. } => {
+                    Some(ops.iter().map(|o| String::from_utf8_lossy(&o.key).into_owned()).collect::<Vec<_>>())
+                }
                 _ => None,
             })
             .flatten()
