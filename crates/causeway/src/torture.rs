@@ -110,6 +110,13 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         let idle = q.random_range(0..dcs);
         sc.workload.dcs = (0..dcs).filter(|&d| d != idle).collect();
     }
+    // The protocol's per-DC services (a Eunomia stabilizer and its
+    // replicas), instance counts drawn from a stream of their own so that
+    // protocols without services replay as before.
+    let mut sv = ChaCha8Rng::seed_from_u64(seed ^ 0x5e77_1ce5);
+    let mut draw = |lo: u64, hi: u64| sv.random_range(lo..=hi);
+    let services = with_protocol!(p, P => <P as Protocol>::torture_services(&mut draw));
+    sc.topology.add_missing_services(&services);
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
     let mut c = chaos_for(p);
     for w in without {

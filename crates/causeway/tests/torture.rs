@@ -14,7 +14,18 @@ fn torture(args: &[&str]) -> (bool, String) {
 fn every_protocol_passes_a_bounded_torture() {
     let (ok, out) = torture(&["--runs", "15", "--seed", "500"]);
     assert!(ok, "torture failed:\n{out}");
-    for p in ["eventual", "gentlerain", "causalspartanx", "contrarian", "cure", "cops", "copsgt", "eiger", "cclo"] {
+    for p in [
+        "eventual",
+        "gentlerain",
+        "causalspartanx",
+        "contrarian",
+        "cure",
+        "cops",
+        "copsgt",
+        "eiger",
+        "cclo",
+        "eunomiakv",
+    ] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }
 }
@@ -49,6 +60,16 @@ fn a_copsgt_that_skips_dep_check_is_caught() {
     let (ok, out) = torture(&["-p", "copsgt", "--param", "mutant_skip_dep_check=true", "--runs", "20"]);
     assert!(!ok, "the mutant must fail torture:\n{out}");
     assert!(out.contains("FAILED; replay: causeway torture -p copsgt --runs 1 --seed"), "{out}");
+}
+
+/// EunomiaKV's receiver that moves on without the partitions' `ok`
+/// (Gunawardhana et al., Alg 5 line 15): a dependent update becomes visible
+/// before its dependency.
+#[test]
+fn an_eunomiakv_receiver_that_does_not_wait_for_its_applies_is_caught() {
+    let (ok, out) = torture(&["-p", "eunomiakv", "--param", "mutant_async_apply=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("FAILED; replay: causeway torture -p eunomiakv --runs 1 --seed"), "{out}");
 }
 
 #[test]

@@ -616,6 +616,21 @@ pub trait Protocol: 'static {
     /// fail at all. Empty for a protocol that promises nothing to break.
     const MUTANTS: &'static [&'static str] = &[];
 
+    /// Per-DC service nodes the protocol runs beside its partition servers
+    /// (EunomiaKV's stabilizer and receiver), as (service name, instances
+    /// per DC). Runtimes add each one a topology does not declare
+    /// ([`crate::TopologySpec::add_missing_services`]); a topology that
+    /// declares it keeps its own count. Empty: partition servers only.
+    const SERVICES: &'static [(&'static str, u16)] = &[];
+
+    /// The services torture deploys for a run: by default
+    /// [`Protocol::SERVICES`]; a protocol with replicated services draws
+    /// their instance counts here (`draw(lo, hi)` as in
+    /// [`Protocol::torture_params`], on a stream of its own).
+    fn torture_services(_draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u16)> {
+        Self::SERVICES.to_vec()
+    }
+
     /// The faults under which the protocol keeps its promises. Default:
     /// [`Faults::NETWORK`] (clock faults and crash-restart are claims a
     /// protocol makes explicitly, once it handles them).

@@ -56,6 +56,17 @@ pub struct TopologySpec {
 }
 
 impl TopologySpec {
+    /// Add each service of `needed` (name, instances per DC) that the spec
+    /// does not declare; one it declares keeps its own instance count. How
+    /// a runtime deploys a protocol's [`crate::Protocol::SERVICES`].
+    pub fn add_missing_services(&mut self, needed: &[(&str, u16)]) {
+        for &(name, per_dc) in needed {
+            if !self.services.iter().any(|s| s.name == name) {
+                self.services.push(ServiceSpec { name: name.to_string(), per_dc });
+            }
+        }
+    }
+
     pub fn full(dcs: u16, partitions: u32) -> Self {
         TopologySpec {
             dcs,
@@ -170,6 +181,13 @@ impl Topology {
                     roles.push(NodeRole::Partition { dc, partition: p, replica: r });
                 }
             }
+        }
+        // Service nodes are numbered after every partition server, so a
+        // partition's node id does not depend on the services deployed
+        // (a scenario naming nodes of a topology without them, to which a
+        // runtime adds a protocol's services, still names the same nodes).
+        for d in 0..m {
+            let dc = DcId(d);
             for (si, s) in spec.services.iter().enumerate() {
                 for i in 0..s.per_dc {
                     service_nodes[d as usize][si].push(NodeId(roles.len() as u32));
@@ -329,6 +347,24 @@ mod tests {
         let s = t.service_index("eunomia").unwrap();
         assert_eq!(t.service_nodes(DcId(1), s).len(), 3);
         assert_eq!(t.replicas(DcId(0), PartitionId(1)).len(), 3);
+        // Services come after every partition server: partitions keep the
+        // ids they have in the same topology without services.
+        let plain = Topology::new({
+            let mut s = TopologySpec::full(2, 2);
+            s.replicas_per_partition = 3;
+            s
+        })
+        .unwrap();
+        for n in plain.node_ids() {
+            assert_eq!(plain.role(n), t.role(n));
+        }
+        let mut spec = TopologySpec::full(2, 2);
+        spec.services = vec![ServiceSpec { name: "eunomia".into(), per_dc: 3 }];
+        spec.add_missing_services(&[("eunomia", 1), ("receiver", 1)]);
+        assert_eq!(
+            spec.services.iter().map(|s| (s.name.as_str(), s.per_dc)).collect::<Vec<_>>(),
+            [("eunomia", 3), ("receiver", 1)]
+        );
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! - [`explicit_deps`]: protocols whose writes carry their dependencies,
 //!   checked before a replicated write commits — the shared replication
 //!   path; COPS, COPS-GT, Eiger, CC-LO.
+//! - [`services`]: protocols with per-DC service nodes besides the
+//!   partitions — EunomiaKV (a Eunomia stabilizer and a receiver per DC).
 //! - [`kit`]: what every protocol shares: client helpers, and the
 //!   hand-cranked [`testkit`](kit::testkit) network for step-by-step tests.
 //!
@@ -32,6 +34,7 @@ pub mod registry;
 pub mod baseline;
 pub mod explicit_deps;
 pub mod kit;
+pub mod services;
 pub mod stabilization;
 
 pub use registry::{ProtocolName, UnknownProtocol};
@@ -39,4 +42,5 @@ pub use registry::{ProtocolName, UnknownProtocol};
 // Every protocol by its short name, whatever its family.
 pub use baseline::eventual;
 pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
+pub use services::eunomia_kv;
 pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};

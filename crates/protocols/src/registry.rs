@@ -86,6 +86,8 @@ registry! { $
     Eiger => explicit_deps::eiger::Eiger,
     /// Latency-optimal ROTs paid for by a readers check on every PUT: the COPS-SNOW design (Didona et al. §3, §5).
     CcLo => explicit_deps::cc_lo::CcLo,
+    /// Partitions report updates to a per-DC Eunomia that ships them in a causal order after the fact (Gunawardhana et al. §3–§5).
+    EunomiaKv => services::eunomia_kv::EunomiaKv,
 }
 
 impl serde::Serialize for ProtocolName {

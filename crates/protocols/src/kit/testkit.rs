@@ -197,7 +197,8 @@ impl<P: Protocol> TestNet<P> {
         Self::with_spec(TopologySpec::full(dcs, partitions), clients_per_dc, cfg)
     }
 
-    pub fn with_spec(spec: TopologySpec, clients_per_dc: u32, cfg: P::Config) -> Self {
+    pub fn with_spec(mut spec: TopologySpec, clients_per_dc: u32, cfg: P::Config) -> Self {
+        spec.add_missing_services(P::SERVICES);
         let topology = Arc::new(Topology::new(spec).expect("valid topology"));
         P::validate(&cfg, &topology).expect("valid protocol config");
         let nodes: Vec<Node<P>> = topology

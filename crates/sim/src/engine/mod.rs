@@ -151,7 +151,11 @@ fn mix(h: u64, x: u64) -> u64 {
 
 impl<P: Protocol> Sim<P> {
     /// Build a simulation; validates the scenario and the protocol's config.
-    pub fn new(sc: Scenario) -> Result<Sim<P>, ScenarioError> {
+    pub fn new(mut sc: Scenario) -> Result<Sim<P>, ScenarioError> {
+        // The protocol's per-DC services, where the scenario's topology
+        // does not declare them (numbered after every partition server, so
+        // the scenario's node ids keep naming the same nodes).
+        sc.topology.add_missing_services(P::SERVICES);
         let topology = Arc::new(sc.validate()?);
         let cfg: P::Config = sc.protocol.clone().try_into().map_err(|e: toml::de::Error| ScenarioError::Protocol {
             protocol: P::NAME.into(),

@@ -1,0 +1,243 @@
+//! Eunomia, the per-DC stabilizer (Alg 3), replicated as §3.3 and Alg 4
+//! describe: r replicas per DC each collect every partition's reports;
+//! the leader computes StableTime = min(PartitionTime), ships every
+//! update at or below it in timestamp order to the other DCs' receivers,
+//! and tells the other replicas, which drop what it shipped.
+
+use super::config::Config;
+use super::msg::*;
+use super::server::{Env, Timer};
+use causeway_core::{DcId, NodeId, Observation, PartitionId, Topology};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a replica journals as metadata (deviation 6). Ops_f itself is in
+/// the replica's store, one version per reported update under its
+/// partition's id and key ([`ops_key`]), so a report journals only itself.
+#[derive(Default, Serialize, Deserialize)]
+struct Durable {
+    partition_time_us: Vec<u64>,
+    stable_us: u64,
+}
+
+/// Where a reported update of `partition` is stored: a chain per
+/// partition and key, in which versions arrive in timestamp order (Property
+/// 2), so an update not yet shipped is never below one shipped (which
+/// collection drops).
+fn ops_key(partition: PartitionId, key: &[u8]) -> Vec<u8> {
+    let mut k = partition.0.to_be_bytes().to_vec();
+    k.extend_from_slice(key);
+    k
+}
+
+pub struct EunomiaReplica {
+    cfg: Config,
+    dc: DcId,
+    /// This replica's index among its DC's replicas (e_f).
+    index: usize,
+    /// Replicas_f: every replica of this DC, this one included.
+    replicas: Vec<NodeId>,
+    /// The receivers of the other DCs, where stable updates go.
+    receivers: Vec<NodeId>,
+    /// PartitionTime_f (Alg 4): per partition of this DC, the latest
+    /// timestamp received from it (update or heartbeat).
+    partition_time_us: Vec<u64>,
+    /// Ops_f: the updates not yet known to be shipped, in timestamp order
+    /// (the paper's red-black tree, §6), ties between partitions broken
+    /// by partition id.
+    ops: BTreeMap<(u64, u32), OpMeta>,
+    /// The StableTime up to which every update of this DC has been
+    /// shipped, by this replica or by the leader that said so.
+    stable_us: u64,
+    /// The largest timestamp this replica has shipped (the assertion that
+    /// shipping never goes back).
+    last_shipped_us: u64,
+    /// The failure detector (§3.3's Ω): this replica's tick count, and
+    /// the tick at which each replica was last heard from.
+    tick: u64,
+    heard_at_tick: Vec<u64>,
+}
+
+impl EunomiaReplica {
+    pub(super) fn new(cfg: &Config, topology: Arc<Topology>, dc: DcId, index: usize) -> EunomiaReplica {
+        let replicas = topology.service_nodes(dc, super::eunomia_service(&topology)).to_vec();
+        let receiver = super::receiver_service(&topology);
+        let receivers =
+            topology.dc_ids().filter(|&d| d != dc).map(|d| topology.service_nodes(d, receiver)[0]).collect();
+        let partitions = topology.partitions();
+        EunomiaReplica {
+            cfg: cfg.clone(),
+            dc,
+            index,
+            heard_at_tick: vec![0; replicas.len()],
+            replicas,
+            receivers,
+            partition_time_us: vec![0; partitions],
+            ops: BTreeMap::new(),
+            stable_us: 0,
+            last_shipped_us: 0,
+            tick: 0,
+        }
+    }
+
+    pub(super) fn on_start(&mut self, env: &mut impl Env) {
+        if let Some(meta) = env.store().meta() {
+            let d: Durable = postcard::from_bytes(meta).expect("a replica's own journal decodes");
+            self.partition_time_us = d.partition_time_us;
+            self.stable_us = d.stable_us;
+            self.last_shipped_us = d.stable_us;
+        }
+        for stored in env.store().keys_sorted() {
+            let p = PartitionId(u32::from_be_bytes(stored[..4].try_into().expect("4 bytes")));
+            let key = causeway_core::Key::copy_from_slice(&stored[4..]);
+            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.stable_us) {
+                let u = OpMeta { key: key.clone(), partition: p, vts: v.vts.clone(), dep_us: v.dep_us };
+                self.ops.insert((v.ts, p.0), u);
+            }
+        }
+        env.set_timer(self.cfg.process_stable_interval_us, Timer::ProcessStable.token());
+        env.set_timer(self.cfg.fd_interval_us, Timer::Fd.token());
+    }
+
+    /// Journal the replica's state. `sync`: the turn sends something that
+    /// depends on it. Otherwise a crash that loses it loses the turn's
+    /// delivery marks with it, and the senders resend.
+    fn journal(&self, env: &mut impl Env, sync: bool) {
+        let d = Durable { partition_time_us: self.partition_time_us.clone(), stable_us: self.stable_us };
+        let bytes = postcard::to_allocvec(&d).expect("encodes");
+        if sync {
+            env.store().set_meta(bytes);
+        } else {
+            env.store().set_meta_unsynced(bytes);
+        }
+    }
+
+    /// The leader (§3.3): the lowest-indexed replica not suspected. Not
+    /// consensus: two replicas may both lead for a while, which only
+    /// ships some updates twice (receivers drop the copies).
+    pub(super) fn leader(&self) -> usize {
+        (0..self.replicas.len())
+            .find(|&i| i == self.index || self.tick.saturating_sub(self.heard_at_tick[i]) <= self.cfg.fd_timeout_ticks)
+            .expect("this replica is a candidate")
+    }
+
+    /// Alg 4 lines 1–5, `new_batch` (Alg 3 `add_op` and `heartbeat` for one
+    /// replica): each update above PartitionTime_f\[p_n\] joins Ops_f.
+    /// Deviations: an update at or below `stable_us` was already shipped by
+    /// a leader and is dropped; there is no `ack` (deviation 5).
+    pub(super) fn on_report(&mut self, env: &mut impl Env, partition: PartitionId, ops: Vec<OpMeta>, time_us: u64) {
+        let p = partition.idx();
+        if p >= self.partition_time_us.len() {
+            return; // not a partition of this topology: a peer's bug
+        }
+        let m = self.dc.idx();
+        for u in ops {
+            let ts = u.vts[m];
+            // Property 2 over reliable FIFO channels: a partition's reports
+            // strictly increase (Alg 4 tolerates duplicates; none come).
+            debug_assert!(ts > self.partition_time_us[p], "Property 2 broken by partition {p}");
+            if ts <= self.partition_time_us[p] {
+                continue;
+            }
+            self.partition_time_us[p] = ts;
+            if ts > self.stable_us {
+                let stable_us = self.stable_us;
+                let v = Version {
+                    value: causeway_core::Value::new(),
+                    ts,
+                    origin: self.dc,
+                    vts: u.vts.clone(),
+                    dep_us: u.dep_us,
+                    visible: false,
+                };
+                env.store().insert_collecting(&ops_key(partition, &u.key), v, |v| v.ts <= stable_us);
+                self.ops.insert((ts, partition.0), u);
+            }
+        }
+        debug_assert!(time_us >= self.partition_time_us[p], "a report's time below its updates");
+        self.partition_time_us[p] = self.partition_time_us[p].max(time_us);
+        self.journal(env, false);
+    }
+
+    /// Alg 4 lines 6–12, `process_stable`, every θ: the leader ships every
+    /// update with ts ≤ StableTime = min(PartitionTime_f), in timestamp
+    /// order, to every other DC, and tells the other replicas.
+    fn process_stable(&mut self, env: &mut impl Env) {
+        if self.leader() != self.index {
+            return;
+        }
+        let stable_time = self.partition_time_us.iter().copied().min().unwrap_or(0);
+        if stable_time <= self.stable_us {
+            return;
+        }
+        // find_stable: all ops with ts ≤ StableTime (Alg 3 line 9).
+        let rest = self.ops.split_off(&(stable_time + 1, 0));
+        let stable_ops = std::mem::replace(&mut self.ops, rest);
+        let mut ops = Vec::with_capacity(stable_ops.len());
+        for ((ts, _), u) in stable_ops {
+            // Never above StableTime, never below what was shipped before,
+            // in non-decreasing timestamp order (§3.2's correctness).
+            assert!(ts <= stable_time, "shipping {ts} above StableTime {stable_time}");
+            assert!(ts > self.stable_us, "shipping {ts} at or below the previous StableTime {}", self.stable_us);
+            assert!(ts >= self.last_shipped_us, "shipping {ts} after {}", self.last_shipped_us);
+            self.last_shipped_us = ts;
+            ops.push(u);
+        }
+        let from_us = self.stable_us;
+        self.stable_us = stable_time;
+        self.journal(env, true);
+        env.observe(Observation::Sample { what: "eunomia_ship_ops", value: ops.len() as u64 });
+        if let Some((&last, rest)) = self.receivers.split_last() {
+            for &r in rest {
+                env.send(r, Msg::Ship { from_us, to_us: stable_time, ops: ops.clone() });
+            }
+            env.send(last, Msg::Ship { from_us, to_us: stable_time, ops });
+        }
+        self.beat(env);
+    }
+
+    /// Alg 4 line 12 and the failure detector's heartbeat, in one message.
+    fn beat(&self, env: &mut impl Env) {
+        for (i, &n) in self.replicas.iter().enumerate() {
+            if i != self.index {
+                env.send(n, Msg::ReplicaBeat { stable_us: self.stable_us });
+            }
+        }
+    }
+
+    /// Alg 4 lines 13–15, `stable`: drop what a leader shipped. Any
+    /// replica's StableTime was shipped by some leader, so every beat is
+    /// taken (a replica that led before keeps leading nothing it lost).
+    pub(super) fn on_beat(&mut self, env: &mut impl Env, from: NodeId, stable_us: u64) {
+        if let Some(i) = self.replicas.iter().position(|&n| n == from) {
+            self.heard_at_tick[i] = self.tick;
+        }
+        if stable_us > self.stable_us {
+            self.ops = self.ops.split_off(&(stable_us + 1, 0));
+            self.stable_us = stable_us;
+            self.last_shipped_us = self.last_shipped_us.max(stable_us);
+            self.journal(env, false);
+        }
+    }
+
+    pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {
+        match timer {
+            Timer::ProcessStable => {
+                self.process_stable(env);
+                env.set_timer(self.cfg.process_stable_interval_us, Timer::ProcessStable.token());
+            }
+            Timer::Fd => {
+                self.tick += 1;
+                self.beat(env);
+                env.set_timer(self.cfg.fd_interval_us, Timer::Fd.token());
+            }
+            _ => {}
+        }
+    }
+
+    /// For tests: the StableTime shipped or learned.
+    pub fn stable_us(&self) -> u64 {
+        self.stable_us
+    }
+}

@@ -1,0 +1,347 @@
+//! Alg 5, the receiver r_m: one queue of shipped metadata per origin DC,
+//! and SiteTime_m, the latest update applied from each. The head of queue
+//! k is applied once every other origin's SiteTime has reached its
+//! dependencies (line 12), synchronously: the next one waits for the
+//! partition's acknowledgement (lines 14–15).
+
+use super::config::Config;
+use super::msg::*;
+use super::server::{Env, Timer};
+use causeway_core::{DcId, NodeId, Observation, Topology};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// An apply round in flight: ops sent to partitions, not all acknowledged.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Round {
+    id: u64,
+    /// Per partition server, the ops sent to it, in order.
+    sent: Vec<(NodeId, Vec<ApplyOp>)>,
+    /// The partitions that have not acknowledged yet.
+    waiting: BTreeSet<NodeId>,
+    /// How many heads of each queue the round takes.
+    taken: Vec<usize>,
+    /// SiteTime_m once the round is done.
+    site_time_after: Vec<u64>,
+}
+
+/// What a receiver journals as metadata (deviation 6). The queued updates
+/// themselves are versions of its store (one per update, under the
+/// origin's id and the key: [`queue_key`]), so a turn journals only what
+/// it changed, not the whole queue.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct State {
+    /// SiteTime_m\[k\]: every update from DC k with `vts[k]` at or below it
+    /// has been applied here.
+    site_time: Vec<u64>,
+    /// Per origin k: every update from k with `vts[k]` at or below it has
+    /// been queued (the last StableTime shipped without a gap before it).
+    shipped_through: Vec<u64>,
+    /// Per origin, shipments that arrived ahead of a gap (from a new
+    /// leader, while the old one's last shipment is still on its way), by
+    /// their lower bound (deviation 7).
+    early: Vec<BTreeMap<u64, (u64, Vec<OpMeta>)>>,
+    rounds: u64,
+    in_flight: Option<Round>,
+}
+
+/// The most updates one apply round takes (its journal record and
+/// messages stay small).
+const MAX_ROUND: usize = 256;
+
+/// Where a queued update from DC `origin` is stored: a chain per origin
+/// and key, in which versions arrive in `vts[origin]` order, so an update
+/// not yet applied is never below one applied (which collection drops).
+fn queue_key(origin: usize, key: &[u8]) -> Vec<u8> {
+    let mut k = (origin as u16).to_be_bytes().to_vec();
+    k.extend_from_slice(key);
+    k
+}
+
+pub struct Receiver {
+    cfg: Config,
+    topology: Arc<Topology>,
+    dc: DcId,
+    s: State,
+    /// Queue_m\[k\]: shipped updates from DC k not yet applied, in
+    /// `vts[k]` order (rebuilt from the store after a restart).
+    queues: Vec<VecDeque<OpMeta>>,
+    /// The least remote SiteTime last reported.
+    reported_stable_us: u64,
+}
+
+impl Receiver {
+    pub(super) fn new(cfg: &Config, topology: Arc<Topology>, dc: DcId) -> Receiver {
+        let m = topology.dcs();
+        let s = State {
+            site_time: vec![0; m],
+            shipped_through: vec![0; m],
+            early: vec![BTreeMap::new(); m],
+            rounds: 0,
+            in_flight: None,
+        };
+        Receiver { cfg: cfg.clone(), topology, dc, s, queues: vec![VecDeque::new(); m], reported_stable_us: 0 }
+    }
+
+    /// After a restart: the journaled state, and the round in flight sent
+    /// again (the partitions apply a round idempotently).
+    pub(super) fn on_start(&mut self, env: &mut impl Env) {
+        if let Some(meta) = env.store().meta() {
+            self.s = postcard::from_bytes(meta).expect("the receiver's own journal decodes");
+        }
+        // The queues: every stored update above its origin's SiteTime.
+        for stored in env.store().keys_sorted() {
+            let k = u16::from_be_bytes([stored[0], stored[1]]) as usize;
+            let key = causeway_core::Key::copy_from_slice(&stored[2..]);
+            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.s.site_time[k]) {
+                let partition = self.topology.partition_of(&key);
+                self.queues[k].push_back(OpMeta { key: key.clone(), partition, vts: v.vts.clone(), dep_us: v.dep_us });
+            }
+        }
+        // In shipping order: Eunomia's ⟨ts, partition⟩ (ties between
+        // partitions included, or a round in flight would pop other heads
+        // than those it sent).
+        for (k, q) in self.queues.iter_mut().enumerate() {
+            q.make_contiguous().sort_by_key(|u| (u.vts[k], u.partition));
+        }
+        if let Some(r) = self.s.in_flight.clone() {
+            self.resend(env, &r);
+            env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(r.id).token());
+        }
+        self.start_round(env);
+    }
+
+    fn journal(&self, env: &mut impl Env) {
+        env.store().set_meta(postcard::to_allocvec(&self.s).expect("encodes"));
+    }
+
+    /// Alg 5 line 1, `new_update`, for a whole shipment from DC k's
+    /// Eunomia: queued in order, each update once. Shipments of a leader
+    /// and of its successor may overlap or arrive out of order (deviation
+    /// 7): an update at or below `shipped_through[k]` is a copy, and a
+    /// shipment starting above it waits for the gap to be filled.
+    pub(super) fn on_ship(&mut self, env: &mut impl Env, from: NodeId, from_us: u64, to_us: u64, ops: Vec<OpMeta>) {
+        let k = self.topology.dc_of(from).idx();
+        if k == self.dc.idx() || from_us >= to_us {
+            return;
+        }
+        if to_us > self.s.shipped_through[k] {
+            if from_us > self.s.shipped_through[k] {
+                // Of two shipments from one point, the longer covers the other.
+                match self.s.early[k].get(&from_us) {
+                    Some((held_to, _)) if *held_to >= to_us => {}
+                    _ => {
+                        self.s.early[k].insert(from_us, (to_us, ops));
+                    }
+                }
+            } else {
+                self.accept(env, k, to_us, ops);
+                while let Some(e) = self.s.early[k].first_entry() {
+                    if *e.key() > self.s.shipped_through[k] {
+                        break;
+                    }
+                    let (to_us, ops) = e.remove();
+                    if to_us > self.s.shipped_through[k] {
+                        self.accept(env, k, to_us, ops);
+                    }
+                }
+            }
+        }
+        self.settle();
+        self.report_stable(env);
+        self.journal(env);
+        self.start_round(env);
+    }
+
+    fn accept(&mut self, env: &mut impl Env, k: usize, to_us: u64, ops: Vec<OpMeta>) {
+        let mut last = self.s.shipped_through[k];
+        let site_time = self.s.site_time.clone();
+        for u in ops {
+            let ts = u.vts[k];
+            if ts <= self.s.shipped_through[k] {
+                continue; // shipped before
+            }
+            assert!(ts <= to_us, "a shipment holds {ts} above its StableTime {to_us}");
+            assert!(ts >= last, "a shipment out of timestamp order: {ts} after {last}");
+            last = ts;
+            let v = Version {
+                value: causeway_core::Value::new(),
+                ts,
+                origin: DcId(k as u16),
+                vts: u.vts.clone(),
+                dep_us: u.dep_us,
+                visible: false,
+            };
+            env.store().insert_collecting(&queue_key(k, &u.key), v, |v| v.ts <= site_time[v.origin.idx()]);
+            self.queues[k].push_back(u);
+        }
+        self.s.shipped_through[k] = to_us;
+    }
+
+    /// SiteTime\[k\] of an origin whose queue is empty is what it shipped:
+    /// every update from k at or below it has been applied (not in Alg 5,
+    /// whose SiteTime moves only with applied updates; sound, and it lets
+    /// the least remote SiteTime be reported as this DC's stable time).
+    fn settle(&mut self) {
+        for k in 0..self.queues.len() {
+            if self.queues[k].is_empty() {
+                self.s.site_time[k] = self.s.site_time[k].max(self.s.shipped_through[k]);
+            }
+        }
+    }
+
+    /// Alg 5 lines 3–20, `check_pending`/`flush`, run whenever something
+    /// arrives or a round ends (not every ρ: deviation 8). It scans the
+    /// queues from DC 1, takes a head whose dependencies are applied (line
+    /// 12), and restarts the scan (line 18). Applies of one round go out
+    /// together, one message per partition (deviation 9): a head joins the
+    /// round only if it depends on no update of the round at another
+    /// partition, so nothing in a round can become visible before what it
+    /// depends on.
+    fn start_round(&mut self, env: &mut impl Env) {
+        loop {
+            if self.s.in_flight.is_some() {
+                return;
+            }
+            let m = self.dc.idx();
+            let n = self.queues.len();
+            let mut tentative = self.s.site_time.clone();
+            let mut taken = vec![0usize; n];
+            let mut blocked = vec![false; n];
+            let mut members: Vec<(usize, OpMeta)> = Vec::new();
+            'scan: loop {
+                for k in 0..n {
+                    if k == m || blocked[k] {
+                        continue;
+                    }
+                    // An empty queue is skipped (the notes' errata).
+                    let Some(u) = self.queues[k].get(taken[k]) else { continue };
+                    // Line 12: ∀d ∈ M \ {m, k}: SiteTime_m[d] ≥ u.vts[d].
+                    if !(0..n).all(|d| d == m || d == k || tentative[d] >= u.vts[d]) {
+                        continue;
+                    }
+                    if members.len() == MAX_ROUND {
+                        break 'scan;
+                    }
+                    if members.iter().any(|(o, w)| w.partition != u.partition && u.may_depend_on(k, w, *o)) {
+                        blocked[k] = true;
+                        continue;
+                    }
+                    tentative[k] = u.vts[k];
+                    taken[k] += 1;
+                    members.push((k, u.clone()));
+                    continue 'scan; // line 18: restart from DC 1
+                }
+                break;
+            }
+            if members.is_empty() {
+                return;
+            }
+            self.s.rounds += 1;
+            let mut sent: Vec<(NodeId, Vec<ApplyOp>)> = Vec::new();
+            for (k, u) in members {
+                let to = self.topology.server(self.dc, u.partition).expect("full replication");
+                let op = ApplyOp { key: u.key, ts: u.vts[k], origin: DcId(k as u16) };
+                match sent.iter_mut().find(|(n, _)| *n == to) {
+                    Some((_, ops)) => ops.push(op),
+                    None => sent.push((to, vec![op])),
+                }
+            }
+            let round = Round {
+                id: self.s.rounds,
+                waiting: sent.iter().map(|(n, _)| *n).collect(),
+                sent,
+                taken,
+                site_time_after: tentative,
+            };
+            self.s.in_flight = Some(round.clone());
+            if self.cfg.mutant_async_apply {
+                // The broken variant: on without waiting for the partitions.
+                self.resend(env, &round);
+                self.finish_round();
+                self.journal(env);
+                continue;
+            }
+            self.journal(env);
+            self.resend(env, &round);
+            env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(round.id).token());
+            return;
+        }
+    }
+
+    /// Send a round's applies to the partitions that have not acknowledged.
+    fn resend(&self, env: &mut impl Env, r: &Round) {
+        for (to, ops) in &r.sent {
+            if r.waiting.contains(to) {
+                env.send(*to, Msg::Apply { round: r.id, ops: ops.clone() });
+            }
+        }
+    }
+
+    /// Alg 5 lines 15–17: the round's updates are visible; pop them and
+    /// advance SiteTime.
+    fn finish_round(&mut self) {
+        let r = self.s.in_flight.take().expect("a round in flight");
+        for (k, &t) in r.taken.iter().enumerate() {
+            for _ in 0..t {
+                let u = self.queues[k].pop_front().expect("taken from the queue");
+                debug_assert!(u.vts[k] <= r.site_time_after[k]);
+                debug_assert!(
+                    r.sent
+                        .iter()
+                        .flat_map(|(_, ops)| ops)
+                        .any(|o| o.key == u.key && o.ts == u.vts[k] && o.origin.idx() == k),
+                    "a round popped an update it never applied"
+                );
+            }
+        }
+        // Line 16, for the origins the round took from (the others' entries
+        // of `site_time_after` are copies that `settle` may have passed).
+        for (k, &t) in r.site_time_after.iter().enumerate().filter(|&(k, _)| r.taken[k] > 0) {
+            debug_assert!(t >= self.s.site_time[k], "SiteTime went back");
+            self.s.site_time[k] = self.s.site_time[k].max(t);
+        }
+        self.settle();
+    }
+
+    /// Alg 5 line 15, `ok`, from one partition.
+    pub(super) fn on_applied(&mut self, env: &mut impl Env, from: NodeId, round: u64) {
+        let Some(r) = self.s.in_flight.as_mut() else { return };
+        if r.id != round || !r.waiting.remove(&from) {
+            return;
+        }
+        if r.waiting.is_empty() {
+            self.finish_round();
+            self.report_stable(env);
+        }
+        self.journal(env);
+        self.start_round(env);
+    }
+
+    /// Every remote update stamped at or below the least remote SiteTime
+    /// is visible here.
+    fn report_stable(&mut self, env: &mut impl Env) {
+        let m = self.dc.idx();
+        let least = self.s.site_time.iter().enumerate().filter(|&(d, _)| d != m).map(|(_, &t)| t).min().unwrap_or(0);
+        if least > self.reported_stable_us {
+            self.reported_stable_us = least;
+            env.observe(Observation::Stable { stable_us: least });
+        }
+    }
+
+    pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {
+        if let Timer::ApplyRetry(id) = timer
+            && let Some(r) = self.s.in_flight.clone()
+            && r.id == id
+        {
+            self.resend(env, &r);
+            env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(id).token());
+        }
+    }
+
+    /// For tests: SiteTime_m.
+    pub fn site_time(&self) -> &[u64] {
+        &self.s.site_time
+    }
+}

@@ -1,0 +1,390 @@
+//! Step-by-step tests of the paper's properties (Gunawardhana et al.,
+//! §3.2, §3.3, §5), on the hand-cranked network.
+
+use super::*;
+use crate::kit::testkit::{self, Dest, InFlight, TestNet, bytes, text};
+use causeway_core::{ClientId, DcId, Key, NodeId, Op, OpResult, ServiceSpec, TopologySpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+type Net = TestNet<EunomiaKv>;
+
+const PER_DC: u32 = 2;
+
+/// `dcs` DCs of `partitions` partitions with `replicas` Eunomia replicas per DC.
+fn net_r(dcs: u16, partitions: u32, replicas: u16, cfg: Config) -> Net {
+    let mut spec = TopologySpec::full(dcs, partitions);
+    spec.services = vec![ServiceSpec { name: EUNOMIA.into(), per_dc: replicas }];
+    TestNet::with_spec(spec, PER_DC, cfg)
+}
+
+fn net(dcs: u16, partitions: u32) -> Net {
+    net_r(dcs, partitions, 1, Config::default())
+}
+
+fn cl(dc: u16, i: u32) -> ClientId {
+    ClientId(dc as u32 * PER_DC + i)
+}
+
+fn eunomia_nodes(net: &Net, dc: u16) -> Vec<NodeId> {
+    net.topology.service_nodes(DcId(dc), net.topology.service_index(EUNOMIA).unwrap()).to_vec()
+}
+
+fn receiver_node(net: &Net, dc: u16) -> NodeId {
+    net.topology.service_nodes(DcId(dc), net.topology.service_index(RECEIVER).unwrap())[0]
+}
+
+fn replica(net: &Net, n: NodeId) -> &eunomia::EunomiaReplica {
+    net.nodes[n.idx()].server().eunomia().expect("a Eunomia replica")
+}
+
+fn some_keys(n: usize) -> Vec<Key> {
+    (0..n).map(|i| bytes(&format!("key{i}"))).collect()
+}
+
+fn put(net: &mut Net, c: ClientId, k: &Key, v: &str) {
+    assert_eq!(testkit::run(net, c, Op::Put { key: k.clone(), value: bytes(v) }), OpResult::Put);
+}
+
+fn get(net: &mut Net, c: ClientId, k: &Key) -> Option<String> {
+    match testkit::run(net, c, Op::Get { key: k.clone() }) {
+        OpResult::Get(v) => text(v),
+        other => panic!("expected a read, got {other:?}"),
+    }
+}
+
+/// One millisecond: clocks advance, every timer of a live node fires, and
+/// every message not touching a down node is delivered (messages to a
+/// down node are lost with it).
+fn tick(net: &mut Net, down: &[NodeId]) {
+    net.advance_clocks(1_000);
+    net.timers.retain(|(d, _)| !matches!(d, Dest::Node(n) if down.contains(n)));
+    for i in 0..net.nodes.len() {
+        let n = NodeId(i as u32);
+        if !down.contains(&n) {
+            net.fire_timers(n);
+        }
+    }
+    let touches = |m: &InFlight<Msg>| [m.from, m.to].iter().any(|d| matches!(d, Dest::Node(n) if down.contains(n)));
+    net.queue.retain(|m| !touches(m));
+    net.deliver_while(|m| !touches(m));
+    net.queue.retain(|m| !touches(m));
+}
+
+fn ticks(net: &mut Net, n: usize, down: &[NodeId]) {
+    for _ in 0..n {
+        tick(net, down);
+    }
+}
+
+#[test]
+fn validate_wants_full_replication_and_both_services() {
+    let mut spec = TopologySpec::full(2, 2);
+    spec.add_missing_services(EunomiaKv::SERVICES);
+    let t = causeway_core::Topology::new(spec).unwrap();
+    assert!(EunomiaKv::validate(&Config::default(), &t).is_ok());
+    assert!(EunomiaKv::validate(&Config::default(), &testkit::full_replication(2, 2)).is_err());
+    assert!(EunomiaKv::validate(&Config::default(), &testkit::partial_replication()).is_err());
+    assert!(EunomiaKv::validate(&Config { process_stable_interval_us: 0, ..Config::default() }, &t).is_err());
+}
+
+/// §3.2: Eunomia never ships an update above StableTime, ships in
+/// non-decreasing timestamp order within and across shipments, and every
+/// update is shipped exactly once, under random clocks (skewed, a client
+/// ahead of a partition), random interleavings and random batching.
+#[test]
+fn eunomia_ships_in_order_never_above_stable_time_and_loses_nothing() {
+    for seed in 1..=20u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let cfg = Config { batch_interval_us: [0, 1_000, 3_000][rng.random_range(0..3)], ..Config::default() };
+        let mut net = net_r(3, 3, 1, cfg);
+        for c in net.clocks.iter_mut() {
+            *c += rng.random_range(0..20_000);
+        }
+        let keys = some_keys(6);
+        let mut written: Vec<(u16, Vec<u8>)> = Vec::new();
+        // Per Eunomia sender and receiver: the previous shipment's StableTime.
+        let mut last_to: std::collections::BTreeMap<(NodeId, NodeId), u64> = Default::default();
+        let mut shipped: Vec<(u16, Vec<u8>, u64)> = Vec::new();
+        let mut check = |m: &InFlight<Msg>| {
+            if let (Dest::Node(from), Dest::Node(to), Msg::Ship { from_us, to_us, ops }) = (m.from, m.to, &m.msg) {
+                let dc = net_dc(from);
+                let prev = last_to.insert((from, to), *to_us).unwrap_or(0);
+                assert_eq!(*from_us, prev, "seed {seed}: a shipment does not start where the last ended");
+                assert!(to_us > from_us, "seed {seed}: StableTime went back");
+                let mut last = *from_us;
+                for u in ops {
+                    let ts = u.vts[dc as usize];
+                    assert!(ts <= *to_us, "seed {seed}: shipped {ts} above StableTime {to_us}");
+                    assert!(ts > *from_us && ts >= last, "seed {seed}: shipped {ts} after {last}");
+                    last = ts;
+                    shipped.push((dc, u.key.to_vec(), ts));
+                }
+            }
+            true
+        };
+        fn net_dc(n: NodeId) -> u16 {
+            // Services come after the 9 partition servers: eunomia, receiver per DC.
+            ((n.0 - 9) / 2) as u16
+        }
+        for step in 0..600 {
+            match rng.random_range(0..10) {
+                0..=2 => {
+                    let dc = rng.random_range(0..3u16);
+                    let c = cl(dc, rng.random_range(0..PER_DC));
+                    let k = keys[rng.random_range(0..keys.len())].clone();
+                    let v = format!("{seed}-{step}");
+                    put(&mut net, c, &k, &v);
+                    written.push((dc, v.into_bytes()));
+                }
+                3 => {
+                    let c = cl(rng.random_range(0..3), rng.random_range(0..PER_DC));
+                    let k = keys[rng.random_range(0..keys.len())].clone();
+                    get(&mut net, c, &k);
+                }
+                4 => {
+                    let n = rng.random_range(0..net.clocks.len());
+                    net.clocks[n] += rng.random_range(0..3_000);
+                }
+                5 => {
+                    let n = NodeId(rng.random_range(0..net.nodes.len() as u32));
+                    net.fire_timers(n);
+                }
+                _ => {
+                    if !net.queue.is_empty() {
+                        let i = rng.random_range(0..net.queue.len());
+                        let (from, to) = (net.queue[i].from, net.queue[i].to);
+                        // The channel's first message (FIFO), checked as it goes.
+                        let first = net.queue.iter().find(|m| m.from == from && m.to == to).cloned().unwrap();
+                        check(&first);
+                        net.deliver_first(|m| m.from == from && m.to == to);
+                    }
+                }
+            }
+        }
+        for _ in 0..300 {
+            net.advance_clocks(1_000);
+            net.fire_all_timers();
+            while let Some(m) = net.queue.first().cloned() {
+                check(&m);
+                net.deliver_first(|_| true);
+            }
+        }
+        // Every update shipped to each of the two other DCs, once.
+        assert_eq!(shipped.len(), 2 * written.len(), "seed {seed}: updates lost or shipped twice");
+    }
+}
+
+/// Alg 2 lines 10–12: with no updates at all, heartbeats move every
+/// partition's time, so StableTime keeps up with the clock.
+#[test]
+fn stable_time_advances_with_no_updates() {
+    let mut net = net(2, 3);
+    let e = eunomia_nodes(&net, 0)[0];
+    ticks(&mut net, 5, &[]);
+    let before = replica(&net, e).stable_us();
+    assert!(before > 0, "StableTime never moved");
+    ticks(&mut net, 20, &[]);
+    let after = replica(&net, e).stable_us();
+    assert!(after >= before + 15_000, "StableTime moved {before} → {after} in 20 ms with no updates");
+    let r = receiver_node(&net, 1);
+    let site = net.nodes[r.idx()].server().receiver().unwrap().site_time()[0];
+    assert!(site >= before, "the receiver's SiteTime[0] did not follow: {site}");
+}
+
+/// §4: a remote update is applied only after its dependencies. DC 0
+/// writes a photo, then (causally after it) an album entry; the photo's
+/// payload to DC 1 is held back. DC 1 never sees the album without its
+/// photo, and sees both once the payload arrives.
+#[test]
+fn remote_updates_apply_in_causal_order() {
+    let mut net = net(2, 3);
+    let [photo, album] = net.keys_on_distinct_partitions(2).try_into().unwrap();
+    let (w, r) = (cl(0, 0), cl(1, 0));
+    put(&mut net, w, &photo, "photo");
+    put(&mut net, w, &album, "album");
+    let slow = (net.server_for(DcId(0), &photo), net.server_for(DcId(1), &photo));
+    let held = |m: &InFlight<Msg>| m.from == Dest::Node(slow.0) && m.to == Dest::Node(slow.1);
+    for _ in 0..30 {
+        net.advance_clocks(1_000);
+        net.fire_all_timers();
+        net.deliver_while(|m| !held(m));
+        assert_eq!(get(&mut net, r, &album), None, "the album is visible before its photo's payload arrived");
+    }
+    ticks(&mut net, 5, &[]);
+    assert_eq!(get(&mut net, r, &album).as_deref(), Some("album"));
+    assert_eq!(get(&mut net, r, &photo).as_deref(), Some("photo"));
+}
+
+/// The broken variant that does not wait for a partition's `ok` (Alg 5
+/// line 15) shows the album without its photo: the test above can fail.
+#[test]
+fn the_async_apply_mutant_shows_an_effect_before_its_cause() {
+    let mut net = net_r(2, 3, 1, Config { mutant_async_apply: true, ..Config::default() });
+    let [photo, album] = net.keys_on_distinct_partitions(2).try_into().unwrap();
+    put(&mut net, cl(0, 0), &photo, "photo");
+    put(&mut net, cl(0, 0), &album, "album");
+    let slow = (net.server_for(DcId(0), &photo), net.server_for(DcId(1), &photo));
+    let held = |m: &InFlight<Msg>| m.from == Dest::Node(slow.0) && m.to == Dest::Node(slow.1);
+    for _ in 0..30 {
+        net.advance_clocks(1_000);
+        net.fire_all_timers();
+        net.deliver_while(|m| !held(m));
+    }
+    assert_eq!(get(&mut net, cl(1, 0), &album).as_deref(), Some("album"));
+    assert_eq!(get(&mut net, cl(1, 0), &photo), None);
+}
+
+/// §5: a partition applies a remote update only with both its payload
+/// and its metadata, whichever arrives first.
+#[test]
+fn payload_and_metadata_apply_in_either_order() {
+    for payload_first in [true, false] {
+        let mut net = net(2, 1);
+        let k = net.key_on(0);
+        put(&mut net, cl(0, 0), &k, "v");
+        let there = net.server_for(DcId(1), &k);
+        let is_payload = |m: &InFlight<Msg>| matches!(m.msg, Msg::Payload { .. });
+        let is_apply = |m: &InFlight<Msg>| matches!(m.msg, Msg::Apply { .. }) && m.to == Dest::Node(there);
+        if payload_first {
+            // Deliver the payload, keep the metadata's path still: stored, invisible.
+            net.deliver_while(is_payload);
+            assert_eq!(get(&mut net, cl(1, 0), &k), None, "visible with its payload only");
+            ticks(&mut net, 10, &[]);
+        } else {
+            // Let the metadata reach the partition while the payload waits.
+            for _ in 0..20 {
+                net.advance_clocks(1_000);
+                net.fire_all_timers();
+                net.deliver_while(|m| !is_payload(m));
+            }
+            assert!(
+                net.nodes[there.idx()].store().latest(&k).is_none() && !net.queue.iter().any(is_apply),
+                "the apply should have reached the partition and be waiting there"
+            );
+            assert_eq!(get(&mut net, cl(1, 0), &k), None, "visible with its metadata only");
+            net.deliver_while(is_payload);
+        }
+        assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("v"), "payload first: {payload_first}");
+    }
+}
+
+/// §1, §3: updates never wait for Eunomia. With every Eunomia replica
+/// stalled, PUTs complete on client traffic alone (no timer, no other
+/// message), and only remote visibility waits.
+#[test]
+fn updates_complete_while_eunomia_is_stalled() {
+    let mut net = net(2, 2);
+    let stalled = eunomia_nodes(&net, 0);
+    let k = net.key_on(1);
+    for i in 0..20 {
+        put(&mut net, cl(0, 0), &k, &format!("v{i}"));
+        ticks(&mut net, 1, &stalled);
+    }
+    assert_eq!(get(&mut net, cl(0, 1), &k).as_deref(), Some("v19"));
+    assert_eq!(get(&mut net, cl(1, 0), &k), None, "a remote update visible without Eunomia");
+}
+
+/// §3.3: with r = 3 replicas, the leader and a second replica crash for
+/// good; the third takes over (failure detector), and every update, those
+/// written before the crash included, becomes visible remotely.
+#[test]
+fn ft_eunomia_survives_two_replica_crashes_and_loses_nothing() {
+    let mut net = net_r(2, 2, 3, Config::default());
+    let reps = eunomia_nodes(&net, 0);
+    let keys = some_keys(4);
+    for (i, k) in keys.iter().enumerate() {
+        put(&mut net, cl(0, 0), k, &format!("before{i}"));
+    }
+    // Crash before anything was shipped: only the survivor can ship it.
+    let down = [reps[0], reps[1]];
+    for (i, k) in keys.iter().enumerate().take(2) {
+        put(&mut net, cl(0, 1), k, &format!("after{i}"));
+    }
+    ticks(&mut net, 100, &down);
+    assert_eq!(replica(&net, reps[2]).leader(), 2, "the survivor does not lead");
+    for (i, k) in keys.iter().enumerate() {
+        let want = if i < 2 { format!("after{i}") } else { format!("before{i}") };
+        assert_eq!(get(&mut net, cl(1, 0), k), Some(want), "key {i} in DC 1");
+    }
+}
+
+/// §3.3: the leader crashes mid-run; a follower takes over and visibility
+/// resumes, updates shipped by both the old and the new leader applied
+/// once each.
+#[test]
+fn a_new_leader_takes_over_and_visibility_resumes() {
+    let mut net = net_r(2, 2, 3, Config::default());
+    let reps = eunomia_nodes(&net, 0);
+    let k = net.key_on(0);
+    put(&mut net, cl(0, 0), &k, "one");
+    ticks(&mut net, 20, &[]);
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("one"));
+    assert_eq!(replica(&net, reps[1]).leader(), 0);
+    let down = [reps[0]];
+    put(&mut net, cl(0, 0), &k, "two");
+    ticks(&mut net, 3, &down);
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("one"), "shipped with the leader down, before takeover");
+    ticks(&mut net, 60, &down);
+    assert_eq!(replica(&net, reps[1]).leader(), 1, "replica 1 should lead once replica 0 is suspected");
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("two"), "visibility did not resume");
+    put(&mut net, cl(0, 1), &k, "three");
+    ticks(&mut net, 20, &down);
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("three"));
+}
+
+/// A restarted Eunomia replica, receiver and partition resume from their
+/// journals: nothing acknowledged is lost, nothing applied twice.
+#[test]
+fn services_restart_from_their_journals() {
+    let mut net = net(2, 2);
+    let cfg = Config::default();
+    let keys = some_keys(3);
+    put(&mut net, cl(0, 0), &keys[0], "a");
+    ticks(&mut net, 2, &[]);
+    let (e, r) = (eunomia_nodes(&net, 0)[0], receiver_node(&net, 1));
+    net.restart(e, &cfg);
+    put(&mut net, cl(0, 0), &keys[1], "b");
+    net.restart(r, &cfg);
+    net.restart(net.server_for(DcId(0), &keys[1]), &cfg);
+    put(&mut net, cl(0, 0), &keys[2], "c");
+    ticks(&mut net, 30, &[]);
+    for (k, v) in keys.iter().zip(["a", "b", "c"]) {
+        assert_eq!(get(&mut net, cl(1, 0), k).as_deref(), Some(v));
+    }
+}
+
+/// Deviation 7: a new leader's shipment that arrives before the old
+/// leader's last one (which it starts after) waits for it, and neither is
+/// lost: both updates are applied, in order.
+#[test]
+fn a_shipment_ahead_of_a_gap_waits_for_it() {
+    let mut net = net_r(2, 1, 2, Config::default());
+    let (old, new) = (eunomia_nodes(&net, 0)[0], eunomia_nodes(&net, 0)[1]);
+    let r = receiver_node(&net, 1);
+    let op = |k: &str, ts: u64| OpMeta {
+        key: bytes(k),
+        partition: causeway_core::PartitionId(0),
+        vts: vec![ts, 0],
+        dep_us: 0,
+    };
+    let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
+    net.queue.push(InFlight::new(Dest::Node(new), Dest::Node(r), ship(100, 200, vec![op("b", 150)])));
+    net.deliver_all();
+    let applies = |net: &Net| {
+        net.queue
+            .iter()
+            .filter_map(|m| match &m.msg {
+                Msg::Apply { ops, .. } => {
+                    Some(ops.iter().map(|o| String::from_utf8_lossy(&o.key).into_owned()).collect::<Vec<_>>())
+                }
+                _ => None,
+            })
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    assert!(applies(&net).is_empty(), "applied across a gap");
+    net.queue.push(InFlight::new(Dest::Node(old), Dest::Node(r), ship(0, 100, vec![op("a", 50)])));
+    net.deliver_first(|m| matches!(m.msg, Msg::Ship { .. }));
+    assert_eq!(applies(&net), ["a", "b"], "both, the old leader's first");
+}
