@@ -773,7 +773,7 @@ mod tests {
     fn long_titles_shrink_then_wrap_within_the_width() {
         let (lines, size) = title_layout("Short title", 796.0);
         assert_eq!((lines.len(), size), (1, 20));
-        let long = "Contrarian (1½ and 2 rounds), CC-LO and Cure: ROT latency against throughput, 1 DC (seed 004, Figs 4, 5, 7)";
+        let long = "Contrarian (1½ and 2 rounds), CC-LO and Cure: ROT latency against throughput, 1 DC (Didona et al., Figs 4, 5, 7)";
         let (lines, size) = title_layout(long, 796.0);
         assert!(size < 20);
         for l in &lines {
