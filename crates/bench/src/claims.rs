@@ -159,6 +159,11 @@ impl Checked {
         }
     }
 
+    /// The cause a table prints: only for a verdict below reproduced.
+    pub fn cause_text(&self) -> &str {
+        if self.verdict == Verdict::Reproduced { "" } else { &self.claim.cause }
+    }
+
     /// Ours as the table prints it.
     pub fn ours_text(&self) -> String {
         let c = &self.claim;
@@ -173,6 +178,11 @@ impl Checked {
             by.iter().map(|(v, e)| format!("{e} ({}{})", number(*v), c.unit)).collect::<Vec<_>>().join(" < ")
         }
     }
+}
+
+/// `s` as one Markdown table cell: pipes escaped, on one line.
+pub fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
 }
 
 /// A number with three significant digits, integers without `.0`.

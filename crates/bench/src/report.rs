@@ -250,17 +250,17 @@ fn claims(s: &mut String, r: &Results) {
         crate::claims::TOLERANCE * 100.0
     );
     let _ = writeln!(s, "| figure | claim | paper | ours | verdict | cause |\n|---|---|---:|---:|---|---|");
+    use crate::claims::cell;
     for c in &checked {
-        let cause = if c.verdict == crate::claims::Verdict::Reproduced { "" } else { c.claim.cause.as_str() };
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} |",
-            c.claim.figure,
-            c.claim.text.replace('|', "\\|"),
-            c.paper_text().replace('|', "\\|"),
-            c.ours_text().replace('|', "\\|"),
+            cell(&c.claim.figure),
+            cell(&c.claim.text),
+            cell(&c.paper_text()),
+            cell(&c.ours_text()),
             c.verdict.as_str(),
-            cause.replace('|', "\\|").replace('\n', " ")
+            cell(c.cause_text())
         );
     }
     let _ = writeln!(s);

@@ -5,7 +5,7 @@
 //! measured; `causeway experiment DIR --table FILE` writes it into FILE
 //! between two marker lines.
 
-use crate::claims::{Checked, Verdict};
+use crate::claims::{Checked, Verdict, cell};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -38,10 +38,6 @@ fn figure_key(seed: &str, figure: &str) -> (String, Vec<(u64, String)>) {
         })
         .collect();
     (seed.to_string(), parts)
-}
-
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 /// The whole table, as Markdown.
@@ -86,7 +82,6 @@ pub fn table(entries: &[Entry]) -> String {
     let _ = writeln!(s, "\n| seed | figure | claim | paper | ours | verdict | cause | report |");
     let _ = writeln!(s, "|---|---|---|---:|---:|---|---|---|");
     for (e, c) in &rows {
-        let cause = if c.verdict == Verdict::Reproduced { "" } else { c.claim.cause.as_str() };
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {}{} | {} | [{}]({}) |",
@@ -97,7 +92,7 @@ pub fn table(entries: &[Entry]) -> String {
             cell(&c.ours_text()),
             c.verdict.as_str(),
             if e.stale { " (stale report)" } else { "" },
-            cell(cause),
+            cell(c.cause_text()),
             report_name(&e.report),
             e.report
         );
