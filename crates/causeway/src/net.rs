@@ -38,7 +38,7 @@ pub fn certs(config: &Path, days: i64, json: bool) -> Result<(), Error> {
     let Some(dir) = c.tls.dir.clone() else {
         return Err(format!("{}: [tls] has no `dir` to write the certificates to", config.display()).into());
     };
-    let nodes = causeway_core::Topology::new(c.topology.clone())?.nodes();
+    let nodes = c.node_count()?;
     causeway_net::tls::generate(&dir, &c.cluster_id, nodes, &causeway_net::tls::Validity { days })?;
     if json {
         println!("{}", serde_json::json!({ "dir": dir.display().to_string(), "nodes": nodes, "days": days }));

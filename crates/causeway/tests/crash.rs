@@ -22,6 +22,13 @@ fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| held[i].local_addr().unwrap().port())
 }
 
+/// `n` distinct free ports, as [`free_ports`].
+fn free_port_list(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
 fn start(config: &std::path::Path, node: u32) -> Child {
     Command::new(env!("CARGO_BIN_EXE_causeway"))
         .args(["server", "--config", config.to_str().unwrap(), "--node", &node.to_string()])
@@ -38,19 +45,24 @@ fn crash_restart(p: ProtocolName) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("cluster.toml");
-    let [a, b] = free_ports();
+    // Two partition servers (node 0 in DC0, node 1 in DC1), then the
+    // protocol's service nodes, if it runs any.
+    let topology = causeway_net::config::topology_for(p, &causeway_core::TopologySpec::full(2, 1));
+    let n = causeway_core::Topology::new(topology).unwrap().nodes();
+    let nodes_list: Vec<String> = free_port_list(n).iter().map(|port| format!("\"127.0.0.1:{port}\"")).collect();
     // Snapshots copied one slice of keys per turn, so a kill may land
     // while one is being copied.
     let text = format!(
-        "cluster_id = \"crash-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n\
+        "cluster_id = \"crash-test\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [{}]\n\
          [topology]\ndcs = 2\npartitions = 1\n[tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\nsnapshot_bytes = 16384\n\
          checkpoint_slice_us = 0\n",
         dir.join("data").display(),
+        nodes_list.join(", "),
     );
     std::fs::write(&config_path, text).unwrap();
-    causeway_net::tls::generate(&dir.join("certs"), "crash-test", 2, &causeway_net::tls::Validity { days: 1 }).unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "crash-test", n, &causeway_net::tls::Validity { days: 1 }).unwrap();
     let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
-    let mut nodes = Nodes(vec![start(&config_path, 0), start(&config_path, 1)]);
+    let mut nodes = Nodes((0..n as u32).map(|i| start(&config_path, i)).collect());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let acked: Vec<Bytes> = rt.block_on(async {
         with_protocol!(p, P => {

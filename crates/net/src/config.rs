@@ -292,8 +292,8 @@ pub enum ConfigError {
     Protocol(String),
     #[error("config: topology: {0}")]
     Topology(#[from] causeway_core::TopologyError),
-    #[error("config: the topology has {expected} nodes but `nodes` lists {got} addresses")]
-    NodeCount { expected: usize, got: usize },
+    #[error("config: the topology has {expected} nodes{services} but `nodes` lists {got} addresses")]
+    NodeCount { expected: usize, got: usize, services: String },
     #[error("config: `redis` lists {got} entries for {expected} nodes (use \"\" for a node without a front door)")]
     RedisCount { expected: usize, got: usize },
     #[error("config: `redis` entry {node} ({addr}) is already taken by entry {by} of `nodes` + `metrics`")]
@@ -355,8 +355,18 @@ impl ClusterConfig {
         Ok(c)
     }
 
+    /// The number of nodes the config must list: its partition servers and
+    /// its protocol's service nodes, declared or not.
+    pub fn node_count(&self) -> Result<usize, ConfigError> {
+        let protocol: ProtocolName = self
+            .protocol
+            .parse()
+            .map_err(|e: causeway_protocols::UnknownProtocol| ConfigError::Protocol(e.to_string()))?;
+        Ok(Topology::new(topology_for(protocol, &self.topology))?.nodes())
+    }
+
     /// Check the config and derive the topology, addresses and delays.
-    pub fn validate(self) -> Result<Cluster, ConfigError> {
+    pub fn validate(mut self) -> Result<Cluster, ConfigError> {
         if self.cluster_id.trim().is_empty() {
             return Err(ConfigError::EmptyClusterId);
         }
@@ -374,9 +384,17 @@ impl ClusterConfig {
             (Some(_), true) => return Err(ConfigError::Tls("`dir` and `plaintext = true` contradict each other")),
             _ => {}
         }
+        // The protocol's service nodes the topology leaves out are added
+        // after every partition server, as the simulator adds them, so the
+        // addresses in `nodes` name the same nodes in both runtimes.
+        self.topology = topology_for(protocol, &self.topology);
         let topology = Topology::new(self.topology.clone())?;
         if self.nodes.len() != topology.nodes() {
-            return Err(ConfigError::NodeCount { expected: topology.nodes(), got: self.nodes.len() });
+            return Err(ConfigError::NodeCount {
+                expected: topology.nodes(),
+                got: self.nodes.len(),
+                services: services_note(&topology),
+            });
         }
         let parse_addrs = |field: &'static str, v: &[String]| -> Result<Vec<SocketAddr>, ConfigError> {
             v.iter()
@@ -475,6 +493,32 @@ impl ClusterConfig {
     }
 }
 
+/// `spec` with every service node `protocol` runs that it does not
+/// declare ([`causeway_core::Protocol::SERVICES`]); what the cluster's
+/// node count and ids follow.
+pub fn topology_for(protocol: ProtocolName, spec: &TopologySpec) -> TopologySpec {
+    let mut spec = spec.clone();
+    causeway_protocols::with_protocol!(protocol, P => spec.add_missing_services(<P as causeway_core::Protocol>::SERVICES));
+    spec
+}
+
+/// " (4 partition servers + 2 service nodes: eunomia ×1, receiver ×1 per
+/// DC)", or nothing when there are no services: so that a config that
+/// counted only partition servers learns what else needs an address.
+fn services_note(t: &Topology) -> String {
+    let spec = t.spec();
+    if spec.services.is_empty() {
+        return String::new();
+    }
+    let per_dc: Vec<String> = spec.services.iter().map(|s| format!("{} ×{}", s.name, s.per_dc)).collect();
+    let services: usize = spec.services.iter().map(|s| s.per_dc as usize).sum::<usize>() * t.dcs();
+    format!(
+        " ({} partition servers + {services} service nodes, listed after them: {} per DC)",
+        t.nodes() - services,
+        per_dc.join(", ")
+    )
+}
+
 impl Cluster {
     pub fn check_node(&self, node: u32) -> Result<NodeId, ConfigError> {
         if (node as usize) < self.addrs.len() {
@@ -559,7 +603,7 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, ConfigError::BadAddress { field: "nodes", index: 1, .. }), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace(", \"127.0.0.1:2\"", ""), "c.toml").unwrap().validate().unwrap_err();
-        assert!(matches!(e, ConfigError::NodeCount { expected: 2, got: 1 }), "{e}");
+        assert!(matches!(e, ConfigError::NodeCount { expected: 2, got: 1, .. }), "{e}");
         let e = ClusterConfig::parse(&GOOD.replace("127.0.0.1:2", "127.0.0.1:1"), "c.toml")
             .unwrap()
             .validate()

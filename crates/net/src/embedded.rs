@@ -129,6 +129,7 @@ impl Embedded {
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
         }
+        let topology = crate::config::topology_for(spec.protocol, &topology);
         let n = causeway_core::Topology::new(topology.clone()).map_err(ConfigError::from)?.nodes();
         let listeners: Vec<std::net::TcpListener> = (0..n)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
