@@ -141,7 +141,8 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -
             .map(|i| {
                 let node = causeway_core::NodeId(i as u32);
                 serde_json::json!({
-                    "node": i, "dc": c.topology.dc_name(c.topology.dc_of(node)), "addr": c.addrs[i].to_string(),
+                    "node": i, "dc": c.topology.dc_name(c.topology.dc_of(node)), "role": c.topology.role_name(node),
+                    "addr": c.addrs[i].to_string(),
                     "metrics": c.metrics_addrs.get(i).map(|a| a.to_string()),
                     "redis": c.redis_addrs.get(i).copied().flatten().map(|a| a.to_string()),
                 })
@@ -155,11 +156,14 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -
         use std::io::Write;
         std::io::stdout().flush()?;
     } else {
+        let services: Vec<String> =
+            c.topology.spec().services.iter().map(|s| format!(" + {} ×{} per DC", s.name, s.per_dc)).collect();
         println!(
-            "{} cluster up: {} DCs × {} partitions, {} nodes on loopback; config in {}",
+            "{} cluster up: {} DCs × {} partitions{}, {} nodes on loopback; config in {}",
             protocol,
             dcs,
             partitions,
+            services.concat(),
             c.addrs.len(),
             config_out.display()
         );
@@ -513,16 +517,7 @@ async fn node_status(c: Arc<Cluster>, i: usize, timeout: Duration, token: Option
     let deadline = tokio::time::Instant::now() + timeout;
     let node = causeway_core::NodeId(i as u32);
     let t = &c.topology;
-    let role = match t.role(node) {
-        causeway_core::NodeRole::Partition { partition, replica, .. } => {
-            format!(
-                "partition {}{}",
-                partition.0,
-                if replica > 0 { format!(" replica {replica}") } else { String::new() }
-            )
-        }
-        causeway_core::NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
-    };
+    let role = t.role_name(node);
     // The probe starts at once (both run under `join!` below), so its own
     // deadline, `timeout` from its start, is the shared one; given the time
     // left instead, its error would name a timeout a few µs short.

@@ -228,6 +228,18 @@ impl Topology {
     pub fn role(&self, node: NodeId) -> NodeRole {
         self.roles[node.idx()]
     }
+    /// "partition 3", "partition 3 replica 1" or "eunomia 0": what a node
+    /// is, for people (`status`, the dashboard, `up --json`).
+    pub fn role_name(&self, node: NodeId) -> String {
+        match self.role(node) {
+            NodeRole::Partition { partition, replica: 0, .. } => format!("partition {}", partition.0),
+            NodeRole::Partition { partition, replica, .. } => format!("partition {} replica {replica}", partition.0),
+            NodeRole::Service { service, index, .. } => {
+                format!("{} {index}", self.spec.services[service as usize].name)
+            }
+        }
+    }
+
     /// The role of a node, or `None` for an id outside the topology (for
     /// ids that arrive from outside and have not been checked yet).
     pub fn try_role(&self, node: NodeId) -> Option<NodeRole> {
@@ -347,6 +359,9 @@ mod tests {
         let s = t.service_index("eunomia").unwrap();
         assert_eq!(t.service_nodes(DcId(1), s).len(), 3);
         assert_eq!(t.replicas(DcId(0), PartitionId(1)).len(), 3);
+        let names: Vec<String> = t.node_ids().map(|n| t.role_name(n)).collect();
+        assert_eq!(names[..3], ["partition 0", "partition 0 replica 1", "partition 0 replica 2"]);
+        assert_eq!(names[names.len() - 3..], ["eunomia 0", "eunomia 1", "eunomia 2"]);
         // Services come after every partition server: partitions keep the
         // ids they have in the same topology without services.
         let plain = Topology::new({

@@ -18,7 +18,7 @@ use axum::http::header;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
-use causeway_core::{NodeId, NodeRole, Protocol};
+use causeway_core::{NodeId, Protocol};
 use futures_util::stream::Stream;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -45,13 +45,7 @@ impl About {
         let nodes: Vec<serde_json::Value> = (0..t.nodes())
             .map(|i| {
                 let n = NodeId(i as u32);
-                let role = match t.role(n) {
-                    NodeRole::Partition { partition, replica, .. } if replica > 0 => {
-                        format!("partition {} replica {replica}", partition.0)
-                    }
-                    NodeRole::Partition { partition, .. } => format!("partition {}", partition.0),
-                    NodeRole::Service { service, index, .. } => format!("service {service}.{index}"),
-                };
+                let role = t.role_name(n);
                 serde_json::json!({
                     "node": i,
                     "dc": t.dc_of(n).0,

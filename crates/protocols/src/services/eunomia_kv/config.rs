@@ -13,6 +13,12 @@ pub struct Config {
     /// Δ (Alg 2 line 10): a partition that reported nothing for a whole
     /// Δ sends a heartbeat, so StableTime advances with no updates.
     pub heartbeat_interval_us: u64,
+    /// How far ahead of MaxTs_n a partition journals the bound it restarts
+    /// from (deviation 6). Larger: fewer log writes while idle (one per
+    /// lease instead of one per Δ); after a restart the partition's
+    /// timestamps jump up to this far ahead of its clock, delaying its next
+    /// updates' stability by as much.
+    pub clock_lease_us: u64,
     /// θ (Alg 3 line 7, Alg 4 line 6): how often the leading Eunomia
     /// replica computes StableTime and ships the stable updates.
     pub process_stable_interval_us: u64,
@@ -40,6 +46,7 @@ impl Default for Config {
         Config {
             batch_interval_us: 1_000,
             heartbeat_interval_us: 1_000,
+            clock_lease_us: 100_000,
             process_stable_interval_us: 1_000,
             fd_interval_us: 5_000,
             fd_timeout_ticks: 4,

@@ -160,6 +160,16 @@ impl EunomiaReplica {
         self.journal(env, false);
     }
 
+    /// Alg 3 `heartbeat` (Alg 2 line 12): PartitionTime_f\[p_n\] moves on
+    /// with no update. Not journaled: a restarted replica with an older
+    /// PartitionTime computes a lower StableTime, never a higher one, until
+    /// the next heartbeat.
+    pub(super) fn on_heartbeat(&mut self, partition: PartitionId, time_us: u64) {
+        if let Some(t) = self.partition_time_us.get_mut(partition.idx()) {
+            *t = (*t).max(time_us);
+        }
+    }
+
     /// Alg 4 lines 6–12, `process_stable`, every θ: the leader ships every
     /// update with ts ≤ StableTime = min(PartitionTime_f), in timestamp
     /// order, to every other DC, and tells the other replicas.
@@ -187,6 +197,9 @@ impl EunomiaReplica {
         let from_us = self.stable_us;
         self.stable_us = stable_time;
         self.journal(env, true);
+        // StableTime's lag behind the clock is this node's `stable lag` in
+        // `causeway status` and its metrics.
+        env.observe(Observation::Stable { stable_us: stable_time });
         env.observe(Observation::Sample { what: "eunomia_ship_ops", value: ops.len() as u64 });
         if let Some((&last, rest)) = self.receivers.split_last() {
             for &r in rest {
@@ -218,6 +231,7 @@ impl EunomiaReplica {
             self.stable_us = stable_us;
             self.last_shipped_us = self.last_shipped_us.max(stable_us);
             self.journal(env, false);
+            env.observe(Observation::Stable { stable_us });
         }
     }
 

@@ -58,8 +58,11 @@
 //!    filter, so a copy would be harmless.
 //! 6. **Crash recovery**, absent from the paper (its receiver is a single
 //!    point of failure, §1, and its replicas never restart). Partitions
-//!    journal MaxTs_n and the last time reported, and report again every
-//!    local version above it after a restart; Eunomia replicas journal
+//!    journal a lease on MaxTs_n (a bound `clock_lease_us` ahead of it,
+//!    renewed when a heartbeat passes it, so an idle partition does not
+//!    write its log every Δ) and the last time reported; a restarted
+//!    partition resumes its clock at the lease and reports again every
+//!    local version above the last report; Eunomia replicas journal
 //!    PartitionTime and StableTime, the receiver SiteTime and the apply
 //!    round in flight (sent again after a restart). The updates in Ops and
 //!    in the receiver's queues are versions of the service node's own

@@ -73,10 +73,16 @@ pub enum Msg {
     },
     // Partition → every Eunomia replica of its DC (Alg 2 line 8, Alg 4
     // `new_batch`): the batch's updates in timestamp order, then the
-    // partition's time (a heartbeat when `ops` is empty, Alg 2 line 12).
+    // partition's time.
     Report {
         partition: PartitionId,
         ops: Vec<OpMeta>,
+        partition_time_us: u64,
+    },
+    // Partition → every Eunomia replica of its DC (Alg 2 line 12): no
+    // update of this partition will be stamped at or below this time.
+    Heartbeat {
+        partition: PartitionId,
         partition_time_us: u64,
     },
     // Eunomia leader → each remote DC's receiver (Alg 3 line 10): every
@@ -108,7 +114,7 @@ crate::impl_message! {
     Msg {
         client: GetReq, GetReply, PutReply, Refused;
         writes: PutReq;
-        peer: Payload, Report, Ship, ReplicaBeat, Apply, Applied;
+        peer: Payload, Report, Heartbeat, Ship, ReplicaBeat, Apply, Applied;
         nested: ;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
@@ -128,13 +134,16 @@ crate::impl_message! {
             }
             Msg::Report { ops, .. } | Msg::Ship { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
             Msg::Apply { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
-            Msg::PutReply { .. } | Msg::ReplicaBeat { .. } | Msg::Applied { .. } => 0,
+            Msg::PutReply { .. } | Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Applied { .. } => 0,
         }
     }
-    /// The failure detector's heartbeat: the newest says all, and one is
-    /// sent every period.
+    /// The heartbeats, a partition's and the failure detector's: the
+    /// newest says all (PartitionTime only grows), one is sent every
+    /// period, and each leaves after every report sent before it. A
+    /// partition's promise outlives a crash through its clock lease, so
+    /// neither end journals it.
     fn ephemeral(&self) -> bool {
-        matches!(self, Msg::ReplicaBeat { .. })
+        matches!(self, Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. })
     }
 }
 

@@ -28,6 +28,11 @@ pub struct Partition {
     /// MaxTs_n (Alg 2 line 5): the logical part of the hybrid clock, the
     /// largest timestamp given to an update or announced in a heartbeat.
     max_ts_us: u64,
+    /// The journaled bound on MaxTs_n: no timestamp above it was given or
+    /// announced, and a restarted partition resumes from it. A heartbeat
+    /// that passes it journals a new one `clock_lease_us` ahead, so an idle
+    /// partition writes its log a few times a second, not every Δ.
+    lease_us: u64,
     /// This partition's servers in the other DCs.
     siblings: Vec<NodeId>,
     /// Every Eunomia replica of this DC (§3.3: partitions send to all).
@@ -35,7 +40,9 @@ pub struct Partition {
     /// Metadata of updates not yet reported to Eunomia, in timestamp order.
     unreported: Vec<OpMeta>,
     /// The largest timestamp reported to Eunomia, update or heartbeat.
-    /// Journaled with `max_ts_us`; after a restart every local version
+    /// Journaled with `lease_us`, and by every report that carries
+    /// updates (a heartbeat's need not be: no update lies between); after a
+    /// restart every local version
     /// above it is reported again.
     reported_us: u64,
     /// Whether a report left since the previous heartbeat tick.
@@ -54,6 +61,7 @@ impl Partition {
             dc,
             partition,
             max_ts_us: 0,
+            lease_us: 0,
             siblings,
             eunomia,
             unreported: Vec::new(),
@@ -73,7 +81,8 @@ impl Partition {
     pub(super) fn on_start(&mut self, env: &mut impl Env) {
         if let Some(meta) = env.store().meta() {
             let word = |i: usize| u64::from_le_bytes(meta[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-            (self.max_ts_us, self.reported_us) = (word(0), word(1));
+            (self.lease_us, self.reported_us) = (word(0), word(1));
+            self.max_ts_us = self.lease_us;
         }
         let mut mine = Vec::new();
         for key in env.store().keys_sorted() {
@@ -92,8 +101,14 @@ impl Partition {
         env.set_timer(self.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
     }
 
-    fn journal(&self, env: &mut impl Env) {
-        let mut meta = self.max_ts_us.to_le_bytes().to_vec();
+    /// Journal the lease and the last report, renewing the lease if MaxTs_n
+    /// has passed it (updates raise MaxTs_n without renewing: a restart
+    /// finds their timestamps in the store).
+    fn journal(&mut self, env: &mut impl Env) {
+        if self.max_ts_us > self.lease_us {
+            self.lease_us = self.max_ts_us + self.cfg.clock_lease_us;
+        }
+        let mut meta = self.lease_us.to_le_bytes().to_vec();
         meta.extend_from_slice(&self.reported_us.to_le_bytes());
         env.store().set_meta(meta);
     }
@@ -183,6 +198,12 @@ impl Partition {
 
     fn send_report(&mut self, env: &mut impl Env, ops: Vec<OpMeta>, partition_time_us: u64) {
         self.reported_since_tick = true;
+        if ops.is_empty() {
+            for &n in &self.eunomia {
+                env.send(n, Msg::Heartbeat { partition: self.partition, partition_time_us });
+            }
+            return;
+        }
         let Some((&last, rest)) = self.eunomia.split_last() else { return };
         for &n in rest {
             env.send(n, Msg::Report { partition: self.partition, ops: ops.clone(), partition_time_us });
@@ -201,7 +222,12 @@ impl Partition {
         if !self.reported_since_tick && self.unreported.is_empty() {
             self.max_ts_us = env.now_us().max(self.max_ts_us + 1);
             self.reported_us = self.max_ts_us;
-            self.journal(env);
+            // The time announced must survive a crash (a restarted clock
+            // behind it would stamp updates Eunomia counts as stable): the
+            // lease covers it, renewed before the report leaves.
+            if self.max_ts_us > self.lease_us {
+                self.journal(env);
+            }
             self.send_report(env, Vec::new(), self.max_ts_us);
         }
         self.reported_since_tick = false;

@@ -388,3 +388,32 @@ fn a_shipment_ahead_of_a_gap_waits_for_it() {
     net.deliver_first(|m| matches!(m.msg, Msg::Ship { .. }));
     assert_eq!(applies(&net), ["a", "b"], "both, the old leader's first");
 }
+
+/// Deviation 6's lease: an idle partition journals its clock about once
+/// per `clock_lease_us`, not at every heartbeat; restarted with its clock
+/// set far back, it still stamps above every time it announced, and its
+/// update reaches the other DC.
+#[test]
+fn an_idle_partition_journals_its_clock_once_per_lease() {
+    let cfg = Config::default();
+    assert_eq!((cfg.heartbeat_interval_us, cfg.clock_lease_us), (1_000, 100_000));
+    let mut net = net(2, 1);
+    let key = some_keys(1).remove(0);
+    let p = net.server_for(DcId(0), &key);
+    ticks(&mut net, 5, &[]);
+    let before = net.logs[p.idx()].len();
+    ticks(&mut net, 250, &[]);
+    let records = net.logs[p.idx()].len() - before;
+    // Two or three renewals in 250 ms of 100 ms leases, a record or two
+    // each, where every heartbeat used to write.
+    assert!((1..=6).contains(&records), "{records} log records in 250 idle heartbeats");
+    let stable_us = replica(&net, eunomia_nodes(&net, 0)[0]).stable_us();
+    assert!(stable_us > 200_000, "StableTime {stable_us} did not follow the heartbeats");
+    net.clocks[p.idx()] = 1_000;
+    net.restart(p, &cfg);
+    put(&mut net, cl(0, 0), &key, "after");
+    let ts = net.nodes[p.idx()].store().latest(&key).expect("stored").ts;
+    assert!(ts > stable_us, "stamped {ts} at or below the StableTime {stable_us} it had announced");
+    ticks(&mut net, 20, &[]);
+    assert_eq!(get(&mut net, cl(1, 0), &key).as_deref(), Some("after"));
+}
