@@ -2,7 +2,9 @@
 //! describe: r replicas per DC each collect every partition's reports;
 //! the leader computes StableTime = min(PartitionTime), ships every
 //! update at or below it in timestamp order to the other DCs' receivers,
-//! and tells the other replicas, which drop what it shipped.
+//! and tells the other replicas. Every replica keeps each update until
+//! every receiver has acknowledged it (deviation 7), so a new leader can
+//! ship again what a dead leader's last shipment carried.
 
 use super::config::Config;
 use super::msg::*;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 struct Durable {
     partition_time_us: Vec<u64>,
     stable_us: u64,
+    floor_us: u64,
 }
 
 /// Where a reported update of `partition` is stored: a chain per
@@ -50,9 +53,16 @@ pub struct EunomiaReplica {
     /// The StableTime up to which every update of this DC has been
     /// shipped, by this replica or by the leader that said so.
     stable_us: u64,
-    /// The largest timestamp this replica has shipped (the assertion that
-    /// shipping never goes back).
-    last_shipped_us: u64,
+    /// Per receiver (as `receivers`), the StableTime it acknowledged:
+    /// it has queued every update of this DC at or below it.
+    acked_us: Vec<u64>,
+    /// Per receiver, the StableTime this replica last shipped it while
+    /// leading; a replica not leading keeps it at `acked_us`, so a new
+    /// leader's first shipment starts where each receiver stands.
+    sent_us: Vec<u64>,
+    /// The least of `acked_us`, as last pruned to: Ops_f holds every
+    /// update above it (journaled; a restart loads the stored ones above it).
+    floor_us: u64,
     /// The failure detector (§3.3's Ω): this replica's tick count, and
     /// the tick at which each replica was last heard from.
     tick: u64,
@@ -66,6 +76,7 @@ impl EunomiaReplica {
         let receivers =
             topology.dc_ids().filter(|&d| d != dc).map(|d| topology.service_nodes(d, receiver)[0]).collect();
         let partitions = topology.partitions();
+        let others = topology.dcs() - 1;
         EunomiaReplica {
             cfg: cfg.clone(),
             dc,
@@ -76,7 +87,9 @@ impl EunomiaReplica {
             partition_time_us: vec![0; partitions],
             ops: BTreeMap::new(),
             stable_us: 0,
-            last_shipped_us: 0,
+            acked_us: vec![0; others],
+            sent_us: vec![0; others],
+            floor_us: 0,
             tick: 0,
         }
     }
@@ -86,12 +99,14 @@ impl EunomiaReplica {
             let d: Durable = postcard::from_bytes(meta).expect("a replica's own journal decodes");
             self.partition_time_us = d.partition_time_us;
             self.stable_us = d.stable_us;
-            self.last_shipped_us = d.stable_us;
+            self.floor_us = d.floor_us;
+            self.acked_us.fill(d.floor_us);
+            self.sent_us.fill(d.floor_us);
         }
         for stored in env.store().keys_sorted() {
             let p = PartitionId(u32::from_be_bytes(stored[..4].try_into().expect("4 bytes")));
             let key = causeway_core::Key::copy_from_slice(&stored[4..]);
-            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.stable_us) {
+            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.floor_us) {
                 let u = OpMeta { key: key.clone(), partition: p, vts: v.vts.clone(), dep_us: v.dep_us };
                 self.ops.insert((v.ts, p.0), u);
             }
@@ -104,7 +119,11 @@ impl EunomiaReplica {
     /// depends on it. Otherwise a crash that loses it loses the turn's
     /// delivery marks with it, and the senders resend.
     fn journal(&self, env: &mut impl Env, sync: bool) {
-        let d = Durable { partition_time_us: self.partition_time_us.clone(), stable_us: self.stable_us };
+        let d = Durable {
+            partition_time_us: self.partition_time_us.clone(),
+            stable_us: self.stable_us,
+            floor_us: self.floor_us,
+        };
         let bytes = postcard::to_allocvec(&d).expect("encodes");
         if sync {
             env.store().set_meta(bytes);
@@ -124,8 +143,8 @@ impl EunomiaReplica {
 
     /// Alg 4 lines 1–5, `new_batch` (Alg 3 `add_op` and `heartbeat` for one
     /// replica): each update above PartitionTime_f\[p_n\] joins Ops_f.
-    /// Deviations: an update at or below `stable_us` was already shipped by
-    /// a leader and is dropped; there is no `ack` (deviation 5).
+    /// Deviations: an update at or below `floor_us` is queued at every
+    /// receiver and is dropped; there is no `ack` (deviation 5).
     pub(super) fn on_report(&mut self, env: &mut impl Env, partition: PartitionId, ops: Vec<OpMeta>, time_us: u64) {
         let p = partition.idx();
         if p >= self.partition_time_us.len() {
@@ -141,8 +160,8 @@ impl EunomiaReplica {
                 continue;
             }
             self.partition_time_us[p] = ts;
-            if ts > self.stable_us {
-                let stable_us = self.stable_us;
+            if ts > self.floor_us {
+                let floor_us = self.floor_us;
                 let v = Version {
                     value: causeway_core::Value::new(),
                     ts,
@@ -151,7 +170,7 @@ impl EunomiaReplica {
                     dep_us: u.dep_us,
                     visible: false,
                 };
-                env.store().insert_collecting(&ops_key(partition, &u.key), v, |v| v.ts <= stable_us);
+                env.store().insert_collecting(&ops_key(partition, &u.key), v, |v| v.ts <= floor_us);
                 self.ops.insert((ts, partition.0), u);
             }
         }
@@ -172,42 +191,61 @@ impl EunomiaReplica {
 
     /// Alg 4 lines 6–12, `process_stable`, every θ: the leader ships every
     /// update with ts ≤ StableTime = min(PartitionTime_f), in timestamp
-    /// order, to every other DC, and tells the other replicas.
+    /// order, to every other DC, and tells the other replicas. Each
+    /// receiver gets what lies above what it was last sent: a new leader
+    /// starts from each receiver's acknowledgement (deviation 7). The bound
+    /// is this replica's own StableTime, never one learned from a former
+    /// leader: the reports below that one may still be on their way here.
     fn process_stable(&mut self, env: &mut impl Env) {
         if self.leader() != self.index {
+            self.sent_us.clone_from(&self.acked_us);
             return;
         }
         let stable_time = self.partition_time_us.iter().copied().min().unwrap_or(0);
-        if stable_time <= self.stable_us {
+        if self.sent_us.iter().all(|&s| s >= stable_time) {
             return;
         }
-        // find_stable: all ops with ts ≤ StableTime (Alg 3 line 9).
-        let rest = self.ops.split_off(&(stable_time + 1, 0));
-        let stable_ops = std::mem::replace(&mut self.ops, rest);
-        let mut ops = Vec::with_capacity(stable_ops.len());
-        for ((ts, _), u) in stable_ops {
-            // Never above StableTime, never below what was shipped before,
-            // in non-decreasing timestamp order (§3.2's correctness).
-            assert!(ts <= stable_time, "shipping {ts} above StableTime {stable_time}");
-            assert!(ts > self.stable_us, "shipping {ts} at or below the previous StableTime {}", self.stable_us);
-            assert!(ts >= self.last_shipped_us, "shipping {ts} after {}", self.last_shipped_us);
-            self.last_shipped_us = ts;
-            ops.push(u);
+        let mut shipped = 0;
+        for r in 0..self.receivers.len() {
+            let from_us = self.sent_us[r];
+            if from_us >= stable_time {
+                continue;
+            }
+            // find_stable (Alg 3 line 9): the ops in (from_us, StableTime].
+            let mut ops = Vec::new();
+            let mut last_us = from_us;
+            for (&(ts, _), u) in self.ops.range((from_us + 1, 0)..(stable_time + 1, 0)) {
+                // Never above StableTime, in non-decreasing timestamp
+                // order (§3.2's correctness).
+                assert!(ts > from_us && ts <= stable_time, "shipping {ts} outside ({from_us}, {stable_time}]");
+                assert!(ts >= last_us, "shipping {ts} after {last_us}");
+                last_us = ts;
+                ops.push(u.clone());
+            }
+            shipped = shipped.max(ops.len());
+            self.sent_us[r] = stable_time;
+            env.send(self.receivers[r], Msg::Ship { from_us, to_us: stable_time, ops });
         }
-        let from_us = self.stable_us;
-        self.stable_us = stable_time;
+        self.stable_us = self.stable_us.max(stable_time);
         self.journal(env, true);
         // StableTime's lag behind the clock is this node's `stable lag` in
         // `causeway status` and its metrics.
         env.observe(Observation::Stable { stable_us: stable_time });
-        env.observe(Observation::Sample { what: "eunomia_ship_ops", value: ops.len() as u64 });
-        if let Some((&last, rest)) = self.receivers.split_last() {
-            for &r in rest {
-                env.send(r, Msg::Ship { from_us, to_us: stable_time, ops: ops.clone() });
-            }
-            env.send(last, Msg::Ship { from_us, to_us: stable_time, ops });
-        }
+        env.observe(Observation::Sample { what: "eunomia_ship_ops", value: shipped as u64 });
         self.beat(env);
+    }
+
+    /// A receiver's acknowledgement (deviation 7): it has queued every
+    /// update of this DC up to `through_us`. What every receiver has is
+    /// dropped from Ops_f.
+    pub(super) fn on_shipped(&mut self, from: NodeId, through_us: u64) {
+        let Some(r) = self.receivers.iter().position(|&n| n == from) else { return };
+        self.acked_us[r] = self.acked_us[r].max(through_us);
+        let floor_us = self.acked_us.iter().copied().min().unwrap_or(through_us);
+        if floor_us > self.floor_us {
+            self.floor_us = floor_us;
+            self.ops = self.ops.split_off(&(floor_us + 1, 0));
+        }
     }
 
     /// Alg 4 line 12 and the failure detector's heartbeat, in one message.
@@ -219,20 +257,15 @@ impl EunomiaReplica {
         }
     }
 
-    /// Alg 4 lines 13–15, `stable`: drop what a leader shipped. Any
-    /// replica's StableTime was shipped by some leader, so every beat is
-    /// taken (a replica that led before keeps leading nothing it lost).
-    pub(super) fn on_beat(&mut self, env: &mut impl Env, from: NodeId, stable_us: u64) {
+    /// Alg 4 lines 13–15, `stable`: learn the leader's StableTime. Not
+    /// a reason to drop anything (deviation 7): a shipment the leader
+    /// released may never arrive if it dies, and a receiver's
+    /// acknowledgement, not the leader's word, says an update is safe.
+    pub(super) fn on_beat(&mut self, from: NodeId, stable_us: u64) {
         if let Some(i) = self.replicas.iter().position(|&n| n == from) {
             self.heard_at_tick[i] = self.tick;
         }
-        if stable_us > self.stable_us {
-            self.ops = self.ops.split_off(&(stable_us + 1, 0));
-            self.stable_us = stable_us;
-            self.last_shipped_us = self.last_shipped_us.max(stable_us);
-            self.journal(env, false);
-            env.observe(Observation::Stable { stable_us });
-        }
+        self.stable_us = self.stable_us.max(stable_us);
     }
 
     pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {

@@ -68,20 +68,21 @@
 //!    in the receiver's queues are versions of the service node's own
 //!    store, keyed by partition (Ops) or origin DC (queues) and key, so a
 //!    turn journals the updates it adds rather than the whole set.
-//! 7. **Shipments are idempotent and gap-free at the receiver.** §3.3 says
-//!    only that two leaders at once cost bandwidth. A new leader starts
-//!    shipping above the StableTime the old one told it, possibly before
-//!    the old one's last shipment arrives; so each shipment carries its
-//!    range (previous StableTime, StableTime], the receiver queues updates
-//!    above what it already has, and keeps a shipment that starts beyond a
-//!    gap until the gap is filled. A follower drops reports at or below the
-//!    StableTime it was told (already shipped). A leader's `stable` notice
-//!    (Alg 4 line 12) leaves in the turn that ships, after its journal
-//!    record, so a follower never forgets an update that no released
-//!    shipment carries. Not covered: a leader that dies for good with a
-//!    released shipment still undelivered on a broken connection (the
-//!    network runtime's resend needs the sender back); receivers
-//!    acknowledging shipments to every replica would close it.
+//! 7. **Shipments are idempotent and gap-free, and every replica keeps an
+//!    update until every receiver has it.** §3.3 says only that two
+//!    leaders at once cost bandwidth, and its followers drop what the
+//!    leader says it shipped (Alg 4 lines 13–15); but a leader that dies
+//!    for good may leave its last shipment undelivered, and then nobody
+//!    holds those updates. So a receiver acknowledges to every Eunomia
+//!    replica of the origin DC the StableTime through which it has queued
+//!    everything (`Shipped`, once journaled), replicas drop only what every
+//!    receiver acknowledged, and a leader ships each receiver the range
+//!    (what it last sent that receiver, its own StableTime]: a new leader
+//!    starts from each receiver's acknowledgement. The bound is the new
+//!    leader's own StableTime, never the old one's, whose reports may not
+//!    have reached it yet. The receiver queues updates above what it
+//!    already has, and keeps a shipment that starts beyond a gap until the
+//!    gap is filled.
 //! 8. **Applies are batched per round** (the paper's apply is one
 //!    synchronous call per update, Alg 5 lines 14–15): a round takes the
 //!    heads Alg 5 would take one by one, as long as none depends on an

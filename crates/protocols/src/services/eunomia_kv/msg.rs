@@ -98,6 +98,11 @@ pub enum Msg {
     ReplicaBeat {
         stable_us: u64,
     },
+    // Receiver → every Eunomia replica of DC k: every update of k at or
+    // below this time is queued here (deviation 7; not in the paper).
+    Shipped {
+        through_us: u64,
+    },
     // Receiver → partition (Alg 5 line 14, `apply`), round `round`.
     Apply {
         round: u64,
@@ -114,7 +119,7 @@ crate::impl_message! {
     Msg {
         client: GetReq, GetReply, PutReply, Refused;
         writes: PutReq;
-        peer: Payload, Report, Heartbeat, Ship, ReplicaBeat, Apply, Applied;
+        peer: Payload, Report, Heartbeat, Ship, ReplicaBeat, Shipped, Apply, Applied;
         nested: ;
     }
     fn max_key_value_len(&self) -> (usize, usize) {
@@ -134,16 +139,17 @@ crate::impl_message! {
             }
             Msg::Report { ops, .. } | Msg::Ship { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
             Msg::Apply { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
-            Msg::PutReply { .. } | Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Applied { .. } => 0,
+            Msg::PutReply { .. } | Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. } | Msg::Applied { .. } => 0,
         }
     }
-    /// The heartbeats, a partition's and the failure detector's: the
-    /// newest says all (PartitionTime only grows), one is sent every
-    /// period, and each leaves after every report sent before it. A
+    /// The heartbeats, a partition's and the failure detector's, and a
+    /// receiver's acknowledgement: the newest says all (each only grows),
+    /// one is sent every period (a receiver's with each shipment it
+    /// takes), and each leaves after every report sent before it. A
     /// partition's promise outlives a crash through its clock lease, so
     /// neither end journals it.
     fn ephemeral(&self) -> bool {
-        matches!(self, Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. })
+        matches!(self, Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. })
     }
 }
 

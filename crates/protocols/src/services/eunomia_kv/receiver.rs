@@ -126,6 +126,7 @@ impl Receiver {
         if k == self.dc.idx() || from_us >= to_us {
             return;
         }
+        let before = self.s.shipped_through[k];
         if to_us > self.s.shipped_through[k] {
             if from_us > self.s.shipped_through[k] {
                 // Of two shipments from one point, the longer covers the other.
@@ -151,6 +152,16 @@ impl Receiver {
         self.settle();
         self.report_stable(env);
         self.journal(env);
+        // Deviation 7: tell every replica of k what is queued here, once
+        // it is journaled (a turn's output leaves when its records are
+        // durable), so they keep every update until all receivers have it.
+        let through_us = self.s.shipped_through[k];
+        if through_us > before {
+            let eunomia = super::eunomia_service(&self.topology);
+            for &n in self.topology.service_nodes(DcId(k as u16), eunomia) {
+                env.send(n, Msg::Shipped { through_us });
+            }
+        }
         self.start_round(env);
     }
 

@@ -131,7 +131,8 @@ impl Server for EunomiaKvServer {
             (EunomiaKvServer::Eunomia(e), Msg::Heartbeat { partition, partition_time_us }) => {
                 e.on_heartbeat(partition, partition_time_us)
             }
-            (EunomiaKvServer::Eunomia(e), Msg::ReplicaBeat { stable_us }) => e.on_beat(env, from, stable_us),
+            (EunomiaKvServer::Eunomia(e), Msg::ReplicaBeat { stable_us }) => e.on_beat(from, stable_us),
+            (EunomiaKvServer::Eunomia(e), Msg::Shipped { through_us }) => e.on_shipped(from, through_us),
             (EunomiaKvServer::Receiver(r), Msg::Ship { from_us, to_us, ops }) => {
                 r.on_ship(env, from, from_us, to_us, ops)
             }

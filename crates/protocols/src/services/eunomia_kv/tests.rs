@@ -417,3 +417,36 @@ fn an_idle_partition_journals_its_clock_once_per_lease() {
     ticks(&mut net, 20, &[]);
     assert_eq!(get(&mut net, cl(1, 0), &key).as_deref(), Some("after"));
 }
+
+/// Deviation 7: the leader ships an update, tells the follower (which
+/// learns its StableTime), and dies for good before the shipment is
+/// delivered. The follower still holds the update, since no receiver
+/// acknowledged it, and ships it once it leads.
+#[test]
+fn a_shipment_lost_with_its_dead_leader_is_shipped_again() {
+    let mut net = net_r(2, 1, 2, Config::default());
+    let reps = eunomia_nodes(&net, 0);
+    let k = net.key_on(0);
+    put(&mut net, cl(0, 0), &k, "x");
+    let mut lost = 0;
+    for _ in 0..50 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            net.fire_timers(NodeId(i as u32));
+        }
+        let ships = |m: &InFlight<Msg>| {
+            m.from == Dest::Node(reps[0]) && matches!(&m.msg, Msg::Ship { ops, .. } if !ops.is_empty())
+        };
+        lost = net.queue.iter().filter(|m| ships(m)).count();
+        net.queue.retain(|m| !ships(m));
+        net.deliver_while(|_| true);
+        if lost > 0 {
+            break;
+        }
+    }
+    assert_eq!(lost, 1, "the leader never shipped the update");
+    assert!(replica(&net, reps[1]).stable_us() > 0, "the follower heard the leader's StableTime");
+    ticks(&mut net, 100, &[reps[0]]);
+    assert_eq!(replica(&net, reps[1]).leader(), 1);
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("x"), "the update died with its leader");
+}
