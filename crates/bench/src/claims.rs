@@ -50,6 +50,11 @@ pub struct Claim {
     /// An ordering claim instead: these points' metric rises in this order.
     #[serde(default)]
     pub order: Vec<Select>,
+    /// Subtracted from each point's metric first: a delay the paper
+    /// factors out (the one-way trip, for a visibility the paper counts
+    /// from the update's arrival).
+    #[serde(default)]
+    pub minus: f64,
     /// Ours is multiplied by this before comparing (0.02 for a run slowed
     /// 50× whose latencies the paper gives in real time).
     #[serde(default = "one")]
@@ -251,7 +256,7 @@ pub fn check(r: &Results) -> Vec<Checked> {
 fn check_one(r: &Results, c: &Claim) -> Checked {
     let missing = || Checked { claim: c.clone(), ours: vec![f64::NAN], verdict: Verdict::Missing };
     if !c.order.is_empty() {
-        let Ok(ours) = c.order.iter().map(|s| value(r, s, &c.metric).map(|v| v * c.scale)).collect() else {
+        let Ok(ours) = c.order.iter().map(|s| value(r, s, &c.metric).map(|v| (v - c.minus) * c.scale)).collect() else {
             return missing();
         };
         let ours: Vec<f64> = ours;
@@ -263,10 +268,10 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
         };
     }
     let Some(of) = &c.of else { return missing() };
-    let Ok(top) = value(r, of, &c.metric) else { return missing() };
+    let Ok(top) = value(r, of, &c.metric).map(|v| v - c.minus) else { return missing() };
     let ours = match &c.over {
         Some(over) => match value(r, over, &c.metric) {
-            Ok(bottom) => top / bottom,
+            Ok(bottom) => top / (bottom - c.minus),
             Err(_) => return missing(),
         },
         None => top,

@@ -133,6 +133,7 @@ mod tests {
                 of: Some(Select { entry: "a".into(), ..Default::default() }),
                 over: None,
                 order: Vec::new(),
+                minus: 0.0,
                 scale: 1.0,
                 stronger: Stronger::Auto,
                 unit: "×".into(),

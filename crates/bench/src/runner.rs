@@ -233,6 +233,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
     let w = &sc.workload;

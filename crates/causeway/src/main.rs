@@ -251,6 +251,11 @@ enum Cmd {
         /// (`causeway token add … --config <config-out>`).
         #[arg(long)]
         tokens: Option<PathBuf>,
+        /// Service nodes per DC, as `name=count`, e.g. `--service eunomia=3`
+        /// for three Eunomia replicas; a service the protocol needs and this
+        /// leaves out runs one instance per DC.
+        #[arg(long = "service")]
+        services: Vec<String>,
         /// Print the endpoints as one JSON line once the cluster is up.
         #[arg(long)]
         json: bool,
@@ -456,6 +461,36 @@ fn protocol_parser() -> impl clap::builder::TypedValueParser<Value = ProtocolNam
         .map(|s| s.parse::<ProtocolName>().expect("a listed protocol name parses"))
 }
 
+/// `--service name=count`: a service the protocol runs, with its instances
+/// per DC (1 to 64).
+fn parse_services(
+    protocol: ProtocolName,
+    given: &[String],
+) -> Result<Vec<causeway_core::ServiceSpec>, Box<dyn std::error::Error>> {
+    let known = causeway_protocols::with_protocol!(protocol, P => <P as causeway_core::Protocol>::SERVICES);
+    given
+        .iter()
+        .map(|g| {
+            let (name, count) = g.split_once('=').ok_or_else(|| format!("--service {g:?}: expected name=count"))?;
+            if !known.iter().any(|(k, _)| *k == name) {
+                let names: Vec<&str> = known.iter().map(|(k, _)| *k).collect();
+                return Err(if names.is_empty() {
+                    format!("--service {g:?}: {protocol} runs no service nodes")
+                } else {
+                    format!("--service {g:?}: {protocol} runs {}, not {name:?}", names.join(" and "))
+                }
+                .into());
+            }
+            let per_dc = count
+                .parse::<u16>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+                .ok_or_else(|| format!("--service {g:?}: the count must be 1 to 64 instances per DC"))?;
+            Ok(causeway_core::ServiceSpec { name: name.to_string(), per_dc })
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = std::env::var("CAUSEWAY_LOG").ok().and_then(|l| l.parse().ok()).unwrap_or(tracing::Level::INFO);
@@ -638,6 +673,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             metrics_port,
             fsync,
             tokens,
+            services,
             json,
         } => {
             let ports = causeway_net::embedded::Ports { metrics: metrics_port, redis: redis_port };
@@ -647,6 +683,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 fsync: parse_fsync(&fsync)?,
                 params: parse_params(&params)?,
                 ports,
+                services: parse_services(protocol, &services)?,
                 ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
             };
             let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));

@@ -137,6 +137,101 @@ fn kill_9_loses_no_acknowledged_write() {
     }
 }
 
+/// EunomiaKV's fault-tolerant Eunomia as separate server processes:
+/// two replicas per DC (Gunawardhana et al. §3.3), so one may fail. DC0's
+/// leading replica is killed with `kill -9` during writes and never comes
+/// back: writes go on being acknowledged (Eunomia is off their path), and
+/// every acknowledged write, before and after the kill, becomes visible in
+/// DC1 once the other replica leads. Then DC1's receiver is killed and
+/// restarted, and a last write still arrives.
+#[test]
+fn eunomiakv_survives_the_permanent_loss_of_its_leading_eunomia_replica() {
+    let p = ProtocolName::EunomiaKv;
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-eunomia-ft-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("cluster.toml");
+    let topology_toml = "[topology]\ndcs = 2\npartitions = 1\nservices = [{ name = \"eunomia\", per_dc = 2 }]\n";
+    let n = 2 + 2 * (2 + 1); // two partition servers; per DC two Eunomia replicas and a receiver
+    let nodes_list: Vec<String> = free_port_list(n).iter().map(|port| format!("\"127.0.0.1:{port}\"")).collect();
+    let text = format!(
+        "cluster_id = \"eunomia-ft\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [{}]\n{topology_toml}\
+         [tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\n[wan]\nrtt_ms = [[0, 20], [20, 0]]\n",
+        dir.join("data").display(),
+        nodes_list.join(", "),
+    );
+    std::fs::write(&config_path, text).unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "eunomia-ft", n, &causeway_net::tls::Validity { days: 1 }).unwrap();
+    let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
+    let t = &cluster.topology;
+    assert_eq!(t.nodes(), n);
+    let eunomia = t.service_index("eunomia").unwrap();
+    let leader = t.service_nodes(DcId(0), eunomia)[0];
+    let receiver = t.service_nodes(DcId(1), t.service_index("receiver").unwrap())[0];
+    let mut nodes = Nodes((0..n as u32).map(|i| start(&config_path, i)).collect());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let session = |dc: u16, id: u32| {
+        let mut s =
+            Session::<causeway_protocols::services::eunomia_kv::EunomiaKv>::new(cluster.clone(), DcId(dc), id).unwrap();
+        s.timeout = Duration::from_secs(2);
+        s
+    };
+    let deadline = || Instant::now() + Duration::from_secs(20);
+    let mut acked = Vec::new();
+    rt.block_on(async {
+        let mut w = session(0, 1);
+        let until = deadline();
+        let mut i = 0u32;
+        while acked.len() < 300 {
+            assert!(Instant::now() < until, "{p}: only {} writes acknowledged", acked.len());
+            if acked.len() == 100 && nodes.0[leader.idx()].try_wait().unwrap().is_none() {
+                nodes.0[leader.idx()].kill().unwrap(); // SIGKILL, for good
+                nodes.0[leader.idx()].wait().unwrap();
+            }
+            let k = Bytes::from(format!("key{i}"));
+            i += 1;
+            match w.put(k.clone(), k.clone()).await {
+                Ok(()) => acked.push(k),
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await; // DC0 still starting
+                    w = session(0, 1);
+                }
+            }
+        }
+    });
+    let all_visible_in_dc1 = |acked: &[Bytes], what: &str| {
+        rt.block_on(async {
+            let until = deadline();
+            let mut r = session(1, 2);
+            for k in acked {
+                loop {
+                    match r.get(k.clone()).await {
+                        Ok(Some(v)) if &v == k => break,
+                        Ok(_) => {}
+                        Err(_) => r = session(1, 2),
+                    }
+                    assert!(Instant::now() < until, "{p}: {k:?} never became visible in dc1 {what}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        })
+    };
+    all_visible_in_dc1(&acked, "after its leading Eunomia replica died");
+    nodes.0[receiver.idx()].kill().unwrap();
+    nodes.0[receiver.idx()].wait().unwrap();
+    nodes.0[receiver.idx()] = start(&config_path, receiver.0);
+    let last = Bytes::from_static(b"last");
+    rt.block_on(async {
+        let until = deadline();
+        while session(0, 3).put(last.clone(), last.clone()).await.is_err() {
+            assert!(Instant::now() < until, "{p}: dc0 stopped taking writes");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    all_visible_in_dc1(&[last], "after its receiver restarted");
+}
+
 /// COPS and COPS-GT hold a replicated write whose dependency has not
 /// arrived: it must survive `kill -9` of the node holding it, although its
 /// sender already counts it delivered. Three DCs × one partition; DC0→DC2 is

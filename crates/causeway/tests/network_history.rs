@@ -29,6 +29,7 @@ fn network_histories_pass_the_checker() {
             ports: Default::default(),
             tokens: None,
             plaintext: false,
+            services: Vec::new(),
         };
         let cluster = Embedded::start(spec, rt.handle()).unwrap();
         let c = cluster.cluster.clone();

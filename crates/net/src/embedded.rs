@@ -42,6 +42,9 @@ pub struct EmbeddedSpec {
     /// TLS costs or comparing with a plaintext system; each node says so
     /// loudly at start.
     pub plaintext: bool,
+    /// Service nodes per DC (`[topology] services`), e.g. three Eunomia
+    /// replicas; the protocol's others are added with one instance each.
+    pub services: Vec<causeway_core::ServiceSpec>,
 }
 
 /// Optional HTTP and Redis endpoints on loopback: node N gets base + N.
@@ -68,6 +71,7 @@ impl EmbeddedSpec {
             ports: Ports::default(),
             tokens: None,
             plaintext: false,
+            services: Vec::new(),
         }
     }
 }
@@ -126,6 +130,7 @@ impl Embedded {
         rt: &tokio::runtime::Handle,
     ) -> Result<Embedded, EmbeddedError> {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
+        topology.services = spec.services.clone();
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
         }

@@ -47,6 +47,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
@@ -189,6 +190,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -27,6 +27,7 @@ fn spec(name: &str) -> EmbeddedSpec {
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     }
 }
 

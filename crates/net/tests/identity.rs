@@ -39,6 +39,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -30,6 +30,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     }
 }
 

@@ -35,6 +35,7 @@ fn start_with_limits(p: ProtocolName, name: &str, limits: causeway_net::config::
         ports: Ports { metrics: None, redis: Some(base) },
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     };
     let cluster = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
     (cluster, base)

@@ -44,6 +44,7 @@ fn start(name: &str, auth: bool, limits: Limits) -> (Embedded, u16, Option<Strin
         ports: Ports { metrics: None, redis: Some(base) },
         tokens,
         plaintext: false,
+        services: Vec::new(),
     };
     let c = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
     (c, base, secret, dir)

@@ -46,6 +46,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
         ports: Default::default(),
         tokens: None,
         plaintext: false,
+        services: Vec::new(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

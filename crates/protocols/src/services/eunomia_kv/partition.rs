@@ -45,8 +45,11 @@ pub struct Partition {
     /// restart every local version
     /// above it is reported again.
     reported_us: u64,
-    /// Whether a report left since the previous heartbeat tick.
+    /// Whether a report left since the previous tick.
     reported_since_tick: bool,
+    /// How long no report has left, counted in ticks: a heartbeat is due
+    /// once it reaches Δ.
+    quiet_us: u64,
     /// Apply rounds not yet acknowledged, oldest first.
     awaiting: VecDeque<Awaiting>,
 }
@@ -67,6 +70,7 @@ impl Partition {
             unreported: Vec::new(),
             reported_us: 0,
             reported_since_tick: false,
+            quiet_us: 0,
             awaiting: VecDeque::new(),
         }
     }
@@ -97,8 +101,17 @@ impl Partition {
         let m = self.dc.idx();
         mine.sort_by_key(|o| o.vts[m]);
         self.unreported = mine;
-        env.set_timer(self.cfg.batch_interval_us.max(1), Timer::Batch.token());
-        env.set_timer(self.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
+        env.set_timer(self.tick_us(), Timer::Tick.token());
+    }
+
+    /// One timer serves the batch and the heartbeat: every batch interval
+    /// (every Δ when each update reports at once), so that a partition
+    /// wakes once per period, not twice.
+    fn tick_us(&self) -> u64 {
+        match self.cfg.batch_interval_us {
+            0 => self.cfg.heartbeat_interval_us,
+            b => b.min(self.cfg.heartbeat_interval_us),
+        }
     }
 
     /// Journal the lease and the last report, renewing the lease if MaxTs_n
@@ -211,39 +224,38 @@ impl Partition {
         env.send(last, Msg::Report { partition: self.partition, ops, partition_time_us });
     }
 
-    /// Alg 2 lines 10–12, the heartbeat, every Δ: a partition that
-    /// reported nothing for a whole Δ announces its clock. Two changes
-    /// (deviation 3): MaxTs_n is raised to the heartbeat's time (the
-    /// notes' errata: an update in the same clock tick would otherwise
-    /// take a timestamp Eunomia already treats as stable), and the time is
-    /// max(Clock_n, MaxTs_n + 1), so a clock stepped back does not stop
-    /// StableTime.
+    /// Alg 2 lines 10–12, the heartbeat: a partition that reported
+    /// nothing for a whole Δ announces its clock. Two changes (deviation
+    /// 3): MaxTs_n is raised to the heartbeat's time (the notes' errata: an
+    /// update in the same clock tick would otherwise take a timestamp
+    /// Eunomia already treats as stable), and the time is max(Clock_n,
+    /// MaxTs_n + 1), so a clock stepped back does not stop StableTime.
     fn heartbeat(&mut self, env: &mut impl Env) {
-        if !self.reported_since_tick && self.unreported.is_empty() {
-            self.max_ts_us = env.now_us().max(self.max_ts_us + 1);
-            self.reported_us = self.max_ts_us;
-            // The time announced must survive a crash (a restarted clock
-            // behind it would stamp updates Eunomia counts as stable): the
-            // lease covers it, renewed before the report leaves.
-            if self.max_ts_us > self.lease_us {
-                self.journal(env);
-            }
-            self.send_report(env, Vec::new(), self.max_ts_us);
+        self.max_ts_us = env.now_us().max(self.max_ts_us + 1);
+        self.reported_us = self.max_ts_us;
+        // The time announced must survive a crash (a restarted clock
+        // behind it would stamp updates Eunomia counts as stable): the
+        // lease covers it, renewed before the report leaves.
+        if self.max_ts_us > self.lease_us {
+            self.journal(env);
         }
-        self.reported_since_tick = false;
+        self.send_report(env, Vec::new(), self.max_ts_us);
     }
 
     pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {
-        match timer {
-            Timer::Batch => {
-                self.report(env);
-                env.set_timer(self.cfg.batch_interval_us.max(1), Timer::Batch.token());
+        if let Timer::Tick = timer {
+            self.report(env);
+            if self.reported_since_tick {
+                self.quiet_us = 0;
+            } else {
+                self.quiet_us += self.tick_us();
+                if self.quiet_us >= self.cfg.heartbeat_interval_us {
+                    self.heartbeat(env);
+                    self.quiet_us = 0;
+                }
             }
-            Timer::Heartbeat => {
-                self.heartbeat(env);
-                env.set_timer(self.cfg.heartbeat_interval_us, Timer::Heartbeat.token());
-            }
-            _ => {}
+            self.reported_since_tick = false;
+            env.set_timer(self.tick_us(), Timer::Tick.token());
         }
     }
 

@@ -13,10 +13,9 @@ crate::kit::node::server_env!();
 /// The timers of every role, mapped to and from the runtime's token here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
-    /// A partition's metadata batch (§5, every 1 ms in the paper).
-    Batch,
-    /// Δ: a partition's heartbeat (Alg 2 line 10).
-    Heartbeat,
+    /// A partition's metadata batch (§5, every 1 ms in the paper), and
+    /// its heartbeat once it has been quiet for Δ (Alg 2 line 10).
+    Tick,
     /// θ: Eunomia's `process_stable` (Alg 3 line 7, Alg 4 line 6).
     ProcessStable,
     /// The Eunomia replicas' failure detector.
@@ -29,8 +28,7 @@ impl Timer {
     /// The kind in the low three bits, a round id above them.
     pub(super) fn token(self) -> u64 {
         match self {
-            Timer::Batch => 0,
-            Timer::Heartbeat => 1,
+            Timer::Tick => 0,
             Timer::ProcessStable => 2,
             Timer::Fd => 3,
             Timer::ApplyRetry(id) => (id << 3) | 4,
@@ -38,8 +36,7 @@ impl Timer {
     }
     fn from_token(token: u64) -> Timer {
         match token & 7 {
-            0 => Timer::Batch,
-            1 => Timer::Heartbeat,
+            0 => Timer::Tick,
             2 => Timer::ProcessStable,
             3 => Timer::Fd,
             _ => Timer::ApplyRetry(token >> 3),
