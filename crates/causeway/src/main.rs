@@ -607,7 +607,23 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 let mut stalled = 0;
                 for i in 0..runs {
                     let s = seed + i;
-                    let (report, history) = torture::run_one(p, s, &opts)?;
+                    // A panic (an assertion on an invariant inside a
+                    // protocol or the simulator) fails the run and names its
+                    // seed, like a violation; the runs go on.
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| torture::run_one(p, s, &opts)));
+                    let (report, history) = match run {
+                        Ok(r) => r?,
+                        Err(panic) => {
+                            let why = panic
+                                .downcast_ref::<String>()
+                                .map(String::as_str)
+                                .or_else(|| panic.downcast_ref::<&str>().copied())
+                                .unwrap_or("a panic");
+                            say!("{p}: run with seed {s} PANICKED ({why}); replay: {}", replay_command(p, s, &opts));
+                            failed.push((p, s));
+                            continue;
+                        }
+                    };
                     ops += report.stats.ops;
                     if !report.passed {
                         say!("{p}: run with seed {s} FAILED; replay: {}", replay_command(p, s, &opts));

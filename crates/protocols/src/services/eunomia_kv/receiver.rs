@@ -42,6 +42,11 @@ struct State {
     /// leader, while the old one's last shipment is still on its way), by
     /// their lower bound (deviation 7).
     early: Vec<BTreeMap<u64, (u64, Vec<OpMeta>)>>,
+    /// Per origin k, ⟨vts\[k\], partition⟩ of the last update applied
+    /// from k: with two updates at one timestamp, SiteTime\[k\] stays
+    /// below both until both are applied, and this tells a restart which
+    /// of them already was.
+    popped: Vec<(u64, u32)>,
     rounds: u64,
     in_flight: Option<Round>,
 }
@@ -78,6 +83,7 @@ impl Receiver {
             site_time: vec![0; m],
             shipped_through: vec![0; m],
             early: vec![BTreeMap::new(); m],
+            popped: vec![(0, 0); m],
             rounds: 0,
             in_flight: None,
         };
@@ -94,8 +100,9 @@ impl Receiver {
         for stored in env.store().keys_sorted() {
             let k = u16::from_be_bytes([stored[0], stored[1]]) as usize;
             let key = causeway_core::Key::copy_from_slice(&stored[2..]);
-            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.s.site_time[k]) {
-                let partition = self.topology.partition_of(&key);
+            let partition = self.topology.partition_of(&key);
+            let pending = |v: &&Version| v.ts > self.s.site_time[k] && (v.ts, partition.0) > self.s.popped[k];
+            for v in env.store().versions(&stored).iter().filter(pending) {
                 self.queues[k].push_back(OpMeta { key: key.clone(), partition, vts: v.vts.clone(), dep_us: v.dep_us });
             }
         }
@@ -239,8 +246,17 @@ impl Receiver {
                         blocked[k] = true;
                         continue;
                     }
-                    tentative[k] = u.vts[k];
                     taken[k] += 1;
+                    // Line 16 sets SiteTime[k] to u's timestamp, but two
+                    // partitions may stamp the same microsecond and a round
+                    // may take one and leave the other (it may depend on
+                    // the first): then SiteTime stops just below, so that
+                    // "every update of k at or below SiteTime[k] is applied"
+                    // stays true for the dependency checks and a restart.
+                    // Shipments carry every update up to their StableTime,
+                    // so all ties are already queued here.
+                    let tie = self.queues[k].get(taken[k]).is_some_and(|next| next.vts[k] == u.vts[k]);
+                    tentative[k] = if tie { u.vts[k] - 1 } else { u.vts[k] };
                     members.push((k, u.clone()));
                     continue 'scan; // line 18: restart from DC 1
                 }
@@ -297,7 +313,8 @@ impl Receiver {
         for (k, &t) in r.taken.iter().enumerate() {
             for _ in 0..t {
                 let u = self.queues[k].pop_front().expect("taken from the queue");
-                debug_assert!(u.vts[k] <= r.site_time_after[k]);
+                debug_assert!((u.vts[k], u.partition.0) > self.s.popped[k], "popped out of order");
+                self.s.popped[k] = (u.vts[k], u.partition.0);
                 debug_assert!(
                     r.sent
                         .iter()

@@ -450,3 +450,43 @@ fn a_shipment_lost_with_its_dead_leader_is_shipped_again() {
     assert_eq!(replica(&net, reps[1]).leader(), 1);
     assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("x"), "the update died with its leader");
 }
+
+/// Two partitions of DC0 stamp the same microsecond; an apply round takes
+/// one of them and not the other (it waits for a DC2 update). SiteTime\[DC0\]
+/// must then stop just below their timestamp: at it, the receiver would
+/// count the held update as applied (for other DCs' dependency checks, and
+/// when it rebuilds its queues after a restart).
+#[test]
+fn an_apply_round_that_splits_equal_timestamps_keeps_site_time_below_them() {
+    let mut net = net(3, 2);
+    let r = receiver_node(&net, 1);
+    let op = |k: &str, p: u32, vts: Vec<u64>| OpMeta {
+        key: bytes(k),
+        partition: causeway_core::PartitionId(p),
+        vts,
+        dep_us: 0,
+    };
+    let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
+    let e0 = eunomia_nodes(&net, 0)[0];
+    let (a, b) = (op("a", 0, vec![100, 0, 0]), op("b", 1, vec![100, 0, 50]));
+    net.queue.push(InFlight::new(Dest::Node(e0), Dest::Node(r), ship(0, 100, vec![a, b])));
+    net.deliver_first(|m| matches!(m.msg, Msg::Ship { .. }));
+    let applies: Vec<(NodeId, u64, Vec<String>)> = net
+        .queue
+        .iter()
+        .filter_map(|m| match (&m.msg, m.to) {
+            (Msg::Apply { round, ops }, Dest::Node(n)) => {
+                Some((n, *round, ops.iter().map(|o| String::from_utf8_lossy(&o.key).into_owned()).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applies.len(), 1, "{applies:?}");
+    let (p, round, keys) = applies[0].clone();
+    assert_eq!(keys, ["a"], "b waits for DC2's update at 50");
+    net.queue.retain(|m| !matches!(m.msg, Msg::Apply { .. }));
+    net.queue.push(InFlight::new(Dest::Node(p), Dest::Node(r), Msg::Applied { round }));
+    net.deliver_first(|m| matches!(m.msg, Msg::Applied { .. }));
+    let site = net.nodes[r.idx()].server().receiver().expect("a receiver").site_time().to_vec();
+    assert_eq!(site[0], 99, "SiteTime[DC0] = {} counts b (at 100) as applied", site[0]);
+}
