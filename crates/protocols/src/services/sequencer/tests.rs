@@ -1,0 +1,1 @@
+//! Step-by-step tests.
