@@ -6,6 +6,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// ρ (EunomiaKV's Alg 5 line 3, `check_pending`, "every ρ time"): how
+    /// often the receiver looks for updates it can apply. A round that
+    /// ends goes straight on to the next (Alg 5's `flush` runs until
+    /// nothing more applies). The paper gives no value.
+    pub check_pending_interval_us: u64,
     /// The receiver resends an apply round that a partition has not
     /// acknowledged after this long (the partition may have restarted and
     /// forgotten that it was waiting for the payload).
@@ -24,6 +29,6 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { apply_retry_us: 100_000, mutant_async_sequencer: false }
+        Config { check_pending_interval_us: 2_000, apply_retry_us: 100_000, mutant_async_sequencer: false }
     }
 }

@@ -67,9 +67,9 @@
 //!    that arrives ahead of a gap (the metadata of one DC comes from many
 //!    partitions) waits for the gap to fill. SiteTime\[k\] is the last
 //!    number of k applied.
-//! 6. **Applies are batched per round, and rounds start on arrival** rather
-//!    than every ρ (EunomiaKV's deviations 4 and 8): a round takes the
-//!    heads Alg 5 would take one by one, as long as none depends on an
+//! 6. **Applies are batched per round** (EunomiaKV's deviation 8): every ρ,
+//!    and as soon as the previous round ends, a round takes the heads
+//!    Alg 5 would take one by one, as long as none depends on an
 //!    update of the round at another partition (`dep` carries the writer's
 //!    causal past in its own DC for that test). Rounds are resent after
 //!    `apply_retry_us` until acknowledged.
@@ -157,9 +157,10 @@ impl Protocol for SSeq {
         vec![(SEQUENCER, draw(1, 3) as u16), (RECEIVER, 1)]
     }
 
-    /// Short apply retries too, so resent rounds happen in short runs.
+    /// A range of ρ, and short apply retries too, so resent rounds happen
+    /// in short runs.
     fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
-        vec![("apply_retry_us", draw(10_000, 100_000))]
+        vec![("check_pending_interval_us", draw(200, 5_000)), ("apply_retry_us", draw(10_000, 100_000))]
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
@@ -173,8 +174,8 @@ impl Protocol for SSeq {
                 return Err(format!("{} needs the service {s:?} in topology.services", Self::NAME));
             }
         }
-        if cfg.apply_retry_us == 0 {
-            return Err("apply_retry_us must be positive".into());
+        if cfg.apply_retry_us == 0 || cfg.check_pending_interval_us == 0 {
+            return Err("apply_retry_us and check_pending_interval_us must be positive".into());
         }
         Ok(())
     }

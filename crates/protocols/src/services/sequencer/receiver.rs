@@ -133,7 +133,7 @@ impl Receiver {
             self.resend(env, &r);
             env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(r.id).token());
         }
-        self.start_round(env);
+        env.set_timer(self.cfg.check_pending_interval_us, Timer::CheckPending.token());
     }
 
     fn journal(&self, env: &mut impl Env) {
@@ -176,7 +176,6 @@ impl Receiver {
         env.store().insert_collecting(&queue_key(k, skip, &key), v, |v| v.seq <= site_time);
         self.early[k].insert(seq, q);
         self.drain_early(k);
-        self.start_round(env);
     }
 
     /// Move the numbers that now follow `received_through[k]` into queue k.
@@ -190,8 +189,8 @@ impl Receiver {
         }
     }
 
-    /// Alg 5 lines 3–20, `check_pending`/`flush`, run whenever something
-    /// arrives or a round ends (deviation 6). It scans the queues from DC
+    /// Alg 5 lines 3–20, `check_pending`/`flush`, run every ρ and whenever
+    /// a round ends (deviation 6). It scans the queues from DC
     /// 1, takes a head whose dependencies are applied (line 12), and
     /// restarts the scan (line 18). Applies of one round go out together,
     /// one message per partition: a head joins the round only if it
@@ -313,12 +312,19 @@ impl Receiver {
     }
 
     pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {
-        let Timer::ApplyRetry(id) = timer;
-        if let Some(r) = self.s.in_flight.clone()
-            && r.id == id
-        {
-            self.resend(env, &r);
-            env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(id).token());
+        match timer {
+            Timer::CheckPending => {
+                self.start_round(env);
+                env.set_timer(self.cfg.check_pending_interval_us, Timer::CheckPending.token());
+            }
+            Timer::ApplyRetry(id) => {
+                if let Some(r) = self.s.in_flight.clone()
+                    && r.id == id
+                {
+                    self.resend(env, &r);
+                    env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(id).token());
+                }
+            }
         }
     }
 

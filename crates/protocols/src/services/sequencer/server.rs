@@ -14,18 +14,25 @@ crate::kit::node::server_env!();
 /// The sequencer and the partitions set none (§2: no background work).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
+    /// ρ: the receiver's `check_pending` (Alg 5 line 3).
+    CheckPending,
     /// The receiver resends apply round `id` if still unacknowledged.
     ApplyRetry(u64),
 }
 
 impl Timer {
+    /// The kind in the low bit, a round id above it.
     pub(super) fn token(self) -> u64 {
         match self {
-            Timer::ApplyRetry(id) => id,
+            Timer::CheckPending => 0,
+            Timer::ApplyRetry(id) => (id << 1) | 1,
         }
     }
     fn from_token(token: u64) -> Timer {
-        Timer::ApplyRetry(token)
+        match token & 1 {
+            0 => Timer::CheckPending,
+            _ => Timer::ApplyRetry(token >> 1),
+        }
     }
 }
 
