@@ -72,7 +72,9 @@
 //!    Alg 5 would take one by one, as long as none depends on an
 //!    update of the round at another partition (`dep` carries the writer's
 //!    causal past in its own DC for that test). Rounds are resent after
-//!    `apply_retry_us` until acknowledged.
+//!    `apply_retry_us` until acknowledged. Alg 5's ρ is kept (EunomiaKV
+//!    starts rounds on arrival): metadata comes one update at a time from
+//!    many partitions, and a round started at each arrival would hold one.
 //! 7. **Crash recovery**, absent from the paper. A sequencer replica
 //!    journals its last number in the turn that passes it on (persist,
 //!    then send), so a restart neither reuses nor skips one; its reliable
