@@ -17,7 +17,7 @@
 //!   and the metadata to the other DCs' receivers, and acknowledges. This
 //!   round trip is the cost Fig. 1 measures (14.8 % of throughput, "caused
 //!   exclusively by the synchronous communication with the sequencer").
-//! - The **sequencer** ([`sequencer`]) numbers the DC's updates 1, 2, 3, …
+//! - The **sequencer** ([`chain`]) numbers the DC's updates 1, 2, 3, …
 //!   With r replicas (the topology's `sequencer` service, `per_dc = r`)
 //!   it is chain-replicated as §7.1's fault-tolerant sequencer (Fig. 3):
 //!   the head assigns, each replica journals the number and passes it on,
@@ -100,12 +100,12 @@
 //! 10. **No stable-time observations**: SiteTime counts numbers, not
 //!     clock time.
 
+pub mod chain;
 pub mod client;
 mod config;
 mod msg;
 pub mod partition;
 pub mod receiver;
-pub mod sequencer;
 mod server;
 #[cfg(test)]
 mod tests;

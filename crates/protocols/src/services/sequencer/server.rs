@@ -1,11 +1,11 @@
 //! The node: by its role, a partition, a sequencer replica or a receiver;
 //! timers named in one place.
 
+use super::chain::SequencerReplica;
 use super::config::Config;
 use super::msg::*;
 use super::partition::Partition;
 use super::receiver::{Queued, Receiver};
-use super::sequencer::SequencerReplica;
 use causeway_core::{ClientId, NodeCtx, NodeId, NodeRole, Server, ServerEnv};
 
 crate::kit::node::server_env!();
