@@ -17,6 +17,7 @@ const PROTOCOLS: &[(&str, &str)] = &[
     ("eiger", "Eiger"),
     ("cclo", "CC-LO"),
     ("eunomia", "Eunomia"),
+    ("sseq", "S-Seq"),
 ];
 
 /// Parameters often swept, as an axis names them.

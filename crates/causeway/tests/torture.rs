@@ -25,6 +25,7 @@ fn every_protocol_passes_a_bounded_torture() {
         "eiger",
         "cclo",
         "eunomiakv",
+        "sseq",
     ] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }
@@ -70,6 +71,16 @@ fn an_eunomiakv_receiver_that_does_not_wait_for_its_applies_is_caught() {
     let (ok, out) = torture(&["-p", "eunomiakv", "--param", "mutant_async_apply=true", "--runs", "10"]);
     assert!(!ok, "the mutant must fail torture:\n{out}");
     assert!(out.contains("FAILED; replay: causeway torture -p eunomiakv --runs 1 --seed"), "{out}");
+}
+
+/// A-Seq, the sequencer baseline's bogus variant that asks for the number
+/// in parallel with the update (Gunawardhana et al. §2): it does not
+/// capture causality.
+#[test]
+fn an_async_sequencer_is_caught() {
+    let (ok, out) = torture(&["-p", "sseq", "--param", "mutant_async_sequencer=true", "--runs", "10"]);
+    assert!(!ok, "the mutant must fail torture:\n{out}");
+    assert!(out.contains("FAILED; replay: causeway torture -p sseq --runs 1 --seed"), "{out}");
 }
 
 #[test]

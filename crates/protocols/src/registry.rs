@@ -88,6 +88,8 @@ registry! { $
     CcLo => explicit_deps::cc_lo::CcLo,
     /// Partitions report updates to a per-DC Eunomia that ships them in a causal order after the fact (Gunawardhana et al. §3–§5).
     EunomiaKv => services::eunomia_kv::EunomiaKv,
+    /// A synchronous per-DC sequencer on every update's path, optionally chain-replicated: the baseline EunomiaKV replaces (Gunawardhana et al. §2, §7.1).
+    SSeq => services::sequencer::SSeq,
 }
 
 impl serde::Serialize for ProtocolName {
