@@ -88,6 +88,10 @@ registry! { $
     CcLo => explicit_deps::cc_lo::CcLo,
     /// Partitions report updates to a per-DC Eunomia that ships them in a causal order after the fact (Gunawardhana et al. §3–§5).
     EunomiaKv => services::eunomia_kv::EunomiaKv,
+    /// Transactions with non-blocking reads below a universal stable time, over partial replication (Spirovska et al. §IV).
+    Paris => transactional::paris::Paris,
+    /// PaRiS with reads that block until their fresher snapshot is applied (Spirovska et al. §V).
+    Bpr => transactional::paris::Bpr,
 }
 
 impl serde::Serialize for ProtocolName {
