@@ -232,6 +232,11 @@ impl Server for ParisServer {
 }
 
 impl Partition {
+    #[cfg(test)]
+    pub(super) fn partition_id(&self) -> PartitionId {
+        self.partition
+    }
+
     fn replica_index(&self, node: NodeId) -> Option<usize> {
         self.peers.iter().find(|&&(_, n)| n == node).map(|&(i, _)| i)
     }
