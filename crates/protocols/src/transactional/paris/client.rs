@@ -98,7 +98,14 @@ impl Client for ParisClient {
         let msg = if writes.is_empty() {
             Msg::ReadReq { tx, ust, placement: self.placement, keys: reads.clone() }
         } else {
-            Msg::TxReq { tx, ust, hwt: self.hwt, placement: self.placement, reads: reads.clone(), writes: writes.clone() }
+            Msg::TxReq {
+                tx,
+                ust,
+                hwt: self.hwt,
+                placement: self.placement,
+                reads: reads.clone(),
+                writes: writes.clone(),
+            }
         };
         env.send(to, msg);
         self.pending = Some(Pending { seq: self.seq, shape, reads, writes });

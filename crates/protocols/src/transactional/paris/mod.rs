@@ -126,8 +126,9 @@ use causeway_core::{ClientCtx, Faults, LivenessEnv, NodeCtx, OpKind, Protocol, T
 fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
     cfg.check()?;
     if topology.spec().replicas_per_partition != 1 {
-        return Err("paris and bpr run one server per partition per DC: topology.replicas_per_partition must be 1"
-            .into());
+        return Err(
+            "paris and bpr run one server per partition per DC: topology.replicas_per_partition must be 1".into()
+        );
     }
     Ok(())
 }

@@ -33,34 +33,83 @@ pub enum Msg {
     /// (deviation 1). `ust` is the client's ust_c (BPR: the highest
     /// timestamp it has seen); `placement` the client's view of the
     /// topology (deviation 8).
-    ReadReq { tx: TxId, ust: Ts, placement: u64, keys: Vec<Key> },
+    ReadReq {
+        tx: TxId,
+        ust: Ts,
+        placement: u64,
+        keys: Vec<Key>,
+    },
     /// A read-write transaction (PUT, TXN): START, READ and COMMIT in one
     /// request; `hwt` is the client's hwt_c.
-    TxReq { tx: TxId, ust: Ts, hwt: Ts, placement: u64, reads: Vec<Key>, writes: Vec<(Key, Value)> },
+    TxReq {
+        tx: TxId,
+        ust: Ts,
+        hwt: Ts,
+        placement: u64,
+        reads: Vec<Key>,
+        writes: Vec<(Key, Value)>,
+    },
     /// The coordinator's answer, naming the client's operation number.
-    Reply { seq: u64, result: Result<Done, OpError> },
+    Reply {
+        seq: u64,
+        result: Result<Done, OpError>,
+    },
     /// Alg. 3 ReadSliceReq: the freshest versions at or below `snapshot`.
     /// `cid` and `slice` name the coordinator's context and the slice's
     /// place in it.
-    ReadSlice { cid: u64, slice: u32, snapshot: Ts, keys: Vec<Key> },
-    SliceReply { cid: u64, slice: u32, values: Result<Vec<Option<Value>>, OpError> },
+    ReadSlice {
+        cid: u64,
+        slice: u32,
+        snapshot: Ts,
+        keys: Vec<Key>,
+    },
+    SliceReply {
+        cid: u64,
+        slice: u32,
+        values: Result<Vec<Option<Value>>, OpError>,
+    },
     /// Alg. 3 PrepareReq.
-    Prepare { cid: u64, tx: TxId, snapshot: Ts, ht: Ts, writes: Vec<(Key, Value)> },
-    PrepareReply { cid: u64, pt: Ts },
+    Prepare {
+        cid: u64,
+        tx: TxId,
+        snapshot: Ts,
+        ht: Ts,
+        writes: Vec<(Key, Value)>,
+    },
+    PrepareReply {
+        cid: u64,
+        pt: Ts,
+    },
     /// Alg. 2 line 29, sent to each cohort (the listing's p_n^m is an erratum).
-    Commit { tx: TxId, ct: Ts },
+    Commit {
+        tx: TxId,
+        ct: Ts,
+    },
     /// Alg. 4 Replicate: the transactions committed at `ct`, in ct order on
     /// the FIFO link.
-    Replicate { ct: Ts, txs: Vec<(TxId, Vec<(Key, Value)>)> },
+    Replicate {
+        ct: Ts,
+        txs: Vec<(TxId, Vec<(Key, Value)>)>,
+    },
     /// Alg. 4 Heartbeat: the sender's version clock VV[r].
-    Heartbeat { t: Ts },
+    Heartbeat {
+        t: Ts,
+    },
     /// Tree child → parent: [min of the subtree's VV entries, min of its
     /// oldest active snapshots].
-    StableReport { agg: Vec<Ts> },
+    StableReport {
+        agg: Vec<Ts>,
+    },
     /// Tree parent → child: the UST and the GC horizon S_old.
-    StablePush { ust: Ts, old: Ts },
+    StablePush {
+        ust: Ts,
+        old: Ts,
+    },
     /// A DC's root → the other DCs' roots: the DC's GST and oldest snapshot.
-    GstExchange { gst: Ts, old: Ts },
+    GstExchange {
+        gst: Ts,
+        old: Ts,
+    },
 }
 
 crate::impl_message! {

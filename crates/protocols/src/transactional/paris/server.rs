@@ -122,8 +122,11 @@ impl Partition {
             .filter(|&(i, _)| i != r)
             .filter_map(|(i, &d)| topology.server(d, partition).map(|n| (i, n)))
             .collect();
-        let other_roots =
-            topology.dc_ids().filter(|&d| d != m).filter_map(|d| topology.dc_servers(d).next().map(|n| (d, n))).collect();
+        let other_roots = topology
+            .dc_ids()
+            .filter(|&d| d != m)
+            .filter_map(|d| topology.dc_servers(d).next().map(|n| (d, n)))
+            .collect();
         Partition {
             cfg: cfg.clone(),
             blocking,

@@ -15,7 +15,11 @@ const PER_DC: u32 = 2;
 fn op_msgs(m: &Msg) -> bool {
     matches!(
         m,
-        Msg::ReadSlice { .. } | Msg::SliceReply { .. } | Msg::Prepare { .. } | Msg::PrepareReply { .. } | Msg::Commit { .. }
+        Msg::ReadSlice { .. }
+            | Msg::SliceReply { .. }
+            | Msg::Prepare { .. }
+            | Msg::PrepareReply { .. }
+            | Msg::Commit { .. }
     )
 }
 
@@ -116,8 +120,10 @@ fn min_ust<P: Protocol<Server = ParisServer>>(net: &TestNet<P>) -> u64 {
 fn validate_accepts_partial_replication_and_refuses_bad_settings() {
     assert!(Paris::validate(&Config::default(), &testkit::partial_replication()).is_ok());
     assert!(Bpr::validate(&Config::default(), &testkit::full_replication(2, 2)).is_ok());
-    assert!(Paris::validate(&Config { apply_interval_us: 0, ..Config::default() }, &testkit::full_replication(2, 2))
-        .is_err());
+    assert!(
+        Paris::validate(&Config { apply_interval_us: 0, ..Config::default() }, &testkit::full_replication(2, 2))
+            .is_err()
+    );
     let mut spec = TopologySpec::full(2, 2);
     spec.replicas_per_partition = 3;
     assert!(Paris::validate(&Config::default(), &causeway_core::Topology::new(spec).unwrap()).is_err());
@@ -288,7 +294,8 @@ fn ryw_while_cut(mutant: bool) -> bool {
     let (me, other) = (cl(0, 0), cl(0, 1));
     for i in 0..5 {
         let v = format!("{i}");
-        let r = run_holding(&mut net, me, Op::Txn { reads: vec![y.clone()], writes: vec![(x.clone(), bytes(&v))] }, &cut);
+        let r =
+            run_holding(&mut net, me, Op::Txn { reads: vec![y.clone()], writes: vec![(x.clone(), bytes(&v))] }, &cut);
         assert!(matches!(r, Some(OpResult::Txn(_))), "a local transaction commits while DC 1 is away: {r:?}");
         rounds(&mut net, 2, &cut);
         let mine = run_holding(&mut net, me, Op::Get { key: x.clone() }, &cut).map(values);
@@ -327,12 +334,8 @@ fn replicas_converge() {
         net.deliver_while(|m| testkit::client_traffic(m) || op_msgs(&m.msg));
         rounds(&mut net, 20, &|_| false);
         let p = net.topology.partition_of(&x);
-        let newest: Vec<Version> = net
-            .topology
-            .dcs_of(p)
-            .iter()
-            .map(|&d| net.latest(net.topology.server(d, p).unwrap(), &x))
-            .collect();
+        let newest: Vec<Version> =
+            net.topology.dcs_of(p).iter().map(|&d| net.latest(net.topology.server(d, p).unwrap(), &x)).collect();
         assert!(newest.windows(2).all(|w| w[0] == w[1]), "{newest:?}");
         let want = text(Some(newest[0].value.clone()));
         for d in 0..3 {
