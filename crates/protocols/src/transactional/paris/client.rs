@@ -95,7 +95,9 @@ impl Client for ParisClient {
         // BPR's snapshot starts from the highest timestamp the session has
         // seen, its own commits included (§V).
         let ust = if self.blocking { self.ust.max(self.hwt) } else { self.ust };
-        let msg = if writes.is_empty() {
+        let msg = if let (Shape::Put, [(key, value)]) = (shape, &writes[..]) {
+            Msg::PutReq { tx, ust, hwt: self.hwt, placement: self.placement, key: key.clone(), value: value.clone() }
+        } else if writes.is_empty() {
             Msg::ReadReq { tx, ust, placement: self.placement, keys: reads.clone() }
         } else {
             Msg::TxReq {

@@ -49,6 +49,9 @@ pub enum Msg {
         reads: Vec<Key>,
         writes: Vec<(Key, Value)>,
     },
+    /// A PUT: a `TxReq` of one write and no reads, under its own name so
+    /// that per-kind counts tell PUTs from transactions.
+    PutReq { tx: TxId, ust: Ts, hwt: Ts, placement: u64, key: Key, value: Value },
     /// The coordinator's answer, naming the client's operation number.
     Reply {
         seq: u64,
@@ -115,7 +118,7 @@ pub enum Msg {
 crate::impl_message! {
     Msg {
         client: ReadReq, Reply;
-        writes: TxReq;
+        writes: TxReq, PutReq;
         peer: ReadSlice, SliceReply, Prepare, PrepareReply, Commit, Replicate, Heartbeat, StableReport, StablePush,
             GstExchange;
         nested: ;
@@ -131,11 +134,13 @@ crate::impl_message! {
                 longest(&mut reads.iter().chain(writes.iter().map(|(k, _)| k)).map(|k| k.len())),
                 longest(&mut writes.iter().map(|(_, v)| v.len())),
             ),
+            Msg::PutReq { key, value, .. } => (key.len(), value.len()),
             _ => (0, 0),
         }
     }
     fn key_hint(&self) -> Option<&[u8]> {
         match self {
+            Msg::PutReq { key, .. } => Some(key),
             Msg::TxReq { writes, reads, .. } => writes.first().map(|(k, _)| k).or(reads.first()).map(|k| &k[..]),
             Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } => keys.first().map(|k| &k[..]),
             Msg::Prepare { writes, .. } => writes.first().map(|(k, _)| &k[..]),
@@ -148,6 +153,7 @@ crate::impl_message! {
         match self {
             Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } => payload(keys.iter().map(|k| &k[..])),
             Msg::TxReq { reads, writes: w, .. } => payload(reads.iter().map(|k| &k[..])) + writes(w),
+            Msg::PutReq { key, value, .. } => key.len() + value.len(),
             Msg::Reply { result: Ok(d), .. } => payload(d.values.iter().flatten().map(|v| &v[..])),
             Msg::SliceReply { values: Ok(vs), .. } => payload(vs.iter().flatten().map(|v| &v[..])),
             Msg::Prepare { writes: w, .. } => writes(w),

@@ -171,6 +171,9 @@ impl Server for ParisServer {
         let Some(p) = self.part.as_mut() else { return };
         match msg {
             Msg::ReadReq { tx, ust, placement, keys } => p.start(env, from, tx, ust, 0, placement, keys, Vec::new()),
+            Msg::PutReq { tx, ust, hwt, placement, key, value } => {
+                p.start(env, from, tx, ust, hwt, placement, Vec::new(), vec![(key, value)])
+            }
             Msg::TxReq { tx, ust, hwt, placement, reads, writes } => {
                 p.start(env, from, tx, ust, hwt, placement, reads, writes)
             }
@@ -251,6 +254,7 @@ impl Partition {
             return;
         }
         self.ust = t;
+        env.observe(Observation::Stable { stable_us: t });
         while let Some(entry) = self.unseen.first_entry() {
             if entry.key().0 > t {
                 break;
