@@ -57,7 +57,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     // stores some; a transaction's keys are then local with probability
     // `local_txn_ratio`. From a stream of its own, so the other protocols'
     // runs keep their draws.
-    let mut pr = ChaCha8Rng::seed_from_u64(seed ^ 0x9a_27_1a1);
+    let mut pr = ChaCha8Rng::seed_from_u64(seed ^ 0x09a2_71a1);
     let partial = with_protocol!(p, P => <P as Protocol>::PARTIAL_REPLICATION) && pr.random_bool(0.5);
     if partial {
         dcs = pr.random_range(3..=5);

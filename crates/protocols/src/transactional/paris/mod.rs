@@ -98,15 +98,15 @@
 //!    never reads below the GC horizon (a coordinator whose clock lags the
 //!    UST would otherwise pick an older snapshot than PaRiS).
 //! 10. **Failures.** The paper leaves 2PC fault tolerance to replication
-//!    (§IV-D). Here a restarted node recovers its version clock and HLC
-//!    from the store's journal and re-applies the stored local versions
-//!    above its version clock, but a prepared, not yet committed
-//!    transaction is lost with a crash, and a coordinator lost between
-//!    prepare and commit leaves its cohorts' `Prepared` entry for ever,
-//!    which holds back their version clocks and so the UST. Hence
-//!    crash-restart is not in `TOLERATES`, and a permanently lost node
-//!    freezes the UST everywhere (as the paper says: "a failed server
-//!    blocks UST progress until a backup takes over").
+//!     (§IV-D). Here a restarted node recovers its version clock and HLC
+//!     from the store's journal and re-applies the stored local versions
+//!     above its version clock, but a prepared, not yet committed
+//!     transaction is lost with a crash, and a coordinator lost between
+//!     prepare and commit leaves its cohorts' `Prepared` entry for ever,
+//!     which holds back their version clocks and so the UST. Hence
+//!     crash-restart is not in `TOLERATES`, and a permanently lost node
+//!     freezes the UST everywhere (as the paper says: "a failed server
+//!     blocks UST progress until a backup takes over").
 
 mod client;
 mod config;

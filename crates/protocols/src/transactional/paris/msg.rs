@@ -51,7 +51,14 @@ pub enum Msg {
     },
     /// A PUT: a `TxReq` of one write and no reads, under its own name so
     /// that per-kind counts tell PUTs from transactions.
-    PutReq { tx: TxId, ust: Ts, hwt: Ts, placement: u64, key: Key, value: Value },
+    PutReq {
+        tx: TxId,
+        ust: Ts,
+        hwt: Ts,
+        placement: u64,
+        key: Key,
+        value: Value,
+    },
     /// The coordinator's answer, naming the client's operation number.
     Reply {
         seq: u64,

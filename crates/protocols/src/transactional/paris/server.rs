@@ -204,10 +204,8 @@ impl Server for ParisServer {
                     p.unpark(env);
                 }
             }
-            Msg::StableReport { agg } => {
-                if agg.len() == 2 {
-                    p.tree.on_report(from, agg);
-                }
+            Msg::StableReport { agg } if agg.len() == 2 => {
+                p.tree.on_report(from, agg);
             }
             Msg::StablePush { ust, old } => p.on_push(env, ust, old),
             Msg::GstExchange { gst, old } => {

@@ -253,7 +253,7 @@ fn no_fractured_reads_while_one_partition_lags() {
         net.fire_all_timers();
         pending.extend(net.queue.iter().filter(|m| held(m)).cloned());
         net.queue.retain(|m| !held(m));
-        net.deliver_while(|m| testkit::server_to_server(m));
+        net.deliver_while(testkit::server_to_server);
         let r = values(net.run(cl(1, 0), Op::Rot { keys: vec![x.clone(), y.clone()] }));
         assert_eq!(r[0], r[1], "a fractured read: {r:?}");
         saw.push(r[0].clone());
