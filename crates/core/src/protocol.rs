@@ -642,6 +642,20 @@ pub trait Protocol: 'static {
     /// partition to [`Protocol::liveness_bound_us`] too. Default: false (no
     /// claim; an operation may wait for a partition to heal).
     const AVAILABLE_UNDER_PARTITIONS: bool = false;
+    /// Whether the protocol runs on a partially replicated topology
+    /// ([`crate::Replication::Partial`]: each partition stored at some of
+    /// the DCs). Its `validate` must accept one; the conformance suite and
+    /// torture then also run it so. Default: false (most protocols need
+    /// full replication and refuse anything else in `validate`).
+    const PARTIAL_REPLICATION: bool = false;
+    /// Whether operations that name none of a permanently lost node's keys
+    /// go on completing, and the live keys go on converging, after the node
+    /// is lost for good with no replacement (the conformance suite's
+    /// loss-mid-commit test). Default: true. A protocol whose global stable
+    /// time needs every node to report (PaRiS's UST, which Spirovska et al.
+    /// say blocks "until a backup takes over") says false, and the suite
+    /// does not hold it to that.
+    const SERVES_ON_AFTER_PERMANENT_LOSS: bool = true;
 
     /// How long an operation may take when no fault is active (or only
     /// partitions, for a protocol [available under

@@ -15,10 +15,13 @@
 //! - [`baseline`]: Eventual (last-writer-wins), the yardstick.
 //! - [`stabilization`]: protocols that make remote writes visible once a
 //!   stable time covers them — the per-DC [`stable_tree`](stabilization::stable_tree);
-//!   GentleRain, CausalSpartanX, Contrarian, Cure (next: PaRiS, BPR).
+//!   GentleRain, CausalSpartanX, Contrarian, Cure.
 //! - [`explicit_deps`]: protocols whose writes carry their dependencies,
 //!   checked before a replicated write commits — the shared replication
 //!   path; COPS, COPS-GT, Eiger, CC-LO.
+//! - [`transactional`]: causally consistent read-write transactions by
+//!   two-phase commit over partial replication — PaRiS and BPR, one
+//!   implementation.
 //! - [`services`]: protocols with per-DC service nodes besides the
 //!   partitions — EunomiaKV (a Eunomia stabilizer and a receiver per DC).
 //! - [`kit`]: what every protocol shares: client helpers, and the
@@ -36,6 +39,7 @@ pub mod explicit_deps;
 pub mod kit;
 pub mod services;
 pub mod stabilization;
+pub mod transactional;
 
 pub use registry::{ProtocolName, UnknownProtocol};
 
@@ -44,3 +48,4 @@ pub use baseline::eventual;
 pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
 pub use services::{eunomia_kv, sequencer};
 pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};
+pub use transactional::paris;

@@ -90,6 +90,10 @@ registry! { $
     EunomiaKv => services::eunomia_kv::EunomiaKv,
     /// A synchronous per-DC sequencer on every update's path, optionally chain-replicated: the baseline EunomiaKV replaces (Gunawardhana et al. §2, §7.1).
     SSeq => services::sequencer::SSeq,
+    /// Transactions with non-blocking reads below a universal stable time, over partial replication (Spirovska et al. §IV).
+    Paris => transactional::paris::Paris,
+    /// PaRiS with reads that block until their fresher snapshot is applied (Spirovska et al. §V).
+    Bpr => transactional::paris::Bpr,
 }
 
 impl serde::Serialize for ProtocolName {

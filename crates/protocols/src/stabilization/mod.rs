@@ -1,7 +1,8 @@
 //! The stabilization family: a remote write is stored on arrival but made
 //! visible only once a *stable time* computed inside the DC covers it — a
 //! scalar GST (GentleRain), a per-DC stable vector (CausalSpartanX), a GSS
-//! (Contrarian), a vector GST (Cure), and next a UST (PaRiS). The shared
+//! (Contrarian), a vector GST (Cure); PaRiS's UST, in the transactional
+//! family, reuses its tree. The shared
 //! kit is the per-DC aggregation tree that computes the stable time
 //! ([`stable_tree`]), the coordinator's split and gather of a read-only
 //! transaction's slices ([`slices`]), the idle pacing of the heartbeat

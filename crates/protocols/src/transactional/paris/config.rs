@@ -1,0 +1,61 @@
+use serde::{Deserialize, Serialize};
+
+/// PaRiS's and BPR's parameters (the `[protocol]` table). Spirovska et al.
+/// §V run "stabilization protocols every 5 ms".
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Δ_R: how often a partition applies its committed transactions in
+    /// timestamp order, replicates them, and heartbeats when it has none
+    /// (Alg. 4 lines 6–22).
+    pub apply_interval_us: u64,
+    /// Δ_G = Δ_U: how often a partition steps the DC's aggregation tree,
+    /// and a DC's root exchanges its GST with the other DCs' roots and
+    /// pushes the UST down (§IV-B; deviation 3).
+    pub stabilization_interval_us: u64,
+    /// Children per node of the DC's aggregation tree.
+    pub tree_fanout: usize,
+    /// A deliberately broken variant: a read slice returns the freshest
+    /// version a partition stores, ignoring the transaction's snapshot (a
+    /// read above the UST, not covered by the client cache). The
+    /// conformance suite must catch it.
+    pub mutant_read_above_ust: bool,
+    /// A deliberately broken variant: a client empties its write cache at
+    /// each operation instead of dropping only the writes the snapshot
+    /// covers, so it loses sight of its own writes while the UST lags
+    /// (the unit test `cache_gives_read_your_writes_while_ust_is_frozen`
+    /// catches it; the conformance scenarios read other sessions' writes).
+    pub mutant_prune_cache_early: bool,
+    /// A deliberately broken variant of BPR: a read slice is served at
+    /// once, before the partition has applied everything up to its
+    /// snapshot. The conformance suite must catch it (in BPR).
+    pub mutant_skip_read_wait: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            apply_interval_us: 5_000,
+            stabilization_interval_us: 5_000,
+            tree_fanout: 4,
+            mutant_read_above_ust: false,
+            mutant_prune_cache_early: false,
+            mutant_skip_read_wait: false,
+        }
+    }
+}
+
+impl Config {
+    pub(super) fn check(&self) -> Result<(), String> {
+        if self.apply_interval_us == 0 {
+            return Err("protocol.apply_interval_us must be positive".into());
+        }
+        if self.stabilization_interval_us == 0 {
+            return Err("protocol.stabilization_interval_us must be positive".into());
+        }
+        if self.tree_fanout == 0 {
+            return Err("protocol.tree_fanout must be at least 1".into());
+        }
+        Ok(())
+    }
+}

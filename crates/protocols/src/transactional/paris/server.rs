@@ -1,0 +1,652 @@
+use super::config::*;
+use super::msg::*;
+use crate::kit::node::served_partition;
+use crate::stabilization::stable_tree::{StableTree, TreeStep};
+use causeway_core::{
+    ClientId, DcId, Key, NodeCtx, NodeId, Observation, OpError, PartitionId, Server, ServerEnv, Topology, Value,
+    Versioned, copy_if_short,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+crate::kit::node::server_env!();
+
+const TIMER_APPLY: u64 = 1;
+const TIMER_STABILIZE: u64 = 2;
+
+/// A PaRiS or BPR node. Only partition servers take part.
+pub struct ParisServer {
+    pub(super) part: Option<Partition>,
+}
+
+impl ParisServer {
+    pub(super) fn new(cfg: &Config, ctx: NodeCtx, blocking: bool) -> Self {
+        ParisServer { part: served_partition(&ctx).map(|(dc, p)| Partition::new(cfg, &ctx, dc, p, blocking)) }
+    }
+}
+
+/// What a client's view of the placement must match (deviation 8): the
+/// number of DCs and partitions and the replication, hashed.
+pub fn placement_of(t: &Topology) -> u64 {
+    let s = t.spec();
+    causeway_core::stable_hash(format!("{}:{}:{:?}", s.dcs, s.partitions, s.replication).as_bytes())
+}
+
+/// Server p_n^m: partition n in DC m, replica r of the R DCs storing n.
+pub(super) struct Partition {
+    cfg: Config,
+    /// BPR (§V): reads wait until the partition has applied their snapshot.
+    blocking: bool,
+    topology: Arc<Topology>,
+    me: NodeId,
+    m: DcId,
+    partition: PartitionId,
+    placement: u64,
+    /// The DCs storing this partition, ascending: VV's indices.
+    replicas: Vec<DcId>,
+    /// This server's index r in `replicas`.
+    r: usize,
+    /// The other replicas, as (index, node).
+    peers: Vec<(usize, NodeId)>,
+    /// VV_n^m: entry r the version clock (the local snapshot installed),
+    /// entry i ≠ r the latest timestamp received from replica i.
+    pub(super) vv: Vec<Ts>,
+    /// HLC_n^m.
+    pub(super) hlc: Ts,
+    /// ust_n^m: every replica of every partition has installed every
+    /// version at or below it. Raised only.
+    pub(super) ust: Ts,
+    /// S_old: no running or future transaction reads below it (GC).
+    pub(super) s_old: Ts,
+    /// Prepared_n^m: transaction → (pt, writes), and the same by pt.
+    prepared: BTreeMap<TxId, (Ts, Vec<(Key, Value)>)>,
+    prepared_by_pt: BTreeSet<(Ts, TxId)>,
+    /// Committed_n^m: stored already (deviation 5), to apply and replicate
+    /// in ⟨ct, id⟩ order.
+    pub(super) committed: BTreeMap<(Ts, TxId), Vec<(Key, Value)>>,
+    /// TX[id_T]: the transactions this server coordinates.
+    coords: BTreeMap<u64, Coord>,
+    next_cid: u64,
+    tree: StableTree<Ts>,
+    /// The roots of the other DCs' trees (DCs that store something).
+    other_roots: Vec<(DcId, NodeId)>,
+    /// At a root: the latest (GST, oldest snapshot) of each other DC.
+    remote: BTreeMap<DcId, (Ts, Ts)>,
+    /// BPR's reads waiting for VV to cover their snapshot.
+    parked: Vec<Parked>,
+    /// Replicated versions not yet under the UST, to report visible.
+    unseen: BTreeMap<(Ts, TxId, DcId), Key>,
+}
+
+/// Who asked for a read slice.
+#[derive(Clone, Copy)]
+enum Origin {
+    Local { cid: u64, slice: u32 },
+    Remote { from: NodeId, cid: u64, slice: u32 },
+}
+
+struct Parked {
+    origin: Origin,
+    snapshot: Ts,
+    keys: Vec<Key>,
+    since_us: u64,
+}
+
+/// A transaction this server coordinates (Alg. 2's context, and the
+/// progress of its one-shot run).
+struct Coord {
+    client: ClientId,
+    tx: TxId,
+    snapshot: Ts,
+    hwt: Ts,
+    /// Per slice, the places of its keys in `values`.
+    slices: Vec<Vec<usize>>,
+    values: Vec<Option<Value>>,
+    missing: usize,
+    failed: Option<OpError>,
+    writes: Vec<(Key, Value)>,
+    /// The 2PC cohorts, once preparing; prepare replies still missing; ct so far.
+    cohorts: Vec<NodeId>,
+    prepares_missing: usize,
+    ct: Ts,
+}
+
+impl Partition {
+    fn new(cfg: &Config, ctx: &NodeCtx, m: DcId, partition: PartitionId, blocking: bool) -> Self {
+        let topology = ctx.topology.clone();
+        let replicas = topology.dcs_of(partition).to_vec();
+        let r = replicas.iter().position(|&d| d == m).expect("a server's DC stores its partition");
+        let peers = replicas
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != r)
+            .filter_map(|(i, &d)| topology.server(d, partition).map(|n| (i, n)))
+            .collect();
+        let other_roots = topology
+            .dc_ids()
+            .filter(|&d| d != m)
+            .filter_map(|d| topology.dc_servers(d).next().map(|n| (d, n)))
+            .collect();
+        Partition {
+            cfg: cfg.clone(),
+            blocking,
+            me: ctx.id,
+            m,
+            partition,
+            placement: placement_of(&topology),
+            vv: vec![0; replicas.len()],
+            replicas,
+            r,
+            peers,
+            hlc: 0,
+            ust: 0,
+            s_old: 0,
+            prepared: BTreeMap::new(),
+            prepared_by_pt: BTreeSet::new(),
+            committed: BTreeMap::new(),
+            coords: BTreeMap::new(),
+            next_cid: 0,
+            tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
+            other_roots,
+            remote: BTreeMap::new(),
+            parked: Vec::new(),
+            unseen: BTreeMap::new(),
+            topology,
+        }
+    }
+}
+
+impl Server for ParisServer {
+    type Msg = Msg;
+    type Version = Version;
+
+    fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
+        let Some(p) = self.part.as_mut() else { return };
+        p.recover(env);
+        env.set_timer(p.cfg.apply_interval_us, TIMER_APPLY);
+        env.set_timer(p.cfg.stabilization_interval_us, TIMER_STABILIZE);
+    }
+
+    fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
+        let Some(p) = self.part.as_mut() else { return };
+        match msg {
+            Msg::ReadReq { tx, ust, placement, keys } => p.start(env, from, tx, ust, 0, placement, keys, Vec::new()),
+            Msg::PutReq { tx, ust, hwt, placement, key, value } => {
+                p.start(env, from, tx, ust, hwt, placement, Vec::new(), vec![(key, value)])
+            }
+            Msg::TxReq { tx, ust, hwt, placement, reads, writes } => {
+                p.start(env, from, tx, ust, hwt, placement, reads, writes)
+            }
+            _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
+        }
+    }
+
+    fn on_peer(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: NodeId, msg: Msg) {
+        let Some(p) = self.part.as_mut() else { return };
+        if !p.topology.contains(from) {
+            return;
+        }
+        match msg {
+            Msg::ReadSlice { cid, slice, snapshot, keys } => {
+                p.serve_slice(env, Origin::Remote { from, cid, slice }, snapshot, keys, env.now_us())
+            }
+            Msg::SliceReply { cid, slice, values } => p.on_slice(env, cid, slice, values),
+            Msg::Prepare { cid, tx, snapshot, ht, writes } => {
+                let pt = p.prepare(env, tx, snapshot, ht, writes);
+                env.send(from, Msg::PrepareReply { cid, pt });
+            }
+            Msg::PrepareReply { cid, pt } => p.on_prepared(env, cid, pt),
+            Msg::Commit { tx, ct } => p.commit(env, tx, ct),
+            Msg::Replicate { ct, txs } => p.on_replicate(env, from, ct, txs),
+            Msg::Heartbeat { t } => {
+                if let Some(i) = p.replica_index(from) {
+                    p.vv[i] = p.vv[i].max(t);
+                    p.unpark(env);
+                }
+            }
+            Msg::StableReport { agg } if agg.len() == 2 => {
+                p.tree.on_report(from, agg);
+            }
+            Msg::StablePush { ust, old } => p.on_push(env, ust, old),
+            Msg::GstExchange { gst, old } => {
+                let dc = p.topology.dc_of(from);
+                if p.other_roots.iter().any(|&(_, n)| n == from) {
+                    let e = p.remote.entry(dc).or_insert((0, 0));
+                    *e = (e.0.max(gst), e.1.max(old));
+                }
+            }
+            _ => {} // client traffic never comes from peers
+        }
+    }
+
+    fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
+        let Some(p) = self.part.as_mut() else { return };
+        match token {
+            TIMER_APPLY => {
+                p.apply(env);
+                env.set_timer(p.cfg.apply_interval_us, TIMER_APPLY);
+            }
+            TIMER_STABILIZE => {
+                p.stabilize(env);
+                env.set_timer(p.cfg.stabilization_interval_us, TIMER_STABILIZE);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Partition {
+    #[cfg(test)]
+    pub(super) fn partition_id(&self) -> PartitionId {
+        self.partition
+    }
+
+    fn replica_index(&self, node: NodeId) -> Option<usize> {
+        self.peers.iter().find(|&&(_, n)| n == node).map(|&(i, _)| i)
+    }
+
+    /// Raise ust_n^m (never lowered), and report the replicated versions
+    /// it now covers visible where a read would return them.
+    fn raise_ust(&mut self, env: &mut impl Env, t: Ts) {
+        if t <= self.ust {
+            return;
+        }
+        self.ust = t;
+        env.observe(Observation::Stable { stable_us: t });
+        while let Some(entry) = self.unseen.first_entry() {
+            if entry.key().0 > t {
+                break;
+            }
+            let (order, key) = entry.remove_entry();
+            let origin = order.2;
+            env.observe_visible_in_store(origin, order.0, |s| {
+                let at = s.index_of(&key)?;
+                s.latest_where_at(at, |v| v.ut <= t).filter(|(_, v)| v.order() == order)
+            });
+        }
+    }
+
+    // ------------------------------------------------------------ coordinator (Alg. 2)
+
+    /// START, READ and (with writes) COMMIT of a one-shot transaction.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &mut self,
+        env: &mut impl Env,
+        client: ClientId,
+        tx: TxId,
+        ust_c: Ts,
+        hwt: Ts,
+        placement: u64,
+        reads: Vec<Key>,
+        writes: Vec<(Key, Value)>,
+    ) {
+        if placement != self.placement {
+            let e = OpError::BadRequest("the client's topology differs from the servers'".into());
+            env.reply(client, Msg::Reply { seq: tx.seq, result: Err(e) });
+            return;
+        }
+        let snapshot = if self.blocking {
+            // BPR (§V): max(the client's highest timestamp seen, the
+            // coordinator's clock); and at least the UST (deviation 9).
+            ust_c.max(env.now_us()).max(self.ust)
+        } else {
+            // Alg. 2 lines 2–4: ust ← max(ust, ust_c), the snapshot.
+            self.raise_ust(env, ust_c);
+            self.ust
+        };
+        let t = self.topology.clone();
+        // One slice per partition, to the nearest DC storing it (Alg. 2 line 12).
+        let mut by_node: BTreeMap<NodeId, (Vec<usize>, Vec<Key>)> = BTreeMap::new();
+        for (i, k) in reads.iter().enumerate() {
+            let p = t.partition_of(k);
+            let Some(n) = t.server(t.nearest_dc_storing(self.m, p), p) else { continue };
+            let e = by_node.entry(n).or_default();
+            e.0.push(i);
+            e.1.push(k.clone());
+        }
+        let cid = self.next_cid;
+        self.next_cid += 1;
+        let n = by_node.len();
+        self.coords.insert(
+            cid,
+            Coord {
+                client,
+                tx,
+                snapshot,
+                hwt,
+                slices: by_node.values().map(|(places, _)| places.clone()).collect(),
+                values: vec![None; reads.len()],
+                missing: n,
+                failed: None,
+                writes,
+                cohorts: Vec::new(),
+                prepares_missing: 0,
+                ct: 0,
+            },
+        );
+        if n == 0 {
+            return self.after_reads(env, cid);
+        }
+        let now = env.now_us();
+        for (slice, (node, (_, keys))) in by_node.into_iter().enumerate() {
+            let slice = slice as u32;
+            if node == self.me {
+                self.serve_slice(env, Origin::Local { cid, slice }, snapshot, keys, now);
+            } else {
+                env.send(node, Msg::ReadSlice { cid, slice, snapshot, keys });
+            }
+        }
+    }
+
+    fn on_slice(&mut self, env: &mut impl Env, cid: u64, slice: u32, values: Result<Vec<Option<Value>>, OpError>) {
+        let Some(c) = self.coords.get_mut(&cid) else { return };
+        let Some(places) = c.slices.get(slice as usize) else { return };
+        match values {
+            Ok(vs) => {
+                for (&i, v) in places.iter().zip(vs) {
+                    c.values[i] = v;
+                }
+            }
+            Err(e) => c.failed = Some(e),
+        }
+        c.missing -= 1;
+        if c.missing == 0 {
+            self.after_reads(env, cid);
+        }
+    }
+
+    /// The reads are in: answer a read-only transaction, or prepare the
+    /// writes at one replica of each partition (Alg. 2 lines 19–27).
+    fn after_reads(&mut self, env: &mut impl Env, cid: u64) {
+        let Some(c) = self.coords.get_mut(&cid) else { return };
+        if let Some(e) = c.failed.take() {
+            let (client, seq) = (c.client, c.tx.seq);
+            self.coords.remove(&cid);
+            env.reply(client, Msg::Reply { seq, result: Err(e) });
+            return;
+        }
+        if c.writes.is_empty() {
+            let c = self.coords.remove(&cid).expect("present");
+            let done = Done { snapshot: c.snapshot, values: c.values, ct: 0 };
+            env.reply(c.client, Msg::Reply { seq: c.tx.seq, result: Ok(done) });
+            return;
+        }
+        // ht: the highest timestamp the client has seen (line 21).
+        let (tx, snapshot, ht) = (c.tx, c.snapshot, c.snapshot.max(c.hwt));
+        let t = self.topology.clone();
+        let mut by_node: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
+        for (k, v) in std::mem::take(&mut c.writes) {
+            let p = t.partition_of(&k);
+            if let Some(n) = t.server(t.nearest_dc_storing(self.m, p), p) {
+                by_node.entry(n).or_default().push((k, v));
+            }
+        }
+        c.cohorts = by_node.keys().copied().collect();
+        c.prepares_missing = by_node.len();
+        let mut local = None;
+        for (node, writes) in by_node {
+            if node == self.me {
+                local = Some(writes);
+            } else {
+                env.send(node, Msg::Prepare { cid, tx, snapshot, ht, writes });
+            }
+        }
+        if let Some(writes) = local {
+            let pt = self.prepare(env, tx, snapshot, ht, writes);
+            self.on_prepared(env, cid, pt);
+        }
+    }
+
+    /// A cohort's proposal; with all in, ct = max pt, Commit to every
+    /// cohort and the answer to the client (Alg. 2 lines 28–31).
+    fn on_prepared(&mut self, env: &mut impl Env, cid: u64, pt: Ts) {
+        let Some(c) = self.coords.get_mut(&cid) else { return };
+        c.ct = c.ct.max(pt);
+        c.prepares_missing -= 1;
+        if c.prepares_missing > 0 {
+            return;
+        }
+        let c = self.coords.remove(&cid).expect("present");
+        // Lemma 1 and Prop. 1 case 1: ct above the snapshot and hwt_c.
+        assert!(c.ct > c.snapshot && c.ct > c.hwt, "PaRiS: commit time {} not above the snapshot or hwt", c.ct);
+        for &n in &c.cohorts {
+            if n == self.me {
+                self.commit(env, c.tx, c.ct);
+            } else {
+                env.send(n, Msg::Commit { tx: c.tx, ct: c.ct });
+            }
+        }
+        let done = Done { snapshot: c.snapshot, values: c.values, ct: c.ct };
+        env.reply(c.client, Msg::Reply { seq: c.tx.seq, result: Ok(done) });
+    }
+
+    // ------------------------------------------------------------ cohort (Alg. 3)
+
+    /// ReadSliceReq: per key, the freshest version at or below the
+    /// snapshot. PaRiS never waits; BPR parks the read until VV covers the
+    /// snapshot.
+    fn serve_slice(&mut self, env: &mut impl Env, origin: Origin, snapshot: Ts, keys: Vec<Key>, since_us: u64) {
+        if keys.iter().any(|k| self.topology.partition_of(k) != self.partition) {
+            let e = OpError::BadRequest("a read slice names a key this partition does not store".into());
+            return self.answer_slice(env, origin, Err(e));
+        }
+        if self.blocking && !self.cfg.mutant_skip_read_wait && self.vv.iter().min().is_none_or(|&v| v < snapshot) {
+            self.parked.push(Parked { origin, snapshot, keys, since_us });
+            return;
+        }
+        if self.blocking && since_us < env.now_us() {
+            env.observe(Observation::Blocked { what: "read_wait", waited_us: env.now_us() - since_us });
+        }
+        if !self.blocking {
+            self.raise_ust(env, snapshot); // Alg. 3 line 2
+        }
+        let above = self.cfg.mutant_read_above_ust;
+        let store = env.store();
+        let mut values = Vec::with_capacity(keys.len());
+        for k in &keys {
+            match store.latest_where(k, |v| above || v.ut <= snapshot) {
+                Some(v) => values.push(Some(copy_if_short(&v.value))),
+                None if store.was_pruned(k) => {
+                    let e = OpError::Aborted("the snapshot's versions were collected".into());
+                    return self.answer_slice(env, origin, Err(e));
+                }
+                None => values.push(None),
+            }
+        }
+        self.answer_slice(env, origin, Ok(values));
+    }
+
+    fn answer_slice(&mut self, env: &mut impl Env, origin: Origin, values: Result<Vec<Option<Value>>, OpError>) {
+        match origin {
+            Origin::Local { cid, slice } => self.on_slice(env, cid, slice, values),
+            Origin::Remote { from, cid, slice } => env.send(from, Msg::SliceReply { cid, slice, values }),
+        }
+    }
+
+    /// BPR: serve the parked reads VV now covers.
+    fn unpark(&mut self, env: &mut impl Env) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let floor = self.vv.iter().copied().min().unwrap_or(0);
+        let (ready, waiting): (Vec<Parked>, Vec<Parked>) =
+            std::mem::take(&mut self.parked).into_iter().partition(|p| p.snapshot <= floor);
+        self.parked = waiting;
+        for p in ready {
+            self.serve_slice(env, p.origin, p.snapshot, p.keys, p.since_us);
+        }
+    }
+
+    /// PrepareReq (Alg. 3 lines 10–15): a proposed commit time above the
+    /// client's highest timestamp, the UST and every earlier proposal.
+    fn prepare(&mut self, env: &mut impl Env, tx: TxId, snapshot: Ts, ht: Ts, writes: Vec<(Key, Value)>) -> Ts {
+        let writes: Vec<(Key, Value)> =
+            writes.into_iter().filter(|(k, _)| self.topology.partition_of(k) == self.partition).collect();
+        self.hlc = env.now_us().max(ht + 1).max(self.hlc + 1);
+        if !self.blocking {
+            self.raise_ust(env, snapshot);
+        }
+        let pt = self.hlc.max(self.ust);
+        // Deviation 4: every proposal is above the version clock.
+        debug_assert!(pt > self.vv[self.r]);
+        self.prepared_by_pt.insert((pt, tx));
+        self.prepared.insert(tx, (pt, writes));
+        pt
+    }
+
+    /// CommitReq (Alg. 3 lines 17–21): the writes are stored now with ut =
+    /// ct (deviation 5), and queued to be applied in ct order.
+    fn commit(&mut self, env: &mut impl Env, tx: TxId, ct: Ts) {
+        self.hlc = self.hlc.max(ct).max(env.now_us());
+        // Unknown: its prepare was lost with a crash (deviation 10).
+        let Some((pt, writes)) = self.prepared.remove(&tx) else { return };
+        self.prepared_by_pt.remove(&(pt, tx));
+        debug_assert!(ct > self.vv[self.r]);
+        let (m, s_old) = (self.m, self.s_old);
+        let store = env.store();
+        for (k, v) in &writes {
+            store.insert_collecting(k, Version { value: copy_if_short(v), ut: ct, tx, sr: m }, |x| x.ut <= s_old);
+        }
+        self.committed.insert((ct, tx), writes);
+    }
+
+    // ------------------------------------------------------------ apply, replicate (Alg. 4)
+
+    /// Every Δ_R: apply the committed transactions below ub in ⟨ct, id⟩
+    /// order, replicate each ct group, advance the version clock to ub.
+    fn apply(&mut self, env: &mut impl Env) {
+        let ub = match self.prepared_by_pt.first() {
+            Some(&(pt, _)) => pt - 1,
+            None => env.now_us().max(self.hlc),
+        };
+        let ub = ub.max(self.vv[self.r]);
+        let mut replicated = false;
+        // Deviation 4: ct ≤ ub (the listing's ct < ub would leave a
+        // transaction committed at ub unapplied under VV[r] = ub).
+        while let Some((&(ct, _), _)) = self.committed.first_key_value() {
+            if ct > ub {
+                break;
+            }
+            let mut group = Vec::new();
+            while let Some(e) = self.committed.first_entry() {
+                if e.key().0 != ct {
+                    break;
+                }
+                let ((_, tx), writes) = e.remove_entry();
+                for (k, _) in &writes {
+                    let order = (ct, tx, self.m);
+                    env.observe_visible_in_store(self.m, ct, |s| {
+                        let at = s.index_of(k)?;
+                        s.latest_where_at(at, |v| v.ut <= ub).filter(|(_, v)| v.order() == order)
+                    });
+                }
+                group.push((tx, writes));
+            }
+            for &(_, peer) in &self.peers {
+                env.send(peer, Msg::Replicate { ct, txs: group.clone() });
+            }
+            replicated = true;
+        }
+        self.vv[self.r] = ub;
+        // Deviation 4: no later proposal may fall at or below ub.
+        self.hlc = self.hlc.max(ub);
+        if !replicated {
+            for &(_, peer) in &self.peers {
+                env.send(peer, Msg::Heartbeat { t: ub });
+            }
+        }
+        let mut meta = ub.to_le_bytes().to_vec();
+        meta.extend_from_slice(&self.hlc.to_le_bytes());
+        env.store().set_meta_unsynced(meta);
+        self.unpark(env);
+    }
+
+    /// Replicate (Alg. 4 lines 25–32).
+    fn on_replicate(&mut self, env: &mut impl Env, from: NodeId, ct: Ts, txs: Vec<(TxId, Vec<(Key, Value)>)>) {
+        let Some(i) = self.replica_index(from) else { return };
+        let (sr, s_old, ust) = (self.replicas[i], self.s_old, self.ust);
+        for (tx, writes) in txs {
+            for (k, v) in writes {
+                if self.topology.partition_of(&k) != self.partition {
+                    continue;
+                }
+                let version = Version { value: copy_if_short(&v), ut: ct, tx, sr };
+                let landed = env.store().insert_collecting(&k, version, |x| x.ut <= s_old);
+                if landed.inserted != causeway_core::Inserted::Duplicate && ct > ust {
+                    self.unseen.insert((ct, tx, sr), k);
+                }
+            }
+        }
+        self.vv[i] = self.vv[i].max(ct);
+        self.unpark(env);
+    }
+
+    // ------------------------------------------------------------ UST (§IV-B, Alg. 4 lines 38–43)
+
+    /// The oldest snapshot this server may still read at or hand out: its
+    /// UST, or a running transaction's older snapshot.
+    fn oldest_snapshot(&self) -> Ts {
+        self.coords.values().map(|c| c.snapshot).min().unwrap_or(self.ust).min(self.ust)
+    }
+
+    /// Every Δ_G: send the subtree's minimum up; at the root, the DC's GST
+    /// goes to the other roots and the UST (the minimum over every DC's
+    /// GST) down the tree (deviation 3).
+    fn stabilize(&mut self, env: &mut impl Env) {
+        let own = [self.vv.iter().copied().min().unwrap_or(0), self.oldest_snapshot()];
+        match self.tree.step(&own) {
+            TreeStep::Report { parent, aggregate } => env.send(parent, Msg::StableReport { agg: aggregate }),
+            TreeStep::Stable(agg) => {
+                let (gst, old) = (agg[0], agg[1]);
+                for &(_, root) in &self.other_roots {
+                    env.send(root, Msg::GstExchange { gst, old });
+                }
+                if self.other_roots.iter().all(|(d, _)| self.remote.contains_key(d)) {
+                    let ust = self.remote.values().fold(gst, |a, &(g, _)| a.min(g));
+                    let old = self.remote.values().fold(old, |a, &(_, o)| a.min(o));
+                    self.on_push(env, ust, old);
+                }
+            }
+            TreeStep::Waiting => {}
+        }
+    }
+
+    fn on_push(&mut self, env: &mut impl Env, ust: Ts, old: Ts) {
+        self.raise_ust(env, ust);
+        self.s_old = self.s_old.max(old.min(self.ust));
+        for &c in self.tree.children() {
+            env.send(c, Msg::StablePush { ust: self.ust, old: self.s_old });
+        }
+    }
+
+    // ------------------------------------------------------------ recovery
+
+    /// After a restart (deviation 10): the version clock and HLC from the
+    /// journal, the HLC above every stored timestamp, the remote VV
+    /// entries at the newest version from each replica, and the local
+    /// versions above the version clock back in Committed, to be applied
+    /// and replicated again (a replica ignores what it already holds).
+    fn recover(&mut self, env: &mut impl Env) {
+        let store = env.store();
+        if let Some(meta) = store.meta().filter(|m| m.len() == 16) {
+            let word = |i: usize| u64::from_le_bytes(meta[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            self.vv[self.r] = word(0);
+            self.hlc = word(1);
+        }
+        let vv_r = self.vv[self.r];
+        for key in store.keys_sorted() {
+            for v in store.versions(&key) {
+                self.hlc = self.hlc.max(v.ut);
+                if v.sr == self.m {
+                    if v.ut > vv_r {
+                        self.committed.entry((v.ut, v.tx)).or_default().push((key.clone(), v.value.clone()));
+                    }
+                } else if let Some(i) = self.replicas.iter().position(|&d| d == v.sr) {
+                    self.vv[i] = self.vv[i].max(v.ut);
+                }
+            }
+        }
+        self.hlc = self.hlc.max(env.now_us());
+    }
+}
