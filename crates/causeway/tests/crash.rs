@@ -211,7 +211,7 @@ fn eunomiakv_survives_the_permanent_loss_of_its_leading_eunomia_replica() {
             for k in acked {
                 loop {
                     match r.get(k.clone()).await {
-                        Ok(Some(v)) if &v == k => break,
+                        Ok(Some(v)) if v == k => break,
                         Ok(_) => {}
                         Err(_) => r = session(1, 2),
                     }
