@@ -16,8 +16,11 @@ const PROTOCOLS: &[(&str, &str)] = &[
     ("copsgt", "COPS-GT"),
     ("eiger", "Eiger"),
     ("cclo", "CC-LO"),
-    ("eunomia", "Eunomia"),
+    ("eunomiakv", "EunomiaKV"),
     ("sseq", "S-Seq"),
+    ("sseq:mutant_async_sequencer=true", "A-Seq"),
+    ("paris", "PaRiS"),
+    ("bpr", "BPR"),
 ];
 
 /// Parameters often swept, as an axis names them.
@@ -238,5 +241,14 @@ mod tests {
         assert_eq!(protocol_label("newone"), "Newone");
         assert_eq!(param_label("workload.clients_per_dc"), "clients per DC");
         assert_eq!(param_label("workload.some_knob"), "some knob");
+    }
+
+    /// A protocol registered without a name here would read as its
+    /// command-line name capitalized ("Eunomiakv").
+    #[test]
+    fn every_registered_protocol_has_its_papers_name() {
+        for p in causeway_protocols::ProtocolName::ALL {
+            assert!(PROTOCOLS.iter().any(|(k, _)| *k == p.as_str()), "{p} has no label");
+        }
     }
 }

@@ -26,6 +26,8 @@ fn every_protocol_passes_a_bounded_torture() {
         "cclo",
         "eunomiakv",
         "sseq",
+        "paris",
+        "bpr",
     ] {
         assert!(out.contains(&format!("{p}: 15 runs")) && out.contains("0 failed"), "{out}");
     }

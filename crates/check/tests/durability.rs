@@ -70,11 +70,17 @@ fn inputs_queue_behind_a_busy_node_and_their_wait_is_reported() {
 /// logs: the client's write. DC 1's reader reads the key after the
 /// restart.
 fn armed(point: CrashPoint, fsync: FsyncPolicy, mutant: bool) -> Scenario {
+    armed_at(5_000, point, fsync, mutant)
+}
+
+/// [`armed`], the crash armed at `at_us`.
+fn armed_at(at_us: u64, point: CrashPoint, fsync: FsyncPolicy, mutant: bool) -> Scenario {
     let x = Bytes::from_static(b"x");
     let mut sc = base(2, 3);
     sc.durability.fsync = fsync;
     sc.durability.mutant_release_before_sync = mutant;
-    sc.faults.push(Fault { at_ms: 5, at_us: 0, kind: FaultKind::Crash { node: 0, for_ms: 200, at: Some(point) } });
+    let kind = FaultKind::Crash { node: 0, for_ms: 200, at: Some(point) };
+    sc.faults.push(Fault { at_ms: at_us / 1_000, at_us: at_us % 1_000, kind });
     sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put(10_000, &x, 1), get(400_000, &x)] });
     sc.scripted.push(ScriptedClient { dc: 1, ops: vec![get(600_000, &x)] });
     sc
@@ -143,7 +149,16 @@ fn crash_points_replay_exactly() {
 /// The scripted write-then-read around an armed crash, for any protocol,
 /// checked at the level it promises; the write's own result too.
 fn scripted_crash<P: Protocol>(point: CrashPoint, fsync: FsyncPolicy, mutant: bool) -> (OpResult, bool, String) {
-    let mut sc = armed(point, fsync, mutant);
+    scripted_crash_at::<P>(5_000, point, fsync, mutant)
+}
+
+fn scripted_crash_at<P: Protocol>(
+    at_us: u64,
+    point: CrashPoint,
+    fsync: FsyncPolicy,
+    mutant: bool,
+) -> (OpResult, bool, String) {
+    let mut sc = armed_at(at_us, point, fsync, mutant);
     sc.client_timeout_ms = 300;
     let (h, _) = run::<P>(sc);
     let level = causeway_check::Level::promised(P::CAUSAL);
@@ -208,12 +223,20 @@ fn every_crash_point<P: Protocol>() -> Result<(), String> {
         }
     }
     // The core that releases before the sync: its acknowledgement outlives
-    // the write, and the checker says so.
-    let (first, passed, _) = scripted_crash::<P>(CrashPoint::AfterAppend, FsyncPolicy::Always, true);
-    if first != OpResult::Put || passed {
-        return Err(format!("the release-before-sync mutant was not caught (its write: {first:?})"));
+    // the write, and the checker says so. Armed before the write, the crash
+    // strikes the turn that receives it; where that turn only asks another
+    // node (a sequencer, a transaction's cohorts) and a later one
+    // acknowledges, a crash armed during the write's path (it reaches node
+    // 0 at 10.1 ms, peers are 100 µs away) strikes that later turn.
+    let mut results = Vec::new();
+    for at_us in [5_000, 10_050, 10_150, 10_250, 10_350, 10_450, 10_650, 10_850, 11_050, 11_450] {
+        let (first, passed, _) = scripted_crash_at::<P>(at_us, CrashPoint::AfterAppend, FsyncPolicy::Always, true);
+        if first == OpResult::Put && !passed {
+            return Ok(());
+        }
+        results.push((at_us, first));
     }
-    Ok(())
+    Err(format!("the release-before-sync mutant was not caught (armed at µs → its write: {results:?})"))
 }
 
 #[test]

@@ -415,7 +415,8 @@ impl Generator {
         };
         match local {
             Some(true) if !here.is_empty() => take_from(&here, want, &mut out),
-            Some(false) if !away.is_empty() => {
+            // (A transaction with no reads wants no partitions for them.)
+            Some(false) if !away.is_empty() && want > 0 => {
                 take_from(&away, 1, &mut out);
                 take_from(&all, want - 1, &mut out);
             }
@@ -620,6 +621,32 @@ mod tests {
             }
         }
         assert!((400..600).contains(&local), "local {local} remote {remote}");
+    }
+
+    /// Under partial replication, a transaction with no reads and a
+    /// remote share asks for no partitions to read (torture draws
+    /// `txn_reads = 0`); it once underflowed there.
+    #[test]
+    fn a_write_only_txn_with_a_remote_share_needs_no_read_partitions() {
+        let mut spec = TopologySpec::full(3, 6);
+        spec.replication = causeway_core::Replication::Partial { factor: 2 };
+        let w = Workload {
+            recordcount: 600,
+            readproportion: 0.0,
+            updateproportion: 0.0,
+            txnproportion: 1.0,
+            txn_reads: 0,
+            txn_writes: 2,
+            local_txn_ratio: Some(0.5),
+            ..Default::default()
+        };
+        let mut g = generator(&w, spec, 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..200 {
+            let r = request(&mut g, &w, 0, &mut rng);
+            let Some(Op::Txn { reads, writes }) = r.ops.front() else { panic!("expected a txn") };
+            assert!(reads.is_empty() && writes.len() == 2, "{reads:?} {writes:?}");
+        }
     }
 
     #[test]
