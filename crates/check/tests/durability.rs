@@ -223,11 +223,13 @@ fn every_crash_point<P: Protocol>() -> Result<(), String> {
         }
     }
     // The core that releases before the sync: its acknowledgement outlives
-    // the write, and the checker says so. Armed before the write, the crash
-    // strikes the turn that receives it; where that turn only asks another
-    // node (a sequencer, a transaction's cohorts) and a later one
-    // acknowledges, a crash armed during the write's path (it reaches node
-    // 0 at 10.1 ms, peers are 100 µs away) strikes that later turn.
+    // the write, and the checker says so. The write reaches node 0 at
+    // 10.1 ms, and peers are 100 µs away. Armed at 5 ms, the crash strikes
+    // the next turn that logs: the write's, unless a timer logs first (a
+    // periodic turn at 10 ms; armed at 10.05 ms it strikes the write's turn
+    // then). Where that turn only asks another node (a sequencer) and a
+    // later one acknowledges, a crash armed along the write's path strikes
+    // that later turn.
     let mut results = Vec::new();
     for at_us in [5_000, 10_050, 10_150, 10_250, 10_350, 10_450, 10_650, 10_850, 11_050, 11_450] {
         let (first, passed, _) = scripted_crash_at::<P>(at_us, CrashPoint::AfterAppend, FsyncPolicy::Always, true);
