@@ -107,15 +107,18 @@ fn crash_restart(p: ProtocolName) {
         })
     });
     // Every acknowledged write is in DC0 after the restart, and reaches DC1.
-    // A second first, for protocols whose fresh sessions read at a stable
-    // snapshot slightly in the past (PaRiS's UST): the last writes need a
-    // few stabilization rounds to fall under it.
-    std::thread::sleep(Duration::from_secs(1));
+    // Read again until a deadline: a fresh session of some protocols reads
+    // at a stable snapshot slightly in the past (PaRiS's UST), which the
+    // last writes take a few stabilization rounds to fall under.
     rt.block_on(async {
         with_protocol!(p, P => {
+            let deadline = Instant::now() + Duration::from_secs(10);
             let mut r0 = Session::<P>::new(cluster.clone(), DcId(0), 2).unwrap();
             for k in &acked {
-                assert_eq!(r0.get(k.clone()).await.unwrap().as_ref(), Some(k), "{p}: acknowledged {k:?} lost");
+                while r0.get(k.clone()).await.unwrap().as_ref() != Some(k) {
+                    assert!(Instant::now() < deadline, "{p}: acknowledged {k:?} lost in dc0");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
             }
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut r1 = Session::<P>::new(cluster.clone(), DcId(1), 3).unwrap();
