@@ -202,6 +202,11 @@ impl EunomiaReplica {
             return;
         }
         let stable_time = self.partition_time_us.iter().copied().min().unwrap_or(0);
+        if self.receivers.is_empty() {
+            // A single DC: nobody to ship to, and nothing to keep.
+            self.prune(stable_time);
+            return;
+        }
         if self.sent_us.iter().all(|&s| s >= stable_time) {
             return;
         }
@@ -242,10 +247,20 @@ impl EunomiaReplica {
         let Some(r) = self.receivers.iter().position(|&n| n == from) else { return };
         self.acked_us[r] = self.acked_us[r].max(through_us);
         let floor_us = self.acked_us.iter().copied().min().unwrap_or(through_us);
+        self.prune(floor_us);
+    }
+
+    /// Drop from Ops_f every update at or below `floor_us`.
+    fn prune(&mut self, floor_us: u64) {
         if floor_us > self.floor_us {
             self.floor_us = floor_us;
             self.ops = self.ops.split_off(&(floor_us + 1, 0));
         }
+    }
+
+    /// For tests: the updates held in Ops_f.
+    pub fn held_ops(&self) -> usize {
+        self.ops.len()
     }
 
     /// Alg 4 line 12 and the failure detector's heartbeat, in one message.

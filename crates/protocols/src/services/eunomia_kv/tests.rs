@@ -490,3 +490,21 @@ fn an_apply_round_that_splits_equal_timestamps_keeps_site_time_below_them() {
     let site = net.nodes[r.idx()].server().receiver().expect("a receiver").site_time().to_vec();
     assert_eq!(site[0], 99, "SiteTime[DC0] = {} counts b (at 100) as applied", site[0]);
 }
+
+/// Eunomia holds an update until every receiver has it (deviation 7):
+/// with two DCs it lets go once the other DC's receiver acknowledges, and
+/// in a single DC, with no receiver at all, once it is stable.
+#[test]
+fn eunomia_lets_go_of_what_every_receiver_has() {
+    for dcs in [1, 2] {
+        let mut net = net(dcs, 2);
+        let keys = some_keys(4);
+        for k in &keys {
+            put(&mut net, cl(0, 0), k, "v");
+        }
+        let e = eunomia_nodes(&net, 0)[0];
+        ticks(&mut net, 2, &[]);
+        ticks(&mut net, 30, &[]);
+        assert_eq!(replica(&net, e).held_ops(), 0, "{dcs} DC(s): Eunomia still holds updates");
+    }
+}
