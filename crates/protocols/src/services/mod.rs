@@ -7,3 +7,4 @@
 
 pub mod eunomia_kv;
 pub mod sequencer;
+pub mod vector_client;
