@@ -5,6 +5,7 @@
 //! Rodrigues, "Unobtrusive Deferred Update Stabilization for Efficient
 //! Geo-Replication", USENIX ATC 2017).
 
+pub mod apply_rounds;
 pub mod eunomia_kv;
 pub mod sequencer;
 pub mod vector_client;

@@ -9,16 +9,7 @@ use super::config::Config;
 use super::msg::*;
 use super::server::{Env, Timer};
 use causeway_core::{ClientId, DcId, Key, NodeId, Observation, PartitionId, Topology, Value, Versioned};
-use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// A receiver's apply round waiting here for payloads.
-struct Awaiting {
-    receiver: NodeId,
-    round: u64,
-    /// Not yet visible, in the order the receiver listed them.
-    ops: VecDeque<ApplyOp>,
-}
 
 pub struct Partition {
     cfg: Config,
@@ -51,7 +42,7 @@ pub struct Partition {
     /// once it reaches Δ.
     quiet_us: u64,
     /// Apply rounds not yet acknowledged, oldest first.
-    awaiting: VecDeque<Awaiting>,
+    awaiting: crate::services::apply_rounds::ApplyRounds<ApplyOp>,
 }
 
 impl Partition {
@@ -71,7 +62,7 @@ impl Partition {
             reported_us: 0,
             reported_since_tick: false,
             quiet_us: 0,
-            awaiting: VecDeque::new(),
+            awaiting: Default::default(),
         }
     }
 
@@ -276,24 +267,17 @@ impl Partition {
     /// acknowledge. A resent round (the receiver restarted, or retried)
     /// is applied again, which changes nothing, and acknowledged again.
     pub(super) fn on_apply(&mut self, env: &mut impl Env, receiver: NodeId, round: u64, ops: Vec<ApplyOp>) {
-        if !self.awaiting.iter().any(|a| a.receiver == receiver && a.round == round) {
-            self.awaiting.push_back(Awaiting { receiver, round, ops: ops.into() });
-        }
+        self.awaiting.add(receiver, round, ops);
         self.progress(env);
     }
 
-    /// Apply what can be, in order: an op whose payload has not arrived
-    /// stops its round and every later one (they may depend on it).
+    /// Apply what can be, in order (an op whose payload has not arrived
+    /// stops its round and every later one).
     fn progress(&mut self, env: &mut impl Env) {
-        while let Some(front) = self.awaiting.front_mut() {
-            while let Some(op) = front.ops.front() {
-                if !Self::make_visible(env, op) {
-                    return;
-                }
-                front.ops.pop_front();
-            }
-            let done = self.awaiting.pop_front().expect("front");
-            env.send(done.receiver, Msg::Applied { round: done.round });
+        let mut acks = Vec::new();
+        self.awaiting.progress(|op| Self::make_visible(env, op), |receiver, round| acks.push((receiver, round)));
+        for (receiver, round) in acks {
+            env.send(receiver, Msg::Applied { round });
         }
     }
 

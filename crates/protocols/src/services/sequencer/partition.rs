@@ -10,16 +10,8 @@ use super::config::Config;
 use super::msg::*;
 use super::server::Env;
 use causeway_core::{ClientId, DcId, Key, NodeId, Observation, PartitionId, Topology, Value, Versioned};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// A receiver's apply round waiting here for payloads.
-struct Awaiting {
-    receiver: NodeId,
-    round: u64,
-    /// Not yet visible, in the order the receiver listed them.
-    ops: VecDeque<ApplyOp>,
-}
 
 /// A PUT waiting for its sequence number.
 struct Pending {
@@ -56,7 +48,7 @@ pub struct Partition {
     /// chain is FIFO from head to tail, and so are the links to here).
     last_seq: u64,
     /// Apply rounds not yet acknowledged, oldest first.
-    awaiting: VecDeque<Awaiting>,
+    awaiting: crate::services::apply_rounds::ApplyRounds<ApplyOp>,
 }
 
 impl Partition {
@@ -75,7 +67,7 @@ impl Partition {
             next_id: 0,
             pending: BTreeMap::new(),
             last_seq: 0,
-            awaiting: VecDeque::new(),
+            awaiting: Default::default(),
         }
     }
 
@@ -203,24 +195,17 @@ impl Partition {
     /// acknowledge. A resent round (the receiver restarted, or retried)
     /// is applied again, which changes nothing, and acknowledged again.
     pub(super) fn on_apply(&mut self, env: &mut impl Env, receiver: NodeId, round: u64, ops: Vec<ApplyOp>) {
-        if !self.awaiting.iter().any(|a| a.receiver == receiver && a.round == round) {
-            self.awaiting.push_back(Awaiting { receiver, round, ops: ops.into() });
-        }
+        self.awaiting.add(receiver, round, ops);
         self.progress(env);
     }
 
-    /// Apply what can be, in order: an op whose payload has not arrived
-    /// stops its round and every later one (they may depend on it).
+    /// Apply what can be, in order (an op whose payload has not arrived
+    /// stops its round and every later one).
     fn progress(&mut self, env: &mut impl Env) {
-        while let Some(front) = self.awaiting.front_mut() {
-            while let Some(op) = front.ops.front() {
-                if !Self::make_visible(env, op) {
-                    return;
-                }
-                front.ops.pop_front();
-            }
-            let done = self.awaiting.pop_front().expect("front");
-            env.send(done.receiver, Msg::Applied { round: done.round });
+        let mut acks = Vec::new();
+        self.awaiting.progress(|op| Self::make_visible(env, op), |receiver, round| acks.push((receiver, round)));
+        for (receiver, round) in acks {
+            env.send(receiver, Msg::Applied { round });
         }
     }
 
