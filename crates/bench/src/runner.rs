@@ -234,6 +234,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
     let w = &sc.workload;

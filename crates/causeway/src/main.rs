@@ -14,6 +14,7 @@ mod experiment;
 mod net;
 mod run;
 mod torture;
+mod txn;
 
 /// mimalloc rather than glibc's malloc: a server frees old versions (GC)
 /// of every size while it allocates frames and messages, and glibc's
@@ -256,6 +257,11 @@ enum Cmd {
         /// leaves out runs one instance per DC.
         #[arg(long = "service")]
         services: Vec<String>,
+        /// Store each partition in this many of the DCs (partial
+        /// replication: partition p in DCs p, p+1, … mod the DC count), for
+        /// protocols that run so (paris, bpr). Default: every DC.
+        #[arg(long)]
+        replication_factor: Option<u16>,
         /// Print the endpoints as one JSON line once the cluster is up.
         #[arg(long)]
         json: bool,
@@ -320,6 +326,20 @@ enum Cmd {
     Wot {
         #[arg(required = true, value_parser = parse_write)]
         writes: Vec<(String, String)>,
+        #[command(flatten)]
+        at: ClientArgs,
+    },
+    /// Run one interactive transaction: reads at one causal snapshot,
+    /// writes buffered and committed atomically (paris, bpr), e.g.
+    /// `causeway txn -e 'r a b; w a=1; commit'`. Statements: `r KEY…`,
+    /// `w KEY=VALUE…`, `d KEY…`, `commit`, `abort`, separated by `;` or new
+    /// lines. Without `-e` they are read from standard input, at a `txn>`
+    /// prompt when it is a terminal. A script that ends without `commit`
+    /// is aborted.
+    Txn {
+        /// The statements.
+        #[arg(short = 'e', long = "execute")]
+        script: Option<String>,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -463,6 +483,37 @@ fn protocol_parser() -> impl clap::builder::TypedValueParser<Value = ProtocolNam
 
 /// `--service name=count`: a service the protocol runs, with its instances
 /// per DC (1 to 64).
+/// `--replication-factor`: checked against the DC count and the protocol
+/// here, so that the error names the flag.
+fn replication_for(
+    protocol: ProtocolName,
+    dcs: u16,
+    factor: Option<u16>,
+) -> Result<causeway_core::Replication, Box<dyn std::error::Error>> {
+    let Some(factor) = factor else { return Ok(causeway_core::Replication::Full) };
+    if !(1..=dcs).contains(&factor) {
+        return Err(format!("--replication-factor {factor}: must be 1 to the {dcs} DCs").into());
+    }
+    if factor == dcs {
+        return Ok(causeway_core::Replication::Full);
+    }
+    if !causeway_protocols::with_protocol!(protocol, P => <P as causeway_core::Protocol>::PARTIAL_REPLICATION) {
+        let partial: Vec<&str> = causeway_protocols::ProtocolName::ALL
+            .iter()
+            .filter(
+                |&&p| causeway_protocols::with_protocol!(p, P => <P as causeway_core::Protocol>::PARTIAL_REPLICATION),
+            )
+            .map(|p| p.as_str())
+            .collect();
+        return Err(format!(
+            "--replication-factor {factor}: {protocol} stores every partition in every DC; partial replication needs {}",
+            partial.join(" or ")
+        )
+        .into());
+    }
+    Ok(causeway_core::Replication::Partial { factor })
+}
+
 fn parse_services(
     protocol: ProtocolName,
     given: &[String],
@@ -690,6 +741,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             fsync,
             tokens,
             services,
+            replication_factor,
             json,
         } => {
             let ports = causeway_net::embedded::Ports { metrics: metrics_port, redis: redis_port };
@@ -700,6 +752,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 params: parse_params(&params)?,
                 ports,
                 services: parse_services(protocol, &services)?,
+                replication: replication_for(protocol, dcs, replication_factor)?,
                 ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
             };
             let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));
@@ -740,6 +793,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
             }),
         )?,
+        Cmd::Txn { script, at } => txn::run(&at.into(), script.map_or(txn::Source::Stdin, txn::Source::Script))?,
         Cmd::Batch { writes, at } => net::client_op(
             &at.into(),
             ClientCmd::Op(Op::Batch {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 type Error = Box<dyn std::error::Error>;
 
-fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
@@ -150,6 +150,8 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -
             .collect();
         let j = serde_json::json!({
             "protocol": protocol.as_str(), "dcs": dcs, "partitions": partitions,
+            "placement": (0..partitions).map(|p| c.topology.dcs_of(causeway_core::PartitionId(p)).iter()
+                .map(|&d| c.topology.dc_name(d).to_string()).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "config": config_out.display().to_string(), "nodes": nodes,
         });
         println!("{j}");
@@ -167,6 +169,17 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -
             c.addrs.len(),
             config_out.display()
         );
+        if let causeway_core::Replication::Partial { factor } = c.topology.spec().replication {
+            let t = &c.topology;
+            let places: Vec<String> = (0..partitions)
+                .map(|p| {
+                    let dcs: Vec<String> =
+                        t.dcs_of(causeway_core::PartitionId(p)).iter().map(|&d| t.dc_name(d)).collect();
+                    format!("p{p}: {}", dcs.join("+"))
+                })
+                .collect();
+            println!("placement (each partition in {factor} DCs; others reach it remotely): {}", places.join(", "));
+        }
         println!("try: causeway put k v --config {0} && causeway get k --dc 1 --config {0}", config_out.display());
         for (i, a) in c.redis_addrs.iter().enumerate() {
             if let Some(a) = a {
@@ -232,7 +245,7 @@ pub fn read_value(arg: &str) -> Result<bytes::Bytes, Error> {
 }
 
 /// `--dc`: a number, or a DC's name in the topology (case-insensitive).
-fn resolve_dc(cluster: &causeway_net::Cluster, dc: &str) -> Result<DcId, Error> {
+pub(crate) fn resolve_dc(cluster: &causeway_net::Cluster, dc: &str) -> Result<DcId, Error> {
     let t = &cluster.topology;
     if let Ok(n) = dc.parse::<u16>()
         && (n as usize) < t.dcs()
@@ -245,7 +258,7 @@ fn resolve_dc(cluster: &causeway_net::Cluster, dc: &str) -> Result<DcId, Error> 
     })
 }
 
-fn json_value(v: &Option<bytes::Bytes>) -> serde_json::Value {
+pub(crate) fn json_value(v: &Option<bytes::Bytes>) -> serde_json::Value {
     match v {
         Some(b) => serde_json::Value::String(String::from_utf8_lossy(b).into_owned()),
         None => serde_json::Value::Null,

@@ -115,6 +115,15 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
             w.wot_size = b.random_range(2..=4usize).min(w.recordcount as usize);
         }
     }
+    // Interactive transactions where the protocol offers them, as a share
+    // of the one-shot ones, from a stream of their own (other draws stay).
+    if offers(causeway_core::OpKind::Interactive) {
+        let mut i = ChaCha8Rng::seed_from_u64(seed ^ 0x17e4_ac71);
+        let w = &mut sc.workload;
+        w.interactiveproportion = w.txnproportion * i.random_range(0.0..=1.0);
+        w.txnproportion -= w.interactiveproportion;
+        w.interactive_think_us = [0, 2_000, 20_000][i.random_range(0..3)];
+    }
     if partial {
         sc.workload.local_txn_ratio = Some([0.5, 0.9, 1.0][pr.random_range(0..3)]);
     }

@@ -455,3 +455,64 @@ fn other_protocols_refuse_columns_by_name() {
         assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{args:?}: {o:?}");
     }
 }
+
+/// `causeway txn` against a PaRiS node: a script commits its writes and
+/// prints its reads (its own writes read back), one from standard input
+/// too; a script without `commit` is aborted and fails; a typo is named
+/// before anything runs; a protocol without interactive transactions
+/// refuses by name.
+#[test]
+fn interactive_transactions_from_the_cli() {
+    let dir = tmp("txn");
+    let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
+    let eventual_cfg = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, eventual_cfg.replace("protocol = \"eventual\"", "protocol = \"paris\"")).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let _server = Server(
+        bin()
+            .args(["server", "--config", cfg, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = run(&["txn", "-e", "w a=1 b=2; r a nope; commit", "--config", cfg], None);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "a=1\nnope (none)\ncommitted (2 writes)\n");
+    let o = run(&["txn", "--config", cfg], Some(b"r a\nw a=3; r a\ncommit\n"));
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "a=1\na=3\ncommitted (1 write)\n");
+    assert_eq!(run(&["get", "a", "--config", cfg], None).stdout, b"3\n");
+    let o = run(&["txn", "-e", "w a=4; r a b", "--config", cfg, "--json"], None);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("without `commit`"), "{o:?}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j, serde_json::json!({ "read": { "a": "4", "b": "2" } }));
+    assert_eq!(run(&["get", "a", "--config", cfg], None).stdout, b"3\n", "the aborted write never happened");
+    let o = run(&["txn", "-e", "r a; select b", "--config", cfg], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown statement `select`"), "{o:?}");
+    drop(_server);
+
+    let cfg2 = config(&tmp("txn-eventual"), &format!("127.0.0.1:{}", free_port()));
+    let cfg2 = cfg2.to_str().unwrap();
+    let _server = Server(
+        bin()
+            .args(["server", "--config", cfg2, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !run(&["put", "ready", "1", "--config", cfg2], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = run(&["txn", "-e", "r a; commit", "--config", cfg2], None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not support Interactive"), "{o:?}");
+}

@@ -30,6 +30,7 @@ fn network_histories_pass_the_checker() {
             tokens: None,
             plaintext: false,
             services: Vec::new(),
+            replication: causeway_core::Replication::Full,
         };
         let cluster = Embedded::start(spec, rt.handle()).unwrap();
         let c = cluster.cluster.clone();

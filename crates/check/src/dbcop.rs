@@ -248,6 +248,8 @@ pub fn to_dbcop(history: &History) -> Result<DbcopExport, ExportError> {
                 (Op::Put { .. } | Op::Wot { .. } | Op::Txn { .. }, _) => continue,
                 (Op::Get { .. } | Op::Rot { .. }, _) => continue, // a failed read returned nothing
                 (Op::Add { .. } | Op::Slice { .. }, _) => continue, // no register read or written
+                // Refused by the model: a history records the transaction whole.
+                (Op::Begin | Op::TxRead { .. } | Op::Commit { .. } | Op::Abort, _) => continue,
                 // Refused above (the model rejects a batch recorded whole,
                 // and the export one recorded as puts).
                 (Op::Batch { .. }, _) => return Err(ExportError::Batch { op: i }),

@@ -42,4 +42,10 @@ pub enum ModelError {
     UnexpandedBatch { index: usize },
     #[error("op #{index} is marked as a write of batch {batch} but is a {}", op.name())]
     BatchNotPut { index: usize, batch: u64, op: OpKind },
+    /// An interactive transaction is recorded as one `Txn`
+    /// ([`causeway_core::TxnBuffer::record`]), never step by step.
+    #[error(
+        "op #{index} is a step of an interactive transaction; record the transaction as one txn (TxnBuffer::record)"
+    )]
+    InteractiveStep { index: usize },
 }

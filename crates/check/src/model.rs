@@ -473,7 +473,11 @@ fn validate_shapes(history: &History) -> Result<(), ModelError> {
         {
             return Err(ModelError::BatchNotPut { index, batch, op: r.op.kind() });
         }
+        if r.op.kind() == causeway_core::OpKind::Interactive {
+            return Err(ModelError::InteractiveStep { index });
+        }
         let result = match &r.result {
+            OpResult::Done => "done",
             OpResult::Get(_) => "get",
             OpResult::Put => "put",
             OpResult::Rot(_) => "rot",

@@ -203,13 +203,15 @@ impl Stats {
                     keys.insert(key);
                 }
                 Op::Slice { .. } => s.gets += 1,
+                // Never in a checked history (the model refuses them).
+                Op::Begin | Op::TxRead { .. } | Op::Commit { .. } | Op::Abort => {}
             }
             match &r.result {
                 OpResult::Failed(_) => s.failed += 1,
                 OpResult::Get(_) => s.reads += 1,
                 OpResult::Rot(v) | OpResult::Txn(v) => s.reads += v.len(),
                 OpResult::Slice(v) => s.reads += v.len(),
-                OpResult::Put | OpResult::Wot => {}
+                OpResult::Put | OpResult::Wot | OpResult::Done => {}
             }
         }
         s.sessions = clients.len();

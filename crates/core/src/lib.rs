@@ -72,6 +72,7 @@ pub mod store;
 pub mod store_key;
 pub mod summary;
 pub mod topology;
+pub mod txn;
 pub mod vector;
 
 pub use clock::{ClockJump, ClockModel, Hlc, HlcVec, TimeVec};
@@ -90,6 +91,7 @@ pub use protocol::{
 };
 pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed, MvStore, SnapshotFloor, Versioned};
 pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
+pub use txn::TxnBuffer;
 pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};
 
 /// The version of the binary encoding of what a node writes to its log

@@ -132,11 +132,25 @@ pub enum OpKind {
     Add,
     /// A range of one row's columns in one family (Eiger's column-family model).
     Slice,
+    /// The steps of an interactive transaction ([`Op::Begin`],
+    /// [`Op::TxRead`], [`Op::Commit`], [`Op::Abort`]). A protocol offering
+    /// this kind offers all four; a history records the whole transaction
+    /// as one [`Op::Txn`] ([`crate::txn::TxnBuffer`]).
+    Interactive,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 8] =
-        [OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Wot, OpKind::Batch, OpKind::Txn, OpKind::Add, OpKind::Slice];
+    pub const ALL: [OpKind; 9] = [
+        OpKind::Get,
+        OpKind::Put,
+        OpKind::Rot,
+        OpKind::Wot,
+        OpKind::Batch,
+        OpKind::Txn,
+        OpKind::Add,
+        OpKind::Slice,
+        OpKind::Interactive,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Get => "get",
@@ -147,6 +161,7 @@ impl OpKind {
             OpKind::Txn => "txn",
             OpKind::Add => "add",
             OpKind::Slice => "slice",
+            OpKind::Interactive => "interactive",
         }
     }
 }
@@ -214,6 +229,31 @@ pub enum Op {
         stop: bytes::Bytes,
         count: u32,
     },
+    /// Open an interactive transaction on the session: the protocol fixes
+    /// its snapshot (Spirovska et al., "PaRiS", Alg. 1 START). Answered
+    /// with [`OpResult::Done`]. At most one is open per session.
+    Begin,
+    /// Read `keys` in the session's open transaction, all from its
+    /// snapshot; any number of these, each after the last has answered.
+    /// Answered with [`OpResult::Rot`]. Keys are distinct; the transaction's
+    /// own buffered writes are the client library's to answer
+    /// ([`crate::txn::TxnBuffer`]), never asked of the protocol.
+    TxRead {
+        keys: Vec<Key>,
+    },
+    /// Commit the open transaction with its buffered `writes` (none: a
+    /// read-only transaction that only releases its snapshot), atomically
+    /// visible and one event of the causal order, as [`Op::Txn`]'s.
+    /// Answered with [`OpResult::Done`]. Keys are distinct.
+    Commit {
+        writes: Vec<(Key, Value)>,
+    },
+    /// Drop the open transaction: nothing of it is written. Answered with
+    /// [`OpResult::Done`] at once, without waiting for any answer (a
+    /// client library ends a transaction its user dropped by invoking this
+    /// just before its next operation); a server that never hears of it
+    /// drops the transaction once it is idle.
+    Abort,
 }
 
 impl Op {
@@ -227,6 +267,7 @@ impl Op {
             Op::Txn { .. } => OpKind::Txn,
             Op::Add { .. } => OpKind::Add,
             Op::Slice { .. } => OpKind::Slice,
+            Op::Begin | Op::TxRead { .. } | Op::Commit { .. } | Op::Abort => OpKind::Interactive,
         }
     }
 
@@ -253,8 +294,15 @@ impl Op {
     pub fn each_read(&self) -> impl Iterator<Item = &Key> {
         let (one, many): (Option<&Key>, &[Key]) = match self {
             Op::Get { key } => (Some(key), &[]),
-            Op::Rot { keys } | Op::Txn { reads: keys, .. } => (None, keys),
-            Op::Put { .. } | Op::Wot { .. } | Op::Batch { .. } | Op::Add { .. } | Op::Slice { .. } => (None, &[]),
+            Op::Rot { keys } | Op::Txn { reads: keys, .. } | Op::TxRead { keys } => (None, keys),
+            Op::Put { .. }
+            | Op::Wot { .. }
+            | Op::Batch { .. }
+            | Op::Add { .. }
+            | Op::Slice { .. }
+            | Op::Begin
+            | Op::Commit { .. }
+            | Op::Abort => (None, &[]),
         };
         one.into_iter().chain(many)
     }
@@ -266,8 +314,15 @@ impl Op {
             _ => None,
         };
         let many: &[(Key, Value)] = match self {
-            Op::Wot { writes } | Op::Batch { writes } | Op::Txn { writes, .. } => writes,
-            Op::Get { .. } | Op::Put { .. } | Op::Rot { .. } | Op::Add { .. } | Op::Slice { .. } => &[],
+            Op::Wot { writes } | Op::Batch { writes } | Op::Txn { writes, .. } | Op::Commit { writes } => writes,
+            Op::Get { .. }
+            | Op::Put { .. }
+            | Op::Rot { .. }
+            | Op::Add { .. }
+            | Op::Slice { .. }
+            | Op::Begin
+            | Op::TxRead { .. }
+            | Op::Abort => &[],
         };
         one.into_iter().chain(many.iter().map(|(k, v)| (k, v)))
     }
@@ -300,6 +355,9 @@ pub enum OpResult {
     /// A slice: (column name, value) in column order. Raw results include
     /// deleted columns' tombstones; [`OpResult::visible`] strips them.
     Slice(Vec<(bytes::Bytes, Value)>),
+    /// A step of an interactive transaction that returns nothing: begun,
+    /// committed, aborted.
+    Done,
     Failed(OpError),
 }
 

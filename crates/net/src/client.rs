@@ -184,6 +184,9 @@ pub struct Session<P: Protocol> {
     unwritten: bool,
     /// The access token shown in every hello ([`crate::auth`]).
     token: Option<String>,
+    /// A [`crate::transaction::Transaction`] was dropped without commit or
+    /// abort: the next operation aborts it first.
+    pub(crate) abandoned_txn: bool,
 }
 
 fn now_us() -> u64 {
@@ -244,6 +247,7 @@ impl<P: Protocol> Session<P> {
             spare_envs: Vec::new(),
             unwritten: false,
             token: None,
+            abandoned_txn: false,
             local: None,
             sleep: None,
             conn_gen: 0,
@@ -391,7 +395,7 @@ impl<P: Protocol> Session<P> {
     /// A key this session may send: within the size limit, and not an
     /// encoded column location unless the protocol has the column-family
     /// model (one without it would store the location as an opaque key).
-    fn check_key(&self, k: &[u8]) -> Result<(), ClientError> {
+    pub(crate) fn check_key(&self, k: &[u8]) -> Result<(), ClientError> {
         let max = self.cluster.config.limits.max_key_bytes;
         if k.len() > max {
             return Err(ClientError::KeyTooLarge { len: k.len(), max });
@@ -402,7 +406,7 @@ impl<P: Protocol> Session<P> {
         Ok(())
     }
 
-    fn check_value(&self, v: &[u8]) -> Result<(), ClientError> {
+    pub(crate) fn check_value(&self, v: &[u8]) -> Result<(), ClientError> {
         let max = self.cluster.config.limits.max_value_bytes;
         if v.len() > max { Err(ClientError::ValueTooLarge { len: v.len(), max }) } else { Ok(()) }
     }
@@ -412,7 +416,7 @@ impl<P: Protocol> Session<P> {
     /// sent ([`ClientError::ReservedValue`]), and values read that are
     /// tombstones come back as "no value".
     pub async fn execute(&mut self, op: Op) -> Result<OpResult, ClientError> {
-        self.begin(&op, true)?;
+        self.admit_op(&op, true)?;
         let r = self.execute_inner(smallvec::smallvec![op]).await;
         self.end(r, true)
     }
@@ -421,12 +425,12 @@ impl<P: Protocol> Session<P> {
     /// tombstones are returned as the writes they are. History recorders use
     /// this, so that the checker sees which delete a read returned.
     pub async fn execute_raw(&mut self, op: Op) -> Result<OpResult, ClientError> {
-        self.begin(&op, false)?;
+        self.admit_op(&op, false)?;
         let r = self.execute_inner(smallvec::smallvec![op]).await;
         self.end(r, false)
     }
 
-    // One operation runs as `begin`, `execute_inner`, `end`, written out in
+    // One operation runs as `admit_op`, `execute_inner`, `end`, written out in
     // each caller rather than in one more async function: every layer of
     // async functions holds the future of the one below it and copies it,
     // some kilobytes, when it starts (five layers deep, that copying was
@@ -434,7 +438,7 @@ impl<P: Protocol> Session<P> {
 
     /// Refuse `op` before anything is sent: as [`Session::admit`], and for
     /// a user's operation (`user`) a value that would read as a tombstone.
-    fn begin(&self, op: &Op, user: bool) -> Result<(), ClientError> {
+    fn admit_op(&self, op: &Op, user: bool) -> Result<(), ClientError> {
         if user {
             let reserved = match op {
                 Op::Get { .. } => None,
@@ -531,6 +535,12 @@ impl<P: Protocol> Session<P> {
         }
         let mut results: Slots<Option<OpResult>> = SmallVec::new();
         results.resize_with(n, || None);
+        if std::mem::take(&mut self.abandoned_txn) {
+            // End the transaction dropped open, in the same flush as this
+            // operation: an abort completes without waiting ([`Op::Abort`]).
+            self.protos[0].invoke(&mut envs[0], Op::Abort);
+            envs[0].done = None;
+        }
         for (slot, op) in ops.into_iter().enumerate() {
             self.protos[slot].invoke(&mut envs[slot], op);
         }
@@ -697,9 +707,9 @@ impl<P: Protocol> Session<P> {
     }
 
     pub async fn get(&mut self, key: impl Into<bytes::Bytes>) -> Result<Option<bytes::Bytes>, ClientError> {
-        // `execute` written out (see `begin`): the front door's GET.
+        // `execute` written out (see `admit_op`): the front door's GET.
         let op = Op::Get { key: key.into() };
-        self.begin(&op, true)?;
+        self.admit_op(&op, true)?;
         let r = self.execute_inner(smallvec::smallvec![op]).await;
         match self.end(r, true)? {
             OpResult::Get(v) => Ok(v),
@@ -713,9 +723,9 @@ impl<P: Protocol> Session<P> {
         key: impl Into<bytes::Bytes>,
         value: impl Into<bytes::Bytes>,
     ) -> Result<(), ClientError> {
-        // `execute` written out (see `begin`): the front door's SET.
+        // `execute` written out (see `admit_op`): the front door's SET.
         let op = Op::Put { key: key.into(), value: value.into() };
-        self.begin(&op, true)?;
+        self.admit_op(&op, true)?;
         let r = self.execute_inner(smallvec::smallvec![op]).await;
         match self.end(r, true)? {
             OpResult::Put => Ok(()),

@@ -45,6 +45,10 @@ pub struct EmbeddedSpec {
     /// Service nodes per DC (`[topology] services`), e.g. three Eunomia
     /// replicas; the protocol's others are added with one instance each.
     pub services: Vec<causeway_core::ServiceSpec>,
+    /// Where partitions are stored (`[topology] replication`): every DC,
+    /// or `factor` of them for a protocol that runs so
+    /// (`Protocol::PARTIAL_REPLICATION`; others refuse it by name).
+    pub replication: causeway_core::Replication,
 }
 
 /// Optional HTTP and Redis endpoints on loopback: node N gets base + N.
@@ -72,6 +76,7 @@ impl EmbeddedSpec {
             tokens: None,
             plaintext: false,
             services: Vec::new(),
+            replication: causeway_core::Replication::Full,
         }
     }
 }
@@ -131,6 +136,7 @@ impl Embedded {
     ) -> Result<Embedded, EmbeddedError> {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
         topology.services = spec.services.clone();
+        topology.replication = spec.replication;
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
         }

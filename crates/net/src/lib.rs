@@ -32,8 +32,10 @@ pub mod redis;
 mod reply_pipe;
 pub mod server;
 pub mod tls;
+pub mod transaction;
 pub mod wal;
 
 pub use client::{ClientError, Session, probe};
 pub use config::{Cluster, ClusterConfig, ConfigError, Fsync};
 pub use server::{NodeError, NodeHandle};
+pub use transaction::Transaction;

@@ -21,8 +21,10 @@
 //!   protocol has them; refused elsewhere rather than silently non-atomic.
 //! - `MULTI` … `EXEC`: the queued `GET`/`MGET` become one read-only
 //!   transaction, the queued `SET`/`MSET` one write-only transaction, both
-//!   one read-write transaction (reads first, as the protocols define it;
-//!   a read queued after a write is refused).
+//!   one read-write transaction (reads first, as the protocols define it).
+//!   A read queued after a write runs the block as an interactive
+//!   transaction in queue order where the protocol has them (the read sees
+//!   the block's write, as in Redis), and is refused elsewhere.
 //! - `PING`, `ECHO`, `INFO`, `SELECT 0`, `QUIT`, and `CONFIG GET`,
 //!   `COMMAND`, `CLIENT` answered harmlessly for tools that ask at start.
 //!
@@ -823,6 +825,9 @@ impl<P: Protocol> Conn<P> {
         if let (Some(w), Some(r)) = (first_write, last_read)
             && r > w
         {
+            if offers::<P>(OpKind::Interactive) {
+                return self.multi_interactive(queued).await;
+            }
             return Err(Failure::Refused(
                 "EXECABORT a Causeway transaction reads from one snapshot before it writes: queue the GETs first"
                     .into(),
@@ -865,6 +870,32 @@ impl<P: Protocol> Conn<P> {
                 })
                 .collect(),
         ))
+    }
+}
+
+impl<P: Protocol> Conn<P> {
+    /// EXEC of a block that reads after it writes, on a protocol with
+    /// interactive transactions: the commands run in queue order in one
+    /// transaction, so a GET sees the block's earlier SETs (as in Redis),
+    /// the other reads come from one snapshot, and the writes commit
+    /// atomically at the end.
+    async fn multi_interactive(&mut self, queued: Vec<Queued>) -> Result<Frame, Failure> {
+        let mut txn = self.session.begin().await?;
+        let mut out = Vec::with_capacity(queued.len());
+        for q in queued {
+            out.push(match q {
+                Queued::Get(k) => bulk(txn.read(vec![k]).await?.pop().expect("one value")),
+                Queued::MGet(ks) => Frame::Array(txn.read(ks).await?.into_iter().map(bulk).collect()),
+                Queued::Set(w) => {
+                    for (k, v) in w {
+                        txn.write(k, v)?;
+                    }
+                    Frame::SimpleString(Bytes::from_static(b"OK"))
+                }
+            });
+        }
+        txn.commit().await?;
+        Ok(Frame::Array(out))
     }
 }
 

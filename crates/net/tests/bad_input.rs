@@ -48,6 +48,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
@@ -191,6 +192,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -40,6 +40,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -28,6 +28,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     }
 }
 

@@ -31,6 +31,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     }
 }
 

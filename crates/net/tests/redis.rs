@@ -36,6 +36,7 @@ fn start_with_limits(p: ProtocolName, name: &str, limits: causeway_net::config::
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     };
     let cluster = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
     (cluster, base)
@@ -309,4 +310,64 @@ async fn an_idle_connection_is_closed_and_a_talking_one_is_not() {
     assert!(t.elapsed() < Duration::from_secs(1), "closed only {:?} after the talking one ended", t.elapsed());
     drop(talking);
     tokio::task::spawn_blocking(move || cluster.stop().unwrap()).await.unwrap();
+}
+
+/// Where the protocol has interactive transactions (PaRiS), a MULTI block
+/// that reads after it writes runs in queue order, as in Redis: each GET
+/// sees the block's earlier SETs, and the writes commit together. The
+/// client library's `Session::begin` is the same transaction, step by step;
+/// a protocol without them refuses `begin` with a typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_exec_runs_in_queue_order_where_the_protocol_has_interactive_transactions() {
+    let (cluster, base) = start(ProtocolName::Paris, "multi-itx");
+    let mut r = Redis::connect(base).await;
+    assert_eq!(r.cmd(&["SET", "x", "0"]).await, ok());
+    r.cmd(&["MULTI"]).await;
+    r.cmd(&["SET", "d", "5"]).await;
+    r.cmd(&["GET", "d"]).await;
+    r.cmd(&["MGET", "d", "x"]).await;
+    r.cmd(&["SET", "d", "6"]).await;
+    r.cmd(&["GET", "d"]).await;
+    assert_eq!(
+        r.cmd(&["EXEC"]).await,
+        Frame::Array(vec![ok(), bulk("5"), Frame::Array(vec![bulk("5"), bulk("0")]), ok(), bulk("6")])
+    );
+    assert_eq!(r.cmd(&["GET", "d"]).await, bulk("6"), "the block committed its last write");
+
+    let mut s = causeway_net::Session::<causeway_protocols::paris::Paris>::new(
+        cluster.cluster.clone(),
+        causeway_core::DcId(1),
+        7,
+    )
+    .unwrap();
+    let mut t = s.begin().await.unwrap();
+    let got = t.read(vec![Bytes::from_static(b"d"), Bytes::from_static(b"nope")]).await.unwrap();
+    // DC 1 may not have d yet (the UST decides): whatever it read, the
+    // transaction reads it again the same way, and its own write after.
+    let again = t.read(vec![Bytes::from_static(b"d")]).await.unwrap();
+    assert_eq!(again[0], got[0], "a key read twice reads the same");
+    assert_eq!(got[1], None);
+    t.write("d", "7").unwrap();
+    assert_eq!(t.read(vec![Bytes::from_static(b"d")]).await.unwrap(), vec![Some(Bytes::from_static(b"7"))]);
+    t.commit().await.unwrap();
+    assert_eq!(s.get("d").await.unwrap(), Some(Bytes::from_static(b"7")), "read-your-writes after commit");
+    // Dropped open: aborted before the next operation, which goes on.
+    let mut t = s.begin().await.unwrap();
+    t.write("d", "8").unwrap();
+    drop(t);
+    assert_eq!(s.get("d").await.unwrap(), Some(Bytes::from_static(b"7")), "a dropped transaction wrote nothing");
+    let t = s.begin().await.unwrap();
+    t.abort().await.unwrap();
+    cluster.stop().unwrap();
+
+    let (cluster, _) = start(ProtocolName::Cops, "multi-itx");
+    let mut s = causeway_net::Session::<causeway_protocols::cops::Cops>::new(
+        cluster.cluster.clone(),
+        causeway_core::DcId(0),
+        1,
+    )
+    .unwrap();
+    let e = s.begin().await.err().expect("cops has no interactive transactions");
+    assert_eq!(e.to_string(), "this protocol does not support Interactive operations");
+    cluster.stop().unwrap();
 }

@@ -47,6 +47,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
         tokens: None,
         plaintext: false,
         services: Vec::new(),
+        replication: causeway_core::Replication::Full,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -18,6 +18,7 @@
 
 pub mod chaos;
 pub mod engine;
+pub mod interactive;
 mod log;
 pub mod metrics;
 pub mod report;

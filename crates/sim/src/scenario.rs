@@ -360,6 +360,18 @@ pub struct Workload {
     /// `local_txn_ratio` like a ROT's.
     #[serde(default)]
     pub txnproportion: f64,
+    /// Interactive transactions ([`causeway_core::OpKind::Interactive`]):
+    /// START, a first read round of half the `txn_reads` keys, a second
+    /// round whose keys depend on what the first returned (and that reads
+    /// back one of the transaction's own writes), then a COMMIT of
+    /// `txn_writes` writes. Recorded as one transaction.
+    #[serde(default)]
+    pub interactiveproportion: f64,
+    /// The client's think time between the steps of an interactive
+    /// transaction, µs (a user deciding what to read or write next; its
+    /// snapshot stays open meanwhile).
+    #[serde(default)]
+    pub interactive_think_us: u64,
     #[serde(default = "default_txn_reads")]
     pub txn_reads: usize,
     #[serde(default = "default_txn_writes")]
@@ -503,6 +515,8 @@ impl Default for Workload {
             wot_size: default_rot(),
             batchproportion: 0.0,
             txnproportion: 0.0,
+            interactiveproportion: 0.0,
+            interactive_think_us: 0,
             txn_reads: default_txn_reads(),
             txn_writes: default_txn_writes(),
             local_txn_ratio: None,

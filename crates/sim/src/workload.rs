@@ -108,6 +108,8 @@ fn row_write(w: &Workload, row: Key, rng: &mut ChaCha8Rng, write_id: &mut impl F
 pub struct Request {
     pub ops: VecDeque<Op>,
     pub name: Option<&'static str>,
+    /// An interactive transaction: its plan (`ops` then holds its START).
+    pub interactive: Option<crate::interactive::Plan>,
 }
 
 /// Record `i` of the key space: `user<i>`, as YCSB names them.
@@ -254,9 +256,10 @@ impl Generator {
             + w.rotproportion
             + w.wotproportion
             + w.batchproportion
-            + w.txnproportion;
+            + w.txnproportion
+            + w.interactiveproportion;
         let x = rng.random::<f64>() * total;
-        let one = |op| Request { ops: VecDeque::from([op]), name: None };
+        let one = |op| Request { ops: VecDeque::from([op]), name: None, interactive: None };
         if x < w.readproportion {
             let row = self.keys.pick(w, client, rng).clone();
             return one(match w.columns_per_read {
@@ -274,7 +277,7 @@ impl Generator {
             if x < w.updateproportion && w.update_size > 1 {
                 let keys = self.txn_keys(w, w.update_size, client, dc, rng);
                 let ops = keys.into_iter().map(|key| row_write(w, key, rng, &mut write_id)).collect();
-                return Request { ops, name: Some(UPDATE_BATCH) };
+                return Request { ops, name: Some(UPDATE_BATCH), interactive: None };
             }
             let key = if x < w.updateproportion {
                 self.keys.pick(w, client, rng).clone()
@@ -304,9 +307,19 @@ impl Generator {
             let keys = self.txn_keys(w, w.wot_size, client, dc, rng);
             return one(Op::Batch { writes: writes(keys, rng) });
         }
-        let reads = read_columns(w, self.txn_keys(w, w.txn_reads, client, dc, rng));
+        let x = x - w.batchproportion;
+        if x < w.txnproportion || w.interactiveproportion == 0.0 {
+            let reads = read_columns(w, self.txn_keys(w, w.txn_reads, client, dc, rng));
+            let keys = self.txn_keys(w, w.txn_writes, client, dc, rng);
+            return one(Op::Txn { reads, writes: writes(keys, rng) });
+        }
+        // An interactive transaction: the first round reads half the keys,
+        // the second chooses among the rest by what the first returned.
+        let mut reads = read_columns(w, self.txn_keys(w, w.txn_reads, client, dc, rng));
+        let candidates = reads.split_off(reads.len().div_ceil(2));
         let keys = self.txn_keys(w, w.txn_writes, client, dc, rng);
-        one(Op::Txn { reads, writes: writes(keys, rng) })
+        let plan = crate::interactive::Plan { first: reads, candidates, writes: writes(keys, rng) };
+        Request { ops: VecDeque::from([Op::Begin]), name: None, interactive: Some(plan) }
     }
 
     /// YCSB's load phase for workload client `client` of `clients`: a PUT
@@ -356,7 +369,7 @@ impl Generator {
                 Op::Put { key, value: tagged_value(write_id(), w.fieldlength) }
             })
             .collect();
-        Request { ops, name: Some(AMPLIFIED) }
+        Request { ops, name: Some(AMPLIFIED), interactive: None }
     }
 
     /// The keys of a transaction: `size` distinct keys, from exactly

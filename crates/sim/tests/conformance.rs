@@ -321,7 +321,12 @@ fn every_broken_variant_is_caught() {
                 };
                 let (violations, _) = with_protocol!(p, P => common::photo_then_album_with::<P>(seed, 1_000, set));
                 let rot = with_protocol!(p, P => <P as Protocol>::OPS.contains(&causeway_core::OpKind::Rot));
-                violations > 0 || (rot && with_protocol!(p, P => common::acl_album_rot_with::<P>(seed, m)).0 > 0)
+                // Interactive transactions run in the partial-replication
+                // scenario (their rounds apart by a think time).
+                let partial = with_protocol!(p, P => <P as Protocol>::PARTIAL_REPLICATION);
+                violations > 0
+                    || (rot && with_protocol!(p, P => common::acl_album_rot_with::<P>(seed, m)).0 > 0)
+                    || (partial && with_protocol!(p, P => partial_replication_run::<P>(seed, m)).0.is_err())
             });
             if !caught {
                 return Err(format!("mutant {m} passed every scenario"));
@@ -409,6 +414,13 @@ fn partial_replication_run<P: Protocol>(seed: u64, flag: &str) -> (Result<(), St
     w.txn_reads = 3;
     w.txn_writes = 2;
     w.local_txn_ratio = Some(0.5);
+    // Half of them interactive where the protocol offers that: START, two
+    // read rounds (the second chosen by the first's values), COMMIT.
+    if P::OPS.contains(&causeway_core::OpKind::Interactive) {
+        w.txnproportion = 0.15;
+        w.interactiveproportion = 0.15;
+        w.interactive_think_us = 10_000;
+    }
     sc.faults.push(Fault { at_ms: 500, at_us: 0, kind: FaultKind::Cut { a: 0, b: 2 } });
     sc.faults.push(Fault { at_ms: 1_500, at_us: 0, kind: FaultKind::Heal { a: 0, b: 2 } });
     for dc in 0..3 {

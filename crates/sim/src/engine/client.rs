@@ -28,6 +28,9 @@ pub(super) struct Session<P: Protocol> {
     /// Labels the client noted for the current operation
     /// ([`ClientEnv::note`], for `latency_by_rounds`).
     pub(super) notes: Vec<&'static str>,
+    /// The interactive transaction in progress: its steps are the
+    /// session's operations, its record is one.
+    pub(super) itx: Option<crate::interactive::Run>,
 }
 
 impl<P: Protocol> Session<P> {
@@ -56,6 +59,7 @@ impl<P: Protocol> Session<P> {
             dead: false,
             rounds: 0,
             notes: Vec::new(),
+            itx: None,
         }
     }
 }
@@ -193,6 +197,7 @@ impl<P: Protocol> Sim<P> {
                         &mut write_id,
                     );
                     s.request = r.name.map(|n| (n, self.now));
+                    s.itx = r.interactive.map(|plan| crate::interactive::Run::new(plan, self.now));
                     let first = r.ops.pop_front();
                     s.pending = r.ops;
                     first
@@ -225,6 +230,9 @@ impl<P: Protocol> Sim<P> {
         self.flush_client(c);
         if let Some(result) = self.done.take() {
             let (op, invoke_us) = self.clients[c.idx()].busy.take().expect("completion without an operation");
+            if op.kind() == causeway_core::OpKind::Interactive && self.clients[c.idx()].itx.is_some() {
+                return self.interactive_step_done(c, result);
+            }
             let failed = matches!(result, OpResult::Failed(_));
             // Keys are rows, columns locations (a plain key is one of each).
             let (keys, columns) = match &op {
@@ -239,6 +247,7 @@ impl<P: Protocol> Sim<P> {
                 Op::Txn { reads, writes } => {
                     (rows(reads.iter()) + rows(writes.iter().map(|(k, _)| k)), reads.len() + writes.len())
                 }
+                Op::Begin | Op::TxRead { .. } | Op::Commit { .. } | Op::Abort => (0, 0),
             };
             self.metrics.op_done(op.kind(), invoke_us, self.now, failed);
             self.metrics.keys_done(keys, columns, invoke_us, failed);
@@ -279,6 +288,33 @@ impl<P: Protocol> Sim<P> {
             let s = &self.clients[c.idx()];
             let think = if s.scripted.is_some() || !s.pending.is_empty() { 0 } else { self.sc.workload.think_time_us };
             self.schedule(self.now + think, Ev::ClientNext { client: c });
+        }
+    }
+
+    /// A step of the session's interactive transaction answered: invoke
+    /// the next one at once, or record the transaction that ended as one
+    /// operation and go on with the workload.
+    fn interactive_step_done(&mut self, c: ClientId, result: OpResult) {
+        let s = &mut self.clients[c.idx()];
+        let run = s.itx.as_mut().expect("checked");
+        let invoke_us = run.invoke_us;
+        match run.on_result(result) {
+            crate::interactive::Next::Step(op) => {
+                s.pending.push_front(op);
+                self.schedule(self.now + self.sc.workload.interactive_think_us, Ev::ClientNext { client: c });
+            }
+            crate::interactive::Next::Ended(record) => {
+                s.itx = None;
+                let failed = record.as_ref().is_none_or(|(_, r)| matches!(r, OpResult::Failed(_)));
+                self.metrics.op_done(causeway_core::OpKind::Interactive, invoke_us, self.now, failed);
+                self.trace = mix(self.trace, 0x17c ^ self.now);
+                if let (Some(h), Some((op, result))) = (self.history.as_mut(), record) {
+                    let dc = self.clients[c.idx()].dc;
+                    h.ops.push(OpRecord { client: c, dc, op, result, invoke_us, complete_us: self.now, batch: None });
+                }
+                let think = if self.clients[c.idx()].scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
+                self.schedule(self.now + think, Ev::ClientNext { client: c });
+            }
         }
     }
 
@@ -339,6 +375,12 @@ impl<P: Protocol> Sim<P> {
             .enumerate()
             .filter(|(_, s)| !s.dead)
             .filter_map(|(i, s)| {
+                // An interactive transaction is pending between its steps too.
+                if let Some(run) = &s.itx {
+                    let (op, result) = run.pending_record()?;
+                    let (client, dc, invoke_us) = (ClientId(i as u32), s.dc, run.invoke_us);
+                    return Some(OpRecord { client, dc, op, result, invoke_us, complete_us: now, batch: None });
+                }
                 let (op, invoke_us) = s.busy.clone()?;
                 Some(OpRecord {
                     client: ClientId(i as u32),

@@ -20,6 +20,9 @@ pub struct ParisClient {
     pub(super) cache: BTreeMap<Key, (Ts, Value)>,
     seq: u64,
     pending: Option<Pending>,
+    /// The session's open interactive transaction: its id and coordinator
+    /// (every step goes to the coordinator that holds its context).
+    open: Option<(TxId, NodeId)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -28,6 +31,9 @@ enum Shape {
     Put,
     Rot,
     Txn,
+    Begin,
+    TxRead,
+    Commit,
 }
 
 struct Pending {
@@ -49,6 +55,70 @@ impl ParisClient {
             cache: BTreeMap::new(),
             seq: 0,
             pending: None,
+            open: None,
+        }
+    }
+
+    /// The coordinator of an interactive transaction, which names no key
+    /// at START: a server of the session's DC chosen by the operation
+    /// number (§IV-B: "a random one"), or in a DC storing nothing the
+    /// nearest server of a partition chosen so.
+    fn begin_coordinator(&self) -> Option<NodeId> {
+        let t = &self.ctx.topology;
+        let here = t.partitions_at(self.ctx.dc);
+        if !here.is_empty() {
+            return t.server(self.ctx.dc, here[(self.seq % here.len() as u64) as usize]);
+        }
+        let p = causeway_core::PartitionId((self.seq % t.spec().partitions as u64) as u32);
+        t.server(t.nearest_dc_storing(self.ctx.dc, p), p)
+    }
+
+    /// A step of an interactive transaction (deviation 11).
+    fn invoke_interactive(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        let no_txn = || OpError::BadRequest("no transaction is open on this session (begin one first)".into());
+        match (op, self.open) {
+            (Op::Begin, Some(_)) => {
+                let e = OpError::BadRequest("a transaction is open on this session already".into());
+                env.complete(OpResult::Failed(e))
+            }
+            (Op::Begin, None) => {
+                let Some(to) = self.begin_coordinator() else {
+                    return env.complete(OpResult::Failed(OpError::NoReplica));
+                };
+                self.seq += 1;
+                let tx = TxId { session: self.ctx.nonce, seq: self.seq };
+                let ust = if self.blocking { self.ust.max(self.hwt) } else { self.ust };
+                env.send(to, Msg::Begin { tx, ust, hwt: self.hwt, placement: self.placement });
+                self.open = Some((tx, to));
+                self.pending =
+                    Some(Pending { seq: self.seq, shape: Shape::Begin, reads: Vec::new(), writes: Vec::new() });
+            }
+            (Op::Abort, open) => {
+                if let Some((tx, to)) = open {
+                    env.send(to, Msg::TxAbort { tx });
+                }
+                self.open = None;
+                env.complete(OpResult::Done)
+            }
+            (_, None) => env.complete(OpResult::Failed(no_txn())),
+            (Op::TxRead { keys }, Some((tx, to))) => {
+                self.seq += 1;
+                env.send(to, Msg::TxRead { tx, seq: self.seq, keys: keys.clone() });
+                self.pending = Some(Pending { seq: self.seq, shape: Shape::TxRead, reads: keys, writes: Vec::new() });
+            }
+            (Op::Commit { writes }, Some((tx, to))) => {
+                self.seq += 1;
+                env.send(to, Msg::TxCommit { tx, seq: self.seq, writes: writes.clone() });
+                self.open = None;
+                self.pending = Some(Pending { seq: self.seq, shape: Shape::Commit, reads: Vec::new(), writes });
+            }
+            (other, Some(_)) => {
+                let e = OpError::BadRequest(format!(
+                    "a {} operation inside an open transaction (commit or abort it first)",
+                    other.kind().name()
+                ));
+                env.complete(OpResult::Failed(e))
+            }
         }
     }
 
@@ -74,6 +144,9 @@ impl Client for ParisClient {
     type Msg = Msg;
 
     fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        if self.open.is_some() || matches!(op, Op::Begin | Op::TxRead { .. } | Op::Commit { .. } | Op::Abort) {
+            return self.invoke_interactive(env, op);
+        }
         let (shape, reads, writes) = match op {
             Op::Get { key } => (Shape::Get, vec![key], Vec::new()),
             Op::Put { key, value } => (Shape::Put, Vec::new(), vec![(key, value)]),
@@ -121,7 +194,12 @@ impl Client for ParisClient {
         let p = self.pending.take().expect("checked");
         let done = match result {
             Ok(d) => d,
-            Err(e) => return env.complete(OpResult::Failed(e)),
+            Err(e) => {
+                // A refused step ends the transaction: its context is gone
+                // or was never made.
+                self.open = None;
+                return env.complete(OpResult::Failed(e));
+            }
         };
         // Alg. 1 lines 4–6 (deviation 1: after the snapshot is known):
         // ust_c rises to the snapshot, and the cache drops what it covers.
@@ -152,6 +230,8 @@ impl Client for ParisClient {
             Shape::Put => OpResult::Put,
             Shape::Rot => OpResult::Rot(values),
             Shape::Txn => OpResult::Txn(values),
+            Shape::TxRead => OpResult::Rot(values),
+            Shape::Begin | Shape::Commit => OpResult::Done,
         });
     }
 }

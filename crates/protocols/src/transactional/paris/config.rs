@@ -15,6 +15,14 @@ pub struct Config {
     pub stabilization_interval_us: u64,
     /// Children per node of the DC's aggregation tree.
     pub tree_fanout: usize,
+    /// How long a coordinator keeps an interactive transaction open with
+    /// no step from its client. Past it the transaction is dropped (its
+    /// next step is refused as aborted), so a client that vanished never
+    /// holds the GC horizon, which an open snapshot pins, for ever.
+    pub txn_idle_timeout_us: u64,
+    /// At most this many interactive transactions open per coordinator; a
+    /// START beyond it is refused as aborted.
+    pub max_open_txns: usize,
     /// A deliberately broken variant: a read slice returns the freshest
     /// version a partition stores, ignoring the transaction's snapshot (a
     /// read above the UST, not covered by the client cache). The
@@ -30,6 +38,11 @@ pub struct Config {
     /// once, before the partition has applied everything up to its
     /// snapshot. The conformance suite must catch it (in BPR).
     pub mutant_skip_read_wait: bool,
+    /// A deliberately broken variant: each step of an interactive
+    /// transaction reads at the coordinator's snapshot of the moment
+    /// rather than the one START fixed, so two rounds of one transaction
+    /// may see two snapshots. The conformance suite must catch it.
+    pub mutant_fresh_snapshot_per_step: bool,
 }
 
 impl Default for Config {
@@ -38,9 +51,12 @@ impl Default for Config {
             apply_interval_us: 5_000,
             stabilization_interval_us: 5_000,
             tree_fanout: 4,
+            txn_idle_timeout_us: 10_000_000,
+            max_open_txns: 10_000,
             mutant_read_above_ust: false,
             mutant_prune_cache_early: false,
             mutant_skip_read_wait: false,
+            mutant_fresh_snapshot_per_step: false,
         }
     }
 }
@@ -52,6 +68,12 @@ impl Config {
         }
         if self.stabilization_interval_us == 0 {
             return Err("protocol.stabilization_interval_us must be positive".into());
+        }
+        if self.txn_idle_timeout_us == 0 {
+            return Err("protocol.txn_idle_timeout_us must be positive".into());
+        }
+        if self.max_open_txns == 0 {
+            return Err("protocol.max_open_txns must be at least 1".into());
         }
         if self.tree_fanout == 0 {
             return Err("protocol.tree_fanout must be at least 1".into());

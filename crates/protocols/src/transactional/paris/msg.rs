@@ -59,6 +59,33 @@ pub enum Msg {
         key: Key,
         value: Value,
     },
+    /// START of an interactive transaction (Alg. 1–2 START): the
+    /// coordinator fixes the snapshot and keeps the transaction's context
+    /// open for its reads and commit. `tx.seq` is this operation's number.
+    Begin {
+        tx: TxId,
+        ust: Ts,
+        hwt: Ts,
+        placement: u64,
+    },
+    /// READ in the open transaction `tx`, at its snapshot; `seq` is this
+    /// operation's number.
+    TxRead {
+        tx: TxId,
+        seq: u64,
+        keys: Vec<Key>,
+    },
+    /// COMMIT of the open transaction `tx` with its write set (empty: a
+    /// read-only transaction, only released).
+    TxCommit {
+        tx: TxId,
+        seq: u64,
+        writes: Vec<(Key, Value)>,
+    },
+    /// Drop the open transaction `tx`; not answered.
+    TxAbort {
+        tx: TxId,
+    },
     /// The coordinator's answer, naming the client's operation number.
     Reply {
         seq: u64,
@@ -124,8 +151,8 @@ pub enum Msg {
 
 crate::impl_message! {
     Msg {
-        client: ReadReq, Reply;
-        writes: TxReq, PutReq;
+        client: ReadReq, Reply, Begin, TxRead, TxAbort;
+        writes: TxReq, PutReq, TxCommit;
         peer: ReadSlice, SliceReply, Prepare, PrepareReply, Commit, Replicate, Heartbeat, StableReport, StablePush,
             GstExchange;
         nested: ;
@@ -136,7 +163,12 @@ crate::impl_message! {
     fn max_key_value_len(&self) -> (usize, usize) {
         let longest = |keys: &mut dyn Iterator<Item = usize>| keys.max().unwrap_or(0);
         match self {
-            Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } => (longest(&mut keys.iter().map(|k| k.len())), 0),
+            Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } | Msg::TxRead { keys, .. } => {
+                (longest(&mut keys.iter().map(|k| k.len())), 0)
+            }
+            Msg::TxCommit { writes, .. } => {
+                (longest(&mut writes.iter().map(|(k, _)| k.len())), longest(&mut writes.iter().map(|(_, v)| v.len())))
+            }
             Msg::TxReq { reads, writes, .. } => (
                 longest(&mut reads.iter().chain(writes.iter().map(|(k, _)| k)).map(|k| k.len())),
                 longest(&mut writes.iter().map(|(_, v)| v.len())),
@@ -149,8 +181,10 @@ crate::impl_message! {
         match self {
             Msg::PutReq { key, .. } => Some(key),
             Msg::TxReq { writes, reads, .. } => writes.first().map(|(k, _)| k).or(reads.first()).map(|k| &k[..]),
-            Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } => keys.first().map(|k| &k[..]),
-            Msg::Prepare { writes, .. } => writes.first().map(|(k, _)| &k[..]),
+            Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } | Msg::TxRead { keys, .. } => {
+                keys.first().map(|k| &k[..])
+            }
+            Msg::Prepare { writes, .. } | Msg::TxCommit { writes, .. } => writes.first().map(|(k, _)| &k[..]),
             Msg::Replicate { txs, .. } => txs.first().and_then(|(_, w)| w.first()).map(|(k, _)| &k[..]),
             _ => None,
         }
@@ -158,7 +192,10 @@ crate::impl_message! {
     fn payload_bytes(&self) -> usize {
         let writes = |w: &[(Key, Value)]| payload(w.iter().flat_map(|(k, v)| [&k[..], &v[..]]));
         match self {
-            Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } => payload(keys.iter().map(|k| &k[..])),
+            Msg::ReadReq { keys, .. } | Msg::ReadSlice { keys, .. } | Msg::TxRead { keys, .. } => {
+                payload(keys.iter().map(|k| &k[..]))
+            }
+            Msg::TxCommit { writes: w, .. } => writes(w),
             Msg::TxReq { reads, writes: w, .. } => payload(reads.iter().map(|k| &k[..])) + writes(w),
             Msg::PutReq { key, value, .. } => key.len() + value.len(),
             Msg::Reply { result: Ok(d), .. } => payload(d.values.iter().flatten().map(|v| &v[..])),
@@ -168,6 +205,8 @@ crate::impl_message! {
             Msg::Reply { result: Err(_), .. }
             | Msg::SliceReply { values: Err(_), .. }
             | Msg::PrepareReply { .. }
+            | Msg::Begin { .. }
+            | Msg::TxAbort { .. }
             | Msg::Commit { .. }
             | Msg::Heartbeat { .. }
             | Msg::StableReport { .. }

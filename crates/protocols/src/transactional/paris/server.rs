@@ -64,8 +64,13 @@ pub(super) struct Partition {
     /// Committed_n^m: stored already (deviation 5), to apply and replicate
     /// in ⟨ct, id⟩ order.
     pub(super) committed: BTreeMap<(Ts, TxId), Vec<(Key, Value)>>,
-    /// TX[id_T]: the transactions this server coordinates.
+    /// TX[id_T]: the transactions this server coordinates, per request in
+    /// flight.
     coords: BTreeMap<u64, Coord>,
+    /// The interactive transactions this server coordinates between their
+    /// client's steps: their context (Alg. 2 START) kept from START to
+    /// COMMIT.
+    open: BTreeMap<TxId, Open>,
     next_cid: u64,
     tree: StableTree<Ts>,
     /// The roots of the other DCs' trees (DCs that store something).
@@ -92,10 +97,22 @@ struct Parked {
     since_us: u64,
 }
 
-/// A transaction this server coordinates (Alg. 2's context, and the
-/// progress of its one-shot run).
+/// An open interactive transaction: whose, its snapshot, the client's
+/// hwt_c at START, and when its client last took a step (this node's
+/// clock, for the idle timeout).
+struct Open {
+    client: ClientId,
+    snapshot: Ts,
+    hwt: Ts,
+    last_us: u64,
+}
+
+/// A request this server coordinates (Alg. 2's context, and the progress
+/// of its run): a one-shot transaction, or one step of an interactive one.
 struct Coord {
     client: ClientId,
+    /// The client's operation number, which the answer names.
+    seq: u64,
     tx: TxId,
     snapshot: Ts,
     hwt: Ts,
@@ -145,6 +162,7 @@ impl Partition {
             prepared_by_pt: BTreeSet::new(),
             committed: BTreeMap::new(),
             coords: BTreeMap::new(),
+            open: BTreeMap::new(),
             next_cid: 0,
             tree: StableTree::new(&topology, ctx.id, cfg.tree_fanout),
             other_roots,
@@ -176,6 +194,14 @@ impl Server for ParisServer {
             }
             Msg::TxReq { tx, ust, hwt, placement, reads, writes } => {
                 p.start(env, from, tx, ust, hwt, placement, reads, writes)
+            }
+            Msg::Begin { tx, ust, hwt, placement } => p.begin(env, from, tx, ust, hwt, placement),
+            Msg::TxRead { tx, seq, keys } => p.step(env, from, tx, seq, keys, None),
+            Msg::TxCommit { tx, seq, writes } => p.step(env, from, tx, seq, Vec::new(), Some(writes)),
+            Msg::TxAbort { tx } => {
+                if p.open.get(&tx).is_some_and(|o| o.client == from) {
+                    p.open.remove(&tx);
+                }
             }
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
@@ -227,6 +253,7 @@ impl Server for ParisServer {
                 env.set_timer(p.cfg.apply_interval_us, TIMER_APPLY);
             }
             TIMER_STABILIZE => {
+                p.drop_idle(env.now_us());
                 p.stabilize(env);
                 env.set_timer(p.cfg.stabilization_interval_us, TIMER_STABILIZE);
             }
@@ -282,11 +309,21 @@ impl Partition {
         writes: Vec<(Key, Value)>,
     ) {
         if placement != self.placement {
-            let e = OpError::BadRequest("the client's topology differs from the servers'".into());
-            env.reply(client, Msg::Reply { seq: tx.seq, result: Err(e) });
-            return;
+            return Self::refuse_placement(env, client, tx.seq);
         }
-        let snapshot = if self.blocking {
+        let snapshot = self.snapshot_for(env, ust_c);
+        self.run(env, client, tx.seq, tx, snapshot, hwt, reads, writes);
+    }
+
+    fn refuse_placement(env: &mut impl Env, client: ClientId, seq: u64) {
+        let e = OpError::BadRequest("the client's topology differs from the servers'".into());
+        env.reply(client, Msg::Reply { seq, result: Err(e) });
+    }
+
+    /// Alg. 2 START: the snapshot of a transaction whose client has read at
+    /// `ust_c` (BPR: seen up to it).
+    fn snapshot_for(&mut self, env: &mut impl Env, ust_c: Ts) -> Ts {
+        if self.blocking {
             // BPR (§V): max(the client's highest timestamp seen, the
             // coordinator's clock); and at least the UST (deviation 9).
             ust_c.max(env.now_us()).max(self.ust)
@@ -294,7 +331,84 @@ impl Partition {
             // Alg. 2 lines 2–4: ust ← max(ust, ust_c), the snapshot.
             self.raise_ust(env, ust_c);
             self.ust
+        }
+    }
+
+    /// START of an interactive transaction: fix its snapshot, keep its
+    /// context open, answer the snapshot (deviation 11).
+    fn begin(&mut self, env: &mut impl Env, client: ClientId, tx: TxId, ust_c: Ts, hwt: Ts, placement: u64) {
+        if placement != self.placement {
+            return Self::refuse_placement(env, client, tx.seq);
+        }
+        if self.open.len() >= self.cfg.max_open_txns {
+            let e = OpError::Aborted(format!(
+                "this coordinator has {} interactive transactions open already (protocol.max_open_txns)",
+                self.open.len()
+            ));
+            return env.reply(client, Msg::Reply { seq: tx.seq, result: Err(e) });
+        }
+        let snapshot = self.snapshot_for(env, ust_c);
+        self.open.insert(tx, Open { client, snapshot, hwt, last_us: env.now_us() });
+        let done = Done { snapshot, values: Vec::new(), ct: 0 };
+        env.reply(client, Msg::Reply { seq: tx.seq, result: Ok(done) });
+    }
+
+    /// READ (`writes` None) or COMMIT (`writes` Some) in the open
+    /// transaction `tx`, at its snapshot. A COMMIT closes the context
+    /// whatever its outcome.
+    fn step(
+        &mut self,
+        env: &mut impl Env,
+        client: ClientId,
+        tx: TxId,
+        seq: u64,
+        reads: Vec<Key>,
+        writes: Option<Vec<(Key, Value)>>,
+    ) {
+        let now = env.now_us();
+        let Some(o) = self.open.get_mut(&tx).filter(|o| o.client == client) else {
+            let e = OpError::Aborted(
+                "no such open transaction here: it was idle longer than protocol.txn_idle_timeout_us, or its \
+                 coordinator restarted"
+                    .into(),
+            );
+            return env.reply(client, Msg::Reply { seq, result: Err(e) });
         };
+        o.last_us = now;
+        let (mut snapshot, hwt) = (o.snapshot, o.hwt);
+        if self.cfg.mutant_fresh_snapshot_per_step {
+            snapshot = self.snapshot_for(env, snapshot);
+        }
+        let writes = match writes {
+            Some(w) => {
+                self.open.remove(&tx);
+                w
+            }
+            None => Vec::new(),
+        };
+        self.run(env, client, seq, tx, snapshot, hwt, reads, writes);
+    }
+
+    /// Drop the open transactions whose client has been silent longer than
+    /// the idle timeout.
+    fn drop_idle(&mut self, now_us: u64) {
+        let timeout = self.cfg.txn_idle_timeout_us;
+        self.open.retain(|_, o| now_us.saturating_sub(o.last_us) < timeout);
+    }
+
+    /// READ at `snapshot`, then (with writes) COMMIT: one request's run.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        env: &mut impl Env,
+        client: ClientId,
+        seq: u64,
+        tx: TxId,
+        snapshot: Ts,
+        hwt: Ts,
+        reads: Vec<Key>,
+        writes: Vec<(Key, Value)>,
+    ) {
         let t = self.topology.clone();
         // One slice per partition, to the nearest DC storing it (Alg. 2 line 12).
         let mut by_node: BTreeMap<NodeId, (Vec<usize>, Vec<Key>)> = BTreeMap::new();
@@ -312,6 +426,7 @@ impl Partition {
             cid,
             Coord {
                 client,
+                seq,
                 tx,
                 snapshot,
                 hwt,
@@ -361,7 +476,7 @@ impl Partition {
     fn after_reads(&mut self, env: &mut impl Env, cid: u64) {
         let Some(c) = self.coords.get_mut(&cid) else { return };
         if let Some(e) = c.failed.take() {
-            let (client, seq) = (c.client, c.tx.seq);
+            let (client, seq) = (c.client, c.seq);
             self.coords.remove(&cid);
             env.reply(client, Msg::Reply { seq, result: Err(e) });
             return;
@@ -369,7 +484,7 @@ impl Partition {
         if c.writes.is_empty() {
             let c = self.coords.remove(&cid).expect("present");
             let done = Done { snapshot: c.snapshot, values: c.values, ct: 0 };
-            env.reply(c.client, Msg::Reply { seq: c.tx.seq, result: Ok(done) });
+            env.reply(c.client, Msg::Reply { seq: c.seq, result: Ok(done) });
             return;
         }
         // ht: the highest timestamp the client has seen (line 21).
@@ -418,7 +533,7 @@ impl Partition {
             }
         }
         let done = Done { snapshot: c.snapshot, values: c.values, ct: c.ct };
-        env.reply(c.client, Msg::Reply { seq: c.tx.seq, result: Ok(done) });
+        env.reply(c.client, Msg::Reply { seq: c.seq, result: Ok(done) });
     }
 
     // ------------------------------------------------------------ cohort (Alg. 3)
@@ -585,9 +700,10 @@ impl Partition {
     // ------------------------------------------------------------ UST (§IV-B, Alg. 4 lines 38–43)
 
     /// The oldest snapshot this server may still read at or hand out: its
-    /// UST, or a running transaction's older snapshot.
+    /// UST, or a running or open transaction's older snapshot.
     fn oldest_snapshot(&self) -> Ts {
-        self.coords.values().map(|c| c.snapshot).min().unwrap_or(self.ust).min(self.ust)
+        let running = self.coords.values().map(|c| c.snapshot);
+        running.chain(self.open.values().map(|o| o.snapshot)).min().unwrap_or(self.ust).min(self.ust)
     }
 
     /// Every Δ_G: send the subtree's minimum up; at the root, the DC's GST

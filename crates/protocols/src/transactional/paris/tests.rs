@@ -363,3 +363,86 @@ fn gc_keeps_what_snapshots_read_and_drops_the_rest() {
         assert_eq!(values(net.run(cl(d, 1), Op::Get { key: x.clone() })), vec![Some("29".to_string())]);
     }
 }
+
+/// Deviation 11: an interactive transaction's rounds all read its START
+/// snapshot, even after another session's writes of the same keys became
+/// visible in between; its commit is atomic and newer than what it read.
+/// In PaRiS and in BPR.
+#[test]
+fn an_interactive_transaction_reads_one_snapshot_across_rounds() {
+    interactive_run::<Paris>();
+    interactive_run::<Bpr>();
+}
+
+fn interactive_run<
+    P: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient, Version = Version>,
+>() {
+    let mut net = full::<P>(2, 2);
+    let [x, y] = &net.distinct_keys();
+    let both = |v: &str| vec![(x.clone(), bytes(v)), (y.clone(), bytes(v))];
+    net.run(cl(1, 0), Op::Txn { reads: vec![], writes: both("1") });
+    rounds(&mut net, 10, &|_| false);
+    let (me, other) = (cl(0, 0), cl(0, 1));
+    assert_eq!(net.run(me, Op::Begin), OpResult::Done);
+    assert_eq!(values(net.run(me, Op::TxRead { keys: vec![x.clone()] })), vec![Some("1".to_string())]);
+    net.run(other, Op::Txn { reads: vec![], writes: both("2") });
+    rounds(&mut net, 10, &|_| false);
+    assert_eq!(values(net.run(other, Op::Rot { keys: vec![x.clone(), y.clone()] })), vec![Some("2".to_string()); 2]);
+    assert_eq!(
+        values(net.run(me, Op::TxRead { keys: vec![y.clone()] })),
+        vec![Some("1".to_string())],
+        "the second round reads the START snapshot, not the newer visible one"
+    );
+    assert_eq!(net.run(me, Op::Commit { writes: both("3") }), OpResult::Done);
+    rounds(&mut net, 10, &|_| false);
+    for d in 0..2 {
+        let r = values(net.run(cl(d, 1), Op::Rot { keys: vec![x.clone(), y.clone()] }));
+        assert_eq!(r, vec![Some("3".to_string()); 2], "DC {d}: the commit is atomic and newest");
+    }
+    // A read-only transaction commits with nothing to write.
+    net.run(me, Op::Begin);
+    net.run(me, Op::TxRead { keys: vec![x.clone()] });
+    assert_eq!(net.run(me, Op::Commit { writes: vec![] }), OpResult::Done);
+}
+
+/// A step out of place is refused with a typed error naming why, and the
+/// session goes on.
+#[test]
+fn interactive_steps_out_of_place_are_refused() {
+    let mut net = full::<Paris>(2, 2);
+    let x = net.key_on(0);
+    let bad = |r: OpResult| matches!(r, OpResult::Failed(causeway_core::OpError::BadRequest(_)));
+    assert!(bad(net.run(cl(0, 0), Op::TxRead { keys: vec![x.clone()] })), "no transaction is open");
+    assert!(bad(net.run(cl(0, 0), Op::Commit { writes: vec![] })));
+    net.run(cl(0, 0), Op::Begin);
+    assert!(bad(net.run(cl(0, 0), Op::Begin)), "one transaction at a time");
+    assert!(bad(net.run(cl(0, 0), Op::Get { key: x.clone() })), "no plain operation inside one");
+    assert_eq!(net.run(cl(0, 0), Op::Abort), OpResult::Done);
+    assert_eq!(net.run(cl(0, 0), Op::Get { key: x.clone() }), OpResult::Get(None));
+}
+
+/// An open transaction's snapshot holds back the GC horizon S_old while it
+/// is open; once its client has been silent past the idle timeout the
+/// coordinator drops it, its next step is refused as aborted, and S_old
+/// moves past its snapshot.
+#[test]
+fn an_idle_transaction_is_dropped_and_stops_pinning_gc() {
+    let cfg = Config { txn_idle_timeout_us: 100_000, ..Config::default() };
+    let mut net = net_spec::<Paris>(TopologySpec::full(2, 2), cfg);
+    let x = net.key_on(0);
+    rounds(&mut net, 10, &|_| false);
+    net.run(cl(0, 0), Op::Begin);
+    let snapshot = client(&net, cl(0, 0)).ust;
+    for i in 0..8 {
+        net.run(cl(1, 0), put_op(&x, &format!("{i}")));
+        rounds(&mut net, 2, &|_| false);
+        let s_old = servers(&net).iter().map(|&n| part(&net, n).s_old).max().unwrap();
+        assert!(s_old <= snapshot, "S_old {s_old} passed an open snapshot {snapshot}");
+    }
+    rounds(&mut net, 20, &|_| false);
+    let r = net.run(cl(0, 0), Op::TxRead { keys: vec![x.clone()] });
+    assert!(matches!(r, OpResult::Failed(causeway_core::OpError::Aborted(_))), "{r:?}");
+    rounds(&mut net, 10, &|_| false);
+    let s_old = servers(&net).iter().map(|&n| part(&net, n).s_old).min().unwrap();
+    assert!(s_old > snapshot, "S_old {s_old} stays at the dropped snapshot {snapshot}");
+}
