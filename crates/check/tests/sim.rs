@@ -414,3 +414,41 @@ fn randomized_faulty_eiger_run_with_columns_is_causal() {
     let r = check(&h, &CheckConfig::at(Level::CausalPlus));
     assert!(r.passed, "{r}");
 }
+
+/// Interactive transactions from the simulator (PaRiS): each is recorded as
+/// one read-write transaction whose rounds read one snapshot, and the
+/// history passes causal+; with the broken variant whose later rounds read
+/// a fresher snapshot than START fixed, the checker finds the rounds
+/// disagree (a fractured or non-snapshot read).
+#[test]
+fn interactive_transactions_are_judged_as_one_snapshot() {
+    use causeway_protocols::paris::Paris;
+    let scenario = |mutant: bool| {
+        let mut sc = base(3, 4, 3_000, 5);
+        sc.workload.clients_per_dc = 8;
+        sc.workload.recordcount = 12;
+        sc.workload.readproportion = 0.2;
+        sc.workload.updateproportion = 0.1;
+        sc.workload.txnproportion = 0.3;
+        sc.workload.interactiveproportion = 0.4;
+        sc.workload.txn_reads = 4;
+        sc.workload.txn_writes = 2;
+        sc.workload.interactive_think_us = 10_000;
+        if mutant {
+            sc.protocol.insert("mutant_fresh_snapshot_per_step".into(), true.into());
+        }
+        let mut sim = Sim::<Paris>::new(sc).expect("valid scenario");
+        let report = sim.run();
+        (sim.take_history().expect("history recorded"), report)
+    };
+    let (h, report) = scenario(false);
+    assert!(!h.ops.iter().any(|o| o.op.kind() == causeway_core::OpKind::Interactive), "steps never reach a history");
+    let interactive = report.latency.get("interactive").map_or(0, |l| l.count);
+    assert!(interactive > 200, "{interactive} interactive transactions completed");
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(r.passed, "{r}");
+    let (h, _) = scenario(true);
+    let r = check(&h, &CheckConfig::at(Level::CausalPlus));
+    assert!(!r.passed, "rounds at two snapshots pass the checker");
+    assert!(r.count(Kind::FracturedRead) + r.count(Kind::RotSnapshot) > 0, "{r}");
+}

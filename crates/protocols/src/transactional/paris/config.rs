@@ -41,7 +41,10 @@ pub struct Config {
     /// A deliberately broken variant: each step of an interactive
     /// transaction reads at the coordinator's snapshot of the moment
     /// rather than the one START fixed, so two rounds of one transaction
-    /// may see two snapshots. The conformance suite must catch it.
+    /// may see two snapshots. The conformance suite must catch it in
+    /// PaRiS (a mutant of PaRiS only: BPR's rounds block on a fresh
+    /// snapshot each, so few of its transactions span a commit of the keys
+    /// they read in the suite's runs).
     pub mutant_fresh_snapshot_per_step: bool,
 }
 

@@ -195,7 +195,7 @@ impl Protocol for Bpr {
     const NAME: &'static str = "bpr";
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put, OpKind::Rot, OpKind::Txn, OpKind::Interactive];
     const CAUSAL: bool = true;
-    const MUTANTS: &'static [&'static str] = &["mutant_skip_read_wait", "mutant_fresh_snapshot_per_step"];
+    const MUTANTS: &'static [&'static str] = &["mutant_skip_read_wait"];
     const TOLERATES: Faults = TOLERATES;
     const PARTIAL_REPLICATION: bool = true;
     const SERVES_ON_AFTER_PERMANENT_LOSS: bool = false;
