@@ -210,13 +210,37 @@ pub fn number(v: f64) -> String {
 /// The point `s` names, or why there is none. `at = max|min` picks, among
 /// the sweep's points, the one whose `metric` is extreme.
 fn value(r: &Results, s: &Select, metric: &str) -> Result<f64, String> {
+    located(r, s, metric).map(|(_, v)| v)
+}
+
+/// A peak throughput (`at = "max"`) whose point clients, not servers,
+/// bound: it is no capacity, so a ratio of peaks built on it says nothing
+/// of the paper's. The reason, for the claim's cause.
+fn client_bound_peak(r: &Results, s: &Select, metric: &str) -> Option<String> {
+    let metric = if s.metric.is_empty() { metric } else { s.metric.as_str() };
+    if s.at != "max" || !metric.starts_with("throughput") {
+        return None;
+    }
+    let (p, _) = located(r, s, metric).ok()?;
+    crate::labels::client_bound(r, p?).then(|| {
+        format!(
+            "{}'s highest throughput here is client-bound (its busiest server was busy less than {} % of the \
+             run): more clients than the sweep has would be needed to reach its capacity",
+            crate::labels::protocol_label(s.entry.split(':').next().unwrap_or_default()),
+            crate::labels::SATURATED_PCT
+        )
+    })
+}
+
+/// [`value`], with the point it was read at (none for a `per` ratio).
+fn located(r: &Results, s: &Select, metric: &str) -> Result<(Option<Point>, f64), String> {
     if !s.per.is_empty() {
         if matches!(s.at.as_str(), "max" | "min") {
             return Err(format!("{:?}: `per` needs a sweep label in `at`, not {:?}", s.entry, s.at));
         }
         let top = value(r, &Select { per: String::new(), ..s.clone() }, metric)?;
         let bottom = value(r, &Select { entry: s.per.clone(), per: String::new(), ..s.clone() }, metric)?;
-        return Ok(top / bottom);
+        return Ok((None, top / bottom));
     }
     let e = &r.experiment;
     let metric = if s.metric.is_empty() { metric } else { s.metric.as_str() };
@@ -234,18 +258,24 @@ fn value(r: &Results, s: &Select, metric: &str) -> Result<f64, String> {
         return Err(format!("no point of entry {:?} with series {:?}", s.entry, s.series));
     }
     let metric_at = |p: Point| r.get(p).and_then(|pr| pr.median.metrics.get(metric).copied()).unwrap_or(f64::NAN);
-    let values = candidates.iter().map(|&p| metric_at(p)).filter(|v| v.is_finite());
-    let v = match s.at.as_str() {
-        "max" => values.fold(f64::NAN, f64::max),
-        "min" => values.fold(f64::NAN, f64::min),
-        "" if e.sweep.values.len() == 1 => metric_at(candidates[0]),
+    let measured = candidates.iter().map(|&p| (p, metric_at(p))).filter(|(_, v)| v.is_finite());
+    let extreme = |pick_first: fn(f64, f64) -> bool| {
+        measured.clone().fold(None, |best: Option<(Point, f64)>, (p, v)| match best {
+            Some((_, b)) if !pick_first(v, b) => best,
+            _ => Some((p, v)),
+        })
+    };
+    let (p, v) = match s.at.as_str() {
+        "max" => extreme(|v, b| v > b).unwrap_or((candidates[0], f64::NAN)),
+        "min" => extreme(|v, b| v < b).unwrap_or((candidates[0], f64::NAN)),
+        "" if e.sweep.values.len() == 1 => (candidates[0], metric_at(candidates[0])),
         "" => return Err(format!("entry {:?}: say `at` (a sweep label, max or min)", s.entry)),
         label => match candidates.iter().find(|p| e.sweep.label(p.x) == label) {
-            Some(&p) => metric_at(p),
+            Some(&p) => (p, metric_at(p)),
             None => return Err(format!("no sweep value labelled {label:?}")),
         },
     };
-    if v.is_finite() { Ok(v) } else { Err(format!("{metric} is not measured at {:?} {:?}", s.entry, s.at)) }
+    if v.is_finite() { Ok((Some(p), v)) } else { Err(format!("{metric} is not measured at {:?} {:?}", s.entry, s.at)) }
 }
 
 /// Check every claim of an experiment against its results.
@@ -282,6 +312,14 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
         return Checked { claim: c.clone(), ours: vec![ours], verdict };
     }
     let Some(paper) = c.paper else { return missing() };
+    let bound = [Some(of), c.over.as_ref()].into_iter().flatten().find_map(|s| client_bound_peak(r, s, &c.metric));
+    if let Some(why) = bound {
+        let mut claim = c.clone();
+        if claim.cause.is_empty() {
+            claim.cause = why;
+        }
+        return Checked { claim, ours: vec![ours], verdict: Verdict::NotReproduced };
+    }
     Checked { claim: c.clone(), ours: vec![ours], verdict: verdict(paper, ours, c.stronger, c.over.is_some()) }
 }
 

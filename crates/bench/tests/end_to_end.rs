@@ -154,6 +154,38 @@ fn a_report_is_redrawn_from_its_json_with_its_claims_checked() {
         checked,
     }]);
     assert!(table.contains("| 000 | Fig 5.1a | not reproduced | [skew](results/skew.md) |"), "{table}");
+
+    // A ratio of peak throughputs is one of capacities only where servers,
+    // not clients, bound both peaks: a client-bound peak fails the claim,
+    // whatever the numbers, and says why.
+    let claim: causeway_bench::claims::Claim = toml::from_str(
+        r#"
+        seed = "000"
+        figure = "Fig 0"
+        text = "peak throughput ratio"
+        paper = 1.5
+        unit = "×"
+        metric = "throughput_ops_s"
+        of = { entry = "causalspartanx", at = "max" }
+        over = { entry = "gentlerain", at = "max" }
+        "#,
+    )
+    .unwrap();
+    let mut peaks = back.clone();
+    peaks.experiment.claims = vec![claim];
+    let with_busy = |busy_pct: f64| {
+        let mut r = peaks.clone();
+        for (i, p) in r.points.iter_mut().enumerate() {
+            p.median.metrics.insert("throughput_ops_s".into(), 100.0 * (i + 1) as f64);
+            p.median.metrics.insert("server_busy_max_pct".into(), busy_pct);
+        }
+        causeway_bench::claims::check(&r).remove(0)
+    };
+    let bound = with_busy(10.0);
+    assert_eq!(bound.verdict, Verdict::NotReproduced, "{bound:?}");
+    assert!(bound.cause_text().contains("client-bound"), "{bound:?}");
+    let saturated = with_busy(95.0);
+    assert_eq!(saturated.verdict, Verdict::Reproduced, "{saturated:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

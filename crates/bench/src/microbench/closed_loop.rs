@@ -128,6 +128,9 @@ impl<P: Protocol> ClosedLoop<P> {
                         wid
                     });
                 self.write_id = wid;
+                // Each operation here is one protocol operation; an
+                // interactive transaction's steps would need its driver.
+                assert!(req.interactive.is_none(), "the microbenchmarks run no interactive transactions");
                 let mut ops = req.ops;
                 let op = ops.pop_front().expect("a request has an operation");
                 self.pending[c] = ops;

@@ -198,10 +198,9 @@ impl Server for ParisServer {
             Msg::Begin { tx, ust, hwt, placement } => p.begin(env, from, tx, ust, hwt, placement),
             Msg::TxRead { tx, seq, keys } => p.step(env, from, tx, seq, keys, None),
             Msg::TxCommit { tx, seq, writes } => p.step(env, from, tx, seq, Vec::new(), Some(writes)),
-            Msg::TxAbort { tx } => {
-                if p.open.get(&tx).is_some_and(|o| o.client == from) {
-                    p.open.remove(&tx);
-                }
+            // Only its own client may drop a transaction.
+            Msg::TxAbort { tx } if p.open.get(&tx).is_some_and(|o| o.client == from) => {
+                p.open.remove(&tx);
             }
             _ => {} // replies and peer messages never come from clients; the runtime rejects them at the edge
         }
