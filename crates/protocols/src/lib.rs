@@ -34,6 +34,7 @@
 #[macro_use]
 pub mod registry;
 
+pub mod adaptive;
 pub mod baseline;
 pub mod explicit_deps;
 pub mod kit;
@@ -44,6 +45,7 @@ pub mod transactional;
 pub use registry::{ProtocolName, UnknownProtocol};
 
 // Every protocol by its short name, whatever its family.
+pub use adaptive::accf;
 pub use baseline::eventual;
 pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
 pub use services::{eunomia_kv, sequencer};
