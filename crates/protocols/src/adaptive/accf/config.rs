@@ -31,6 +31,10 @@ pub struct Config {
     /// How often the members of a checking group share their VVs and get
     /// the group's SVV back ("periodically", no value given).
     pub svv_interval_us: u64,
+    /// How far ahead of HLC_i a server journals the bound its heartbeats
+    /// stay below: one durable write per lease rather than per heartbeat;
+    /// after a restart, timestamps may run this far ahead of the clock.
+    pub clock_lease_us: u64,
     /// The longest a GET waits at line 3 for its dependencies to arrive
     /// before it is answered with an error: the thesis's GET waits without
     /// bound, which a DC cut off for long would make a hang.
@@ -49,6 +53,7 @@ impl Default for Config {
             checking: Grouping::PerReplica,
             heartbeat_interval_us: 10_000,
             svv_interval_us: 5_000,
+            clock_lease_us: 100_000,
             get_wait_limit_us: 10_000_000,
             mutant_skip_dependency_checks: false,
         }
@@ -62,9 +67,7 @@ pub enum ConfigError {
     Grouping(#[from] GroupingError),
     #[error("protocol.{0} must be at least 1 µs")]
     ZeroInterval(&'static str),
-    #[error(
-        "accf runs one server per partition per DC: topology.replicas_per_partition must be 1, got {0}"
-    )]
+    #[error("accf runs one server per partition per DC: topology.replicas_per_partition must be 1, got {0}")]
     ReplicasPerPartition(u16),
 }
 
@@ -74,6 +77,7 @@ impl Config {
         for (field, v) in [
             ("heartbeat_interval_us", self.heartbeat_interval_us),
             ("svv_interval_us", self.svv_interval_us),
+            ("clock_lease_us", self.clock_lease_us),
             ("get_wait_limit_us", self.get_wait_limit_us),
         ] {
             if v == 0 {

@@ -53,7 +53,13 @@ impl Grouping {
 
     /// The group of server (`dc`, `partition`) under a preset, and how many
     /// groups the preset has; `None` for explicit groups.
-    fn preset(&self, topology: &Topology, dc: DcId, partition: PartitionId, server_index: usize) -> Option<(u16, usize)> {
+    fn preset(
+        &self,
+        topology: &Topology,
+        dc: DcId,
+        partition: PartitionId,
+        server_index: usize,
+    ) -> Option<(u16, usize)> {
         let servers: usize = topology.dc_ids().map(|d| topology.partitions_at(d).len()).sum();
         match self {
             Grouping::PerServer => Some((server_index as u16, servers)),
@@ -70,11 +76,15 @@ impl Grouping {
 pub enum GroupingError {
     #[error("protocol.{field}: group {group}: {name:?} is not a server name \"<dc>:<partition>\"")]
     BadName { field: &'static str, group: usize, name: String },
-    #[error("protocol.{field}: group {group}: no server {name:?} (DC {dc} does not exist or does not store partition {partition})")]
+    #[error(
+        "protocol.{field}: group {group}: no server {name:?} (DC {dc} does not exist or does not store partition {partition})"
+    )]
     NoSuchServer { field: &'static str, group: usize, name: String, dc: u64, partition: u64 },
     #[error("protocol.{field}: group {group} is empty; every group needs a server")]
     EmptyGroup { field: &'static str, group: usize },
-    #[error("protocol.tracking: server {name:?} is in groups {first} and {second}; T puts a server in exactly one tracking group")]
+    #[error(
+        "protocol.tracking: server {name:?} is in groups {first} and {second}; T puts a server in exactly one tracking group"
+    )]
     TrackedTwice { name: String, first: usize, second: usize },
     #[error("protocol.checking: group {group} names server {name:?} twice")]
     CheckedTwice { group: usize, name: String },
@@ -102,8 +112,12 @@ impl Groups {
         let t = assign(tracking, "tracking", topology, &servers)?;
         let c = assign(checking, "checking", topology, &servers)?;
         let nodes = topology.nodes();
-        let mut groups =
-            Groups { tracking: vec![None; nodes], tracking_count: t.count, checking: vec![Vec::new(); nodes], members: vec![Vec::new(); c.count] };
+        let mut groups = Groups {
+            tracking: vec![None; nodes],
+            tracking_count: t.count,
+            checking: vec![Vec::new(); nodes],
+            members: vec![Vec::new(); c.count],
+        };
         for (i, &(_, _, node)) in servers.iter().enumerate() {
             let [tg] = t.of[i][..] else {
                 // `assign` keeps a tracking group per server; two or none are refused there.
@@ -193,7 +207,8 @@ fn assign(
             return Err(GroupingError::EmptyGroup { field, group: gi });
         }
         for n in group {
-            let (dc, partition) = parse_name(n).ok_or_else(|| GroupingError::BadName { field, group: gi, name: n.clone() })?;
+            let (dc, partition) =
+                parse_name(n).ok_or_else(|| GroupingError::BadName { field, group: gi, name: n.clone() })?;
             let at = servers
                 .iter()
                 .position(|&(d, p, _)| u64::from(d.0) == dc && u64::from(p.0) == partition)

@@ -28,7 +28,7 @@ pub struct AccfServer {
     partition: Option<PartitionId>,
     groups: Groups,
     /// T(i).
-    tg: u16,
+    pub(super) tg: u16,
     /// The other servers of H(k) for every key k stored here (the copies of
     /// this partition in other DCs): where writes are replicated, and the
     /// only servers whose timestamps VV_i needs.
@@ -44,6 +44,10 @@ pub struct AccfServer {
     pub(super) vv: Vec<Hlc>,
     /// HLC_i.
     pub(super) hlc: Hlc,
+    /// A journaled bound above every HLC_i a heartbeat has carried
+    /// (`l` in µs): a restart resumes HLC_i there, so no version stamped
+    /// after a crash falls at or below a heartbeat sent before it.
+    lease_us: u64,
     /// SVV^cg_i for each checking group of a member count above one, as
     /// last pushed by the group's first member. A group of this server
     /// alone has SVV = VV_i.
@@ -86,6 +90,7 @@ impl AccfServer {
             peer_group,
             vv: vec![Hlc::MAX; tracking],
             hlc: Hlc::ZERO,
+            lease_us: 0,
             svv: BTreeMap::new(),
             reports: BTreeMap::new(),
             parked: Vec::new(),
@@ -131,13 +136,18 @@ impl Server for AccfServer {
     type Version = Version;
 
     /// After a restart, HLC_i is moved past every stored timestamp (its own
-    /// writes are among them), and `latest_from[j]` resumes at the newest
-    /// stored version from peer j: the store holds everything a FIFO link
-    /// delivered before it. Heartbeat values and SVVs were not journaled:
-    /// reads wait (line 3) or fall back to line 6 until new ones arrive.
+    /// writes are among them) and the journaled lease (every heartbeat it
+    /// sent), and `latest_from[j]` resumes at the newest stored version
+    /// from peer j: the store holds everything a FIFO link delivered before
+    /// it. Heartbeats received and SVVs were not journaled: reads wait
+    /// (line 3) or fall back to line 6 until new ones arrive.
     fn on_start(&mut self, env: &mut impl ServerEnv<Msg, Version>) {
         if self.partition.is_none() {
             return;
+        }
+        if let Some(lease) = env.store().meta().and_then(|m| m.try_into().ok()).map(u64::from_le_bytes) {
+            self.lease_us = lease;
+            self.hlc = self.hlc.max(Hlc::new(lease, 0));
         }
         for k in env.store().keys_sorted() {
             for v in env.store().versions(&k) {
@@ -318,7 +328,8 @@ impl AccfServer {
             return;
         }
         let ready: Vec<Parked>;
-        (ready, self.parked) = std::mem::take(&mut self.parked).into_iter().partition(|p| p.req.ds.covered_by(&self.vv));
+        (ready, self.parked) =
+            std::mem::take(&mut self.parked).into_iter().partition(|p| p.req.ds.covered_by(&self.vv));
         let now = env.now_us();
         for p in ready {
             env.observe(Observation::Blocked { what: "get_wait", waited_us: now.saturating_sub(p.since_us) });
@@ -423,6 +434,13 @@ impl AccfServer {
     fn heartbeat(&mut self, env: &mut impl Env) {
         if !self.replicated_since_tick && !self.peers.is_empty() {
             let hlc = self.hlc.tick(env.now_us());
+            // Persist before send: the lease is durable before the
+            // heartbeat leaves (a Replicate's and a PutReply's timestamps
+            // are in the store already).
+            if hlc.l >= self.lease_us {
+                self.lease_us = hlc.l.saturating_add(self.cfg.clock_lease_us);
+                env.store().set_meta(self.lease_us.to_le_bytes().to_vec());
+            }
             for &j in &self.peers {
                 env.send(j, Msg::Heartbeat { hlc });
             }
@@ -436,8 +454,12 @@ impl AccfServer {
     /// than one server; as a first member, compute each group's SVV from
     /// the members' latest reports and push it to them (deviation 4).
     fn share_vv(&mut self, env: &mut impl Env) {
-        let mut leaders: Vec<NodeId> =
-            self.svv.keys().filter_map(|&cg| self.groups.members(cg).first().copied()).filter(|&l| l != self.me).collect();
+        let mut leaders: Vec<NodeId> = self
+            .svv
+            .keys()
+            .filter_map(|&cg| self.groups.members(cg).first().copied())
+            .filter(|&l| l != self.me)
+            .collect();
         leaders.sort();
         leaders.dedup();
         for l in leaders {

@@ -270,11 +270,9 @@ fn bad_groupings_are_refused_naming_the_field_and_group() {
 /// and partial replication resolves: a DC storing only some partitions.
 #[test]
 fn overlapping_checking_groups_and_partial_replication_resolve() {
-    let g = resolve(
-        "checking = { groups = [[\"0:0\", \"0:1\"], [\"0:1\", \"1:0\", \"1:1\"]] }",
-        TopologySpec::full(2, 2),
-    )
-    .unwrap();
+    let g =
+        resolve("checking = { groups = [[\"0:0\", \"0:1\"], [\"0:1\", \"1:0\", \"1:1\"]] }", TopologySpec::full(2, 2))
+            .unwrap();
     assert_eq!(g.checking_of(NodeId(1)), &[0, 1]);
     assert_eq!(g.home_checking(NodeId(1)), Some(0));
     assert_eq!(g.members(1), &[NodeId(1), NodeId(2), NodeId(3)]);
@@ -282,7 +280,10 @@ fn overlapping_checking_groups_and_partial_replication_resolve() {
     spec.replication = Replication::Partial { factor: 2 };
     let g = resolve("tracking = \"per_key\"\nchecking = \"per_server\"", spec.clone()).unwrap();
     assert_eq!(g.tracking_count(), 3);
-    assert!(<Accf as causeway_core::Protocol>::validate(&Config::default(), &causeway_core::Topology::new(spec).unwrap()).is_ok());
+    assert!(
+        <Accf as causeway_core::Protocol>::validate(&Config::default(), &causeway_core::Topology::new(spec).unwrap())
+            .is_ok()
+    );
     let mut raft = TopologySpec::full(2, 2);
     raft.replicas_per_partition = 3;
     assert!(resolve("", raft).unwrap_err().to_string().contains("replicas_per_partition"));
@@ -305,4 +306,24 @@ fn a_partially_replicated_key_is_read_in_another_dc() {
         stabilize(&mut net);
     }
     assert_eq!(get(&mut net, c0, &k), Some("v".into()));
+}
+
+/// Deviation 9: a heartbeat promises its peers that nothing at or below its
+/// HLC follows. A server that sent one, crashed, and came back with its
+/// clock stepped back still stamps its next write above it: it resumes at
+/// the journaled lease.
+#[test]
+fn a_restart_with_the_clock_stepped_back_stamps_above_every_heartbeat_sent() {
+    let cfg = Config::default();
+    let mut s = system(cfg.clone());
+    s.net.advance_clocks(500_000);
+    settle(&mut s.net, &|_| false);
+    let promised = s.net.nodes[s.a2.idx()].server().vv[s.net.nodes[s.a1.idx()].server().tg as usize];
+    assert!(promised.l >= 500_000, "A2 heard A1's heartbeats: {promised:?}");
+    s.net.restart(s.a1, &cfg);
+    s.net.clocks[s.a1.idx()] = 1_000; // the clock stepped back across the crash
+    let c1 = s.net.client(0, 0);
+    put(&mut s.net, c1, &s.a, "after");
+    let v = s.net.latest(s.a1, &s.a);
+    assert!(v.ut > promised, "stamped {:?}, at or below the heartbeat {promised:?}", v.ut);
 }
