@@ -60,6 +60,8 @@ pub struct AccfServer {
     next_parked: u64,
     /// Whether a Replicate went out since the last heartbeat tick.
     replicated_since_tick: bool,
+    /// The home group's stable time last reported ([`Self::report_stable`]).
+    stable_us: u64,
     /// Remote versions stored but not yet readable in this server's first
     /// checking group, for [`Observation::Visible`].
     pending: PendingVisible<Hlc, (Hlc, NodeId)>,
@@ -96,6 +98,7 @@ impl AccfServer {
             parked: Vec::new(),
             next_parked: 0,
             replicated_since_tick: false,
+            stable_us: 0,
             pending: PendingVisible::new(tracking),
             topology: ctx.topology,
             groups,
@@ -395,6 +398,7 @@ impl AccfServer {
 
     /// Report the remote versions the home group's SVV now admits.
     fn admit_pending(&mut self, env: &mut impl Env) {
+        self.report_stable(env);
         if self.pending.is_empty() {
             return;
         }
@@ -406,6 +410,19 @@ impl AccfServer {
             if let Some((index, order)) = self.pending.admit(blocker, index, order) {
                 self.report_if_read(env, index, order);
             }
+        }
+    }
+
+    /// Report [`Observation::Stable`] when the home group's SVV rises: its
+    /// least finite entry, the time up to which every member has received
+    /// every group it shares keys with.
+    fn report_stable(&mut self, env: &mut impl Env) {
+        let least = self.svv_of(self.home()).iter().filter(|t| **t != Hlc::MAX).map(|t| t.l).min();
+        if let Some(stable_us) = least
+            && stable_us > self.stable_us
+        {
+            self.stable_us = stable_us;
+            env.observe(Observation::Stable { stable_us });
         }
     }
 
