@@ -126,6 +126,11 @@ impl Deps {
     pub fn single(group: u16, t: Hlc) -> Deps {
         Deps(vec![(group, t)])
     }
+    /// Entries as given, in any order: what a malformed request decodes to.
+    #[cfg(test)]
+    pub(super) fn unchecked(entries: Vec<(u16, Hlc)>) -> Deps {
+        Deps(entries)
+    }
     pub fn entries(&self) -> &[(u16, Hlc)] {
         &self.0
     }

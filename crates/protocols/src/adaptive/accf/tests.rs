@@ -327,3 +327,40 @@ fn a_restart_with_the_clock_stepped_back_stamps_above_every_heartbeat_sent() {
     let v = s.net.latest(s.a1, &s.a);
     assert!(v.ut > promised, "stamped {:?}, at or below the heartbeat {promised:?}", v.ut);
 }
+
+/// Bad input from a client is refused with a typed error naming what was
+/// wrong, and the server keeps serving: a checking group the server is not
+/// in, a dependency set out of order or naming a group that does not exist.
+#[test]
+fn malformed_requests_are_refused_by_name() {
+    let mut s = system(config(FOUR_BY_ONE));
+    let c = s.net.client(0, 0);
+    let t = |l| causeway_core::Hlc::new(l, 0);
+    let requests = [
+        (Msg::GetReq(Box::new(GetReq { key: s.a.clone(), cg: 2, ds: Deps::default() })), "checking group 2"),
+        (
+            Msg::GetReq(Box::new(GetReq { key: s.a.clone(), cg: 0, ds: Deps::single(9, t(1)) })),
+            "malformed dependency set",
+        ),
+        (
+            Msg::PutReq(Box::new(PutReq {
+                key: s.a.clone(),
+                value: bytes("v"),
+                ds: Deps::unchecked(vec![(3, t(5)), (1, t(4))]),
+            })),
+            "malformed dependency set",
+        ),
+    ];
+    for (msg, why) in requests {
+        s.net.queue.push(InFlight::new(Dest::Client(c), Dest::Node(s.a1), msg));
+        s.net.deliver_first(|_| true);
+        match s.net.queue.pop().map(|m| m.msg) {
+            Some(Msg::GetReply(Err(OpError::BadRequest(e))) | Msg::PutReply(Err(OpError::BadRequest(e)))) => {
+                assert!(e.contains(why), "{e}")
+            }
+            other => panic!("expected a refusal naming {why:?}, got {other:?}"),
+        }
+    }
+    put(&mut s.net, c, &s.a, "still serving");
+    assert_eq!(get(&mut s.net, c, &s.a), Some("still serving".into()));
+}
