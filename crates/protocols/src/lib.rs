@@ -24,6 +24,8 @@
 //!   implementation.
 //! - [`services`]: protocols with per-DC service nodes besides the
 //!   partitions — EunomiaKV (a Eunomia stabilizer and a receiver per DC).
+//! - [`adaptive`]: protocols whose tracking and checking groupings are
+//!   configuration — ACCF (Roohitavaf Ch. 7).
 //! - [`kit`]: what every protocol shares: client helpers, and the
 //!   hand-cranked [`testkit`](kit::testkit) network for step-by-step tests.
 //!

@@ -32,7 +32,7 @@
 //! group `SVV^cg_i`, the entry-wise min of the members' VVs. A GET ⟨k, cg,
 //! DSc⟩ (Alg 7.2 lines 1–7):
 //!
-//! 1. **waits** (line 3) while some ⟨t, h⟩ ∈ DSc has h > VV_i[t]: a version
+//! 1. **waits** (line 3) while some ⟨t, h⟩ ∈ DSc has h > `VV_i[t]`: a version
 //!    the client depends on may not have reached this server;
 //! 2. if DSc ≤ SVV^cg_i, returns the latest version whose `ds` ≤ SVV^cg_i
 //!    (lines 4–5): one every member of cg can back up, so a client reading
@@ -46,17 +46,17 @@
 //! version's `ut` exceeds every entry of its writer's DSc). The SVV filter
 //! keeps reads inside a checking group from waiting: it is what makes the
 //! 2×2 grouping serve the thesis's App2 without blocking, where 4×1 blocks
-//! (and 4×1 serve App1 without the delay 2×2 adds). `tests.rs` replays both.
+//! (and lets 4×1 serve App1 without the delay 2×2 adds). `tests.rs` replays both.
 //!
 //! ## Deviations from the printed pseudo-code, and why
 //!
 //! 1. **Line 4's comparison.** The extracted text prints "if for all ⟨t, h⟩
-//!    in ds, h > SVV^cg_i[t]"; the prose (§7.2.2) says the filtered branch
-//!    is taken when SVV^cg_i[t] ≥ h for every entry. The prose is followed.
+//!    in ds, h > `SVV^cg_i[t]`"; the prose (§7.2.2) says the filtered branch
+//!    is taken when `SVV^cg_i[t]` ≥ h for every entry. The prose is followed.
 //! 2. **VV_i counts peers only.** Line 14 sets VV_i[T(i)] to HLC_i, making
 //!    server i one of the servers its own entry waits for. A server holds
 //!    every version it wrote, so its own clock says nothing about what it
-//!    is missing; here VV_i[t] is the min over the *other* servers of t
+//!    is missing; here `VV_i[t]` is the min over the *other* servers of t
 //!    sharing keys with i. Without it, a read after a write to a server
 //!    whose clock runs behind would wait out the skew.
 //! 3. **HLC receive rule on every timestamp heard.** Replicates, heartbeats
