@@ -24,6 +24,8 @@
 //!   implementation.
 //! - [`services`]: protocols with per-DC service nodes besides the
 //!   partitions — EunomiaKV (a Eunomia stabilizer and a receiver per DC).
+//! - [`adaptive`]: protocols whose tracking and checking groupings are
+//!   configuration — ACCF (Roohitavaf Ch. 7).
 //! - [`kit`]: what every protocol shares: client helpers, and the
 //!   hand-cranked [`testkit`](kit::testkit) network for step-by-step tests.
 //!
@@ -34,6 +36,7 @@
 #[macro_use]
 pub mod registry;
 
+pub mod adaptive;
 pub mod baseline;
 pub mod explicit_deps;
 pub mod kit;
@@ -44,6 +47,7 @@ pub mod transactional;
 pub use registry::{ProtocolName, UnknownProtocol};
 
 // Every protocol by its short name, whatever its family.
+pub use adaptive::accf;
 pub use baseline::eventual;
 pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
 pub use services::{eunomia_kv, sequencer};

@@ -94,6 +94,8 @@ registry! { $
     Paris => transactional::paris::Paris,
     /// PaRiS with reads that block until their fresher snapshot is applied (Spirovska et al. §V).
     Bpr => transactional::paris::Bpr,
+    /// Tracking and checking groupings configured per deployment: Table 7.1's rows and any between (Roohitavaf Ch. 7).
+    Accf => adaptive::accf::Accf,
 }
 
 impl serde::Serialize for ProtocolName {
