@@ -37,6 +37,7 @@ pub mod registry;
 pub mod baseline;
 pub mod explicit_deps;
 pub mod kit;
+pub mod replicated;
 pub mod services;
 pub mod stabilization;
 pub mod transactional;
