@@ -49,4 +49,5 @@ pub use baseline::eventual;
 pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
 pub use services::{eunomia_kv, sequencer};
 pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};
+pub use replicated::nukv;
 pub use transactional::paris;

@@ -94,6 +94,8 @@ registry! { $
     Paris => transactional::paris::Paris,
     /// PaRiS with reads that block until their fresher snapshot is applied (Spirovska et al. §V).
     Bpr => transactional::paris::Bpr,
+    /// Per-operation session guarantees over a Raft group per partition in each DC and a cross-DC forwarder (Roohitavaf Ch. 4).
+    Nukv => replicated::nukv::Nukv,
 }
 
 impl serde::Serialize for ProtocolName {

@@ -8,5 +8,5 @@
 //! that the node core's write-ahead log is Raft's log and a crash-restart
 //! in either runtime gives Raft back exactly what it was promised.
 
-// pub mod nukv;
+pub mod nukv;
 pub mod raft_log;

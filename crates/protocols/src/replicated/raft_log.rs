@@ -146,6 +146,11 @@ impl GroupLog {
     pub fn clean(&mut self) {
         self.dirty = false;
     }
+    /// Ask for the metadata to be written this turn: the caller keeps
+    /// state beside Raft's in it (how far it applied the log) that moved.
+    pub fn touch(&mut self) {
+        self.dirty = true;
+    }
 
     pub fn first(&self) -> u64 {
         self.snap_index + 1
