@@ -195,18 +195,10 @@ impl Client for NukvClient {
                 env.complete(OpResult::Put);
             }
             (Msg::NotLeader { leader, .. }, Pending::Put { .. }) => {
-                // Nothing was proposed: ask the leader it names, or (none
-                // known: an election is under way) the next replica after a
-                // pause of one client retry interval's tenth.
+                // Nothing was proposed: ask the leader it names, or (it
+                // waited for an election that named none) the next replica.
                 self.leader[p.idx()] = leader.filter(|&l| l != from);
-                if self.leader[p.idx()].is_some() {
-                    self.retry(env);
-                } else {
-                    let Some(cur) = &mut self.current else { return };
-                    self.attempts += 1;
-                    cur.attempt = self.attempts;
-                    env.set_timer((self.cfg.client_retry_us / 10).max(1), cur.attempt | PAUSE);
-                }
+                self.retry(env);
             }
             (Msg::Refused { reason, .. }, _) => self.fail(env, OpError::BadRequest(reason)),
             _ => {}
@@ -215,20 +207,14 @@ impl Client for NukvClient {
 
     fn on_timer(&mut self, env: &mut impl ClientEnv<Msg>, token: u64) {
         let Some(cur) = &self.current else { return };
-        if token & !PAUSE != cur.attempt {
+        if token != cur.attempt {
             return;
         }
-        let paused = token & PAUSE != 0;
         match cur.op {
             Pending::Get { .. } => self.retry(env),
-            Pending::Put { .. } if paused => self.retry(env),
             // The PUT may have committed: its outcome is unknown.
             Pending::Put { .. } => self.timed_out(env),
         }
     }
 }
-
-/// Marks a timer that ends a pause before asking again (not an answer's
-/// time running out).
-const PAUSE: u64 = 1 << 63;
 

@@ -107,6 +107,17 @@ struct Group {
     xc: Option<Forwarder>,
 }
 
+/// A PUT that reached a replica while its group had no leader: proposed
+/// here if this replica wins the election, else answered `NotLeader` with
+/// the winner (or none, after `get_wait_us`).
+struct HeldPut {
+    from: ClientId,
+    key: Key,
+    value: Value,
+    dt: Hlc,
+    since_us: u64,
+}
+
 /// A GET waiting for the stable vector.
 struct Parked {
     from: ClientId,
@@ -139,6 +150,7 @@ pub struct NukvServer {
     /// Proposals of this start awaiting commit: number → client.
     waiting: BTreeMap<u64, ClientId>,
     parked: Vec<Parked>,
+    held: Vec<HeldPut>,
     ticks: u64,
     logger: slog::Logger,
 }
@@ -164,6 +176,7 @@ impl NukvServer {
             proposed: 0,
             waiting: BTreeMap::new(),
             parked: Vec::new(),
+            held: Vec::new(),
             ticks: 0,
             logger: slog::Logger::root(slog::Discard, slog::o!()),
         }
@@ -303,6 +316,7 @@ impl NukvServer {
         }
         self.ship(env);
         self.unpark(env);
+        self.unhold(env);
         self.save_meta(env);
     }
 
@@ -631,10 +645,36 @@ impl NukvServer {
         }
     }
 
-    fn on_put(&mut self, env: &mut impl Env, from: ClientId, key: Key, value: Value, dt: Hlc) {
+    /// Settle the PUTs held for want of a leader, once there is one (or
+    /// their time is up).
+    fn unhold(&mut self, env: &mut impl Env) {
+        if self.held.is_empty() {
+            return;
+        }
+        let now = env.now_us();
+        let leader = self.groups[0].raw.raft.leader_id;
+        for h in std::mem::take(&mut self.held) {
+            if leader != raft::INVALID_ID || now.saturating_sub(h.since_us) >= self.cfg.get_wait_us {
+                self.on_put(env, h.from, h.key, h.value, h.dt, h.since_us);
+            } else {
+                self.held.push(h);
+            }
+        }
+        // A proposal made just now is in the Ready of this same turn.
+        if self.groups[0].raw.has_ready() {
+            self.drive(env);
+        }
+    }
+
+    fn on_put(&mut self, env: &mut impl Env, from: ClientId, key: Key, value: Value, dt: Hlc, since_us: u64) {
         let g = &mut self.groups[0];
         if g.raw.raft.state != StateRole::Leader {
             let leader = g.raw.raft.leader_id;
+            let now = env.now_us();
+            if leader == raft::INVALID_ID && now.saturating_sub(since_us) < self.cfg.get_wait_us {
+                self.held.push(HeldPut { from, key, value, dt, since_us });
+                return;
+            }
             env.reply(from, Msg::NotLeader { key, leader: (leader != raft::INVALID_ID).then(|| node_of(leader)) });
             return;
         }
@@ -705,7 +745,10 @@ impl Server for NukvServer {
         }
         match msg {
             Msg::GetReq(r) => self.on_get(env, from, r),
-            Msg::PutReq { key, value, dt } => self.on_put(env, from, key, value, dt),
+            Msg::PutReq { key, value, dt } => {
+                let now = env.now_us();
+                self.on_put(env, from, key, value, dt, now)
+            }
             _ => unreachable!("checked above"),
         }
         self.drive(env);

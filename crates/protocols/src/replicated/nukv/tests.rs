@@ -278,3 +278,32 @@ fn bad_requests_are_refused_by_name() {
     assert!(matches!(r, OpResult::Failed(causeway_core::OpError::BadRequest(ref s)) if s.contains("reserved")), "{r:?}");
     assert!(Nukv::validate(&Config { election_ticks: 1, ..Config::default() }, &net.topology).is_err());
 }
+
+/// A one-replica group restarted from its journal has no leader until
+/// its election timeout: a PUT that arrives meanwhile is held, then
+/// proposed once the replica wins (the session sets no timer of its own).
+#[test]
+fn a_put_reaching_a_group_between_leaders_is_held_until_one_is_elected() {
+    let cfg = Config::default();
+    let mut net = TestNet::<Nukv>::new(2, 2, 1, cfg.clone());
+    let (writer, reader) = (net.client(0, 0), net.client(1, 0));
+    let k = net.key_on(1);
+    let put = |v: &str| Op::Put { key: k.clone(), value: bytes(v) };
+    let get = Op::Get { key: k.clone() };
+    assert_eq!(net.run(writer, put("v1")), OpResult::Put);
+    let server = net.server_for(DcId(0), &k);
+    net.restart(server, &cfg);
+    assert!(!net.nodes[server.idx()].server().probe(1).unwrap().leader, "a restarted member starts as a follower");
+    assert_eq!(net.run(writer, get.clone()), OpResult::Get(Some(bytes("v1"))));
+    assert_eq!(net.run(writer, put("v2")), OpResult::Put);
+    assert!(net.nodes[server.idx()].server().probe(1).unwrap().leader);
+    let mut seen = false;
+    for _ in 0..50 {
+        if net.run(reader, get.clone()) == OpResult::Get(Some(bytes("v2"))) {
+            seen = true;
+            break;
+        }
+        settle(&mut net, 1);
+    }
+    assert!(seen, "DC 1 never read the write made after the restart");
+}
