@@ -21,6 +21,7 @@ const PROTOCOLS: &[(&str, &str)] = &[
     ("sseq:mutant_async_sequencer=true", "A-Seq"),
     ("paris", "PaRiS"),
     ("bpr", "BPR"),
+    ("nukv", "NuKV"),
 ];
 
 /// Parameters often swept, as an axis names them.

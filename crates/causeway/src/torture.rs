@@ -136,6 +136,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     let mut draw = |lo: u64, hi: u64| sv.random_range(lo..=hi);
     let services = with_protocol!(p, P => <P as Protocol>::torture_services(&mut draw));
     sc.topology.add_missing_services(&services);
+    sc.topology.replicas_per_partition = with_protocol!(p, P => <P as Protocol>::torture_replicas(&mut draw));
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
     let mut c = chaos_for(p);
     for w in without {

@@ -631,6 +631,14 @@ pub trait Protocol: 'static {
         Self::SERVICES.to_vec()
     }
 
+    /// The replicas per partition inside each DC torture deploys for a
+    /// run (`topology.replicas_per_partition`): 1 by default, drawn (as in
+    /// [`Protocol::torture_services`], after it) by a protocol whose
+    /// partitions are replicated groups (NuKV's Raft groups).
+    fn torture_replicas(_draw: &mut dyn FnMut(u64, u64) -> u64) -> u16 {
+        1
+    }
+
     /// The faults under which the protocol keeps its promises. Default:
     /// [`Faults::NETWORK`] (clock faults and crash-restart are claims a
     /// protocol makes explicitly, once it handles them).

@@ -89,6 +89,12 @@ impl Protocol for Nukv {
         cfg.op_deadline_us + 2 * election_us + 20 * env.intra_dc_rtt_us + 100_000
     }
 
+    /// Groups of one, two or three replicas: a crash of a group's leader
+    /// (or of any member of a group of one) is then an election to sit out.
+    fn torture_replicas(draw: &mut dyn FnMut(u64, u64) -> u64) -> u16 {
+        draw(1, 3) as u16
+    }
+
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         cfg.check()?;
         if !topology.is_full_replication() {

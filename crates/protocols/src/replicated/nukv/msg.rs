@@ -151,9 +151,12 @@ crate::impl_message! {
         }
     }
     /// Raft copes with lost messages (it retries appends and votes on its
-    /// own ticks), so journaling and resending them would only cost.
+    /// own ticks), and so does the forwarder (it ships again from the last
+    /// acknowledgement when none comes, and receivers drop what they have):
+    /// journaling and resending them would only cost, and a DC cut off for
+    /// long would pile the forwarder's resends up in its outbox.
     fn transient(&self) -> bool {
-        matches!(self, Msg::Raft { .. })
+        matches!(self, Msg::Raft { .. } | Msg::Forward(_) | Msg::ForwardAck { .. } | Msg::ForwardNack { .. })
     }
     /// A newer floor says everything an older one did.
     fn ephemeral(&self) -> bool {
