@@ -66,11 +66,12 @@ impl NukvClient {
         cur.attempt = self.attempts;
         cur.asked = to;
         cur.tries += 1;
+        let req = cur.attempt;
         let msg = match &cur.op {
             Pending::Get { key, hwv, hrv } => {
-                Msg::GetReq(Box::new(GetReq { key: key.clone(), hwv: hwv.clone(), hrv: hrv.clone() }))
+                Msg::GetReq(Box::new(GetReq { key: key.clone(), hwv: hwv.clone(), hrv: hrv.clone(), req }))
             }
-            Pending::Put { key, value, dt } => Msg::PutReq { key: key.clone(), value: value.clone(), dt: *dt },
+            Pending::Put { key, value, dt } => Msg::PutReq { key: key.clone(), value: value.clone(), dt: *dt, req },
         };
         env.send(to, msg);
         // A PUT may have been proposed once sent: it is never sent again
@@ -171,8 +172,16 @@ impl Client for NukvClient {
 
     fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, from: NodeId, msg: Msg) {
         let Some(cur) = &self.current else { return };
-        if from != cur.asked {
-            return; // an earlier attempt's late answer
+        let req = match &msg {
+            Msg::GetReply { req, .. }
+            | Msg::Behind { req }
+            | Msg::PutReply { req, .. }
+            | Msg::NotLeader { req, .. }
+            | Msg::Refused { req, .. } => *req,
+            _ => return,
+        };
+        if from != cur.asked || req != cur.attempt {
+            return; // a late answer to an earlier request
         }
         let p = cur.partition;
         match (msg, &cur.op) {
@@ -186,7 +195,7 @@ impl Client for NukvClient {
                 env.complete(OpResult::Get(value));
             }
             (Msg::Behind { .. }, Pending::Get { .. }) => self.retry(env),
-            (Msg::PutReply { dc, idx, t }, Pending::Put { .. }) => {
+            (Msg::PutReply { dc, idx, t, .. }, Pending::Put { .. }) => {
                 self.leader[p.idx()] = Some(from);
                 let h = &mut self.hwm[dc.idx()][p.idx()];
                 *h = (*h).max(idx);

@@ -24,11 +24,14 @@ pub enum Version {
 }
 
 impl Versioned for Version {
-    type Order = (Hlc, DcId);
-    fn order(&self) -> (Hlc, DcId) {
+    /// Last-writer-wins by ⟨t, dc⟩, then the origin's log index: two
+    /// leaders of one group in turn may stamp equal times, never at one
+    /// index. A log record orders by its index.
+    type Order = (Hlc, DcId, u64);
+    fn order(&self) -> (Hlc, DcId, u64) {
         match self {
-            Version::Data(s) => (s.t, s.dc),
-            Version::Log { index, .. } => (Hlc::new(*index, 0), DcId(0)),
+            Version::Data(s) => (s.t, s.dc, s.idx),
+            Version::Log { index, .. } => (Hlc::new(*index, 0), DcId(0), 0),
         }
     }
     fn value(&self) -> &Value {
@@ -58,6 +61,8 @@ pub struct GetReq {
     pub key: Key,
     pub hwv: Vec<u64>,
     pub hrv: Vec<u64>,
+    /// The session's number for this request, echoed in the answer.
+    pub req: u64,
 }
 
 /// Writes the forwarder of `origin` ships to another DC: every write that
@@ -89,22 +94,24 @@ pub enum Msg {
     GetReq(Box<GetReq>),
     /// The newest version of the key (none: `value` is `None`, `dc` and
     /// `t` zero), its DC, and the replica's `sv[dc]` (Alg 4.2 answers with
-    /// the stable entry, not the version's own index).
-    GetReply { key: Key, value: Option<Value>, dc: DcId, idx: u64, t: Hlc },
+    /// the stable entry, not the version's own index). Every answer names
+    /// the request it answers (`req`), so a session never takes a late
+    /// answer to an earlier request for this one's.
+    GetReply { req: u64, value: Option<Value>, dc: DcId, idx: u64, t: Hlc },
     /// The replica's stable vector did not reach the session's within
     /// `get_wait_us`: ask another replica.
-    Behind { key: Key },
+    Behind { req: u64 },
     /// A PUT to the partition's leader, with the dependency time `dt`.
-    PutReq { key: Key, value: Value, dt: Hlc },
+    PutReq { key: Key, value: Value, dt: Hlc, req: u64 },
     /// The PUT committed: its DC, that DC's stable entry at the leader
     /// once it applied the write, and the write's timestamp.
-    PutReply { dc: DcId, idx: u64, t: Hlc },
+    PutReply { req: u64, dc: DcId, idx: u64, t: Hlc },
     /// This replica is not the group's leader; `leader` is the one it
     /// knows of. Nothing was proposed.
-    NotLeader { key: Key, leader: Option<NodeId> },
+    NotLeader { req: u64, leader: Option<NodeId> },
     /// The server does not store `key` (a misrouted request), or the key
     /// is reserved: refused, never applied.
-    Refused { key: Key, reason: String },
+    Refused { req: u64, key: Key, reason: String },
     /// A Raft message of the group of `partition` in this DC,
     /// protobuf-encoded as tikv's raft defines it.
     Raft { partition: u32, msg: bytes::Bytes },
@@ -139,11 +146,13 @@ crate::impl_message! {
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::GetReq(r) => r.key.len(),
-            Msg::GetReply { key, value, .. } => key.len() + value.as_ref().map_or(0, |v| v.len()),
+            Msg::GetReply { value, .. } => value.as_ref().map_or(0, |v| v.len()),
             Msg::PutReq { key, value, .. } => key.len() + value.len(),
-            Msg::Behind { key } | Msg::NotLeader { key, .. } | Msg::Refused { key, .. } => key.len(),
+            Msg::Refused { key, .. } => key.len(),
             Msg::Forward(f) => f.writes.iter().map(|(k, s)| k.len() + s.value.len()).sum(),
             Msg::PutReply { .. }
+            | Msg::Behind { .. }
+            | Msg::NotLeader { .. }
             | Msg::Raft { .. }
             | Msg::ForwardAck { .. }
             | Msg::ForwardNack { .. }

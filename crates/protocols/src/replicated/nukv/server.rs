@@ -112,6 +112,7 @@ struct Group {
 /// the winner (or none, after `get_wait_us`).
 struct HeldPut {
     from: ClientId,
+    req: u64,
     key: Key,
     value: Value,
     dt: Hlc,
@@ -147,8 +148,9 @@ pub struct NukvServer {
     started_us: u64,
     /// Proposals numbered within this start.
     proposed: u64,
-    /// Proposals of this start awaiting commit: number → client.
-    waiting: BTreeMap<u64, ClientId>,
+    /// Proposals of this start awaiting commit: number → (client, its
+    /// request number).
+    waiting: BTreeMap<u64, (ClientId, u64)>,
     parked: Vec<Parked>,
     held: Vec<HeldPut>,
     ticks: u64,
@@ -370,10 +372,10 @@ impl NukvServer {
         }
         if proposal.0 == self.me
             && proposal.2 == self.started_us
-            && let Some(client) = self.waiting.remove(&proposal.1)
+            && let Some((client, req)) = self.waiting.remove(&proposal.1)
         {
             let idx = self.groups[gi].sv[self.dc.idx()];
-            env.reply(client, Msg::PutReply { dc, idx, t });
+            env.reply(client, Msg::PutReply { req, dc, idx, t });
         }
     }
 
@@ -600,13 +602,13 @@ impl NukvServer {
             })
     }
 
-    fn read(&self, env: &mut impl Env, from: ClientId, key: Key) {
+    fn read(&self, env: &mut impl Env, from: ClientId, key: &[u8], req: u64) {
         let sv = &self.groups[0].sv;
-        let msg = match env.store().latest_where(&key, |v| matches!(v, Version::Data(_))) {
+        let msg = match env.store().latest_where(key, |v| matches!(v, Version::Data(_))) {
             Some(Version::Data(s)) => {
-                Msg::GetReply { key, value: Some(s.value.clone()), dc: s.dc, idx: sv[s.dc.idx()], t: s.t }
+                Msg::GetReply { req, value: Some(s.value.clone()), dc: s.dc, idx: sv[s.dc.idx()], t: s.t }
             }
-            _ => Msg::GetReply { key, value: None, dc: DcId(0), idx: 0, t: Hlc::ZERO },
+            _ => Msg::GetReply { req, value: None, dc: DcId(0), idx: 0, t: Hlc::ZERO },
         };
         env.reply(from, msg);
     }
@@ -615,11 +617,11 @@ impl NukvServer {
         let dcs = self.topology.dcs();
         if req.hrv.len() > dcs || req.hwv.len() > dcs {
             let reason = format!("a GET's vectors have one entry per DC ({dcs}), got {} and {}", req.hrv.len(), req.hwv.len());
-            env.reply(from, Msg::Refused { key: req.key, reason });
+            env.reply(from, Msg::Refused { req: req.req, key: req.key, reason });
             return;
         }
         if self.stable_enough(&req) {
-            self.read(env, from, req.key);
+            self.read(env, from, &req.key, req.req);
         } else {
             self.parked.push(Parked { from, req, since_us: env.now_us() });
         }
@@ -636,9 +638,9 @@ impl NukvServer {
         for p in parked {
             if self.stable_enough(&p.req) {
                 env.observe(Observation::Blocked { what: "get_wait", waited_us: now.saturating_sub(p.since_us) });
-                self.read(env, p.from, p.req.key);
+                self.read(env, p.from, &p.req.key, p.req.req);
             } else if now.saturating_sub(p.since_us) >= self.cfg.get_wait_us {
-                env.reply(p.from, Msg::Behind { key: p.req.key });
+                env.reply(p.from, Msg::Behind { req: p.req.req });
             } else {
                 self.parked.push(p);
             }
@@ -655,7 +657,7 @@ impl NukvServer {
         let leader = self.groups[0].raw.raft.leader_id;
         for h in std::mem::take(&mut self.held) {
             if leader != raft::INVALID_ID || now.saturating_sub(h.since_us) >= self.cfg.get_wait_us {
-                self.on_put(env, h.from, h.key, h.value, h.dt, h.since_us);
+                self.on_put(env, h.from, h.req, h.key, h.value, h.dt, h.since_us);
             } else {
                 self.held.push(h);
             }
@@ -666,16 +668,17 @@ impl NukvServer {
         }
     }
 
-    fn on_put(&mut self, env: &mut impl Env, from: ClientId, key: Key, value: Value, dt: Hlc, since_us: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn on_put(&mut self, env: &mut impl Env, from: ClientId, req: u64, key: Key, value: Value, dt: Hlc, since_us: u64) {
         let g = &mut self.groups[0];
         if g.raw.raft.state != StateRole::Leader {
             let leader = g.raw.raft.leader_id;
             let now = env.now_us();
             if leader == raft::INVALID_ID && now.saturating_sub(since_us) < self.cfg.get_wait_us {
-                self.held.push(HeldPut { from, key, value, dt, since_us });
+                self.held.push(HeldPut { from, req, key, value, dt, since_us });
                 return;
             }
-            env.reply(from, Msg::NotLeader { key, leader: (leader != raft::INVALID_ID).then(|| node_of(leader)) });
+            env.reply(from, Msg::NotLeader { req, leader: (leader != raft::INVALID_ID).then(|| node_of(leader)) });
             return;
         }
         // updateHLC(dt): past the clock, the previous stamp and the
@@ -686,11 +689,12 @@ impl NukvServer {
         let data = postcard::to_allocvec(&cmd).expect("a command encodes");
         match g.raw.propose(Vec::new(), data) {
             Ok(()) => {
-                self.waiting.insert(self.proposed, from);
+                self.waiting.insert(self.proposed, (from, req));
             }
             Err(e) => {
                 let Command::Put { key, .. } = cmd else { unreachable!() };
-                env.reply(from, Msg::Refused { key, reason: format!("the leader could not propose the write: {e}") });
+                let reason = format!("the leader could not propose the write: {e}");
+                env.reply(from, Msg::Refused { req, key, reason });
             }
         }
     }
@@ -730,24 +734,24 @@ impl Server for NukvServer {
     }
 
     fn on_client(&mut self, env: &mut impl ServerEnv<Msg, Version>, from: ClientId, msg: Msg) {
-        let key = match &msg {
-            Msg::GetReq(r) => r.key.clone(),
-            Msg::PutReq { key, .. } => key.clone(),
+        let (key, req) = match &msg {
+            Msg::GetReq(r) => (r.key.clone(), r.req),
+            Msg::PutReq { key, req, .. } => (key.clone(), *req),
             other => {
                 let reason = format!("a client may send get_req or put_req, not {}", causeway_core::Message::kind(other));
-                env.reply(from, Msg::Refused { key: Key::new(), reason });
+                env.reply(from, Msg::Refused { req: 0, key: Key::new(), reason });
                 return;
             }
         };
         if let Some(reason) = self.refuse_key(&key) {
-            env.reply(from, Msg::Refused { key, reason });
+            env.reply(from, Msg::Refused { req, key, reason });
             return;
         }
         match msg {
             Msg::GetReq(r) => self.on_get(env, from, r),
-            Msg::PutReq { key, value, dt } => {
+            Msg::PutReq { key, value, dt, req } => {
                 let now = env.now_us();
-                self.on_put(env, from, key, value, dt, now)
+                self.on_put(env, from, req, key, value, dt, now)
             }
             _ => unreachable!("checked above"),
         }

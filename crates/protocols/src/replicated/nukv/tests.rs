@@ -307,3 +307,40 @@ fn a_put_reaching_a_group_between_leaders_is_held_until_one_is_elected() {
     }
     assert!(seen, "DC 1 never read the write made after the restart");
 }
+
+/// A replica's late answer to a session's earlier request (a GET it gave
+/// up on and asked elsewhere) is never taken for the answer to a later one.
+#[test]
+fn a_late_answer_to_an_earlier_request_is_ignored() {
+    let mut net = net(1, 3, Config::default());
+    settle(&mut net, 5);
+    let l = leader(&net, 0).unwrap();
+    let c = (0..3).map(|i| net.client(0, i)).find(|&c| reader_of(&net, c) != l).unwrap();
+    let f = reader_of(&net, c);
+    // The follower hears of neither write: the session's GET of `a` waits
+    // there until the client gives up and asks the next replica.
+    let held = move |m: &InFlight<Msg>| m.to != Dest::Node(f);
+    for (k, v) in [("a", "A"), ("b", "B")] {
+        net.invoke(c, Op::Put { key: bytes(k), value: bytes(v) });
+        for _ in 0..10 {
+            settle_passing(&mut net, 1, &held);
+            net.deliver_while(|m| client_traffic(m));
+            if let Some(r) = net.take_result(c) {
+                assert_eq!(r, OpResult::Put);
+                break;
+            }
+        }
+    }
+    net.invoke(c, Op::Get { key: bytes("a") });
+    net.deliver_while(|m| client_traffic(m));
+    assert!(net.take_result(c).is_none());
+    net.fire_client_timers(c);
+    net.deliver_while(|m| client_traffic(m));
+    assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("A")))));
+    // The next GET (of `b`) goes to the follower first; it then catches up
+    // and answers both, the stale answer (`a`'s) first.
+    net.invoke(c, Op::Get { key: bytes("b") });
+    settle(&mut net, 3);
+    net.deliver_while(|m| client_traffic(m));
+    assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("B")))));
+}
