@@ -47,7 +47,7 @@ pub use registry::{ProtocolName, UnknownProtocol};
 // Every protocol by its short name, whatever its family.
 pub use baseline::eventual;
 pub use explicit_deps::{cc_lo, cops, cops_gt, eiger};
+pub use replicated::nukv;
 pub use services::{eunomia_kv, sequencer};
 pub use stabilization::{causal_spartan_x, contrarian, cure, gentlerain};
-pub use replicated::nukv;
 pub use transactional::paris;

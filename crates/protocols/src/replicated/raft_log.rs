@@ -195,7 +195,12 @@ impl GroupLog {
     pub fn append<V: LogVersion>(&mut self, store: &mut MvStore<V>, key: &[u8], entries: &[Entry]) {
         let Some(first) = entries.first() else { return };
         assert!(first.index > self.snap_index, "raft appended entry {} at or below the snapshot", first.index);
-        assert!(first.index <= self.last() + 1, "raft appended entry {} past the log's end {}", first.index, self.last());
+        assert!(
+            first.index <= self.last() + 1,
+            "raft appended entry {} past the log's end {}",
+            first.index,
+            self.last()
+        );
         self.entries.truncate((first.index - self.first()) as usize);
         for e in entries {
             assert_eq!(e.index, self.last() + 1, "raft appended entries out of order");
@@ -264,8 +269,7 @@ impl GroupLog {
     /// here, and still in the log or at its snapshot point).
     pub fn prepare_snapshot(&mut self, index: u64, data: Value) {
         let term = self.term_of(index).expect("a snapshot is taken at an index this member holds");
-        let mut s = Snapshot::default();
-        s.data = data;
+        let mut s = Snapshot { data, ..Default::default() };
         let m = s.mut_metadata();
         m.index = index;
         m.term = term;
@@ -365,11 +369,7 @@ mod tests {
     }
 
     fn entry(index: u64, term: u64) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = Value::from(format!("e{index}"));
-        e
+        Entry { index, term, data: Value::from(format!("e{index}")), ..Default::default() }
     }
 
     const KEY: &[u8] = b"log";
@@ -382,10 +382,7 @@ mod tests {
         log.append(&mut store, KEY, &(1..=6).map(|i| entry(i, 1)).collect::<Vec<_>>());
         // A new leader overwrites 5 and 6 with its own 5.
         log.append(&mut store, KEY, &[entry(5, 2)]);
-        let mut hs = HardState::default();
-        hs.term = 2;
-        hs.vote = 3;
-        hs.commit = 4;
+        let hs = HardState { term: 2, vote: 3, commit: 4, ..Default::default() };
         log.set_hard_state(&hs);
         log.compact(&mut store, KEY, 2);
         assert_eq!((log.first(), log.last()), (3, 5));

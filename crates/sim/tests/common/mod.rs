@@ -74,7 +74,11 @@ pub fn photo_then_album_with<P: Protocol>(
     let ts = Topology::new(with_services).unwrap();
     for s in 0..ts.spec().services.len() as u16 {
         for &n in ts.service_nodes(causeway_core::DcId(0), s) {
-            sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: n.0, to: to.0, extra_ms: 300 } });
+            sc.faults.push(Fault {
+                at_ms: 0,
+                at_us: 0,
+                kind: FaultKind::SlowLink { from: n.0, to: to.0, extra_ms: 300 },
+            });
         }
     }
     tweak(&mut sc, &t);

@@ -226,4 +226,3 @@ impl Client for NukvClient {
         }
     }
 }
-

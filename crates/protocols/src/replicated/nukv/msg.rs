@@ -20,7 +20,10 @@ pub struct Stamped {
 pub enum Version {
     Data(Stamped),
     /// A Raft log entry, protobuf-encoded, at its index.
-    Log { index: u64, record: Value },
+    Log {
+        index: u64,
+        record: Value,
+    },
 }
 
 impl Versioned for Version {
@@ -84,7 +87,13 @@ pub struct Forward {
 pub enum Command {
     /// `proposal` names the proposing leader's pending reply:
     /// (its node, a number it never reuses within one start, the start).
-    Put { key: Key, value: Value, t: Hlc, dc: DcId, proposal: (NodeId, u64, u64) },
+    Put {
+        key: Key,
+        value: Value,
+        t: Hlc,
+        dc: DcId,
+        proposal: (NodeId, u64, u64),
+    },
     Forward(Forward),
 }
 

@@ -336,7 +336,8 @@ impl NukvServer {
             if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
                 continue;
             }
-            let cmd: Command = postcard::from_bytes(&e.data).expect("only this group's leaders propose, and they encode");
+            let cmd: Command =
+                postcard::from_bytes(&e.data).expect("only this group's leaders propose, and they encode");
             match cmd {
                 Command::Put { key, value, t, dc, proposal } => {
                     self.apply_put(env, gi, e.index, key, value, t, dc, proposal)
@@ -542,7 +543,7 @@ impl NukvServer {
                 }
             }
             let floor = xc.remotes.iter().map(|r| r.acked).min().unwrap_or(g.applied);
-            if floor > xc.floor_sent || self.ticks % 20 == 0 {
+            if floor > xc.floor_sent || self.ticks.is_multiple_of(20) {
                 xc.floor_sent = floor;
                 for &n in self.topology.replicas(self.dc, g.partition) {
                     env.send(n, Msg::Floor { partition: g.partition.0, index: floor });
@@ -597,9 +598,10 @@ impl NukvServer {
     fn stable_enough(&self, req: &GetReq) -> bool {
         let sv = &self.groups[0].sv;
         self.cfg.mutant_skip_get_wait
-            || sv.iter().enumerate().all(|(i, &s)| {
-                s >= req.hrv.get(i).copied().unwrap_or(0) && s >= req.hwv.get(i).copied().unwrap_or(0)
-            })
+            || sv
+                .iter()
+                .enumerate()
+                .all(|(i, &s)| s >= req.hrv.get(i).copied().unwrap_or(0) && s >= req.hwv.get(i).copied().unwrap_or(0))
     }
 
     fn read(&self, env: &mut impl Env, from: ClientId, key: &[u8], req: u64) {
@@ -616,7 +618,8 @@ impl NukvServer {
     fn on_get(&mut self, env: &mut impl Env, from: ClientId, req: Box<GetReq>) {
         let dcs = self.topology.dcs();
         if req.hrv.len() > dcs || req.hwv.len() > dcs {
-            let reason = format!("a GET's vectors have one entry per DC ({dcs}), got {} and {}", req.hrv.len(), req.hwv.len());
+            let reason =
+                format!("a GET's vectors have one entry per DC ({dcs}), got {} and {}", req.hrv.len(), req.hwv.len());
             env.reply(from, Msg::Refused { req: req.req, key: req.key, reason });
             return;
         }
@@ -738,7 +741,8 @@ impl Server for NukvServer {
             Msg::GetReq(r) => (r.key.clone(), r.req),
             Msg::PutReq { key, req, .. } => (key.clone(), *req),
             other => {
-                let reason = format!("a client may send get_req or put_req, not {}", causeway_core::Message::kind(other));
+                let reason =
+                    format!("a client may send get_req or put_req, not {}", causeway_core::Message::kind(other));
                 env.reply(from, Msg::Refused { req: 0, key: Key::new(), reason });
                 return;
             }
@@ -770,7 +774,7 @@ impl Server for NukvServer {
                     let _ = self.groups[gi].raw.step(m);
                 }
             }
-            Msg::Forward(f) => self.on_forward(env, from, f),
+            Msg::Forward(f) => self.on_forward(env, from, *f),
             Msg::ForwardAck { partition, dc, covered } => {
                 if let Some(gi) = self.group_index(partition) {
                     self.on_ack(gi, dc, covered, env.now_us());
@@ -814,7 +818,7 @@ impl NukvServer {
     /// Alg 4.2's `Replicate` at a receiving replica: the leader proposes the
     /// batch to its group (dropped there if it is a replay); any other
     /// replica points the forwarder at the leader.
-    fn on_forward(&mut self, env: &mut impl Env, from: NodeId, f: Box<Forward>) {
+    fn on_forward(&mut self, env: &mut impl Env, from: NodeId, f: Forward) {
         let Some(gi) = self.group_index(f.partition) else { return };
         if self.groups[gi].xc.is_some() || f.origin.idx() >= self.topology.dcs() || f.origin == self.dc {
             return;
@@ -831,7 +835,7 @@ impl NukvServer {
             self.ack(env, gi, f.origin);
             return;
         }
-        let data = postcard::to_allocvec(&Command::Forward(*f)).expect("a command encodes");
+        let data = postcard::to_allocvec(&Command::Forward(f)).expect("a command encodes");
         // A refused proposal (no leader after all) is shipped again by the
         // forwarder when no acknowledgement comes.
         let _ = g.raw.propose(Vec::new(), data);

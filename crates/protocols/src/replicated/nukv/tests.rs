@@ -3,7 +3,7 @@
 //! and a leader lost without losing an acknowledged write.
 
 use super::*;
-use crate::kit::testkit::{InFlight, Dest, TestNet, bytes, client_traffic, server_to_server, text};
+use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, client_traffic, server_to_server, text};
 use causeway_core::{ClientId, DcId, NodeId, Op, OpResult, PartitionId, TopologySpec};
 
 fn spec(dcs: u16, replicas: u16) -> TopologySpec {
@@ -104,19 +104,24 @@ fn a_get_blocks_while_the_replicas_sv_is_below_the_sessions_hwv() {
     net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
     for _ in 0..10 {
         settle_passing(&mut net, 1, &cut);
-        net.deliver_while(|m| client_traffic(m));
+        net.deliver_while(client_traffic);
         if let Some(r) = net.take_result(c) {
             assert_eq!(r, OpResult::Put);
             break;
         }
     }
-    assert!(probe(&net, f).sv[0] < probe(&net, l).sv[0], "the follower is behind: {:?} {:?}", probe(&net, f), probe(&net, l));
+    assert!(
+        probe(&net, f).sv[0] < probe(&net, l).sv[0],
+        "the follower is behind: {:?} {:?}",
+        probe(&net, f),
+        probe(&net, l)
+    );
     net.invoke(c, Op::Get { key: bytes("k") });
-    net.deliver_while(|m| client_traffic(m));
+    net.deliver_while(client_traffic);
     assert!(net.take_result(c).is_none(), "the GET waits at the follower");
     // Raft catches the follower up; the GET then reads the session's write.
     settle(&mut net, 3);
-    net.deliver_while(|m| client_traffic(m));
+    net.deliver_while(client_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("v1")))));
     assert!(net.blocked("get_wait").iter().any(|&(n, _)| n == f), "the wait was reported");
 }
@@ -133,13 +138,13 @@ fn without_the_wait_a_lagging_follower_breaks_read_your_writes() {
     net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
     for _ in 0..10 {
         settle_passing(&mut net, 1, &cut);
-        net.deliver_while(|m| client_traffic(m));
+        net.deliver_while(client_traffic);
         if net.take_result(c).is_some() {
             break;
         }
     }
     net.invoke(c, Op::Get { key: bytes("k") });
-    net.deliver_while(|m| client_traffic(m));
+    net.deliver_while(client_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Get(None)), "the mutant reads before its own write");
 }
 
@@ -154,7 +159,7 @@ fn a_put_never_blocks_even_with_every_other_dc_cut_off() {
         let mut done = false;
         for _ in 0..5 {
             settle_passing(&mut net, 1, &local);
-            net.deliver_while(|m| client_traffic(m));
+            net.deliver_while(client_traffic);
             if let Some(r) = net.take_result(c) {
                 assert_eq!(r, OpResult::Put);
                 done = true;
@@ -187,7 +192,7 @@ fn the_receiver_drops_a_replayed_forward() {
     // arrives again.
     let xc0 = net.topology.service_nodes(DcId(0), net.topology.service_index(XC_SERVICE).unwrap())[0];
     net.queue.push(InFlight::new(Dest::Node(xc0), Dest::Node(r1), Msg::Forward(Box::new(replay))));
-    net.deliver_while(|m| server_to_server(m));
+    net.deliver_while(server_to_server);
     let after = probe(&net, r1);
     assert_eq!(after.sv, before.sv, "a replay moves nothing");
     assert_eq!(after.last, before.last, "a replay is not even proposed");
@@ -253,7 +258,7 @@ fn logs_are_compacted_once_every_dc_has_the_writes_and_a_lagging_follower_gets_a
         net.invoke(c, Op::Put { key: bytes(&format!("k{i}")), value: bytes("v") });
         for _ in 0..10 {
             settle_passing(&mut net, 1, &away);
-            net.deliver_while(|m| client_traffic(m));
+            net.deliver_while(client_traffic);
             if net.take_result(c).is_some() {
                 break;
             }
@@ -264,7 +269,10 @@ fn logs_are_compacted_once_every_dc_has_the_writes_and_a_lagging_follower_gets_a
     assert!(p.first > 1, "the leader compacted its log: {p:?}");
     settle(&mut net, 20);
     for i in 0..12 {
-        assert!(net.nodes[lag.idx()].store().latest(format!("k{i}").as_bytes()).is_some(), "k{i} at the lagging follower");
+        assert!(
+            net.nodes[lag.idx()].store().latest(format!("k{i}").as_bytes()).is_some(),
+            "k{i} at the lagging follower"
+        );
     }
     assert_eq!(probe(&net, lag).applied, probe(&net, l).applied);
     assert!(probe(&net, lag).first > 1, "the follower caught up from a snapshot: {:?}", probe(&net, lag));
@@ -275,7 +283,10 @@ fn bad_requests_are_refused_by_name() {
     let mut net = net(1, 1, Config::default());
     settle(&mut net, 5);
     let r = op(&mut net, ClientId(0), Op::Put { key: bytes("\0nukv.raft\0x"), value: bytes("v") });
-    assert!(matches!(r, OpResult::Failed(causeway_core::OpError::BadRequest(ref s)) if s.contains("reserved")), "{r:?}");
+    assert!(
+        matches!(r, OpResult::Failed(causeway_core::OpError::BadRequest(ref s)) if s.contains("reserved")),
+        "{r:?}"
+    );
     assert!(Nukv::validate(&Config { election_ticks: 1, ..Config::default() }, &net.topology).is_err());
 }
 
@@ -324,7 +335,7 @@ fn a_late_answer_to_an_earlier_request_is_ignored() {
         net.invoke(c, Op::Put { key: bytes(k), value: bytes(v) });
         for _ in 0..10 {
             settle_passing(&mut net, 1, &held);
-            net.deliver_while(|m| client_traffic(m));
+            net.deliver_while(client_traffic);
             if let Some(r) = net.take_result(c) {
                 assert_eq!(r, OpResult::Put);
                 break;
@@ -332,15 +343,15 @@ fn a_late_answer_to_an_earlier_request_is_ignored() {
         }
     }
     net.invoke(c, Op::Get { key: bytes("a") });
-    net.deliver_while(|m| client_traffic(m));
+    net.deliver_while(client_traffic);
     assert!(net.take_result(c).is_none());
     net.fire_client_timers(c);
-    net.deliver_while(|m| client_traffic(m));
+    net.deliver_while(client_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("A")))));
     // The next GET (of `b`) goes to the follower first; it then catches up
     // and answers both, the stale answer (`a`'s) first.
     net.invoke(c, Op::Get { key: bytes("b") });
     settle(&mut net, 3);
-    net.deliver_while(|m| client_traffic(m));
+    net.deliver_while(client_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("B")))));
 }
