@@ -331,7 +331,9 @@ pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckRepor
     check_counters(&mut history, quiet_us).map_err(|why| {
         format!("{p}: run with seed {seed} FAILED the counter check: {why}; replay: causeway torture -p {p} --runs 1 --seed {seed}")
     })?;
-    let level = opts.level.unwrap_or_else(|| with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL)));
+    let level = opts.level.unwrap_or_else(
+        || with_protocol!(p, P => Level::promised_by(<P as Protocol>::CAUSAL, <P as Protocol>::SESSIONS)),
+    );
     let mut cfg = CheckConfig::at(level).quiescent_after(quiet_us);
     cfg.liveness = liveness;
     let report = check(&history, &cfg);

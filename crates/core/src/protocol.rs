@@ -600,6 +600,10 @@ pub trait Protocol: 'static {
     /// Whether the protocol promises causal consistency (tests and the
     /// checker hold it to that).
     const CAUSAL: bool;
+    /// Whether a protocol that is not causal still promises read-your-writes
+    /// and monotonic reads per key (NuKV's session levels): the checker then
+    /// holds it to those two beside eventual consistency. Default: false.
+    const SESSIONS: bool = false;
     type Msg: Message;
     type Version: Versioned + Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
     /// Protocol parameters (intervals, thresholds), read from the `[protocol]`

@@ -74,6 +74,10 @@ impl Protocol for Nukv {
     const OPS: &'static [OpKind] = &[OpKind::Get, OpKind::Put];
     /// Per-key session guarantees, not causal consistency.
     const CAUSAL: bool = false;
+    /// Read-your-writes and monotonic reads per key at the default levels
+    /// (Thms 1–2); the checker's monotonic writes and writes-follow-reads
+    /// follow a session across keys, which Defs 6–7 do not promise.
+    const SESSIONS: bool = true;
     /// Raft keeps an acknowledged write through crashes of any minority of
     /// a group; HLC stamps need no clock property for the guarantees.
     const TOLERATES: Faults = Faults::ALL;
