@@ -22,6 +22,7 @@ const PROTOCOLS: &[(&str, &str)] = &[
     ("paris", "PaRiS"),
     ("bpr", "BPR"),
     ("accf", "ACCF"),
+    ("nukv", "NuKV"),
 ];
 
 /// Parameters often swept, as an axis names them.

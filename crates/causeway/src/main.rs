@@ -112,7 +112,7 @@ enum Cmd {
     /// Check a recorded history (JSON) for consistency violations.
     Check {
         history: PathBuf,
-        /// eventual | causal | causal_plus
+        /// eventual | sessions | causal | causal_plus
         #[arg(long, default_value = "causal_plus")]
         level: String,
         /// True time (ms) after which no write was in flight: enables the
@@ -161,7 +161,7 @@ enum Cmd {
         /// `--param mutant_skip_visibility_check=true`.
         #[arg(long = "param")]
         params: Vec<String>,
-        /// Judge at this level (eventual | causal | causal_plus) instead of
+        /// Judge at this level (eventual | sessions | causal | causal_plus) instead of
         /// the protocol's promise.
         #[arg(long)]
         level: Option<String>,
@@ -966,7 +966,7 @@ pub(crate) fn check_history(p: ProtocolName, h: Option<&causeway_core::History>,
         ($($t:tt)*) => { if json { eprint!($($t)*) } else { print!($($t)*) } };
     }
     let Some(h) = h else { return true };
-    let level = causeway_protocols::with_protocol!(p, P => causeway_check::Level::promised(<P as causeway_core::Protocol>::CAUSAL));
+    let level = causeway_protocols::with_protocol!(p, P => causeway_check::Level::promised_by(<P as causeway_core::Protocol>::CAUSAL, <P as causeway_core::Protocol>::SESSIONS));
     let report = causeway_check::check(h, &causeway_check::CheckConfig::at(level));
     if report.passed {
         say!("  {:<16} history of {} operations: {} holds\n", p.as_str(), h.ops.len(), level.name());

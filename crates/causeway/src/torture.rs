@@ -145,6 +145,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     let mut draw = |lo: u64, hi: u64| sv.random_range(lo..=hi);
     let services = with_protocol!(p, P => <P as Protocol>::torture_services(&mut draw));
     sc.topology.add_missing_services(&services);
+    sc.topology.replicas_per_partition = with_protocol!(p, P => <P as Protocol>::torture_replicas(&mut draw));
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
     let mut c = chaos_for(p);
     for w in without {
@@ -339,7 +340,9 @@ pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckRepor
     check_counters(&mut history, quiet_us).map_err(|why| {
         format!("{p}: run with seed {seed} FAILED the counter check: {why}; replay: causeway torture -p {p} --runs 1 --seed {seed}")
     })?;
-    let level = opts.level.unwrap_or_else(|| with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL)));
+    let level = opts.level.unwrap_or_else(
+        || with_protocol!(p, P => Level::promised_by(<P as Protocol>::CAUSAL, <P as Protocol>::SESSIONS)),
+    );
     let mut cfg = CheckConfig::at(level).quiescent_after(quiet_us);
     cfg.liveness = liveness;
     let report = check(&history, &cfg);

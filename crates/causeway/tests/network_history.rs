@@ -60,7 +60,7 @@ fn network_histories_pass_the_checker() {
         // Each protocol is held to what it promises: causal+ for a causal
         // one; a protocol that is not may or may not have shown an anomaly in
         // so short a run, so it is held to eventual consistency only.
-        let level = with_protocol!(p, P => Level::promised(<P as Protocol>::CAUSAL));
+        let level = with_protocol!(p, P => Level::promised_by(<P as Protocol>::CAUSAL, <P as Protocol>::SESSIONS));
         let verdict = check(&h, &CheckConfig::at(level));
         assert!(verdict.passed, "{p} over TCP violates {}:\n{verdict}", level.name());
     }

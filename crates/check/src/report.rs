@@ -20,6 +20,13 @@ pub enum Level {
     /// Eventual consistency: no thin-air reads; after quiescence, replicas
     /// converge and every acknowledged write is visible or superseded.
     Eventual,
+    /// Eventual consistency plus the two per-key session guarantees a
+    /// session's reads can be held to on their own: read-your-writes and
+    /// monotonic reads (Terry et al.), what NuKV's default levels promise
+    /// (Roohitavaf Ch. 4, Defs 4–5, Thms 1–2). Its per-key monotonic writes
+    /// and writes-follow-reads (Defs 6–7) are weaker than this checker's
+    /// forms of those two, which follow a session across keys.
+    Sessions,
     /// Causal consistency: the above, plus an acyclic causal order, no read of
     /// a causally overwritten value or of ∅ after a causally preceding write,
     /// the four session guarantees, causal snapshots for read-only
@@ -37,6 +44,7 @@ impl Level {
     pub fn name(self) -> &'static str {
         match self {
             Level::Eventual => "eventual",
+            Level::Sessions => "sessions",
             Level::Causal => "causal",
             Level::CausalPlus => "causal+",
         }
@@ -45,6 +53,16 @@ impl Level {
     /// The level a protocol promises, from `Protocol::CAUSAL`.
     pub fn promised(causal: bool) -> Level {
         if causal { Level::CausalPlus } else { Level::Eventual }
+    }
+
+    /// The level a protocol promises, from `Protocol::CAUSAL` and
+    /// `Protocol::SESSIONS`.
+    pub fn promised_by(causal: bool, sessions: bool) -> Level {
+        match (causal, sessions) {
+            (true, _) => Level::CausalPlus,
+            (false, true) => Level::Sessions,
+            (false, false) => Level::Eventual,
+        }
     }
 
     /// Whether a violation of `kind` fails a history at this level.
@@ -58,6 +76,7 @@ impl Level {
             | Kind::Unfinished
             | Kind::SlowOperation => true,
             Kind::CyclicArbitration => self == Level::CausalPlus,
+            Kind::ReadYourWrites | Kind::MonotonicReads => self >= Level::Sessions,
             _ => self >= Level::Causal,
         }
     }
@@ -74,9 +93,10 @@ impl FromStr for Level {
     fn from_str(s: &str) -> Result<Level, String> {
         match s.to_ascii_lowercase().as_str() {
             "eventual" => Ok(Level::Eventual),
+            "sessions" => Ok(Level::Sessions),
             "causal" => Ok(Level::Causal),
             "causal+" | "causal-plus" | "causal_plus" | "causalplus" | "ccv" => Ok(Level::CausalPlus),
-            other => Err(format!("unknown consistency level {other:?}; known: eventual, causal, causal+")),
+            other => Err(format!("unknown consistency level {other:?}; known: eventual, sessions, causal, causal+")),
         }
     }
 }

@@ -51,8 +51,10 @@
 //! - **NuKV**: a partition is a Raft group of `replicas_per_partition` nodes
 //!   inside each DC ([`Topology::replicas`]); the Raft algorithm is a pure
 //!   state machine driven by the same peer messages and timers, the XC
-//!   forwarder is a service node, and per-operation session levels travel in
-//!   the protocol's request messages.
+//!   forwarder is a service node, and session levels travel in the
+//!   protocol's request messages (as the vectors and dependency time each
+//!   level asks for; the level itself is the session's config until an
+//!   [`Op`] can carry one).
 //!
 //! ## Time
 //!

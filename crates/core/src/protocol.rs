@@ -658,6 +658,10 @@ pub trait Protocol: 'static {
     /// Whether the protocol promises causal consistency (tests and the
     /// checker hold it to that).
     const CAUSAL: bool;
+    /// Whether a protocol that is not causal still promises read-your-writes
+    /// and monotonic reads per key (NuKV's session levels): the checker then
+    /// holds it to those two beside eventual consistency. Default: false.
+    const SESSIONS: bool = false;
     type Msg: Message;
     type Version: Versioned + Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
     /// Protocol parameters (intervals, thresholds), read from the `[protocol]`
@@ -687,6 +691,14 @@ pub trait Protocol: 'static {
     /// [`Protocol::torture_params`], on a stream of its own).
     fn torture_services(_draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u16)> {
         Self::SERVICES.to_vec()
+    }
+
+    /// The replicas per partition inside each DC torture deploys for a
+    /// run (`topology.replicas_per_partition`): 1 by default, drawn (as in
+    /// [`Protocol::torture_services`], after it) by a protocol whose
+    /// partitions are replicated groups (NuKV's Raft groups).
+    fn torture_replicas(_draw: &mut dyn FnMut(u64, u64) -> u64) -> u16 {
+        1
     }
 
     /// The faults under which the protocol keeps its promises. Default:

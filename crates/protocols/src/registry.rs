@@ -96,6 +96,8 @@ registry! { $
     Bpr => transactional::paris::Bpr,
     /// Tracking and checking groupings configured per deployment: Table 7.1's rows and any between (Roohitavaf Ch. 7).
     Accf => adaptive::accf::Accf,
+    /// Per-operation session guarantees over a Raft group per partition in each DC and a cross-DC forwarder (Roohitavaf Ch. 4).
+    Nukv => replicated::nukv::Nukv,
 }
 
 impl serde::Serialize for ProtocolName {

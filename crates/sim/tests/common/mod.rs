@@ -67,6 +67,20 @@ pub fn photo_then_album_with<P: Protocol>(
     let from = t.server_for_key(causeway_core::DcId(0), &photo).unwrap();
     let to = t.server_for_key(causeway_core::DcId(1), &photo).unwrap();
     sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
+    // A protocol whose DC-0 service nodes ship the writes (NuKV's
+    // forwarder) replicates the photo over their links to `to` instead.
+    let mut with_services = sc.topology.clone();
+    with_services.add_missing_services(P::SERVICES);
+    let ts = Topology::new(with_services).unwrap();
+    for s in 0..ts.spec().services.len() as u16 {
+        for &n in ts.service_nodes(causeway_core::DcId(0), s) {
+            sc.faults.push(Fault {
+                at_ms: 0,
+                at_us: 0,
+                kind: FaultKind::SlowLink { from: n.0, to: to.0, extra_ms: 300 },
+            });
+        }
+    }
     tweak(&mut sc, &t);
     let photo_v = tagged_value(1, 16);
     let album_v = tagged_value(2, 16);

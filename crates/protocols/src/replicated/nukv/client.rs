@@ -1,0 +1,228 @@
+//! Alg 4.1: a session's side. It keeps, per DC and partition, the highest
+//! log index it has read (`hrm`) and written (`hwm`), and the highest
+//! timestamps it has read and written (`dtr`, `dtw`); none of it travels
+//! with the data. Each operation takes what its level needs from them.
+
+use super::config::*;
+use super::msg::*;
+use causeway_core::{Client, ClientCtx, ClientEnv, Hlc, Key, NodeId, Op, OpError, OpResult, PartitionId, Value};
+
+/// What the operation in progress is.
+enum Pending {
+    Get { key: Key, hwv: Vec<u64>, hrv: Vec<u64> },
+    Put { key: Key, value: Value, dt: Hlc },
+}
+
+struct InProgress {
+    op: Pending,
+    partition: PartitionId,
+    started_us: u64,
+    /// Replicas asked so far (the next one is chosen from it).
+    tries: usize,
+    /// The replica asked last.
+    asked: NodeId,
+    /// Numbers this attempt's timer; an older attempt's timer is ignored.
+    attempt: u64,
+}
+
+pub struct NukvClient {
+    cfg: Config,
+    ctx: ClientCtx,
+    /// `hrm[d][p]`, `hwm[d][p]` of Alg 4.1.
+    hrm: Vec<Vec<u64>>,
+    hwm: Vec<Vec<u64>>,
+    dtr: Hlc,
+    dtw: Hlc,
+    /// Per partition, the leader last heard of in the session's DC.
+    leader: Vec<Option<NodeId>>,
+    current: Option<InProgress>,
+    attempts: u64,
+}
+
+impl NukvClient {
+    pub(super) fn new(cfg: &Config, ctx: ClientCtx) -> NukvClient {
+        let (d, p) = (ctx.topology.dcs(), ctx.topology.partitions());
+        NukvClient {
+            cfg: cfg.clone(),
+            hrm: vec![vec![0; p]; d],
+            hwm: vec![vec![0; p]; d],
+            dtr: Hlc::ZERO,
+            dtw: Hlc::ZERO,
+            leader: vec![None; p],
+            current: None,
+            attempts: 0,
+            ctx,
+        }
+    }
+
+    fn column(m: &[Vec<u64>], p: PartitionId) -> Vec<u64> {
+        m.iter().map(|row| row[p.idx()]).collect()
+    }
+
+    /// Send the operation in progress to `to`, with a timer for its answer.
+    fn ask(&mut self, env: &mut impl ClientEnv<Msg>, to: NodeId) {
+        let Some(cur) = &mut self.current else { return };
+        self.attempts += 1;
+        cur.attempt = self.attempts;
+        cur.asked = to;
+        cur.tries += 1;
+        let req = cur.attempt;
+        let msg = match &cur.op {
+            Pending::Get { key, hwv, hrv } => {
+                Msg::GetReq(Box::new(GetReq { key: key.clone(), hwv: hwv.clone(), hrv: hrv.clone(), req }))
+            }
+            Pending::Put { key, value, dt } => Msg::PutReq { key: key.clone(), value: value.clone(), dt: *dt, req },
+        };
+        env.send(to, msg);
+        // A PUT may have been proposed once sent: it is never sent again
+        // after its answer is late, only failed at the deadline.
+        let wait = match cur.op {
+            Pending::Get { .. } => self.cfg.client_retry_us,
+            Pending::Put { .. } => self.cfg.op_deadline_us.saturating_sub(env.now_us() - cur.started_us).max(1),
+        };
+        env.set_timer(wait, cur.attempt);
+    }
+
+    /// The replica a GET asks on its `tries`-th attempt: spread over the
+    /// group by session, then round the group.
+    fn reader(&self, p: PartitionId, tries: usize) -> NodeId {
+        let rs = self.ctx.topology.replicas(self.ctx.dc, p);
+        rs[(self.ctx.nonce as usize).wrapping_add(tries) % rs.len()]
+    }
+
+    /// The replica a PUT asks: the leader last heard of, else round the group.
+    fn writer(&self, p: PartitionId, tries: usize) -> NodeId {
+        let rs = self.ctx.topology.replicas(self.ctx.dc, p);
+        self.leader[p.idx()].unwrap_or(rs[tries % rs.len()])
+    }
+
+    fn fail(&mut self, env: &mut impl ClientEnv<Msg>, err: OpError) {
+        self.current = None;
+        env.complete(OpResult::Failed(err));
+    }
+
+    fn out_of_time(&self, now_us: u64) -> bool {
+        self.current.as_ref().is_some_and(|c| now_us.saturating_sub(c.started_us) >= self.cfg.op_deadline_us)
+    }
+
+    fn timed_out(&mut self, env: &mut impl ClientEnv<Msg>) {
+        let after_ms = self.cfg.op_deadline_us / 1000;
+        self.fail(env, OpError::TimedOut { after_ms });
+    }
+
+    /// Try the next replica, or fail the operation once out of time.
+    fn retry(&mut self, env: &mut impl ClientEnv<Msg>) {
+        if self.out_of_time(env.now_us()) {
+            self.timed_out(env);
+            return;
+        }
+        let Some(cur) = &self.current else { return };
+        let to = match cur.op {
+            Pending::Get { .. } => self.reader(cur.partition, cur.tries),
+            Pending::Put { .. } => self.writer(cur.partition, cur.tries),
+        };
+        self.ask(env, to);
+    }
+}
+
+impl Client for NukvClient {
+    type Msg = Msg;
+
+    fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        let t = &self.ctx.topology;
+        let (pending, partition) = match op {
+            Op::Get { key } => {
+                let p = t.partition_of(&key);
+                let zero = vec![0; t.dcs()];
+                let (hwv, hrv) = match self.cfg.read_level {
+                    ReadLevel::Eventual => (zero.clone(), zero),
+                    ReadLevel::MonotonicRead => (zero, Self::column(&self.hrm, p)),
+                    ReadLevel::ReadYourWrite => (Self::column(&self.hwm, p), zero),
+                    ReadLevel::MonotonicReadYourWrite => (Self::column(&self.hwm, p), Self::column(&self.hrm, p)),
+                };
+                (Pending::Get { key, hwv, hrv }, p)
+            }
+            Op::Put { key, value } => {
+                let p = t.partition_of(&key);
+                let dt = match self.cfg.write_level {
+                    WriteLevel::Eventual => Hlc::ZERO,
+                    WriteLevel::WriteFollowsReads => self.dtr,
+                    WriteLevel::MonotonicWrite => self.dtw,
+                    WriteLevel::MonotonicWriteFollowsReads => self.dtr.max(self.dtw),
+                };
+                (Pending::Put { key, value, dt }, p)
+            }
+            other => {
+                crate::kit::client::fail_unsupported(env, other.kind());
+                return;
+            }
+        };
+        if !t.stores(self.ctx.dc, partition) {
+            env.complete(OpResult::Failed(OpError::NoReplica));
+            return;
+        }
+        let first = match pending {
+            Pending::Get { .. } => self.reader(partition, 0),
+            Pending::Put { .. } => self.writer(partition, 0),
+        };
+        self.current =
+            Some(InProgress { op: pending, partition, started_us: env.now_us(), tries: 0, asked: first, attempt: 0 });
+        self.ask(env, first);
+    }
+
+    fn on_reply(&mut self, env: &mut impl ClientEnv<Msg>, from: NodeId, msg: Msg) {
+        let Some(cur) = &self.current else { return };
+        let req = match &msg {
+            Msg::GetReply { req, .. }
+            | Msg::Behind { req }
+            | Msg::PutReply { req, .. }
+            | Msg::NotLeader { req, .. }
+            | Msg::Refused { req, .. } => *req,
+            _ => return,
+        };
+        if from != cur.asked || req != cur.attempt {
+            return; // a late answer to an earlier request
+        }
+        let p = cur.partition;
+        match (msg, &cur.op) {
+            (Msg::GetReply { value, dc, idx, t, .. }, Pending::Get { .. }) => {
+                if value.is_some() {
+                    let h = &mut self.hrm[dc.idx()][p.idx()];
+                    *h = (*h).max(idx);
+                    self.dtr = self.dtr.max(t);
+                }
+                self.current = None;
+                env.complete(OpResult::Get(value));
+            }
+            (Msg::Behind { .. }, Pending::Get { .. }) => self.retry(env),
+            (Msg::PutReply { dc, idx, t, .. }, Pending::Put { .. }) => {
+                self.leader[p.idx()] = Some(from);
+                let h = &mut self.hwm[dc.idx()][p.idx()];
+                *h = (*h).max(idx);
+                self.dtw = self.dtw.max(t);
+                self.current = None;
+                env.complete(OpResult::Put);
+            }
+            (Msg::NotLeader { leader, .. }, Pending::Put { .. }) => {
+                // Nothing was proposed: ask the leader it names, or (it
+                // waited for an election that named none) the next replica.
+                self.leader[p.idx()] = leader.filter(|&l| l != from);
+                self.retry(env);
+            }
+            (Msg::Refused { reason, .. }, _) => self.fail(env, OpError::BadRequest(reason)),
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, env: &mut impl ClientEnv<Msg>, token: u64) {
+        let Some(cur) = &self.current else { return };
+        if token != cur.attempt {
+            return;
+        }
+        match cur.op {
+            Pending::Get { .. } => self.retry(env),
+            // The PUT may have committed: its outcome is unknown.
+            Pending::Put { .. } => self.timed_out(env),
+        }
+    }
+}
