@@ -371,3 +371,77 @@ async fn multi_exec_runs_in_queue_order_where_the_protocol_has_interactive_trans
     assert_eq!(e.to_string(), "this protocol does not support Interactive operations");
     cluster.stop().unwrap();
 }
+
+/// Partial replication on the network runtime: 3 DCs, each partition in 2
+/// of them. An interactive transaction in each DC writes keys of every
+/// partition (some stored only elsewhere) and commits; every DC then reads
+/// them all back, through the Redis front door too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paris_serves_interactive_transactions_under_partial_replication() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("causeway-redis-partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = free_ports(6);
+    let spec = EmbeddedSpec {
+        protocol: ProtocolName::Paris,
+        dcs: 3,
+        partitions: 3,
+        rtt_ms: Vec::new(),
+        data_dir: dir,
+        fsync: Fsync::Never,
+        params: toml::Table::new(),
+        ports: Ports { metrics: None, redis: Some(base) },
+        tokens: None,
+        plaintext: false,
+        services: Vec::new(),
+        replication: causeway_core::Replication::Partial { factor: 2 },
+    };
+    let cluster = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
+    let t = cluster.cluster.topology.clone();
+    assert_eq!(t.nodes(), 6, "two replicas of each of 3 partitions");
+    let keys: Vec<Bytes> = (0..12).map(|i| Bytes::from(format!("k{i}"))).collect();
+    for p in 0..3 {
+        assert!(keys.iter().any(|k| t.partition_of(k).0 == p), "partition {p} has a key");
+    }
+    for dc in 0..3u16 {
+        assert!((0..3).any(|p| !t.dcs_of(causeway_core::PartitionId(p)).contains(&causeway_core::DcId(dc))));
+        let mut s = causeway_net::Session::<causeway_protocols::paris::Paris>::new(
+            cluster.cluster.clone(),
+            causeway_core::DcId(dc),
+            dc as u32,
+        )
+        .unwrap();
+        let mut txn = s.begin().await.unwrap();
+        txn.read(keys.clone()).await.unwrap();
+        for k in &keys {
+            txn.write(k.clone(), format!("from {dc}")).unwrap();
+        }
+        txn.commit().await.unwrap();
+        let mine = s.rot(keys.clone()).await.unwrap();
+        assert!(mine.iter().all(|v| v.as_deref() == Some(format!("from {dc}").as_bytes())), "{mine:?}");
+    }
+    // Every DC converges on the last commit (DC 2's), read at each DC's
+    // snapshot once the UST passes it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for dc in 0..3u16 {
+        let mut s = causeway_net::Session::<causeway_protocols::paris::Paris>::new(
+            cluster.cluster.clone(),
+            causeway_core::DcId(dc),
+            10 + dc as u32,
+        )
+        .unwrap();
+        loop {
+            let vs = s.rot(keys.clone()).await.unwrap();
+            if vs.iter().all(|v| v.as_deref() == Some(&b"from 2"[..])) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "DC {dc} still reads {vs:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let node_in_dc1 = t.dc_servers(causeway_core::DcId(1)).next().unwrap();
+    let mut r = Redis::connect(base + node_in_dc1.0 as u16).await;
+    let args: Vec<&str> = ["MGET"].into_iter().chain(keys.iter().map(|k| std::str::from_utf8(k).unwrap())).collect();
+    assert_eq!(r.cmd(&args).await, Frame::Array(vec![bulk("from 2"); keys.len()]));
+    cluster.stop().unwrap();
+}
