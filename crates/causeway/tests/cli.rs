@@ -106,6 +106,26 @@ fn get_against_a_node_that_never_answers_fails_within_its_timeout() {
 }
 
 struct Server(Child);
+
+/// Node 0 of the cluster `cfg` names, started and serving (a write
+/// succeeds), within 20 s.
+fn serving(cfg: &str) -> Server {
+    let server = Server(
+        bin()
+            .args(["server", "--config", cfg, "--node", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -118,20 +138,7 @@ fn the_client_commands_as_scripts_use_them() {
     let dir = tmp("ops");
     let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
     let cfg = cfg.to_str().unwrap();
-    let _server = Server(
-        bin()
-            .args(["server", "--config", cfg, "--node", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // Wait until it serves.
-    let start = Instant::now();
-    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = serving(cfg);
     // `status` shows the node up, and says so in JSON too.
     let o = run(&["status", "--config", cfg], None);
     assert!(o.status.success(), "{o:?}");
@@ -349,19 +356,7 @@ fn eiger_columns_counters_and_slices_from_the_cli() {
     let text = std::fs::read_to_string(&cfg).unwrap().replace("protocol = \"eventual\"", "protocol = \"eiger\"");
     std::fs::write(&cfg, text).unwrap();
     let cfg = cfg.to_str().unwrap();
-    let _server = Server(
-        bin()
-            .args(["server", "--config", cfg, "--node", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let start = Instant::now();
-    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = serving(cfg);
     let ok = |args: &[&str]| {
         let mut a = args.to_vec();
         a.extend(["--config", cfg]);
@@ -430,19 +425,7 @@ fn other_protocols_refuse_columns_by_name() {
     let dir = tmp("nocolumns");
     let cfg = config(&dir, &format!("127.0.0.1:{}", free_port()));
     let cfg = cfg.to_str().unwrap();
-    let _server = Server(
-        bin()
-            .args(["server", "--config", cfg, "--node", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let start = Instant::now();
-    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = serving(cfg);
     for (args, why) in [
         (&["put", "alice", "default:town=Rome"][..], "column families"),
         (&["add", "alice", "counters:likes", "1"][..], "column families"),
@@ -468,19 +451,7 @@ fn interactive_transactions_from_the_cli() {
     let eventual_cfg = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, eventual_cfg.replace("protocol = \"eventual\"", "protocol = \"paris\"")).unwrap();
     let cfg = cfg.to_str().unwrap();
-    let _server = Server(
-        bin()
-            .args(["server", "--config", cfg, "--node", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let start = Instant::now();
-    while !run(&["put", "ready", "1", "--config", cfg], None).status.success() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = serving(cfg);
     let o = run(&["txn", "-e", "w a=1 b=2; r a nope; commit", "--config", cfg], None);
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "a=1\nnope (none)\ncommitted (2 writes)\n");
@@ -500,19 +471,7 @@ fn interactive_transactions_from_the_cli() {
 
     let cfg2 = config(&tmp("txn-eventual"), &format!("127.0.0.1:{}", free_port()));
     let cfg2 = cfg2.to_str().unwrap();
-    let _server = Server(
-        bin()
-            .args(["server", "--config", cfg2, "--node", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let start = Instant::now();
-    while !run(&["put", "ready", "1", "--config", cfg2], None).status.success() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the server never came up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = serving(cfg2);
     let o = run(&["txn", "-e", "r a; commit", "--config", cfg2], None);
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not support Interactive"), "{o:?}");
 }
