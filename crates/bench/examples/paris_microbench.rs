@@ -47,6 +47,22 @@ struct Opts {
     scale: f64,
 }
 
+impl Opts {
+    /// The workload in words, for the table's caption and the cost file.
+    fn workload(&self) -> String {
+        format!(
+            "{} DCs × {} partitions, RF {}, {} clients, {} reads + {} writes over 4 partitions, {:.0} % local, zipf 0.99",
+            self.dcs,
+            self.partitions,
+            self.rf,
+            self.clients,
+            self.reads,
+            self.writes,
+            self.local * 100.0
+        )
+    }
+}
+
 const VARIANTS: [&str; 2] = ["paris", "bpr"];
 
 fn command_line() -> String {
@@ -131,18 +147,11 @@ fn main() {
         eprintln!("repetition {}/{} done ({:.0} s)", rep + 1, o.reps, started.elapsed().as_secs_f64());
     }
     println!(
-        "{} repetition(s) × {} measured transactions (after {} warm-up), {} DCs × {} partitions, RF {}, {} clients, \
-         {} reads + {} writes over 4 partitions, {:.0} % local, zipf 0.99; medians\n",
+        "{} repetition(s) × {} measured transactions (after {} warm-up), {}; medians\n",
         o.reps,
         o.ops,
         o.ops / 2,
-        o.dcs,
-        o.partitions,
-        o.rf,
-        o.clients,
-        o.reads,
-        o.writes,
-        o.local * 100.0
+        o.workload()
     );
     println!("| protocol | server CPU µs/txn | server msgs/txn | KiB in/txn | failed |");
     println!("|---|---:|---:|---:|---:|");
@@ -187,15 +196,8 @@ fn main() {
             header.push_str(&format!("  {name}: {:.2}\n", med(v, &|m| m.us_per_op())));
         }
         header.push_str(&format!(
-            "Workload: {} DCs × {} partitions, RF {}, {} clients, {} reads + {} writes over 4 partitions,\n\
-             {:.0} % local, zipf 0.99. No per-KiB cost, and no fixed per-message network-stack cost.",
-            o.dcs,
-            o.partitions,
-            o.rf,
-            o.clients,
-            o.reads,
-            o.writes,
-            o.local * 100.0
+            "Workload: {}.\nNo per-KiB cost, and no fixed per-message network-stack cost.",
+            o.workload()
         ));
         causeway_bench::microbench::write_cost_file(&path, &header, &command_line(), o.scale, 0.0, &kind_us);
     }

@@ -20,11 +20,18 @@ fn start(p: ProtocolName, name: &str) -> (Embedded, u16) {
 }
 
 fn start_with_limits(p: ProtocolName, name: &str, limits: causeway_net::config::Limits) -> (Embedded, u16) {
+    let base = free_ports(4);
+    let spec = EmbeddedSpec { ports: Ports { metrics: None, redis: Some(base) }, ..spec(p, name) };
+    let cluster = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
+    (cluster, base)
+}
+
+/// A 2-DC × 2-partition cluster's spec in a fresh directory, no front door.
+fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("causeway-redis-{name}-{p}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let base = free_ports(4);
-    let spec = EmbeddedSpec {
+    EmbeddedSpec {
         protocol: p,
         dcs: 2,
         partitions: 2,
@@ -32,14 +39,12 @@ fn start_with_limits(p: ProtocolName, name: &str, limits: causeway_net::config::
         data_dir: dir,
         fsync: Fsync::Never,
         params: toml::Table::new(),
-        ports: Ports { metrics: None, redis: Some(base) },
+        ports: Ports::default(),
         tokens: None,
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
-    };
-    let cluster = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
-    (cluster, base)
+    }
 }
 
 struct Redis {
@@ -378,23 +383,14 @@ async fn multi_exec_runs_in_queue_order_where_the_protocol_has_interactive_trans
 /// them all back, through the Redis front door too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paris_serves_interactive_transactions_under_partial_replication() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("causeway-redis-partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let base = free_ports(6);
     let spec = EmbeddedSpec {
-        protocol: ProtocolName::Paris,
         dcs: 3,
         partitions: 3,
         rtt_ms: Vec::new(),
-        data_dir: dir,
-        fsync: Fsync::Never,
-        params: toml::Table::new(),
         ports: Ports { metrics: None, redis: Some(base) },
-        tokens: None,
-        plaintext: false,
-        services: Vec::new(),
         replication: causeway_core::Replication::Partial { factor: 2 },
+        ..spec(ProtocolName::Paris, "partial")
     };
     let cluster = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
     let t = cluster.cluster.topology.clone();
