@@ -233,8 +233,11 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         ports: Default::default(),
         tokens: None,
         plaintext: false,
-        services: Vec::new(),
-        replication: causeway_core::Replication::Full,
+        // The scenario's deployment: its service nodes, placement and
+        // replicated groups, as the simulator would run them.
+        services: sc.topology.services.clone(),
+        replication: sc.topology.replication,
+        replicas: sc.topology.replicas_per_partition,
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
     let w = &sc.workload;

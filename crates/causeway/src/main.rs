@@ -262,6 +262,11 @@ enum Cmd {
         /// protocols that run so (paris, bpr). Default: every DC.
         #[arg(long)]
         replication_factor: Option<u16>,
+        /// Servers per partition inside each DC, for protocols whose
+        /// partitions are replicated groups (nukv: a Raft group of this
+        /// many replicas per partition per DC). Default 1.
+        #[arg(long, default_value_t = 1)]
+        replicas: u16,
         /// Print the endpoints as one JSON line once the cluster is up.
         #[arg(long)]
         json: bool,
@@ -280,6 +285,12 @@ enum Cmd {
         /// no limit).
         #[arg(long)]
         slice: Option<String>,
+        /// The session guarantee this read asks for, where the protocol
+        /// takes per-operation levels (nukv): eventual, monotonic-read,
+        /// read-your-write or monotonic-read-your-write. A causal protocol
+        /// gives them all; eventual refuses any but eventual.
+        #[arg(long, value_name = "LEVEL")]
+        read: Option<causeway_core::ReadLevel>,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -292,6 +303,11 @@ enum Cmd {
         key: String,
         #[arg(required = true)]
         values: Vec<String>,
+        /// The session guarantee this write asks for (nukv): eventual,
+        /// write-follows-reads, monotonic-write or
+        /// monotonic-write-follows-reads.
+        #[arg(long, value_name = "LEVEL")]
+        write: Option<causeway_core::WriteLevel>,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -742,6 +758,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             tokens,
             services,
             replication_factor,
+            replicas,
             json,
         } => {
             let ports = causeway_net::embedded::Ports { metrics: metrics_port, redis: redis_port };
@@ -753,23 +770,33 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 ports,
                 services: parse_services(protocol, &services)?,
                 replication: replication_for(protocol, dcs, replication_factor)?,
+                replicas,
                 ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
             };
             let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));
             net::up(causeway_net::embedded::EmbeddedSpec { tokens, ..spec }, &config_out, no_wan, json)?
         }
-        Cmd::Get { key, columns, slice, at } if columns.is_empty() => {
+        Cmd::Get { key, columns, slice, read, at } if columns.is_empty() => {
             if slice.is_some() {
                 return Err("--slice needs a FAMILY to slice".into());
             }
-            net::client_op(&at.into(), ClientCmd::Op(Op::Get { key: key.into() }))?
+            let levels = read.map(|read| causeway_core::Levels { read, ..causeway_core::Levels::EVENTUAL });
+            net::client_op(&net::ClientOpts { levels, ..at.into() }, ClientCmd::Op(Op::Get { key: key.into() }))?
         }
-        Cmd::Get { key, columns, slice, at } => net::client_op(&at.into(), net::column_read(&key, &columns, slice)?)?,
-        Cmd::Put { key, values, at } => match &values[..] {
+        Cmd::Get { read: Some(_), .. } => return Err("--read is for a plain key's read, not columns".into()),
+        Cmd::Get { key, columns, slice, at, .. } => {
+            net::client_op(&at.into(), net::column_read(&key, &columns, slice)?)?
+        }
+        Cmd::Put { key, values, write, at } => match &values[..] {
             [value] if net::parse_column_write(value).is_none() => {
                 let value = net::read_value(value)?;
-                net::client_op(&at.into(), ClientCmd::Op(Op::Put { key: key.into(), value }))?
+                let levels = write.map(|write| causeway_core::Levels { write, ..causeway_core::Levels::EVENTUAL });
+                net::client_op(
+                    &net::ClientOpts { levels, ..at.into() },
+                    ClientCmd::Op(Op::Put { key: key.into(), value }),
+                )?
             }
+            _ if write.is_some() => return Err("--write is for a plain key's write, not columns".into()),
             _ => net::client_op(&at.into(), net::column_write(&key, &values)?)?,
         },
         Cmd::Add { row, column, delta, at } => {
@@ -947,6 +974,7 @@ impl From<ClientArgs> for net::ClientOpts {
             timeout: std::time::Duration::from_millis(a.timeout_ms),
             json: a.json,
             token: a.token,
+            levels: None,
         }
     }
 }

@@ -227,6 +227,9 @@ pub struct ClientOpts {
     pub timeout: Duration,
     pub json: bool,
     pub token: Option<String>,
+    /// The session levels the operation asks for (`get --read`, `put
+    /// --write`); `None`: the protocol's own promise.
+    pub levels: Option<causeway_core::Levels>,
 }
 
 /// `put`'s value: `-` is standard input, `@FILE` a file's contents, anything
@@ -396,6 +399,7 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
             let mut s = Session::<P>::new(cluster.clone(), dc, std::process::id())?;
             s.timeout = opts.timeout;
             s.set_token(opts.token.clone());
+            s.set_levels(opts.levels)?;
             match &cmd {
                 ClientCmd::Op(op) | ClientCmd::Columns { op, .. } => s.execute(op.clone()).await,
                 ClientCmd::Del(keys) => s.del_many(keys.clone()).await.map(|()| OpResult::Put),

@@ -124,6 +124,12 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
         w.txnproportion -= w.interactiveproportion;
         w.interactive_think_us = [0, 2_000, 20_000][i.random_range(0..3)];
     }
+    // Per-operation session levels where the protocol takes them: half the
+    // runs draw every GET's and PUT's levels at random (the checker then
+    // holds each read to what it asked), half run at the config's.
+    if with_protocol!(p, P => <P as Protocol>::LEVELS) {
+        sc.workload.random_levels = seed.is_multiple_of(2);
+    }
     if partial {
         sc.workload.local_txn_ratio = Some([0.5, 0.9, 1.0][pr.random_range(0..3)]);
     }

@@ -475,3 +475,56 @@ fn interactive_transactions_from_the_cli() {
     let o = run(&["txn", "-e", "r a; commit", "--config", cfg2], None);
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not support Interactive"), "{o:?}");
 }
+
+/// `causeway up -p nukv --replicas 3` runs a Raft group of three replicas
+/// per partition per DC plus each DC's forwarder, and `get --read` / `put
+/// --write` name each operation's session guarantee; a protocol that
+/// promises none refuses a level above eventual by name, and a typo is
+/// named with the levels there are.
+#[test]
+fn nukv_groups_and_per_operation_levels_from_the_cli() {
+    use std::io::BufRead;
+    let dir = tmp("nukv-up");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("cluster.toml");
+    let mut child = bin()
+        .args(["up", "-p", "nukv", "--dcs", "2", "--partitions", "2", "--replicas", "3", "--no-wan"])
+        .args(["--fsync", "never", "--json", "--data-dir"])
+        .arg(dir.join("data"))
+        .arg("--config-out")
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let _up = Server(child);
+    let j: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let nodes = j["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2 * (2 * 3 + 1), "3 replicas of 2 partitions and a forwarder per DC: {j}");
+    assert_eq!(nodes.iter().filter(|n| n["role"].as_str().unwrap().contains("xc")).count(), 2, "{j}");
+    let cfg = cfg.to_str().unwrap();
+    let start = Instant::now();
+    while !run(&["put", "k", "v1", "--write", "monotonic-write", "--config", cfg], None).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no group elected a leader");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = run(&["put", "k", "v2", "--write", "eventual", "--config", cfg], None);
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["get", "k", "--read", "monotonic-read-your-write", "--config", cfg, "--dc", "1"], None);
+    assert!(o.status.success() || o.status.code() == Some(3), "{o:?}");
+    let o = run(&["get", "k", "--read", "ryw", "--config", cfg], None);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "v2\n", "{o:?}");
+    let o = run(&["get", "k", "--read", "sometimes", "--config", cfg], None);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("monotonic-read-your-write"), "{o:?}");
+
+    let cfg2 = config(&tmp("levels-eventual"), &format!("127.0.0.1:{}", free_port()));
+    let cfg2 = cfg2.to_str().unwrap();
+    let _server = serving(cfg2);
+    let o = run(&["get", "k", "--read", "monotonic-read", "--config", cfg2], None);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot serve read level monotonic-read"), "{o:?}");
+    assert!(run(&["put", "k", "v", "--write", "eventual", "--config", cfg2], None).status.success());
+}

@@ -142,6 +142,7 @@ fn rec(client: u32, op: Op, result: OpResult, at_us: u64) -> OpRecord {
         invoke_us: at_us,
         complete_us: at_us + 1,
         batch: None,
+        levels: None,
     }
 }
 fn put(client: u32, key: &str, id: u64, ok: bool, at_us: u64) -> OpRecord {

@@ -31,6 +31,7 @@ fn network_histories_pass_the_checker() {
             plaintext: false,
             services: Vec::new(),
             replication: causeway_core::Replication::Full,
+            replicas: 1,
         };
         let cluster = Embedded::start(spec, rt.handle()).unwrap();
         let c = cluster.cluster.clone();

@@ -33,6 +33,7 @@ pub mod cycles;
 pub mod dbcop;
 pub mod error;
 pub mod explain;
+pub mod guaranteed;
 pub mod liveness;
 pub mod model;
 pub mod names;
@@ -97,7 +98,8 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
     }
 
     // One pass in causal order runs the per-operation checks.
-    let mut pass = Pass { out, causal: Default::default(), session: Default::default(), rot: Default::default() };
+    let mut pass =
+        Pass { out, causal: Default::default(), session: session::SessionCheck::new(&m), rot: Default::default() };
     let clocks = Clocks::compute(&m, &mut pass);
     let Pass { mut out, causal, .. } = pass;
 

@@ -212,6 +212,7 @@ mod tests {
             invoke_us: at,
             complete_us: done,
             batch: None,
+            levels: None,
         }
     }
 

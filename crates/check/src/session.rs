@@ -29,6 +29,16 @@
 //! unordered, so they are judged against the operations before it, and the
 //! snapshot check ([`crate::rot`]) covers the transaction itself.
 //!
+//! **Per-operation levels.** When operations of the history name their
+//! levels ([`causeway_core::Levels`], NuKV's per-key Defs 4–7), a read is
+//! held to read-your-writes only if its level asks for it, and to monotonic
+//! reads likewise (against everything its session read of the key before,
+//! at any level, as Def 4's `ClientReads` is); and "overwritten" is the
+//! order the writes' own levels guarantee ([`crate::guaranteed`]) instead
+//! of causality, which such a protocol does not follow. The last two
+//! checks above, which follow another session's writes across keys, are
+//! left out then: per-key write levels do not promise them.
+//!
 //! Cost: O(log) per read for read-your-writes and monotonic reads, and
 //! O(S') for the other two, S' being the number of sessions whose writes
 //! the reading session has seen.
@@ -40,6 +50,7 @@
 //! position of a write of it this session has read.
 
 use crate::clock::Clocks;
+use crate::guaranteed::Guaranteed;
 use crate::model::{Model, ReadEv, Source};
 use crate::violation::{Collector, Kind, Raw};
 use rustc_hash::FxHashMap;
@@ -56,11 +67,13 @@ struct Seen {
     read: u32,
 }
 
-#[derive(Default)]
 pub struct SessionCheck {
     frontier: Frontiers,
     /// session → (other session → latest write of it read: (pos of that write, Seen)).
     seen_from: FxHashMap<u32, BTreeMap<u32, (u32, Seen)>>,
+    /// The order per-operation write levels guarantee, when operations
+    /// named levels.
+    levels: Option<Guaranteed>,
 }
 
 /// `v` is overwritten by write `w`: `v = ∅`, or `v ⇝ w` (so `v ≠ w`).
@@ -73,19 +86,56 @@ pub(crate) fn overwritten(m: &Model<'_>, c: &Clocks, v: Source, w: u32) -> bool 
 }
 
 impl SessionCheck {
+    pub fn new(m: &Model<'_>) -> SessionCheck {
+        SessionCheck { frontier: Default::default(), seen_from: Default::default(), levels: Guaranteed::of(m) }
+    }
+
+    /// Write `v` is ordered before write `w`: by causality, or by the
+    /// levels when operations named them.
+    fn before(&self, m: &Model<'_>, c: &Clocks, v: u32, w: u32) -> bool {
+        Self::ordered(&self.levels, m, c, v, w)
+    }
+
+    fn ordered(levels: &Option<Guaranteed>, m: &Model<'_>, c: &Clocks, v: u32, w: u32) -> bool {
+        match levels {
+            Some(g) => g.before(m, v, w),
+            None => c.co(m, v, w),
+        }
+    }
+
+    /// `v` is overwritten by write `w` ([`overwritten`], in the order that applies).
+    fn overwritten(&self, m: &Model<'_>, c: &Clocks, v: Source, w: u32) -> bool {
+        match v {
+            Source::Init => true,
+            Source::Write(v) => self.before(m, c, v, w),
+            Source::ThinAir => false,
+        }
+    }
+
     pub fn visit(&mut self, m: &Model<'_>, c: &Clocks, op: u32, out: &mut Collector) {
         let s = m.session_of[op as usize];
         if m.sessions[s as usize].phantom {
             return;
         }
         let p = m.pos[op as usize];
+        let rec = &m.history.ops[op as usize];
+        let (ryw, mr) = match (&rec.op, rec.levels) {
+            (causeway_core::Op::Get { .. }, Some(l)) => (l.read.read_your_write(), l.read.monotonic_read()),
+            _ => (true, true),
+        };
         for rd in m.reads_of(op) {
             if rd.source == Source::ThinAir {
                 continue;
             }
-            self.read_your_writes(m, c, s, p, rd, out);
-            self.monotonic_reads(m, c, s, rd, out);
-            self.writes_of_seen_sessions(m, c, s, rd, out);
+            if ryw {
+                self.read_your_writes(m, c, s, p, rd, out);
+            }
+            if mr {
+                self.monotonic_reads(m, c, s, rd, out);
+            }
+            if self.levels.is_none() {
+                self.writes_of_seen_sessions(m, c, s, rd, out);
+            }
         }
         // Then record what this op read, for the operations after it.
         for rd in m.reads_of(op) {
@@ -96,8 +146,10 @@ impl SessionCheck {
             let seen = Seen { write: w, read: op };
             let snaps = self.frontier.entry((s, rd.key)).or_default();
             let cur: &[Seen] = snaps.last().map(|(_, a)| a.as_slice()).unwrap_or(&[]);
-            if !cur.iter().any(|a| a.write == w || c.co(m, w, a.write)) {
-                let mut next: Vec<Seen> = cur.iter().copied().filter(|a| !c.co(m, a.write, w)).collect();
+            let levels = &self.levels;
+            if !cur.iter().any(|a| a.write == w || Self::ordered(levels, m, c, w, a.write)) {
+                let mut next: Vec<Seen> =
+                    cur.iter().copied().filter(|a| !Self::ordered(levels, m, c, a.write, w)).collect();
                 next.push(seen);
                 snaps.push((p, next));
             }
@@ -115,7 +167,7 @@ impl SessionCheck {
     fn read_your_writes(&self, m: &Model<'_>, c: &Clocks, s: u32, p: u32, rd: &ReadEv, out: &mut Collector) {
         if let Some(own) = m.last_write(s, rd.key, p - 1)
             && Source::Write(own) != rd.source
-            && overwritten(m, c, rd.source, own)
+            && self.overwritten(m, c, rd.source, own)
         {
             out.add(Kind::ReadYourWrites, || Raw::Ryw { read: *rd, own });
         }
@@ -125,7 +177,7 @@ impl SessionCheck {
         let Some(snaps) = self.frontier.get(&(s, rd.key)) else { return };
         let Some((_, cur)) = snaps.last() else { return };
         if let Some(a) =
-            cur.iter().find(|a| Source::Write(a.write) != rd.source && overwritten(m, c, rd.source, a.write))
+            cur.iter().find(|a| Source::Write(a.write) != rd.source && self.overwritten(m, c, rd.source, a.write))
         {
             out.add(Kind::MonotonicReads, || Raw::Mr { read: *rd, earlier: a.read, value: a.write });
         }

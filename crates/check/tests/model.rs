@@ -43,6 +43,7 @@ fn untagged_values_are_identified_by_their_bytes() {
         invoke_us: t,
         complete_us: t + 1,
         batch: None,
+        levels: None,
     };
     let hello = Bytes::from_static(b"hello");
     let h = History {
@@ -174,6 +175,7 @@ fn dbcop_export_handles_untagged_values_and_failed_puts() {
         invoke_us: 1_000,
         complete_us: 1_001,
         batch: None,
+        levels: None,
     });
     let e = to_dbcop(&hist).unwrap();
     assert!(!e.tagged_versions);
@@ -262,6 +264,7 @@ fn batches_must_be_recorded_as_puts_and_may_overlap_only_themselves() {
         invoke_us: 1_000,
         complete_us: 1_001,
         batch: None,
+        levels: None,
     });
     assert_eq!(model_error(&hist), ModelError::UnexpandedBatch { index: 3 });
     let mut hist = h.history();

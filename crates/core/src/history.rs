@@ -31,6 +31,10 @@ pub struct OpRecord {
     /// checker's model forks the session at the batch and joins it after).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<u64>,
+    /// The session guarantees a GET or PUT asked for ([`crate::Levels`]);
+    /// `None` when it named none, and the protocol's own promise applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<crate::Levels>,
 }
 
 impl OpRecord {
@@ -39,7 +43,7 @@ impl OpRecord {
     /// set to `id` (unique among the client's batches), so that every write
     /// has an index of its own in the history.
     pub fn expand(self, id: u64) -> Vec<OpRecord> {
-        let OpRecord { client, dc, op, result, invoke_us, complete_us, .. } = self;
+        let OpRecord { client, dc, op, result, invoke_us, complete_us, levels, .. } = self;
         match op {
             Op::Batch { writes } => writes
                 .into_iter()
@@ -51,9 +55,10 @@ impl OpRecord {
                     invoke_us,
                     complete_us,
                     batch: Some(id),
+                    levels,
                 })
                 .collect(),
-            op => vec![OpRecord { client, dc, op, result, invoke_us, complete_us, batch: None }],
+            op => vec![OpRecord { client, dc, op, result, invoke_us, complete_us, batch: None, levels }],
         }
     }
 }

@@ -68,6 +68,7 @@ pub mod column;
 pub mod data;
 pub mod history;
 pub mod ids;
+pub mod levels;
 pub mod node;
 pub mod protocol;
 pub mod store;
@@ -84,6 +85,7 @@ pub use data::{
 };
 pub use history::{History, OpRecord};
 pub use ids::{ClientId, DcId, NodeId, PartitionId};
+pub use levels::{Levels, ReadLevel, WriteLevel};
 pub use node::{
     Appended, Durable, Host, Input as NodeInput, Node, NodeOptions, Output, OwnedRecord, Ready, Record, Seq, Stepped,
 };

@@ -542,6 +542,16 @@ pub trait Client {
     type Msg: Message;
     /// Start `op`. The runtime never invokes a second op before the first completes.
     fn invoke(&mut self, env: &mut impl ClientEnv<Self::Msg>, op: Op);
+    /// Start `op` asking for the session guarantees `levels` (a GET its
+    /// read level, a PUT its write level; Roohitavaf's per-operation
+    /// levels, §4.2). Runtimes call it only for GETs and PUTs, and only
+    /// after [`crate::Levels::refusal`] found nothing to refuse. The
+    /// default ignores the levels, which is right for a causal protocol (it
+    /// gives every session guarantee anyway) and for an eventual one asked
+    /// for nothing; a protocol with `Protocol::LEVELS` overrides it.
+    fn invoke_at(&mut self, env: &mut impl ClientEnv<Self::Msg>, op: Op, _levels: crate::Levels) {
+        self.invoke(env, op)
+    }
     fn on_reply(&mut self, env: &mut impl ClientEnv<Self::Msg>, from: NodeId, msg: Self::Msg);
     fn on_timer(&mut self, _env: &mut impl ClientEnv<Self::Msg>, _token: u64) {}
 }
@@ -662,6 +672,11 @@ pub trait Protocol: 'static {
     /// and monotonic reads per key (NuKV's session levels): the checker then
     /// holds it to those two beside eventual consistency. Default: false.
     const SESSIONS: bool = false;
+    /// Whether GETs and PUTs take per-operation session levels
+    /// ([`crate::Levels`], [`Client::invoke_at`]) and honour each as asked
+    /// (NuKV). A causal protocol takes any level without this (it gives
+    /// them all); any other refuses a level above eventual. Default: false.
+    const LEVELS: bool = false;
     type Msg: Message;
     type Version: Versioned + Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
     /// Protocol parameters (intervals, thresholds), read from the `[protocol]`

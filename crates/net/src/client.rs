@@ -187,6 +187,9 @@ pub struct Session<P: Protocol> {
     /// A [`crate::transaction::Transaction`] was dropped without commit or
     /// abort: the next operation aborts it first.
     pub(crate) abandoned_txn: bool,
+    /// The session guarantees this session's GETs and PUTs ask for
+    /// ([`Session::set_levels`]); `None`: the protocol's own promise.
+    levels: Option<causeway_core::Levels>,
 }
 
 fn now_us() -> u64 {
@@ -248,6 +251,7 @@ impl<P: Protocol> Session<P> {
             unwritten: false,
             token: None,
             abandoned_txn: false,
+            levels: None,
             local: None,
             sleep: None,
             conn_gen: 0,
@@ -459,6 +463,66 @@ impl<P: Protocol> Session<P> {
         Ok(if user { r.visible() } else { r })
     }
 
+    /// A level above eventual is refused by a protocol that promises no
+    /// session guarantee, before anything is sent.
+    fn check_levels(&self, op: &Op) -> Result<(), ClientError> {
+        match self.levels.and_then(|l| l.refusal(op, P::LEVELS, P::CAUSAL)) {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Set the session guarantees this session's GETs and PUTs ask for
+    /// from now on (Roohitavaf's per-operation levels, §4.2; a GET uses
+    /// the read level, a PUT the write level), or `None` for the
+    /// protocol's own promise. Refused, naming the level, when the
+    /// protocol cannot honour it ([`causeway_core::Levels::refusal`]).
+    pub fn set_levels(&mut self, levels: Option<causeway_core::Levels>) -> Result<(), ClientError> {
+        if let Some(l) = levels {
+            let (k, v) = (bytes::Bytes::from_static(b"k"), bytes::Bytes::from_static(b"v"));
+            for op in [Op::Get { key: k.clone() }, Op::Put { key: k, value: v }] {
+                if let Some(e) = l.refusal(&op, P::LEVELS, P::CAUSAL) {
+                    return Err(e.into());
+                }
+            }
+        }
+        self.levels = levels;
+        Ok(())
+    }
+
+    /// The levels set by [`Session::set_levels`].
+    pub fn levels(&self) -> Option<causeway_core::Levels> {
+        self.levels
+    }
+
+    /// One GET at the read level `level` (the session's write level, if
+    /// any, is kept for its PUTs).
+    pub async fn get_at(
+        &mut self,
+        key: impl Into<bytes::Bytes>,
+        level: causeway_core::ReadLevel,
+    ) -> Result<Option<bytes::Bytes>, ClientError> {
+        let saved = self.levels;
+        self.levels = Some(causeway_core::Levels { read: level, ..saved.unwrap_or_default() });
+        let r = self.get(key).await;
+        self.levels = saved;
+        r
+    }
+
+    /// One PUT at the write level `level`.
+    pub async fn put_at(
+        &mut self,
+        key: impl Into<bytes::Bytes>,
+        value: impl Into<bytes::Bytes>,
+        level: causeway_core::WriteLevel,
+    ) -> Result<(), ClientError> {
+        let saved = self.levels;
+        self.levels = Some(causeway_core::Levels { write: level, ..saved.unwrap_or_default() });
+        let r = self.put(key, value).await;
+        self.levels = saved;
+        r
+    }
+
     /// Run `ops[i]` on slot `i` ([`Session::pipelined`]), all at once, and
     /// return their results (raw, as [`Session::execute_raw`]) when every
     /// one has completed. Any error ends the whole session: the outcome of
@@ -484,10 +548,14 @@ impl<P: Protocol> Session<P> {
         for op in ops {
             // GET and SET directly, the rest through the general iterators.
             match op {
-                Op::Get { key } => self.check_key(key)?,
+                Op::Get { key } => {
+                    self.check_key(key)?;
+                    self.check_levels(op)?;
+                }
                 Op::Put { key, value } => {
                     self.check_key(key)?;
                     self.check_value(value)?;
+                    self.check_levels(op)?;
                 }
                 op => {
                     op.each_key().try_for_each(|k| self.check_key(k))?;
@@ -542,7 +610,12 @@ impl<P: Protocol> Session<P> {
             envs[0].done = None;
         }
         for (slot, op) in ops.into_iter().enumerate() {
-            self.protos[slot].invoke(&mut envs[slot], op);
+            match self.levels {
+                Some(l) if matches!(op, Op::Get { .. } | Op::Put { .. }) => {
+                    self.protos[slot].invoke_at(&mut envs[slot], op, l)
+                }
+                _ => self.protos[slot].invoke(&mut envs[slot], op),
+            }
         }
         for (slot, env) in envs.iter_mut().enumerate().take(n) {
             self.flush(slot, env, deadline).await?;

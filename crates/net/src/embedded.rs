@@ -49,6 +49,10 @@ pub struct EmbeddedSpec {
     /// or `factor` of them for a protocol that runs so
     /// (`Protocol::PARTIAL_REPLICATION`; others refuse it by name).
     pub replication: causeway_core::Replication,
+    /// Servers per partition inside each DC (`[topology]
+    /// replicas_per_partition`), for a protocol whose partitions are
+    /// replicated groups (NuKV's Raft groups; others refuse more than 1).
+    pub replicas: u16,
 }
 
 /// Optional HTTP and Redis endpoints on loopback: node N gets base + N.
@@ -77,6 +81,7 @@ impl EmbeddedSpec {
             plaintext: false,
             services: Vec::new(),
             replication: causeway_core::Replication::Full,
+            replicas: 1,
         }
     }
 }
@@ -137,6 +142,7 @@ impl Embedded {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
         topology.services = spec.services.clone();
         topology.replication = spec.replication;
+        topology.replicas_per_partition = spec.replicas;
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
         }

@@ -195,7 +195,9 @@ pub async fn run_with_timeout<P: Protocol>(
                     let r = s.execute_many(ops).await;
                     let t1 = Instant::now();
                     let measured = t0 >= measure_from && t1 <= end;
+                    let levels = s.levels();
                     let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
+                        let levels = levels.filter(|_| matches!(op, Op::Get { .. } | Op::Put { .. }));
                         let rec = OpRecord {
                             client: ClientId(cid + slot as u32),
                             dc,
@@ -204,6 +206,7 @@ pub async fn run_with_timeout<P: Protocol>(
                             invoke_us: (t0 - origin).as_micros() as u64,
                             complete_us: (t1 - origin).as_micros() as u64,
                             batch: None,
+                            levels,
                         };
                         // A batch's number: unique among this task's records.
                         let id = res.records.len() as u64;
@@ -495,6 +498,7 @@ async fn preload<P: Protocol>(
                             invoke_us: (t0 - origin).as_micros() as u64,
                             complete_us: (Instant::now() - origin).as_micros() as u64,
                             batch: None,
+                            levels: s.levels(),
                         });
                     }
                 }

@@ -588,6 +588,45 @@ impl<P: Protocol> Conn<P> {
         }
     }
 
+    /// `LEVELS READ WRITE` sets the session guarantees this connection's
+    /// GETs and SETs ask for from now on (Roohitavaf's per-operation
+    /// levels, §4.2, where the protocol takes them), `LEVELS DEFAULT` goes
+    /// back to the protocol's own, and `LEVELS` alone answers the two in
+    /// force (`default default` when none were set).
+    fn levels(&mut self, rest: &[Bytes]) -> Answer {
+        use causeway_core::{Levels, ReadLevel, WriteLevel};
+        let word = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+        let set = match rest {
+            [] => {
+                let (r, w) = match self.session.levels() {
+                    Some(l) => (l.read.name(), l.write.name()),
+                    None => ("default", "default"),
+                };
+                return Answer::Reply(Frame::Array(vec![
+                    Frame::BulkString(Bytes::from_static(r.as_bytes())),
+                    Frame::BulkString(Bytes::from_static(w.as_bytes())),
+                ]));
+            }
+            [d] if d.eq_ignore_ascii_case(b"default") => None,
+            [r, w] => {
+                let read = match word(r).parse::<ReadLevel>() {
+                    Ok(l) => l,
+                    Err(e) => return err(format!("ERR {e}")),
+                };
+                let write = match word(w).parse::<WriteLevel>() {
+                    Ok(l) => l,
+                    Err(e) => return err(format!("ERR {e}")),
+                };
+                Some(Levels { read, write })
+            }
+            _ => return err("ERR wrong number of arguments for 'levels' command (LEVELS READ WRITE, or DEFAULT)"),
+        };
+        match self.session.set_levels(set) {
+            Ok(()) => ok(),
+            Err(e) => err(format!("ERR {e}")),
+        }
+    }
+
     /// Whether the connection may run commands: no tokens are required,
     /// or `AUTH` succeeded.
     fn authenticated(&self) -> bool {
@@ -650,6 +689,7 @@ impl<P: Protocol> Conn<P> {
                 _ => err("ERR CONFIG is not supported by Causeway's front door (only CONFIG GET, answered empty)"),
             },
             "command" => Answer::Reply(Frame::Array(Vec::new())),
+            "levels" => self.levels(rest),
             "client" => ok(),
             "hello" => err("NOPROTO this server speaks RESP2 only"),
             "get" => match rest {

@@ -122,6 +122,7 @@ async fn every_door_holds_tokens_to_their_roles() {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     };
     let c = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
     let m = |reason: &'static str| (0..2).map(|n| c.node(NodeId(n)).unwrap().metrics.refused_for(reason)).sum::<u64>();

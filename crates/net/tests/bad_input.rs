@@ -49,6 +49,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
@@ -193,6 +194,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -41,6 +41,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -29,6 +29,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     }
 }
 

@@ -32,6 +32,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     }
 }
 

@@ -44,6 +44,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     }
 }
 
@@ -440,4 +441,45 @@ async fn paris_serves_interactive_transactions_under_partial_replication() {
     let args: Vec<&str> = ["MGET"].into_iter().chain(keys.iter().map(|k| std::str::from_utf8(k).unwrap())).collect();
     assert_eq!(r.cmd(&args).await, Frame::Array(vec![bulk("from 2"); keys.len()]));
     cluster.stop().unwrap();
+}
+
+/// `LEVELS` sets the session guarantees a connection's GETs and SETs ask
+/// for where the protocol takes per-operation levels (NuKV), is refused by
+/// name where it cannot be honoured (Eventual), and is taken (and ignored)
+/// by a causal protocol, which gives every guarantee anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn levels_are_a_per_connection_default() {
+    let (cluster, base) = start(ProtocolName::Nukv, "levels");
+    let mut r = Redis::connect(base).await;
+    let both = |a: &str, b: &str| Frame::Array(vec![bulk(a), bulk(b)]);
+    assert_eq!(r.cmd(&["LEVELS"]).await, both("default", "default"));
+    assert_eq!(r.cmd(&["LEVELS", "monotonic-read", "eventual"]).await, ok());
+    assert_eq!(r.cmd(&["LEVELS"]).await, both("monotonic-read", "eventual"));
+    assert_eq!(r.cmd(&["SET", "k", "v1"]).await, ok());
+    assert_eq!(r.cmd(&["LEVELS", "ryw", "mw"]).await, ok(), "short names");
+    assert_eq!(r.cmd(&["LEVELS"]).await, both("read-your-write", "monotonic-write"));
+    assert_eq!(r.cmd(&["SET", "k", "v2"]).await, ok());
+    assert_eq!(r.cmd(&["GET", "k"]).await, bulk("v2"), "read-your-writes at the connection's level");
+    let e = r.cmd(&["LEVELS", "sometimes", "eventual"]).await;
+    assert!(is_err(&e, "ERR unknown read level \"sometimes\""), "{e:?}");
+    assert!(is_err(&r.cmd(&["LEVELS", "eventual"]).await, "ERR wrong number of arguments"));
+    assert_eq!(r.cmd(&["LEVELS", "DEFAULT"]).await, ok());
+    assert_eq!(r.cmd(&["LEVELS"]).await, both("default", "default"));
+    drop(r);
+    drop(cluster);
+
+    let (cluster, base) = start(ProtocolName::Eventual, "levels");
+    let mut r = Redis::connect(base).await;
+    let e = r.cmd(&["LEVELS", "monotonic-read", "eventual"]).await;
+    assert!(is_err(&e, "ERR") && format!("{e:?}").contains("monotonic-read"), "{e:?}");
+    assert_eq!(r.cmd(&["LEVELS", "eventual", "eventual"]).await, ok());
+    assert_eq!(r.cmd(&["SET", "k", "v"]).await, ok());
+    drop(r);
+    drop(cluster);
+
+    let (_cluster, base) = start(ProtocolName::Cops, "levels");
+    let mut r = Redis::connect(base).await;
+    assert_eq!(r.cmd(&["LEVELS", "m", "m"]).await, ok());
+    assert_eq!(r.cmd(&["SET", "k", "v"]).await, ok());
+    assert_eq!(r.cmd(&["GET", "k"]).await, bulk("v"));
 }

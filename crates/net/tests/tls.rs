@@ -48,6 +48,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
         plaintext: false,
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
+        replicas: 1,
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

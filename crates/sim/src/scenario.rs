@@ -372,6 +372,17 @@ pub struct Workload {
     /// snapshot stays open meanwhile).
     #[serde(default)]
     pub interactive_think_us: u64,
+    /// The session guarantees every GET and PUT asks for
+    /// ([`causeway_core::Levels`]; a `[workload.levels]` table with `read`
+    /// and `write`), as Roohitavaf's Table 4.1 cases fix them for a run.
+    /// Unset: operations name none and the protocol's own promise holds.
+    #[serde(default)]
+    pub levels: Option<causeway_core::Levels>,
+    /// Each GET and PUT asks for levels drawn uniformly from the four of
+    /// its kind instead (overrides `levels`), so that a history holds
+    /// every guarantee next to every other.
+    #[serde(default)]
+    pub random_levels: bool,
     #[serde(default = "default_txn_reads")]
     pub txn_reads: usize,
     #[serde(default = "default_txn_writes")]
@@ -517,6 +528,8 @@ impl Default for Workload {
             txnproportion: 0.0,
             interactiveproportion: 0.0,
             interactive_think_us: 0,
+            levels: None,
+            random_levels: false,
             txn_reads: default_txn_reads(),
             txn_writes: default_txn_writes(),
             local_txn_ratio: None,

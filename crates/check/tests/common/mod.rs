@@ -5,7 +5,9 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use causeway_core::{ClientId, DcId, History, Op, OpError, OpRecord, OpResult, tagged_value};
+use causeway_core::{
+    ClientId, DcId, History, Levels, Op, OpError, OpRecord, OpResult, ReadLevel, WriteLevel, tagged_value,
+};
 
 pub fn v(id: u64) -> Bytes {
     tagged_value(id, 16)
@@ -37,6 +39,7 @@ impl H {
             invoke_us: self.t,
             complete_us: self.t + 5,
             batch: None,
+            levels: None,
         });
         self.ops.len() - 1
     }
@@ -67,6 +70,7 @@ impl H {
             invoke_us: self.t,
             complete_us: self.t + 5,
             batch: None,
+            levels: None,
         };
         let first = self.ops.len();
         self.ops.extend(rec.expand(first as u64));
@@ -88,6 +92,20 @@ impl H {
     /// `id: None` reads ∅.
     pub fn get(&mut self, client: u32, key: &str, id: Option<u64>) -> usize {
         self.push(client, Op::Get { key: k(key) }, OpResult::Get(id.map(v)))
+    }
+
+    /// A write at its own session levels (`Levels::write` is what counts).
+    pub fn put_at(&mut self, client: u32, key: &str, id: u64, write: WriteLevel) -> usize {
+        let i = self.put(client, key, id);
+        self.ops[i].levels = Some(Levels { write, ..Levels::default() });
+        i
+    }
+
+    /// A read at its own read level.
+    pub fn get_at(&mut self, client: u32, key: &str, id: Option<u64>, read: ReadLevel) -> usize {
+        let i = self.get(client, key, id);
+        self.ops[i].levels = Some(Levels { read, ..Levels::default() });
+        i
     }
 
     pub fn rot(&mut self, client: u32, reads: &[(&str, Option<u64>)]) -> usize {

@@ -9,6 +9,8 @@ pub(super) struct Session<P: Protocol> {
     pub(super) dc: DcId,
     pub(super) rng: ChaCha8Rng,
     pub(super) busy: Option<(Op, u64)>,
+    /// The session levels the busy operation asked for.
+    pub(super) levels: Option<causeway_core::Levels>,
     pub(super) scripted: Option<VecDeque<crate::scenario::ScriptedOp>>,
     pub(super) writes: u64,
     /// Index among the workload's random clients (key groups need it).
@@ -50,6 +52,7 @@ impl<P: Protocol> Session<P> {
             dc,
             rng,
             busy: None,
+            levels: None,
             scripted,
             writes,
             workload_index,
@@ -208,19 +211,44 @@ impl<P: Protocol> Sim<P> {
         let Some(op) = op else { return };
         self.events += 1;
         self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
+        let levels = self.levels_for(c, &op);
         let s = &mut self.clients[c.idx()];
         s.busy = Some((op.clone(), self.now));
+        s.levels = levels;
         s.op_no += 1;
         s.rounds = 0;
         s.notes.clear();
         let op_no = s.op_no;
         let mut env =
             CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done, notes: &mut s.notes };
-        s.proto.invoke(&mut env, op);
+        match levels {
+            None => s.proto.invoke(&mut env, op),
+            Some(l) => match l.refusal(&op, P::LEVELS, P::CAUSAL) {
+                Some(err) => env.complete(OpResult::Failed(err)),
+                None => s.proto.invoke_at(&mut env, op, l),
+            },
+        }
         if self.sc.client_timeout_ms > 0 {
             self.schedule(self.now + self.sc.client_timeout_ms * 1_000, Ev::ClientDeadline { client: c, op_no });
         }
         self.after_client(c);
+    }
+
+    /// The levels the workload has `c`'s next operation ask for: none for
+    /// what is not a GET or PUT; drawn from a hash of the seed, the session
+    /// and its operation number when random, so no other draw moves.
+    fn levels_for(&self, c: ClientId, op: &Op) -> Option<causeway_core::Levels> {
+        use causeway_core::{Levels, ReadLevel, WriteLevel};
+        if !matches!(op, Op::Get { .. } | Op::Put { .. }) {
+            return None;
+        }
+        let w = &self.sc.workload;
+        if !w.random_levels {
+            return w.levels;
+        }
+        let s = &self.clients[c.idx()];
+        let h = mix(self.sc.seed ^ 0x001e_7e15, ((c.0 as u64) << 32) | (s.op_no + 1));
+        Some(Levels { read: ReadLevel::ALL[(h & 3) as usize], write: WriteLevel::ALL[((h >> 2) & 3) as usize] })
     }
 
     pub(super) fn after_client(&mut self, c: ClientId) {
@@ -280,6 +308,7 @@ impl<P: Protocol> Sim<P> {
                     invoke_us,
                     complete_us: self.now,
                     batch: None,
+                    levels: self.clients[c.idx()].levels.take(),
                 };
                 // A batch's number: the history's length, unique in the run.
                 let id = h.ops.len() as u64;
@@ -310,7 +339,16 @@ impl<P: Protocol> Sim<P> {
                 self.trace = mix(self.trace, 0x17c ^ self.now);
                 if let (Some(h), Some((op, result))) = (self.history.as_mut(), record) {
                     let dc = self.clients[c.idx()].dc;
-                    h.ops.push(OpRecord { client: c, dc, op, result, invoke_us, complete_us: self.now, batch: None });
+                    h.ops.push(OpRecord {
+                        client: c,
+                        dc,
+                        op,
+                        result,
+                        invoke_us,
+                        complete_us: self.now,
+                        batch: None,
+                        levels: None,
+                    });
                 }
                 let think = if self.clients[c.idx()].scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
                 self.schedule(self.now + think, Ev::ClientNext { client: c });
@@ -379,7 +417,16 @@ impl<P: Protocol> Sim<P> {
                 if let Some(run) = &s.itx {
                     let (op, result) = run.pending_record()?;
                     let (client, dc, invoke_us) = (ClientId(i as u32), s.dc, run.invoke_us);
-                    return Some(OpRecord { client, dc, op, result, invoke_us, complete_us: now, batch: None });
+                    return Some(OpRecord {
+                        client,
+                        dc,
+                        op,
+                        result,
+                        invoke_us,
+                        complete_us: now,
+                        batch: None,
+                        levels: None,
+                    });
                 }
                 let (op, invoke_us) = s.busy.clone()?;
                 Some(OpRecord {
@@ -390,6 +437,7 @@ impl<P: Protocol> Sim<P> {
                     invoke_us,
                     complete_us: now,
                     batch: None,
+                    levels: s.levels,
                 })
             })
             // A pending batch's number: past any completed operation's.

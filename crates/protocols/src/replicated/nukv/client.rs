@@ -5,7 +5,9 @@
 
 use super::config::*;
 use super::msg::*;
-use causeway_core::{Client, ClientCtx, ClientEnv, Hlc, Key, NodeId, Op, OpError, OpResult, PartitionId, Value};
+use causeway_core::{
+    Client, ClientCtx, ClientEnv, Hlc, Key, Levels, NodeId, Op, OpError, OpResult, PartitionId, Value,
+};
 
 /// What the operation in progress is.
 enum Pending {
@@ -128,13 +130,20 @@ impl NukvClient {
 impl Client for NukvClient {
     type Msg = Msg;
 
+    /// At the config's levels.
     fn invoke(&mut self, env: &mut impl ClientEnv<Msg>, op: Op) {
+        let levels = Levels { read: self.cfg.read_level, write: self.cfg.write_level };
+        self.invoke_at(env, op, levels)
+    }
+
+    /// Alg 4.1: what the operation sends follows its own level.
+    fn invoke_at(&mut self, env: &mut impl ClientEnv<Msg>, op: Op, levels: Levels) {
         let t = &self.ctx.topology;
         let (pending, partition) = match op {
             Op::Get { key } => {
                 let p = t.partition_of(&key);
                 let zero = vec![0; t.dcs()];
-                let (hwv, hrv) = match self.cfg.read_level {
+                let (hwv, hrv) = match levels.read {
                     ReadLevel::Eventual => (zero.clone(), zero),
                     ReadLevel::MonotonicRead => (zero, Self::column(&self.hrm, p)),
                     ReadLevel::ReadYourWrite => (Self::column(&self.hwm, p), zero),
@@ -144,7 +153,7 @@ impl Client for NukvClient {
             }
             Op::Put { key, value } => {
                 let p = t.partition_of(&key);
-                let dt = match self.cfg.write_level {
+                let dt = match levels.write {
                     WriteLevel::Eventual => Hlc::ZERO,
                     WriteLevel::WriteFollowsReads => self.dtr,
                     WriteLevel::MonotonicWrite => self.dtw,

@@ -1,27 +1,8 @@
 use serde::{Deserialize, Serialize};
 
-/// A session guarantee for reads (Roohitavaf §4.2, Alg 4.1's
-/// `ReadConsistencyLevel`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReadLevel {
-    Eventual,
-    MonotonicRead,
-    ReadYourWrite,
-    #[default]
-    MonotonicReadYourWrite,
-}
-
-/// A session guarantee for writes (Alg 4.1's `WriteConsistencyLevel`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WriteLevel {
-    Eventual,
-    WriteFollowsReads,
-    MonotonicWrite,
-    #[default]
-    MonotonicWriteFollowsReads,
-}
+/// The levels are the core's ([`causeway_core::Levels`]): the client
+/// library, the CLI and the simulator name them per operation.
+pub use causeway_core::{ReadLevel, WriteLevel};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

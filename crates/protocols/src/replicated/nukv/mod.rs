@@ -13,10 +13,11 @@
 //! committed there, in log order, to the other DCs' leaders, which append
 //! them to their own logs. The highest ⟨HLC, DC⟩ wins everywhere.
 //!
-//! Every operation picks its own guarantee in the paper; here a session's
-//! levels are its config's (`read_level`, `write_level`; defaults
+//! Every operation picks its own guarantee ([`causeway_core::Levels`],
+//! through [`causeway_core::Client::invoke_at`]); one that names none gets
+//! the config's (`read_level`, `write_level`; defaults
 //! monotonic-read-your-write and monotonic-write-follows-reads, the
-//! paper's M/M), because `Op::Get`/`Op::Put` carry no level yet.
+//! paper's M/M).
 //!
 //! Raft is tikv's `raft` crate, its log and hard state kept in the node's
 //! store ([`crate::replicated::raft_log`], which says why that crate).
@@ -78,6 +79,7 @@ impl Protocol for Nukv {
     /// (Thms 1–2); the checker's monotonic writes and writes-follow-reads
     /// follow a session across keys, which Defs 6–7 do not promise.
     const SESSIONS: bool = true;
+    const LEVELS: bool = true;
     /// Raft keeps an acknowledged write through crashes of any minority of
     /// a group; HLC stamps need no clock property for the guarantees.
     const TOLERATES: Faults = Faults::ALL;
