@@ -452,6 +452,14 @@ impl<P: Protocol> TestNet<P> {
         self.with_client(client, |c, env| c.invoke(env, op));
     }
 
+    /// Start an operation that asks for session levels of its own
+    /// ([`causeway_core::Client::invoke_at`]).
+    pub fn invoke_at(&mut self, client: ClientId, op: Op, levels: causeway_core::Levels) {
+        assert!(self.results[client.idx()].is_none(), "previous result not taken");
+        self.notes[client.idx()].clear();
+        self.with_client(client, |c, env| c.invoke_at(env, op, levels));
+    }
+
     /// Run `f` on client `c` with its environment: its clock reads as the
     /// first node's, its messages and timers go to the net's queues.
     fn with_client(&mut self, c: ClientId, f: impl FnOnce(&mut P::Client, &mut CEnv<'_, P::Msg>)) {

@@ -126,6 +126,44 @@ fn a_get_blocks_while_the_replicas_sv_is_below_the_sessions_hwv() {
     assert!(net.blocked("get_wait").iter().any(|&(n, _)| n == f), "the wait was reported");
 }
 
+/// Per-operation levels (§4.2): at the same lagging follower as above, a
+/// read that asks for eventual answers at once with what the follower has
+/// (nothing yet), while one that asks for read-your-write waits for the
+/// session's write; a session whose default is eventual still waits when
+/// one read asks for more.
+#[test]
+fn each_read_waits_only_as_much_as_its_own_level_asks() {
+    use causeway_core::{Levels, ReadLevel};
+    let cfg = Config { read_level: ReadLevel::Eventual, ..Config::default() };
+    let mut net = net(1, 3, cfg);
+    settle(&mut net, 5);
+    let l = leader(&net, 0).unwrap();
+    let c = (0..3).map(|i| net.client(0, i)).find(|&c| reader_of(&net, c) != l).unwrap();
+    let f = reader_of(&net, c);
+    let cut = move |m: &InFlight<Msg>| m.to != Dest::Node(f);
+    net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
+    for _ in 0..10 {
+        settle_passing(&mut net, 1, &cut);
+        net.deliver_while(client_traffic);
+        if net.take_result(c).is_some() {
+            break;
+        }
+    }
+    let at = |read| Levels { read, ..Levels::default() };
+    net.invoke_at(c, Op::Get { key: bytes("k") }, at(ReadLevel::Eventual));
+    net.deliver_while(client_traffic);
+    assert_eq!(net.take_result(c), Some(OpResult::Get(None)), "an eventual read does not wait");
+    net.invoke(c, Op::Get { key: bytes("k") });
+    net.deliver_while(client_traffic);
+    assert_eq!(net.take_result(c), Some(OpResult::Get(None)), "nor does one at the session's eventual default");
+    net.invoke_at(c, Op::Get { key: bytes("k") }, at(ReadLevel::ReadYourWrite));
+    net.deliver_while(client_traffic);
+    assert!(net.take_result(c).is_none(), "a read-your-write read waits at the follower");
+    settle(&mut net, 3);
+    net.deliver_while(client_traffic);
+    assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("v1")))));
+}
+
 #[test]
 fn without_the_wait_a_lagging_follower_breaks_read_your_writes() {
     let cfg = Config { mutant_skip_get_wait: true, ..Config::default() };
