@@ -456,7 +456,10 @@ impl<V: Versioned + Clone> MvStore<V> {
 
     /// Insert a version in order.
     pub fn insert(&mut self, key: &[u8], v: V) -> Inserted {
-        self.insert_collecting(key, v, |_| false).inserted
+        // No collection pass: it scans the whole chain, which for a long
+        // one (a Raft log kept as one key's versions) made every append
+        // cost the log's length.
+        self.insert_landing(key, v, None::<fn(&V) -> bool>).inserted
     }
 
     /// Insert a version in order, then drop the key's versions older than
@@ -465,6 +468,10 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// only when a periodic pass reaches it. Returns where the version
     /// landed, how many versions the key holds afterwards, and the key's index.
     pub fn insert_collecting(&mut self, key: &[u8], v: V, stable: impl FnMut(&V) -> bool) -> Landed {
+        self.insert_landing(key, v, Some(stable))
+    }
+
+    fn insert_landing(&mut self, key: &[u8], v: V, stable: Option<impl FnMut(&V) -> bool>) -> Landed {
         let order = v.order();
         let bytes = v.value().len();
         // Looked up by its bytes; copied into the map only when new.
@@ -494,7 +501,9 @@ impl<V: Versioned + Clone> MvStore<V> {
         self.versions += 1;
         self.value_bytes += bytes;
         let inserted = if newest { Inserted::Newest } else { Inserted::Older };
-        if chain.versions.len() > 1 {
+        if let Some(stable) = stable
+            && chain.versions.len() > 1
+        {
             let (dropped, freed) = chain.drop_below_newest(stable);
             self.versions -= dropped;
             self.value_bytes -= freed;
