@@ -28,8 +28,9 @@ pub struct Config {
     /// A prepared entry holds the cohort's version clock (and so the UST,
     /// and BPR's reads) below its proposed time; a coordinator that crashed
     /// before deciding never sends COMMIT, and the answer "aborted" frees
-    /// the entry (deviation 10). Well above a prepare-to-commit round trip,
-    /// so that a healthy transaction is rarely asked about.
+    /// the entry (deviation 10). Counted in Δ_R ticks, not read off the
+    /// clock, which may jump. Well above a prepare-to-commit round trip, so
+    /// that a healthy transaction is rarely asked about.
     pub prepared_query_us: u64,
     /// A deliberately broken variant: a read slice returns the freshest
     /// version a partition stores, ignoring the transaction's snapshot (a

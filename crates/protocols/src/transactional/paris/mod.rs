@@ -256,11 +256,7 @@ impl Protocol for Bpr {
     /// to be resolved (`prepared_query_us`, a Δ_R to notice, a round trip
     /// to ask).
     fn liveness_bound_us(cfg: &Config, env: &LivenessEnv) -> u64 {
-        5 * env.max_rtt_us
-            + 2 * env.max_clock_skew_us
-            + 5 * cfg.apply_interval_us
-            + cfg.prepared_query_us
-            + 1_000_000
+        5 * env.max_rtt_us + 2 * env.max_clock_skew_us + 5 * cfg.apply_interval_us + cfg.prepared_query_us + 1_000_000
     }
     fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
         torture_params(draw)

@@ -85,13 +85,14 @@ pub(super) struct Partition {
     unseen: BTreeMap<(Ts, TxId, DcId), Key>,
 }
 
-/// A prepared transaction: what is journaled, and (volatile) since when
+/// A prepared transaction: what is journaled, and (volatile) how long
 /// this node has waited for its outcome and whether it is asking.
 pub(super) struct Prepared {
     pub(super) d: PreparedTx,
-    /// Its prepare, this node's restart or the last "undecided" answer, on
-    /// this node's clock.
-    since_us: u64,
+    /// Δ_R ticks since its prepare, this node's restart or the last
+    /// "undecided" answer, in µs: counted on the apply timer rather than
+    /// read off the clock, which may jump either way.
+    waited_us: u64,
     /// An outcome query is in flight: one at a time, so that a coordinator
     /// cut off for long finds one query per transaction waiting, not one
     /// per `prepared_query_us`.
@@ -246,11 +247,8 @@ impl Server for ParisServer {
             }
             Msg::Commit { tx, ct } => p.commit(env, tx, ct),
             Msg::OutcomeQuery { cid, tx } => {
-                let outcome = if p.coords.get(&cid).is_some_and(|c| c.tx == tx) {
-                    Outcome::Undecided
-                } else {
-                    Outcome::Aborted
-                };
+                let outcome =
+                    if p.coords.get(&cid).is_some_and(|c| c.tx == tx) { Outcome::Undecided } else { Outcome::Aborted };
                 env.send(from, Msg::Outcome { tx, outcome });
             }
             Msg::Outcome { tx, outcome } => p.on_outcome(env, from, tx, outcome),
@@ -657,7 +655,7 @@ impl Partition {
         debug_assert!(pt > self.vv[self.r]);
         self.prepared_by_pt.insert((pt, tx));
         let d = PreparedTx { pt, writes, coord, cid };
-        self.prepared.insert(tx, Prepared { d, since_us: env.now_us(), asking: false });
+        self.prepared.insert(tx, Prepared { d, waited_us: 0, asking: false });
         self.journal(env, true);
         pt
     }
@@ -688,9 +686,10 @@ impl Partition {
     /// coordinator that restarted has dropped its own prepared entries
     /// already ([`Partition::recover`]).
     fn ask_outcomes(&mut self, env: &mut impl Env) {
-        let (now, bound, me) = (env.now_us(), self.cfg.prepared_query_us, self.me);
+        let (tick, bound, me) = (self.cfg.apply_interval_us, self.cfg.prepared_query_us, self.me);
         for (&tx, p) in &mut self.prepared {
-            if !p.asking && p.d.coord != me && now.saturating_sub(p.since_us) >= bound {
+            p.waited_us = p.waited_us.saturating_add(tick);
+            if !p.asking && p.d.coord != me && p.waited_us >= bound {
                 p.asking = true;
                 env.send(p.d.coord, Msg::OutcomeQuery { cid: p.d.cid, tx });
             }
@@ -705,7 +704,7 @@ impl Partition {
         match outcome {
             Outcome::Undecided => {
                 p.asking = false;
-                p.since_us = env.now_us();
+                p.waited_us = 0;
             }
             Outcome::Aborted => {
                 let pt = p.d.pt;
@@ -866,7 +865,7 @@ impl Partition {
                 }
                 self.hlc = self.hlc.max(d.pt);
                 self.prepared_by_pt.insert((d.pt, tx));
-                self.prepared.insert(tx, Prepared { d, since_us: now, asking: false });
+                self.prepared.insert(tx, Prepared { d, waited_us: 0, asking: false });
             }
         }
         let vv_r = self.vv[self.r];
