@@ -153,12 +153,13 @@ fn paris_and_bpr_transactions_survive_crashes_of_every_node() {
         sc.workload.readproportion = 0.3;
         sc.workload.updateproportion = 0.2;
         sc.workload.txnproportion = 0.5;
+        sc.workload.txn_reads = 3;
         sc.workload.txn_writes = 3;
         sc.protocol.insert("prepared_query_us".into(), 100_000.into());
         sc.client_timeout_ms = 1_000;
         sc.drain_ms = 4_000;
-        for node in 0..9u32 {
-            let at_ms = 100 + node as u64 * 130;
+        for node in 0..6u32 {
+            let at_ms = 100 + node as u64 * 200;
             sc.faults.push(Fault { at_ms, at_us: 0, kind: FaultKind::Crash { node, for_ms: 90, at: None } });
         }
         let quiet = 3_500_000;
