@@ -666,10 +666,12 @@ impl Partition {
         self.hlc = self.hlc.max(ct).max(env.now_us());
         // The prepare was journaled before its proposal left, and an
         // entry is dropped only on its coordinator's word that it never
-        // decides (deviation 10).
-        let p = self.prepared.remove(&tx);
-        assert!(p.is_some(), "PaRiS: COMMIT of {tx:?}, which is not prepared here");
-        let PreparedTx { pt, writes, .. } = p.expect("checked").d;
+        // decides (deviation 10): a correct coordinator never sends this.
+        // A peer that does is ignored (in release builds) rather than
+        // stopping the node.
+        debug_assert!(self.prepared.contains_key(&tx), "PaRiS: COMMIT of {tx:?}, which is not prepared here");
+        let Some(p) = self.prepared.remove(&tx) else { return };
+        let PreparedTx { pt, writes, .. } = p.d;
         self.prepared_by_pt.remove(&(pt, tx));
         debug_assert!(ct > self.vv[self.r]);
         let (m, s_old) = (self.m, self.s_old);
