@@ -183,6 +183,11 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     // liveness check could give it (see `client_timeout_ms`): an operation
     // whose request a crash lost ends, and one that stalls is seen.
     sc.client_timeout_ms = client_timeout_ms(p, &sc)?;
+    // An operation invoked as the load ends, whose request a crash lost,
+    // ends only at that deadline: the run lasts until then, or it would
+    // end with the operation pending, which the liveness check cannot
+    // excuse. (Deadlines past 3.5 s come with liveness bounds above 1 s.)
+    sc.drain_ms = sc.drain_ms.max(sc.client_timeout_ms + 500);
     // After the load and the faults, one reader per DC reads every key:
     // convergence and eventual visibility are judged on these reads.
     let quiet_us = (load_ms + 2_500) * 1_000;

@@ -127,3 +127,61 @@ fn crash_restart_runs_replay_exactly() {
     };
     assert_eq!(a, b);
 }
+
+/// PaRiS and BPR (Spirovska et al.; their deviation 10): every node of a
+/// partially replicated cluster (3 DCs, 3 partitions, each in 2 DCs, so a
+/// transaction's cohorts are often in another DC) crashes once during a
+/// load of read-write transactions. Every request a crash lost ends at the
+/// client's deadline as timed out and none stays pending; prepares whose
+/// coordinator crashed before deciding are aborted, so the UST moves on
+/// and, after the load, every DC reads every key alike and the history
+/// passes causal+.
+#[test]
+fn paris_and_bpr_transactions_survive_crashes_of_every_node() {
+    use causeway_protocols::paris::{Bpr, Paris};
+    fn run_crashing<P: Protocol>() {
+        let mut spec = TopologySpec::full(3, 3);
+        spec.replication = causeway_core::Replication::Partial { factor: 2 };
+        let mut sc = Scenario::new(spec, 1_500);
+        sc.seed = 11;
+        sc.network.default_rtt_ms = 40.0;
+        sc.network.intra_dc_us = 200;
+        sc.network.jitter_pct = 5.0;
+        sc.record_history = true;
+        sc.workload.clients_per_dc = 4;
+        sc.workload.recordcount = 12;
+        sc.workload.readproportion = 0.3;
+        sc.workload.updateproportion = 0.2;
+        sc.workload.txnproportion = 0.5;
+        sc.workload.txn_reads = 3;
+        sc.workload.txn_writes = 3;
+        sc.protocol.insert("prepared_query_us".into(), 100_000.into());
+        sc.client_timeout_ms = 1_000;
+        sc.drain_ms = 4_000;
+        for node in 0..6u32 {
+            let at_ms = 100 + node as u64 * 200;
+            sc.faults.push(Fault { at_ms, at_us: 0, kind: FaultKind::Crash { node, for_ms: 90, at: None } });
+        }
+        let quiet = 3_500_000;
+        for dc in 0..3 {
+            let ops = (0..12).map(|i| get(if i == 0 { quiet } else { 0 }, &Bytes::from(format!("user{i}")))).collect();
+            sc.scripted.push(ScriptedClient { dc, ops });
+        }
+        let (h, _) = run::<P>(sc);
+        let timed_out = h.ops.iter().filter(|r| matches!(r.result, OpResult::Failed(OpError::TimedOut { .. }))).count();
+        assert!(timed_out > 0, "{}: some requests were lost with a crash", P::NAME);
+        assert!(
+            !h.ops.iter().any(|r| r.result == OpResult::Failed(OpError::Pending)),
+            "{}: an operation never completed",
+            P::NAME
+        );
+        let txns = h.ops.iter().filter(|r| matches!(r.result, OpResult::Txn(_))).count();
+        assert!(txns > 50, "{}: only {txns} transactions committed", P::NAME);
+        let level = causeway_check::Level::CausalPlus;
+        let r = causeway_check::check(&h, &causeway_check::CheckConfig::at(level).quiescent_after(quiet));
+        assert!(r.passed, "{}: {r}", P::NAME);
+        assert_eq!(r.count(causeway_check::Kind::Divergence), 0, "{}: {r}", P::NAME);
+    }
+    run_crashing::<Paris>();
+    run_crashing::<Bpr>();
+}

@@ -40,6 +40,9 @@ pub struct Run {
     round: Vec<Key>,
     /// When the transaction's START was invoked (true time, µs).
     pub invoke_us: u64,
+    /// When its last step was answered (true time, µs; START's invocation
+    /// before any): every read it recorded had been answered by then.
+    pub answered_us: u64,
 }
 
 /// What the session does after a step's answer.
@@ -53,7 +56,15 @@ pub enum Next {
 
 impl Run {
     pub fn new(plan: Plan, invoke_us: u64) -> Self {
-        Run { plan, buf: TxnBuffer::new(), stage: Stage::Begin, fetching: Vec::new(), round: Vec::new(), invoke_us }
+        Run {
+            plan,
+            buf: TxnBuffer::new(),
+            stage: Stage::Begin,
+            fetching: Vec::new(),
+            round: Vec::new(),
+            invoke_us,
+            answered_us: invoke_us,
+        }
     }
 
     /// The answer to the step in flight.

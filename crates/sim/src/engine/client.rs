@@ -327,6 +327,11 @@ impl<P: Protocol> Sim<P> {
         let s = &mut self.clients[c.idx()];
         let run = s.itx.as_mut().expect("checked");
         let invoke_us = run.invoke_us;
+        let timed_out = matches!(result, OpResult::Failed(causeway_core::OpError::TimedOut { .. }));
+        if !matches!(result, OpResult::Failed(_)) {
+            run.answered_us = self.now;
+        }
+        let answered_us = run.answered_us;
         match run.on_result(result) {
             crate::interactive::Next::Step(op) => {
                 s.pending.push_front(op);
@@ -339,13 +344,21 @@ impl<P: Protocol> Sim<P> {
                 self.trace = mix(self.trace, 0x17c ^ self.now);
                 if let (Some(h), Some((op, result))) = (self.history.as_mut(), record) {
                     let dc = self.clients[c.idx()].dc;
+                    // A step lost with a crash ends the transaction at the
+                    // client's deadline, and it is recorded as the reads
+                    // answered before (its writes never committed). Those
+                    // had all completed when the last step was answered:
+                    // recorded at the deadline, the liveness check would
+                    // take them for a transaction that took that long.
+                    let complete_us =
+                        if timed_out && !matches!(result, OpResult::Failed(_)) { answered_us } else { self.now };
                     h.ops.push(OpRecord {
                         client: c,
                         dc,
                         op,
                         result,
                         invoke_us,
-                        complete_us: self.now,
+                        complete_us,
                         batch: None,
                         levels: None,
                     });

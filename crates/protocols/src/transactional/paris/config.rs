@@ -23,6 +23,15 @@ pub struct Config {
     /// At most this many interactive transactions open per coordinator; a
     /// START beyond it is refused as aborted.
     pub max_open_txns: usize,
+    /// How long a cohort holds a prepared transaction before it asks the
+    /// coordinator how it ended, and again after each "undecided" answer.
+    /// A prepared entry holds the cohort's version clock (and so the UST,
+    /// and BPR's reads) below its proposed time; a coordinator that crashed
+    /// before deciding never sends COMMIT, and the answer "aborted" frees
+    /// the entry (deviation 10). Counted in Δ_R ticks, not read off the
+    /// clock, which may jump. Well above a prepare-to-commit round trip, so
+    /// that a healthy transaction is rarely asked about.
+    pub prepared_query_us: u64,
     /// A deliberately broken variant: a read slice returns the freshest
     /// version a partition stores, ignoring the transaction's snapshot (a
     /// read above the UST, not covered by the client cache). The
@@ -56,6 +65,7 @@ impl Default for Config {
             tree_fanout: 4,
             txn_idle_timeout_us: 10_000_000,
             max_open_txns: 10_000,
+            prepared_query_us: 1_000_000,
             mutant_read_above_ust: false,
             mutant_prune_cache_early: false,
             mutant_skip_read_wait: false,
@@ -74,6 +84,9 @@ impl Config {
         }
         if self.txn_idle_timeout_us == 0 {
             return Err("protocol.txn_idle_timeout_us must be positive".into());
+        }
+        if self.prepared_query_us == 0 {
+            return Err("protocol.prepared_query_us must be positive".into());
         }
         if self.max_open_txns == 0 {
             return Err("protocol.max_open_txns must be at least 1".into());

@@ -97,16 +97,51 @@
 //! 9. **BPR's snapshot is also at least the coordinator's UST**, so it
 //!    never reads below the GC horizon (a coordinator whose clock lags the
 //!    UST would otherwise pick an older snapshot than PaRiS).
-//! 10. **Failures.** The paper leaves 2PC fault tolerance to replication
-//!     (§IV-D). Here a restarted node recovers its version clock and HLC
-//!     from the store's journal and re-applies the stored local versions
-//!     above its version clock, but a prepared, not yet committed
-//!     transaction is lost with a crash, and a coordinator lost between
-//!     prepare and commit leaves its cohorts' `Prepared` entry for ever,
-//!     which holds back their version clocks and so the UST. Hence
-//!     crash-restart is not in `TOLERATES`, and a permanently lost node
-//!     freezes the UST everywhere (as the paper says: "a failed server
-//!     blocks UST progress until a backup takes over").
+//! 10. **Crash and restart.** The paper leaves 2PC's fault tolerance to
+//!     replication (§IV-D: "a failed server blocks UST progress until a
+//!     backup takes over"); here any node may crash and restart from its
+//!     journal at any moment, coordinator or cohort:
+//!     - *A cohort's prepare is durable before its proposal leaves.* The
+//!       entry of Prepared_n^m (the transaction, pt, its writes, the
+//!       coordinator and its context) goes into the store's durable
+//!       metadata in the turn that proposes, and the node core releases a
+//!       turn's messages only once its records are durable. A restarted
+//!       cohort rebuilds Prepared_n^m with its version clock and HLC from
+//!       there, so VV[r] stays below every proposal until the outcome is
+//!       known (Alg. 4 line 8), and puts its local versions above VV[r]
+//!       back in Committed, to be applied and replicated again (a replica
+//!       ignores what it already holds).
+//!     - *The coordinator's decision is durable before anyone hears of
+//!       it.* Deciding is one turn: COMMIT to every other cohort, its own
+//!       writes stored, the client's answer. The node core journals each
+//!       sequenced message in the sender's outbox with the turn, releases
+//!       nothing of the turn before that is durable, resends what a peer
+//!       has not handled after either end restarts, and forgets a message
+//!       once its peer has handled it: that outbox is the decision record
+//!       — durable before any COMMIT or answer leaves, resent after a
+//!       restart, collected once every cohort acknowledged — so none is
+//!       kept beside it.
+//!     - *Presumed abort for a coordinator lost before deciding* (Mohan,
+//!       Lindsay and Obermarck, the Presumed Abort protocol): its context
+//!       is volatile, the client never heard "committed" (its request ends
+//!       at the runtime's deadline, outcome unknown), and no COMMIT was
+//!       sent. A cohort whose entry has waited `prepared_query_us` asks
+//!       the coordinator (`OutcomeQuery`, one at a time per entry), which
+//!       answers `Undecided` while the context is in its memory and
+//!       `Aborted` otherwise; a proposal for a transaction it does not
+//!       know is answered `Aborted` at once, and a restarted node drops
+//!       the entries it prepared as its own coordinator. On `Aborted` the
+//!       cohort drops the entry and its version clock moves on. No such
+//!       transaction is ever decided: a coordinator numbers its contexts
+//!       from 0 again after a restart, so a proposal names its transaction
+//!       too and counts only for that transaction's context. "Committed"
+//!       is never an answer: a decided transaction's COMMIT left in the
+//!       deciding turn, over the same FIFO channel as any later answer,
+//!       and reaches the cohort first.
+//!
+//!     Interactive transactions' contexts stay volatile (deviation 11). A
+//!     node lost for good still freezes the UST everywhere (no backup
+//!     takes over here).
 //! 11. **Interactive transactions** run Alg. 1–2 as the paper writes them,
 //!     one request per step: START (`Begin`) fixes the snapshot at a
 //!     coordinator, which keeps the context; each READ (`TxRead`) and the
@@ -124,6 +159,7 @@
 
 mod client;
 mod config;
+mod journal;
 mod msg;
 mod server;
 #[cfg(test)]
@@ -148,8 +184,14 @@ fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
 }
 
 /// Hybrid clocks: skew, drift and jumps either way are survived (the HLC
-/// never goes back); crash-restart is not (deviation 10).
-const TOLERATES: Faults = Faults { crash_restart: false, ..Faults::ALL };
+/// never goes back); crash-restart too (deviation 10).
+const TOLERATES: Faults = Faults::ALL;
+
+/// Torture asks about prepared transactions soon, so that a run of a few
+/// seconds resolves orphans and meets "undecided" answers too.
+fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
+    vec![("prepared_query_us", draw(20, 400) * 1_000)]
+}
 
 /// PaRiS.
 pub struct Paris;
@@ -176,6 +218,9 @@ impl Protocol for Paris {
     /// each possibly to another DC.
     fn liveness_bound_us(_cfg: &Config, env: &LivenessEnv) -> u64 {
         3 * env.max_rtt_us + env.max_clock_skew_us + 1_000_000
+    }
+    fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
+        torture_params(draw)
     }
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         validate(cfg, topology)
@@ -207,9 +252,14 @@ impl Protocol for Bpr {
 
     /// A read waits for every replica's version clock to pass its
     /// snapshot: a WAN trip, a clock skew and a few Δ_R, on top of PaRiS's
-    /// rounds.
+    /// rounds; and, after a coordinator crashed, for an orphaned prepare
+    /// to be resolved (`prepared_query_us`, a Δ_R to notice, a round trip
+    /// to ask).
     fn liveness_bound_us(cfg: &Config, env: &LivenessEnv) -> u64 {
-        4 * env.max_rtt_us + 2 * env.max_clock_skew_us + 4 * cfg.apply_interval_us + 1_000_000
+        5 * env.max_rtt_us + 2 * env.max_clock_skew_us + 5 * cfg.apply_interval_us + cfg.prepared_query_us + 1_000_000
+    }
+    fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
+        torture_params(draw)
     }
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {
         validate(cfg, topology)

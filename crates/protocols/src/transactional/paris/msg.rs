@@ -26,6 +26,21 @@ pub struct Done {
     pub ct: Ts,
 }
 
+/// How a prepared transaction stands at its coordinator, as an
+/// [`Msg::Outcome`] tells a cohort. There is no "committed": a coordinator
+/// sends COMMIT to its cohorts in the turn it decides, over the same FIFO
+/// channel the answer takes later, so a cohort has every commit of its
+/// coordinator before any answer sent after it (deviation 10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The coordinator is still collecting proposals: ask again later.
+    Undecided,
+    /// The coordinator has no context for the transaction: it lost it in a
+    /// crash before deciding, never told the client it committed, and
+    /// never will decide it (presumed abort).
+    Aborted,
+}
+
 /// Every message of PaRiS and BPR.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -113,14 +128,31 @@ pub enum Msg {
         ht: Ts,
         writes: Vec<(Key, Value)>,
     },
+    /// A cohort's proposal for `tx`. The coordinator counts it only for the
+    /// context `cid` of that same transaction: a coordinator that restarted
+    /// numbers its contexts from 0 again, and a late reply of a transaction
+    /// lost with the crash must not count for a new one.
     PrepareReply {
         cid: u64,
+        tx: TxId,
         pt: Ts,
     },
     /// Alg. 2 line 29, sent to each cohort (the listing's p_n^m is an erratum).
     Commit {
         tx: TxId,
         ct: Ts,
+    },
+    /// A cohort whose prepared `tx` has waited longer than
+    /// `prepared_query_us` asks its coordinator how it ended (deviation 10).
+    OutcomeQuery {
+        cid: u64,
+        tx: TxId,
+    },
+    /// The coordinator's answer to an `OutcomeQuery`, or its word on a
+    /// prepare reply of a transaction it does not know.
+    Outcome {
+        tx: TxId,
+        outcome: Outcome,
     },
     /// Alg. 4 Replicate: the transactions committed at `ct`, in ct order on
     /// the FIFO link.
@@ -153,8 +185,8 @@ crate::impl_message! {
     Msg {
         client: ReadReq, Reply, Begin, TxRead, TxAbort;
         writes: TxReq, PutReq, TxCommit;
-        peer: ReadSlice, SliceReply, Prepare, PrepareReply, Commit, Replicate, Heartbeat, StableReport, StablePush,
-            GstExchange;
+        peer: ReadSlice, SliceReply, Prepare, PrepareReply, Commit, OutcomeQuery, Outcome, Replicate, Heartbeat,
+            StableReport, StablePush, GstExchange;
         nested: ;
     }
     fn ephemeral(&self) -> bool {
@@ -208,6 +240,8 @@ crate::impl_message! {
             | Msg::Begin { .. }
             | Msg::TxAbort { .. }
             | Msg::Commit { .. }
+            | Msg::OutcomeQuery { .. }
+            | Msg::Outcome { .. }
             | Msg::Heartbeat { .. }
             | Msg::StableReport { .. }
             | Msg::StablePush { .. }

@@ -1,4 +1,5 @@
 use super::config::*;
+use super::journal::{self, PreparedTx};
 use super::msg::*;
 use crate::kit::node::served_partition;
 use crate::stabilization::stable_tree::{StableTree, TreeStep};
@@ -58,8 +59,9 @@ pub(super) struct Partition {
     pub(super) ust: Ts,
     /// S_old: no running or future transaction reads below it (GC).
     pub(super) s_old: Ts,
-    /// Prepared_n^m: transaction → (pt, writes), and the same by pt.
-    prepared: BTreeMap<TxId, (Ts, Vec<(Key, Value)>)>,
+    /// Prepared_n^m: the transactions this cohort proposed a time for and
+    /// awaits the outcome of, journaled (deviation 10); and the same by pt.
+    pub(super) prepared: BTreeMap<TxId, Prepared>,
     prepared_by_pt: BTreeSet<(Ts, TxId)>,
     /// Committed_n^m: stored already (deviation 5), to apply and replicate
     /// in ⟨ct, id⟩ order.
@@ -81,6 +83,20 @@ pub(super) struct Partition {
     parked: Vec<Parked>,
     /// Replicated versions not yet under the UST, to report visible.
     unseen: BTreeMap<(Ts, TxId, DcId), Key>,
+}
+
+/// A prepared transaction: what is journaled, and (volatile) how long
+/// this node has waited for its outcome and whether it is asking.
+pub(super) struct Prepared {
+    pub(super) d: PreparedTx,
+    /// Δ_R ticks since its prepare, this node's restart or the last
+    /// "undecided" answer, in µs: counted on the apply timer rather than
+    /// read off the clock, which may jump either way.
+    waited_us: u64,
+    /// An outcome query is in flight: one at a time, so that a coordinator
+    /// cut off for long finds one query per transaction waiting, not one
+    /// per `prepared_query_us`.
+    asking: bool,
 }
 
 /// Who asked for a read slice.
@@ -217,11 +233,25 @@ impl Server for ParisServer {
             }
             Msg::SliceReply { cid, slice, values } => p.on_slice(env, cid, slice, values),
             Msg::Prepare { cid, tx, snapshot, ht, writes } => {
-                let pt = p.prepare(env, tx, snapshot, ht, writes);
-                env.send(from, Msg::PrepareReply { cid, pt });
+                let pt = p.prepare(env, from, cid, tx, snapshot, ht, writes);
+                env.send(from, Msg::PrepareReply { cid, tx, pt });
             }
-            Msg::PrepareReply { cid, pt } => p.on_prepared(env, cid, pt),
+            Msg::PrepareReply { cid, tx, pt } => {
+                if p.coords.get(&cid).is_some_and(|c| c.tx == tx && c.prepares_missing > 0) {
+                    p.on_prepared(env, cid, pt);
+                } else {
+                    // A proposal for a transaction this coordinator lost
+                    // in a crash before deciding: presumed abort.
+                    env.send(from, Msg::Outcome { tx, outcome: Outcome::Aborted });
+                }
+            }
             Msg::Commit { tx, ct } => p.commit(env, tx, ct),
+            Msg::OutcomeQuery { cid, tx } => {
+                let outcome =
+                    if p.coords.get(&cid).is_some_and(|c| c.tx == tx) { Outcome::Undecided } else { Outcome::Aborted };
+                env.send(from, Msg::Outcome { tx, outcome });
+            }
+            Msg::Outcome { tx, outcome } => p.on_outcome(env, from, tx, outcome),
             Msg::Replicate { ct, txs } => p.on_replicate(env, from, ct, txs),
             Msg::Heartbeat { t } => {
                 if let Some(i) = p.replica_index(from) {
@@ -249,6 +279,7 @@ impl Server for ParisServer {
         match token {
             TIMER_APPLY => {
                 p.apply(env);
+                p.ask_outcomes(env);
                 env.set_timer(p.cfg.apply_interval_us, TIMER_APPLY);
             }
             TIMER_STABILIZE => {
@@ -265,6 +296,12 @@ impl Partition {
     #[cfg(test)]
     pub(super) fn partition_id(&self) -> PartitionId {
         self.partition
+    }
+
+    /// VV[r], what this partition has applied.
+    #[cfg(test)]
+    pub(super) fn version_clock(&self) -> Ts {
+        self.vv[self.r]
     }
 
     fn replica_index(&self, node: NodeId) -> Option<usize> {
@@ -507,7 +544,7 @@ impl Partition {
             }
         }
         if let Some(writes) = local {
-            let pt = self.prepare(env, tx, snapshot, ht, writes);
+            let pt = self.prepare(env, self.me, cid, tx, snapshot, ht, writes);
             self.on_prepared(env, cid, pt);
         }
     }
@@ -593,8 +630,20 @@ impl Partition {
     }
 
     /// PrepareReq (Alg. 3 lines 10–15): a proposed commit time above the
-    /// client's highest timestamp, the UST and every earlier proposal.
-    fn prepare(&mut self, env: &mut impl Env, tx: TxId, snapshot: Ts, ht: Ts, writes: Vec<(Key, Value)>) -> Ts {
+    /// client's highest timestamp, the UST and every earlier proposal. The
+    /// entry is journaled, so it is durable before the proposal leaves
+    /// (deviation 10).
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &mut self,
+        env: &mut impl Env,
+        coord: NodeId,
+        cid: u64,
+        tx: TxId,
+        snapshot: Ts,
+        ht: Ts,
+        writes: Vec<(Key, Value)>,
+    ) -> Ts {
         let writes: Vec<(Key, Value)> =
             writes.into_iter().filter(|(k, _)| self.topology.partition_of(k) == self.partition).collect();
         self.hlc = env.now_us().max(ht + 1).max(self.hlc + 1);
@@ -605,7 +654,9 @@ impl Partition {
         // Deviation 4: every proposal is above the version clock.
         debug_assert!(pt > self.vv[self.r]);
         self.prepared_by_pt.insert((pt, tx));
-        self.prepared.insert(tx, (pt, writes));
+        let d = PreparedTx { pt, writes, coord, cid };
+        self.prepared.insert(tx, Prepared { d, waited_us: 0, asking: false });
+        self.journal(env, true);
         pt
     }
 
@@ -613,8 +664,14 @@ impl Partition {
     /// ct (deviation 5), and queued to be applied in ct order.
     fn commit(&mut self, env: &mut impl Env, tx: TxId, ct: Ts) {
         self.hlc = self.hlc.max(ct).max(env.now_us());
-        // Unknown: its prepare was lost with a crash (deviation 10).
-        let Some((pt, writes)) = self.prepared.remove(&tx) else { return };
+        // The prepare was journaled before its proposal left, and an
+        // entry is dropped only on its coordinator's word that it never
+        // decides (deviation 10): a correct coordinator never sends this.
+        // A peer that does is ignored (in release builds) rather than
+        // stopping the node.
+        debug_assert!(self.prepared.contains_key(&tx), "PaRiS: COMMIT of {tx:?}, which is not prepared here");
+        let Some(p) = self.prepared.remove(&tx) else { return };
+        let PreparedTx { pt, writes, .. } = p.d;
         self.prepared_by_pt.remove(&(pt, tx));
         debug_assert!(ct > self.vv[self.r]);
         let (m, s_old) = (self.m, self.s_old);
@@ -623,6 +680,55 @@ impl Partition {
             store.insert_collecting(k, Version { value: copy_if_short(v), ut: ct, tx, sr: m }, |x| x.ut <= s_old);
         }
         self.committed.insert((ct, tx), writes);
+        self.journal(env, true);
+    }
+
+    /// Every Δ_R: ask the coordinator of each transaction prepared longer
+    /// than `prepared_query_us` ago how it ended (deviation 10). A
+    /// coordinator that restarted has dropped its own prepared entries
+    /// already ([`Partition::recover`]).
+    fn ask_outcomes(&mut self, env: &mut impl Env) {
+        let (tick, bound, me) = (self.cfg.apply_interval_us, self.cfg.prepared_query_us, self.me);
+        for (&tx, p) in &mut self.prepared {
+            p.waited_us = p.waited_us.saturating_add(tick);
+            if !p.asking && p.d.coord != me && p.waited_us >= bound {
+                p.asking = true;
+                env.send(p.d.coord, Msg::OutcomeQuery { cid: p.d.cid, tx });
+            }
+        }
+    }
+
+    /// A coordinator's word on `tx`: still undecided (wait, ask again
+    /// later), or aborted (drop the entry; the version clock moves past
+    /// its proposed time at the next Δ_R).
+    fn on_outcome(&mut self, env: &mut impl Env, from: NodeId, tx: TxId, outcome: Outcome) {
+        let Some(p) = self.prepared.get_mut(&tx).filter(|p| p.d.coord == from) else { return };
+        match outcome {
+            Outcome::Undecided => {
+                p.asking = false;
+                p.waited_us = 0;
+            }
+            Outcome::Aborted => {
+                let pt = p.d.pt;
+                self.prepared.remove(&tx);
+                self.prepared_by_pt.remove(&(pt, tx));
+                self.journal(env, true);
+            }
+        }
+    }
+
+    /// Record the clocks and the prepared transactions in the store's
+    /// metadata; `sync` when the prepared set changed (a
+    /// proposal or an outcome depends on it), else only with the next sync
+    /// (a version clock lost in an operating-system crash is re-earned).
+    fn journal(&self, env: &mut impl Env, sync: bool) {
+        let clocks = journal::Clocks { vv_r: self.vv[self.r], hlc: self.hlc, ust: self.ust, s_old: self.s_old };
+        let meta = journal::encode(clocks, self.prepared.iter().map(|(tx, p)| (tx, &p.d)));
+        if sync {
+            env.store().set_meta(meta);
+        } else {
+            env.store().set_meta_unsynced(meta);
+        }
     }
 
     // ------------------------------------------------------------ apply, replicate (Alg. 4)
@@ -670,9 +776,7 @@ impl Partition {
                 env.send(peer, Msg::Heartbeat { t: ub });
             }
         }
-        let mut meta = ub.to_le_bytes().to_vec();
-        meta.extend_from_slice(&self.hlc.to_le_bytes());
-        env.store().set_meta_unsynced(meta);
+        self.journal(env, false);
         self.unpark(env);
     }
 
@@ -737,19 +841,37 @@ impl Partition {
 
     // ------------------------------------------------------------ recovery
 
-    /// After a restart (deviation 10): the version clock and HLC from the
-    /// journal, the HLC above every stored timestamp, the remote VV
-    /// entries at the newest version from each replica, and the local
-    /// versions above the version clock back in Committed, to be applied
-    /// and replicated again (a replica ignores what it already holds).
+    /// After a restart (deviation 10): the clocks (version clock, HLC,
+    /// UST, S_old) and prepared transactions from the journal, the HLC above every stored
+    /// timestamp and proposal, the remote VV entries at the newest version
+    /// from each replica, and the local versions above the version clock
+    /// back in Committed, to be applied and replicated again (a replica
+    /// ignores what it already holds). A transaction this node prepared as
+    /// its own coordinator is dropped: the crash took its context, so it
+    /// was never decided and never will be.
     fn recover(&mut self, env: &mut impl Env) {
+        let now = env.now_us();
         let store = env.store();
-        if let Some(meta) = store.meta().filter(|m| m.len() == 16) {
-            let word = |i: usize| u64::from_le_bytes(meta[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            self.vv[self.r] = word(0);
-            self.hlc = word(1);
+        let mut dropped = false;
+        if let Some(j) = store.meta().and_then(journal::decode) {
+            self.vv[self.r] = j.clocks.vv_r;
+            self.hlc = j.clocks.hlc;
+            // A snapshot is at least the UST, so never below S_old: what GC
+            // may have collected (deviation 6).
+            self.ust = j.clocks.ust;
+            self.s_old = j.clocks.s_old;
+            for (tx, d) in j.prepared {
+                if d.coord == self.me {
+                    dropped = true;
+                    continue;
+                }
+                self.hlc = self.hlc.max(d.pt);
+                self.prepared_by_pt.insert((d.pt, tx));
+                self.prepared.insert(tx, Prepared { d, waited_us: 0, asking: false });
+            }
         }
         let vv_r = self.vv[self.r];
+        debug_assert!(self.prepared_by_pt.first().is_none_or(|&(pt, _)| pt > vv_r));
         for key in store.keys_sorted() {
             for v in store.versions(&key) {
                 self.hlc = self.hlc.max(v.ut);
@@ -762,6 +884,9 @@ impl Partition {
                 }
             }
         }
-        self.hlc = self.hlc.max(env.now_us());
+        self.hlc = self.hlc.max(now);
+        if dropped {
+            self.journal(env, true);
+        }
     }
 }

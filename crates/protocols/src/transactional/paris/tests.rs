@@ -8,6 +8,8 @@ use super::*;
 use crate::kit::testkit::{self, Dest, InFlight, TestNet, bytes, text};
 use causeway_core::{ClientId, DcId, Key, NodeId, Op, OpResult, Protocol, Replication, TopologySpec};
 
+mod crash;
+
 const PER_DC: u32 = 2;
 
 /// What an operation needs besides client traffic: its slices, prepares

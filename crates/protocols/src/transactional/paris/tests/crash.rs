@@ -1,0 +1,247 @@
+//! Crash and restart of PaRiS and BPR nodes in the middle of a commit
+//! (deviation 10): a cohort's prepare outlives its crash, a coordinator's
+//! decision outlives its crash, and a transaction whose coordinator
+//! crashed before deciding is aborted at every cohort, which frees the
+//! version clocks and so the UST.
+
+use super::*;
+use crate::kit::testkit::channel;
+
+type P3 = (NodeId, NodeId, NodeId);
+
+fn is_prepare(m: &InFlight<Msg>) -> bool {
+    matches!(m.msg, Msg::Prepare { .. })
+}
+
+fn is_commit(m: &InFlight<Msg>) -> bool {
+    matches!(m.msg, Msg::Commit { .. })
+}
+
+fn from_client(m: &InFlight<Msg>) -> bool {
+    matches!(m.from, Dest::Client(_))
+}
+
+fn writes(keys: &[&Key], v: &str) -> Op {
+    Op::Txn { reads: vec![], writes: keys.iter().map(|&k| (k.clone(), bytes(v))).collect() }
+}
+
+/// The servers in DC 0 of each key, the first the coordinator of a
+/// transaction that writes them in this order from a DC 0 session.
+fn dc0_servers<Q: Protocol<Msg = Msg>>(net: &TestNet<Q>, [x, y, z]: [&Key; 3]) -> P3 {
+    (net.server_for(DcId(0), x), net.server_for(DcId(0), y), net.server_for(DcId(0), z))
+}
+
+/// Every prepared proposal in the cluster.
+fn proposals<Q: Protocol<Server = ParisServer>>(net: &TestNet<Q>) -> Vec<Ts> {
+    servers(net).iter().flat_map(|&n| part(net, n).prepared.values().map(|p| p.d.pt)).collect()
+}
+
+/// Whether any server stores a version of `k` with value `v`.
+fn stored_anywhere<Q: Protocol<Server = ParisServer, Version = Version>>(net: &TestNet<Q>, k: &Key, v: &str) -> bool {
+    servers(net).iter().any(|&n| net.nodes[n.idx()].store().versions(k).iter().any(|x| x.value == bytes(v)))
+}
+
+/// Both DCs read `keys` as `v`, once the UST has passed them.
+fn every_dc_reads<Q: Protocol<Msg = Msg, Client = ParisClient>>(net: &mut TestNet<Q>, keys: &[&Key], v: &str) {
+    rounds(net, 10, &|_| false);
+    for d in 0..2 {
+        let r = values(net.run(cl(d, 1), Op::Rot { keys: keys.iter().map(|&k| k.clone()).collect() }));
+        assert_eq!(r, vec![Some(v.to_string()); keys.len()], "{}: DC {d} reads the commit", Q::NAME);
+    }
+}
+
+/// A cohort that answered PREPARE crashes before COMMIT reaches it. It
+/// comes back with the prepared transaction, holds its version clock below
+/// the proposal while the COMMIT is held back, then applies the COMMIT,
+/// and every DC reads the writes. (A cohort that forgot its prepare would
+/// let its version clock pass the proposal, and would have nothing to
+/// commit.)
+#[test]
+fn a_cohort_restarted_between_prepare_and_commit_applies_the_commit() {
+    cohort_restart::<Paris>();
+    cohort_restart::<Bpr>();
+}
+
+fn cohort_restart<Q: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient>>() {
+    let mut net = full::<Q>(2, 2);
+    let [x, y] = &net.distinct_keys();
+    rounds(&mut net, 5, &|_| false);
+    let (coord, cohort) = (net.server_for(DcId(0), x), net.server_for(DcId(0), y));
+    net.invoke(cl(0, 0), writes(&[x, y], "1"));
+    net.deliver_while(|m| from_client(m) || is_prepare(m) || matches!(m.msg, Msg::PrepareReply { .. }));
+    assert!(net.queue.iter().any(is_commit), "{}: the coordinator decided", Q::NAME);
+    let pt = part(&net, cohort).prepared.values().next().expect("prepared").d.pt;
+
+    net.restart(cohort, &Config::default());
+    assert_eq!(proposals(&net).len(), 1, "{}: the restarted cohort kept its prepared transaction", Q::NAME);
+    // The whole channel held: anything behind the COMMIT would bring it.
+    rounds(&mut net, 6, &channel(coord, cohort));
+    assert!(
+        part(&net, cohort).version_clock() < pt,
+        "{}: the version clock passed a proposal whose outcome is unknown",
+        Q::NAME
+    );
+
+    rounds(&mut net, 2, &|_| false);
+    net.deliver_client_traffic();
+    assert!(matches!(net.take_result(cl(0, 0)), Some(OpResult::Txn(_))), "{}: the client was answered", Q::NAME);
+    assert!(proposals(&net).is_empty(), "{}: the commit resolved the prepare", Q::NAME);
+    every_dc_reads(&mut net, &[x, y], "1");
+}
+
+/// The coordinator crashes after deciding; the COMMIT it sent is lost on
+/// the link. The COMMIT was journaled with the decision, the restarted
+/// coordinator's link resends it, the cohort commits, the UST passes the
+/// commit time and every DC reads the writes.
+#[test]
+fn a_decision_survives_a_coordinator_restart() {
+    decision_survives::<Paris>();
+    decision_survives::<Bpr>();
+}
+
+fn decision_survives<Q: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient>>() {
+    let mut net = full::<Q>(2, 2);
+    let [x, y] = &net.distinct_keys();
+    rounds(&mut net, 5, &|_| false);
+    let coord = net.server_for(DcId(0), x);
+    net.invoke(cl(0, 0), writes(&[x, y], "1"));
+    net.deliver_while(|m| from_client(m) || is_prepare(m) || matches!(m.msg, Msg::PrepareReply { .. }));
+    let ct = match net.queue.iter().find(|m| is_commit(m)).map(|m| &m.msg) {
+        Some(Msg::Commit { ct, .. }) => *ct,
+        _ => panic!("{}: the coordinator decided", Q::NAME),
+    };
+    net.deliver_client_traffic();
+    assert!(matches!(net.take_result(cl(0, 0)), Some(OpResult::Txn(_))), "{}: the client heard committed", Q::NAME);
+    net.queue.retain(|m| !is_commit(m));
+
+    net.restart(coord, &Config::default());
+    assert!(net.queue.iter().any(is_commit), "{}: the restarted coordinator resends its COMMIT", Q::NAME);
+    rounds(&mut net, 6, &|_| false);
+    assert!(proposals(&net).is_empty(), "{}: the cohort committed", Q::NAME);
+    assert!(min_ust(&net) >= ct, "{}: the UST passed the commit time {ct}: {}", Q::NAME, min_ust(&net));
+    every_dc_reads(&mut net, &[x, y], "1");
+}
+
+/// A transaction over three partitions; its coordinator (a cohort too)
+/// crashes once one remote cohort's proposal is in and the other's is not.
+/// Nothing was decided: the restarted coordinator drops its own prepare,
+/// answers the late proposal "aborted" at once, and the cohort whose
+/// proposal it had taken asks after `prepared_query_us` and hears
+/// "aborted". No prepare is left, no write of the transaction is stored
+/// anywhere, its client was never told it committed (the runtime's
+/// deadline ends the request, lost with the crash, as timed out), the UST
+/// moves past every proposal, and the same keys commit again.
+#[test]
+fn a_transaction_whose_coordinator_crashed_before_deciding_is_aborted_everywhere() {
+    orphans_resolved::<Paris>();
+    orphans_resolved::<Bpr>();
+}
+
+fn orphans_resolved<
+    Q: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient, Version = Version>,
+>() {
+    let cfg = Config { prepared_query_us: 50_000, ..Config::default() };
+    let mut net = net_spec::<Q>(TopologySpec::full(2, 3), cfg.clone());
+    let [x, y, z] = &net.distinct_keys();
+    let (c0, c1, c2) = dc0_servers(&net, [x, y, z]);
+    rounds(&mut net, 5, &|_| false);
+    net.invoke(cl(0, 0), writes(&[x, y, z], "lost"));
+    net.deliver_while(|m| from_client(m) || is_prepare(m));
+    assert!(net.deliver_first(channel(c1, c0)), "c1's proposal reaches the coordinator");
+    let pts = proposals(&net);
+    assert_eq!(pts.len(), 3, "{}: every cohort prepared", Q::NAME);
+
+    net.restart(c0, &cfg);
+    assert!(part(&net, c0).prepared.is_empty(), "{}: the coordinator dropped its own prepare", Q::NAME);
+    net.deliver_while(channel(c2, c0));
+    net.deliver_while(channel(c0, c2));
+    assert!(part(&net, c2).prepared.is_empty(), "{}: a late proposal is answered aborted at once", Q::NAME);
+    assert_eq!(part(&net, c1).prepared.len(), 1, "{}: the proposal taken before the crash waits", Q::NAME);
+
+    rounds(&mut net, 20, &|_| false);
+    assert!(proposals(&net).is_empty(), "{}: the cohort asked and heard aborted", Q::NAME);
+    let top = pts.iter().copied().max().unwrap();
+    assert!(min_ust(&net) > top, "{}: the UST {} passes the aborted proposals (up to {top})", Q::NAME, min_ust(&net));
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(cl(0, 0)), None, "{}: no answer but the runtime's deadline", Q::NAME);
+    for k in [x, y, z] {
+        assert!(!stored_anywhere(&net, k, "lost"), "{}: an aborted write of {k:?} is stored", Q::NAME);
+    }
+    assert!(matches!(net.run(cl(0, 1), writes(&[x, y, z], "again")), OpResult::Txn(_)));
+    every_dc_reads(&mut net, &[x, y, z], "again");
+}
+
+/// A restarted coordinator numbers its contexts from 0 again, so a new
+/// transaction can get the context number of one lost in the crash. The
+/// lost one's late proposal names its transaction and does not count for
+/// the new one: the new one is decided only with its own cohort's proposal.
+#[test]
+fn a_late_proposal_never_counts_for_a_new_transaction() {
+    let mut net = full::<Paris>(2, 2);
+    let [x, y] = &net.distinct_keys();
+    let (c0, c1) = (net.server_for(DcId(0), x), net.server_for(DcId(0), y));
+    net.invoke(cl(0, 0), writes(&[x, y], "lost"));
+    net.deliver_while(|m| from_client(m) || is_prepare(m));
+    net.restart(c0, &Config::default());
+
+    net.invoke(cl(0, 1), writes(&[x, y], "new"));
+    net.deliver_while(from_client);
+    let cid_of = |m: &InFlight<Msg>| match m.msg {
+        Msg::PrepareReply { cid, .. } | Msg::Prepare { cid, .. } => Some(cid),
+        _ => None,
+    };
+    let late = net.queue.iter().filter(|m| channel(c1, c0)(m)).find_map(cid_of);
+    let fresh = net.queue.iter().filter(|m| channel(c0, c1)(m)).find_map(cid_of);
+    assert_eq!(late, fresh, "the new transaction has the lost one's context number");
+
+    assert!(net.deliver_first(channel(c1, c0)), "the late proposal arrives");
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(cl(0, 1)), None, "the new transaction was decided without its cohort's proposal");
+    rounds(&mut net, 4, &|_| false);
+    net.deliver_client_traffic();
+    assert!(matches!(net.take_result(cl(0, 1)), Some(OpResult::Txn(_))));
+    assert!(proposals(&net).is_empty(), "the lost transaction's prepare was aborted");
+    every_dc_reads(&mut net, &[x, y], "new");
+}
+
+/// A cohort whose coordinator is still collecting proposals asks about its
+/// prepared transaction after `prepared_query_us`, hears "undecided",
+/// keeps it, and commits it once the last proposal is in.
+#[test]
+fn a_slow_transaction_is_answered_undecided_and_commits() {
+    let cfg = Config { prepared_query_us: 20_000, ..Config::default() };
+    let mut net = net_spec::<Paris>(TopologySpec::full(2, 3), cfg);
+    let [x, y, z] = &net.distinct_keys();
+    let (c0, c1, c2) = dc0_servers(&net, [x, y, z]);
+    rounds(&mut net, 5, &|_| false);
+    net.invoke(cl(0, 0), writes(&[x, y, z], "slow"));
+    net.deliver_while(|m| from_client(m) || is_prepare(m));
+    assert!(net.deliver_first(channel(c1, c0)), "c1's proposal reaches the coordinator");
+
+    for _ in 0..5 {
+        net.advance_clocks(5_000);
+        net.fire_timers(c1);
+    }
+    assert!(net.deliver_first(|m| matches!(m.msg, Msg::OutcomeQuery { .. })), "c1 asks");
+    let undecided = |m: &InFlight<Msg>| matches!(m.msg, Msg::Outcome { outcome: Outcome::Undecided, .. });
+    assert!(net.deliver_first(undecided), "the coordinator answers undecided");
+    assert_eq!(part(&net, c1).prepared.len(), 1, "c1 keeps its prepare");
+
+    rounds(&mut net, 4, &channel(c2, c0));
+    assert_eq!(part(&net, c1).prepared.len(), 1, "c1 keeps its prepare while the coordinator waits");
+    rounds(&mut net, 4, &|_| false);
+    net.deliver_client_traffic();
+    assert!(matches!(net.take_result(cl(0, 0)), Some(OpResult::Txn(_))));
+    every_dc_reads(&mut net, &[x, y, z], "slow");
+}
+
+/// The stabilization protocols' restart check that fits PaRiS (the UST
+/// and S_old are journaled, so a restarted coordinator's first snapshot is
+/// not below what GC collected). Their other one, that a fresh session
+/// reads the newest local write right after a restart, does not: PaRiS
+/// reads at the UST, which lags the newest write by design. Neither fits
+/// BPR, whose read at its fresh snapshot waits for heartbeats.
+#[test]
+fn a_restart_keeps_a_collected_remote_key_readable() {
+    crate::stabilization::testnet::a_restart_keeps_a_collected_remote_key_readable::<Paris>(Config::default());
+}
