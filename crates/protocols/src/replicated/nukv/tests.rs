@@ -91,15 +91,16 @@ fn a_group_elects_a_leader_and_a_put_reaches_every_replica_of_every_dc() {
     assert_eq!(get(&mut net, ClientId(3), "k").as_deref(), Some("v1"));
 }
 
-#[test]
-fn a_get_blocks_while_the_replicas_sv_is_below_the_sessions_hwv() {
-    let mut net = net(1, 3, Config::default());
+/// One DC, a group of three: a session whose reads go to a follower that
+/// hears nothing from the leader wrote `k = v1`, acknowledged by the
+/// leader and the other follower. Returns the net, the session, the
+/// lagging follower and the leader.
+fn lagging_follower(cfg: Config) -> (TestNet<Nukv>, ClientId, NodeId, NodeId) {
+    let mut net = net(1, 3, cfg);
     settle(&mut net, 5);
     let l = leader(&net, 0).unwrap();
-    // A session whose reads go to a follower.
     let c = (0..3).map(|i| net.client(0, i)).find(|&c| reader_of(&net, c) != l).unwrap();
     let f = reader_of(&net, c);
-    // The follower hears nothing from the leader: it cannot apply the write.
     let cut = move |m: &InFlight<Msg>| m.to != Dest::Node(f);
     net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
     for _ in 0..10 {
@@ -107,9 +108,15 @@ fn a_get_blocks_while_the_replicas_sv_is_below_the_sessions_hwv() {
         net.deliver_while(client_traffic);
         if let Some(r) = net.take_result(c) {
             assert_eq!(r, OpResult::Put);
-            break;
+            return (net, c, f, l);
         }
     }
+    panic!("the write was not acknowledged with one follower cut off");
+}
+
+#[test]
+fn a_get_blocks_while_the_replicas_sv_is_below_the_sessions_hwv() {
+    let (mut net, c, f, l) = lagging_follower(Config::default());
     assert!(
         probe(&net, f).sv[0] < probe(&net, l).sv[0],
         "the follower is behind: {:?} {:?}",
@@ -135,20 +142,7 @@ fn a_get_blocks_while_the_replicas_sv_is_below_the_sessions_hwv() {
 fn each_read_waits_only_as_much_as_its_own_level_asks() {
     use causeway_core::{Levels, ReadLevel};
     let cfg = Config { read_level: ReadLevel::Eventual, ..Config::default() };
-    let mut net = net(1, 3, cfg);
-    settle(&mut net, 5);
-    let l = leader(&net, 0).unwrap();
-    let c = (0..3).map(|i| net.client(0, i)).find(|&c| reader_of(&net, c) != l).unwrap();
-    let f = reader_of(&net, c);
-    let cut = move |m: &InFlight<Msg>| m.to != Dest::Node(f);
-    net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
-    for _ in 0..10 {
-        settle_passing(&mut net, 1, &cut);
-        net.deliver_while(client_traffic);
-        if net.take_result(c).is_some() {
-            break;
-        }
-    }
+    let (mut net, c, _, _) = lagging_follower(cfg);
     let at = |read| Levels { read, ..Levels::default() };
     net.invoke_at(c, Op::Get { key: bytes("k") }, at(ReadLevel::Eventual));
     net.deliver_while(client_traffic);
@@ -167,20 +161,7 @@ fn each_read_waits_only_as_much_as_its_own_level_asks() {
 #[test]
 fn without_the_wait_a_lagging_follower_breaks_read_your_writes() {
     let cfg = Config { mutant_skip_get_wait: true, ..Config::default() };
-    let mut net = net(1, 3, cfg);
-    settle(&mut net, 5);
-    let l = leader(&net, 0).unwrap();
-    let c = (0..3).map(|i| net.client(0, i)).find(|&c| reader_of(&net, c) != l).unwrap();
-    let f = reader_of(&net, c);
-    let cut = move |m: &InFlight<Msg>| m.to != Dest::Node(f);
-    net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
-    for _ in 0..10 {
-        settle_passing(&mut net, 1, &cut);
-        net.deliver_while(client_traffic);
-        if net.take_result(c).is_some() {
-            break;
-        }
-    }
+    let (mut net, c, _, _) = lagging_follower(cfg);
     net.invoke(c, Op::Get { key: bytes("k") });
     net.deliver_while(client_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Get(None)), "the mutant reads before its own write");
