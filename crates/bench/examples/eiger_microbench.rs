@@ -36,7 +36,7 @@
 //! default workload less that slope times its mean size. Output in µs × `--scale`.
 
 use causeway_bench::microbench::closed_loop::{ClosedLoop, Measured};
-use causeway_bench::microbench::{KindStat, median};
+use causeway_bench::microbench::{KindStat, alternating_rounds, median};
 use causeway_core::{DcId, Protocol, Topology, TopologySpec};
 use causeway_protocols::{baseline::eventual::Eventual, explicit_deps::eiger::Eiger};
 use causeway_sim::Workload;
@@ -178,16 +178,10 @@ fn main() {
     let big = Opts { value: 4096, ..o };
     let mut all: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
     let mut all_big: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
-    for rep in 0..o.reps {
-        // Alternate which protocol goes first, so drift in the machine's
-        // load does not favour one.
-        for k in 0..VARIANTS.len() {
-            let v = (k + rep as usize) % VARIANTS.len();
-            all[v].push(run_variant(v, o, rep + 1));
-            all_big[v].push(run_variant(v, big, rep + 1));
-        }
-        eprintln!("repetition {}/{} done ({:.0} s)", rep + 1, o.reps, started.elapsed().as_secs_f64());
-    }
+    alternating_rounds(o.reps, VARIANTS.len(), |v, rep| {
+        all[v].push(run_variant(v, o, rep));
+        all_big[v].push(run_variant(v, big, rep));
+    });
     println!(
         "{} repetition(s) × {} measured operations (after {} warm-up), {} DC(s) × {} partitions, {} clients in DC 0, \
          ROTs of {} keys, write fraction {} of {}-key writes ({} of them WOTs, the rest independent PUTs), {}-byte \

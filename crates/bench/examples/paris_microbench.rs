@@ -24,7 +24,7 @@
 //! alike in size here).
 
 use causeway_bench::microbench::closed_loop::{ClosedLoop, Measured};
-use causeway_bench::microbench::{KindCosts, median};
+use causeway_bench::microbench::{KindCosts, alternating_rounds, median};
 use causeway_core::{DcId, Protocol, Replication, Topology, TopologySpec};
 use causeway_protocols::paris::{Bpr, Paris};
 use causeway_sim::Workload;
@@ -139,13 +139,9 @@ fn main() {
     }
     let started = Instant::now();
     let mut all: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
-    for rep in 0..o.reps {
-        for k in 0..VARIANTS.len() {
-            let v = (k + rep as usize) % VARIANTS.len();
-            all[v].push(if v == 0 { measure::<Paris>(o, rep + 1) } else { measure::<Bpr>(o, rep + 1) });
-        }
-        eprintln!("repetition {}/{} done ({:.0} s)", rep + 1, o.reps, started.elapsed().as_secs_f64());
-    }
+    alternating_rounds(o.reps, VARIANTS.len(), |v, rep| {
+        all[v].push(if v == 0 { measure::<Paris>(o, rep) } else { measure::<Bpr>(o, rep) })
+    });
     println!(
         "{} repetition(s) × {} measured transactions (after {} warm-up), {}; medians\n",
         o.reps,

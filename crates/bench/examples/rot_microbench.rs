@@ -32,7 +32,7 @@
 //! over repetitions.
 
 use causeway_bench::microbench::closed_loop::{ClosedLoop, Measured};
-use causeway_bench::microbench::{KindStat, median};
+use causeway_bench::microbench::{KindStat, alternating_rounds, median};
 use causeway_core::{DcId, Protocol, Topology, TopologySpec};
 use causeway_protocols::{cc_lo::CcLo, contrarian::Contrarian, cure::Cure};
 use causeway_sim::Workload;
@@ -136,15 +136,7 @@ fn main() {
     }
     let started = Instant::now();
     let mut all: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
-    for rep in 0..o.reps {
-        // Rotate which protocol goes first, so drift in the machine's load
-        // does not favour one.
-        for k in 0..VARIANTS.len() {
-            let v = (k + rep as usize) % VARIANTS.len();
-            all[v].push(run_variant(v, o, rep + 1));
-        }
-        eprintln!("repetition {}/{} done ({:.0} s)", rep + 1, o.reps, started.elapsed().as_secs_f64());
-    }
+    alternating_rounds(o.reps, VARIANTS.len(), |v, rep| all[v].push(run_variant(v, o, rep)));
     println!(
         "{} repetition(s) × {} measured operations (after {} warm-up), {} DC(s) × {} partitions, {} clients, \
          w = {}, zipf {}, ROTs of 4 keys on 4 partitions, 10-byte values; medians. CPU = decode + node step + \

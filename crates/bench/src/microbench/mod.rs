@@ -69,6 +69,20 @@ pub fn encode_request<M: Message>(msg: M) -> Vec<u8> {
     encode(&Wire::Request(msg))
 }
 
+/// Run `reps` rounds of every variant, each round starting with the next
+/// variant (`run(variant, round)`, rounds numbered from 1), so that drift
+/// in a shared machine's load favours none of them; reports each round's
+/// end on stderr.
+pub fn alternating_rounds(reps: u64, variants: usize, mut run: impl FnMut(usize, u64)) {
+    let started = std::time::Instant::now();
+    for rep in 0..reps {
+        for k in 0..variants {
+            run((k + rep as usize) % variants, rep + 1);
+        }
+        eprintln!("repetition {}/{} done ({:.0} s)", rep + 1, reps, started.elapsed().as_secs_f64());
+    }
+}
+
 /// The median (NaN for none).
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
