@@ -50,6 +50,19 @@ fn every_dc_reads<Q: Protocol<Msg = Msg, Client = ParisClient>>(net: &mut TestNe
     }
 }
 
+/// Two DCs of two partitions, settled; a client of DC 0 writes `x` and `y`
+/// (on different partitions) as one transaction, and every PREPARE is
+/// answered, so the coordinator has decided and its COMMITs are queued.
+fn prepared_everywhere<Q: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient>>()
+-> (TestNet<Q>, [Key; 2]) {
+    let mut net = full::<Q>(2, 2);
+    let [x, y] = net.distinct_keys();
+    rounds(&mut net, 5, &|_| false);
+    net.invoke(cl(0, 0), writes(&[&x, &y], "1"));
+    net.deliver_while(|m| from_client(m) || is_prepare(m) || matches!(m.msg, Msg::PrepareReply { .. }));
+    (net, [x, y])
+}
+
 /// A cohort that answered PREPARE crashes before COMMIT reaches it. It
 /// comes back with the prepared transaction, holds its version clock below
 /// the proposal while the COMMIT is held back, then applies the COMMIT,
@@ -63,12 +76,9 @@ fn a_cohort_restarted_between_prepare_and_commit_applies_the_commit() {
 }
 
 fn cohort_restart<Q: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient>>() {
-    let mut net = full::<Q>(2, 2);
-    let [x, y] = &net.distinct_keys();
-    rounds(&mut net, 5, &|_| false);
+    let (mut net, [x, y]) = prepared_everywhere::<Q>();
+    let (x, y) = (&x, &y);
     let (coord, cohort) = (net.server_for(DcId(0), x), net.server_for(DcId(0), y));
-    net.invoke(cl(0, 0), writes(&[x, y], "1"));
-    net.deliver_while(|m| from_client(m) || is_prepare(m) || matches!(m.msg, Msg::PrepareReply { .. }));
     assert!(net.queue.iter().any(is_commit), "{}: the coordinator decided", Q::NAME);
     let pt = part(&net, cohort).prepared.values().next().expect("prepared").d.pt;
 
@@ -100,12 +110,9 @@ fn a_decision_survives_a_coordinator_restart() {
 }
 
 fn decision_survives<Q: Protocol<Msg = Msg, Config = Config, Server = ParisServer, Client = ParisClient>>() {
-    let mut net = full::<Q>(2, 2);
-    let [x, y] = &net.distinct_keys();
-    rounds(&mut net, 5, &|_| false);
+    let (mut net, [x, y]) = prepared_everywhere::<Q>();
+    let (x, y) = (&x, &y);
     let coord = net.server_for(DcId(0), x);
-    net.invoke(cl(0, 0), writes(&[x, y], "1"));
-    net.deliver_while(|m| from_client(m) || is_prepare(m) || matches!(m.msg, Msg::PrepareReply { .. }));
     let ct = match net.queue.iter().find(|m| is_commit(m)).map(|m| &m.msg) {
         Some(Msg::Commit { ct, .. }) => *ct,
         _ => panic!("{}: the coordinator decided", Q::NAME),
