@@ -5,12 +5,13 @@ Chromium (apt-get install chromium; pip install playwright).
 Starts `causeway up` (2 DCs x 2 partitions, metrics ports), opens the page,
 checks it shows every node ready, runs `causeway bench` against the cluster
 and checks the page's numbers move; saves target/dashboard.png (the CI
-artifact). Needs a release build of causeway. Exits non-zero on failure.
+artifact). Runs the binary $CAUSEWAY names (default: the release build,
+target/release/causeway). Exits non-zero on failure.
 """
 import os, random, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 from playwright.sync_api import sync_playwright
 
-causeway = "target/release/causeway"
+causeway = os.environ.get("CAUSEWAY", "target/release/causeway")
 browser_path = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 if not browser_path:
     sys.exit("dashboard-check: no chromium on PATH (apt-get install chromium)")

@@ -163,9 +163,12 @@ pub fn run(
     })
 }
 
-/// The network runtime can express a subset of a scenario: topology, WAN
-/// round trips, and a uniform get/put/ROT/WOT mix, with ROT and value sizes
-/// fixed or drawn from discrete distributions, and YCSB's load phase.
+/// The network runtime can express a subset of a scenario: topology (with
+/// partial replication, service nodes and replicated groups), WAN round
+/// trips, and a uniform get/put/ROT/WOT/batch mix with interactive
+/// transactions (one read round, then the writes: the simulator's second,
+/// value-dependent round is not drawn), with ROT and value sizes fixed or
+/// drawn from discrete distributions, and YCSB's load phase.
 /// Anything else is refused by name rather than silently dropped.
 fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
@@ -181,7 +184,7 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         ("cpu.service_us", sc.cpu.service_us > 0),
         ("cpu.kind_us", !sc.cpu.kind_us.is_empty()),
         ("network.jitter_pct", sc.network.jitter_pct > 0.0),
-        ("topology.replication (partial)", !sc.topology.replication.eq(&causeway_core::Replication::Full)),
+        ("workload.interactive_think_us", w.interactive_think_us != d.interactive_think_us),
         ("workload.requestdistribution other than uniform", w.requestdistribution != Distribution::Uniform),
         ("workload.insertproportion", w.insertproportion > 0.0),
         ("workload.amplification", w.amplification > 0),
@@ -237,6 +240,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         // replicated groups, as the simulator would run them.
         services: sc.topology.services.clone(),
         replication: sc.topology.replication,
+        remote_replica: sc.topology.remote_replica,
         replicas: sc.topology.replicas_per_partition,
     };
     let cluster = Embedded::start(spec, rt.handle()).map_err(|e| err(e.to_string()))?;
@@ -256,6 +260,9 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         wot: w.wotproportion,
         wot_size: w.wot_size,
         batch: w.batchproportion,
+        interactive: w.interactiveproportion,
+        txn_reads: w.txn_reads,
+        txn_writes: w.txn_writes,
         rot_sizes: w.rot_size_values.iter().copied().zip(w.rot_size_weights.iter().copied()).collect(),
         value_sizes: w.fieldlength_values.iter().copied().zip(w.fieldlength_weights.iter().copied()).collect(),
         preload: w.preload,

@@ -174,6 +174,11 @@ enum Cmd {
         /// Print the summary as JSON (failure details go to stderr).
         #[arg(long)]
         json: bool,
+        /// Runs simulated at once, one per thread (default: the machine's
+        /// cores). Each run is its own simulation; results are reported in
+        /// seed order whatever the number, so output does not depend on it.
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Run one node of a cluster over TCP until SIGINT or SIGTERM.
     Server {
@@ -262,6 +267,12 @@ enum Cmd {
         /// protocols that run so (paris, bpr). Default: every DC.
         #[arg(long)]
         replication_factor: Option<u16>,
+        /// Under partial replication, the replica of a partition a DC that
+        /// does not store it uses: `ring` (the next DC storing it) or
+        /// `round-robin` (the DCs not storing it take its replicas in turn,
+        /// as PaRiS's evaluation spreads them).
+        #[arg(long, default_value = "ring")]
+        remote_replica: causeway_core::RemoteReplica,
         /// Servers per partition inside each DC, for protocols whose
         /// partitions are replicated groups (nukv: a Raft group of this
         /// many replicas per partition per DC). Default 1.
@@ -434,6 +445,15 @@ enum Cmd {
         /// Keys per read-only transaction.
         #[arg(long, default_value_t = 4)]
         rot_keys: usize,
+        /// With --read-proportion: the share of interactive transactions
+        /// (begin, one read round of --txn-reads keys, --txn-writes
+        /// writes, commit), for a protocol that offers them (paris, bpr).
+        #[arg(long, default_value_t = 0.0, requires = "read_proportion")]
+        txn_proportion: f64,
+        #[arg(long, default_value_t = 4)]
+        txn_reads: usize,
+        #[arg(long, default_value_t = 1)]
+        txn_writes: usize,
         /// Access token, for a cluster with `[auth] tokens`.
         #[arg(long, env = "CAUSEWAY_TOKEN", hide_env_values = true)]
         token: Option<String>,
@@ -652,7 +672,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err("the history violates the requested consistency level".into());
             }
         }
-        Cmd::Torture { protocol, runs, seed, without, dump, params, level, mutant_release_before_sync, json } => {
+        Cmd::Torture { protocol, runs, seed, without, dump, params, level, mutant_release_before_sync, json, jobs } => {
             // With --json, stdout holds only the summary; the rest is for people.
             macro_rules! say {
                 ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
@@ -672,20 +692,11 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 let started = Instant::now();
                 let mut ops = 0;
                 let mut stalled = 0;
-                for i in 0..runs {
-                    let s = seed + i;
-                    // A panic (an assertion on an invariant inside a
-                    // protocol or the simulator) fails the run and names its
-                    // seed, like a violation; the runs go on.
-                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| torture::run_one(p, s, &opts)));
+                let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+                for (s, run) in torture::in_order(p, seed, runs, jobs, &opts) {
                     let (report, history) = match run {
                         Ok(r) => r?,
-                        Err(panic) => {
-                            let why = panic
-                                .downcast_ref::<String>()
-                                .map(String::as_str)
-                                .or_else(|| panic.downcast_ref::<&str>().copied())
-                                .unwrap_or("a panic");
+                        Err(why) => {
                             say!("{p}: run with seed {s} PANICKED ({why}); replay: {}", replay_command(p, s, &opts));
                             failed.push((p, s));
                             continue;
@@ -758,6 +769,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             tokens,
             services,
             replication_factor,
+            remote_replica,
             replicas,
             json,
         } => {
@@ -770,6 +782,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 ports,
                 services: parse_services(protocol, &services)?,
                 replication: replication_for(protocol, dcs, replication_factor)?,
+                remote_replica,
                 replicas,
                 ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
             };
@@ -843,20 +856,37 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             read_proportion,
             rot_proportion,
             rot_keys,
+            txn_proportion,
+            txn_reads,
+            txn_writes,
             token,
         } => {
             let fsync = parse_fsync(&fsync)?;
             let mix = match (workload, read_proportion) {
                 (Some(w), _) => Some(run::Mix::ycsb(&w)?),
                 (None, Some(r)) => {
-                    if !(0.0..=1.0).contains(&r) || !(0.0..=1.0 - r).contains(&rot_proportion) {
+                    let shares = [r, rot_proportion, txn_proportion];
+                    if shares.iter().any(|x| !(0.0..=1.0).contains(x)) || shares.iter().sum::<f64>() > 1.0 + 1e-9 {
                         return Err(format!(
-                            "--read-proportion {r} and --rot-proportion {rot_proportion} must be shares in [0, 1] \
-                             summing to at most 1"
+                            "--read-proportion {r}, --rot-proportion {rot_proportion} and --txn-proportion \
+                             {txn_proportion} must be shares in [0, 1] summing to at most 1"
                         )
                         .into());
                     }
-                    Some(run::Mix { read: r, update: 1.0 - r - rot_proportion, rot: rot_proportion, rot_keys })
+                    if txn_proportion > 0.0
+                        && !causeway_protocols::with_protocol!(protocol, P => <P as causeway_core::Protocol>::OPS.contains(&causeway_core::OpKind::Interactive))
+                    {
+                        return Err(format!("--txn-proportion: {protocol} offers no interactive transactions").into());
+                    }
+                    Some(run::Mix {
+                        read: r,
+                        update: (1.0 - r - rot_proportion - txn_proportion).max(0.0),
+                        rot: rot_proportion,
+                        rot_keys,
+                        txn: txn_proportion,
+                        txn_reads,
+                        txn_writes,
+                    })
                 }
                 (None, None) => None,
             };

@@ -145,6 +145,11 @@ pub struct Mix {
     pub update: f64,
     pub rot: f64,
     pub rot_keys: usize,
+    /// Interactive transactions: one read round of `txn_reads` keys, then
+    /// `txn_writes` writes, then commit ([`LoadSpec::interactive`]).
+    pub txn: f64,
+    pub txn_reads: usize,
+    pub txn_writes: usize,
 }
 
 impl Mix {
@@ -157,7 +162,7 @@ impl Mix {
             "c" | "C" => (1.0, 0.0),
             other => return Err(format!("--workload {other:?}: expected a, b or c (YCSB core workloads)")),
         };
-        Ok(Mix { read, update, rot: 0.0, rot_keys: 4 })
+        Ok(Mix { read, update, rot: 0.0, rot_keys: 4, txn: 0.0, txn_reads: 4, txn_writes: 1 })
     }
 }
 
@@ -198,7 +203,19 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
     // The second phase reads what the first wrote, or mixes as asked.
     let (second, second_name) = match a.mix {
         None => (LoadSpec { read: 1.0, update: 0.0, ..base }, "get"),
-        Some(m) => (LoadSpec { read: m.read, update: m.update, rot: m.rot, rot_size: m.rot_keys, ..base }, "mixed"),
+        Some(m) => (
+            LoadSpec {
+                read: m.read,
+                update: m.update,
+                rot: m.rot,
+                rot_size: m.rot_keys,
+                interactive: m.txn,
+                txn_reads: m.txn_reads,
+                txn_writes: m.txn_writes,
+                ..base
+            },
+            "mixed",
+        ),
     };
     let c = cluster.clone();
     let (s, g) = rt.block_on(async {

@@ -316,7 +316,6 @@ fn protocol_params(p: ProtocolName, seed: u64) -> toml::Table {
     params.into_iter().map(|(k, v)| (k.to_string(), toml::Value::Integer(v as i64))).collect()
 }
 
-/// One run: simulate and check.
 /// What to vary from the defaults.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
@@ -332,6 +331,7 @@ pub struct Options {
     pub release_before_sync: bool,
 }
 
+/// One run: simulate and check.
 pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckReport, causeway_core::History), String> {
     let (sc, quiet_us) = scenario(p, seed, opts)?;
     // `--without liveness` still runs the liveness checks and reports what
@@ -358,6 +358,96 @@ pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckRepor
     cfg.liveness = liveness;
     let report = check(&history, &cfg);
     Ok((report, history))
+}
+
+/// What one run came to: the check and its history, an error that stops
+/// torture (a bad option), or the message of a panic (an assertion on an
+/// invariant inside a protocol or the simulator), which fails the run like
+/// a violation while the others go on.
+pub type Outcome = Result<Result<(CheckReport, causeway_core::History), String>, String>;
+
+/// Runs `seed .. seed + runs` of `p` on `jobs` threads, yielded in seed
+/// order (each run is a simulation of its own, so the order they finish in
+/// changes nothing but the wall time). Dropping the iterator early stops
+/// the workers after the runs they are in.
+pub fn in_order(p: ProtocolName, seed: u64, runs: u64, jobs: usize, opts: &Options) -> InOrder {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, mpsc};
+    let next = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let workers = (0..jobs.clamp(1, runs.max(1) as usize))
+        .map(|w| {
+            let (next, stop, tx, opts) = (next.clone(), stop.clone(), tx.clone(), opts.clone());
+            std::thread::Builder::new()
+                .name(format!("torture-{w}"))
+                // As much stack as the main thread has: a run is as deep
+                // on a worker as it was when runs went one at a time.
+                .stack_size(8 << 20)
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= runs {
+                            break;
+                        }
+                        let s = seed + i;
+                        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_one(p, s, &opts)))
+                            .map_err(|panic| {
+                                panic
+                                    .downcast_ref::<String>()
+                                    .cloned()
+                                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                                    .unwrap_or_else(|| "a panic".into())
+                            });
+                        if tx.send((i, run)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .expect("spawn a torture worker")
+        })
+        .collect();
+    InOrder { seed, runs, want: 0, rx, pending: Default::default(), stop, workers }
+}
+
+/// The iterator [`in_order`] returns.
+pub struct InOrder {
+    seed: u64,
+    runs: u64,
+    want: u64,
+    rx: std::sync::mpsc::Receiver<(u64, Outcome)>,
+    pending: std::collections::BTreeMap<u64, Outcome>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Iterator for InOrder {
+    type Item = (u64, Outcome);
+
+    fn next(&mut self) -> Option<(u64, Outcome)> {
+        if self.want >= self.runs {
+            return None;
+        }
+        loop {
+            if let Some(out) = self.pending.remove(&self.want) {
+                self.want += 1;
+                return Some((self.seed + self.want - 1, out));
+            }
+            // Every worker catches its runs' panics, so a run is never
+            // lost; a closed channel with runs missing would be a bug here.
+            let (i, out) = self.rx.recv().expect("a torture worker ended with runs left");
+            self.pending.insert(i, out);
+        }
+    }
+}
+
+impl Drop for InOrder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
 }
 
 /// The network and clocks a liveness bound depends on, from the scenario:

@@ -239,6 +239,108 @@ fn eunomiakv_survives_the_permanent_loss_of_its_leading_eunomia_replica() {
     all_visible_in_dc1(&[last], "after its receiver restarted");
 }
 
+/// NuKV's Raft groups as separate server processes (Roohitavaf, *Consistency
+/// for Distributed Data Stores*, §4.3: a partition is a Raft group of
+/// replicas in each DC, and a stateless forwarder ships its committed writes
+/// to the other DCs). Two DCs × one partition, three replicas per group.
+/// Each of DC0's three replicas, and then its forwarder, is killed with
+/// `kill -9` in turn during writes and restarted: whichever was leading,
+/// writes go on being acknowledged once the others elect a leader, the
+/// writing session reads its own latest write after each round, and every
+/// acknowledged write is then readable in both DCs.
+#[test]
+fn a_nukv_group_loses_each_replica_and_its_forwarder_to_kill_9_in_turn() {
+    use causeway_protocols::nukv::{Nukv, XC_SERVICE};
+    let p = ProtocolName::Nukv;
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-nukv-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("cluster.toml");
+    let mut spec = causeway_core::TopologySpec::full(2, 1);
+    spec.replicas_per_partition = 3;
+    let n = causeway_core::Topology::new(causeway_net::config::topology_for(p, &spec)).unwrap().nodes();
+    let nodes_list: Vec<String> = free_port_list(n).iter().map(|port| format!("\"127.0.0.1:{port}\"")).collect();
+    let text = format!(
+        "cluster_id = \"nukv-kill\"\nprotocol = \"{p}\"\ndata_dir = \"{}\"\nnodes = [{}]\n\
+         [topology]\ndcs = 2\npartitions = 1\nreplicas_per_partition = 3\n\
+         [tls]\ndir = \"certs\"\n[storage]\nfsync = \"always\"\n[wan]\nrtt_ms = [[0, 20], [20, 0]]\n",
+        dir.join("data").display(),
+        nodes_list.join(", "),
+    );
+    std::fs::write(&config_path, text).unwrap();
+    causeway_net::tls::generate(&dir.join("certs"), "nukv-kill", n, &causeway_net::tls::Validity { days: 1 }).unwrap();
+    let cluster = Arc::new(ClusterConfig::load(&config_path).unwrap().validate().unwrap());
+    let t = &cluster.topology;
+    assert_eq!(t.nodes(), n);
+    let mut victims = t.replicas(DcId(0), PartitionId(0)).to_vec();
+    assert_eq!(victims.len(), 3, "three replicas in DC0's group");
+    victims.push(t.service_nodes(DcId(0), t.service_index(XC_SERVICE).unwrap())[0]);
+    let mut nodes = Nodes((0..n as u32).map(|i| start(&config_path, i)).collect());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let session = |dc: u16, id: u32| {
+        let mut s = Session::<Nukv>::new(cluster.clone(), DcId(dc), id).unwrap();
+        s.timeout = Duration::from_secs(2);
+        s
+    };
+    let mut acked: Vec<Bytes> = Vec::new();
+    rt.block_on(async {
+        let mut w = session(0, 1);
+        let mut i = 0u32;
+        // Until `target` writes are acknowledged, a new session after a
+        // failure (a request lost with its leader, or the cluster starting).
+        let mut write_until = async |w: &mut Session<Nukv>, acked: &mut Vec<Bytes>, target: usize, what: &str| {
+            let until = Instant::now() + Duration::from_secs(30);
+            while acked.len() < target {
+                assert!(Instant::now() < until, "only {} writes acknowledged {what}", acked.len());
+                let k = Bytes::from(format!("key{i}"));
+                i += 1;
+                match w.put(k.clone(), k.clone()).await {
+                    Ok(()) => acked.push(k),
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        *w = session(0, 1);
+                    }
+                }
+            }
+            // Read-your-writes through the group: the session's last write.
+            let last = acked.last().unwrap().clone();
+            let got = w.get(last.clone()).await.unwrap_or_else(|e| panic!("reading back {last:?} {what}: {e}"));
+            assert_eq!(got.as_ref(), Some(&last), "the session lost its own write {what}");
+        };
+        write_until(&mut w, &mut acked, 50, "before any kill").await;
+        for (round, victim) in victims.iter().enumerate() {
+            nodes.0[victim.idx()].kill().unwrap(); // SIGKILL
+            nodes.0[victim.idx()].wait().unwrap();
+            let what = format!("with node {} ({}) killed", victim.0, t.role_name(*victim));
+            write_until(&mut w, &mut acked, 50 + 100 * round + 50, &what).await;
+            nodes.0[victim.idx()] = start(&config_path, victim.0);
+            let what = format!("after node {} ({}) restarted", victim.0, t.role_name(*victim));
+            write_until(&mut w, &mut acked, 50 + 100 * (round + 1), &what).await;
+        }
+    });
+    // Every acknowledged write is in both DCs: DC0's group kept it through
+    // the loss of each of its members, and the restarted forwarder shipped
+    // what it had not (it keeps no state: it resumes from the group's log).
+    rt.block_on(async {
+        for dc in [0u16, 1] {
+            let until = Instant::now() + Duration::from_secs(20);
+            let mut r = session(dc, 10 + dc as u32);
+            for k in &acked {
+                loop {
+                    match r.get(k.clone()).await {
+                        Ok(Some(v)) if v == k => break,
+                        Ok(_) => {}
+                        Err(_) => r = session(dc, 10 + dc as u32),
+                    }
+                    assert!(Instant::now() < until, "acknowledged {k:?} is not readable in dc{dc}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    });
+}
+
 /// COPS and COPS-GT hold a replicated write whose dependency has not
 /// arrived: it must survive `kill -9` of the node holding it, although its
 /// sender already counts it delivered. Three DCs × one partition; DC0→DC2 is

@@ -45,7 +45,7 @@
 //!   `per_dc > 1` instances.
 //! - **PaRiS and BPR**: partial replication is
 //!   [`crate::topology::Replication::Partial`]; a coordinator sends read slices
-//!   to a replica in another DC ([`Topology::nearest_dc_storing`]). Interactive
+//!   to a replica in another DC ([`Topology::serving_dc`]). Interactive
 //!   transactions and the client write cache are client-half state; the
 //!   operation set will grow transactional [`Op`] variants when PaRiS lands.
 //! - **NuKV**: a partition is a Raft group of `replicas_per_partition` nodes
@@ -94,7 +94,7 @@ pub use protocol::{
     Protocol, Server, ServerEnv, wire_size,
 };
 pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed, MvStore, SnapshotFloor, Versioned};
-pub use topology::{NodeRole, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
+pub use topology::{NodeRole, RemoteReplica, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};
 pub use txn::TxnBuffer;
 pub use vector::{DepSet, vleq, vmax, vmin, vmin_entry};
 

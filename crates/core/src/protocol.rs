@@ -554,6 +554,17 @@ pub trait Client {
     }
     fn on_reply(&mut self, env: &mut impl ClientEnv<Self::Msg>, from: NodeId, msg: Self::Msg);
     fn on_timer(&mut self, _env: &mut impl ClientEnv<Self::Msg>, _token: u64) {}
+    /// The runtime could not reach `node` for a message this client sent:
+    /// no connection could be opened, so nothing was delivered. A client
+    /// that can serve the operation elsewhere (another replica of a
+    /// partition's group) does so and returns true; the default, false,
+    /// lets the runtime fail the operation with its connection error, which
+    /// is right for a protocol with one server per partition. (The
+    /// simulator has no connections: there, a message to a crashed node is
+    /// lost, and the client's timers see to it.)
+    fn on_unreachable(&mut self, _env: &mut impl ClientEnv<Self::Msg>, _node: NodeId) -> bool {
+        false
+    }
 }
 
 /// What a server is told about itself when it is created.

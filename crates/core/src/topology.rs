@@ -24,6 +24,45 @@ pub enum Replication {
     Partial { factor: u16 },
 }
 
+/// Which of a partition's replicas a DC that does not store it reads and
+/// writes through, under partial replication. Every client and server of a
+/// DC makes the same choice, so a DC's remote traffic for a partition goes
+/// to one replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteReplica {
+    /// The first DC storing the partition after this one in ring order.
+    /// With the placement of [`Replication::Partial`] that is the same
+    /// replica for every DC, which then serves all remote traffic of its
+    /// partition.
+    #[default]
+    Ring,
+    /// Spirovska, Didona, Zwaenepoel, "PaRiS: Causally Consistent
+    /// Transactions with Non-blocking Reads and Partial Replication", §VI:
+    /// "all clients in a DC share the same preferred remote replica per
+    /// partition, and preferences are round-robin across DCs": the DCs
+    /// not storing a partition, in id order, take its replicas in turn,
+    /// which spreads its remote traffic evenly.
+    RoundRobin,
+}
+
+impl RemoteReplica {
+    fn is_ring(&self) -> bool {
+        *self == RemoteReplica::Ring
+    }
+}
+
+impl std::str::FromStr for RemoteReplica {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ring" => Ok(RemoteReplica::Ring),
+            "round-robin" => Ok(RemoteReplica::RoundRobin),
+            other => Err(format!("remote replica choice {other:?}: expected ring or round-robin")),
+        }
+    }
+}
+
 /// A kind of per-DC service node, with how many instances each DC runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceSpec {
@@ -44,6 +83,10 @@ pub struct TopologySpec {
     pub partitions: u32,
     #[serde(default)]
     pub replication: Replication,
+    /// Under partial replication, which replica of a partition a DC that
+    /// does not store it uses.
+    #[serde(default, skip_serializing_if = "RemoteReplica::is_ring")]
+    pub remote_replica: RemoteReplica,
     /// Replicas of each partition inside one DC (a Raft group). 1 means no
     /// intra-DC replication.
     #[serde(default = "one")]
@@ -72,6 +115,7 @@ impl TopologySpec {
             dcs,
             partitions,
             replication: Replication::Full,
+            remote_replica: RemoteReplica::Ring,
             replicas_per_partition: 1,
             services: Vec::new(),
             dc_names: Vec::new(),
@@ -297,18 +341,26 @@ impl Topology {
     pub fn dc_servers(&self, dc: DcId) -> impl Iterator<Item = NodeId> + '_ {
         self.dc_partitions[dc.idx()].iter().map(move |p| self.partition_nodes[dc.idx()][p.idx()][0])
     }
-    /// The DC closest to `from` that stores `p`: `from` itself if it does,
-    /// otherwise the next DC in ring order. (A latency-aware choice belongs to
-    /// the protocol, which may know the latency matrix from its config.)
-    pub fn nearest_dc_storing(&self, from: DcId, p: PartitionId) -> DcId {
+    /// The DC whose replica of `p` serves `from`: `from` itself if it
+    /// stores `p`, otherwise as the spec's [`RemoteReplica`] says. (A
+    /// latency-aware choice belongs to the protocol, which may know the
+    /// latency matrix from its config.)
+    pub fn serving_dc(&self, from: DcId, p: PartitionId) -> DcId {
         if self.stores(from, p) {
             return from;
         }
         let m = self.dcs() as u16;
-        (1..m)
-            .map(|i| DcId((from.0 + i) % m))
-            .find(|&d| self.stores(d, p))
-            .expect("every partition is stored somewhere")
+        match self.spec.remote_replica {
+            RemoteReplica::Ring => (1..m)
+                .map(|i| DcId((from.0 + i) % m))
+                .find(|&d| self.stores(d, p))
+                .expect("every partition is stored somewhere"),
+            RemoteReplica::RoundRobin => {
+                let storing = self.dcs_of(p);
+                let turn = (0..from.0).filter(|&d| !self.stores(DcId(d), p)).count();
+                storing[turn % storing.len()]
+            }
+        }
     }
     /// The index of a service by name.
     pub fn service_index(&self, name: &str) -> Option<u16> {
@@ -345,8 +397,31 @@ mod tests {
             assert_eq!(t.partitions_at(d).len(), 4);
         }
         assert_eq!(t.dcs_of(PartitionId(4)), &[DcId(0), DcId(4)]);
-        assert_eq!(t.nearest_dc_storing(DcId(1), PartitionId(4)), DcId(4));
+        assert_eq!(t.serving_dc(DcId(1), PartitionId(4)), DcId(4));
         assert!(t.server(DcId(1), PartitionId(4)).is_none());
+    }
+
+    /// Partition 4 lives in DCs 4 and 0 of 5. In ring order DCs 1, 2 and 3
+    /// all use DC 4's replica; round-robin, the DCs not storing it (1, 2,
+    /// 3) take DC 0's, DC 4's and DC 0's in turn, and over all partitions
+    /// each replica serves as many remote DCs as the other, give or take one.
+    #[test]
+    fn round_robin_spreads_a_partitions_remote_dcs_over_its_replicas() {
+        let mut spec = TopologySpec::full(5, 10);
+        spec.replication = Replication::Partial { factor: 2 };
+        let ring = Topology::new(spec.clone()).unwrap();
+        spec.remote_replica = RemoteReplica::RoundRobin;
+        let rr = Topology::new(spec).unwrap();
+        let p = PartitionId(4);
+        let serving = |t: &Topology| [1, 2, 3].map(|d| t.serving_dc(DcId(d), p).0);
+        assert_eq!(serving(&ring), [4, 4, 4]);
+        assert_eq!(serving(&rr), [0, 4, 0]);
+        assert_eq!(rr.serving_dc(DcId(4), p), DcId(4), "a DC storing the partition serves itself");
+        for p in (0..10).map(PartitionId) {
+            let load = |t: &Topology, d: DcId| t.dc_ids().filter(|&from| t.serving_dc(from, p) == d).count();
+            let [a, b] = [rr.dcs_of(p)[0], rr.dcs_of(p)[1]];
+            assert!(load(&rr, a).abs_diff(load(&rr, b)) <= 1, "partition {p:?}");
+        }
     }
 
     #[test]

@@ -372,17 +372,49 @@ impl<P: Protocol> Session<P> {
     }
 
     /// Send what slot `slot`'s client asked to send and arm its timers.
+    /// A node that cannot be connected to is the protocol client's to
+    /// route around ([`causeway_core::Client::on_unreachable`]) where it
+    /// can; what it sends and arms instead is flushed in turn.
     async fn flush(&mut self, slot: usize, env: &mut CEnv<P::Msg>, deadline: Instant) -> Result<(), ClientError> {
-        for (after_us, token) in env.timers.drain(..) {
-            self.timer_seq += 1;
-            self.timers.push(Reverse((Instant::now() + Duration::from_micros(after_us), self.timer_seq, slot, token)));
+        while !env.timers.is_empty() || !env.sends.is_empty() {
+            for (after_us, token) in env.timers.drain(..) {
+                self.timer_seq += 1;
+                self.timers.push(Reverse((
+                    Instant::now() + Duration::from_micros(after_us),
+                    self.timer_seq,
+                    slot,
+                    token,
+                )));
+            }
+            let sends = std::mem::take(&mut env.sends);
+            self.flush_sends(slot, env, sends, deadline).await?;
         }
-        for (to, msg) in env.sends.drain(..) {
+        Ok(())
+    }
+
+    async fn flush_sends(
+        &mut self,
+        slot: usize,
+        env: &mut CEnv<P::Msg>,
+        sends: Vec<(NodeId, P::Msg)>,
+        deadline: Instant,
+    ) -> Result<(), ClientError> {
+        for (to, msg) in sends {
             if !self.conns.contains_key(&to) {
                 // Boxed: connecting (TCP, the TLS handshake, the hello) is a
                 // future of kilobytes that every request's future would
                 // otherwise carry, and copy, though it is rarely run.
-                Box::pin(self.connect(to, deadline)).await?;
+                match Box::pin(self.connect(to, deadline)).await {
+                    Ok(()) => {}
+                    Err(e @ ClientError::Connect { .. }) => {
+                        env.now = now_us();
+                        if self.protos[slot].on_unreachable(env, to) {
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             match self.conns.get_mut(&to).map(|(_, c)| (matches!(c, Link::Remote { .. }), c.send(slot as u32, msg))) {
                 Some((remote, Ok(()))) => self.unwritten |= remote,

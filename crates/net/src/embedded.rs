@@ -49,6 +49,9 @@ pub struct EmbeddedSpec {
     /// or `factor` of them for a protocol that runs so
     /// (`Protocol::PARTIAL_REPLICATION`; others refuse it by name).
     pub replication: causeway_core::Replication,
+    /// Under partial replication, which replica of a partition a DC that
+    /// does not store it uses (`[topology] remote_replica`).
+    pub remote_replica: causeway_core::RemoteReplica,
     /// Servers per partition inside each DC (`[topology]
     /// replicas_per_partition`), for a protocol whose partitions are
     /// replicated groups (NuKV's Raft groups; others refuse more than 1).
@@ -81,6 +84,7 @@ impl EmbeddedSpec {
             plaintext: false,
             services: Vec::new(),
             replication: causeway_core::Replication::Full,
+            remote_replica: causeway_core::RemoteReplica::Ring,
             replicas: 1,
         }
     }
@@ -142,6 +146,7 @@ impl Embedded {
         let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
         topology.services = spec.services.clone();
         topology.replication = spec.replication;
+        topology.remote_replica = spec.remote_replica;
         topology.replicas_per_partition = spec.replicas;
         if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
             topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];

@@ -49,6 +49,15 @@ pub struct LoadSpec {
     /// Non-atomic batches of `wot_size` keys ([`Op::Batch`]; for a
     /// protocol without them, their share goes to the other operations).
     pub batch: f64,
+    /// Interactive transactions ([`Session::begin`]): one read round of
+    /// `txn_reads` keys, then `txn_writes` buffered writes, then commit,
+    /// each step a round trip of its own, as a user's transaction that
+    /// decides what to write from what it read. Only without pipelining
+    /// (a transaction holds its session) and for a protocol that offers
+    /// them; otherwise their share goes to the other operations.
+    pub interactive: f64,
+    pub txn_reads: usize,
+    pub txn_writes: usize,
     /// ROT sizes drawn from this discrete distribution of (size, weight)
     /// (empty: always `rot_size`).
     pub rot_sizes: Vec<(usize, f64)>,
@@ -81,6 +90,9 @@ impl Default for LoadSpec {
             wot: 0.0,
             wot_size: 2,
             batch: 0.0,
+            interactive: 0.0,
+            txn_reads: 4,
+            txn_writes: 1,
             rot_sizes: Vec::new(),
             value_sizes: Vec::new(),
             preload: false,
@@ -186,7 +198,47 @@ pub async fn run_with_timeout<P: Protocol>(
                             Err(_) => return res,
                         },
                     };
-                    let ops: Vec<Op> = (0..depth).map(|_| next_op::<P>(&spec, &next_write, &mut rng)).collect();
+                    let planned: Vec<Planned> =
+                        (0..depth).map(|_| next_op::<P>(&spec, depth, &next_write, &mut rng)).collect();
+                    if let [Planned::Interactive { reads, writes }] = &planned[..] {
+                        let (reads, writes) = (reads.clone(), writes.clone());
+                        let key_count = (reads.len() + writes.len()) as u64;
+                        let t0 = Instant::now();
+                        let (r, rec) = interactive(s, reads, writes).await;
+                        let t1 = Instant::now();
+                        if t0 >= measure_from && t1 <= end && r.is_ok() {
+                            res.ops += 1;
+                            res.keys += key_count;
+                            let latency_us = (t1 - t0).as_micros().max(1) as u64;
+                            let _ = res.hist.entry(OpKind::Interactive).or_insert_with(histogram).record(latency_us);
+                        }
+                        if let (true, Some((op, result))) = (spec.record_history, rec) {
+                            res.records.push(OpRecord {
+                                client: ClientId(cid),
+                                dc,
+                                op,
+                                result,
+                                invoke_us: (t0 - origin).as_micros() as u64,
+                                complete_us: (t1 - origin).as_micros() as u64,
+                                batch: None,
+                                levels: None,
+                            });
+                        }
+                        if r.is_err() {
+                            res.errors += 1;
+                            session = None;
+                            cid = fresh_ids.fetch_add(depth as u64, Ordering::Relaxed) as u32;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        continue;
+                    }
+                    let ops: Vec<Op> = planned
+                        .into_iter()
+                        .map(|p| match p {
+                            Planned::Op(op) => op,
+                            Planned::Interactive { .. } => unreachable!("drawn only without pipelining"),
+                        })
+                        .collect();
                     let kinds: Vec<OpKind> = ops.iter().map(Op::kind).collect();
                     let key_count: u64 = ops.iter().map(keys_of).sum();
                     // The operations are kept only for the history.
@@ -368,15 +420,24 @@ pub async fn run_with_timeout<P: Protocol>(
     }
 }
 
+/// What a session does next: one operation, or an interactive
+/// transaction (run step by step by [`interactive`]).
+enum Planned {
+    Op(Op),
+    Interactive { reads: Vec<bytes::Bytes>, writes: Vec<(bytes::Bytes, bytes::Bytes)> },
+}
+
 /// The next operation of the mix: a get, a put of a fresh tagged value, a
-/// ROT of distinct keys, or a WOT or batch of distinct keys (not for a
-/// protocol without ROTs, WOTs or batches: their shares go to the other
-/// operations).
-fn next_op<P: Protocol>(spec: &LoadSpec, next_write: &AtomicU64, rng: &mut ChaCha8Rng) -> Op {
+/// ROT of distinct keys, a WOT or batch of distinct keys, or an interactive
+/// transaction (not for a protocol without ROTs, WOTs, batches or
+/// interactive transactions, nor interactive transactions when `depth`
+/// operations are pipelined: their shares go to the other operations).
+fn next_op<P: Protocol>(spec: &LoadSpec, depth: u32, next_write: &AtomicU64, rng: &mut ChaCha8Rng) -> Planned {
     let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
     let wot = if P::OPS.contains(&OpKind::Wot) { spec.wot } else { 0.0 };
     let batch = if P::OPS.contains(&OpKind::Batch) { spec.batch } else { 0.0 };
-    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot + wot + batch);
+    let itx = if P::OPS.contains(&OpKind::Interactive) && depth == 1 { spec.interactive } else { 0.0 };
+    let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot + wot + batch + itx);
     let keys = spec.keys.max(1);
     let pick = |rng: &mut ChaCha8Rng| key_name(rng.random_range(0..keys));
     let distinct = |n: usize, rng: &mut ChaCha8Rng| {
@@ -393,7 +454,7 @@ fn next_op<P: Protocol>(spec: &LoadSpec, next_write: &AtomicU64, rng: &mut ChaCh
         let size = pick_weighted(&spec.value_sizes, rng).unwrap_or(spec.value_size);
         tagged_value(next_write.fetch_add(1, Ordering::Relaxed), size)
     };
-    if x < spec.read {
+    Planned::Op(if x < spec.read {
         Op::Get { key: pick(rng) }
     } else if x < spec.read + spec.update {
         Op::Put { key: pick(rng), value: value(rng) }
@@ -403,10 +464,45 @@ fn next_op<P: Protocol>(spec: &LoadSpec, next_write: &AtomicU64, rng: &mut ChaCh
     } else if x < spec.read + spec.update + rot + wot {
         let ks = distinct(spec.wot_size, rng);
         Op::Wot { writes: ks.into_iter().map(|k| (k, value(rng))).collect() }
-    } else {
+    } else if x < spec.read + spec.update + rot + wot + batch {
         let ks = distinct(spec.wot_size, rng);
         Op::Batch { writes: ks.into_iter().map(|k| (k, value(rng))).collect() }
+    } else {
+        let reads = distinct(spec.txn_reads, rng);
+        let writes = distinct(spec.txn_writes, rng).into_iter().map(|k| (k, value(rng))).collect();
+        return Planned::Interactive { reads, writes };
+    })
+}
+
+/// An interactive transaction: begin, read `reads` in one round, buffer
+/// `writes`, commit. Returns its outcome and the record a history keeps of
+/// it: the reads with, once it was asked to commit, the writes and the
+/// commit's outcome (as the simulator records its sessions'
+/// transactions); the reads alone when it ended before.
+async fn interactive<P: Protocol>(
+    s: &mut Session<P>,
+    reads: Vec<bytes::Bytes>,
+    writes: Vec<(bytes::Bytes, bytes::Bytes)>,
+) -> (Result<(), crate::client::ClientError>, Option<(Op, OpResult)>) {
+    let mut t = match s.begin().await {
+        Ok(t) => t,
+        Err(e) => return (Err(e), None),
+    };
+    if let Err(e) = t.read(reads).await {
+        return (Err(e), t.buffer().clone().record_aborted());
     }
+    for (k, v) in writes {
+        if let Err(e) = t.write(k, v) {
+            return (Err(e), t.buffer().clone().record_aborted());
+        }
+    }
+    let buf = t.buffer().clone();
+    let r = t.commit().await;
+    let outcome = match &r {
+        Ok(()) => OpResult::Done,
+        Err(e) => OpResult::Failed(failure_of(e)),
+    };
+    (r, Some(buf.record(&outcome)))
 }
 
 /// The workload's key `i`, YCSB's `user<i>`, made afresh for each

@@ -121,6 +121,12 @@ impl<P: Protocol> Transaction<'_, P> {
         self.buf.writes()
     }
 
+    /// What the transaction read and buffered so far, for the record a
+    /// history keeps of it ([`TxnBuffer::record`]).
+    pub(crate) fn buffer(&self) -> &TxnBuffer {
+        &self.buf
+    }
+
     fn usable(&self) -> Result<(), ClientError> {
         if self.open {
             Ok(())

@@ -123,6 +123,7 @@ async fn every_door_holds_tokens_to_their_roles() {
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     };
     let c = Embedded::start(spec, &tokio::runtime::Handle::current()).unwrap();
     let m = |reason: &'static str| (0..2).map(|n| c.node(NodeId(n)).unwrap().metrics.refused_for(reason)).sum::<u64>();

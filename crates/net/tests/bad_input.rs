@@ -50,6 +50,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();
@@ -195,6 +196,7 @@ async fn an_oversized_write_only_transaction_is_refused_and_nothing_is_applied()
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -42,6 +42,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     };
     let rt = tokio::runtime::Handle::current();
     let cluster = Embedded::start(spec, &rt).unwrap();

@@ -33,6 +33,7 @@ fn spec(p: ProtocolName) -> EmbeddedSpec {
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     }
 }
 

@@ -45,6 +45,7 @@ fn spec(p: ProtocolName, name: &str) -> EmbeddedSpec {
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     }
 }
 

@@ -47,6 +47,7 @@ fn start(name: &str, auth: bool, limits: Limits) -> (Embedded, u16, Option<Strin
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     };
     let c = Embedded::start_with_limits(spec, limits, &tokio::runtime::Handle::current()).unwrap();
     (c, base, secret, dir)

@@ -49,6 +49,7 @@ async fn only_holders_of_the_clusters_certificates_get_in() {
         services: Vec::new(),
         replication: causeway_core::Replication::Full,
         replicas: 1,
+        remote_replica: Default::default(),
     };
     let cluster = Embedded::start(spec, &rt).unwrap();
     let c = cluster.cluster.clone();

@@ -9,7 +9,7 @@ use causeway_core::{ClientCtx, ClientEnv, Key, NodeId, OpError, OpKind, OpResult
 pub fn client_server_for<M>(ctx: &ClientCtx, env: &mut impl ClientEnv<M>, key: &[u8]) -> Option<NodeId> {
     let t = &ctx.topology;
     let p = t.partition_of(key);
-    let dc = t.nearest_dc_storing(ctx.dc, p);
+    let dc = t.serving_dc(ctx.dc, p);
     match t.server(dc, p) {
         Some(n) => Some(n),
         None => {

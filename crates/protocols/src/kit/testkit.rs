@@ -115,6 +115,13 @@ pub struct TestNet<P: Protocol> {
     /// Per node, the durable state its log starts from: a snapshot's, or
     /// none (an empty one).
     snapshots: Vec<Option<Durable<P::Version, P::Msg>>>,
+    /// Per node, how many records of its log a sync has made durable: the
+    /// rest were written without one ([`MvStore::set_meta_unsynced`]) and
+    /// a crash of the machine loses them
+    /// ([`TestNet::restart_losing_unsynced`]).
+    ///
+    /// [`MvStore::set_meta_unsynced`]: causeway_core::MvStore::set_meta_unsynced
+    synced: Vec<usize>,
     /// Per channel `(from, to)`, how many made-up messages were delivered
     /// on it: the receiver numbers the sender's later messages that much
     /// higher.
@@ -227,6 +234,7 @@ impl<P: Protocol> TestNet<P> {
         let mut net = TestNet {
             logs: (0..n).map(|_| Vec::new()).collect(),
             snapshots: (0..n).map(|_| None).collect(),
+            synced: vec![0; n],
             made_up: BTreeMap::new(),
             clocks: vec![1_000; n],
             results: vec![None; clients.len()],
@@ -274,6 +282,9 @@ impl<P: Protocol> TestNet<P> {
             Ok::<_, Infallible>(())
         });
         n.advance(appended.lsn);
+        if appended.must_sync {
+            self.synced[i] = log.len();
+        }
         for out in n.released() {
             self.queue.push(match out {
                 Output::Peer { to, seq, msg } => {
@@ -297,6 +308,15 @@ impl<P: Protocol> TestNet<P> {
         self.recover(node, cfg, durable);
     }
 
+    /// Crash `node`'s machine and restart it: the log records no sync made
+    /// durable are lost (their turns' output has left, as it may when
+    /// nothing in them asked for a sync), then as [`TestNet::restart`].
+    pub fn restart_losing_unsynced(&mut self, node: NodeId, cfg: &P::Config) {
+        let i = node.idx();
+        self.logs[i].truncate(self.synced[i]);
+        self.restart(node, cfg);
+    }
+
     /// Crash `node` and restart it from a snapshot taken as it crashed:
     /// its store as it stood, each chain cut where the server's
     /// [`causeway_core::Server::snapshot_floor`] says, as the network
@@ -310,6 +330,7 @@ impl<P: Protocol> TestNet<P> {
         durable.store = self.nodes[i].store().restarted(floor.as_ref());
         self.snapshots[i] = Some(copy_durable::<P>(&durable));
         self.logs[i].clear();
+        self.synced[i] = 0;
         self.recover(node, cfg, durable);
     }
 

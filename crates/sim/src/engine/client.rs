@@ -380,7 +380,7 @@ impl<P: Protocol> Sim<P> {
         let t = &self.topology;
         let touches = keys.iter().any(|k| {
             let p = t.partition_of(k);
-            t.server(t.nearest_dc_storing(dc, p), p).is_some_and(|n| self.nodes[n.idx()].slow_extra_us > 0)
+            t.server(t.serving_dc(dc, p), p).is_some_and(|n| self.nodes[n.idx()].slow_extra_us > 0)
         });
         let name = if touches { "rot_touching_slow" } else { "rot_not_touching_slow" };
         self.metrics.request_done(name, invoke_us, self.now, failed);

@@ -25,7 +25,17 @@ struct InProgress {
     asked: NodeId,
     /// Numbers this attempt's timer; an older attempt's timer is ignored.
     attempt: u64,
+    /// Whether the runtime reported that `asked` could not be reached
+    /// ([`Client::on_unreachable`]): nothing was delivered, so even a PUT
+    /// may be asked of another replica when this attempt's timer fires.
+    undelivered: bool,
 }
+
+/// How long a client waits before asking the next replica when the runtime
+/// could not reach the last one, µs: long enough that a group whose every
+/// member refuses connections is not asked in a busy loop, short against
+/// an election.
+const UNREACHABLE_PAUSE_US: u64 = 20_000;
 
 pub struct NukvClient {
     cfg: Config,
@@ -68,6 +78,7 @@ impl NukvClient {
         cur.attempt = self.attempts;
         cur.asked = to;
         cur.tries += 1;
+        cur.undelivered = false;
         let req = cur.attempt;
         let msg = match &cur.op {
             Pending::Get { key, hwv, hrv } => {
@@ -92,10 +103,12 @@ impl NukvClient {
         rs[(self.ctx.nonce as usize).wrapping_add(tries) % rs.len()]
     }
 
-    /// The replica a PUT asks: the leader last heard of, else round the group.
+    /// The replica a PUT asks: the leader last heard of, else round the
+    /// group from a replica drawn by session (so that sessions that know
+    /// no leader do not all start at a replica that may be down).
     fn writer(&self, p: PartitionId, tries: usize) -> NodeId {
         let rs = self.ctx.topology.replicas(self.ctx.dc, p);
-        self.leader[p.idx()].unwrap_or(rs[tries % rs.len()])
+        self.leader[p.idx()].unwrap_or(rs[(self.ctx.nonce as usize).wrapping_add(tries) % rs.len()])
     }
 
     fn fail(&mut self, env: &mut impl ClientEnv<Msg>, err: OpError) {
@@ -174,8 +187,15 @@ impl Client for NukvClient {
             Pending::Get { .. } => self.reader(partition, 0),
             Pending::Put { .. } => self.writer(partition, 0),
         };
-        self.current =
-            Some(InProgress { op: pending, partition, started_us: env.now_us(), tries: 0, asked: first, attempt: 0 });
+        self.current = Some(InProgress {
+            op: pending,
+            partition,
+            started_us: env.now_us(),
+            tries: 0,
+            asked: first,
+            attempt: 0,
+            undelivered: false,
+        });
         self.ask(env, first);
     }
 
@@ -230,8 +250,26 @@ impl Client for NukvClient {
         }
         match cur.op {
             Pending::Get { .. } => self.retry(env),
+            // Never delivered: the next replica may be asked.
+            Pending::Put { .. } if cur.undelivered => self.retry(env),
             // The PUT may have committed: its outcome is unknown.
             Pending::Put { .. } => self.timed_out(env),
         }
+    }
+
+    /// The replica asked could not be reached: forget it as leader, and
+    /// ask the next one after a pause.
+    fn on_unreachable(&mut self, env: &mut impl ClientEnv<Msg>, node: NodeId) -> bool {
+        let Some(cur) = &mut self.current else { return false };
+        if cur.asked != node {
+            return false;
+        }
+        if self.leader[cur.partition.idx()] == Some(node) {
+            self.leader[cur.partition.idx()] = None;
+        }
+        cur.undelivered = true;
+        let left_us = self.cfg.op_deadline_us.saturating_sub(env.now_us().saturating_sub(cur.started_us));
+        env.set_timer(UNREACHABLE_PAUSE_US.min(left_us).max(1), cur.attempt);
+        true
     }
 }

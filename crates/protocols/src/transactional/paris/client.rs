@@ -70,7 +70,7 @@ impl ParisClient {
             return t.server(self.ctx.dc, here[(self.seq % here.len() as u64) as usize]);
         }
         let p = causeway_core::PartitionId((self.seq % t.spec().partitions as u64) as u32);
-        t.server(t.nearest_dc_storing(self.ctx.dc, p), p)
+        t.server(t.serving_dc(self.ctx.dc, p), p)
     }
 
     /// A step of an interactive transaction (deviation 11).
@@ -136,7 +136,7 @@ impl ParisClient {
         if !here.is_empty() {
             return t.server(self.ctx.dc, here[p.idx() % here.len()]);
         }
-        t.server(t.nearest_dc_storing(self.ctx.dc, p), p)
+        t.server(t.serving_dc(self.ctx.dc, p), p)
     }
 }
 

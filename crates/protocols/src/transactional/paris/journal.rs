@@ -11,10 +11,12 @@ use super::msg::{Ts, TxId};
 use causeway_core::{Key, NodeId, Value};
 use serde::{Deserialize, Serialize};
 
-/// The first byte of the metadata: its layout. Metadata of another length
-/// and tag is the layout before prepared transactions were kept: the two
-/// clocks, 8 bytes each.
-const FORMAT: u8 = 1;
+/// The first byte of the metadata: its layout. [`FORMAT_V1`] is the layout
+/// before the clock ceiling was kept; metadata of another length and tag is
+/// the layout before prepared transactions were kept: the two clocks, 8
+/// bytes each.
+const FORMAT: u8 = 2;
+const FORMAT_V1: u8 = 1;
 const LEGACY_LEN: usize = 16;
 
 /// The durable part of a prepared transaction: its proposed time, its
@@ -28,13 +30,22 @@ pub(super) struct PreparedTx {
     pub cid: u64,
 }
 
-/// A partition's clocks: VV[r] (the version clock), HLC, ust and S_old.
+/// A partition's clocks: VV[r] (the version clock), HLC, ust and S_old,
+/// and the synced ceiling above every clock value the partition has sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Clocks {
     pub vv_r: Ts,
     pub hlc: Ts,
     pub ust: Ts,
     pub s_old: Ts,
+    pub ceiling: Ts,
+}
+
+/// [`Journal`] as [`FORMAT_V1`] wrote it: the clocks without a ceiling.
+#[derive(Deserialize)]
+struct JournalV1 {
+    clocks: (Ts, Ts, Ts, Ts),
+    prepared: Vec<(TxId, PreparedTx)>,
 }
 
 /// The metadata, as written: borrowed from the partition.
@@ -57,13 +68,19 @@ pub(super) fn encode<'a>(clocks: Clocks, prepared: impl Iterator<Item = (&'a TxI
     postcard::to_extend(&journal, vec![FORMAT]).expect("the journal encodes into a vector")
 }
 
-/// Decode metadata written by [`encode`] (or the older two-clock layout);
-/// `None` for bytes of neither layout.
+/// Decode metadata written by [`encode`] (or an older layout, with no
+/// ceiling); `None` for bytes of no layout.
 pub(super) fn decode(meta: &[u8]) -> Option<Journal> {
     if let Some((&FORMAT, rest)) = meta.split_first()
         && let Ok(j) = postcard::from_bytes::<Journal>(rest)
     {
         return Some(j);
+    }
+    if let Some((&FORMAT_V1, rest)) = meta.split_first()
+        && let Ok(j) = postcard::from_bytes::<JournalV1>(rest)
+    {
+        let (vv_r, hlc, ust, s_old) = j.clocks;
+        return Some(Journal { clocks: Clocks { vv_r, hlc, ust, s_old, ceiling: 0 }, prepared: j.prepared });
     }
     if meta.len() == LEGACY_LEN {
         let word = |i: usize| u64::from_le_bytes(meta[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
@@ -86,9 +103,19 @@ mod tests {
             coord: NodeId(4),
             cid: 9,
         };
-        let clocks = Clocks { vv_r: 100, hlc: 200, ust: 90, s_old: 80 };
+        let clocks = Clocks { vv_r: 100, hlc: 200, ust: 90, s_old: 80, ceiling: 1_000_200 };
         let back = decode(&encode(clocks, [(&tx, &p)].into_iter())).expect("decodes");
-        assert_eq!(back, Journal { clocks, prepared: vec![(tx, p)] });
+        assert_eq!(back, Journal { clocks, prepared: vec![(tx, p.clone())] });
+        // The layout before the ceiling: the same, with a ceiling of 0.
+        #[derive(Serialize)]
+        struct V1<'a> {
+            clocks: (Ts, Ts, Ts, Ts),
+            prepared: Vec<(&'a TxId, &'a PreparedTx)>,
+        }
+        let v1 = postcard::to_extend(&V1 { clocks: (100, 200, 90, 80), prepared: vec![(&tx, &p)] }, vec![FORMAT_V1])
+            .expect("encodes");
+        let clocks = Clocks { ceiling: 0, ..clocks };
+        assert_eq!(decode(&v1), Some(Journal { clocks, prepared: vec![(tx, p)] }));
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub fn placement_of(t: &Topology) -> u64 {
     causeway_core::stable_hash(format!("{}:{}:{:?}", s.dcs, s.partitions, s.replication).as_bytes())
 }
 
+/// How far above the HLC the synced ceiling is set, µs: a sync about every
+/// half second of clock per partition, and a restarted partition's HLC at
+/// most a second ahead of where it was.
+const CEILING_STEP_US: Ts = 1_000_000;
+
 /// Server p_n^m: partition n in DC m, replica r of the R DCs storing n.
 pub(super) struct Partition {
     cfg: Config,
@@ -54,6 +59,12 @@ pub(super) struct Partition {
     pub(super) vv: Vec<Ts>,
     /// HLC_n^m.
     pub(super) hlc: Ts,
+    /// A synced bound above every clock value this partition has sent
+    /// (deviation 10): the version clock is journaled without a sync of its
+    /// own, so a crash of the machine may lose the record of a heartbeat
+    /// already sent; a restart takes its HLC to at least this, so no later
+    /// proposal falls at or below a version clock a peer has been told.
+    ceiling: Ts,
     /// ust_n^m: every replica of every partition has installed every
     /// version at or below it. Raised only.
     pub(super) ust: Ts,
@@ -176,6 +187,7 @@ impl Partition {
             s_old: 0,
             prepared: BTreeMap::new(),
             prepared_by_pt: BTreeSet::new(),
+            ceiling: 0,
             committed: BTreeMap::new(),
             coords: BTreeMap::new(),
             open: BTreeMap::new(),
@@ -450,7 +462,7 @@ impl Partition {
         let mut by_node: BTreeMap<NodeId, (Vec<usize>, Vec<Key>)> = BTreeMap::new();
         for (i, k) in reads.iter().enumerate() {
             let p = t.partition_of(k);
-            let Some(n) = t.server(t.nearest_dc_storing(self.m, p), p) else { continue };
+            let Some(n) = t.server(t.serving_dc(self.m, p), p) else { continue };
             let e = by_node.entry(n).or_default();
             e.0.push(i);
             e.1.push(k.clone());
@@ -529,7 +541,7 @@ impl Partition {
         let mut by_node: BTreeMap<NodeId, Vec<(Key, Value)>> = BTreeMap::new();
         for (k, v) in std::mem::take(&mut c.writes) {
             let p = t.partition_of(&k);
-            if let Some(n) = t.server(t.nearest_dc_storing(self.m, p), p) {
+            if let Some(n) = t.server(t.serving_dc(self.m, p), p) {
                 by_node.entry(n).or_default().push((k, v));
             }
         }
@@ -718,11 +730,25 @@ impl Partition {
     }
 
     /// Record the clocks and the prepared transactions in the store's
-    /// metadata; `sync` when the prepared set changed (a
-    /// proposal or an outcome depends on it), else only with the next sync
-    /// (a version clock lost in an operating-system crash is re-earned).
-    fn journal(&self, env: &mut impl Env, sync: bool) {
-        let clocks = journal::Clocks { vv_r: self.vv[self.r], hlc: self.hlc, ust: self.ust, s_old: self.s_old };
+    /// metadata; `sync` when the prepared set changed (a proposal or an
+    /// outcome depends on it), else only with the next sync, unless the HLC
+    /// has come within half a step of the synced [`Partition::ceiling`]:
+    /// then the ceiling moves a step above it, synced before this turn's
+    /// messages leave. A version clock lost in an operating-system crash is
+    /// then re-earned, never reissued below what was sent.
+    fn journal(&mut self, env: &mut impl Env, mut sync: bool) {
+        if self.hlc.saturating_add(CEILING_STEP_US / 2) >= self.ceiling {
+            self.ceiling = self.hlc + CEILING_STEP_US;
+            sync = true;
+        }
+        debug_assert!(self.vv[self.r] < self.ceiling && self.hlc < self.ceiling);
+        let clocks = journal::Clocks {
+            vv_r: self.vv[self.r],
+            hlc: self.hlc,
+            ust: self.ust,
+            s_old: self.s_old,
+            ceiling: self.ceiling,
+        };
         let meta = journal::encode(clocks, self.prepared.iter().map(|(tx, p)| (tx, &p.d)));
         if sync {
             env.store().set_meta(meta);
@@ -855,7 +881,10 @@ impl Partition {
         let mut dropped = false;
         if let Some(j) = store.meta().and_then(journal::decode) {
             self.vv[self.r] = j.clocks.vv_r;
-            self.hlc = j.clocks.hlc;
+            // At or above the synced ceiling: above every version clock sent
+            // before the crash, whether or not its record survived.
+            self.hlc = j.clocks.hlc.max(j.clocks.ceiling);
+            self.ceiling = j.clocks.ceiling;
             // A snapshot is at least the UST, so never below S_old: what GC
             // may have collected (deviation 6).
             self.ust = j.clocks.ust;
