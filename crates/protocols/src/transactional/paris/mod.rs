@@ -138,6 +138,18 @@
 //!       is never an answer: a decided transaction's COMMIT left in the
 //!       deciding turn, over the same FIFO channel as any later answer,
 //!       and reaches the cohort first.
+//!     - *A version clock is never reissued.* VV[r], the HLC and the UST
+//!       are journaled with each apply tick without a sync of their own
+//!       (an idle partition would otherwise sync every Δ_R), so a crash of
+//!       the machine can lose the record of a heartbeat already sent. The
+//!       journal also holds a synced ceiling a second above the HLC,
+//!       raised (and synced before the turn's messages leave) whenever the
+//!       HLC comes within half a second of it; a restarted partition's HLC
+//!       starts at the ceiling, so no proposal falls at or below a version
+//!       clock a peer was told, even when the machine comes back with its
+//!       clock set back. The price: commits a partition coordinates just
+//!       after a quick restart are up to a second ahead of the clocks, and
+//!       become visible when the UST reaches them.
 //!
 //!     Interactive transactions' contexts stay volatile (deviation 11). A
 //!     node lost for good still freezes the UST everywhere (no backup
