@@ -244,14 +244,26 @@ pub fn bench(a: BenchArgs) -> Result<(), Error> {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "set": s, second_name: g }))?);
     } else if let Some(m) = a.mix {
         let l = |k: &str| g.latency.get(k).cloned().unwrap_or_default();
+        // Interactive transactions, when the mix has them: their share in
+        // the mix and their latency (begin to commit) in the line.
+        let (txn_share, txn_latency) = if m.txn > 0.0 {
+            let t = l("interactive");
+            (
+                format!(":{:.0}", m.txn * 100.0),
+                format!(", txn ({}r+{}w) p50/p99 {}/{} ms", m.txn_reads, m.txn_writes, ms(t.p50_us), ms(t.p99_us)),
+            )
+        } else {
+            (String::new(), String::new())
+        };
         println!(
-            "SET (load): {:.0} ops/s\nMIXED {:.0}:{:.0}:{:.0} read:update:rot: {:.0} ops/s ({} errors); get p50/p99 {}/{} ms, \
-             put p50/p99 {}/{} ms, rot p50/p99 {}/{} ms, CPU {:.1} user + {:.1} sys µs/op  \
-             [{} protocol, {} connections × {} pipelined, {}-byte values, {} keys]",
+            "SET (load): {:.0} ops/s\nMIXED {:.0}:{:.0}:{:.0}{txn_share} read:update:rot{}: {:.0} ops/s ({} errors); get \
+             p50/p99 {}/{} ms, put p50/p99 {}/{} ms, rot p50/p99 {}/{} ms{txn_latency}, CPU {:.1} user + {:.1} sys \
+             µs/op  [{} protocol, {} connections × {} pipelined, {}-byte values, {} keys]",
             s.throughput_ops_s,
             m.read * 100.0,
             m.update * 100.0,
             m.rot * 100.0,
+            if m.txn > 0.0 { ":txn" } else { "" },
             g.throughput_ops_s,
             g.errors,
             ms(l("get").p50_us),
