@@ -47,6 +47,11 @@ pub struct Claim {
     /// … divided by the metric at this one, when the claim is a ratio.
     #[serde(default)]
     pub over: Option<Select>,
+    /// … or less the metric at this one, when the claim is a difference
+    /// (an extra latency in ms: "adds ~10 ms over eventual"). Not with
+    /// `over`.
+    #[serde(default)]
+    pub less: Option<Select>,
     /// An ordering claim instead: these points' metric rises in this order.
     #[serde(default)]
     pub order: Vec<Select>,
@@ -299,12 +304,17 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
     }
     let Some(of) = &c.of else { return missing() };
     let Ok(top) = value(r, of, &c.metric).map(|v| v - c.minus) else { return missing() };
-    let ours = match &c.over {
-        Some(over) => match value(r, over, &c.metric) {
+    let ours = match (&c.over, &c.less) {
+        (Some(_), Some(_)) => return missing(),
+        (Some(over), None) => match value(r, over, &c.metric) {
             Ok(bottom) => top / (bottom - c.minus),
             Err(_) => return missing(),
         },
-        None => top,
+        (None, Some(less)) => match value(r, less, &c.metric) {
+            Ok(bottom) => top - (bottom - c.minus),
+            Err(_) => return missing(),
+        },
+        (None, None) => top,
     } * c.scale;
     if let Some([lo, hi]) = c.range {
         let inside = ours.is_finite() && (lo..=hi).contains(&ours);
