@@ -50,7 +50,7 @@ pub struct Claim {
     /// … or less the metric at this one, when the claim is a difference
     /// (an extra latency in ms: "adds ~10 ms over eventual"). Not with
     /// `over`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub less: Option<Select>,
     /// An ordering claim instead: these points' metric rises in this order.
     #[serde(default)]

@@ -113,7 +113,9 @@ impl Config {
                 return Err(format!("nukv.{name} must be at least 1"));
             }
         }
-        for (name, v) in [("remote_read_share", self.remote_read_share), ("remote_write_share", self.remote_write_share)] {
+        for (name, v) in
+            [("remote_read_share", self.remote_read_share), ("remote_write_share", self.remote_write_share)]
+        {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("nukv.{name} must be a share between 0 and 1, got {v}"));
             }
