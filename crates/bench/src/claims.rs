@@ -389,6 +389,49 @@ mod tests {
         assert_eq!(verdict(1.0, f64::NAN, Auto, true), Missing);
     }
 
+    /// Two entries at one sweep point, latency 3 ms (eventual) and 13 ms
+    /// (gentlerain), with `claim` appended.
+    fn checked_one(claim: &str) -> Checked {
+        use crate::experiment::{Experiment, Runtime};
+        use crate::measure::Sample;
+        use crate::runner::PointResult;
+        let text = format!(
+            "name = \"t\"\nprotocols = [\"eventual\", \"gentlerain\"]\n[sweep]\nparam = \"workload.clients_per_dc\"\n\
+             values = [4]\n[scenario]\nduration_ms = 100\n[scenario.topology]\ndcs = 1\npartitions = 1\n{claim}"
+        );
+        let e = Experiment::from_toml_str(&text, "t.toml").unwrap();
+        let points = e
+            .points()
+            .unwrap()
+            .into_iter()
+            .map(|p| {
+                let mut m = Sample::default();
+                m.metrics.insert("latency.get.mean_ms".into(), 3.0 + 10.0 * p.entry as f64);
+                PointResult { point: p, repetitions: vec![m.clone()], median: m }
+            })
+            .collect();
+        let r = Results {
+            experiment: e,
+            runtime: Runtime::Sim,
+            repetitions: 1,
+            points,
+            wall_s: 0.0,
+            provenance: String::new(),
+        };
+        check(&r).remove(0)
+    }
+
+    #[test]
+    fn a_difference_claim_subtracts_and_cannot_also_be_a_ratio() {
+        let claim = "[[claim]]\nseed = \"000\"\nfigure = \"F\"\ntext = \"extra\"\npaper = 10\n\
+                     metric = \"latency.get.mean_ms\"\nof = { entry = \"gentlerain\" }\nless = { entry = \"eventual\" }\n";
+        let c = checked_one(claim);
+        assert_eq!(c.ours, vec![10.0]);
+        assert_eq!(c.verdict, Verdict::Reproduced);
+        let c = checked_one(&format!("{claim}over = {{ entry = \"eventual\" }}\n"));
+        assert_eq!(c.verdict, Verdict::Missing, "`less` and `over` together name no one number");
+    }
+
     #[test]
     fn numbers_print_without_trailing_zeros() {
         assert_eq!(number(3.0), "3");
