@@ -47,6 +47,11 @@ pub struct Claim {
     /// … divided by the metric at this one, when the claim is a ratio.
     #[serde(default)]
     pub over: Option<Select>,
+    /// … or less the metric at this one, when the claim is a difference
+    /// (an extra latency in ms: "adds ~10 ms over eventual"). Not with
+    /// `over`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub less: Option<Select>,
     /// An ordering claim instead: these points' metric rises in this order.
     #[serde(default)]
     pub order: Vec<Select>,
@@ -299,12 +304,17 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
     }
     let Some(of) = &c.of else { return missing() };
     let Ok(top) = value(r, of, &c.metric).map(|v| v - c.minus) else { return missing() };
-    let ours = match &c.over {
-        Some(over) => match value(r, over, &c.metric) {
+    let ours = match (&c.over, &c.less) {
+        (Some(_), Some(_)) => return missing(),
+        (Some(over), None) => match value(r, over, &c.metric) {
             Ok(bottom) => top / (bottom - c.minus),
             Err(_) => return missing(),
         },
-        None => top,
+        (None, Some(less)) => match value(r, less, &c.metric) {
+            Ok(bottom) => top - (bottom - c.minus),
+            Err(_) => return missing(),
+        },
+        (None, None) => top,
     } * c.scale;
     if let Some([lo, hi]) = c.range {
         let inside = ours.is_finite() && (lo..=hi).contains(&ours);
@@ -377,6 +387,49 @@ mod tests {
         assert_eq!(verdict(1.0, 0.8, Auto, true), Reproduced);
         assert_eq!(verdict(1.0, 0.3, Auto, true), NotReproduced);
         assert_eq!(verdict(1.0, f64::NAN, Auto, true), Missing);
+    }
+
+    /// Two entries at one sweep point, latency 3 ms (eventual) and 13 ms
+    /// (gentlerain), with `claim` appended.
+    fn checked_one(claim: &str) -> Checked {
+        use crate::experiment::{Experiment, Runtime};
+        use crate::measure::Sample;
+        use crate::runner::PointResult;
+        let text = format!(
+            "name = \"t\"\nprotocols = [\"eventual\", \"gentlerain\"]\n[sweep]\nparam = \"workload.clients_per_dc\"\n\
+             values = [4]\n[scenario]\nduration_ms = 100\n[scenario.topology]\ndcs = 1\npartitions = 1\n{claim}"
+        );
+        let e = Experiment::from_toml_str(&text, "t.toml").unwrap();
+        let points = e
+            .points()
+            .unwrap()
+            .into_iter()
+            .map(|p| {
+                let mut m = Sample::default();
+                m.metrics.insert("latency.get.mean_ms".into(), 3.0 + 10.0 * p.entry as f64);
+                PointResult { point: p, repetitions: vec![m.clone()], median: m }
+            })
+            .collect();
+        let r = Results {
+            experiment: e,
+            runtime: Runtime::Sim,
+            repetitions: 1,
+            points,
+            wall_s: 0.0,
+            provenance: String::new(),
+        };
+        check(&r).remove(0)
+    }
+
+    #[test]
+    fn a_difference_claim_subtracts_and_cannot_also_be_a_ratio() {
+        let claim = "[[claim]]\nseed = \"000\"\nfigure = \"F\"\ntext = \"extra\"\npaper = 10\n\
+                     metric = \"latency.get.mean_ms\"\nof = { entry = \"gentlerain\" }\nless = { entry = \"eventual\" }\n";
+        let c = checked_one(claim);
+        assert_eq!(c.ours, vec![10.0]);
+        assert_eq!(c.verdict, Verdict::Reproduced);
+        let c = checked_one(&format!("{claim}over = {{ entry = \"eventual\" }}\n"));
+        assert_eq!(c.verdict, Verdict::Missing, "`less` and `over` together name no one number");
     }
 
     #[test]

@@ -79,6 +79,7 @@
 //! metric = "latency.put.mean_ms"
 //! of = { entry = "gentlerain", at = "10" }        # at: a sweep label, max or min
 //! over = { entry = "causalspartanx", at = "10" }  # optional: a ratio
+//! # less = { entry = "…", at = "10" }             # or a difference instead
 //! cause = "…"                         # why, when below reproduced
 //! ```
 //!

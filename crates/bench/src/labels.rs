@@ -57,6 +57,7 @@ const KINDS: &[(&str, &str)] = &[
     ("batch", "batched write"),
     ("rot_touching_slow", "ROT touching the slow partition"),
     ("rot_not_touching_slow", "ROT not touching the slow partition"),
+    ("ops", "operation"),
 ];
 
 /// An operation kind of a latency name (`rot`) as words ("ROT").

@@ -13,6 +13,9 @@
 //!   `<kind>_3plus_rounds` for get, rot, put and wot, and
 //!   `get_indirected`, `rot_indirected` (reads a client noted indirected,
 //!   taken out of their rounds names)
+//! - `latency.ops.mean_ms`: the mean over every GET, PUT, ROT and WOT
+//!   together (a mixed workload's "operation latency", as Roohitavaf's
+//!   NuKV figures plot it)
 //! - `visibility.<from>-><to>.{mean,p50,p95,p99}_ms` per DC pair, and
 //!   `visibility.all.mean_ms` weighted over pairs
 //! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`
@@ -88,6 +91,16 @@ impl Sample {
             if let Some(c) = cdf.filter(|c| !c.is_empty()) {
                 s.cdfs.insert(k.clone(), c.iter().map(|&us| ms(us as f64)).collect());
             }
+        }
+        let (mut n, mut total) = (0u64, 0.0);
+        for k in ["get", "put", "rot", "wot"] {
+            if let Some(sum) = r.latency.get(k) {
+                n += sum.count;
+                total += sum.mean_us * sum.count as f64;
+            }
+        }
+        if n > 0 {
+            s.metrics.insert("latency.ops.mean_ms".into(), ms(total / n as f64));
         }
         let (mut n, mut total) = (0u64, 0.0);
         for v in &r.visibility {

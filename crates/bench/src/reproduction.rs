@@ -132,6 +132,7 @@ mod tests {
                 metric: "m".into(),
                 of: Some(Select { entry: "a".into(), ..Default::default() }),
                 over: None,
+                less: None,
                 order: Vec::new(),
                 minus: 0.0,
                 scale: 1.0,

@@ -2,22 +2,34 @@
 //! log index it has read (`hrm`) and written (`hwm`), and the highest
 //! timestamps it has read and written (`dtr`, `dtw`); none of it travels
 //! with the data. Each operation takes what its level needs from them.
+//!
+//! A session belongs to one DC but, as in the thesis's evaluation
+//! (§4.4.1), may send a share of its GETs and PUTs to another DC's
+//! replicas and leaders (`remote_read_share`, `remote_write_share`); the
+//! vectors are per DC, so a level holds wherever an operation goes.
 
 use super::config::*;
 use super::msg::*;
 use causeway_core::{
-    Client, ClientCtx, ClientEnv, Hlc, Key, Levels, NodeId, Op, OpError, OpResult, PartitionId, Value,
+    Client, ClientCtx, ClientEnv, DcId, Hlc, Key, Levels, NodeId, Op, OpError, OpResult, PartitionId, Value,
 };
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// What the operation in progress is.
 enum Pending {
     Get { key: Key, hwv: Vec<u64>, hrv: Vec<u64> },
-    Put { key: Key, value: Value, dt: Hlc },
+    Put { key: Key, value: Value, dep: Dep },
 }
 
 struct InProgress {
     op: Pending,
     partition: PartitionId,
+    /// The DC whose replicas this operation asks.
+    dc: DcId,
+    /// Where in that DC's group a GET starts (the session's nonce at
+    /// home, a random replica elsewhere).
+    spread: usize,
     started_us: u64,
     /// Replicas asked so far (the next one is chosen from it).
     tries: usize,
@@ -45,8 +57,11 @@ pub struct NukvClient {
     hwm: Vec<Vec<u64>>,
     dtr: Hlc,
     dtw: Hlc,
-    /// Per partition, the leader last heard of in the session's DC.
-    leader: Vec<Option<NodeId>>,
+    /// Per DC and partition, the leader last heard of.
+    leader: Vec<Vec<Option<NodeId>>>,
+    /// Draws which DC an operation goes to (seeded by the session's
+    /// nonce: a protocol has no randomness of its own).
+    rng: ChaCha8Rng,
     current: Option<InProgress>,
     attempts: u64,
 }
@@ -60,7 +75,8 @@ impl NukvClient {
             hwm: vec![vec![0; p]; d],
             dtr: Hlc::ZERO,
             dtw: Hlc::ZERO,
-            leader: vec![None; p],
+            leader: vec![vec![None; p]; d],
+            rng: ChaCha8Rng::seed_from_u64(ctx.nonce),
             current: None,
             attempts: 0,
             ctx,
@@ -84,7 +100,9 @@ impl NukvClient {
             Pending::Get { key, hwv, hrv } => {
                 Msg::GetReq(Box::new(GetReq { key: key.clone(), hwv: hwv.clone(), hrv: hrv.clone(), req }))
             }
-            Pending::Put { key, value, dt } => Msg::PutReq { key: key.clone(), value: value.clone(), dt: *dt, req },
+            Pending::Put { key, value, dep } => {
+                Msg::PutReq { key: key.clone(), value: value.clone(), dep: dep.clone(), req }
+            }
         };
         env.send(to, msg);
         // A PUT may have been proposed once sent: it is never sent again
@@ -96,19 +114,35 @@ impl NukvClient {
         env.set_timer(wait, cur.attempt);
     }
 
-    /// The replica a GET asks on its `tries`-th attempt: spread over the
-    /// group by session, then round the group.
-    fn reader(&self, p: PartitionId, tries: usize) -> NodeId {
-        let rs = self.ctx.topology.replicas(self.ctx.dc, p);
-        rs[(self.ctx.nonce as usize).wrapping_add(tries) % rs.len()]
+    /// The replica of `dc` a GET asks on its `tries`-th attempt: from
+    /// `spread`, round the group.
+    fn reader(&self, dc: DcId, p: PartitionId, spread: usize, tries: usize) -> NodeId {
+        let rs = self.ctx.topology.replicas(dc, p);
+        rs[spread.wrapping_add(tries) % rs.len()]
     }
 
-    /// The replica a PUT asks: the leader last heard of, else round the
-    /// group from a replica drawn by session (so that sessions that know
-    /// no leader do not all start at a replica that may be down).
-    fn writer(&self, p: PartitionId, tries: usize) -> NodeId {
-        let rs = self.ctx.topology.replicas(self.ctx.dc, p);
-        self.leader[p.idx()].unwrap_or(rs[(self.ctx.nonce as usize).wrapping_add(tries) % rs.len()])
+    /// The replica of `dc` a PUT asks: the leader last heard of, else
+    /// round the group from `spread` (the session's place in it at home, so
+    /// that sessions that know no leader do not all start at a replica that
+    /// may be down).
+    fn writer(&self, dc: DcId, p: PartitionId, spread: usize, tries: usize) -> NodeId {
+        let rs = self.ctx.topology.replicas(dc, p);
+        self.leader[dc.idx()][p.idx()].unwrap_or(rs[spread.wrapping_add(tries) % rs.len()])
+    }
+
+    /// Where the next operation goes: with probability `share` another DC
+    /// (each equally likely) and a random start in its group, else the
+    /// session's own DC and the session's place in its group. No draw at
+    /// all with a share of 0, so a sticky session's choices are as before.
+    fn destination(&mut self, share: f64) -> (DcId, usize) {
+        let home = (self.ctx.dc, self.ctx.nonce as usize);
+        let dcs = self.ctx.topology.dcs();
+        if share <= 0.0 || dcs < 2 || !self.rng.random_bool(share) {
+            return home;
+        }
+        let other = self.rng.random_range(0..dcs - 1);
+        let dc = if other >= self.ctx.dc.idx() { other + 1 } else { other };
+        (DcId(dc as u16), self.rng.random_range(0..usize::from(u16::MAX)))
     }
 
     fn fail(&mut self, env: &mut impl ClientEnv<Msg>, err: OpError) {
@@ -133,8 +167,8 @@ impl NukvClient {
         }
         let Some(cur) = &self.current else { return };
         let to = match cur.op {
-            Pending::Get { .. } => self.reader(cur.partition, cur.tries),
-            Pending::Put { .. } => self.writer(cur.partition, cur.tries),
+            Pending::Get { .. } => self.reader(cur.dc, cur.partition, cur.spread, cur.tries),
+            Pending::Put { .. } => self.writer(cur.dc, cur.partition, cur.spread, cur.tries),
         };
         self.ask(env, to);
     }
@@ -166,13 +200,26 @@ impl Client for NukvClient {
             }
             Op::Put { key, value } => {
                 let p = t.partition_of(&key);
-                let dt = match levels.write {
-                    WriteLevel::Eventual => Hlc::ZERO,
-                    WriteLevel::WriteFollowsReads => self.dtr,
-                    WriteLevel::MonotonicWrite => self.dtw,
-                    WriteLevel::MonotonicWriteFollowsReads => self.dtr.max(self.dtw),
+                let dep = if self.cfg.hlc {
+                    Dep::Time(match levels.write {
+                        WriteLevel::Eventual => Hlc::ZERO,
+                        WriteLevel::WriteFollowsReads => self.dtr,
+                        WriteLevel::MonotonicWrite => self.dtw,
+                        WriteLevel::MonotonicWriteFollowsReads => self.dtr.max(self.dtw),
+                    })
+                } else {
+                    let mut after = vec![0; t.dcs()];
+                    for (d, a) in after.iter_mut().enumerate() {
+                        if levels.write.write_follows_reads() {
+                            *a = (*a).max(self.hrm[d][p.idx()]);
+                        }
+                        if levels.write.monotonic_write() {
+                            *a = (*a).max(self.hwm[d][p.idx()]);
+                        }
+                    }
+                    Dep::Applied(after.into())
                 };
-                (Pending::Put { key, value, dt }, p)
+                (Pending::Put { key, value, dep }, p)
             }
             other => {
                 crate::kit::client::fail_unsupported(env, other.kind());
@@ -183,13 +230,19 @@ impl Client for NukvClient {
             env.complete(OpResult::Failed(OpError::NoReplica));
             return;
         }
+        let (dc, spread) = match pending {
+            Pending::Get { .. } => self.destination(self.cfg.remote_read_share),
+            Pending::Put { .. } => self.destination(self.cfg.remote_write_share),
+        };
         let first = match pending {
-            Pending::Get { .. } => self.reader(partition, 0),
-            Pending::Put { .. } => self.writer(partition, 0),
+            Pending::Get { .. } => self.reader(dc, partition, spread, 0),
+            Pending::Put { .. } => self.writer(dc, partition, spread, 0),
         };
         self.current = Some(InProgress {
             op: pending,
             partition,
+            dc,
+            spread,
             started_us: env.now_us(),
             tries: 0,
             asked: first,
@@ -212,7 +265,7 @@ impl Client for NukvClient {
         if from != cur.asked || req != cur.attempt {
             return; // a late answer to an earlier request
         }
-        let p = cur.partition;
+        let (p, at) = (cur.partition, cur.dc);
         match (msg, &cur.op) {
             (Msg::GetReply { value, dc, idx, t, .. }, Pending::Get { .. }) => {
                 if value.is_some() {
@@ -223,9 +276,11 @@ impl Client for NukvClient {
                 self.current = None;
                 env.complete(OpResult::Get(value));
             }
-            (Msg::Behind { .. }, Pending::Get { .. }) => self.retry(env),
+            // A GET asks another replica; a PUT the leader held for its
+            // dependencies was not proposed, and asks again.
+            (Msg::Behind { .. }, _) => self.retry(env),
             (Msg::PutReply { dc, idx, t, .. }, Pending::Put { .. }) => {
-                self.leader[p.idx()] = Some(from);
+                self.leader[at.idx()][p.idx()] = Some(from);
                 let h = &mut self.hwm[dc.idx()][p.idx()];
                 *h = (*h).max(idx);
                 self.dtw = self.dtw.max(t);
@@ -235,7 +290,7 @@ impl Client for NukvClient {
             (Msg::NotLeader { leader, .. }, Pending::Put { .. }) => {
                 // Nothing was proposed: ask the leader it names, or (it
                 // waited for an election that named none) the next replica.
-                self.leader[p.idx()] = leader.filter(|&l| l != from);
+                self.leader[at.idx()][p.idx()] = leader.filter(|&l| l != from);
                 self.retry(env);
             }
             (Msg::Refused { reason, .. }, _) => self.fail(env, OpError::BadRequest(reason)),
@@ -264,8 +319,9 @@ impl Client for NukvClient {
         if cur.asked != node {
             return false;
         }
-        if self.leader[cur.partition.idx()] == Some(node) {
-            self.leader[cur.partition.idx()] = None;
+        let leader = &mut self.leader[cur.dc.idx()][cur.partition.idx()];
+        if *leader == Some(node) {
+            *leader = None;
         }
         cur.undelivered = true;
         let left_us = self.cfg.op_deadline_us.saturating_sub(env.now_us().saturating_sub(cur.started_us));

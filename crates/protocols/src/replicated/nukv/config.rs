@@ -38,6 +38,30 @@ pub struct Config {
     /// How long an operation may take in all before the client fails it
     /// with `TimedOut`, µs.
     pub op_deadline_us: u64,
+    /// The share of GETs a session sends to a replica of another DC (one
+    /// drawn at random) instead of its own DC's, 0–1: one minus the
+    /// "local access probability" of Roohitavaf's evaluation (§4.4.1:
+    /// a client thread reads from "one of the six replicas" and writes on
+    /// "one of the leaders", drawn "with the given probabilities"; Figs
+    /// 4.3, 4.4, 4.6). Drawn per operation from a generator seeded by the
+    /// session's nonce, so a simulation replays exactly.
+    pub remote_read_share: f64,
+    /// The share of PUTs a session sends to another DC's leader, 0–1 (as
+    /// `remote_read_share`, for writes).
+    pub remote_write_share: f64,
+    /// How a PUT is ordered after the writes its level makes it depend on
+    /// (§4.4.2, the HLC subscript of Table 4.1). `true`, Alg 4.1/4.2: it
+    /// carries the session's dependency time `dt` and the leader stamps
+    /// it past `dt` at once (`updateHLC(dt)`), so a PUT never waits.
+    /// `false`, the thesis's "without HLC" runs: "the PUT operation must
+    /// wait until the current server receives all the relevant updates
+    /// that must occur before [it]" — the session sends the log indexes
+    /// its level depends on for the key's partition (`hrm[:,p]` for
+    /// write-follows-reads, `hwm[:,p]` for monotonic-write, their maximum
+    /// for both), the leader holds the PUT until its stable vector covers
+    /// them (having applied those writes, its clock is past their stamps),
+    /// then stamps it with its own clock alone.
+    pub hlc: bool,
     /// Mutant: GETs do not wait for the stable vector (Alg 4.2's blocking
     /// rule switched off), so read-your-writes and monotonic reads break
     /// when a session reads from a lagging replica.
@@ -57,6 +81,9 @@ impl Default for Config {
             get_wait_us: 500_000,
             client_retry_us: 300_000,
             op_deadline_us: 4_000_000,
+            remote_read_share: 0.0,
+            remote_write_share: 0.0,
+            hlc: true,
             mutant_skip_get_wait: false,
         }
     }
@@ -84,6 +111,13 @@ impl Config {
         ] {
             if v == 0 {
                 return Err(format!("nukv.{name} must be at least 1"));
+            }
+        }
+        for (name, v) in
+            [("remote_read_share", self.remote_read_share), ("remote_write_share", self.remote_write_share)]
+        {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("nukv.{name} must be a share between 0 and 1, got {v}"));
             }
         }
         if self.op_deadline_us < self.client_retry_us {

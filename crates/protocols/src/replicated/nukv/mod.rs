@@ -50,9 +50,19 @@
 //!   not proposed and goes to the named leader.
 //! - **A parked GET has a deadline** (`get_wait_us`): the replica then
 //!   answers `Behind` and the client asks another replica of its DC.
-//! - **Sticky sessions.** Runtimes attach a session to one DC, so the
-//!   paper's client migration (reads at another DC's replicas) is not
-//!   exercised; the vectors are per DC all the same.
+//! - **Sessions at home, with a share elsewhere.** Runtimes attach a
+//!   session to one DC; the paper's clients that switch DCs are modelled
+//!   as its evaluation does (§4.4.1): `remote_read_share` and
+//!   `remote_write_share` send that share of a session's GETs to a random
+//!   replica, and of its PUTs to the leader, of another DC (default none).
+//!   The vectors are per DC, so every level holds wherever an operation
+//!   goes.
+//! - **Writes without HLC** (`hlc = false`) are the thesis's baseline of
+//!   §4.4.2, whose mechanism it states only as "the PUT operation must
+//!   wait until the current server receives all the relevant updates":
+//!   here the session sends the log indexes its write level depends on
+//!   and the leader holds the PUT until its stable vector covers them
+//!   (`Behind` after `get_wait_us`, and the session asks again).
 
 mod client;
 mod config;

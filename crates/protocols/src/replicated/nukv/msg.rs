@@ -68,6 +68,18 @@ pub struct GetReq {
     pub req: u64,
 }
 
+/// What a PUT must be ordered after (Config::hlc says which one sessions
+/// send).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Dep {
+    /// Alg 4.1's dependency time `dt`: the leader stamps past it at once.
+    Time(Hlc),
+    /// Per DC, the log index of the key's partition the leader's stable
+    /// vector must reach before it stamps the write (the thesis's writes
+    /// "without HLC", §4.4.2). At most one entry per DC.
+    Applied(Box<[u64]>),
+}
+
 /// Writes the forwarder of `origin` ships to another DC: every write that
 /// committed in `origin`'s group with an index in `(after, upto]`, in
 /// index order (Alg 4.2's `Replicate`, batched, with the range made
@@ -108,10 +120,11 @@ pub enum Msg {
     /// answer to an earlier request for this one's.
     GetReply { req: u64, value: Option<Value>, dc: DcId, idx: u64, t: Hlc },
     /// The replica's stable vector did not reach the session's within
-    /// `get_wait_us`: ask another replica.
+    /// `get_wait_us`: a GET asks another replica, a PUT (held before it
+    /// was proposed, waiting for its `Dep::Applied`) asks again.
     Behind { req: u64 },
-    /// A PUT to the partition's leader, with the dependency time `dt`.
-    PutReq { key: Key, value: Value, dt: Hlc, req: u64 },
+    /// A PUT to the partition's leader, with what it depends on.
+    PutReq { key: Key, value: Value, dep: Dep, req: u64 },
     /// The PUT committed: its DC, that DC's stable entry at the leader
     /// once it applied the write, and the write's timestamp.
     PutReply { req: u64, dc: DcId, idx: u64, t: Hlc },

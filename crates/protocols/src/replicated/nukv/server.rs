@@ -107,15 +107,17 @@ struct Group {
     xc: Option<Forwarder>,
 }
 
-/// A PUT that reached a replica while its group had no leader: proposed
-/// here if this replica wins the election, else answered `NotLeader` with
-/// the winner (or none, after `get_wait_us`).
+/// A PUT not proposed yet: one that reached a replica while its group had
+/// no leader (proposed here if this replica wins the election, else
+/// answered `NotLeader` with the winner, or none after `get_wait_us`), or
+/// one at the leader waiting for its `Dep::Applied` (proposed once the
+/// stable vector covers it, else answered `Behind` after `get_wait_us`).
 struct HeldPut {
     from: ClientId,
     req: u64,
     key: Key,
     value: Value,
-    dt: Hlc,
+    dep: Dep,
     since_us: u64,
 }
 
@@ -153,6 +155,9 @@ pub struct NukvServer {
     waiting: BTreeMap<u64, (ClientId, u64)>,
     parked: Vec<Parked>,
     held: Vec<HeldPut>,
+    /// PUTs at the leader waiting for the writes they depend on (writes
+    /// without HLC, `Config::hlc` false).
+    waiting_puts: Vec<HeldPut>,
     ticks: u64,
     logger: slog::Logger,
 }
@@ -179,6 +184,7 @@ impl NukvServer {
             waiting: BTreeMap::new(),
             parked: Vec::new(),
             held: Vec::new(),
+            waiting_puts: Vec::new(),
             ticks: 0,
             logger: slog::Logger::root(slog::Discard, slog::o!()),
         }
@@ -319,6 +325,7 @@ impl NukvServer {
         self.ship(env);
         self.unpark(env);
         self.unhold(env);
+        self.unwait_puts(env);
         self.save_meta(env);
     }
 
@@ -596,12 +603,14 @@ impl NukvServer {
     }
 
     fn stable_enough(&self, req: &GetReq) -> bool {
+        self.cfg.mutant_skip_get_wait || (self.covers(&req.hrv) && self.covers(&req.hwv))
+    }
+
+    /// The stable vector is at or above `v` in every entry (`v` may be
+    /// shorter: its missing entries are zero).
+    fn covers(&self, v: &[u64]) -> bool {
         let sv = &self.groups[0].sv;
-        self.cfg.mutant_skip_get_wait
-            || sv
-                .iter()
-                .enumerate()
-                .all(|(i, &s)| s >= req.hrv.get(i).copied().unwrap_or(0) && s >= req.hwv.get(i).copied().unwrap_or(0))
+        v.iter().enumerate().all(|(i, &x)| sv.get(i).is_some_and(|&s| s >= x))
     }
 
     fn read(&self, env: &mut impl Env, from: ClientId, key: &[u8], req: u64) {
@@ -660,7 +669,7 @@ impl NukvServer {
         let leader = self.groups[0].raw.raft.leader_id;
         for h in std::mem::take(&mut self.held) {
             if leader != raft::INVALID_ID || now.saturating_sub(h.since_us) >= self.cfg.get_wait_us {
-                self.on_put(env, h.from, h.req, h.key, h.value, h.dt, h.since_us);
+                self.on_put(env, h);
             } else {
                 self.held.push(h);
             }
@@ -671,22 +680,59 @@ impl NukvServer {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_put(&mut self, env: &mut impl Env, from: ClientId, req: u64, key: Key, value: Value, dt: Hlc, since_us: u64) {
-        let g = &mut self.groups[0];
-        if g.raw.raft.state != StateRole::Leader {
-            let leader = g.raw.raft.leader_id;
-            let now = env.now_us();
-            if leader == raft::INVALID_ID && now.saturating_sub(since_us) < self.cfg.get_wait_us {
-                self.held.push(HeldPut { from, req, key, value, dt, since_us });
-                return;
-            }
-            env.reply(from, Msg::NotLeader { req, leader: (leader != raft::INVALID_ID).then(|| node_of(leader)) });
+    /// Propose the PUTs whose dependencies the stable vector now covers
+    /// (reporting how long they waited), and answer `Behind` to those out
+    /// of time.
+    fn unwait_puts(&mut self, env: &mut impl Env) {
+        if self.waiting_puts.is_empty() {
             return;
         }
-        // updateHLC(dt): past the clock, the previous stamp and the
-        // session's dependency time; a PUT never waits.
-        let t = self.hlc.update(env.now_us(), dt);
+        let now = env.now_us();
+        for h in std::mem::take(&mut self.waiting_puts) {
+            let ready = matches!(&h.dep, Dep::Applied(v) if self.covers(v));
+            if ready {
+                env.observe(Observation::Blocked { what: "put_wait", waited_us: now.saturating_sub(h.since_us) });
+                self.on_put(env, h);
+            } else if now.saturating_sub(h.since_us) >= self.cfg.get_wait_us {
+                env.reply(h.from, Msg::Behind { req: h.req });
+            } else {
+                self.waiting_puts.push(h);
+            }
+        }
+        if self.groups[0].raw.has_ready() {
+            self.drive(env);
+        }
+    }
+
+    fn on_put(&mut self, env: &mut impl Env, put: HeldPut) {
+        let g = &self.groups[0];
+        let now = env.now_us();
+        if g.raw.raft.state != StateRole::Leader {
+            let leader = g.raw.raft.leader_id;
+            if leader == raft::INVALID_ID && now.saturating_sub(put.since_us) < self.cfg.get_wait_us {
+                self.held.push(put);
+                return;
+            }
+            let leader = (leader != raft::INVALID_ID).then(|| node_of(leader));
+            env.reply(put.from, Msg::NotLeader { req: put.req, leader });
+            return;
+        }
+        let dt = match &put.dep {
+            // updateHLC(dt): past the clock, the previous stamp and the
+            // session's dependency time; the PUT never waits.
+            Dep::Time(dt) => *dt,
+            // Without HLC: once this leader has applied every write the
+            // PUT depends on, its clock (moved past each applied write's
+            // stamp) orders the PUT after them.
+            Dep::Applied(v) if self.covers(v) => Hlc::ZERO,
+            Dep::Applied(_) => {
+                self.waiting_puts.push(put);
+                return;
+            }
+        };
+        let HeldPut { from, req, key, value, .. } = put;
+        let g = &mut self.groups[0];
+        let t = self.hlc.update(now, dt);
         self.proposed += 1;
         let cmd = Command::Put { key, value, t, dc: self.dc, proposal: (self.me, self.proposed, self.started_us) };
         let data = postcard::to_allocvec(&cmd).expect("a command encodes");
@@ -753,9 +799,18 @@ impl Server for NukvServer {
         }
         match msg {
             Msg::GetReq(r) => self.on_get(env, from, r),
-            Msg::PutReq { key, value, dt, req } => {
-                let now = env.now_us();
-                self.on_put(env, from, req, key, value, dt, now)
+            Msg::PutReq { key, value, dep, req } => {
+                let dcs = self.topology.dcs();
+                match &dep {
+                    Dep::Applied(v) if v.len() > dcs => {
+                        let reason = format!("a PUT's dependency vector has one entry per DC ({dcs}), got {}", v.len());
+                        env.reply(from, Msg::Refused { req, key, reason });
+                    }
+                    _ => {
+                        let since_us = env.now_us();
+                        self.on_put(env, HeldPut { from, req, key, value, dep, since_us })
+                    }
+                }
             }
             _ => unreachable!("checked above"),
         }

@@ -374,3 +374,151 @@ fn a_late_answer_to_an_earlier_request_is_ignored() {
     net.deliver_while(client_traffic);
     assert_eq!(net.take_result(c), Some(OpResult::Get(Some(bytes("B")))));
 }
+
+/// Complete the operation `c` has in progress while the servers' traffic
+/// that `pass` lets through flows; `None` if it is still waiting after
+/// `rounds` ticks.
+fn finish_passing(
+    net: &mut TestNet<Nukv>,
+    c: ClientId,
+    rounds: usize,
+    pass: &dyn Fn(&InFlight<Msg>) -> bool,
+) -> Option<OpResult> {
+    for _ in 0..rounds {
+        net.deliver_while(client_traffic);
+        if let Some(r) = net.take_result(c) {
+            return Some(r);
+        }
+        settle_passing(net, 1, pass);
+    }
+    net.deliver_while(client_traffic);
+    net.take_result(c)
+}
+
+/// The node a client's request now in flight goes to.
+fn asked(net: &TestNet<Nukv>, c: ClientId) -> NodeId {
+    let sent = net.queue.iter().find(|m| m.from == Dest::Client(c)).expect("a request in flight");
+    match sent.to {
+        Dest::Node(n) => n,
+        other => panic!("a request to {other:?}"),
+    }
+}
+
+/// The thesis's evaluation (§4.4.1) sends a share of a session's reads to
+/// another DC's replicas. With all of them remote, a session's read goes
+/// to a replica of the other DC and, at read-your-write, waits there for
+/// the session's own write to be forwarded; an eventual read there
+/// answers at once with what the replica has.
+#[test]
+fn a_read_sent_to_another_dc_goes_there_and_is_still_held_to_its_level() {
+    use causeway_core::{Levels, ReadLevel};
+    let cfg = Config { remote_read_share: 1.0, ..Config::default() };
+    let mut net = net(2, 3, cfg);
+    settle(&mut net, 5);
+    let (c, other) = (net.client(0, 0), net.client(0, 1));
+    let unforwarded = |m: &InFlight<Msg>| !matches!(m.msg, Msg::Forward(_));
+    net.invoke(c, Op::Put { key: bytes("k"), value: bytes("v1") });
+    assert!(replicas(&net, 0).contains(&asked(&net, c)), "writes stay in the session's DC");
+    assert_eq!(finish_passing(&mut net, c, 10, &unforwarded), Some(OpResult::Put));
+
+    net.invoke_at(other, Op::Get { key: bytes("k") }, Levels { read: ReadLevel::Eventual, ..Levels::default() });
+    assert!(replicas(&net, 1).contains(&asked(&net, other)), "the read goes to DC 1");
+    net.deliver_while(client_traffic);
+    assert_eq!(net.take_result(other), Some(OpResult::Get(None)), "an eventual read does not wait for the write");
+
+    net.invoke(c, Op::Get { key: bytes("k") });
+    let at = asked(&net, c);
+    assert!(replicas(&net, 1).contains(&at), "the read goes to DC 1, not to {at:?}");
+    assert_eq!(finish_passing(&mut net, c, 5, &unforwarded), None, "read-your-write waits for the forwarder");
+    assert_eq!(finish_passing(&mut net, c, 10, &|_| true), Some(OpResult::Get(Some(bytes("v1")))));
+    assert!(
+        net.blocked("get_wait").iter().any(|&(n, _)| replicas(&net, 1).contains(&n)),
+        "the wait was at a replica of DC 1: {:?}",
+        net.blocked("get_wait")
+    );
+}
+
+/// A session of DC 0 reads at DC 1 a write made there (`v1`) and then,
+/// at monotonic-write-follows-reads, writes the key at home while DC 1's
+/// forwarder is held up. Returns the net, the session, and whether the
+/// PUT completed with the forwarder held.
+fn write_after_a_remote_read(hlc: bool) -> (TestNet<Nukv>, ClientId, bool) {
+    use causeway_core::{Levels, WriteLevel};
+    let cfg = Config { remote_read_share: 1.0, hlc, ..Config::default() };
+    let mut net = net(2, 3, cfg);
+    settle(&mut net, 5);
+    let (c, writer) = (net.client(0, 0), net.client(1, 0));
+    let held = |m: &InFlight<Msg>| !matches!(&m.msg, Msg::Forward(f) if f.origin == DcId(1));
+    net.invoke(writer, Op::Put { key: bytes("k"), value: bytes("v1") });
+    assert_eq!(finish_passing(&mut net, writer, 10, &held), Some(OpResult::Put));
+    net.invoke(c, Op::Get { key: bytes("k") });
+    assert_eq!(finish_passing(&mut net, c, 10, &held), Some(OpResult::Get(Some(bytes("v1")))));
+    let at = Levels { write: WriteLevel::MonotonicWriteFollowsReads, ..Levels::default() };
+    net.invoke_at(c, Op::Put { key: bytes("k"), value: bytes("v2") }, at);
+    assert!(replicas(&net, 0).contains(&asked(&net, c)));
+    let done = match finish_passing(&mut net, c, 10, &held) {
+        Some(r) => {
+            assert_eq!(r, OpResult::Put);
+            true
+        }
+        None => {
+            assert_eq!(finish_passing(&mut net, c, 20, &|_| true), Some(OpResult::Put));
+            false
+        }
+    };
+    settle(&mut net, 10);
+    (net, c, done)
+}
+
+/// Table 4.1's HLC subscript (§4.4.2): with HLC the write is stamped past
+/// what the session read at once and never waits; without, it waits at
+/// the leader until DC 1's write has been forwarded there. Either way the
+/// write wins over what the session read, everywhere.
+#[test]
+fn with_hlc_a_write_after_a_remote_read_never_waits_and_without_it_waits_for_the_read_write() {
+    for hlc in [true, false] {
+        let (net, _, done) = write_after_a_remote_read(hlc);
+        assert_eq!(done, hlc, "hlc = {hlc}: completed while DC 1's forwarder was held");
+        let waited = net.blocked("put_wait");
+        if hlc {
+            assert!(waited.is_empty(), "with HLC no PUT waits: {waited:?}");
+        } else {
+            let l0 = leader(&net, 0).unwrap();
+            assert!(waited.iter().any(|&(n, _)| n == l0), "DC 0's leader held the PUT: {waited:?}");
+        }
+        for dc in [0, 1] {
+            for n in replicas(&net, dc) {
+                match net.nodes[n.idx()].store().latest(b"k") {
+                    Some(Version::Data(s)) => assert_eq!(&s.value[..], b"v2", "hlc = {hlc}, at {n:?}"),
+                    other => panic!("hlc = {hlc}: {n:?} holds {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// Without HLC an eventual write depends on nothing and never waits.
+#[test]
+fn without_hlc_an_eventual_write_does_not_wait() {
+    use causeway_core::{Levels, WriteLevel};
+    let cfg = Config { hlc: false, ..Config::default() };
+    let mut net = net(2, 1, cfg);
+    settle(&mut net, 5);
+    let c = net.client(0, 0);
+    let local = |m: &InFlight<Msg>| !matches!(m.msg, Msg::Forward(_));
+    let eventual = Levels { write: WriteLevel::Eventual, ..Levels::default() };
+    for i in 0..3 {
+        net.invoke_at(c, Op::Put { key: bytes("k"), value: bytes(&format!("v{i}")) }, eventual);
+        assert_eq!(finish_passing(&mut net, c, 5, &local), Some(OpResult::Put));
+    }
+    net.assert_never_blocked();
+}
+
+#[test]
+fn a_remote_share_outside_zero_to_one_is_refused_by_name() {
+    let t = net(2, 1, Config::default()).topology.clone();
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let err = Nukv::validate(&Config { remote_write_share: bad, ..Config::default() }, &t).unwrap_err();
+        assert!(err.contains("remote_write_share"), "{err}");
+    }
+}
