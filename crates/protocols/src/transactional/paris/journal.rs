@@ -31,7 +31,10 @@ pub(super) struct PreparedTx {
 }
 
 /// A partition's clocks: VV[r] (the version clock), HLC, ust and S_old,
-/// and the synced ceiling above every clock value the partition has sent.
+/// the synced ceiling above every clock value the partition has sent, and
+/// how many times it has started (its coordinator contexts are numbered
+/// within the start, so that an answer meant for a context from before a
+/// crash never reaches one after it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Clocks {
     pub vv_r: Ts,
@@ -39,6 +42,7 @@ pub(super) struct Clocks {
     pub ust: Ts,
     pub s_old: Ts,
     pub ceiling: Ts,
+    pub epoch: u64,
 }
 
 /// [`Journal`] as [`FORMAT_V1`] wrote it: the clocks without a ceiling.
@@ -80,7 +84,7 @@ pub(super) fn decode(meta: &[u8]) -> Option<Journal> {
         && let Ok(j) = postcard::from_bytes::<JournalV1>(rest)
     {
         let (vv_r, hlc, ust, s_old) = j.clocks;
-        return Some(Journal { clocks: Clocks { vv_r, hlc, ust, s_old, ceiling: 0 }, prepared: j.prepared });
+        return Some(Journal { clocks: Clocks { vv_r, hlc, ust, s_old, ceiling: 0, epoch: 0 }, prepared: j.prepared });
     }
     if meta.len() == LEGACY_LEN {
         let word = |i: usize| u64::from_le_bytes(meta[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
@@ -103,7 +107,7 @@ mod tests {
             coord: NodeId(4),
             cid: 9,
         };
-        let clocks = Clocks { vv_r: 100, hlc: 200, ust: 90, s_old: 80, ceiling: 1_000_200 };
+        let clocks = Clocks { vv_r: 100, hlc: 200, ust: 90, s_old: 80, ceiling: 1_000_200, epoch: 3 };
         let back = decode(&encode(clocks, [(&tx, &p)].into_iter())).expect("decodes");
         assert_eq!(back, Journal { clocks, prepared: vec![(tx, p.clone())] });
         // The layout before the ceiling: the same, with a ceiling of 0.
@@ -114,7 +118,7 @@ mod tests {
         }
         let v1 = postcard::to_extend(&V1 { clocks: (100, 200, 90, 80), prepared: vec![(&tx, &p)] }, vec![FORMAT_V1])
             .expect("encodes");
-        let clocks = Clocks { ceiling: 0, ..clocks };
+        let clocks = Clocks { ceiling: 0, epoch: 0, ..clocks };
         assert_eq!(decode(&v1), Some(Journal { clocks, prepared: vec![(tx, p)] }));
     }
 

@@ -748,6 +748,7 @@ impl Partition {
             ust: self.ust,
             s_old: self.s_old,
             ceiling: self.ceiling,
+            epoch: self.next_cid >> 32,
         };
         let meta = journal::encode(clocks, self.prepared.iter().map(|(tx, p)| (tx, &p.d)));
         if sync {
@@ -878,8 +879,16 @@ impl Partition {
     fn recover(&mut self, env: &mut impl Env) {
         let now = env.now_us();
         let store = env.store();
-        let mut dropped = false;
-        if let Some(j) = store.meta().and_then(journal::decode) {
+        let journal = store.meta().and_then(journal::decode);
+        // Contexts are numbered afresh within each start, above every
+        // number of an earlier start: a late answer to a context the crash
+        // took (a read slice that waited at a BPR replica, a prepare
+        // reply) finds no context of the same number, and is dropped
+        // rather than taken for a new transaction's. The epoch is synced
+        // below, before any context of this start is opened.
+        let epoch = journal.as_ref().map_or(0, |j| j.clocks.epoch) + 1;
+        self.next_cid = epoch << 32;
+        if let Some(j) = journal {
             self.vv[self.r] = j.clocks.vv_r;
             // At or above the synced ceiling: above every version clock sent
             // before the crash, whether or not its record survived.
@@ -891,7 +900,6 @@ impl Partition {
             self.s_old = j.clocks.s_old;
             for (tx, d) in j.prepared {
                 if d.coord == self.me {
-                    dropped = true;
                     continue;
                 }
                 self.hlc = self.hlc.max(d.pt);
@@ -914,8 +922,6 @@ impl Partition {
             }
         }
         self.hlc = self.hlc.max(now);
-        if dropped {
-            self.journal(env, true);
-        }
+        self.journal(env, true);
     }
 }
