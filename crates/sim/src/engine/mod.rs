@@ -100,6 +100,9 @@ pub struct Sim<P: Protocol> {
     sc: Scenario,
     /// `[cpu.kind_us.<protocol>]`: extra CPU µs per handled message of a kind.
     kind_us: std::collections::HashMap<String, f64>,
+    /// `[cpu.item_us.<protocol>]`: extra CPU µs per item
+    /// ([`causeway_core::Message::items`]) of a handled message of a kind.
+    item_us: std::collections::HashMap<String, f64>,
     cfg: P::Config,
     topology: Arc<Topology>,
     now: u64,
@@ -233,6 +236,12 @@ impl<P: Protocol> Sim<P> {
             kind_us: sc
                 .cpu
                 .kind_us
+                .get(P::NAME)
+                .map(|t| t.iter().map(|(k, v)| (k.clone(), *v)).collect())
+                .unwrap_or_default(),
+            item_us: sc
+                .cpu
+                .item_us
                 .get(P::NAME)
                 .map(|t| t.iter().map(|(k, v)| (k.clone(), *v)).collect())
                 .unwrap_or_default(),
