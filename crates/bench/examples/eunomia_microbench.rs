@@ -96,9 +96,15 @@ fn run_variant(v: usize, o: Opts, seed: u64) -> Run {
     }
 }
 
-/// Least squares y = a + c·x over points; (a, c), both at least 0.
+/// Least squares y = a + c·x over points; (a, c), both at least 0. Batches
+/// whose sizes hardly differ (less than 2× apart) give no slope: they cost
+/// their mean, all of it fixed.
 fn fit(pts: &[(f64, f64)]) -> (f64, f64) {
     let n = pts.len() as f64;
+    let (lo, hi) = pts.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    if hi < 2.0 * lo {
+        return (median(pts.iter().map(|p| p.1).collect()), 0.0);
+    }
     let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
     let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
     let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();

@@ -620,6 +620,17 @@ impl<P: Protocol> Sim<P> {
                 let max = m.busy_us.iter().copied().max().unwrap_or(0);
                 100.0 * max as f64 / measured_us as f64
             }),
+            sample_busy_pct: if self.cpu_costs() && measured_us > 0 {
+                m.samplers
+                    .iter()
+                    .map(|(k, nodes)| {
+                        let max = nodes.iter().map(|&n| m.busy_us.get(n).copied().unwrap_or(0)).max().unwrap_or(0);
+                        (k.to_string(), 100.0 * max as f64 / measured_us as f64)
+                    })
+                    .collect()
+            } else {
+                std::collections::BTreeMap::new()
+            },
             trace_hash: format!("{:016x}", self.trace),
         }
     }

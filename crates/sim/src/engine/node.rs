@@ -128,7 +128,10 @@ impl<P: Protocol> Sim<P> {
                     self.metrics.visible(write, origin, dc, self.now, remote_dcs)
                 }
                 ObsRec::Blocked { what, waited_us } => self.metrics.blocked(what, waited_us, self.now),
-                ObsRec::Sample { what, value } => self.metrics.sample(what, value, self.now),
+                ObsRec::Sample { what, value } => {
+                    self.metrics.sample(what, value, self.now);
+                    self.metrics.sampled_by(what, node.idx());
+                }
             }
         }
         self.nodes[node.idx()].obs = obs;
