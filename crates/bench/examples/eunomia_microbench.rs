@@ -57,11 +57,13 @@ struct Run {
 }
 
 fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&str>) -> Run {
-    let topology = Arc::new(Topology::new(causeway_net::config::topology_for(
-        P::NAME.parse().expect("a registered protocol"),
-        &TopologySpec::full(2, o.partitions),
-    ))
-    .expect("valid topology"));
+    let topology = Arc::new(
+        Topology::new(causeway_net::config::topology_for(
+            P::NAME.parse().expect("a registered protocol"),
+            &TopologySpec::full(2, o.partitions),
+        ))
+        .expect("valid topology"),
+    );
     let workload = Workload {
         clients_per_dc: o.clients,
         dcs: vec![0],
@@ -188,7 +190,12 @@ fn main() {
                     .iter()
                     .map(|r| {
                         let rep = r.service.get("report").copied().unwrap_or_default();
-                        let elsewhere: u64 = r.service.iter().filter(|(k, _)| **k != "report" && **k != "timer").map(|(_, s)| s.ns).sum();
+                        let elsewhere: u64 = r
+                            .service
+                            .iter()
+                            .filter(|(k, _)| **k != "report" && **k != "timer")
+                            .map(|(_, s)| s.ns)
+                            .sum();
                         let timers = r.service.get("timer").map_or(0.0, |t| t.n as f64 * timer_us * 1e3);
                         let ns = r.service_ns as f64 - elsewhere as f64 - timers;
                         (items(&rep), ns / 1e3 / rep.n.max(1) as f64)
@@ -206,7 +213,8 @@ fn main() {
                 continue;
             }
             if BATCHED.contains(&k) {
-                let pts: Vec<(f64, f64)> = runs.iter().filter_map(|r| r.kinds.get(k)).map(|s| (items(s), us(s))).collect();
+                let pts: Vec<(f64, f64)> =
+                    runs.iter().filter_map(|r| r.kinds.get(k)).map(|s| (items(s), us(s))).collect();
                 let (a, c) = fit(&pts);
                 notes.push_str(&format!("{proto} {k}: {a:.2} µs + {c:.3} µs per update\n"));
                 kind_us.entry(proto).or_default().push((k, (f * a * 10.0).round() / 10.0));

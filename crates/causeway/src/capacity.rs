@@ -111,7 +111,11 @@ pub fn run(a: Args) -> Result<(), Error> {
     for &n in &a.partitions {
         let at = |s: Service| rows.iter().find(|r| r.service == s && r.partitions == n).map(|r| r.ops_s);
         if let (Some(e), Some(q)) = (at(Service::Eunomia), at(Service::Sequencer)) {
-            println!("{n} partitions: Eunomia ÷ sequencer = {:.1}× (medians of {} alternating rounds)", e / q, a.rounds);
+            println!(
+                "{n} partitions: Eunomia ÷ sequencer = {:.1}× (medians of {} alternating rounds)",
+                e / q,
+                a.rounds
+            );
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! stand-in receiver of DC 1 (see the module above).
 
 use super::peer::{Outbound, serve_inbound};
-use super::{CapacityArgs, CapacityError, CapacityReport, Counters, cluster, generator_runtime, id, tokio_listener};
+use super::{CapacityArgs, CapacityError, CapacityReport, Counters, cluster, generator_runtime, tokio_listener};
 use causeway_core::{DcId, Key, PartitionId, ServiceSpec, TopologySpec};
 use causeway_net::server::{self, NodeThreads};
 use causeway_protocols::ProtocolName;
@@ -16,7 +16,8 @@ use tokio::sync::watch;
 const KEYS: u64 = 100_000;
 
 pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
-    let services = vec![ServiceSpec { name: EUNOMIA.into(), per_dc: 1 }, ServiceSpec { name: RECEIVER.into(), per_dc: 1 }];
+    let services =
+        vec![ServiceSpec { name: EUNOMIA.into(), per_dc: 1 }, ServiceSpec { name: RECEIVER.into(), per_dc: 1 }];
     let (cluster, mut listeners) = cluster(ProtocolName::EunomiaKv, TopologySpec::full(2, a.partitions), services, a)?;
     let t = cluster.topology.clone();
     let eunomia = t.service_nodes(DcId(0), t.service_index(EUNOMIA).expect("configured"))[0];
@@ -26,12 +27,16 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
     let rt = generator_runtime()?;
     let counters = Arc::new(Counters { done: AtomicU64::new(0), offered: AtomicU64::new(0) });
     let (stop_tx, stop) = watch::channel(false);
-    let listener = std::mem::replace(&mut listeners[eunomia.idx()], std::net::TcpListener::bind("127.0.0.1:0").map_err(CapacityError::Bind)?);
+    let listener = std::mem::replace(
+        &mut listeners[eunomia.idx()],
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(CapacityError::Bind)?,
+    );
     let node = server::spawn::<EunomiaKv>(cluster.clone(), eunomia, Some(listener), NodeThreads::Own)?;
 
     // The receiver of DC 1: takes every shipment, counts its updates, and
     // acknowledges it as a receiver does once it has queued it (`Shipped`).
-    let recv_listener = rt.block_on(async { tokio_listener(listeners[receiver.idx()].try_clone()?) }).map_err(CapacityError::Bind)?;
+    let recv_listener =
+        rt.block_on(async { tokio_listener(listeners[receiver.idx()].try_clone()?) }).map_err(CapacityError::Bind)?;
     {
         let _guard = rt.enter();
         let mut back = Outbound::<Msg>::start(&cluster, receiver, eunomia, &spill, stop.clone())?;
@@ -91,6 +96,5 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
     let _ = stop_tx.send(true);
     node.stop()?;
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    let _ = id;
     Ok(report)
 }

@@ -31,7 +31,7 @@ pub mod eunomia;
 pub mod peer;
 pub mod sequencer;
 
-use causeway_core::{NodeId, ServiceSpec, TopologySpec};
+use causeway_core::{ServiceSpec, TopologySpec};
 use causeway_net::config::{
     AuthSection, Cluster, ClusterConfig, Fsync, Limits, Links, StorageConfig, TlsSection, Wan, topology_for,
 };
@@ -134,8 +134,10 @@ fn cluster(
     topology.services = services;
     let topology = topology_for(protocol, &topology);
     let n = causeway_core::Topology::new(topology.clone()).map_err(causeway_net::config::ConfigError::from)?.nodes();
-    let listeners: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>().map_err(CapacityError::Bind)?;
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(CapacityError::Bind)?;
     let nodes = listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.to_string()))
@@ -164,10 +166,6 @@ fn cluster(
         },
         auth: AuthSection { tokens: None },
     };
-    let mut config = config;
-    if protocol == ProtocolName::EunomiaKv {
-        config.params.insert("batch_interval_us".into(), toml::Value::Integer(a.batch_us as i64));
-    }
     Ok((Arc::new(config.validate()?), listeners))
 }
 
@@ -302,10 +300,7 @@ pub(crate) fn tokio_listener(l: std::net::TcpListener) -> std::io::Result<tokio:
     tokio::net::TcpListener::from_std(l)
 }
 
+/// Where the stand-ins' links keep their spill files.
 pub(crate) fn node_dir_of(dir: &Path) -> PathBuf {
     dir.join("spill")
-}
-
-pub(crate) fn id(i: usize) -> NodeId {
-    NodeId(i as u32)
 }

@@ -197,7 +197,10 @@ impl<P: Protocol> Sim<P> {
 
     /// Whether handling a message costs simulated CPU time.
     pub(super) fn cpu_costs(&self) -> bool {
-        self.sc.cpu.service_us > 0 || self.sc.cpu.us_per_kib > 0.0 || !self.kind_us.is_empty() || !self.item_us.is_empty()
+        self.sc.cpu.service_us > 0
+            || self.sc.cpu.us_per_kib > 0.0
+            || !self.kind_us.is_empty()
+            || !self.item_us.is_empty()
     }
 
     /// Run one handler (`None`: `on_start`), append the turn's records to
