@@ -884,7 +884,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 "both" => vec![Service::Eunomia, Service::Sequencer],
                 other => return Err(format!("--service must be eunomia, sequencer or both, not {other:?}").into()),
             };
-            if partitions.is_empty() || partitions.contains(&0) || rounds == 0 || !(seconds > 0.0) {
+            if partitions.is_empty() || partitions.contains(&0) || rounds == 0 || seconds.is_nan() || seconds <= 0.0 {
                 return Err("--partitions, --rounds and --seconds must be positive".into());
             }
             capacity::run(capacity::Args {
