@@ -15,7 +15,9 @@
 //! reader_ttl_us = 500_000             # every entry of that protocol (an
 //!                                     # entry's own parameters win)
 //! repetitions = 5
-//! runtime = "sim"                     # or "network"
+//! runtime = "sim"                     # or "network", or "capacity" (one
+//!                                     # ordering service node driven by
+//!                                     # stand-in partitions: crate::capacity)
 //! cpu_costs = "costs/model.toml"     # optional: a measured cost file, path
 //!                                     # relative to this file (as written by
 //!                                     # rot_microbench --costs-out); fills in
@@ -189,6 +191,15 @@ pub enum Runtime {
     /// An embedded cluster on loopback with WAN delay injected in the
     /// transport, driven by the network load generator.
     Network,
+    /// One ordering service node on the network runtime, driven over TCP
+    /// by `topology.partitions` stand-in partitions ([`crate::capacity`]):
+    /// `eunomiakv` runs its Eunomia, `sseq` its sequencer. Measures
+    /// `service_ops.per_s` and the service's CPU (`service_cpu_us_per_op`,
+    /// `service_cpu_pct`); the scenario's `warmup_ms` and `duration_ms`
+    /// time it, `[protocol] batch_interval_us` is the partitions' reporting
+    /// interval, and `[capacity]`-free: the stand-ins' other settings are
+    /// the `causeway capacity` defaults.
+    Capacity,
 }
 
 /// One varied parameter, or several varied together.

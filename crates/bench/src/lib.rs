@@ -12,6 +12,7 @@
 //! experiment varies is a field of a simulator scenario, set by its dotted
 //! path, so what the harness can sweep is exactly what a scenario can say.
 
+pub mod capacity;
 pub mod claims;
 pub mod experiment;
 pub mod labels;

@@ -20,7 +20,14 @@
 //!   `visibility.all.mean_ms` weighted over pairs
 //! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`
 //! - `<sample>.{mean,p99,max,count}` for each protocol sample, e.g.
-//!   `deps_per_write.mean` (COPS, COPS-GT)
+//!   `deps_per_write.mean` (COPS, COPS-GT), and `<sample>.per_s`, its
+//!   values summed per second of the window: `service_ops.per_s` is the
+//!   updates a DC's ordering service (EunomiaKV's Eunomia, S-Seq's
+//!   sequencer) ordered per second; with CPU costs, `<sample>.busy_pct`
+//!   (how busy the busiest server observing it was) and
+//!   `<sample>.per_cpu_s`, its rate per second of that server's CPU: the
+//!   rate it would sustain fully busy (`service_ops.per_cpu_s`, the
+//!   service's capacity)
 //! - `stale_reads_pct`, `staleness.{mean,p99}_ms`
 //! - `msgs_per_op`, `server_bytes_per_op`, `client_bytes_per_op`,
 //!   `metadata_bytes_per_msg`, `metadata_bytes_per_version`, `versions_held`
@@ -119,6 +126,19 @@ impl Sample {
             s.metrics.insert(format!("{k}.p99"), sum.p99_us as f64);
             s.metrics.insert(format!("{k}.max"), sum.max_us as f64);
             s.metrics.insert(format!("{k}.count"), sum.count as f64);
+            if r.measured_us > 0 {
+                // The sample's values summed per second of the window: for
+                // `service_ops`, the updates the DC's ordering service
+                // handled per second (from the histogram's mean, within
+                // its 0.1 % precision).
+                let per_s = sum.mean_us * sum.count as f64 * 1e6 / r.measured_us as f64;
+                s.metrics.insert(format!("{k}.per_s"), per_s);
+                if let Some(&busy) = r.sample_busy_pct.get(k).filter(|&&b| b > 0.0) {
+                    // What the servers observing it would sustain fully busy.
+                    s.metrics.insert(format!("{k}.busy_pct"), busy);
+                    s.metrics.insert(format!("{k}.per_cpu_s"), per_s * 100.0 / busy);
+                }
+            }
         }
         s.metrics.insert("stale_reads_pct".into(), r.stale_reads_pct);
         s.summary("staleness", &r.staleness, None);

@@ -116,6 +116,7 @@ pub fn run(
                 Ok(Sample::from_sim(&report))
             }
             Runtime::Network => run_network(exp, points[i], &sc),
+            Runtime::Capacity => run_capacity(exp, points[i], &sc),
         }
     };
     let threads = if runtime == Runtime::Sim { opts.threads.max(1).min(jobs.len()) } else { 1 };
@@ -206,6 +207,48 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
         }
     }
     out
+}
+
+/// One run of [`Runtime::Capacity`]: the point's protocol's ordering
+/// service against `topology.partitions` stand-in partitions.
+fn run_capacity(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, ExperimentError> {
+    use crate::capacity::{CapacityArgs, Service};
+    let err =
+        |message: String| ExperimentError::Network { name: exp.name.clone(), point: exp.point_name(point), message };
+    let service = match point.protocol.as_str() {
+        "eunomiakv" => Service::Eunomia,
+        "sseq" => Service::Sequencer,
+        other => return Err(err(format!("runtime \"capacity\" drives eunomiakv or sseq, not {other}"))),
+    };
+    let batch_us = match sc.protocol.get("batch_interval_us") {
+        Some(toml::Value::Integer(b)) if *b > 0 => *b as u64,
+        Some(v) => return Err(err(format!("batch_interval_us = {v} must be a positive integer"))),
+        None => 1_000,
+    };
+    let args = CapacityArgs {
+        service,
+        partitions: sc.topology.partitions,
+        batch_us,
+        ops_per_report: 100,
+        window: 8,
+        warmup: Duration::from_millis(sc.warmup_ms),
+        measure: Duration::from_millis(sc.duration_ms.saturating_sub(sc.warmup_ms)),
+        fsync: Fsync::Never,
+        plaintext: false,
+        dir: std::env::temp_dir().join(format!("causeway-exp-{}-{}", exp.name, std::process::id())),
+    };
+    let r = crate::capacity::run(&args).map_err(|e| err(e.to_string()))?;
+    let _ = std::fs::remove_dir_all(&args.dir);
+    let mut s = Sample::default();
+    for (k, v) in [
+        ("service_ops.per_s", r.ops_s),
+        ("service_cpu_us_per_op", r.service_cpu_us_per_op),
+        ("service_cpu_pct", r.service_cpu_pct),
+        ("generator_cpu_pct", r.generator_cpu_pct),
+    ] {
+        s.metrics.insert(k.into(), v);
+    }
+    Ok(s)
 }
 
 fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, ExperimentError> {

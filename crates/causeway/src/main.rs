@@ -10,6 +10,7 @@
 //! - `causeway up` — an embedded cluster on loopback, kept running.
 //! - `causeway get/put/rot/wot` — a client against a running cluster.
 
+mod capacity;
 mod experiment;
 mod net;
 mod run;
@@ -396,6 +397,42 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Print the reports as JSON (progress and verdicts go to stderr).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Service capacity (Gunawardhana et al., ATC 2017, Fig 2): one real
+    /// Eunomia node and one real sequencer node, each driven over TCP (with
+    /// TLS) by N stand-in partitions sending what partitions send; updates
+    /// stabilized (or numbered) per second and the service's CPU µs per
+    /// update, medians of alternating rounds.
+    Capacity {
+        /// eunomia, sequencer, or both (alternating).
+        #[arg(long, default_value = "both")]
+        service: String,
+        /// Partition counts to run, e.g. 15,30,60,75.
+        #[arg(long, value_delimiter = ',', default_value = "60")]
+        partitions: Vec<u32>,
+        /// Eunomia: each partition's reporting interval (the paper's 1 ms).
+        #[arg(long, default_value_t = 1_000)]
+        batch_us: u64,
+        /// Eunomia: updates per report per partition (the offered load).
+        #[arg(long, default_value_t = 100)]
+        ops_per_report: usize,
+        /// Eunomia: reports unacknowledged per partition before it skips a
+        /// tick; sequencer: requests outstanding per partition.
+        #[arg(long, default_value_t = 8)]
+        window: u64,
+        #[arg(long, default_value_t = 1_000)]
+        warmup_ms: u64,
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 3)]
+        rounds: u64,
+        /// The service's log: always | group | never (the paper's services keep none).
+        #[arg(long, default_value = "never")]
+        fsync: String,
+        #[arg(long)]
+        plaintext: bool,
         #[arg(long)]
         json: bool,
     },
@@ -840,6 +877,43 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 writes: writes.into_iter().map(|(k, v)| (bytes::Bytes::from(k), bytes::Bytes::from(v))).collect(),
             }),
         )?,
+        Cmd::Capacity {
+            service,
+            partitions,
+            batch_us,
+            ops_per_report,
+            window,
+            warmup_ms,
+            seconds,
+            rounds,
+            fsync,
+            plaintext,
+            json,
+        } => {
+            use causeway_bench::capacity::Service;
+            let services = match service.as_str() {
+                "eunomia" => vec![Service::Eunomia],
+                "sequencer" => vec![Service::Sequencer],
+                "both" => vec![Service::Eunomia, Service::Sequencer],
+                other => return Err(format!("--service must be eunomia, sequencer or both, not {other:?}").into()),
+            };
+            if partitions.is_empty() || partitions.contains(&0) || rounds == 0 || seconds.is_nan() || seconds <= 0.0 {
+                return Err("--partitions, --rounds and --seconds must be positive".into());
+            }
+            capacity::run(capacity::Args {
+                services,
+                partitions,
+                batch_us,
+                ops_per_report,
+                window,
+                warmup_ms,
+                seconds,
+                rounds,
+                fsync: parse_fsync(&fsync)?,
+                plaintext,
+                json,
+            })?
+        }
         Cmd::Bench {
             protocol,
             config,

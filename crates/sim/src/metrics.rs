@@ -83,6 +83,12 @@ pub struct SimReport {
     /// fast and there is no such load.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_busy_max_pct: Option<f64>,
+    /// Per protocol sample, how busy the busiest server that observed it
+    /// was, in % of the window (only when messages cost CPU time): with
+    /// `samples`, what a sample's rate costs its servers — the rate over
+    /// this fraction is what they would sustain at full load.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sample_busy_pct: BTreeMap<String, f64>,
     pub trace_hash: String,
 }
 
@@ -137,6 +143,8 @@ pub(crate) struct Metrics {
     pub staleness: Histogram<u64>,
     /// Per server, the CPU µs spent in the window.
     pub busy_us: Vec<u64>,
+    /// Per sample name, the servers that observed it.
+    pub samplers: BTreeMap<&'static str, std::collections::BTreeSet<usize>>,
 }
 
 impl Metrics {
@@ -164,6 +172,7 @@ impl Metrics {
             reads: 0,
             staleness: histogram(),
             busy_us: Vec::new(),
+            samplers: BTreeMap::new(),
         }
     }
 
@@ -289,6 +298,11 @@ impl Metrics {
         if self.in_window(now_us) {
             let _ = self.blocked.entry(what).or_insert_with(histogram).record(waited_us.max(1));
         }
+    }
+
+    /// Server `node` observed sample `what` (any time).
+    pub fn sampled_by(&mut self, what: &'static str, node: usize) {
+        self.samplers.entry(what).or_default().insert(node);
     }
 
     pub fn sample(&mut self, what: &'static str, value: u64, now_us: u64) {

@@ -28,6 +28,8 @@
 //! us_per_kib = 0.0          # plus this per KiB of the message (metadata costs CPU)
 //! [cpu.kind_us.cclo]        # plus this per message of a kind, for one protocol
 //! rot_req = 44.0            # (kinds as `Message::kind`; "timer" for timers)
+//! [cpu.item_us.eunomiakv]   # plus this per item a message of a kind carries
+//! report = 0.8              # (`Message::items`: a batch's updates)
 //!
 //! [durability]              # the nodes' write-ahead logs (see DurabilitySpec)
 //! fsync = "always"          # always | group | never
@@ -285,6 +287,14 @@ pub struct CpuSpec {
     /// work. Kinds absent cost nothing extra.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub kind_us: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
+    /// Extra CPU µs per item of a message of a kind, per protocol then per
+    /// kind, on top of `kind_us`: the items are
+    /// [`causeway_core::Message::items`] (the updates of a batched report
+    /// or shipment), so that a batch costs what its updates do
+    /// (`eunomia_microbench` measures both parts). Kinds absent cost
+    /// nothing per item.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub item_us: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
 }
 
 /// Key popularity.

@@ -78,3 +78,37 @@ fn ft_eunomia_loses_nothing_when_two_of_three_replicas_crash() {
 fn the_protocol_names_its_services() {
     assert_eq!(EunomiaKv::SERVICES, &[(EUNOMIA, 1), (RECEIVER, 1)]);
 }
+
+/// §7.2.3 (Fig 7): a partition of DC 0 that reports only every 200 ms
+/// holds back StableTime, so DC 0's updates become visible in DC 1 about
+/// half an interval later on average or more, while its clients' PUTs are
+/// as fast as before.
+#[test]
+fn a_straggling_partition_delays_its_dcs_visibility_not_its_clients() {
+    let run = |straggle: bool| {
+        let mut sc = common::base(2, 2, 1_500, 1);
+        sc.workload.clients_per_dc = 4;
+        sc.workload.readproportion = 0.5;
+        sc.workload.updateproportion = 0.5;
+        sc.record_history = false;
+        if straggle {
+            sc.protocol.insert("straggler_partition".into(), 0.into());
+            sc.protocol.insert("straggler_dc".into(), 0.into());
+            sc.protocol.insert("straggler_interval_us".into(), 200_000.into());
+        }
+        let mut sim = causeway_sim::Sim::<EunomiaKv>::new(sc).expect("valid scenario");
+        sim.run();
+        sim.report()
+    };
+    let (calm, straggling) = (run(false), run(true));
+    // Pairs come in order (from, to) with from = DC 0 first: DC 0 → DC 1.
+    let vis = |r: &causeway_sim::SimReport| r.visibility.first().cloned();
+    let (a, b) = (vis(&calm).expect("0 → 1"), vis(&straggling).expect("0 → 1"));
+    assert!(a.summary.count > 100 && b.summary.count > 100, "{a:?} / {b:?}");
+    assert!(
+        b.summary.mean_us >= a.summary.mean_us + 60_000.0 && b.summary.max_us >= a.summary.max_us + 150_000,
+        "visibility {a:?} → {b:?} with a 200 ms straggler"
+    );
+    let put = |r: &causeway_sim::SimReport| r.latency["put"].p50_us;
+    assert!(put(&straggling) <= put(&calm) + put(&calm) / 10 + 50, "PUT p50 {} → {}", put(&calm), put(&straggling));
+}

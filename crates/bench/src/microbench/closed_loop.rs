@@ -242,6 +242,7 @@ impl Measured {
             n: a.n + k.n,
             bytes: a.bytes + k.bytes,
             ns: a.ns + k.ns,
+            items: a.items + k.items,
         })
     }
     pub fn us_per_op(&self) -> f64 {

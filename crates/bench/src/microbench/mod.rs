@@ -42,6 +42,8 @@ pub struct KindStat {
     pub n: u64,
     pub bytes: u64,
     pub ns: u64,
+    /// The items the messages carried ([`Message::items`]; 0 for timers).
+    pub items: u64,
 }
 
 /// A frame between a client and a node or between nodes, encoded as the
@@ -107,6 +109,8 @@ pub struct Servers<P: Protocol> {
     pub kinds: BTreeMap<&'static str, KindStat>,
     /// Per node, ns spent on its inputs.
     pub busy_ns: Vec<u64>,
+    /// Per node, its inputs per kind (the same as `kinds`, split by node).
+    pub node_kinds: Vec<BTreeMap<&'static str, KindStat>>,
     /// The protocols' [`Observation::Sample`]s: count and sum per name.
     pub samples: BTreeMap<&'static str, (u64, u64)>,
     log: LogEncoder,
@@ -133,6 +137,7 @@ impl<P: Protocol> Servers<P> {
             timers: Vec::new(),
             kinds: BTreeMap::new(),
             busy_ns: vec![0; n],
+            node_kinds: vec![BTreeMap::new(); n],
             samples: BTreeMap::new(),
             log: LogEncoder::default(),
             set: Vec::new(),
@@ -162,6 +167,7 @@ impl<P: Protocol> Servers<P> {
         self.kinds.clear();
         self.samples.clear();
         self.busy_ns.iter_mut().for_each(|ns| *ns = 0);
+        self.node_kinds.iter_mut().for_each(|k| k.clear());
     }
 
     /// One measured turn of `node`: decode, step, log, encode.
@@ -170,7 +176,7 @@ impl<P: Protocol> Servers<P> {
         let t0 = Instant::now();
         let mut host = BenchHost { now_us: self.now_us, timers: &mut self.set, samples: &mut self.samples };
         let n = &mut self.nodes[i];
-        let (mut kind, mut bytes) = ("timer", 0);
+        let (mut kind, mut bytes, mut items) = ("timer", 0, 0);
         match input {
             Turn::Start => {
                 kind = "start";
@@ -179,7 +185,7 @@ impl<P: Protocol> Servers<P> {
             Turn::Timer(token) => step(n, &mut host, NodeInput::Timer { token }),
             Turn::Request(from, frame) => match decode::<P::Msg>(&frame[4..]).expect("a frame") {
                 Wire::Request(msg) => {
-                    (kind, bytes) = (msg.kind(), wire_size(&msg));
+                    (kind, bytes, items) = (msg.kind(), wire_size(&msg), msg.items());
                     step(n, &mut host, NodeInput::Client { from, msg });
                 }
                 _ => unreachable!("client frames are requests"),
@@ -187,12 +193,12 @@ impl<P: Protocol> Servers<P> {
             Turn::Peer(from, frame) => match decode::<P::Msg>(&frame[4..]).expect("a frame") {
                 Wire::Peer { first_seq, msgs } => {
                     for (seq, msg) in (first_seq..).zip(msgs) {
-                        (kind, bytes) = (msg.kind(), wire_size(&msg));
+                        (kind, bytes, items) = (msg.kind(), wire_size(&msg), msg.items());
                         step(n, &mut host, NodeInput::Peer { from, seq: Seq::Nth(seq), msg });
                     }
                 }
                 Wire::Ephemeral { after_seq, msg } => {
-                    (kind, bytes) = (msg.kind(), wire_size(&msg));
+                    (kind, bytes, items) = (msg.kind(), wire_size(&msg), msg.items());
                     step(n, &mut host, NodeInput::Peer { from, seq: Seq::After(after_seq), msg });
                 }
                 _ => unreachable!("peer frames are batches or ephemeral messages"),
@@ -219,10 +225,12 @@ impl<P: Protocol> Servers<P> {
         }
         let ns = t0.elapsed().as_nanos() as u64;
         self.busy_ns[i] += ns;
-        let k = self.kinds.entry(kind).or_default();
-        k.n += 1;
-        k.bytes += bytes as u64;
-        k.ns += ns;
+        for k in [self.kinds.entry(kind).or_default(), self.node_kinds[i].entry(kind).or_default()] {
+            k.n += 1;
+            k.bytes += bytes as u64;
+            k.ns += ns;
+            k.items += items as u64;
+        }
         for (after_us, token) in self.set.drain(..) {
             self.timers.push((self.now_us + after_us, node, token));
         }
@@ -355,6 +363,21 @@ pub fn write_cost_file(
     }
     std::fs::write(path, s).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     eprintln!("cost file written to {}", path.display());
+}
+
+/// Append to a cost file written by [`write_cost_file`] the per-item
+/// costs (`[cpu.item_us.<protocol>]`, µs per item of a message of a kind,
+/// already scaled) that `causeway_sim::scenario::CpuSpec::item_us` reads.
+pub fn append_item_costs(path: &std::path::Path, item_us: &KindCosts<'_>) {
+    use std::fmt::Write;
+    let mut s = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    for (proto, kinds) in item_us {
+        let _ = writeln!(s, "\n[cpu.item_us.{proto}]");
+        for (k, us) in kinds {
+            let _ = writeln!(s, "{k} = {us:?}");
+        }
+    }
+    std::fs::write(path, s).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
 }
 
 #[cfg(test)]

@@ -100,6 +100,9 @@ pub struct Sim<P: Protocol> {
     sc: Scenario,
     /// `[cpu.kind_us.<protocol>]`: extra CPU µs per handled message of a kind.
     kind_us: std::collections::HashMap<String, f64>,
+    /// `[cpu.item_us.<protocol>]`: extra CPU µs per item
+    /// ([`causeway_core::Message::items`]) of a handled message of a kind.
+    item_us: std::collections::HashMap<String, f64>,
     cfg: P::Config,
     topology: Arc<Topology>,
     now: u64,
@@ -233,6 +236,12 @@ impl<P: Protocol> Sim<P> {
             kind_us: sc
                 .cpu
                 .kind_us
+                .get(P::NAME)
+                .map(|t| t.iter().map(|(k, v)| (k.clone(), *v)).collect())
+                .unwrap_or_default(),
+            item_us: sc
+                .cpu
+                .item_us
                 .get(P::NAME)
                 .map(|t| t.iter().map(|(k, v)| (k.clone(), *v)).collect())
                 .unwrap_or_default(),
@@ -611,6 +620,17 @@ impl<P: Protocol> Sim<P> {
                 let max = m.busy_us.iter().copied().max().unwrap_or(0);
                 100.0 * max as f64 / measured_us as f64
             }),
+            sample_busy_pct: if self.cpu_costs() && measured_us > 0 {
+                m.samplers
+                    .iter()
+                    .map(|(k, nodes)| {
+                        let max = nodes.iter().map(|&n| m.busy_us.get(n).copied().unwrap_or(0)).max().unwrap_or(0);
+                        (k.to_string(), 100.0 * max as f64 / measured_us as f64)
+                    })
+                    .collect()
+            } else {
+                std::collections::BTreeMap::new()
+            },
             trace_hash: format!("{:016x}", self.trace),
         }
     }

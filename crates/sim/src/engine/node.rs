@@ -128,7 +128,10 @@ impl<P: Protocol> Sim<P> {
                     self.metrics.visible(write, origin, dc, self.now, remote_dcs)
                 }
                 ObsRec::Blocked { what, waited_us } => self.metrics.blocked(what, waited_us, self.now),
-                ObsRec::Sample { what, value } => self.metrics.sample(what, value, self.now),
+                ObsRec::Sample { what, value } => {
+                    self.metrics.sample(what, value, self.now);
+                    self.metrics.sampled_by(what, node.idx());
+                }
             }
         }
         self.nodes[node.idx()].obs = obs;
@@ -194,7 +197,10 @@ impl<P: Protocol> Sim<P> {
 
     /// Whether handling a message costs simulated CPU time.
     pub(super) fn cpu_costs(&self) -> bool {
-        self.sc.cpu.service_us > 0 || self.sc.cpu.us_per_kib > 0.0 || !self.kind_us.is_empty()
+        self.sc.cpu.service_us > 0
+            || self.sc.cpu.us_per_kib > 0.0
+            || !self.kind_us.is_empty()
+            || !self.item_us.is_empty()
     }
 
     /// Run one handler (`None`: `on_start`), append the turn's records to
@@ -206,15 +212,16 @@ impl<P: Protocol> Sim<P> {
             Some(NodeInput::Peer { msg, .. } | NodeInput::Client { msg, .. }) if per_kib > 0.0 => wire_size(msg),
             _ => 0,
         };
-        let kind_us = if self.kind_us.is_empty() {
+        let kind_us = if self.kind_us.is_empty() && self.item_us.is_empty() {
             0.0
         } else {
-            let kind = match &input {
-                Some(NodeInput::Peer { msg, .. } | NodeInput::Client { msg, .. }) => msg.kind(),
-                Some(NodeInput::Timer { .. }) => "timer",
-                None => "start",
+            let (kind, items) = match &input {
+                Some(NodeInput::Peer { msg, .. } | NodeInput::Client { msg, .. }) => (msg.kind(), msg.items()),
+                Some(NodeInput::Timer { .. }) => ("timer", 0),
+                None => ("start", 0),
             };
             self.kind_us.get(kind).copied().unwrap_or(0.0)
+                + items as f64 * self.item_us.get(kind).copied().unwrap_or(0.0)
         };
         let busy_us = self.sc.cpu.service_us + (in_bytes as f64 / 1024.0 * per_kib + kind_us).round() as u64;
         let n = &mut self.nodes[node.idx()];

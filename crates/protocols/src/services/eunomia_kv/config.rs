@@ -33,6 +33,14 @@ pub struct Config {
     /// acknowledged after this long (the partition may have restarted and
     /// forgotten that it was waiting for the payload).
     pub apply_retry_us: u64,
+    /// A straggling partition (§7.2.3, Fig 7: "one partition ... contacts
+    /// its local Eunomia only every 10, 100 or 1000 ms"): partition
+    /// `straggler_partition` of DC `straggler_dc` reports, and heartbeats,
+    /// every `straggler_interval_us` instead of every `batch_interval_us`
+    /// and Δ. Unset: none straggles.
+    pub straggler_partition: Option<u32>,
+    pub straggler_dc: u16,
+    pub straggler_interval_us: u64,
     /// A deliberately broken variant: the receiver does not wait for a
     /// partition to acknowledge an apply before it moves on (the paper's
     /// apply is synchronous, Alg 5 lines 14–15), so a dependent update can
@@ -51,6 +59,9 @@ impl Default for Config {
             fd_interval_us: 5_000,
             fd_timeout_ticks: 4,
             apply_retry_us: 100_000,
+            straggler_partition: None,
+            straggler_dc: 0,
+            straggler_interval_us: 1_000,
             mutant_async_apply: false,
         }
     }

@@ -237,6 +237,10 @@ impl EunomiaReplica {
         // `causeway status` and its metrics.
         env.observe(Observation::Stable { stable_us: stable_time });
         env.observe(Observation::Sample { what: "eunomia_ship_ops", value: shipped as u64 });
+        // The updates this DC's service ordered in this round (each is
+        // shipped to every receiver; counted once): the capacity
+        // experiment's count (§7.1, Fig 2), the same name as the sequencer's.
+        env.observe(Observation::Sample { what: "service_ops", value: shipped as u64 });
         self.beat(env);
     }
 

@@ -130,6 +130,13 @@ crate::impl_message! {
         }
     }
     crate::key_hint!(Msg: GetReq, PutReq, Payload);
+    fn items(&self) -> usize {
+        match self {
+            Msg::Report { ops, .. } | Msg::Ship { ops, .. } => ops.len(),
+            Msg::Apply { ops, .. } => ops.len(),
+            _ => 1,
+        }
+    }
     fn payload_bytes(&self) -> usize {
         match self {
             Msg::GetReq { key } | Msg::Refused { key, .. } => key.len(),

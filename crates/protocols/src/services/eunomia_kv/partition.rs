@@ -49,8 +49,14 @@ impl Partition {
     pub(super) fn new(cfg: &Config, topology: Arc<Topology>, dc: DcId, partition: PartitionId) -> Partition {
         let siblings = crate::kit::node::equivalents_elsewhere(&topology, partition, dc);
         let eunomia = topology.service_nodes(dc, super::eunomia_service(&topology)).to_vec();
+        let mut cfg = cfg.clone();
+        // A straggler (§7.2.3, Fig 7) reports and heartbeats only this often.
+        if cfg.straggler_partition == Some(partition.0) && cfg.straggler_dc == dc.0 {
+            cfg.batch_interval_us = cfg.straggler_interval_us;
+            cfg.heartbeat_interval_us = cfg.straggler_interval_us;
+        }
         Partition {
-            cfg: cfg.clone(),
+            cfg,
             topology,
             dc,
             partition,

@@ -71,6 +71,9 @@ impl SequencerReplica {
         self.last = seq;
         env.store().set_meta(seq.to_le_bytes().to_vec());
         if self.is_tail() {
+            // One update ordered by the DC's service: the capacity
+            // experiment's count (Gunawardhana et al., §7.1, Fig 2).
+            env.observe(causeway_core::Observation::Sample { what: "service_ops", value: 1 });
             env.send(partition, Msg::SeqReply { id, seq });
         } else {
             env.send(self.chain[self.index + 1], Msg::Chain { partition, id, seq });

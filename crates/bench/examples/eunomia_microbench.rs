@@ -1,0 +1,256 @@
+//! Seed 002 (Gunawardhana, Bravo, Rodrigues, "Unobtrusive Deferred Update
+//! Stabilization for Efficient Geo-Replication", ATC 2017) on the real
+//! state machines: what EunomiaKV's and S-Seq's servers spend per message
+//! they handle, per message kind, and the simulator's cost model fitted to
+//! it, for the capacity, fault-tolerance and straggler experiments (§7.1,
+//! §7.2.3).
+//!
+//! ```text
+//! cargo run --release -p causeway-bench --example eunomia_microbench [-- --reps 3 --ops 40000 --costs-out FILE]
+//! ```
+//!
+//! Setup: 2 DCs × `--partitions` partitions, `--clients` closed-loop
+//! sessions in DC 0 writing 100-byte values uniformly over 100 000 keys
+//! (the shape of Fig 2: one DC's updates, ordered by its service and
+//! shipped to the other), on the harness of
+//! [`causeway_bench::microbench`] (decode, node step, log encoding, encode
+//! per server input; no sockets or disk). Virtual time advances
+//! `--us-per-msg` µs per delivery; two steps (1 and 8 µs) give reports and
+//! shipments of different sizes, from which a batch's cost is fitted as
+//! µs = a + c × items ([`causeway_core::Message::items`], its updates).
+//!
+//! Eunomia's own timers (process_stable, which ships) and the receivers'
+//! acknowledgements work for the updates reported, so Eunomia's whole CPU
+//! beyond what the simulator charges its timers as any node's is charged
+//! to its reports: `report` = a + c × updates. Every other kind costs its
+//! pooled mean. Scaled ×`--scale` (50) so a simulated cluster saturates
+//! with few operations.
+
+use causeway_bench::microbench::closed_loop::ClosedLoop;
+use causeway_bench::microbench::{KindCosts, KindStat, alternating_rounds, median};
+use causeway_core::{DcId, Protocol, Topology, TopologySpec};
+use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv};
+use causeway_protocols::services::sequencer::SSeq;
+use causeway_sim::Workload;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Clone, Copy)]
+struct Opts {
+    reps: u64,
+    ops: u64,
+    clients: u32,
+    partitions: u32,
+    scale: f64,
+}
+
+/// The two virtual-time steps: small and large batches.
+const STEPS_US: [u64; 2] = [1, 8];
+
+/// One run: every node's kinds, and Eunomia's (empty for S-Seq).
+#[derive(Clone, Default)]
+struct Run {
+    ops: u64,
+    kinds: BTreeMap<&'static str, KindStat>,
+    service: BTreeMap<&'static str, KindStat>,
+    service_ns: u64,
+}
+
+fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&str>) -> Run {
+    let topology = Arc::new(
+        Topology::new(causeway_net::config::topology_for(
+            P::NAME.parse().expect("a registered protocol"),
+            &TopologySpec::full(2, o.partitions),
+        ))
+        .expect("valid topology"),
+    );
+    let workload = Workload {
+        clients_per_dc: o.clients,
+        dcs: vec![0],
+        recordcount: 100_000,
+        readproportion: 0.0,
+        updateproportion: 1.0,
+        fieldlength: 100,
+        ..Workload::default()
+    };
+    let client_dc = vec![DcId(0); o.clients as usize];
+    let mut h = ClosedLoop::<P>::new(topology.clone(), &Default::default(), workload, client_dc, seed, us_per_msg);
+    h.run_ops(o.ops / 2);
+    h.reset();
+    h.run_ops(o.ops);
+    let node = service.map(|s| topology.service_nodes(DcId(0), topology.service_index(s).expect("a service"))[0]);
+    Run {
+        ops: h.completed,
+        kinds: h.servers.kinds.clone(),
+        service: node.map(|n| h.servers.node_kinds[n.idx()].clone()).unwrap_or_default(),
+        service_ns: node.map_or(0, |n| h.servers.busy_ns[n.idx()]),
+    }
+}
+
+/// Variants: (protocol, step index).
+const VARIANTS: [(&str, usize); 4] = [("eunomiakv", 0), ("eunomiakv", 1), ("sseq", 0), ("sseq", 1)];
+
+fn run_variant(v: usize, o: Opts, seed: u64) -> Run {
+    let step = STEPS_US[VARIANTS[v].1];
+    match VARIANTS[v].0 {
+        "eunomiakv" => measure::<EunomiaKv>(o, step, seed, Some(EUNOMIA)),
+        _ => measure::<SSeq>(o, step, seed, None),
+    }
+}
+
+/// Least squares y = a + c·x over points; (a, c), both at least 0. Batches
+/// whose sizes hardly differ (less than 2× apart) give no slope: they cost
+/// their mean, all of it fixed.
+fn fit(pts: &[(f64, f64)]) -> (f64, f64) {
+    let n = pts.len() as f64;
+    let (lo, hi) = pts.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    if hi < 2.0 * lo {
+        return (median(pts.iter().map(|p| p.1).collect()), 0.0);
+    }
+    let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let c = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+    ((my - c * mx).max(0.0), c)
+}
+
+fn us(s: &KindStat) -> f64 {
+    s.ns as f64 / 1e3 / s.n.max(1) as f64
+}
+fn items(s: &KindStat) -> f64 {
+    s.items as f64 / s.n.max(1) as f64
+}
+
+/// Kinds whose messages carry several updates: fitted as a + c × items.
+const BATCHED: [&str; 2] = ["ship", "apply"];
+
+fn main() {
+    let mut o = Opts { reps: 3, ops: 40_000, clients: 64, partitions: 8, scale: 50.0 };
+    let mut costs_out: Option<std::path::PathBuf> = None;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for a in args.chunks(2) {
+        let v = a.get(1).map(String::as_str).unwrap_or("");
+        let bad = || -> ! {
+            eprintln!(
+                "usage: eunomia_microbench [--reps N] [--ops N] [--clients N] [--partitions N] [--scale F] [--costs-out FILE]"
+            );
+            std::process::exit(2)
+        };
+        match a[0].as_str() {
+            "--reps" => o.reps = v.parse().unwrap_or_else(|_| bad()),
+            "--ops" => o.ops = v.parse().unwrap_or_else(|_| bad()),
+            "--clients" => o.clients = v.parse().unwrap_or_else(|_| bad()),
+            "--partitions" => o.partitions = v.parse().unwrap_or_else(|_| bad()),
+            "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
+            "--costs-out" if !v.is_empty() => costs_out = Some(v.into()),
+            _ => bad(),
+        }
+    }
+    let mut all: Vec<Vec<Run>> = vec![Vec::new(); VARIANTS.len()];
+    alternating_rounds(o.reps, VARIANTS.len(), |v, rep| all[v].push(run_variant(v, o, rep)));
+    println!(
+        "{} repetition(s) × {} operations, 2 DCs × {} partitions, {} writers in DC 0; medians\n",
+        o.reps, o.ops, o.partitions, o.clients
+    );
+    println!("| protocol | µs/msg step | message kind | per op | items/msg | mean µs |");
+    println!("|---|---:|---|---:|---:|---:|");
+    for (v, (proto, step)) in VARIANTS.iter().enumerate() {
+        let kinds: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|r| r.kinds.keys().copied()).collect();
+        for k in kinds {
+            let m = |f: &dyn Fn(&KindStat, &Run) -> f64| {
+                median(all[v].iter().filter_map(|r| r.kinds.get(k).map(|s| f(s, r))).collect())
+            };
+            println!(
+                "| {proto} | {} | {k} | {:.3} | {:.1} | {:.2} |",
+                STEPS_US[*step],
+                m(&|s, r| s.n as f64 / r.ops as f64),
+                m(&|s, _| items(s)),
+                m(&|s, _| us(s))
+            );
+        }
+    }
+    let f = o.scale;
+    let mut kind_us: KindCosts<'_> = BTreeMap::new();
+    let mut item_us: KindCosts<'_> = BTreeMap::new();
+    let mut notes = String::new();
+    for proto in ["eunomiakv", "sseq"] {
+        let runs: Vec<&Run> =
+            VARIANTS.iter().enumerate().filter(|(_, v)| v.0 == proto).flat_map(|(i, _)| all[i].iter()).collect();
+        let kinds: std::collections::BTreeSet<&str> = runs.iter().flat_map(|r| r.kinds.keys().copied()).collect();
+        // Every node's timers but the service's (charged to its reports).
+        let other = |r: &Run, k: &str| -> KindStat {
+            let (a, b) = (r.kinds.get(k).copied().unwrap_or_default(), r.service.get(k).copied().unwrap_or_default());
+            KindStat { n: a.n - b.n, bytes: a.bytes - b.bytes, ns: a.ns - b.ns, items: a.items - b.items }
+        };
+        let timer_us = median(runs.iter().map(|r| us(&other(r, "timer"))).collect());
+        for k in kinds {
+            if proto == "eunomiakv" && k == "report" {
+                // Eunomia's CPU beyond its timers' share as any node's, per report.
+                let pts: Vec<(f64, f64)> = runs
+                    .iter()
+                    .map(|r| {
+                        let rep = r.service.get("report").copied().unwrap_or_default();
+                        let elsewhere: u64 = r
+                            .service
+                            .iter()
+                            .filter(|(k, _)| **k != "report" && **k != "timer")
+                            .map(|(_, s)| s.ns)
+                            .sum();
+                        let timers = r.service.get("timer").map_or(0.0, |t| t.n as f64 * timer_us * 1e3);
+                        let ns = r.service_ns as f64 - elsewhere as f64 - timers;
+                        (items(&rep), ns / 1e3 / rep.n.max(1) as f64)
+                    })
+                    .collect();
+                let (a, c) = fit(&pts);
+                notes.push_str(&format!(
+                    "eunomiakv report: {a:.2} µs + {c:.3} µs per update (Eunomia's process_stable and acks included), \
+                     fitted over reports of {:.0}–{:.0} updates\n",
+                    pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min),
+                    pts.iter().map(|p| p.0).fold(0.0, f64::max)
+                ));
+                kind_us.entry(proto).or_default().push((k, (f * a * 10.0).round() / 10.0));
+                item_us.entry(proto).or_default().push((k, (f * c * 100.0).round() / 100.0));
+                continue;
+            }
+            if BATCHED.contains(&k) {
+                let pts: Vec<(f64, f64)> =
+                    runs.iter().filter_map(|r| r.kinds.get(k)).map(|s| (items(s), us(s))).collect();
+                let (a, c) = fit(&pts);
+                notes.push_str(&format!("{proto} {k}: {a:.2} µs + {c:.3} µs per update\n"));
+                kind_us.entry(proto).or_default().push((k, (f * a * 10.0).round() / 10.0));
+                item_us.entry(proto).or_default().push((k, (f * c * 100.0).round() / 100.0));
+                continue;
+            }
+            let mean = if k == "timer" {
+                timer_us
+            } else {
+                median(runs.iter().filter_map(|r| r.kinds.get(k)).map(us).collect())
+            };
+            kind_us.entry(proto).or_default().push((k, (f * mean * 10.0).round() / 10.0));
+        }
+    }
+    println!("\nFitted (unscaled):\n{notes}");
+    println!("Cost model ×{f}:\nkind_us = {kind_us:?}\nitem_us = {item_us:?}");
+    if let Some(path) = costs_out {
+        let header = format!(
+            "CPU cost model of EunomiaKV and S-Seq (Gunawardhana et al., ATC 2017), measured\n\
+             on the real state machines (decode + node step + log encoding + encode per\n\
+             server input; no sockets, syscalls or disk), scaled ×{f} so a simulated\n\
+             cluster saturates with few operations. Written by the command below; do not\n\
+             edit by hand, rerun it. A batch (a report, a shipment, an apply round) costs\n\
+             kind_us + item_us × its updates:\n{}\
+             Workload: 2 DCs × {} partitions, {} writers in DC 0, 100-byte values.\n\
+             The fixed cost of a message on a real network stack (syscalls, framing)\n\
+             is not in here: service_us stays 0 and experiments that need it set it.",
+            notes.lines().map(|l| format!("  {l}\n")).collect::<String>(),
+            o.partitions,
+            o.clients
+        );
+        let command = format!(
+            "cargo run --release -p causeway-bench --example eunomia_microbench -- {}",
+            std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+        );
+        causeway_bench::microbench::write_cost_file(&path, &header, &command, f, 0.0, &kind_us);
+        causeway_bench::microbench::append_item_costs(&path, &item_us);
+    }
+}
