@@ -142,14 +142,16 @@
 //!       are journaled with each apply tick without a sync of their own
 //!       (an idle partition would otherwise sync every Δ_R), so a crash of
 //!       the machine can lose the record of a heartbeat already sent. The
-//!       journal also holds a synced ceiling a second above the HLC,
+//!       journal also holds a synced ceiling 100 ms above the HLC,
 //!       raised (and synced before the turn's messages leave) whenever the
-//!       HLC comes within half a second of it; a restarted partition's HLC
+//!       HLC comes within 50 ms of it; a restarted partition's HLC
 //!       starts at the ceiling, so no proposal falls at or below a version
 //!       clock a peer was told, even when the machine comes back with its
-//!       clock set back. The price: commits a partition coordinates just
-//!       after a quick restart are up to a second ahead of the clocks, and
-//!       become visible when the UST reaches them.
+//!       clock set back. The price: a sync per 50 ms of clock on an
+//!       otherwise idle partition, and commits a partition coordinates just
+//!       after a quick restart up to 100 ms ahead of the clocks (visible
+//!       when the UST reaches them; BPR's reads of such snapshots wait
+//!       that much).
 //!
 //!     Interactive transactions' contexts stay volatile (deviation 11). A
 //!     node lost for good still freezes the UST everywhere (no backup

@@ -34,9 +34,12 @@ pub fn placement_of(t: &Topology) -> u64 {
 }
 
 /// How far above the HLC the synced ceiling is set, µs: a sync about every
-/// half second of clock per partition, and a restarted partition's HLC at
-/// most a second ahead of where it was.
-const CEILING_STEP_US: Ts = 1_000_000;
+/// 50 ms of clock per partition when nothing else syncs, and a restarted
+/// partition's HLC at most 100 ms ahead of where it was. (A second ahead
+/// made BPR block every transaction for a second after a restart: its
+/// snapshots come from the coordinator's clock and wait for every replica
+/// to reach them.)
+const CEILING_STEP_US: Ts = 100_000;
 
 /// Server p_n^m: partition n in DC m, replica r of the R DCs storing n.
 pub(super) struct Partition {

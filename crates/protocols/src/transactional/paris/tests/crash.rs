@@ -43,7 +43,7 @@ fn stored_anywhere<Q: Protocol<Server = ParisServer, Version = Version>>(net: &T
 
 /// Both DCs read `keys` as `v`, once the UST has passed them: within
 /// 1.5 s of clock, since a restarted partition's HLC comes back at its
-/// synced ceiling, up to a second ahead, and so do the commit times it
+/// synced ceiling, up to 100 ms ahead, and so do the commit times it
 /// coordinates (the UST reaches them as the clocks do).
 fn every_dc_reads<Q: Protocol<Msg = Msg, Client = ParisClient>>(net: &mut TestNet<Q>, keys: &[&Key], v: &str) {
     let want = vec![Some(v.to_string()); keys.len()];
@@ -284,7 +284,7 @@ fn ceiling_holds<
     let a = net.server_for(DcId(0), &x);
     let sent = part(&net, a).version_clock();
     assert!(sent > 100_000, "{}: the version clock moved with the heartbeats: {sent}", Q::NAME);
-    net.clocks[a.idx()] -= 200_000;
+    net.clocks[a.idx()] -= 200_000; // more than the ceiling's step
     net.restart_losing_unsynced(a, &Config::default());
     assert!(
         part(&net, a).hlc > sent,
