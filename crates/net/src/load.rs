@@ -200,7 +200,8 @@ pub async fn run_with_timeout<P: Protocol>(
                     };
                     let planned: Vec<Planned> =
                         (0..depth).map(|_| next_op::<P>(&spec, depth, &next_write, &mut rng)).collect();
-                    if let [Planned::Interactive { reads, writes }] = &planned[..] {
+                    // Whether the session broke: its causal context is then gone.
+                    let broken = if let [Planned::Interactive { reads, writes }] = &planned[..] {
                         let (reads, writes) = (reads.clone(), writes.clone());
                         let key_count = (reads.len() + writes.len()) as u64;
                         let t0 = Instant::now();
@@ -224,77 +225,76 @@ pub async fn run_with_timeout<P: Protocol>(
                                 levels: None,
                             });
                         }
-                        if r.is_err() {
-                            res.errors += 1;
-                            session = None;
-                            cid = fresh_ids.fetch_add(depth as u64, Ordering::Relaxed) as u32;
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                        continue;
-                    }
-                    let ops: Vec<Op> = planned
-                        .into_iter()
-                        .map(|p| match p {
-                            Planned::Op(op) => op,
-                            Planned::Interactive { .. } => unreachable!("drawn only without pipelining"),
-                        })
-                        .collect();
-                    let kinds: Vec<OpKind> = ops.iter().map(Op::kind).collect();
-                    let key_count: u64 = ops.iter().map(keys_of).sum();
-                    // The operations are kept only for the history.
-                    let (ops, kept) = if spec.record_history { (ops.clone(), ops) } else { (ops, Vec::new()) };
-                    let t0 = Instant::now();
-                    let r = s.execute_many(ops).await;
-                    let t1 = Instant::now();
-                    let measured = t0 >= measure_from && t1 <= end;
-                    let levels = s.levels();
-                    let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
-                        let levels = levels.filter(|_| matches!(op, Op::Get { .. } | Op::Put { .. }));
-                        let rec = OpRecord {
-                            client: ClientId(cid + slot as u32),
-                            dc,
-                            op,
-                            result,
-                            invoke_us: (t0 - origin).as_micros() as u64,
-                            complete_us: (t1 - origin).as_micros() as u64,
-                            batch: None,
-                            levels,
+                        r.is_err()
+                    } else {
+                        let ops: Vec<Op> = planned
+                            .into_iter()
+                            .map(|p| match p {
+                                Planned::Op(op) => op,
+                                Planned::Interactive { .. } => unreachable!("drawn only without pipelining"),
+                            })
+                            .collect();
+                        let kinds: Vec<OpKind> = ops.iter().map(Op::kind).collect();
+                        let key_count: u64 = ops.iter().map(keys_of).sum();
+                        // The operations are kept only for the history.
+                        let (ops, kept) = if spec.record_history { (ops.clone(), ops) } else { (ops, Vec::new()) };
+                        let t0 = Instant::now();
+                        let r = s.execute_many(ops).await;
+                        let t1 = Instant::now();
+                        let measured = t0 >= measure_from && t1 <= end;
+                        let levels = s.levels();
+                        let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
+                            let levels = levels.filter(|_| matches!(op, Op::Get { .. } | Op::Put { .. }));
+                            let rec = OpRecord {
+                                client: ClientId(cid + slot as u32),
+                                dc,
+                                op,
+                                result,
+                                invoke_us: (t0 - origin).as_micros() as u64,
+                                complete_us: (t1 - origin).as_micros() as u64,
+                                batch: None,
+                                levels,
+                            };
+                            // A batch's number: unique among this task's records.
+                            let id = res.records.len() as u64;
+                            res.records.extend(rec.expand(id));
                         };
-                        // A batch's number: unique among this task's records.
-                        let id = res.records.len() as u64;
-                        res.records.extend(rec.expand(id));
+                        match r {
+                            Ok(results) => {
+                                if measured {
+                                    res.ops += kinds.len() as u64;
+                                    res.keys += key_count;
+                                    let latency_us = (t1 - t0).as_micros().max(1) as u64;
+                                    for kind in kinds {
+                                        let _ = res.hist.entry(kind).or_insert_with(histogram).record(latency_us);
+                                    }
+                                }
+                                for (slot, (op, result)) in kept.into_iter().zip(results).enumerate() {
+                                    record(&mut res, slot, op, result);
+                                }
+                                false
+                            }
+                            Err(e) => {
+                                if spec.record_history {
+                                    // The operations may or may not have taken effect; a
+                                    // timeout is recorded as one, so the checker's
+                                    // liveness checks see the operation that never finished.
+                                    let error = failure_of(&e);
+                                    for (slot, op) in kept.into_iter().enumerate() {
+                                        record(&mut res, slot, op, OpResult::Failed(error.clone()));
+                                    }
+                                }
+                                true
+                            }
+                        }
                     };
-                    match r {
-                        Ok(results) => {
-                            if measured {
-                                res.ops += kinds.len() as u64;
-                                res.keys += key_count;
-                                let latency_us = (t1 - t0).as_micros().max(1) as u64;
-                                for kind in kinds {
-                                    let _ = res.hist.entry(kind).or_insert_with(histogram).record(latency_us);
-                                }
-                            }
-                            for (slot, (op, result)) in kept.into_iter().zip(results).enumerate() {
-                                record(&mut res, slot, op, result);
-                            }
-                        }
-                        Err(e) => {
-                            res.errors += 1;
-                            if spec.record_history {
-                                // The operations may or may not have taken effect; a
-                                // timeout is recorded as one, so the checker's
-                                // liveness checks see the operation that never finished.
-                                let error = failure_of(&e);
-                                for (slot, op) in kept.into_iter().enumerate() {
-                                    record(&mut res, slot, op, OpResult::Failed(error.clone()));
-                                }
-                            }
-                            // A broken session's causal context is gone: the next
-                            // session is a new client in the history.
-                            session = None;
-                            cid = fresh_ids.fetch_add(depth as u64, Ordering::Relaxed) as u32;
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
+                    if broken {
+                        // A broken session's causal context is gone: the next
+                        // session is a new client in the history.
+                        res.errors += 1;
+                        session = None;
+                        cid = fresh_ids.fetch_add(depth as u64, Ordering::Relaxed) as u32;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
                 res
