@@ -296,3 +296,40 @@ fn ceiling_holds<
     let v = net.latest(a, &x);
     assert!(v.ut > sent, "{}: a commit at {} reissues a version clock already sent ({sent})", Q::NAME, v.ut);
 }
+
+/// A read slice sent before its coordinator crashed and answered after the
+/// restart (a BPR replica that blocked answers late) never counts for a
+/// new transaction: the restarted coordinator numbers its contexts within
+/// a new start epoch, so the late answer names a context it does not have.
+/// (Before the epochs, the first context after a restart reused the first
+/// number of the last run, and the late slice answered it with another
+/// transaction's keys: torture's BPR seed 74, a thin-air read.)
+#[test]
+fn a_late_read_slice_never_answers_a_new_transaction() {
+    let mut net = full::<Paris>(2, 2);
+    let [x, y] = &net.distinct_keys();
+    rounds(&mut net, 5, &|_| false);
+    let (c0, c1) = (net.server_for(DcId(0), x), net.server_for(DcId(0), y));
+    let read = || Op::Txn { reads: vec![x.clone(), y.clone()], writes: vec![] };
+    let slice_cid = |m: &InFlight<Msg>| match m.msg {
+        Msg::ReadSlice { cid, .. } | Msg::SliceReply { cid, .. } => Some(cid),
+        _ => None,
+    };
+    net.invoke(cl(0, 0), read());
+    net.deliver_while(|m| from_client(m) || matches!(m.msg, Msg::ReadSlice { .. }));
+    let late = net.queue.iter().filter(|m| channel(c1, c0)(m)).find_map(slice_cid);
+    assert!(late.is_some(), "c1's answer to the first transaction's slice is in flight");
+    net.restart(c0, &Config::default());
+
+    net.invoke(cl(0, 1), read());
+    net.deliver_while(from_client);
+    let fresh = net.queue.iter().filter(|m| channel(c0, c1)(m)).find_map(slice_cid);
+    assert!(fresh.is_some(), "the new transaction asks c1 for its slice");
+    assert_ne!(late, fresh, "the new transaction has a context number of its own start");
+    assert!(net.deliver_first(channel(c1, c0)), "the late answer arrives");
+    net.deliver_client_traffic();
+    assert_eq!(net.take_result(cl(0, 1)), None, "the new transaction was answered by another's slice");
+    rounds(&mut net, 4, &|_| false);
+    net.deliver_client_traffic();
+    assert_eq!(values(net.take_result(cl(0, 1)).expect("answered")), vec![None, None]);
+}
