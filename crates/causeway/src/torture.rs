@@ -130,6 +130,16 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     if with_protocol!(p, P => <P as Protocol>::LEVELS) {
         sc.workload.random_levels = seed.is_multiple_of(2);
     }
+    // Client migration where the protocol lets sessions move: half the
+    // runs move sessions between DCs, before a request with a probability
+    // drawn from a stream of its own (other protocols' seeds replay as
+    // before). The checker holds every read to its level wherever it ran.
+    if with_protocol!(p, P => <P as Protocol>::MIGRATES) {
+        let mut m = ChaCha8Rng::seed_from_u64(seed ^ 0x3167_0e5e);
+        if m.random_bool(0.5) {
+            sc.workload.migrate_proportion = m.random_range(0.01..=0.2);
+        }
+    }
     if partial {
         sc.workload.local_txn_ratio = Some([0.5, 0.9, 1.0][pr.random_range(0..3)]);
     }
@@ -196,6 +206,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
             .map(|i| ScriptedOp {
                 at_us: if i == 0 { quiet_us } else { 0 },
                 op: Op::Get { key: Key::from(format!("user{i}")) },
+                from_dc: None,
             })
             .collect();
         sc.scripted.push(ScriptedClient { dc, ops });
@@ -222,10 +233,14 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
                 } else {
                     Op::Get { key }
                 };
-                ops.push(ScriptedOp { at_us, op });
+                ops.push(ScriptedOp { at_us, op, from_dc: None });
             }
             for (i, key) in counters.iter().enumerate() {
-                ops.push(ScriptedOp { at_us: if i == 0 { quiet_us } else { 0 }, op: Op::Get { key: key.clone() } });
+                ops.push(ScriptedOp {
+                    at_us: if i == 0 { quiet_us } else { 0 },
+                    op: Op::Get { key: key.clone() },
+                    from_dc: None,
+                });
             }
             sc.scripted.push(ScriptedClient { dc, ops });
         }

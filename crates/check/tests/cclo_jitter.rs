@@ -53,12 +53,20 @@ fn figure_1_at_scale(seed: u64, flag: Option<&str>) -> Scenario {
     for i in 0..400 {
         for (k, tag) in [(&x, 'x'), (&y, 'y')] {
             let value = Bytes::from(format!("{tag}{i:04}"));
-            writes.push(ScriptedOp { at_us: if i == 0 { 1_000 } else { 0 }, op: Op::Put { key: k.clone(), value } });
+            writes.push(ScriptedOp {
+                at_us: if i == 0 { 1_000 } else { 0 },
+                op: Op::Put { key: k.clone(), value },
+                from_dc: None,
+            });
         }
     }
     sc.scripted.push(ScriptedClient { dc: 0, ops: writes });
     for _ in 0..4 {
-        let reads = (0..2_000).map(|_| ScriptedOp { at_us: 0, op: Op::Rot { keys: vec![x.clone(), y.clone()] } });
+        let reads = (0..2_000).map(|_| ScriptedOp {
+            at_us: 0,
+            op: Op::Rot { keys: vec![x.clone(), y.clone()] },
+            from_dc: None,
+        });
         sc.scripted.push(ScriptedClient { dc: 1, ops: reads.collect() });
     }
     sc

@@ -410,6 +410,14 @@ pub enum OpError {
     /// liveness checks report it.
     #[error("never completed: still in progress when the run ended")]
     Pending,
+    /// The session was asked to move to DC `dc` for this operation, and
+    /// the protocol keeps sessions in their DC ([`Client::migrate`]):
+    /// nothing was sent.
+    #[error(
+        "this protocol keeps a session in its DC and cannot move it to DC {dc} (causal consistency with \
+         available reads needs sticky clients: Roohitavaf, Ch. 6)"
+    )]
+    Sticky { dc: u16 },
 }
 
 impl OpError {
@@ -574,6 +582,18 @@ pub trait Client {
     fn on_unreachable(&mut self, _env: &mut impl ClientEnv<Self::Msg>, _node: NodeId) -> bool {
         false
     }
+    /// Move the session to `dc` between operations (client migration): its
+    /// later operations go to that DC's servers, carrying whatever the
+    /// session tracked. Returns false, changing nothing, when the protocol
+    /// keeps sessions where they started, which is the default and the
+    /// only choice for a protocol that promises causal consistency with
+    /// available reads (Roohitavaf, *Consistency for Distributed Data
+    /// Stores*, Ch. 6, Thm 12: with non-sticky clients no store is both
+    /// available and causal++). [`Protocol::MIGRATES`] says which.
+    /// Runtimes call it only when no operation is in progress.
+    fn migrate(&mut self, _dc: DcId) -> bool {
+        false
+    }
 }
 
 /// What a server is told about itself when it is created.
@@ -697,6 +717,9 @@ pub trait Protocol: 'static {
     /// (NuKV). A causal protocol takes any level without this (it gives
     /// them all); any other refuses a level above eventual. Default: false.
     const LEVELS: bool = false;
+    /// Whether a session may move to another DC between operations
+    /// ([`Client::migrate`]). Default: false (sticky sessions).
+    const MIGRATES: bool = false;
     type Msg: Message;
     type Version: Versioned + Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
     /// Protocol parameters (intervals, thresholds), read from the `[protocol]`

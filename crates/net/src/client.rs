@@ -522,6 +522,30 @@ impl<P: Protocol> Session<P> {
         Ok(())
     }
 
+    /// Move the session to `dc`: its later operations go to that DC's
+    /// servers, keeping what the session tracked (client migration; NuKV
+    /// lets clients switch DCs, Roohitavaf, *Consistency for Distributed
+    /// Data Stores*, Ch. 4, at the cost of reads that wait there for what
+    /// the session saw). Refused with [`OpError::Sticky`] by a protocol
+    /// that keeps sessions in their DC ([`Protocol::MIGRATES`]), which
+    /// every causal one must (Ch. 6), and with
+    /// [`ClientError::UnknownDc`] for a DC the cluster lacks.
+    pub fn migrate(&mut self, dc: DcId) -> Result<(), ClientError> {
+        if dc.idx() >= self.cluster.topology.dcs() {
+            return Err(ClientError::UnknownDc { dc: dc.0, dcs: self.cluster.topology.dcs() });
+        }
+        if !P::MIGRATES {
+            return Err(OpError::Sticky { dc: dc.0 }.into());
+        }
+        // Between operations (`&mut self`): no slot has one in progress.
+        for proto in &mut self.protos {
+            if !proto.migrate(dc) {
+                return Err(OpError::Sticky { dc: dc.0 }.into());
+            }
+        }
+        Ok(())
+    }
+
     /// The levels set by [`Session::set_levels`].
     pub fn levels(&self) -> Option<causeway_core::Levels> {
         self.levels

@@ -444,3 +444,37 @@ async fn every_protocol_serves_pipelined_sessions() {
         pipelined_slots_are_causal_sessions(p).await;
     }
 }
+
+/// Client migration over TCP: a NuKV session writes in DC 0, moves to DC 1
+/// (200 ms away, so the write cannot have arrived yet) and reads its write
+/// at read-your-writes: the read waits there for it (Roohitavaf, Ch. 4:
+/// the cost of moving is a blocking read). A causal protocol refuses the
+/// move with a typed error and the session keeps working where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nukv_session_moves_to_another_dc_and_still_reads_its_writes() {
+    use causeway_core::{OpError, ReadLevel};
+    use causeway_net::ClientError;
+    let rt = tokio::runtime::Handle::current();
+    let far = |p| EmbeddedSpec { rtt_ms: vec![vec![0.0, 200.0], vec![200.0, 0.0]], ..spec(p, "migrate") };
+    let cluster = Embedded::start(far(ProtocolName::Nukv), &rt).unwrap();
+    let mut s = Session::<causeway_protocols::nukv::Nukv>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+    for i in 0..5 {
+        let key = Bytes::from(format!("moving-{i}"));
+        let value = Bytes::from(format!("v{i}"));
+        s.put(key.clone(), value.clone()).await.unwrap();
+        s.migrate(DcId(((i + 1) % 2) as u16)).unwrap();
+        let got = s.get_at(key, ReadLevel::ReadYourWrite).await.unwrap();
+        assert_eq!(got, Some(value), "read-your-writes after moving to DC {}", (i + 1) % 2);
+    }
+    assert!(matches!(s.migrate(DcId(2)), Err(ClientError::UnknownDc { dc: 2, dcs: 2 })));
+    drop(s);
+    drop(cluster);
+
+    let cluster = Embedded::start(far(ProtocolName::Cure), &rt).unwrap();
+    let mut s = Session::<causeway_protocols::cure::Cure>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+    s.put(Bytes::from_static(b"k"), Bytes::from_static(b"v")).await.unwrap();
+    let e = s.migrate(DcId(1)).unwrap_err();
+    assert!(matches!(e, ClientError::Op(OpError::Sticky { dc: 1 })), "{e}");
+    assert!(e.to_string().contains("sticky clients"), "{e}");
+    assert_eq!(s.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"v"[..]));
+}

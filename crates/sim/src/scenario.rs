@@ -393,6 +393,12 @@ pub struct Workload {
     /// every guarantee next to every other.
     #[serde(default)]
     pub random_levels: bool,
+    /// Before each request, the probability that the session moves to
+    /// another DC (each equally likely) where the protocol lets sessions
+    /// move ([`causeway_core::Protocol::MIGRATES`]; refused elsewhere:
+    /// the scenario is then an error). Default 0: sticky sessions.
+    #[serde(default)]
+    pub migrate_proportion: f64,
     #[serde(default = "default_txn_reads")]
     pub txn_reads: usize,
     #[serde(default = "default_txn_writes")]
@@ -540,6 +546,7 @@ impl Default for Workload {
             interactive_think_us: 0,
             levels: None,
             random_levels: false,
+            migrate_proportion: 0.0,
             txn_reads: default_txn_reads(),
             txn_writes: default_txn_writes(),
             local_txn_ratio: None,
@@ -590,6 +597,9 @@ impl Workload {
             return Err("readproportion, updateproportion, insertproportion, rotproportion, wotproportion, \
                         batchproportion and txnproportion must be ≥ 0 and not all 0"
                 .into());
+        }
+        if !(0.0..=1.0).contains(&self.migrate_proportion) {
+            return Err(format!("migrate_proportion must be between 0 and 1, got {}", self.migrate_proportion));
         }
         if let Some(d) = self.dcs.iter().find(|d| **d as usize >= topology.dcs()) {
             return Err(format!("dcs names DC {d}, but the topology has {} DCs", topology.dcs()));
@@ -696,6 +706,12 @@ pub struct ScriptedOp {
     #[serde(default)]
     pub at_us: u64,
     pub op: Op,
+    /// Issue the operation from this DC: the session moves there first
+    /// (client migration, [`causeway_core::Client::migrate`]) and stays.
+    /// A protocol that keeps sessions sticky fails the operation with
+    /// [`causeway_core::OpError::Sticky`] instead, sending nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_dc: Option<u16>,
 }
 
 /// A fault, applied at `at_ms` of true time (or `at_us` for precision).
@@ -933,6 +949,9 @@ impl Scenario {
         for (index, s) in self.scripted.iter().enumerate() {
             if s.dc >= m {
                 return Err(ScenarioError::ScriptDc { index, dc: s.dc });
+            }
+            if let Some(dc) = s.ops.iter().filter_map(|o| o.from_dc).find(|&d| d >= m) {
+                return Err(ScenarioError::ScriptDc { index, dc });
             }
         }
         if let Some(after_ms) = self.final_reads_after_ms.filter(|&a| a >= self.drain_ms) {

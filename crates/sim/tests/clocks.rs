@@ -24,7 +24,11 @@ fn put_latency_us<P: Protocol>(skew_us: i64) -> f64 {
     let mut ops = Vec::new();
     for i in 0..200u64 {
         let key = if i % 2 == 0 { &k0 } else { &k1 };
-        ops.push(ScriptedOp { at_us: 0, op: Op::Put { key: key.clone(), value: tagged_value(i + 1, 64) } });
+        ops.push(ScriptedOp {
+            at_us: 0,
+            op: Op::Put { key: key.clone(), value: tagged_value(i + 1, 64) },
+            from_dc: None,
+        });
     }
     sc.scripted.push(ScriptedClient { dc: 0, ops });
     let r = Sim::<P>::new(sc).unwrap().run();

@@ -170,11 +170,17 @@ impl<P: Protocol> Sim<P> {
         if self.clients[c.idx()].busy.is_some() || self.clients[c.idx()].dead {
             return;
         }
+        // A scripted operation may name the DC it is issued from: the
+        // session moves there first (or, sticky, fails the operation).
+        let mut from_dc = None;
         let op = {
             let s = &mut self.clients[c.idx()];
             match &mut s.scripted {
                 Some(ops) => match ops.front() {
-                    Some(o) if o.at_us <= self.now => ops.pop_front().map(|o| o.op),
+                    Some(o) if o.at_us <= self.now => ops.pop_front().map(|o| {
+                        from_dc = o.from_dc.map(DcId).filter(|&d| d != s.dc);
+                        o.op
+                    }),
                     Some(o) => {
                         let at = o.at_us;
                         self.schedule(at, Ev::ClientNext { client: c });
@@ -187,6 +193,21 @@ impl<P: Protocol> Sim<P> {
                     && (self.sc.workload.operationcount == 0 || self.issued < self.sc.workload.operationcount) =>
                 {
                     self.issued += 1;
+                    // Client migration before a new request, where the
+                    // protocol allows it (checked when the simulation was
+                    // built); no draw at all at a proportion of 0.
+                    let dcs = self.topology.dcs();
+                    let p = self.sc.workload.migrate_proportion;
+                    if p > 0.0 && dcs > 1 && s.rng.random_bool(p) {
+                        let other = s.rng.random_range(0..dcs - 1);
+                        let to = DcId(if other >= s.dc.idx() { other + 1 } else { other } as u16);
+                        let moved = s.proto.migrate(to);
+                        debug_assert!(moved, "{} declares MIGRATES and refused between operations", P::NAME);
+                        if moved {
+                            s.dc = to;
+                            self.trace = mix(self.trace, 0x3167 ^ self.now ^ ((c.0 as u64) << 24) ^ to.0 as u64);
+                        }
+                    }
                     let writes = &mut s.writes;
                     let mut write_id = || {
                         *writes += 1;
@@ -209,6 +230,16 @@ impl<P: Protocol> Sim<P> {
             }
         };
         let Some(op) = op else { return };
+        let mut refusal = None;
+        if let Some(to) = from_dc {
+            let s = &mut self.clients[c.idx()];
+            if s.proto.migrate(to) {
+                s.dc = to;
+                self.trace = mix(self.trace, 0x3167 ^ self.now ^ ((c.0 as u64) << 24) ^ to.0 as u64);
+            } else {
+                refusal = Some(causeway_core::OpError::Sticky { dc: to.0 });
+            }
+        }
         self.events += 1;
         self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
         let levels = self.levels_for(c, &op);
@@ -221,9 +252,10 @@ impl<P: Protocol> Sim<P> {
         let op_no = s.op_no;
         let mut env =
             CEnv { now: self.now + CLOCK_EPOCH_US, out: &mut self.out, done: &mut self.done, notes: &mut s.notes };
-        match levels {
-            None => s.proto.invoke(&mut env, op),
-            Some(l) => match l.refusal(&op, P::LEVELS, P::CAUSAL) {
+        match (refusal, levels) {
+            (Some(err), _) => env.complete(OpResult::Failed(err)),
+            (None, None) => s.proto.invoke(&mut env, op),
+            (None, Some(l)) => match l.refusal(&op, P::LEVELS, P::CAUSAL) {
                 Some(err) => env.complete(OpResult::Failed(err)),
                 None => s.proto.invoke_at(&mut env, op, l),
             },

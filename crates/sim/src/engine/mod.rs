@@ -166,6 +166,13 @@ impl<P: Protocol> Sim<P> {
         })?;
         P::validate(&cfg, &topology)
             .map_err(|message| ScenarioError::Protocol { protocol: P::NAME.into(), message })?;
+        if sc.workload.migrate_proportion > 0.0 && !P::MIGRATES {
+            return Err(ScenarioError::Workload(format!(
+                "migrate_proportion = {}: {} keeps sessions in their DC (they cannot migrate)",
+                sc.workload.migrate_proportion,
+                P::NAME
+            )));
+        }
         let one_way_us = sc.one_way_us()?;
         let m = topology.dcs();
         let mut setup_rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5e7u64);

@@ -312,6 +312,17 @@ impl Client for NukvClient {
         }
     }
 
+    /// Alg 4.1 keeps `hrm`, `hwm`, `dtr` and `dtw` per DC and partition,
+    /// so they hold wherever the session goes: moving is only a new home.
+    fn migrate(&mut self, dc: DcId) -> bool {
+        debug_assert!(dc.idx() < self.ctx.topology.dcs(), "runtimes check the DC");
+        if self.current.is_some() {
+            return false;
+        }
+        self.ctx.dc = dc;
+        true
+    }
+
     /// The replica asked could not be reached: forget it as leader, and
     /// ask the next one after a pause.
     fn on_unreachable(&mut self, env: &mut impl ClientEnv<Msg>, node: NodeId) -> bool {

@@ -50,13 +50,19 @@
 //!   not proposed and goes to the named leader.
 //! - **A parked GET has a deadline** (`get_wait_us`): the replica then
 //!   answers `Behind` and the client asks another replica of its DC.
-//! - **Sessions at home, with a share elsewhere.** Runtimes attach a
-//!   session to one DC; the paper's clients that switch DCs are modelled
-//!   as its evaluation does (§4.4.1): `remote_read_share` and
+//! - **Sessions move, or send a share elsewhere.** A session may migrate
+//!   to another DC between operations (§4.1: NuKV lets clients switch
+//!   DCs; [`causeway_core::Client::migrate`]): it keeps its vectors and
+//!   HLC times, so its first GET there blocks until that DC has what the
+//!   level asks for (the migration cost the thesis names, about one
+//!   cross-DC trip). The evaluation's clients that reach other DCs
+//!   (§4.4.1) are modelled without moving: `remote_read_share` and
 //!   `remote_write_share` send that share of a session's GETs to a random
 //!   replica, and of its PUTs to the leader, of another DC (default none).
 //!   The vectors are per DC, so every level holds wherever an operation
-//!   goes.
+//!   goes. Neither makes NuKV causal across keys: a session that read `k2`
+//!   in one DC may read an older `k1` in another (Ch. 6's scenario; the
+//!   test `sticky_clients` runs it).
 //! - **Writes without HLC** (`hlc = false`) are the thesis's baseline of
 //!   §4.4.2, whose mechanism it states only as "the PUT operation must
 //!   wait until the current server receives all the relevant updates":
@@ -90,6 +96,7 @@ impl Protocol for Nukv {
     /// follow a session across keys, which Defs 6–7 do not promise.
     const SESSIONS: bool = true;
     const LEVELS: bool = true;
+    const MIGRATES: bool = true;
     /// Raft keeps an acknowledged write through crashes of any minority of
     /// a group; HLC stamps need no clock property for the guarantees.
     const TOLERATES: Faults = Faults::ALL;
