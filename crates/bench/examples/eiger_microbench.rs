@@ -190,10 +190,8 @@ fn main() {
             "--records" => o.records = v.parse().unwrap_or_else(|_| bad()),
             "--preload" => o.preload = v.parse::<u8>().unwrap_or_else(|_| bad()) == 1,
             "--protocols" => {
-                protocols = v
-                    .split(',')
-                    .map(|p| KNOWN.iter().copied().find(|k| *k == p).unwrap_or_else(|| bad()))
-                    .collect()
+                protocols =
+                    v.split(',').map(|p| KNOWN.iter().copied().find(|k| *k == p).unwrap_or_else(|| bad())).collect()
             }
             "--reads" if v == "get" || v == "rot" => o.gets = v == "get",
             "--costs-out" if !v.is_empty() => costs_out = Some(std::path::PathBuf::from(v)),
