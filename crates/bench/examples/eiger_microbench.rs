@@ -34,11 +34,28 @@
 //! (`us_per_kib`) is the count-weighted mean over message kinds whose size
 //! grew of Δµs / ΔKiB, and each kind's `kind_us` is its mean µs at the
 //! default workload less that slope times its mean size. Output in µs × `--scale`.
+//!
+//! Other protocols, other workloads. `--protocols` names the protocols
+//! measured (default `eiger,eventual`; also `gentlerain`, `causalspartanx`,
+//! `cops`, with their default parameters), and `--reads get` makes every
+//! read a single-key GET instead of a ROT (with `--keys-write 1 --wtf 0`,
+//! every write a single-key PUT): the plain GET/PUT mix of seed 000's
+//! figures. Seed 000's cost file (Roohitavaf §5.5 Fig 5.5 and §8.5 Figs
+//! 8.4–8.6: DKVF's 2 replicas × 3 partitions, 90 YCSB threads attached to
+//! one replica, 64-byte values, GET:PUT 0.5:0.5) was written by
+//!
+//! ```text
+//! cargo run --release -p causeway-bench --example eiger_microbench -- --protocols eventual,gentlerain,causalspartanx,cops \
+//!   --reads get --keys-write 1 --wtf 0 --w 0.5 --dcs 2 --partitions 3 --clients 90 --value 64 \
+//!   --records 1000 --reps 5 --ops 100000 --scale 50 --costs-out docs/experiments/costs/seed000.toml
+//! ```
 
 use causeway_bench::microbench::closed_loop::{ClosedLoop, Measured};
 use causeway_bench::microbench::{KindStat, alternating_rounds, median};
 use causeway_core::{DcId, Protocol, Topology, TopologySpec};
-use causeway_protocols::{baseline::eventual::Eventual, explicit_deps::eiger::Eiger};
+use causeway_protocols::baseline::eventual::Eventual;
+use causeway_protocols::explicit_deps::{cops::Cops, eiger::Eiger};
+use causeway_protocols::stabilization::{causal_spartan_x::CausalSpartanX, gentlerain::GentleRain};
 use causeway_sim::Workload;
 use causeway_sim::scenario::Distribution;
 use std::sync::Arc;
@@ -71,6 +88,8 @@ struct Opts {
     /// in every column read or written), inside the warm-up: reads then
     /// find values, as in the simulator's runs with `preload`.
     preload: bool,
+    /// Reads as single-key GETs (`--reads get`) instead of ROTs.
+    gets: bool,
 }
 
 fn measure<P: Protocol>(opts: Opts, params: &str, seed: u64) -> Measured {
@@ -81,8 +100,8 @@ fn measure<P: Protocol>(opts: Opts, params: &str, seed: u64) -> Measured {
         dcs: vec![0],
         recordcount: opts.records,
         preload: opts.preload,
-        readproportion: 0.0,
-        rotproportion: 1.0 - opts.w,
+        readproportion: if opts.gets { 1.0 - opts.w } else { 0.0 },
+        rotproportion: if opts.gets { 0.0 } else { 1.0 - opts.w },
         rot_size: opts.keys_read,
         wotproportion: opts.w * opts.wtf,
         wot_size: opts.keys_write,
@@ -99,12 +118,17 @@ fn measure<P: Protocol>(opts: Opts, params: &str, seed: u64) -> Measured {
     ClosedLoop::<P>::new(topology, &cfg, workload, client_dc, seed, opts.us_per_msg).measure(opts.ops)
 }
 
-const VARIANTS: [&str; 2] = ["eiger", "eventual"];
+/// The protocols `--protocols` may name.
+const KNOWN: [&str; 5] = ["eiger", "eventual", "gentlerain", "causalspartanx", "cops"];
 
-fn run_variant(v: usize, opts: Opts, seed: u64) -> Measured {
-    match v {
-        0 => measure::<Eiger>(opts, "", seed),
-        _ => measure::<Eventual>(opts, "", seed),
+fn run_variant(name: &str, opts: Opts, seed: u64) -> Measured {
+    match name {
+        "eiger" => measure::<Eiger>(opts, "", seed),
+        "eventual" => measure::<Eventual>(opts, "", seed),
+        "gentlerain" => measure::<GentleRain>(opts, "", seed),
+        "causalspartanx" => measure::<CausalSpartanX>(opts, "", seed),
+        "cops" => measure::<Cops>(opts, "", seed),
+        _ => unreachable!("checked against KNOWN"),
     }
 }
 
@@ -131,7 +155,9 @@ fn main() {
         columns_write: 1,
         records: 100_000,
         preload: false,
+        gets: false,
     };
+    let mut protocols: Vec<&'static str> = vec!["eiger", "eventual"];
     let mut costs_out: Option<std::path::PathBuf> = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     for a in args.chunks(2) {
@@ -140,7 +166,8 @@ fn main() {
             eprintln!(
                 "usage: eiger_microbench [--reps N] [--ops N] [--clients N] [--dcs N] [--partitions N] [--value B] \
                  [--keys-read N] [--keys-write N] [--w W] [--wtf F] [--us-per-msg N] [--scale F] [--batches 0|1] \
-                 [--columns-read N] [--columns-write N] [--records N] [--preload 0|1] [--costs-out FILE]"
+                 [--columns-read N] [--columns-write N] [--records N] [--preload 0|1] [--protocols P,Q,…] \
+                 [--reads rot|get] [--costs-out FILE]"
             );
             std::process::exit(2)
         };
@@ -162,6 +189,11 @@ fn main() {
             "--columns-write" => o.columns_write = v.parse().unwrap_or_else(|_| bad()),
             "--records" => o.records = v.parse().unwrap_or_else(|_| bad()),
             "--preload" => o.preload = v.parse::<u8>().unwrap_or_else(|_| bad()) == 1,
+            "--protocols" => {
+                protocols =
+                    v.split(',').map(|p| KNOWN.iter().copied().find(|k| *k == p).unwrap_or_else(|| bad())).collect()
+            }
+            "--reads" if v == "get" || v == "rot" => o.gets = v == "get",
             "--costs-out" if !v.is_empty() => costs_out = Some(std::path::PathBuf::from(v)),
             _ => bad(),
         }
@@ -176,15 +208,16 @@ fn main() {
     }
     let started = Instant::now();
     let big = Opts { value: 4096, ..o };
-    let mut all: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
-    let mut all_big: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
-    alternating_rounds(o.reps, VARIANTS.len(), |v, rep| {
-        all[v].push(run_variant(v, o, rep));
-        all_big[v].push(run_variant(v, big, rep));
+    let variants = protocols.as_slice();
+    let mut all: Vec<Vec<Measured>> = vec![Vec::new(); variants.len()];
+    let mut all_big: Vec<Vec<Measured>> = vec![Vec::new(); variants.len()];
+    alternating_rounds(o.reps, variants.len(), |v, rep| {
+        all[v].push(run_variant(variants[v], o, rep));
+        all_big[v].push(run_variant(variants[v], big, rep));
     });
     println!(
         "{} repetition(s) × {} measured operations (after {} warm-up), {} DC(s) × {} partitions, {} clients in DC 0, \
-         ROTs of {} keys, write fraction {} of {}-key writes ({} of them WOTs, the rest independent PUTs), {}-byte \
+         {}{} keys, write fraction {} of {}-key writes ({} of them WOTs, the rest independent PUTs), {}-byte \
          values, {} column(s) per key read and {} per key written, uniform over {} keys{}; medians. CPU = decode + node step + \
          log encoding + encode of each server input (timers included), all DCs\n",
         o.reps,
@@ -193,6 +226,7 @@ fn main() {
         o.dcs,
         o.partitions,
         o.clients,
+        if o.gets { "GETs instead of ROTs of " } else { "ROTs of " },
         o.keys_read,
         o.w,
         o.keys_write,
@@ -206,7 +240,7 @@ fn main() {
     println!("| protocol | values | server CPU µs/op | server msgs/op | KiB in/op | µs/msg | failed ops |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for (set, size) in [(&all, o.value), (&all_big, big.value)] {
-        for (v, name) in VARIANTS.iter().enumerate() {
+        for (v, name) in variants.iter().enumerate() {
             let med = |f: &dyn Fn(&Measured) -> f64| median(set[v].iter().map(f).collect());
             println!(
                 "| {name} | {size} B | {:.2} | {:.2} | {:.3} | {:.2} | {} |",
@@ -220,7 +254,7 @@ fn main() {
     }
     println!("\n| protocol | protocol sample | mean | per op |");
     println!("|---|---|---:|---:|");
-    for (v, name) in VARIANTS.iter().enumerate() {
+    for (v, name) in variants.iter().enumerate() {
         let names: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|m| m.samples.keys().copied()).collect();
         for k in names {
             let mean =
@@ -237,7 +271,7 @@ fn main() {
     println!("|---|---|---:|---:|---:|---:|---:|");
     // The slope: Δµs / ΔKiB per kind whose size grew, weighted by count.
     let (mut wsum, mut slope_sum) = (0.0, 0.0);
-    for (v, name) in VARIANTS.iter().enumerate() {
+    for (v, name) in variants.iter().enumerate() {
         let kinds: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|m| m.kinds.keys().copied()).collect();
         for k in kinds {
             let per_op =
@@ -260,9 +294,9 @@ fn main() {
     let f = o.scale;
     println!("Calibrated cost model (×{f}), for an experiment's [scenario.cpu]:\n");
     println!("```toml\n[scenario.cpu]\nus_per_kib = {:.0}", f * b);
-    let mut model_per_op = [0.0; VARIANTS.len()];
+    let mut model_per_op = vec![0.0; variants.len()];
     let mut kind_us = causeway_bench::microbench::KindCosts::new();
-    for (v, name) in VARIANTS.iter().enumerate() {
+    for (v, name) in variants.iter().enumerate() {
         println!("\n[scenario.cpu.kind_us.{name}]");
         let kinds: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|m| m.kinds.keys().copied()).collect();
         for k in kinds {
@@ -283,8 +317,10 @@ fn main() {
     println!("```\n");
     println!("| protocol | measured µs/op | model µs/op | model / measured | measured capacity vs eventual |");
     println!("|---|---:|---:|---:|---:|");
-    let base = median(all[1].iter().map(|m| m.us_per_op()).collect());
-    for (v, name) in VARIANTS.iter().enumerate() {
+    // Capacities relative to Eventual's (or the first protocol's).
+    let base_idx = variants.iter().position(|n| *n == "eventual").unwrap_or(0);
+    let base = median(all[base_idx].iter().map(|m| m.us_per_op()).collect());
+    for (v, name) in variants.iter().enumerate() {
         let meas = median(all[v].iter().map(|m| m.us_per_op()).collect());
         println!(
             "| {name} | {meas:.2} | {:.2} | {:.2} | {:.3} |",
@@ -294,22 +330,36 @@ fn main() {
         );
     }
     if let Some(path) = costs_out {
+        let whose = if variants == ["eiger", "eventual"] {
+            "Eiger and Eventual (Lloyd, \"Scalable and Low-Latency\n\
+             Geo-Replicated Storage\", §7.3)"
+                .to_string()
+        } else {
+            variants.join(", ")
+        };
         let mut header = format!(
-            "CPU cost model of Eiger and Eventual (Lloyd, \"Scalable and Low-Latency\n\
-             Geo-Replicated Storage\", §7.3), measured on the real state machines\n\
+            "CPU cost model of {whose}, measured on the real state machines\n\
              (decode + node step + log encoding + encode per server input; no sockets,\n\
              syscalls or disk), scaled ×{f}. Written by the command below; do not edit\n\
              by hand, rerun it. Measured µs per operation (model / measured):\n"
         );
-        for (v, name) in VARIANTS.iter().enumerate() {
+        for (v, name) in variants.iter().enumerate() {
             let meas = median(all[v].iter().map(|m| m.us_per_op()).collect());
             header.push_str(&format!("  {name}: {meas:.2} ({:.2})\n", model_per_op[v] / meas));
         }
-        header.push_str(&format!(
-            "Workload: {} DC(s) × {} partitions, {} clients, w = {}, write txn fraction {},\n\
-             {} keys per read and per write, {} columns per key read, {} written, {} B values.",
-            o.dcs, o.partitions, o.clients, o.w, o.wtf, o.keys_read, o.columns_read, o.columns_write, o.value
-        ));
+        header.push_str(&if o.gets {
+            format!(
+                "Workload: {} DC(s) × {} partitions, {} clients in DC 0, single-key GETs and\n\
+                 {}-key writes, write fraction w = {} (write txn fraction {}), {} B values.",
+                o.dcs, o.partitions, o.clients, o.keys_write, o.w, o.wtf, o.value
+            )
+        } else {
+            format!(
+                "Workload: {} DC(s) × {} partitions, {} clients, w = {}, write txn fraction {},\n\
+                 {} keys per read and per write, {} columns per key read, {} written, {} B values.",
+                o.dcs, o.partitions, o.clients, o.w, o.wtf, o.keys_read, o.columns_read, o.columns_write, o.value
+            )
+        });
         let args: Vec<String> = std::env::args().skip(1).collect();
         let command = format!("cargo run --release -p causeway-bench --example eiger_microbench -- {}", args.join(" "));
         causeway_bench::microbench::write_cost_file(&path, &header, &command, f, (f * b).round(), &kind_us);
