@@ -12,7 +12,8 @@
 //! Setup: 2 DCs × `--partitions` partitions, `--clients` closed-loop
 //! sessions in DC 0 writing 100-byte values uniformly over 100 000 keys
 //! (the shape of Fig 2: one DC's updates, ordered by its service and
-//! shipped to the other), on the harness of
+//! shipped to the other; `--reads F` makes a fraction F of the operations
+//! GETs, so that reads are measured too), on the harness of
 //! [`causeway_bench::microbench`] (decode, node step, log encoding, encode
 //! per server input; no sockets or disk). Virtual time advances
 //! `--us-per-msg` µs per delivery; two steps (1 and 8 µs) give reports and
@@ -25,11 +26,19 @@
 //! to its reports: `report` = a + c × updates. Every other kind costs its
 //! pooled mean. Scaled ×`--scale` (50) so a simulated cluster saturates
 //! with few operations.
+//!
+//! `--protocols` (default `eunomiakv,sseq`) also takes `gentlerain`, `cure`
+//! and `eventual`, the baselines of Figs 1 and 5, measured the same way
+//! (every kind its pooled mean), so that one cost file prices every
+//! protocol an experiment compares.
 
 use causeway_bench::microbench::closed_loop::ClosedLoop;
 use causeway_bench::microbench::{KindCosts, KindStat, alternating_rounds, median};
 use causeway_core::{DcId, Protocol, Topology, TopologySpec};
 use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv};
+use causeway_protocols::cure::Cure;
+use causeway_protocols::eventual::Eventual;
+use causeway_protocols::gentlerain::GentleRain;
 use causeway_protocols::services::sequencer::SSeq;
 use causeway_sim::Workload;
 use std::collections::BTreeMap;
@@ -42,6 +51,7 @@ struct Opts {
     clients: u32,
     partitions: u32,
     scale: f64,
+    reads: f64,
 }
 
 /// The two virtual-time steps: small and large batches.
@@ -68,8 +78,8 @@ fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&st
         clients_per_dc: o.clients,
         dcs: vec![0],
         recordcount: 100_000,
-        readproportion: 0.0,
-        updateproportion: 1.0,
+        readproportion: o.reads,
+        updateproportion: 1.0 - o.reads,
         fieldlength: 100,
         ..Workload::default()
     };
@@ -87,14 +97,28 @@ fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&st
     }
 }
 
-/// Variants: (protocol, step index).
-const VARIANTS: [(&str, usize); 4] = [("eunomiakv", 0), ("eunomiakv", 1), ("sseq", 0), ("sseq", 1)];
+/// The protocols this example can measure, by command-line name.
+const PROTOCOLS: [&str; 5] = ["eunomiakv", "sseq", "gentlerain", "cure", "eventual"];
 
-fn run_variant(v: usize, o: Opts, seed: u64) -> Run {
-    let step = STEPS_US[VARIANTS[v].1];
-    match VARIANTS[v].0 {
+fn run_variant(v: (&str, usize), o: Opts, seed: u64) -> Run {
+    let step = STEPS_US[v.1];
+    match v.0 {
         "eunomiakv" => measure::<EunomiaKv>(o, step, seed, Some(EUNOMIA)),
-        _ => measure::<SSeq>(o, step, seed, None),
+        "sseq" => measure::<SSeq>(o, step, seed, None),
+        "gentlerain" => measure::<GentleRain>(o, step, seed, None),
+        "cure" => measure::<Cure>(o, step, seed, None),
+        "eventual" => measure::<Eventual>(o, step, seed, None),
+        other => unreachable!("{other} is not in PROTOCOLS"),
+    }
+}
+
+fn display_name(p: &str) -> &'static str {
+    match p {
+        "eunomiakv" => "EunomiaKV",
+        "sseq" => "S-Seq",
+        "gentlerain" => "GentleRain",
+        "cure" => "Cure",
+        _ => "Eventual",
     }
 }
 
@@ -125,14 +149,16 @@ fn items(s: &KindStat) -> f64 {
 const BATCHED: [&str; 2] = ["ship", "apply"];
 
 fn main() {
-    let mut o = Opts { reps: 3, ops: 40_000, clients: 64, partitions: 8, scale: 50.0 };
+    let mut o = Opts { reps: 3, ops: 40_000, clients: 64, partitions: 8, scale: 50.0, reads: 0.0 };
     let mut costs_out: Option<std::path::PathBuf> = None;
+    let mut protocols: Vec<&'static str> = vec!["eunomiakv", "sseq"];
     let args: Vec<String> = std::env::args().skip(1).collect();
     for a in args.chunks(2) {
         let v = a.get(1).map(String::as_str).unwrap_or("");
         let bad = || -> ! {
             eprintln!(
-                "usage: eunomia_microbench [--reps N] [--ops N] [--clients N] [--partitions N] [--scale F] [--costs-out FILE]"
+                "usage: eunomia_microbench [--reps N] [--ops N] [--clients N] [--partitions N] [--scale F] [--reads F] \
+                 [--protocols eunomiakv,sseq,gentlerain,cure,eventual] [--costs-out FILE]"
             );
             std::process::exit(2)
         };
@@ -142,19 +168,39 @@ fn main() {
             "--clients" => o.clients = v.parse().unwrap_or_else(|_| bad()),
             "--partitions" => o.partitions = v.parse().unwrap_or_else(|_| bad()),
             "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
+            "--reads" => {
+                o.reads = v.parse().unwrap_or_else(|_| bad());
+                if !(0.0..=1.0).contains(&o.reads) {
+                    bad()
+                }
+            }
+            "--protocols" => {
+                protocols = v
+                    .split(',')
+                    .map(|p| PROTOCOLS.iter().copied().find(|q| *q == p).unwrap_or_else(|| bad()))
+                    .collect()
+            }
             "--costs-out" if !v.is_empty() => costs_out = Some(v.into()),
             _ => bad(),
         }
     }
-    let mut all: Vec<Vec<Run>> = vec![Vec::new(); VARIANTS.len()];
-    alternating_rounds(o.reps, VARIANTS.len(), |v, rep| all[v].push(run_variant(v, o, rep)));
+    // Variants: (protocol, step index).
+    let variants: Vec<(&str, usize)> =
+        protocols.iter().flat_map(|p| (0..STEPS_US.len()).map(move |s| (*p, s))).collect();
+    let mut all: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
+    alternating_rounds(o.reps, variants.len(), |v, rep| all[v].push(run_variant(variants[v], o, rep)));
+    let sessions = if o.reads > 0.0 {
+        format!("{} sessions in DC 0 ({:.0} % reads)", o.clients, o.reads * 100.0)
+    } else {
+        format!("{} writers in DC 0", o.clients)
+    };
     println!(
-        "{} repetition(s) × {} operations, 2 DCs × {} partitions, {} writers in DC 0; medians\n",
-        o.reps, o.ops, o.partitions, o.clients
+        "{} repetition(s) × {} operations, 2 DCs × {} partitions, {sessions}; medians\n",
+        o.reps, o.ops, o.partitions
     );
     println!("| protocol | µs/msg step | message kind | per op | items/msg | mean µs |");
     println!("|---|---:|---|---:|---:|---:|");
-    for (v, (proto, step)) in VARIANTS.iter().enumerate() {
+    for (v, (proto, step)) in variants.iter().enumerate() {
         let kinds: std::collections::BTreeSet<&str> = all[v].iter().flat_map(|r| r.kinds.keys().copied()).collect();
         for k in kinds {
             let m = |f: &dyn Fn(&KindStat, &Run) -> f64| {
@@ -173,9 +219,9 @@ fn main() {
     let mut kind_us: KindCosts<'_> = BTreeMap::new();
     let mut item_us: KindCosts<'_> = BTreeMap::new();
     let mut notes = String::new();
-    for proto in ["eunomiakv", "sseq"] {
+    for &proto in &protocols {
         let runs: Vec<&Run> =
-            VARIANTS.iter().enumerate().filter(|(_, v)| v.0 == proto).flat_map(|(i, _)| all[i].iter()).collect();
+            variants.iter().enumerate().filter(|(_, v)| v.0 == proto).flat_map(|(i, _)| all[i].iter()).collect();
         let kinds: std::collections::BTreeSet<&str> = runs.iter().flat_map(|r| r.kinds.keys().copied()).collect();
         // Every node's timers but the service's (charged to its reports).
         let other = |r: &Run, k: &str| -> KindStat {
@@ -232,19 +278,23 @@ fn main() {
     println!("\nFitted (unscaled):\n{notes}");
     println!("Cost model ×{f}:\nkind_us = {kind_us:?}\nitem_us = {item_us:?}");
     if let Some(path) = costs_out {
+        let names: Vec<&str> = protocols.iter().map(|p| display_name(p)).collect();
+        let names = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.concat(),
+        };
         let header = format!(
-            "CPU cost model of EunomiaKV and S-Seq (Gunawardhana et al., ATC 2017), measured\n\
+            "CPU cost model of {names} (Gunawardhana et al., ATC 2017), measured\n\
              on the real state machines (decode + node step + log encoding + encode per\n\
              server input; no sockets, syscalls or disk), scaled ×{f} so a simulated\n\
              cluster saturates with few operations. Written by the command below; do not\n\
              edit by hand, rerun it. A batch (a report, a shipment, an apply round) costs\n\
              kind_us + item_us × its updates:\n{}\
-             Workload: 2 DCs × {} partitions, {} writers in DC 0, 100-byte values.\n\
+             Workload: 2 DCs × {} partitions, {sessions}, 100-byte values.\n\
              The fixed cost of a message on a real network stack (syscalls, framing)\n\
              is not in here: service_us stays 0 and experiments that need it set it.",
             notes.lines().map(|l| format!("  {l}\n")).collect::<String>(),
             o.partitions,
-            o.clients
         );
         let command = format!(
             "cargo run --release -p causeway-bench --example eunomia_microbench -- {}",

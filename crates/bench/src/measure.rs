@@ -16,8 +16,10 @@
 //! - `latency.ops.mean_ms`: the mean over every GET, PUT, ROT and WOT
 //!   together (a mixed workload's "operation latency", as Roohitavaf's
 //!   NuKV figures plot it)
-//! - `visibility.<from>-><to>.{mean,p50,p95,p99}_ms` per DC pair, and
-//!   `visibility.all.mean_ms` weighted over pairs
+//! - `visibility.<from>-><to>.{mean,p50,p90,p95,p99,max}_ms` per DC pair,
+//!   `visibility.all.mean_ms` weighted over pairs, and
+//!   `visibility.all.{p50,p90,p95,p99,max}_ms` over every pair's updates
+//!   together (its CDF is `visibility.all`, for a `cdf` plot)
 //! - `blocked.<what>.{mean,p99}_ms` and `blocked.<what>.count`
 //! - `<sample>.{mean,p99,max,count}` for each protocol sample, e.g.
 //!   `deps_per_write.mean` (COPS, COPS-GT), and `<sample>.per_s`, its
@@ -111,12 +113,23 @@ impl Sample {
         }
         let (mut n, mut total) = (0u64, 0.0);
         for v in &r.visibility {
-            s.summary(&format!("visibility.{}->{}", v.from, v.to), &v.summary, None);
+            s.summary(&format!("visibility.{}->{}", v.from, v.to), &v.summary, Some(&v.cdf));
             n += v.summary.count;
             total += v.summary.mean_us * v.summary.count as f64;
         }
         if n > 0 {
             s.metrics.insert("visibility.all.mean_ms".into(), ms(total / n as f64));
+        }
+        if let Some((sum, cdf)) = &r.visibility_all {
+            // Percentiles over every pair (the mean stays the one above).
+            let mean = s.metrics.get("visibility.all.mean_ms").copied();
+            s.summary("visibility.all", sum, Some(cdf));
+            if let Some(m) = mean {
+                s.metrics.insert("visibility.all.mean_ms".into(), m);
+            }
+            if !cdf.is_empty() {
+                s.cdfs.insert("visibility.all".into(), cdf.iter().map(|&us| ms(us as f64)).collect());
+            }
         }
         for (k, sum) in &r.blocked {
             s.summary(&format!("blocked.{k}"), sum, None);

@@ -178,7 +178,8 @@ pub fn chart(r: &Results, spec: &PlotSpec) -> Chart {
             } else {
                 spec.x_label.clone()
             };
-            let mut c = Chart::new(ChartKind::Cdf, &title, &x_label, "fraction of operations");
+            let y_label = if spec.y_label.is_empty() { "fraction of operations" } else { spec.y_label.as_str() };
+            let mut c = Chart::new(ChartKind::Cdf, &title, &x_label, y_label);
             c.series = series;
             c.log_x = spec.log_x;
             c

@@ -17,6 +17,10 @@ pub struct PairVisibility {
     pub summary: Summary,
     /// Writes measured at the origin that never became visible here before the run ended.
     pub never_visible: u64,
+    /// Visibility at each of [`cdf_quantiles`] (not serialised: the
+    /// experiment harness reads it in process).
+    #[serde(skip)]
+    pub cdf: Vec<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -56,6 +60,11 @@ pub struct SimReport {
     /// Latency at the quantiles of [`CDF_QUANTILES`], per entry of `latency`.
     pub latency_cdf: BTreeMap<String, Vec<u64>>,
     pub visibility: Vec<PairVisibility>,
+    /// Every pair's visibility in one distribution (each write once per
+    /// remote DC that saw it), and its value at each of [`cdf_quantiles`];
+    /// `None` when no write became visible remotely. Not serialised.
+    #[serde(skip)]
+    pub visibility_all: Option<(Summary, Vec<u64>)>,
     /// Reads (GETs and ROT entries) that returned a version older than one
     /// already acknowledged when the read began, in % of reads.
     pub stale_reads_pct: f64,
@@ -360,10 +369,20 @@ impl Metrics {
                         to: names[b].clone(),
                         summary: Summary::of(&self.visibility[a][b]),
                         never_visible: never[a][b],
+                        cdf: cdf_of(&self.visibility[a][b]),
                     });
                 }
             }
         }
         out
+    }
+
+    /// Every pair's visibility merged ([`SimReport::visibility_all`]).
+    pub fn visibility_all(&self) -> Option<(Summary, Vec<u64>)> {
+        let mut all = histogram();
+        for h in self.visibility.iter().flatten() {
+            all.add(h).expect("histograms of one shape");
+        }
+        (!all.is_empty()).then(|| (Summary::of(&all), cdf_of(&all)))
     }
 }

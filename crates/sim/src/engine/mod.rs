@@ -612,6 +612,7 @@ impl<P: Protocol> Sim<P> {
             latency: latencies().map(|(k, h)| (k, Summary::of(h))).collect(),
             latency_cdf: latencies().map(|(k, h)| (k, cdf_of(h))).collect(),
             visibility: m.visibility_report(&names),
+            visibility_all: m.visibility_all(),
             stale_reads_pct: 100.0 * m.staleness.len() as f64 / m.reads.max(1) as f64,
             staleness: Summary::of(&m.staleness),
             blocked: m.blocked.iter().map(|(k, h)| (k.to_string(), Summary::of(h))).collect(),

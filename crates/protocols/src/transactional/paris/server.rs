@@ -632,6 +632,9 @@ impl Partition {
 
     /// BPR: serve the parked reads VV now covers.
     fn unpark(&mut self, env: &mut impl Env) {
+        if self.blocking {
+            self.observe_bpr_visible(env);
+        }
         if self.parked.is_empty() {
             return;
         }
@@ -644,7 +647,26 @@ impl Partition {
         }
     }
 
-    /// PrepareReq (Alg. 3 lines 10–15): a proposed commit time above the
+    /// BPR (§V): a read at snapshot t blocks only until every entry of
+    /// VV has reached t, so a replicated version is visible — a read
+    /// blocked at a snapshot at or above its commit time returns it — as
+    /// soon as VV's minimum passes that time, not when the UST does
+    /// (PaRiS's rule, `raise_ust`). Observation only: nothing is sent.
+    fn observe_bpr_visible(&mut self, env: &mut impl Env) {
+        let floor = self.vv.iter().copied().min().unwrap_or(0);
+        while let Some(entry) = self.unseen.first_entry() {
+            if entry.key().0 > floor {
+                break;
+            }
+            let (order, key) = entry.remove_entry();
+            env.observe_visible_in_store(order.2, order.0, |s| {
+                let at = s.index_of(&key)?;
+                s.latest_where_at(at, |v| v.ut <= floor).filter(|(_, v)| v.order() == order)
+            });
+        }
+    }
+
+        /// PrepareReq (Alg. 3 lines 10–15): a proposed commit time above the
     /// client's highest timestamp, the UST and every earlier proposal. The
     /// entry is journaled, so it is durable before the proposal leaves
     /// (deviation 10).
