@@ -35,10 +35,10 @@
 use causeway_bench::microbench::closed_loop::ClosedLoop;
 use causeway_bench::microbench::{KindCosts, KindStat, alternating_rounds, median};
 use causeway_core::{DcId, Protocol, Topology, TopologySpec};
-use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv};
 use causeway_protocols::cure::Cure;
 use causeway_protocols::eventual::Eventual;
 use causeway_protocols::gentlerain::GentleRain;
+use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv};
 use causeway_protocols::services::sequencer::SSeq;
 use causeway_sim::Workload;
 use std::collections::BTreeMap;
@@ -175,10 +175,8 @@ fn main() {
                 }
             }
             "--protocols" => {
-                protocols = v
-                    .split(',')
-                    .map(|p| PROTOCOLS.iter().copied().find(|q| *q == p).unwrap_or_else(|| bad()))
-                    .collect()
+                protocols =
+                    v.split(',').map(|p| PROTOCOLS.iter().copied().find(|q| *q == p).unwrap_or_else(|| bad())).collect()
             }
             "--costs-out" if !v.is_empty() => costs_out = Some(v.into()),
             _ => bad(),

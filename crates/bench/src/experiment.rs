@@ -104,8 +104,10 @@
 //! A line plot against a sweep that gives both `labels` and `x` names its x
 //! ticks by the labels ("64:1" at x = 6), unless they would overlap.
 //!
-//! A reduced run ([`Experiment::reduce`], `--quick`) keeps only the panels
-//! (`series = …` plots) of the series value it keeps.
+//! A reduced run ([`Experiment::reduce`], `--quick`) keeps the sweep's
+//! first and last values (or those `[sweep] quick = [i, j]` names), one
+//! repetition, a short run, and only the panels (`series = …` plots) of
+//! the series value it keeps.
 
 use causeway_protocols::ProtocolName;
 use causeway_sim::{Scenario, ScenarioError};
@@ -222,6 +224,11 @@ pub struct Sweep {
     pub x: Vec<f64>,
     #[serde(default)]
     pub x_label: String,
+    /// The values a reduced run (`--quick`) keeps, by index (default: the
+    /// first and the last). For a sweep whose last point is the costliest
+    /// to simulate, so that CI's reduced run of it stays short.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quick: Vec<usize>,
 }
 
 impl Sweep {
@@ -463,14 +470,17 @@ impl Experiment {
         let panels: Vec<bool> = self.plot.iter().map(|p| matches!(self.plot_series(p), Ok(None | Some(0)))).collect();
         let mut keep = panels.into_iter();
         self.plot.retain(|_| keep.next().unwrap_or(true));
-        fn ends<T: Clone>(v: &mut Vec<T>) {
-            if v.len() > 2 {
+        fn reduced<T: Clone>(v: &mut Vec<T>, quick: &[usize]) {
+            if !quick.is_empty() && !v.is_empty() {
+                *v = quick.iter().map(|&i| v[i].clone()).collect();
+            } else if v.len() > 2 {
                 *v = vec![v[0].clone(), v[v.len() - 1].clone()];
             }
         }
-        ends(&mut self.sweep.values);
-        ends(&mut self.sweep.labels);
-        ends(&mut self.sweep.x);
+        let quick = std::mem::take(&mut self.sweep.quick);
+        reduced(&mut self.sweep.values, &quick);
+        reduced(&mut self.sweep.labels, &quick);
+        reduced(&mut self.sweep.x, &quick);
         if let Some(series) = &mut self.series {
             series.values.truncate(1);
             series.labels.truncate(1);
@@ -580,6 +590,9 @@ impl Experiment {
             }
             if s.param.is_empty() == s.params.is_empty() {
                 return Err(self.invalid(format!("{what} must set exactly one of param and params")));
+            }
+            if let Some(i) = s.quick.iter().find(|&&i| i >= s.values.len()) {
+                return Err(self.invalid(format!("{what}.quick names value {i}; there are {}", s.values.len())));
             }
             for (field, n) in [("labels", s.labels.len()), ("x", s.x.len())] {
                 if n != 0 && n != s.values.len() {

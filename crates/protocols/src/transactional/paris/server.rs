@@ -666,7 +666,7 @@ impl Partition {
         }
     }
 
-        /// PrepareReq (Alg. 3 lines 10–15): a proposed commit time above the
+    /// PrepareReq (Alg. 3 lines 10–15): a proposed commit time above the
     /// client's highest timestamp, the UST and every earlier proposal. The
     /// entry is journaled, so it is durable before the proposal leaves
     /// (deviation 10).
