@@ -39,16 +39,20 @@
 //! measured (default `eiger,eventual`; also `gentlerain`, `causalspartanx`,
 //! `cops`, with their default parameters), and `--reads get` makes every
 //! read a single-key GET instead of a ROT (with `--keys-write 1 --wtf 0`,
-//! every write a single-key PUT): the plain GET/PUT mix of seed 000's
-//! figures. Seed 000's cost file (Roohitavaf §5.5 Fig 5.5 and §8.5 Figs
-//! 8.4–8.6: DKVF's 2 replicas × 3 partitions, 90 YCSB threads attached to
-//! one replica, 64-byte values, GET:PUT 0.5:0.5) was written by
+//! every write a single-key PUT): the plain GET/PUT mix of Roohitavaf's
+//! evaluation (*Consistency for Distributed Data Stores*, §5.5 Fig 5.5 and
+//! §8.5 Figs 8.4–8.6: DKVF's 2 replicas × 3 partitions, 90 YCSB threads
+//! attached to one replica, 64-byte values, GET:PUT 0.5:0.5), whose cost
+//! file was written by
 //!
 //! ```text
 //! cargo run --release -p causeway-bench --example eiger_microbench -- --protocols eventual,gentlerain,causalspartanx,cops \
 //!   --reads get --keys-write 1 --wtf 0 --w 0.5 --dcs 2 --partitions 3 --clients 90 --value 64 \
-//!   --records 1000 --reps 5 --ops 100000 --scale 50 --costs-out docs/experiments/costs/seed000.toml
+//!   --records 1000 --reps 5 --ops 100000 --scale 50 --costs-out FILE
 //! ```
+//!
+//! (`FILE`: the `cpu_costs` of the experiment files for those figures,
+//! under docs/experiments/costs/; the file records this command.)
 
 use causeway_bench::microbench::closed_loop::{ClosedLoop, Measured};
 use causeway_bench::microbench::{KindStat, alternating_rounds, median};
