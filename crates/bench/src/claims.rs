@@ -106,7 +106,17 @@ pub struct Select {
 impl Select {
     /// The point in a table: its entry, series and sweep label.
     pub fn label(&self) -> String {
-        let entry = if self.per.is_empty() { self.entry.clone() } else { format!("{} ÷ {}", self.entry, self.per) };
+        self.label_named(|e| e.to_string())
+    }
+
+    /// [`Select::label`] with each entry named by `name` (the report's
+    /// `[labels]` name: "Cure, 5 ms" for `cure:stabilization_interval_us=5000`).
+    pub fn label_named(&self, name: impl Fn(&str) -> String) -> String {
+        let entry = if self.per.is_empty() {
+            name(&self.entry)
+        } else {
+            format!("{} ÷ {}", name(&self.entry), name(&self.per))
+        };
         [entry.as_str(), self.series.as_str(), self.at.as_str()]
             .iter()
             .filter(|s| !s.is_empty())
@@ -156,6 +166,10 @@ pub struct Checked {
     /// Ours, scaled; for an ordering claim, each point's value in `order`.
     pub ours: Vec<f64>,
     pub verdict: Verdict,
+    /// An ordering claim's points as the report names them (its entries'
+    /// labels); empty for other claims, and in reports written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
 }
 
 impl Checked {
@@ -165,7 +179,16 @@ impl Checked {
         match (c.paper, c.range) {
             (_, Some([lo, hi])) => format!("{}–{}{}", number(lo), number(hi), c.unit),
             (Some(p), None) => format!("{}{}", number(p), c.unit),
-            (None, None) => c.order.iter().map(Select::label).collect::<Vec<_>>().join(" < "),
+            (None, None) => self.order_names().join(" < "),
+        }
+    }
+
+    /// The ordering claim's points, named as the report names them.
+    fn order_names(&self) -> Vec<String> {
+        if self.labels.len() == self.claim.order.len() {
+            self.labels.clone()
+        } else {
+            self.claim.order.iter().map(Select::label).collect()
         }
     }
 
@@ -183,7 +206,7 @@ impl Checked {
         if c.order.is_empty() {
             format!("{}{}", number(self.ours[0]), c.unit)
         } else {
-            let mut by: Vec<(f64, String)> = self.ours.iter().copied().zip(c.order.iter().map(Select::label)).collect();
+            let mut by: Vec<(f64, String)> = self.ours.iter().copied().zip(self.order_names()).collect();
             by.sort_by(|a, b| a.0.total_cmp(&b.0));
             by.iter().map(|(v, e)| format!("{e} ({}{})", number(*v), c.unit)).collect::<Vec<_>>().join(" < ")
         }
@@ -289,7 +312,7 @@ pub fn check(r: &Results) -> Vec<Checked> {
 }
 
 fn check_one(r: &Results, c: &Claim) -> Checked {
-    let missing = || Checked { claim: c.clone(), ours: vec![f64::NAN], verdict: Verdict::Missing };
+    let missing = || Checked { claim: c.clone(), ours: vec![f64::NAN], verdict: Verdict::Missing, labels: Vec::new() };
     if !c.order.is_empty() {
         let Ok(ours) = c.order.iter().map(|s| value(r, s, &c.metric).map(|v| (v - c.minus) * c.scale)).collect() else {
             return missing();
@@ -300,6 +323,7 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
             claim: c.clone(),
             verdict: if rising { Verdict::Reproduced } else { Verdict::NotReproduced },
             ours,
+            labels: c.order.iter().map(|s| s.label_named(|e| r.experiment.label(e))).collect(),
         };
     }
     let Some(of) = &c.of else { return missing() };
@@ -319,7 +343,7 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
     if let Some([lo, hi]) = c.range {
         let inside = ours.is_finite() && (lo..=hi).contains(&ours);
         let verdict = if inside { Verdict::Reproduced } else { Verdict::NotReproduced };
-        return Checked { claim: c.clone(), ours: vec![ours], verdict };
+        return Checked { claim: c.clone(), ours: vec![ours], verdict, labels: Vec::new() };
     }
     let Some(paper) = c.paper else { return missing() };
     let bound = [Some(of), c.over.as_ref()].into_iter().flatten().find_map(|s| client_bound_peak(r, s, &c.metric));
@@ -328,9 +352,10 @@ fn check_one(r: &Results, c: &Claim) -> Checked {
         if claim.cause.is_empty() {
             claim.cause = why;
         }
-        return Checked { claim, ours: vec![ours], verdict: Verdict::NotReproduced };
+        return Checked { claim, ours: vec![ours], verdict: Verdict::NotReproduced, labels: Vec::new() };
     }
-    Checked { claim: c.clone(), ours: vec![ours], verdict: verdict(paper, ours, c.stronger, c.over.is_some()) }
+    let verdict = verdict(paper, ours, c.stronger, c.over.is_some());
+    Checked { claim: c.clone(), ours: vec![ours], verdict, labels: Vec::new() }
 }
 
 /// The rule in the module doc.
@@ -430,6 +455,16 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Reproduced);
         let c = checked_one(&format!("{claim}over = {{ entry = \"eventual\" }}\n"));
         assert_eq!(c.verdict, Verdict::Missing, "`less` and `over` together name no one number");
+    }
+
+    #[test]
+    fn an_ordering_claim_names_its_points_as_the_report_does() {
+        let claim = "[[claim]]\nseed = \"000\"\nfigure = \"F\"\ntext = \"order\"\nmetric = \"latency.get.mean_ms\"\n\
+                     order = [{ entry = \"eventual\" }, { entry = \"gentlerain\" }]\n[labels]\ngentlerain = \"GR\"\n";
+        let c = checked_one(claim);
+        assert_eq!(c.verdict, Verdict::Reproduced);
+        assert_eq!(c.paper_text(), "Eventual < GR");
+        assert_eq!(c.ours_text(), "Eventual (3) < GR (13)");
     }
 
     #[test]

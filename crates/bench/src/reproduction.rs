@@ -142,6 +142,7 @@ mod tests {
             },
             ours: vec![1.1],
             verdict,
+            labels: Vec::new(),
         }
     }
 
