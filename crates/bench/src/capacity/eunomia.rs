@@ -2,14 +2,11 @@
 //! stand-in receiver of DC 1 (see the module above).
 
 use super::peer::{Outbound, serve_inbound};
-use super::{CapacityArgs, CapacityError, CapacityReport, Counters, cluster, generator_runtime, tokio_listener};
+use super::{CapacityArgs, CapacityError, CapacityReport, Harness, cluster, tokio_listener};
 use causeway_core::{DcId, Key, PartitionId, ServiceSpec, TopologySpec};
-use causeway_net::server::{self, NodeThreads};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv, Msg, OpMeta, RECEIVER};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use tokio::sync::watch;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Keys per partition: the paper's 100 000 keys spread over its partitions
 /// (§7: uniform over 100 k keys); each report's updates take the next ones.
@@ -22,16 +19,8 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
     let t = cluster.topology.clone();
     let eunomia = t.service_nodes(DcId(0), t.service_index(EUNOMIA).expect("configured"))[0];
     let receiver = t.service_nodes(DcId(1), t.service_index(RECEIVER).expect("configured"))[0];
-    let spill = super::node_dir_of(&a.dir);
-    std::fs::create_dir_all(&spill).map_err(|source| CapacityError::Dir { path: spill.clone(), source })?;
-    let rt = generator_runtime()?;
-    let counters = Arc::new(Counters { done: AtomicU64::new(0), offered: AtomicU64::new(0) });
-    let (stop_tx, stop) = watch::channel(false);
-    let listener = std::mem::replace(
-        &mut listeners[eunomia.idx()],
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(CapacityError::Bind)?,
-    );
-    let node = server::spawn::<EunomiaKv>(cluster.clone(), eunomia, Some(listener), NodeThreads::Own)?;
+    let h = Harness::start::<EunomiaKv>(&cluster, eunomia, &mut listeners, a)?;
+    let (spill, rt, counters, stop) = (&h.spill, &h.rt, &h.counters, &h.stop);
 
     // The receiver of DC 1: takes every shipment, counts its updates, and
     // acknowledges it as a receiver does once it has queued it (`Shipped`).
@@ -39,7 +28,7 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
         rt.block_on(async { tokio_listener(listeners[receiver.idx()].try_clone()?) }).map_err(CapacityError::Bind)?;
     {
         let _guard = rt.enter();
-        let mut back = Outbound::<Msg>::start(&cluster, receiver, eunomia, &spill, stop.clone())?;
+        let mut back = Outbound::<Msg>::start(&cluster, receiver, eunomia, spill, stop.clone())?;
         let c = counters.clone();
         rt.spawn(serve_inbound::<Msg>(
             cluster.clone(),
@@ -60,7 +49,7 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
     for p in 0..a.partitions {
         let me = t.server(DcId(0), PartitionId(p)).expect("full replication");
         let _guard = rt.enter();
-        let mut out = Outbound::<Msg>::start(&cluster, me, eunomia, &spill, stop.clone())?;
+        let mut out = Outbound::<Msg>::start(&cluster, me, eunomia, spill, stop.clone())?;
         let (batch_us, k, window, c) = (a.batch_us, a.ops_per_report, a.window, counters.clone());
         let mut stop = stop.clone();
         let epoch = std::time::Instant::now();
@@ -92,9 +81,5 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
             }
         });
     }
-    let report = super::measure(a, &counters);
-    let _ = stop_tx.send(true);
-    node.stop()?;
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    Ok(report)
+    h.finish(a)
 }

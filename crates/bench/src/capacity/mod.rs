@@ -169,6 +169,53 @@ fn cluster(
     Ok((Arc::new(config.validate()?), listeners))
 }
 
+/// What a run of either service needs around the node it measures: the
+/// node itself, serving on a fresh port (the cluster's listener for it is
+/// left to the stand-ins' side), the stand-ins' spill directory, their
+/// runtime, the counters they feed and the signal that stops them.
+pub(crate) struct Harness {
+    pub node: causeway_net::server::NodeHandle,
+    pub spill: PathBuf,
+    pub rt: tokio::runtime::Runtime,
+    pub counters: Arc<Counters>,
+    pub stop_tx: tokio::sync::watch::Sender<bool>,
+    pub stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Harness {
+    /// Start node `node` of `cluster` running `P` on its own thread.
+    pub(crate) fn start<P: causeway_core::Protocol>(
+        cluster: &Arc<Cluster>,
+        node: causeway_core::NodeId,
+        listeners: &mut [std::net::TcpListener],
+        a: &CapacityArgs,
+    ) -> Result<Harness, CapacityError> {
+        let spill = node_dir_of(&a.dir);
+        std::fs::create_dir_all(&spill).map_err(|source| CapacityError::Dir { path: spill.clone(), source })?;
+        let rt = generator_runtime()?;
+        let counters = Arc::new(Counters { done: Default::default(), offered: Default::default() });
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let fresh = std::net::TcpListener::bind("127.0.0.1:0").map_err(CapacityError::Bind)?;
+        let listener = std::mem::replace(&mut listeners[node.idx()], fresh);
+        let node = causeway_net::server::spawn::<P>(
+            cluster.clone(),
+            node,
+            Some(listener),
+            causeway_net::server::NodeThreads::Own,
+        )?;
+        Ok(Harness { node, spill, rt, counters, stop_tx, stop })
+    }
+
+    /// Measure the window, then stop the stand-ins and the node.
+    pub(crate) fn finish(self, a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
+        let report = measure(a, &self.counters);
+        let _ = self.stop_tx.send(true);
+        self.node.stop()?;
+        self.rt.shutdown_timeout(Duration::from_secs(1));
+        Ok(report)
+    }
+}
+
 /// The load generator's runtime: one worker, so that with the service's
 /// own thread the run takes two cores, not more.
 fn generator_runtime() -> Result<tokio::runtime::Runtime, CapacityError> {

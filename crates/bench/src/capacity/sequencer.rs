@@ -2,14 +2,11 @@
 //! `window` requests outstanding (see the module above).
 
 use super::peer::{Outbound, serve_inbound};
-use super::{CapacityArgs, CapacityError, CapacityReport, Counters, cluster, generator_runtime, tokio_listener};
+use super::{CapacityArgs, CapacityError, CapacityReport, Harness, cluster, tokio_listener};
 use causeway_core::{DcId, PartitionId, ServiceSpec, TopologySpec};
-use causeway_net::server::{self, NodeThreads};
 use causeway_protocols::ProtocolName;
 use causeway_protocols::services::sequencer::{Msg, SSeq};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use tokio::sync::watch;
+use std::sync::atomic::Ordering::Relaxed;
 
 pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
     let services =
@@ -17,16 +14,8 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
     let (cluster, mut listeners) = cluster(ProtocolName::SSeq, TopologySpec::full(1, a.partitions), services, a)?;
     let t = cluster.topology.clone();
     let sequencer = t.service_nodes(DcId(0), t.service_index("sequencer").expect("configured"))[0];
-    let spill = super::node_dir_of(&a.dir);
-    std::fs::create_dir_all(&spill).map_err(|source| CapacityError::Dir { path: spill.clone(), source })?;
-    let rt = generator_runtime()?;
-    let counters = Arc::new(Counters { done: AtomicU64::new(0), offered: AtomicU64::new(0) });
-    let (stop_tx, stop) = watch::channel(false);
-    let listener = std::mem::replace(
-        &mut listeners[sequencer.idx()],
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(CapacityError::Bind)?,
-    );
-    let node = server::spawn::<SSeq>(cluster.clone(), sequencer, Some(listener), NodeThreads::Own)?;
+    let h = Harness::start::<SSeq>(&cluster, sequencer, &mut listeners, a)?;
+    let (spill, rt, counters, stop) = (&h.spill, &h.rt, &h.counters, &h.stop);
 
     // Each partition asks for `window` numbers at once and for another as
     // each answer comes back: a closed loop of `window` waiting updates.
@@ -35,7 +24,7 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
         let _guard = rt.enter();
         let l = tokio_listener(listeners[me.idx()].try_clone().map_err(CapacityError::Bind)?)
             .map_err(CapacityError::Bind)?;
-        let mut out = Outbound::<Msg>::start(&cluster, me, sequencer, &spill, stop.clone())?;
+        let mut out = Outbound::<Msg>::start(&cluster, me, sequencer, spill, stop.clone())?;
         let mut next_id = 0u64;
         for _ in 0..a.window {
             next_id += 1;
@@ -58,9 +47,5 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
             stop.clone(),
         ));
     }
-    let report = super::measure(a, &counters);
-    let _ = stop_tx.send(true);
-    node.stop()?;
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    Ok(report)
+    h.finish(a)
 }
