@@ -188,6 +188,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
     sc.durability.fsync = s.fsync;
+    sc.durability.sync_us = s.sync_us;
     sc.durability.mutant_release_before_sync = opts.release_before_sync;
     // Clients give up on an operation past the latest deadline the
     // liveness check could give it (see `client_timeout_ms`): an operation
@@ -503,9 +504,13 @@ pub fn liveness_env(sc: &Scenario) -> Result<LivenessEnv, String> {
             hi = hi.max(x).max(x + drifted);
         }
     }
+    // A message leaves once its sender's records are synced: it may wait
+    // out the sync on the disk and then its own, at each end of a round
+    // trip.
+    let sync_us = if sc.durability.fsync == causeway_sim::FsyncPolicy::Never { 0 } else { 4 * sc.durability.sync_us };
     Ok(LivenessEnv {
-        max_rtt_us: (2.0 * max_one_way as f64 * jitter).ceil() as u64,
-        intra_dc_rtt_us: (2.0 * sc.network.intra_dc_us as f64 * jitter).ceil() as u64,
+        max_rtt_us: (2.0 * max_one_way as f64 * jitter).ceil() as u64 + sync_us,
+        intra_dc_rtt_us: (2.0 * sc.network.intra_dc_us as f64 * jitter).ceil() as u64 + sync_us,
         max_clock_skew_us: (hi - lo + sc.clocks.skew_us as i64) as u64,
     })
 }

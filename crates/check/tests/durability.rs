@@ -134,6 +134,28 @@ fn the_mutant_that_releases_before_the_sync_loses_an_acknowledged_write() {
 }
 
 #[test]
+fn a_reply_waits_for_its_sync_and_turns_served_during_a_sync_share_the_next() {
+    let keys: Vec<Bytes> = (0..3).map(|i| Bytes::from(format!("k{i}"))).collect();
+    let mut sc = base(1, 5);
+    sc.durability.sync_us = 1_000;
+    // The first PUT reaches the node at 10.1 ms and its sync runs to
+    // 11.1 ms; the other two arrive meanwhile (10.4 and 10.5 ms) and go to
+    // the disk together when it is free, 11.1 to 12.1 ms.
+    for (i, at_us) in [10_000, 10_300, 10_400].into_iter().enumerate() {
+        sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put(at_us, &keys[i], i as u64 + 1)] });
+    }
+    let (h, _) = run::<Eventual>(sc.clone());
+    let mut done: Vec<(u64, u64)> = h.ops.iter().map(|r| (r.invoke_us, r.complete_us)).collect();
+    done.sort();
+    assert!(h.ops.iter().all(|r| r.result == OpResult::Put), "{:?}", h.ops);
+    assert_eq!(done[0].1 - done[0].0, 1_200, "one hop, the sync, one hop back: {done:?}");
+    assert_eq!((done[1].1, done[2].1), (12_200, 12_200), "group commit: one sync for both: {done:?}");
+    sc.durability.sync_us = 0;
+    let (h, _) = run::<Eventual>(sc);
+    assert!(h.ops.iter().all(|r| r.complete_us - r.invoke_us == 200), "instant syncs: two hops: {:?}", h.ops);
+}
+
+#[test]
 fn crash_points_replay_exactly() {
     let go = || {
         let mut sc = armed(CrashPoint::TornTail, FsyncPolicy::Group, false);
@@ -169,7 +191,7 @@ fn scripted_crash_at<P: Protocol>(
 /// A random workload on 2 DCs × 2 partitions with every node crashing once
 /// at `point`, then one reader per DC reading every key after the quiet
 /// time: the history must pass the checker at the protocol's level.
-fn crashing_workload<P: Protocol>(seed: u64, point: CrashPoint, fsync: FsyncPolicy) -> (bool, String) {
+fn crashing_workload<P: Protocol>(seed: u64, point: CrashPoint, fsync: FsyncPolicy, sync_us: u64) -> (bool, String) {
     let mut sc = Scenario::new(TopologySpec::full(2, 2), 400);
     sc.seed = seed;
     sc.network.default_rtt_ms = 40.0;
@@ -179,6 +201,7 @@ fn crashing_workload<P: Protocol>(seed: u64, point: CrashPoint, fsync: FsyncPoli
     sc.count_bytes = false;
     sc.drain_ms = 3_000;
     sc.durability.fsync = fsync;
+    sc.durability.sync_us = sync_us;
     let env = causeway_core::LivenessEnv { max_rtt_us: 44_000, intra_dc_rtt_us: 220, max_clock_skew_us: 0 };
     sc.client_timeout_ms = (2 * P::liveness_bound_us(&P::Config::default(), &env) / 1_000).max(500);
     sc.workload.clients_per_dc = 4;
@@ -214,10 +237,12 @@ fn every_crash_point<P: Protocol>() -> Result<(), String> {
                     "{point:?} under {fsync:?}: a write acknowledged by a node that crashed before sending anything"
                 ));
             }
-            for seed in 1..=2 {
-                let (passed, why) = crashing_workload::<P>(seed, point, fsync);
+            // Seed 3 with syncs that take 300 µs: a crash may strike while
+            // one is on the disk, and turns served meanwhile wait for the next.
+            for (seed, sync_us) in [(1, 0), (2, 0), (3, 300)] {
+                let (passed, why) = crashing_workload::<P>(seed, point, fsync, sync_us);
                 if !passed {
-                    return Err(format!("{point:?} under {fsync:?}, workload seed {seed}: {why}"));
+                    return Err(format!("{point:?} under {fsync:?}, workload seed {seed}, sync_us {sync_us}: {why}"));
                 }
             }
         }

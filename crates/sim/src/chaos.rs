@@ -70,6 +70,9 @@ pub struct Schedule {
     pub faults: Vec<Fault>,
     pub clocks: Vec<NodeClock>,
     pub fsync: FsyncPolicy,
+    /// How long a sync takes (`durability.sync_us`): crashes then also
+    /// strike while one is on the disk.
+    pub sync_us: u64,
 }
 
 /// Draw a schedule for a run whose load lasts `duration_ms`. All faults
@@ -178,6 +181,9 @@ pub fn draw(seed: u64, topology: &Topology, duration_ms: u64, chaos: Chaos) -> S
         // under which a node promises to lose nothing it acknowledged.
         let mut durable_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xd0_5eed);
         s.fsync = if durable_rng.random_bool(0.5) { FsyncPolicy::Always } else { FsyncPolicy::Group };
+        // The sync's duration on a third stream, for the same reason.
+        let mut disk_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xd15c_5eed);
+        s.sync_us = [0, 0, 100, 1_000][disk_rng.random_range(0..4)];
         for _ in 0..rng.random_range(0..=2) {
             let node = rng.random_range(0..n);
             let (start, len) = window(&mut rng);

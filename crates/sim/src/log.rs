@@ -70,6 +70,17 @@ impl<P: Protocol> SimLog<P> {
         self.tear(self.pending.len());
     }
 
+    /// Sync the oldest `count` pending records (whole turns: those a sync
+    /// that took time began with); the rest stay pending.
+    pub fn sync_prefix(&mut self, count: usize) {
+        let count = count.min(self.pending.len());
+        let rest = self.pending.split_off(count);
+        let dropped = self.durable.replay(self.pending.iter().map(|r| r.as_record()));
+        debug_assert_eq!(dropped, 0, "a sync covered part of a turn");
+        self.applied += count - dropped;
+        self.pending = rest;
+    }
+
     /// A crash with the first `keep` unsynced records on disk and the rest
     /// lost (`keep` = 0: all lost). A replay keeps whole turns only
     /// ([`Durable::replay`]), so a turn cut short by the tear is lost whole.

@@ -56,6 +56,11 @@ enum Ev<M> {
         node: NodeId,
         incarnation: u32,
     },
+    /// A sync that takes time (`durability.sync_us`) is over.
+    SyncDone {
+        node: NodeId,
+        incarnation: u32,
+    },
     /// A node's timer; ignored if the node crashed since it was set
     /// (`incarnation` counts the node's restarts).
     Timer {
@@ -207,6 +212,7 @@ impl<P: Protocol> Sim<P> {
                     obs: Vec::new(),
                     last_sync_us: 0,
                     group_sync_at: None,
+                    sync_in_flight: None,
                     armed: None,
                     restart_floor: None,
                 }
@@ -515,6 +521,7 @@ impl<P: Protocol> Sim<P> {
                 }
             }
             Ev::GroupSync { node, incarnation } => self.group_sync(node, incarnation),
+            Ev::SyncDone { node, incarnation } => self.sync_done(node, incarnation),
             Ev::Fault { index } => self.fault(index),
             Ev::Restart { node } => self.restart(node),
             Ev::ClientDeadline { client, op_no } => self.deadline(client, op_no),

@@ -27,11 +27,20 @@ pub(super) struct SimNode<P: Protocol> {
     /// When the log was last synced, and the group-commit deadline armed.
     pub(super) last_sync_us: u64,
     pub(super) group_sync_at: Option<u64>,
+    /// The sync on the disk, when syncs take time: how many of the log's
+    /// pending records it covers, and the last turn among them.
+    pub(super) sync_in_flight: Option<InFlightSync>,
     /// A crash waiting for the end of this node's next turn that logs.
     pub(super) armed: Option<CrashPoint>,
     /// Where a snapshot taken at the crash would cut each chain, when the
     /// crash lost nothing unsynced (the live state was the durable one).
     pub(super) restart_floor: Option<SnapshotFloor<P::Version>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct InFlightSync {
+    pub(super) records: usize,
+    pub(super) lsn: u64,
 }
 
 pub(super) enum ObsRec {
@@ -256,6 +265,7 @@ impl<P: Protocol> Sim<P> {
         // goes straight to the durable log.
         let at_once = busy_us == 0
             && self.sc.durability.fsync == FsyncPolicy::Always
+            && self.sc.durability.sync_us == 0
             && n.armed.is_none()
             && !self.node_options.mutant_release_before_sync;
         let _ = n.log.append(n.core.ready(), at_once);
@@ -326,19 +336,63 @@ impl<P: Protocol> Sim<P> {
     /// Sync a node's log: every turn appended is durable, its output may
     /// leave.
     pub(super) fn sync_node(&mut self, node: NodeId) {
+        let sync_us = self.sc.durability.sync_us;
         let n = &mut self.nodes[node.idx()];
+        if sync_us > 0 && self.sc.durability.fsync != FsyncPolicy::Never {
+            // One sync at a time: what was appended since the one on the
+            // disk began waits for its end ([`Sim::sync_done`]).
+            if n.sync_in_flight.is_some() {
+                return;
+            }
+            if n.log.has_pending() {
+                n.sync_in_flight = Some(InFlightSync { records: n.log.pending_len(), lsn: n.log.appended().lsn });
+                let incarnation = n.incarnation;
+                self.schedule(self.now + sync_us, Ev::SyncDone { node, incarnation });
+                return;
+            }
+        }
         if n.log.has_pending() {
             n.log.sync();
             n.last_sync_us = self.now;
         }
         n.core.advance(n.log.appended().lsn);
+        self.compact_if_due(node);
+        self.route_released(node);
+    }
+
+    /// A checkpoint when the log asks for one: entries a peer has durably
+    /// handled leave the outbox (the network runtime's acknowledgements).
+    fn compact_if_due(&mut self, node: NodeId) {
+        let n = &self.nodes[node.idx()];
         if n.log.wants_compaction(n.core.store()) {
-            // Entries a peer has durably handled leave the outbox (the
-            // network runtime's acknowledgements).
             let acked: Vec<u64> = self.nodes.iter().map(|p| p.log.delivered(node)).collect();
             let n = &mut self.nodes[node.idx()];
             n.log.compact(n.core.store(), &acked);
         }
+    }
+
+    /// A sync that took `durability.sync_us` is over: the records it
+    /// covered are durable and the output of their turns leaves. Records
+    /// appended while it ran go to the disk next, all in one sync (group
+    /// commit); a later turn that logged nothing leaves now, unless it is
+    /// still in service (its own end releases it).
+    pub(super) fn sync_done(&mut self, node: NodeId, incarnation: u32) {
+        let n = &mut self.nodes[node.idx()];
+        if n.crashed || n.incarnation != incarnation {
+            return;
+        }
+        let Some(done) = n.sync_in_flight.take() else { return };
+        n.log.sync_prefix(done.records);
+        n.last_sync_us = self.now;
+        n.core.advance(done.lsn);
+        if n.log.has_pending() {
+            self.route_released(node);
+            return self.sync_node(node);
+        }
+        if self.now >= n.busy_until {
+            n.core.advance(n.log.appended().lsn);
+        }
+        self.compact_if_due(node);
         self.route_released(node);
     }
 
@@ -383,6 +437,7 @@ impl<P: Protocol> Sim<P> {
         n.incarnation += 1;
         n.wake_at = None;
         n.group_sync_at = None;
+        n.sync_in_flight = None;
         n.inbox.clear();
         n.obs.clear();
         self.trace = mix(self.trace, 0xc7a5 ^ self.now ^ ((node.0 as u64) << 40));
