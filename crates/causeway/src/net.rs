@@ -230,6 +230,9 @@ pub struct ClientOpts {
     /// The session levels the operation asks for (`get --read`, `put
     /// --write`); `None`: the protocol's own promise.
     pub levels: Option<causeway_core::Levels>,
+    /// The checking group a GET names (`get --checking-group`, accf);
+    /// `None`: the protocol's choice.
+    pub checking_group: Option<u16>,
 }
 
 /// `put`'s value: `-` is standard input, `@FILE` a file's contents, anything
@@ -400,6 +403,7 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
             s.timeout = opts.timeout;
             s.set_token(opts.token.clone());
             s.set_levels(opts.levels)?;
+            s.set_checking_group(opts.checking_group)?;
             match &cmd {
                 ClientCmd::Op(op) | ClientCmd::Columns { op, .. } => s.execute(op.clone()).await,
                 ClientCmd::Del(keys) => s.del_many(keys.clone()).await.map(|()| OpResult::Put),
