@@ -217,7 +217,8 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
             .map(|i| ScriptedOp {
                 at_us: if i == 0 { quiet_us } else { 0 },
                 op: Op::Get { key: Key::from(format!("user{i}")) },
-                from_dc: None, checking_group: None,
+                from_dc: None,
+                checking_group: None,
             })
             .collect();
         sc.scripted.push(ScriptedClient { dc, ops });
@@ -250,7 +251,8 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
                 ops.push(ScriptedOp {
                     at_us: if i == 0 { quiet_us } else { 0 },
                     op: Op::Get { key: key.clone() },
-                    from_dc: None, checking_group: None,
+                    from_dc: None,
+                    checking_group: None,
                 });
             }
             sc.scripted.push(ScriptedClient { dc, ops });

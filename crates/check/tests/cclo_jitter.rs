@@ -56,7 +56,8 @@ fn figure_1_at_scale(seed: u64, flag: Option<&str>) -> Scenario {
             writes.push(ScriptedOp {
                 at_us: if i == 0 { 1_000 } else { 0 },
                 op: Op::Put { key: k.clone(), value },
-                from_dc: None, checking_group: None,
+                from_dc: None,
+                checking_group: None,
             });
         }
     }
@@ -65,7 +66,8 @@ fn figure_1_at_scale(seed: u64, flag: Option<&str>) -> Scenario {
         let reads = (0..2_000).map(|_| ScriptedOp {
             at_us: 0,
             op: Op::Rot { keys: vec![x.clone(), y.clone()] },
-            from_dc: None, checking_group: None,
+            from_dc: None,
+            checking_group: None,
         });
         sc.scripted.push(ScriptedClient { dc: 1, ops: reads.collect() });
     }

@@ -53,7 +53,11 @@ fn scenario() -> (Scenario, Key, Key) {
     let t = Topology::new(sc.topology.clone()).unwrap();
     let (a, b) = keys(&t);
     let node = |dc: u16, p: u32| t.server(DcId(dc), PartitionId(p)).unwrap().0;
-    sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: node(1, 1), to: node(0, 1), extra_ms: SLOW_MS } });
+    sc.faults.push(Fault {
+        at_ms: 0,
+        at_us: 0,
+        kind: FaultKind::SlowLink { from: node(1, 1), to: node(0, 1), extra_ms: SLOW_MS },
+    });
     (sc, a, b)
 }
 

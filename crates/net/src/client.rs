@@ -576,11 +576,7 @@ impl<P: Protocol> Session<P> {
 
     /// One GET naming checking group `cg` (the session's own group, if
     /// any, is kept for its other GETs).
-    pub async fn get_in(
-        &mut self,
-        key: impl Into<bytes::Bytes>,
-        cg: u16,
-    ) -> Result<Option<bytes::Bytes>, ClientError> {
+    pub async fn get_in(&mut self, key: impl Into<bytes::Bytes>, cg: u16) -> Result<Option<bytes::Bytes>, ClientError> {
         let saved = self.checking_group;
         self.set_checking_group(Some(cg))?;
         let r = self.get(key).await;

@@ -492,7 +492,8 @@ impl Scenario {
                     .map(|(n, i)| ScriptedOp {
                         at_us: if n == 0 { at_us } else { 0 },
                         op: Op::Get { key: record_key(i) },
-                        from_dc: None, checking_group: None,
+                        from_dc: None,
+                        checking_group: None,
                     })
                     .collect();
                 sessions.push(ScriptedClient { dc, ops });

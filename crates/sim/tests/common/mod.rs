@@ -145,7 +145,8 @@ pub fn acl_album_rot_with<P: Protocol>(seed: u64, flag: &str) -> (usize, usize) 
         reader.push(ScriptedOp {
             at_us: 550_000 + i * 3_000,
             op: Op::Rot { keys: vec![acl.clone(), album.clone()] },
-            from_dc: None, checking_group: None,
+            from_dc: None,
+            checking_group: None,
         });
     }
     sc.scripted.push(ScriptedClient { dc: 1, ops: reader });
@@ -216,12 +217,14 @@ pub fn rot_order_in_every_dc<P: Protocol>(seed: u64) -> Vec<RotOrder> {
             reader.push(ScriptedOp {
                 at_us: 550_000 + i * 4_000,
                 op: Op::Rot { keys: vec![acl.clone(), album.clone()] },
-                from_dc: None, checking_group: None,
+                from_dc: None,
+                checking_group: None,
             });
             reader.push(ScriptedOp {
                 at_us: 0,
                 op: Op::Rot { keys: vec![photo.clone(), album2.clone()] },
-                from_dc: None, checking_group: None,
+                from_dc: None,
+                checking_group: None,
             });
         }
         sc.scripted.push(ScriptedClient { dc, ops: reader });
@@ -426,7 +429,8 @@ pub fn permanent_loss_during_commit_sim<P: Protocol>(
             ops.push(ScriptedOp {
                 at_us: if i == 0 { QUIET_US } else { 0 },
                 op: Op::Get { key: k.clone() },
-                from_dc: None, checking_group: None,
+                from_dc: None,
+                checking_group: None,
             });
         }
         sc.scripted.push(ScriptedClient { dc, ops });

@@ -6,7 +6,8 @@
 use super::*;
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, stabilize, stabilize_holding};
 use causeway_core::{
-    CheckingGroupError, Client, ClientId, DcId, Key, NodeId, Op, OpError, OpResult, PartitionId, Replication, TopologySpec,
+    CheckingGroupError, Client, ClientId, DcId, Key, NodeId, Op, OpError, OpResult, PartitionId, Replication,
+    TopologySpec,
 };
 
 const TWO_BY_TWO: &str = r#"
