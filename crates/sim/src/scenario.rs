@@ -1024,7 +1024,7 @@ mod tests {
             b = 1
             [[scripted]]
             dc = 1
-            ops = [{ at_us = 5, op = { get = { key = [107] } } }]
+            ops = [{ at_us = 5, op = { get = { key = [107] } } }, { op = { get = { key = [107] } }, checking_group = 1 }]
             "#,
             "t.toml",
         )
@@ -1032,6 +1032,7 @@ mod tests {
         s.validate().unwrap();
         assert_eq!(s.one_way_us().unwrap()[0][1], 5_000);
         assert!(matches!(s.faults[0].kind, FaultKind::Cut { a: 0, b: 1 }));
+        assert_eq!(s.scripted[0].ops.iter().map(|o| o.checking_group).collect::<Vec<_>>(), [None, Some(1)]);
     }
 
     #[test]
