@@ -46,7 +46,10 @@
 //! version's `ut` exceeds every entry of its writer's DSc). The SVV filter
 //! keeps reads inside a checking group from waiting: it is what makes the
 //! 2×2 grouping serve the thesis's App2 without blocking, where 4×1 blocks
-//! (and lets 4×1 serve App1 without the delay 2×2 adds). `tests.rs` replays both.
+//! (and lets 4×1 serve App1 without the delay 2×2 adds). `tests.rs` replays both,
+//! and with overlapping checking groups (each server in its DC's group and
+//! in one of its own) serves both in one deployment, each application
+//! naming its view per GET (deviation 5).
 //!
 //! ## Deviations from the printed pseudo-code, and why
 //!
