@@ -303,6 +303,14 @@ enum Cmd {
         /// gives them all; eventual refuses any but eventual.
         #[arg(long, value_name = "LEVEL")]
         read: Option<causeway_core::ReadLevel>,
+        /// The checking group this read names (accf: Roohitavaf, Alg 7.1's
+        /// GET(k, cg)), numbered from 0 as the `checking` grouping yields
+        /// them (per_replica: group d is DC d's servers; per_server: the
+        /// servers DC by DC; per_key: group p is partition p's copies;
+        /// explicit groups in the order listed). Default: the first group
+        /// of the server the read goes to.
+        #[arg(long, value_name = "N")]
+        checking_group: Option<u16>,
         #[command(flatten)]
         at: ClientArgs,
     },
@@ -826,14 +834,18 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));
             net::up(causeway_net::embedded::EmbeddedSpec { tokens, ..spec }, &config_out, no_wan, json)?
         }
-        Cmd::Get { key, columns, slice, read, at } if columns.is_empty() => {
+        Cmd::Get { key, columns, slice, read, checking_group, at } if columns.is_empty() => {
             if slice.is_some() {
                 return Err("--slice needs a FAMILY to slice".into());
             }
             let levels = read.map(|read| causeway_core::Levels { read, ..causeway_core::Levels::EVENTUAL });
-            net::client_op(&net::ClientOpts { levels, ..at.into() }, ClientCmd::Op(Op::Get { key: key.into() }))?
+            let opts = net::ClientOpts { levels, checking_group, ..at.into() };
+            net::client_op(&opts, ClientCmd::Op(Op::Get { key: key.into() }))?
         }
         Cmd::Get { read: Some(_), .. } => return Err("--read is for a plain key's read, not columns".into()),
+        Cmd::Get { checking_group: Some(_), .. } => {
+            return Err("--checking-group is for a plain key's read, not columns".into());
+        }
         Cmd::Get { key, columns, slice, at, .. } => {
             net::client_op(&at.into(), net::column_read(&key, &columns, slice)?)?
         }
@@ -1079,6 +1091,7 @@ impl From<ClientArgs> for net::ClientOpts {
             json: a.json,
             token: a.token,
             levels: None,
+            checking_group: None,
         }
     }
 }

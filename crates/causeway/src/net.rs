@@ -230,6 +230,9 @@ pub struct ClientOpts {
     /// The session levels the operation asks for (`get --read`, `put
     /// --write`); `None`: the protocol's own promise.
     pub levels: Option<causeway_core::Levels>,
+    /// The checking group a GET names (`get --checking-group`, accf);
+    /// `None`: the protocol's choice.
+    pub checking_group: Option<u16>,
 }
 
 /// `put`'s value: `-` is standard input, `@FILE` a file's contents, anything
@@ -400,6 +403,7 @@ pub fn client_op(opts: &ClientOpts, cmd: ClientCmd) -> Result<(), Error> {
             s.timeout = opts.timeout;
             s.set_token(opts.token.clone());
             s.set_levels(opts.levels)?;
+            s.set_checking_group(opts.checking_group)?;
             match &cmd {
                 ClientCmd::Op(op) | ClientCmd::Columns { op, .. } => s.execute(op.clone()).await,
                 ClientCmd::Del(keys) => s.del_many(keys.clone()).await.map(|()| OpResult::Put),
@@ -583,7 +587,7 @@ async fn node_statuses(cluster: Arc<Cluster>, timeout: Duration, token: Option<&
 pub fn status(config: &Path, timeout: Duration, json: bool, token: Option<&str>) -> Result<bool, Error> {
     let cluster = Arc::new(ClusterConfig::load(config)?.validate()?);
     let rt = runtime()?;
-    let rows = rt.block_on(node_statuses(cluster, timeout, token));
+    let rows = rt.block_on(node_statuses(cluster.clone(), timeout, token));
     let all_up = rows.iter().all(|r| r.up);
     if json {
         let rows: Vec<_> = rows
@@ -618,7 +622,35 @@ pub fn status(config: &Path, timeout: Duration, json: bool, token: Option<&str>)
         })
         .collect();
     print!("{}", causeway_sim::report::table(&header, table_rows));
+    if let Some(groups) = checking_groups(&cluster) {
+        print!("{groups}");
+    }
     Ok(all_up)
+}
+
+/// ACCF's checking groups as a session names them (`get --checking-group
+/// N`, Roohitavaf Alg 7.1's `GET(k, cg)`): each group's number and its
+/// servers as `"<dc>:<partition>"`. `None` for any other protocol.
+fn checking_groups(cluster: &Cluster) -> Option<String> {
+    use causeway_protocols::{ProtocolName, accf};
+    if cluster.protocol != ProtocolName::Accf {
+        return None;
+    }
+    let cfg: accf::Config = cluster.config.params.clone().try_into().ok()?;
+    let groups = cfg.resolve(&cluster.topology).ok()?;
+    let mut out = String::from("checking groups (get --checking-group N):\n");
+    for g in 0..groups.checking_count() as u16 {
+        let names: Vec<String> = groups
+            .members(g)
+            .iter()
+            .filter_map(|&n| match cluster.topology.role(n) {
+                causeway_core::NodeRole::Partition { dc, partition, .. } => Some(format!("{}:{}", dc.0, partition.0)),
+                causeway_core::NodeRole::Service { .. } => None,
+            })
+            .collect();
+        out.push_str(&format!("  {g}: {}\n", names.join(" ")));
+    }
+    Some(out)
 }
 
 /// Await every future, concurrently (a down node's timeout is paid once,

@@ -163,6 +163,17 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     sc.topology.add_missing_services(&services);
     sc.topology.replicas_per_partition = with_protocol!(p, P => <P as Protocol>::torture_replicas(&mut draw));
     let topology = causeway_core::Topology::new(sc.topology.clone()).expect("valid topology");
+    // Per-GET checking groups where sessions can name one (ACCF): half the
+    // runs have some GETs name a group drawn at random, so reads switch
+    // groups (Alg 7.2's line 6, and line 3's wait) under every fault. From
+    // a stream of its own: other protocols' seeds replay as before.
+    let groups = with_protocol!(p, P => <P as Protocol>::checking_groups(&Default::default(), &topology));
+    if groups > 0 {
+        let mut g = ChaCha8Rng::seed_from_u64(seed ^ 0x0c6e_c4a1);
+        if g.random_bool(0.5) {
+            sc.workload.checking_group_proportion = g.random_range(0.05..=0.5);
+        }
+    }
     let mut c = chaos_for(p);
     for w in without {
         match w.as_str() {
@@ -208,6 +219,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
                 at_us: if i == 0 { quiet_us } else { 0 },
                 op: Op::Get { key: Key::from(format!("user{i}")) },
                 from_dc: None,
+                checking_group: None,
             })
             .collect();
         sc.scripted.push(ScriptedClient { dc, ops });
@@ -234,13 +246,14 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
                 } else {
                     Op::Get { key }
                 };
-                ops.push(ScriptedOp { at_us, op, from_dc: None });
+                ops.push(ScriptedOp { at_us, op, from_dc: None, checking_group: None });
             }
             for (i, key) in counters.iter().enumerate() {
                 ops.push(ScriptedOp {
                     at_us: if i == 0 { quiet_us } else { 0 },
                     op: Op::Get { key: key.clone() },
                     from_dc: None,
+                    checking_group: None,
                 });
             }
             sc.scripted.push(ScriptedClient { dc, ops });

@@ -57,6 +57,7 @@ fn figure_1_at_scale(seed: u64, flag: Option<&str>) -> Scenario {
                 at_us: if i == 0 { 1_000 } else { 0 },
                 op: Op::Put { key: k.clone(), value },
                 from_dc: None,
+                checking_group: None,
             });
         }
     }
@@ -66,6 +67,7 @@ fn figure_1_at_scale(seed: u64, flag: Option<&str>) -> Scenario {
             at_us: 0,
             op: Op::Rot { keys: vec![x.clone(), y.clone()] },
             from_dc: None,
+            checking_group: None,
         });
         sc.scripted.push(ScriptedClient { dc: 1, ops: reads.collect() });
     }

@@ -30,10 +30,15 @@ fn run<P: Protocol>(sc: Scenario) -> (History, Sim<P>) {
 }
 
 fn put(at_us: u64, key: &Bytes, id: u64) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: tagged_value(id, 16) }, from_dc: None }
+    ScriptedOp {
+        at_us,
+        op: Op::Put { key: key.clone(), value: tagged_value(id, 16) },
+        from_dc: None,
+        checking_group: None,
+    }
 }
 fn get(at_us: u64, key: &Bytes) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None }
+    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None, checking_group: None }
 }
 
 /// DC1's only server (node 1) is down from 50 to 300 ms. A DC0 write at

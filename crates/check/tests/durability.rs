@@ -21,10 +21,15 @@ fn base(dcs: u16, seed: u64) -> Scenario {
 }
 
 fn put(at_us: u64, key: &Bytes, id: u64) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: tagged_value(id, 16) }, from_dc: None }
+    ScriptedOp {
+        at_us,
+        op: Op::Put { key: key.clone(), value: tagged_value(id, 16) },
+        from_dc: None,
+        checking_group: None,
+    }
 }
 fn get(at_us: u64, key: &Bytes) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None }
+    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None, checking_group: None }
 }
 
 fn run<P: Protocol>(sc: Scenario) -> (History, Sim<P>) {

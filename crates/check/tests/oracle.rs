@@ -62,7 +62,7 @@ fn eventual_run(seed: u64, records: u64, rots: f64) -> History {
     let from = t.server_for_key(DcId(0), &first[0]).unwrap();
     let to = t.server_for_key(DcId(1), &first[0]).unwrap();
     sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 60 } });
-    let op = |at_us, op| ScriptedOp { at_us, op, from_dc: None };
+    let op = |at_us, op| ScriptedOp { at_us, op, from_dc: None, checking_group: None };
     let mut writer = Vec::new();
     let mut reader = Vec::new();
     for (i, (a, b)) in first.iter().zip(&second).enumerate() {

@@ -34,10 +34,10 @@ fn run(sc: Scenario) -> History {
 }
 
 fn put(at_us: u64, key: &Key, value: &Bytes) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: value.clone() }, from_dc: None }
+    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: value.clone() }, from_dc: None, checking_group: None }
 }
 fn get(at_us: u64, key: &Key) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None }
+    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None, checking_group: None }
 }
 
 /// crates/sim/tests/common: photo-then-album with a slow photo replication link.
@@ -79,6 +79,7 @@ fn acl_album_rot(seed: u64) -> History {
             at_us: 550_000 + i * 3_000,
             op: Op::Rot { keys: vec![acl.clone(), album.clone()] },
             from_dc: None,
+            checking_group: None,
         })
         .collect();
     sc.scripted.push(ScriptedClient { dc: 1, ops: reader });
@@ -125,9 +126,16 @@ fn slow_y(seed: u64, write: impl Fn(&Key, &Key) -> Op, read: impl Fn(&Key, &Key)
     let from = t.server_for_key(DcId(0), &y).unwrap();
     let to = t.server_for_key(DcId(1), &y).unwrap();
     sc.faults.push(Fault { at_ms: 0, at_us: 0, kind: FaultKind::SlowLink { from: from.0, to: to.0, extra_ms: 300 } });
-    sc.scripted
-        .push(ScriptedClient { dc: 0, ops: vec![ScriptedOp { at_us: 1_000, op: write(&x, &y), from_dc: None }] });
-    let reader = (0..300).map(|i| ScriptedOp { at_us: 1_000 + i * 3_000, op: read(&x, &y), from_dc: None });
+    sc.scripted.push(ScriptedClient {
+        dc: 0,
+        ops: vec![ScriptedOp { at_us: 1_000, op: write(&x, &y), from_dc: None, checking_group: None }],
+    });
+    let reader = (0..300).map(|i| ScriptedOp {
+        at_us: 1_000 + i * 3_000,
+        op: read(&x, &y),
+        from_dc: None,
+        checking_group: None,
+    });
     sc.scripted.push(ScriptedClient { dc: 1, ops: reader.collect() });
     run(sc)
 }

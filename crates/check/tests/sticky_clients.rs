@@ -25,7 +25,7 @@ const CUT_MS: u64 = 300;
 const HEAL_MS: u64 = 2_500;
 
 fn op(at_us: u64, op: Op) -> ScriptedOp {
-    ScriptedOp { at_us, op, from_dc: None }
+    ScriptedOp { at_us, op, from_dc: None, checking_group: None }
 }
 
 /// Two keys, on one partition or on two.

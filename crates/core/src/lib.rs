@@ -90,8 +90,8 @@ pub use node::{
     Appended, Durable, Host, Input as NodeInput, Node, NodeOptions, Output, OwnedRecord, Ready, Record, Seq, Stepped,
 };
 pub use protocol::{
-    Client, ClientCtx, ClientEnv, Faults, LivenessEnv, Message, NodeCtx, Observation, Op, OpError, OpKind, OpResult,
-    Protocol, Server, ServerEnv, wire_size,
+    CheckingGroupError, Client, ClientCtx, ClientEnv, Faults, LivenessEnv, Message, NodeCtx, Observation, Op, OpError,
+    OpKind, OpResult, Protocol, Server, ServerEnv, wire_size,
 };
 pub use store::{FreezeBuffers, FreezeEncoder, Frozen, Inserted, KeyIndex, Landed, MvStore, SnapshotFloor, Versioned};
 pub use topology::{NodeRole, RemoteReplica, Replication, ServiceSpec, Topology, TopologyError, TopologySpec};

@@ -418,6 +418,39 @@ pub enum OpError {
          available reads needs sticky clients: Roohitavaf, Ch. 6)"
     )]
     Sticky { dc: u16 },
+    /// The session named a checking group for its GETs
+    /// ([`Client::set_checking_group`]) that cannot be used: nothing was sent.
+    #[error(transparent)]
+    CheckingGroup(CheckingGroupError),
+}
+
+/// Why a session cannot name a checking group for its GETs
+/// ([`Client::set_checking_group`]; Roohitavaf, *Consistency for
+/// Distributed Data Stores*, Ch. 7, Alg 7.1's `GET(k, cg)`).
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum CheckingGroupError {
+    /// The protocol fixes what its servers check: it has no checking
+    /// groups to choose from (only ACCF's sessions name one).
+    #[error(
+        "this protocol has no checking groups to name (group {group}): only ACCF's GETs name one \
+         (Roohitavaf, Ch. 7, Alg 7.1)"
+    )]
+    Unsupported { group: u16 },
+    /// Groups are numbered from 0 in the order the configured checking
+    /// grouping yields them; `groups` is how many there are.
+    #[error("checking group {group} does not exist: the checking grouping has {groups} groups, 0 to {last}", last = groups.saturating_sub(1))]
+    OutOfRange { group: u16, groups: u16 },
+    /// No server of the group stores the key's partition, so no member of
+    /// the group can answer the GET (a group of some servers only, under
+    /// per-server or explicit groupings).
+    #[error("checking group {group} has no server storing partition {partition}, the key's")]
+    NoServer { group: u16, partition: u32 },
+}
+
+impl From<CheckingGroupError> for OpError {
+    fn from(e: CheckingGroupError) -> Self {
+        OpError::CheckingGroup(e)
+    }
 }
 
 impl OpError {
@@ -593,6 +626,27 @@ pub trait Client {
     /// Runtimes call it only when no operation is in progress.
     fn migrate(&mut self, _dc: DcId) -> bool {
         false
+    }
+    /// Name the checking group `cg` the session's following GETs ask their
+    /// server to check (Roohitavaf, *Consistency for Distributed Data
+    /// Stores*, Ch. 7, Alg 7.1's `GET(k, cg)`), or `None` for the
+    /// protocol's own choice. Groups are numbered as
+    /// [`Protocol::checking_groups`] counts them. Refused, changing
+    /// nothing, for a group that does not exist, and by the default (every
+    /// protocol but ACCF) for any group: `None` is always accepted.
+    ///
+    /// A session setting, as [`Client::migrate`] is, rather than a
+    /// parameter of every operation, as [`Client::invoke_at`]'s levels
+    /// are: only ACCF's GETs read it, so no runtime's invoke path, and no
+    /// other protocol, changes; a runtime gives one GET its own group by
+    /// naming it before and `None` after (the client reads it only when
+    /// the GET starts); and a bad group is refused before anything is
+    /// sent. Runtimes call it only when no operation is in progress.
+    fn set_checking_group(&mut self, cg: Option<u16>) -> Result<(), CheckingGroupError> {
+        match cg {
+            None => Ok(()),
+            Some(group) => Err(CheckingGroupError::Unsupported { group }),
+        }
     }
 }
 
@@ -807,6 +861,14 @@ pub trait Protocol: 'static {
     /// garbage collection waits 5 s). `--param` overrides them.
     fn torture_params(_draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+
+    /// How many checking groups a session can name
+    /// ([`Client::set_checking_group`]) under `cfg` on `topology`: 0, the
+    /// default, for a protocol that fixes what its servers check. ACCF
+    /// numbers the groups its `checking` grouping yields from 0.
+    fn checking_groups(_cfg: &Self::Config, _topology: &Topology) -> u16 {
+        0
     }
 
     /// Check a config against a topology before any node starts.

@@ -190,6 +190,9 @@ pub struct Session<P: Protocol> {
     /// The session guarantees this session's GETs and PUTs ask for
     /// ([`Session::set_levels`]); `None`: the protocol's own promise.
     levels: Option<causeway_core::Levels>,
+    /// The checking group this session's GETs name
+    /// ([`Session::set_checking_group`]); `None`: the protocol's choice.
+    checking_group: Option<u16>,
 }
 
 fn now_us() -> u64 {
@@ -252,6 +255,7 @@ impl<P: Protocol> Session<P> {
             token: None,
             abandoned_txn: false,
             levels: None,
+            checking_group: None,
             local: None,
             sleep: None,
             conn_gen: 0,
@@ -544,6 +548,40 @@ impl<P: Protocol> Session<P> {
             }
         }
         Ok(())
+    }
+
+    /// Name the checking group this session's GETs ask their servers to
+    /// check from now on (ACCF: Roohitavaf, *Consistency for Distributed
+    /// Data Stores*, Ch. 7, Alg 7.1's `GET(k, cg)`; numbered as the
+    /// cluster's `checking` grouping yields them, e.g. `per_replica`:
+    /// group d is DC d's servers), or `None` for the protocol's choice
+    /// (ACCF: the first group of the server each GET goes to). Refused,
+    /// changing nothing, with [`causeway_core::CheckingGroupError`]:
+    /// `OutOfRange` naming the group and how many exist, or `Unsupported`
+    /// by a protocol without checking groups.
+    pub fn set_checking_group(&mut self, cg: Option<u16>) -> Result<(), ClientError> {
+        // Between operations (`&mut self`); every slot has the same config,
+        // so the first refuses if any does.
+        for proto in &mut self.protos {
+            proto.set_checking_group(cg).map_err(OpError::from)?;
+        }
+        self.checking_group = cg;
+        Ok(())
+    }
+
+    /// The group set by [`Session::set_checking_group`].
+    pub fn checking_group(&self) -> Option<u16> {
+        self.checking_group
+    }
+
+    /// One GET naming checking group `cg` (the session's own group, if
+    /// any, is kept for its other GETs).
+    pub async fn get_in(&mut self, key: impl Into<bytes::Bytes>, cg: u16) -> Result<Option<bytes::Bytes>, ClientError> {
+        let saved = self.checking_group;
+        self.set_checking_group(Some(cg))?;
+        let r = self.get(key).await;
+        self.set_checking_group(saved)?; // accepted when it was set
+        r
     }
 
     /// The levels set by [`Session::set_levels`].

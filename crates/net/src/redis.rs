@@ -627,6 +627,31 @@ impl<P: Protocol> Conn<P> {
         }
     }
 
+    /// `CHECKINGGROUP N` names the checking group this connection's GETs
+    /// ask their servers to check from now on (accf: Roohitavaf, Alg 7.1's
+    /// `GET(k, cg)`, numbered as the `checking` grouping yields them),
+    /// `CHECKINGGROUP DEFAULT` goes back to the protocol's choice, and
+    /// `CHECKINGGROUP` alone answers the group in force (`default` when
+    /// none was named).
+    fn checking_group(&mut self, rest: &[Bytes]) -> Answer {
+        let set = match rest {
+            [] => {
+                let shown = self.session.checking_group().map_or("default".to_string(), |g| g.to_string());
+                return Answer::Reply(Frame::BulkString(shown.into()));
+            }
+            [d] if d.eq_ignore_ascii_case(b"default") => None,
+            [n] => match std::str::from_utf8(n).ok().and_then(|n| n.parse::<u16>().ok()) {
+                Some(g) => Some(g),
+                None => return err("ERR checking group must be a number from 0 to 65535, or DEFAULT"),
+            },
+            _ => return err("ERR wrong number of arguments for 'checkinggroup' command (CHECKINGGROUP N, or DEFAULT)"),
+        };
+        match self.session.set_checking_group(set) {
+            Ok(()) => ok(),
+            Err(e) => err(format!("ERR {e}")),
+        }
+    }
+
     /// Whether the connection may run commands: no tokens are required,
     /// or `AUTH` succeeded.
     fn authenticated(&self) -> bool {
@@ -690,6 +715,7 @@ impl<P: Protocol> Conn<P> {
             },
             "command" => Answer::Reply(Frame::Array(Vec::new())),
             "levels" => self.levels(rest),
+            "checkinggroup" => self.checking_group(rest),
             "client" => ok(),
             "hello" => err("NOPROTO this server speaks RESP2 only"),
             "get" => match rest {

@@ -478,3 +478,56 @@ async fn a_nukv_session_moves_to_another_dc_and_still_reads_its_writes() {
     assert!(e.to_string().contains("sticky clients"), "{e}");
     assert_eq!(s.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"v"[..]));
 }
+
+/// ACCF's per-request checking group over TCP (Roohitavaf, *Consistency
+/// for Distributed Data Stores*, Ch. 7, Alg 7.1's `GET(k, cg)`): under the
+/// default `per_replica` grouping (group d: DC d's servers), a session of
+/// DC 0 writes, names DC 1's group and reads its write there (200 ms away:
+/// DC 1's server waits at Alg 7.2 line 3 until the write has arrived), and
+/// back in its own group reads it again; one GET names a group of its own
+/// (`get_in`). A group the grouping lacks is refused by name and count,
+/// changing nothing, and a protocol without checking groups refuses any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accf_session_names_a_checking_group_and_reads_its_writes() {
+    use causeway_core::{CheckingGroupError, OpError};
+    use causeway_net::ClientError;
+    let rt = tokio::runtime::Handle::current();
+    let far = |p| EmbeddedSpec { rtt_ms: vec![vec![0.0, 200.0], vec![200.0, 0.0]], ..spec(p, "checking-group") };
+    let cluster = Embedded::start(far(ProtocolName::Accf), &rt).unwrap();
+    let mut s = Session::<causeway_protocols::accf::Accf>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+    for i in 0..4 {
+        let key = Bytes::from(format!("grouped-{i}"));
+        let value = Bytes::from(format!("v{i}"));
+        s.put(key.clone(), value.clone()).await.unwrap();
+        s.set_checking_group(Some(1)).unwrap();
+        assert_eq!(s.checking_group(), Some(1));
+        let started = Instant::now();
+        assert_eq!(s.get(key.clone()).await.unwrap(), Some(value.clone()), "its write, read in DC 1's group");
+        // The write reaches DC 1 a one-way trip (100 ms) after it is
+        // acknowledged (the cluster delays server links, not clients').
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(60), "DC 1's server waited for the write only {waited:?}");
+        s.set_checking_group(None).unwrap();
+        assert_eq!(s.get(key.clone()).await.unwrap(), Some(value.clone()), "its write, back home");
+        assert_eq!(s.get_in(key, 0).await.unwrap(), Some(value), "its write, naming DC 0's group");
+        assert_eq!(s.checking_group(), None, "get_in names its group for one GET");
+    }
+    let e = s.set_checking_group(Some(2)).unwrap_err();
+    assert!(
+        matches!(e, ClientError::Op(OpError::CheckingGroup(CheckingGroupError::OutOfRange { group: 2, groups: 2 }))),
+        "{e}"
+    );
+    assert!(e.to_string().contains("has 2 groups"), "{e}");
+    assert!(!s.is_broken(), "a refused group ends nothing");
+    assert_eq!(s.get(Bytes::from_static(b"grouped-0")).await.unwrap().as_deref(), Some(&b"v0"[..]));
+    drop(s);
+    drop(cluster);
+
+    let cluster = Embedded::start(spec(ProtocolName::Cure, "checking-group"), &rt).unwrap();
+    let mut s = Session::<causeway_protocols::cure::Cure>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
+    let e = s.set_checking_group(Some(0)).unwrap_err();
+    assert!(matches!(e, ClientError::Op(OpError::CheckingGroup(CheckingGroupError::Unsupported { group: 0 }))), "{e}");
+    s.set_checking_group(None).unwrap();
+    s.put(Bytes::from_static(b"k"), Bytes::from_static(b"v")).await.unwrap();
+    assert_eq!(s.get(Bytes::from_static(b"k")).await.unwrap().as_deref(), Some(&b"v"[..]));
+}

@@ -484,3 +484,34 @@ async fn levels_are_a_per_connection_default() {
     assert_eq!(r.cmd(&["SET", "k", "v"]).await, ok());
     assert_eq!(r.cmd(&["GET", "k"]).await, bulk("v"));
 }
+
+/// `CHECKINGGROUP` names the checking group a connection's GETs ask for
+/// (ACCF, Roohitavaf Alg 7.1's `GET(k, cg)`), as `LEVELS` names levels: a
+/// per-connection default, refused by name where the group does not
+/// exist or the protocol has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checking_groups_are_a_per_connection_default() {
+    let (cluster, base) = start(ProtocolName::Accf, "checking-group");
+    let mut r = Redis::connect(base).await;
+    assert_eq!(r.cmd(&["CHECKINGGROUP"]).await, bulk("default"));
+    assert_eq!(r.cmd(&["SET", "k", "v"]).await, ok());
+    assert_eq!(r.cmd(&["CHECKINGGROUP", "1"]).await, ok());
+    assert_eq!(r.cmd(&["CHECKINGGROUP"]).await, bulk("1"));
+    assert_eq!(r.cmd(&["GET", "k"]).await, bulk("v"), "its write, read in DC 1's group");
+    let e = r.cmd(&["CHECKINGGROUP", "2"]).await;
+    assert!(is_err(&e, "ERR checking group 2 does not exist") && format!("{e:?}").contains("has 2 groups"), "{e:?}");
+    assert!(is_err(&r.cmd(&["CHECKINGGROUP", "one"]).await, "ERR checking group must be a number"));
+    assert!(is_err(&r.cmd(&["CHECKINGGROUP", "1", "2"]).await, "ERR wrong number of arguments"));
+    assert_eq!(r.cmd(&["CHECKINGGROUP"]).await, bulk("1"), "refusals change nothing");
+    assert_eq!(r.cmd(&["CHECKINGGROUP", "default"]).await, ok());
+    assert_eq!(r.cmd(&["CHECKINGGROUP"]).await, bulk("default"));
+    assert_eq!(r.cmd(&["GET", "k"]).await, bulk("v"));
+    drop(r);
+    drop(cluster);
+
+    let (_cluster, base) = start(ProtocolName::Cops, "checking-group");
+    let mut r = Redis::connect(base).await;
+    let e = r.cmd(&["CHECKINGGROUP", "0"]).await;
+    assert!(is_err(&e, "ERR this protocol has no checking groups"), "{e:?}");
+    assert_eq!(r.cmd(&["CHECKINGGROUP", "DEFAULT"]).await, ok());
+}

@@ -416,6 +416,14 @@ pub struct Workload {
     /// the scenario is then an error). Default 0: sticky sessions.
     #[serde(default)]
     pub migrate_proportion: f64,
+    /// For each GET, the probability that it names a checking group drawn
+    /// uniformly from the protocol's (ACCF's `GET(k, cg)`, Roohitavaf
+    /// Alg 7.1; [`causeway_core::Client::set_checking_group`]); the other
+    /// GETs name none. Refused for a protocol without checking groups
+    /// ([`causeway_core::Protocol::checking_groups`]: the scenario is then
+    /// an error). Default 0.
+    #[serde(default)]
+    pub checking_group_proportion: f64,
     #[serde(default = "default_txn_reads")]
     pub txn_reads: usize,
     #[serde(default = "default_txn_writes")]
@@ -564,6 +572,7 @@ impl Default for Workload {
             levels: None,
             random_levels: false,
             migrate_proportion: 0.0,
+            checking_group_proportion: 0.0,
             txn_reads: default_txn_reads(),
             txn_writes: default_txn_writes(),
             local_txn_ratio: None,
@@ -617,6 +626,12 @@ impl Workload {
         }
         if !(0.0..=1.0).contains(&self.migrate_proportion) {
             return Err(format!("migrate_proportion must be between 0 and 1, got {}", self.migrate_proportion));
+        }
+        if !(0.0..=1.0).contains(&self.checking_group_proportion) {
+            return Err(format!(
+                "checking_group_proportion must be between 0 and 1, got {}",
+                self.checking_group_proportion
+            ));
         }
         if let Some(d) = self.dcs.iter().find(|d| **d as usize >= topology.dcs()) {
             return Err(format!("dcs names DC {d}, but the topology has {} DCs", topology.dcs()));
@@ -729,6 +744,15 @@ pub struct ScriptedOp {
     /// [`causeway_core::OpError::Sticky`] instead, sending nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_dc: Option<u16>,
+    /// The checking group this GET names, for this operation only (ACCF's
+    /// `GET(k, cg)`, Roohitavaf Alg 7.1, numbered as the protocol's
+    /// `checking` grouping yields them;
+    /// [`causeway_core::Client::set_checking_group`]). A group the
+    /// protocol lacks fails the operation with
+    /// [`causeway_core::OpError::CheckingGroup`], sending nothing. GETs
+    /// only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checking_group: Option<u16>,
 }
 
 /// A fault, applied at `at_ms` of true time (or `at_us` for precision).
@@ -846,6 +870,8 @@ pub enum ScenarioError {
     CpuKind(String, String, f64),
     #[error("scenario scripted client #{index}: dc {dc} is not in the topology")]
     ScriptDc { index: usize, dc: u16 },
+    #[error("scenario scripted client #{index}: checking_group is for GETs, not {kind} operations")]
+    ScriptCheckingGroup { index: usize, kind: String },
     #[error(
         "scenario final_reads_after_ms = {after_ms} must be below drain_ms = {drain_ms}: the final reads start \
          that long after the load, and the run ends drain_ms after it"
@@ -970,6 +996,9 @@ impl Scenario {
             if let Some(dc) = s.ops.iter().filter_map(|o| o.from_dc).find(|&d| d >= m) {
                 return Err(ScenarioError::ScriptDc { index, dc });
             }
+            if let Some(o) = s.ops.iter().find(|o| o.checking_group.is_some() && !matches!(o.op, Op::Get { .. })) {
+                return Err(ScenarioError::ScriptCheckingGroup { index, kind: o.op.kind().name().into() });
+            }
         }
         if let Some(after_ms) = self.final_reads_after_ms.filter(|&a| a >= self.drain_ms) {
             return Err(ScenarioError::FinalReads { after_ms, drain_ms: self.drain_ms });
@@ -1012,7 +1041,7 @@ mod tests {
             b = 1
             [[scripted]]
             dc = 1
-            ops = [{ at_us = 5, op = { get = { key = [107] } } }]
+            ops = [{ at_us = 5, op = { get = { key = [107] } } }, { op = { get = { key = [107] } }, checking_group = 1 }]
             "#,
             "t.toml",
         )
@@ -1020,6 +1049,7 @@ mod tests {
         s.validate().unwrap();
         assert_eq!(s.one_way_us().unwrap()[0][1], 5_000);
         assert!(matches!(s.faults[0].kind, FaultKind::Cut { a: 0, b: 1 }));
+        assert_eq!(s.scripted[0].ops.iter().map(|o| o.checking_group).collect::<Vec<_>>(), [None, Some(1)]);
     }
 
     #[test]

@@ -493,6 +493,7 @@ impl Scenario {
                         at_us: if n == 0 { at_us } else { 0 },
                         op: Op::Get { key: record_key(i) },
                         from_dc: None,
+                        checking_group: None,
                     })
                     .collect();
                 sessions.push(ScriptedClient { dc, ops });

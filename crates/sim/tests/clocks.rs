@@ -28,6 +28,7 @@ fn put_latency_us<P: Protocol>(skew_us: i64) -> f64 {
             at_us: 0,
             op: Op::Put { key: key.clone(), value: tagged_value(i + 1, 64) },
             from_dc: None,
+            checking_group: None,
         });
     }
     sc.scripted.push(ScriptedClient { dc: 0, ops });

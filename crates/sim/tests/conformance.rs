@@ -441,6 +441,7 @@ fn partial_replication_run<P: Protocol>(seed: u64, flag: &str) -> (Result<(), St
                 at_us: if i == 0 { QUIET_US } else { 0 },
                 op: Op::Get { key: bytes::Bytes::from(format!("user{i}")) },
                 from_dc: None,
+                checking_group: None,
             })
             .collect();
         sc.scripted.push(ScriptedClient { dc, ops });

@@ -16,10 +16,17 @@ fn remote_reads(reads_at_us: &[u64]) -> causeway_sim::SimReport {
     let mut sc = common::base(2, 1, 1_000, 1);
     sc.network.default_rtt_ms = 100.0;
     let k = Key::from("k");
-    let put = ScriptedOp { at_us: 1_000, op: Op::Put { key: k.clone(), value: tagged_value(1, 16) }, from_dc: None };
+    let put = ScriptedOp {
+        at_us: 1_000,
+        op: Op::Put { key: k.clone(), value: tagged_value(1, 16) },
+        from_dc: None,
+        checking_group: None,
+    };
     sc.scripted.push(ScriptedClient { dc: 0, ops: vec![put] });
-    let gets =
-        reads_at_us.iter().map(|&at_us| ScriptedOp { at_us, op: Op::Get { key: k.clone() }, from_dc: None }).collect();
+    let gets = reads_at_us
+        .iter()
+        .map(|&at_us| ScriptedOp { at_us, op: Op::Get { key: k.clone() }, from_dc: None, checking_group: None })
+        .collect();
     sc.scripted.push(ScriptedClient { dc: 1, ops: gets });
     Sim::<Eventual>::new(sc).unwrap().run()
 }

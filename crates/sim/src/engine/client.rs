@@ -173,12 +173,15 @@ impl<P: Protocol> Sim<P> {
         // A scripted operation may name the DC it is issued from: the
         // session moves there first (or, sticky, fails the operation).
         let mut from_dc = None;
+        // And the checking group a GET names (ACCF), scripted or drawn.
+        let mut checking_group = None;
         let op = {
             let s = &mut self.clients[c.idx()];
             match &mut s.scripted {
                 Some(ops) => match ops.front() {
                     Some(o) if o.at_us <= self.now => ops.pop_front().map(|o| {
                         from_dc = o.from_dc.map(DcId).filter(|&d| d != s.dc);
+                        checking_group = o.checking_group;
                         o.op
                     }),
                     Some(o) => {
@@ -188,7 +191,11 @@ impl<P: Protocol> Sim<P> {
                     }
                     None => None,
                 },
-                None if !s.pending.is_empty() => s.pending.pop_front(),
+                None if !s.pending.is_empty() => {
+                    let op = s.pending.pop_front();
+                    checking_group = self.draw_checking_group(c, op.as_ref());
+                    op
+                }
                 None if self.now < self.stop_issuing_us
                     && (self.sc.workload.operationcount == 0 || self.issued < self.sc.workload.operationcount) =>
                 {
@@ -224,6 +231,7 @@ impl<P: Protocol> Sim<P> {
                     s.itx = r.interactive.map(|plan| crate::interactive::Run::new(plan, self.now));
                     let first = r.ops.pop_front();
                     s.pending = r.ops;
+                    checking_group = self.draw_checking_group(c, first.as_ref());
                     first
                 }
                 None => None,
@@ -239,6 +247,13 @@ impl<P: Protocol> Sim<P> {
             } else {
                 refusal = Some(causeway_core::OpError::Sticky { dc: to.0 });
             }
+        }
+        // For this GET only: named before it starts, cleared after.
+        if refusal.is_none()
+            && let Some(cg) = checking_group
+            && let Err(e) = self.clients[c.idx()].proto.set_checking_group(Some(cg))
+        {
+            refusal = Some(e.into());
         }
         self.events += 1;
         self.trace = mix(self.trace, self.now ^ 0xc1 ^ ((c.0 as u64) << 24));
@@ -260,10 +275,25 @@ impl<P: Protocol> Sim<P> {
                 None => s.proto.invoke_at(&mut env, op, l),
             },
         }
+        if checking_group.is_some() {
+            s.proto.set_checking_group(None).expect("naming no checking group is always accepted");
+        }
         if self.sc.client_timeout_ms > 0 {
             self.schedule(self.now + self.sc.client_timeout_ms * 1_000, Ev::ClientDeadline { client: c, op_no });
         }
         self.after_client(c);
+    }
+
+    /// The checking group a generated GET of `c` names: with probability
+    /// `checking_group_proportion`, one drawn uniformly from the
+    /// protocol's; no draw at all at a proportion of 0.
+    fn draw_checking_group(&mut self, c: ClientId, op: Option<&Op>) -> Option<u16> {
+        let p = self.sc.workload.checking_group_proportion;
+        if p <= 0.0 || !matches!(op, Some(Op::Get { .. })) {
+            return None;
+        }
+        let rng = &mut self.clients[c.idx()].rng;
+        rng.random_bool(p).then(|| rng.random_range(0..self.checking_groups))
     }
 
     /// The levels the workload has `c`'s next operation ask for: none for

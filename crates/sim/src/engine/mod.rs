@@ -142,6 +142,9 @@ pub struct Sim<P: Protocol> {
     /// Timers a node's handler set, scheduled when it returns.
     timers: Vec<(u64, u64)>,
     done: Option<OpResult>,
+    /// How many checking groups a GET can name
+    /// ([`Protocol::checking_groups`]), for `checking_group_proportion`.
+    checking_groups: u16,
 }
 
 /// Simulated clocks read true time plus this epoch (about 11.6 days), so a
@@ -175,6 +178,14 @@ impl<P: Protocol> Sim<P> {
             return Err(ScenarioError::Workload(format!(
                 "migrate_proportion = {}: {} keeps sessions in their DC (they cannot migrate)",
                 sc.workload.migrate_proportion,
+                P::NAME
+            )));
+        }
+        let checking_groups = P::checking_groups(&cfg, &topology);
+        if sc.workload.checking_group_proportion > 0.0 && checking_groups == 0 {
+            return Err(ScenarioError::Workload(format!(
+                "checking_group_proportion = {}: {} has no checking groups for a GET to name",
+                sc.workload.checking_group_proportion,
                 P::NAME
             )));
         }
@@ -287,6 +298,7 @@ impl<P: Protocol> Sim<P> {
             out: Vec::new(),
             timers: Vec::new(),
             done: None,
+            checking_groups,
             sc,
             cfg,
         };

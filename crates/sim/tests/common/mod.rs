@@ -38,10 +38,10 @@ pub fn run<P: Protocol>(sc: Scenario) -> (History, Sim<P>) {
 }
 
 fn put(at_us: u64, key: &Key, value: &Bytes) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: value.clone() }, from_dc: None }
+    ScriptedOp { at_us, op: Op::Put { key: key.clone(), value: value.clone() }, from_dc: None, checking_group: None }
 }
 fn get(at_us: u64, key: &Key) -> ScriptedOp {
-    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None }
+    ScriptedOp { at_us, op: Op::Get { key: key.clone() }, from_dc: None, checking_group: None }
 }
 
 /// Photo-then-album (COPS's motivating example): a DC0 user uploads a photo
@@ -146,6 +146,7 @@ pub fn acl_album_rot_with<P: Protocol>(seed: u64, flag: &str) -> (usize, usize) 
             at_us: 550_000 + i * 3_000,
             op: Op::Rot { keys: vec![acl.clone(), album.clone()] },
             from_dc: None,
+            checking_group: None,
         });
     }
     sc.scripted.push(ScriptedClient { dc: 1, ops: reader });
@@ -217,11 +218,13 @@ pub fn rot_order_in_every_dc<P: Protocol>(seed: u64) -> Vec<RotOrder> {
                 at_us: 550_000 + i * 4_000,
                 op: Op::Rot { keys: vec![acl.clone(), album.clone()] },
                 from_dc: None,
+                checking_group: None,
             });
             reader.push(ScriptedOp {
                 at_us: 0,
                 op: Op::Rot { keys: vec![photo.clone(), album2.clone()] },
                 from_dc: None,
+                checking_group: None,
             });
         }
         sc.scripted.push(ScriptedClient { dc, ops: reader });
@@ -419,7 +422,7 @@ pub fn permanent_loss_during_commit_sim<P: Protocol>(
                 }
                 Op::Rot { keys: vec![a, b] }
             };
-            ops.push(ScriptedOp { at_us: 100_000 + i * 2_000, op, from_dc: None });
+            ops.push(ScriptedOp { at_us: 100_000 + i * 2_000, op, from_dc: None, checking_group: None });
         }
         // After quiescence, every key once (convergence).
         for (i, k) in keys.iter().enumerate() {
@@ -427,6 +430,7 @@ pub fn permanent_loss_during_commit_sim<P: Protocol>(
                 at_us: if i == 0 { QUIET_US } else { 0 },
                 op: Op::Get { key: k.clone() },
                 from_dc: None,
+                checking_group: None,
             });
         }
         sc.scripted.push(ScriptedClient { dc, ops });

@@ -19,6 +19,14 @@ use std::fmt;
 use thiserror::Error;
 
 /// A grouping of the partition servers, as configured.
+///
+/// Groups are numbered from 0, and a session names a checking group by its
+/// number ([`causeway_core::Client::set_checking_group`], `causeway get
+/// --checking-group N`): `per_server` numbers the servers DC by DC,
+/// partitions ascending within a DC (the thesis's A1, B1, A2, B2 are 0–3);
+/// `per_key` gives group p to partition p's copies; `per_replica` group d to
+/// DC d's servers; `per_system` has group 0 only; explicit groups are
+/// numbered in the order listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Grouping {
     /// Every server alone: Orbe's tracking (Table 7.1), the thesis's 4×1.
@@ -159,6 +167,29 @@ impl Groups {
     /// The servers of checking group `cg`, ascending.
     pub fn members(&self, cg: u16) -> &[NodeId] {
         self.members.get(cg as usize).map_or(&[], |m| &m[..])
+    }
+
+    /// How many checking groups there are: a session names one of `0..`
+    /// this ([`causeway_core::Client::set_checking_group`]). Presets
+    /// number them as [`Grouping`] says (`per_replica`: group d is DC d's
+    /// servers; `per_key`: group p is partition p's copies; `per_server`:
+    /// servers DC by DC, partitions ascending; `per_system`: group 0);
+    /// explicit groups in the order listed.
+    pub fn checking_count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The server a GET of a key of partition `p`, from a session in DC
+    /// `from`, goes to when it names checking group `cg` (Alg 7.1 line 3's
+    /// load balancer L, restricted to the servers that can check `cg`): the
+    /// key's usual server if it is in `cg`, otherwise the first member of
+    /// `cg` storing `p` in ring order from `from`. `None` when no member of
+    /// `cg` stores `p`.
+    pub fn server_in(&self, cg: u16, topology: &Topology, from: DcId, p: PartitionId) -> Option<NodeId> {
+        let checks = |n: NodeId| self.checking_of(n).binary_search(&cg).is_ok();
+        let usual = topology.server(topology.serving_dc(from, p), p).filter(|&n| checks(n));
+        let m = topology.dcs() as u16;
+        usual.or_else(|| (0..m).filter_map(|i| topology.server(DcId((from.0 + i) % m), p)).find(|&n| checks(n)))
     }
 }
 

@@ -46,7 +46,10 @@
 //! version's `ut` exceeds every entry of its writer's DSc). The SVV filter
 //! keeps reads inside a checking group from waiting: it is what makes the
 //! 2×2 grouping serve the thesis's App2 without blocking, where 4×1 blocks
-//! (and lets 4×1 serve App1 without the delay 2×2 adds). `tests.rs` replays both.
+//! (and lets 4×1 serve App1 without the delay 2×2 adds). `tests.rs` replays both,
+//! and with overlapping checking groups (each server in its DC's group and
+//! in one of its own) serves both in one deployment, each application
+//! naming its view per GET (deviation 5).
 //!
 //! ## Deviations from the printed pseudo-code, and why
 //!
@@ -71,10 +74,20 @@
 //!    to the group's first member, which pushes the entry-wise min back:
 //!    the same value, one period staler, 2n messages. A member's SVV only
 //!    grows (entry-wise max of pushes). A group of one server uses its VV.
-//! 5. **The client's `cg`.** Alg 7.1 leaves it to the application; the
-//!    session names the first checking group of the server it reads at,
-//!    so a session stays in one group as long as its servers share one.
-//!    A request naming a group the server is not in is refused.
+//! 5. **The client's `cg`.** Alg 7.1 leaves it to the application, per
+//!    GET. A session names one for its following GETs
+//!    ([`causeway_core::Client::set_checking_group`]; groups are numbered as
+//!    [`Grouping`] says: under `per_replica`, group d is DC d's servers),
+//!    or names none: each GET then names the first checking group of the
+//!    server it reads at, so a session stays in one group as long as its
+//!    servers share one. The thesis's L(k) picks the server whatever `cg`
+//!    is, but a server has SVV^cg only for its own groups: a GET naming a
+//!    group goes to a server in it, the key's usual server if it is a
+//!    member, else the first member storing the key in ring order from the
+//!    session's DC (`per_replica` group d: DC d's copy). A group that does
+//!    not exist, or of which no member stores the key, is refused at the
+//!    client with a [`causeway_core::CheckingGroupError`]; a request
+//!    naming a group its server is not in, at the server.
 //! 6. **A bound on the wait.** A GET parked longer than
 //!    `get_wait_limit_us` (10 s) is answered `Aborted`, naming the group it
 //!    waited for, instead of hanging while a DC is away.
@@ -145,6 +158,12 @@ impl Protocol for Accf {
     /// 1 per key, 2 per replica, 3 per system), independently.
     fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
         vec![("tracking", draw(0, 3)), ("checking", draw(0, 3))]
+    }
+
+    /// The groups the `checking` grouping yields, numbered as
+    /// [`Grouping`] says; 0 for a config the topology refuses.
+    fn checking_groups(cfg: &Config, topology: &Topology) -> u16 {
+        cfg.resolve(topology).map_or(0, |g| g.checking_count().min(u16::MAX as usize) as u16)
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {

@@ -5,7 +5,10 @@
 
 use super::*;
 use crate::kit::testkit::{Dest, InFlight, TestNet, bytes, channel, get, put, stabilize, stabilize_holding};
-use causeway_core::{ClientId, DcId, Key, NodeId, Op, OpError, OpResult, PartitionId, Replication, TopologySpec};
+use causeway_core::{
+    CheckingGroupError, Client, ClientId, DcId, Key, NodeId, Op, OpError, OpResult, PartitionId, Replication,
+    TopologySpec,
+};
 
 const TWO_BY_TWO: &str = r#"
 tracking = { groups = [["0:0", "0:1"], ["1:0", "1:1"]] }
@@ -220,6 +223,158 @@ fn a_write_after_a_read_is_stamped_above_it_and_wins_everywhere() {
     assert_eq!((&v1.value[..], &v2.value[..]), (&b"second"[..], &b"second"[..]));
     assert!(v1.ut > v1.ds.entries().iter().filter(|e| e.1 != v1.ut).map(|e| e.1).max().unwrap_or_default());
     assert_eq!(get(&mut s.net, c1, &s.a), Some("second".into()));
+}
+
+// ------------------------------------------------------------ per-request checking groups
+
+/// Start `c`'s GET of `k` naming checking group `cg` for this GET only
+/// (Alg 7.1's `GET(k, cg)`); returns the server it went to.
+fn invoke_in(net: &mut TestNet<Accf>, c: ClientId, k: &Key, cg: Option<u16>) -> NodeId {
+    net.clients[c.idx()].set_checking_group(cg).expect("a group of the grouping");
+    let before = net.queue.len();
+    net.invoke(c, Op::Get { key: k.clone() });
+    net.clients[c.idx()].set_checking_group(None).expect("none is always accepted");
+    match net.queue[before..].iter().find(|m| m.from == Dest::Client(c)) {
+        Some(InFlight { to: Dest::Node(n), msg: Msg::GetReq(req), .. }) => {
+            assert!(cg.is_none_or(|g| g == req.cg), "the request names {}, not {cg:?}", req.cg);
+            *n
+        }
+        other => panic!("expected a GetReq, got {other:?}"),
+    }
+}
+
+/// [`invoke_in`], answered without waiting or any server traffic.
+fn get_in(net: &mut TestNet<Accf>, c: ClientId, k: &Key, cg: Option<u16>) -> (Option<String>, NodeId) {
+    let at = invoke_in(net, c, k, cg);
+    net.deliver_client_traffic();
+    match net.take_result(c) {
+        Some(OpResult::Get(v)) => (crate::kit::testkit::text(v), at),
+        other => panic!("GET in {cg:?} answered {other:?} without waiting"),
+    }
+}
+
+/// App2's writes under `per_replica` (2×2) with B2 → B1 slow: a session
+/// of DC 0 reading only in its home group never waits (lines 4–5 hide the
+/// new a); the same session naming DC 1's group reads the new a there,
+/// and back home takes line 6 at A1 (the new a, past SVV^0) and waits at
+/// line 3 at B1 until B2's b arrives — exactly what §7.2.2 says happens
+/// to a client that uses different checking groups for different reads.
+#[test]
+fn a_session_naming_another_group_takes_line_6_and_waits_at_line_3_where_the_home_group_never_waits() {
+    let mut s = system(Config::default());
+    let (c3, c4, writer) = (s.net.client(0, 0), s.net.client(0, 1), s.net.client(1, 0));
+    put(&mut s.net, writer, &s.b, "1");
+    put(&mut s.net, writer, &s.a, "1");
+    let slow = channel(s.b2, s.b1);
+    settle(&mut s.net, &slow);
+    // Home group only (group 0, DC 0): the new a depends on a b that B1
+    // lacks, so A1 hides it, and nothing waits.
+    assert_eq!(get_in(&mut s.net, c4, &s.a, None), (None, s.a1));
+    assert_eq!(get_in(&mut s.net, c4, &s.b, None), (None, s.b1));
+    s.net.assert_never_blocked();
+    // c3 names group 1 (DC 1's servers): A2 has everything the new a
+    // depends on, and its group's SVV says so.
+    assert_eq!(get_in(&mut s.net, c3, &s.a, Some(1)), (Some("1".into()), s.a2));
+    // Back home: A1 has the new a (VV_1 covers DSc, no wait) but SVV^0
+    // does not (B1 lacks the b): line 6, the latest version.
+    assert_eq!(get_in(&mut s.net, c3, &s.a, None), (Some("1".into()), s.a1));
+    s.net.assert_never_blocked();
+    // B1 has not heard from B2 since the writes: line 3 waits for it.
+    assert_eq!(invoke_in(&mut s.net, c3, &s.b, None), s.b1);
+    s.net.deliver_client_traffic();
+    assert_eq!(s.net.take_result(c3), None, "B1 waits for B2 to reach the new a's timestamp");
+    settle(&mut s.net, &|_| false);
+    s.net.deliver_client_traffic();
+    assert_eq!(s.net.take_result(c3), Some(OpResult::Get(Some(bytes("1")))));
+    let waits = s.net.blocked("get_wait");
+    assert_eq!(waits.iter().map(|w| w.0).collect::<Vec<_>>(), [s.b1], "only c3's GET of b waited");
+    // And c4, still only in its group, reads both new values now, unblocked.
+    assert_eq!(get_in(&mut s.net, c4, &s.a, None), (Some("1".into()), s.a1));
+    assert_eq!(get_in(&mut s.net, c4, &s.b, None), (Some("1".into()), s.b1));
+    assert_eq!(s.net.blocked("get_wait").len(), 1);
+}
+
+/// Groups are numbered as the grouping yields them: a group that does not
+/// exist is refused by name and count, changing nothing; a group none of
+/// whose members stores the key fails the GET, sending nothing; a named
+/// group no member of the key's DC is in sends the GET to the next DC's.
+#[test]
+fn a_checking_group_is_refused_when_it_does_not_exist_or_stores_no_copy_of_the_key() {
+    let mut s = system(Config::default());
+    let c = s.net.client(0, 0);
+    let e = s.net.clients[c.idx()].set_checking_group(Some(2)).unwrap_err();
+    assert_eq!(e, CheckingGroupError::OutOfRange { group: 2, groups: 2 });
+    assert_eq!(e.to_string(), "checking group 2 does not exist: the checking grouping has 2 groups, 0 to 1");
+    assert_eq!(get_in(&mut s.net, c, &s.a, None), (None, s.a1), "the refusal changed nothing");
+    // 4×1: group 0 is A1 alone, group 3 is B2 alone.
+    let mut s = system(config(FOUR_BY_ONE));
+    let c = s.net.client(0, 0);
+    s.net.clients[c.idx()].set_checking_group(Some(0)).unwrap();
+    let sent = s.net.queue.len();
+    s.net.invoke(c, Op::Get { key: s.b.clone() });
+    assert_eq!(s.net.queue.len(), sent, "nothing sent");
+    assert_eq!(
+        s.net.take_result(c),
+        Some(OpResult::Failed(OpError::CheckingGroup(CheckingGroupError::NoServer { group: 0, partition: 1 })))
+    );
+    assert_eq!(get_in(&mut s.net, c, &s.b, Some(3)), (None, s.b2));
+    assert_eq!(get_in(&mut s.net, c, &s.a, Some(0)), (None, s.a1));
+    // A protocol without checking groups refuses any, and accepts none.
+    let mut cs = TestNet::<crate::causal_spartan_x::CausalSpartanX>::new(2, 2, 1, Default::default());
+    let e = cs.clients[0].set_checking_group(Some(0)).unwrap_err();
+    assert_eq!(e, CheckingGroupError::Unsupported { group: 0 });
+    assert!(e.to_string().contains("no checking groups"), "{e}");
+    assert_eq!(cs.clients[0].set_checking_group(None), Ok(()));
+}
+
+/// Both of §7's organisations in one deployment: every server is in its
+/// DC's group (0, 1: 2×2) and in a group of its own (2–5: 4×1), and each
+/// application picks its view per GET, "different views to different
+/// applications" (Ch. 10). App1's reader, naming A2's own group, sees the
+/// write while B1 is slow, as under 4×1; App2's reader, naming its DC's
+/// group, never waits while B2 is slow, as under 2×2, and naming the
+/// servers' own groups waits as 4×1 does.
+#[test]
+fn overlapping_groups_give_app1_the_4x1_view_and_app2_the_2x2_view_in_one_deployment() {
+    let both = config(
+        r#"
+tracking = { groups = [["0:0", "0:1"], ["1:0", "1:1"]] }
+checking = { groups = [["0:0", "0:1"], ["1:0", "1:1"], ["0:0"], ["0:1"], ["1:0"], ["1:1"]] }
+"#,
+    );
+    // App1: C1 at A1 writes, C2 reads at A2 while B1 is slow.
+    let app1 = |cg: Option<u16>| {
+        let mut s = system(both.clone());
+        let (c1, c2) = (s.net.client(0, 0), s.net.client(1, 0));
+        put(&mut s.net, c1, &s.a, "0");
+        let slow_b1 = sent_by(s.b1);
+        settle(&mut s.net, &slow_b1);
+        let read = get_in(&mut s.net, c2, &s.a, cg);
+        s.net.assert_never_blocked();
+        read.0
+    };
+    assert_eq!(app1(None), None, "A2's first group is DC 1's: 2×2's view waits for B1");
+    assert_eq!(app1(Some(1)), None);
+    assert_eq!(app1(Some(4)), Some("0".into()), "A2 alone: 4×1's view");
+    // App2: a writer in DC 1 writes b then a; C3 reads a at A1, then b at
+    // B1, while B2 is slow; `cg` gives the group of each read.
+    let app2 = |cg_a: Option<u16>, cg_b: Option<u16>| {
+        let mut s = system(both.clone());
+        let (c3, writer) = (s.net.client(0, 0), s.net.client(1, 0));
+        put(&mut s.net, writer, &s.b, "1");
+        put(&mut s.net, writer, &s.a, "1");
+        let slow_b2 = sent_by(s.b2);
+        settle(&mut s.net, &slow_b2);
+        let (read_a, at) = get_in(&mut s.net, c3, &s.a, cg_a);
+        assert_eq!(at, s.a1);
+        assert_eq!(invoke_in(&mut s.net, c3, &s.b, cg_b), s.b1);
+        s.net.deliver_client_traffic();
+        let waited = s.net.take_result(c3).is_none();
+        (read_a, waited)
+    };
+    assert_eq!(app2(Some(0), Some(0)), (None, false), "2×2's view: the new a hidden, no wait");
+    assert_eq!(app2(None, None), (None, false), "the servers' first groups are their DC's");
+    assert_eq!(app2(Some(2), Some(3)), (Some("1".into()), true), "4×1's view: the new a, then a wait for b");
 }
 
 // ------------------------------------------------------------ config
