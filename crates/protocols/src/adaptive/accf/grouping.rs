@@ -217,6 +217,16 @@ fn assign(
     let tracking = field == "tracking";
     let name = |i: usize| format!("{}:{}", servers[i].0.0, servers[i].1.0);
     let Grouping::Explicit(groups) = g else {
+        // Groups are numbered in 16 bits: one group per server (or per
+        // partition) must fit.
+        let presets = match g {
+            Grouping::PerServer => servers.len(),
+            Grouping::PerKey => topology.partitions(),
+            _ => 0,
+        };
+        if presets > u16::MAX as usize {
+            return Err(GroupingError::TooMany { field, count: presets });
+        }
         let mut count = 1;
         let of = servers
             .iter()

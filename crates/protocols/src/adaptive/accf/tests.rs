@@ -419,6 +419,10 @@ fn bad_groupings_are_refused_naming_the_field_and_group() {
     assert!(e("tracking = { groups = [[\"2:0\"]] }").contains("no server \"2:0\""));
     assert!(e("checking = { groups = [[\"0:0\", \"0:0\"]] }").contains("names server \"0:0\" twice"));
     assert!(e("heartbeat_interval_us = 0").contains("protocol.heartbeat_interval_us"));
+    // Groups are numbered in 16 bits: one per server of 2 × 40 000 does not fit.
+    let big = TopologySpec::full(2, 40_000);
+    let e = resolve("checking = \"per_server\"", big).unwrap_err().to_string();
+    assert_eq!(e, "protocol.checking: 80000 groups; at most 65535");
 }
 
 /// Overlapping checking groups are allowed (C maps a server to a set),
