@@ -172,6 +172,10 @@ enum Cmd {
         /// should fail).
         #[arg(long)]
         mutant_release_before_sync: bool,
+        /// How long one log sync takes, µs, in every run, instead of the
+        /// drawn time (0 = instant): to bisect a failure.
+        #[arg(long)]
+        sync_us: Option<u64>,
         /// Print the summary as JSON (failure details go to stderr).
         #[arg(long)]
         json: bool,
@@ -717,7 +721,19 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 return Err("the history violates the requested consistency level".into());
             }
         }
-        Cmd::Torture { protocol, runs, seed, without, dump, params, level, mutant_release_before_sync, json, jobs } => {
+        Cmd::Torture {
+            protocol,
+            runs,
+            seed,
+            without,
+            dump,
+            params,
+            level,
+            mutant_release_before_sync,
+            sync_us,
+            json,
+            jobs,
+        } => {
             // With --json, stdout holds only the summary; the rest is for people.
             macro_rules! say {
                 ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
@@ -727,6 +743,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 without,
                 level: level.as_deref().map(parse_level).transpose()?,
                 release_before_sync: mutant_release_before_sync,
+                sync_us,
                 ..Default::default()
             };
             opts.params = parse_params(&params)?;
@@ -1052,6 +1069,9 @@ fn replay_command(p: ProtocolName, seed: u64, opts: &torture::Options) -> String
     }
     if opts.release_before_sync {
         c.push_str(" --mutant-release-before-sync");
+    }
+    if let Some(us) = opts.sync_us {
+        c.push_str(&format!(" --sync-us {us}"));
     }
     c
 }

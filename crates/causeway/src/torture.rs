@@ -199,7 +199,7 @@ pub fn scenario(p: ProtocolName, seed: u64, opts: &Options) -> Result<(Scenario,
     sc.faults = s.faults;
     sc.clocks.node = s.clocks;
     sc.durability.fsync = s.fsync;
-    sc.durability.sync_us = s.sync_us;
+    sc.durability.sync_us = opts.sync_us.unwrap_or(s.sync_us);
     sc.durability.mutant_release_before_sync = opts.release_before_sync;
     // Clients give up on an operation past the latest deadline the
     // liveness check could give it (see `client_timeout_ms`): an operation
@@ -358,6 +358,8 @@ pub struct Options {
     /// turn's output before its records are synced: the crash faults must
     /// make such runs fail.
     pub release_before_sync: bool,
+    /// Every run's log sync time, µs, instead of the drawn one.
+    pub sync_us: Option<u64>,
 }
 
 /// One run: simulate and check.
@@ -708,7 +710,7 @@ pub fn describe(p: ProtocolName, seed: u64, opts: &Options) -> Result<String, St
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "run {seed}: {} DCs × {} partitions ({:?} replication), RTT {:.0} ms, intra-DC {} µs one way, jitter {:.0} %, {} clients per DC, load {} ms, quiescent after {:.0} ms; liveness bound {:.1} ms (max RTT {:.1} ms, clock skew {:.1} ms), client timeout {} ms",
+        "run {seed}: {} DCs × {} partitions ({:?} replication), RTT {:.0} ms, intra-DC {} µs one way, jitter {:.0} %, {} clients per DC, load {} ms, quiescent after {:.0} ms; liveness bound {:.1} ms (max RTT {:.1} ms, clock skew {:.1} ms), client timeout {} ms; logs synced {:?}, a sync taking {} µs",
         sc.topology.dcs,
         sc.topology.partitions,
         sc.topology.replication,
@@ -722,6 +724,8 @@ pub fn describe(p: ProtocolName, seed: u64, opts: &Options) -> Result<String, St
         env.max_rtt_us as f64 / 1e3,
         env.max_clock_skew_us as f64 / 1e3,
         sc.client_timeout_ms,
+        sc.durability.fsync,
+        sc.durability.sync_us,
     );
     for w in fault_windows(&sc, available)? {
         let to = if w.to_us == u64::MAX { "end".to_string() } else { format!("{:.1} ms", w.to_us as f64 / 1e3) };
