@@ -508,3 +508,81 @@ fn eunomia_lets_go_of_what_every_receiver_has() {
         assert_eq!(replica(&net, e).held_ops(), 0, "{dcs} DC(s): Eunomia still holds updates");
     }
 }
+
+/// A leader lets go of the memory of what it shipped to every receiver
+/// (its store keeps it until they acknowledge). Should it stop leading
+/// before they do, it reads those updates back from its store, and once it
+/// leads again ships them again from the receivers' acknowledgement, as
+/// a new leader does (deviation 7).
+#[test]
+fn a_replica_leading_again_ships_again_what_it_let_go_of() {
+    let mut net = net_r(2, 1, 2, Config::default());
+    let reps = eunomia_nodes(&net, 0);
+    let k = net.key_on(0);
+    // Every shipment of replica 1 that carries the update, by its range.
+    let mut carried = std::collections::BTreeSet::new();
+    let look = |net: &Net, carried: &mut std::collections::BTreeSet<(u64, u64)>| {
+        for m in &net.queue {
+            if let Msg::Ship { from_us, to_us, ops } = &m.msg
+                && m.from == Dest::Node(reps[1])
+                && ops.iter().any(|u| u.key == k)
+            {
+                carried.insert((*from_us, *to_us));
+            }
+        }
+    };
+    // Replica 0 is away: replica 1 leads, and its shipments are held
+    // back (a slow link to the receiver) until one carries the update.
+    ticks(&mut net, 30, &[reps[0]]);
+    assert_eq!(replica(&net, reps[1]).leader(), 1);
+    put(&mut net, cl(0, 0), &k, "x");
+    let away = |m: &InFlight<Msg>| [m.from, m.to].iter().any(|d| *d == Dest::Node(reps[0]));
+    let held = |m: &InFlight<Msg>| matches!(m.msg, Msg::Ship { .. });
+    for _ in 0..50 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            if NodeId(i as u32) != reps[0] {
+                net.fire_timers(NodeId(i as u32));
+            }
+        }
+        net.queue.retain(|m| !away(m));
+        net.deliver_while(|m| !away(m) && !held(m));
+        net.queue.retain(|m| !away(m));
+        look(&net, &mut carried);
+        if !carried.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(carried.len(), 1, "replica 1 never shipped the update");
+    assert_eq!(replica(&net, reps[1]).held_ops(), 0, "the shipped update still in memory");
+    // Replica 0 restarts and leads (its shipments held back too): replica
+    // 1 follows, and holds the update in memory again.
+    net.restart(reps[0], &Config::default());
+    for _ in 0..10 {
+        net.advance_clocks(1_000);
+        net.fire_all_timers();
+        net.deliver_while(|m| !held(m));
+    }
+    assert_eq!(replica(&net, reps[1]).leader(), 0);
+    assert_eq!(replica(&net, reps[1]).held_ops(), 1, "the update not read back from the store");
+    // Replica 0 goes for good: replica 1 leads again and ships the update
+    // again, from the receiver's acknowledgement (its shipments held back
+    // until then; then all are delivered, the receiver drops the copy).
+    for _ in 0..100 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            if NodeId(i as u32) != reps[0] {
+                net.fire_timers(NodeId(i as u32));
+            }
+        }
+        look(&net, &mut carried);
+        let release = carried.len() > 1;
+        net.queue.retain(|m| !away(m));
+        net.deliver_while(|m| !away(m) && (release || !held(m)));
+        net.queue.retain(|m| !away(m));
+    }
+    assert_eq!(replica(&net, reps[1]).leader(), 1);
+    assert_eq!(carried.len(), 2, "shipped once only: {carried:?}");
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("x"));
+    assert_eq!(replica(&net, reps[1]).held_ops(), 0, "acknowledged, and still held");
+}
