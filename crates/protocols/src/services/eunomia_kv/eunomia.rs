@@ -14,9 +14,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// What a replica journals as metadata (deviation 6). Ops_f itself is in
-/// the replica's store, one version per report ([`report_key`]), so a
-/// report journals only itself.
+/// What a replica journals as metadata (deviation 6), when it ships and
+/// when it lets go of what every receiver has. Ops_f itself is in the
+/// replica's store, one version per report ([`report_key`]), so a report
+/// journals only itself: PartitionTime_f as of the last report is the
+/// newest stored report's timestamp, or later (a report's own time, like
+/// a heartbeat's, is not journaled).
 #[derive(Default, Serialize, Deserialize)]
 struct Durable {
     partition_time_us: Vec<u64>,
@@ -36,13 +39,82 @@ fn report_key(partition: PartitionId) -> [u8; 4] {
     partition.0.to_be_bytes()
 }
 
-/// A report's updates as its stored version's value (postcard).
-fn encode_report(ops: &[OpMeta]) -> causeway_core::Value {
-    postcard::to_allocvec(ops).expect("encodes").into()
+/// A report's updates as its stored version's value ([`encode_ops`]),
+/// encoded in `scratch` (kept for its capacity: a fresh buffer grew by
+/// doubling, copying as it filled) and copied out at its size.
+fn encode_report(ops: &[OpMeta], scratch: &mut Vec<u8>) -> causeway_core::Value {
+    scratch.clear();
+    encode_ops(ops, scratch);
+    causeway_core::Value::copy_from_slice(scratch)
 }
 
 fn decode_report(value: &[u8]) -> Vec<OpMeta> {
-    postcard::from_bytes(value).expect("a replica's own stored report decodes")
+    decode_ops(value, 0).expect("a replica's own stored report decodes")
+}
+
+/// One partition's updates held in memory (Ops_f's share of it): as its
+/// reports brought them, oldest first, none empty, so in timestamp order
+/// (Property 2); and their timestamps, one per update in the same order,
+/// where shipping and pruning find their place without reading the
+/// updates themselves.
+#[derive(Default)]
+struct Held {
+    reports: VecDeque<VecDeque<OpMeta>>,
+    ts: VecDeque<u64>,
+}
+
+impl Held {
+    /// A report's updates (timestamps above those held), at the back.
+    fn push_back(&mut self, report: VecDeque<OpMeta>, m: usize) {
+        if !report.is_empty() {
+            self.ts.extend(report.iter().map(|u| u.vts[m]));
+            self.reports.push_back(report);
+        }
+    }
+
+    /// Updates below those held, at the front.
+    fn push_front(&mut self, report: VecDeque<OpMeta>, m: usize) {
+        if !report.is_empty() {
+            for u in report.iter().rev() {
+                self.ts.push_front(u.vts[m]);
+            }
+            self.reports.push_front(report);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// How many of the updates have a timestamp at or below `us`.
+    fn upto(&self, us: u64) -> usize {
+        self.ts.partition_point(|&t| t <= us)
+    }
+
+    /// The oldest update and its timestamp.
+    fn pop_front(&mut self) -> Option<(u64, OpMeta)> {
+        let ts = self.ts.pop_front()?;
+        let report = self.reports.front_mut().expect("a timestamp per update");
+        let u = report.pop_front().expect("none empty");
+        if report.is_empty() {
+            self.reports.pop_front();
+        }
+        Some((ts, u))
+    }
+
+    /// Drop the `n` oldest updates.
+    fn drop_front(&mut self, mut n: usize) {
+        self.ts.drain(..n);
+        while n > 0 {
+            let report = self.reports.front_mut().expect("a timestamp per update");
+            if report.len() > n {
+                report.drain(..n);
+                return;
+            }
+            n -= report.len();
+            self.reports.pop_front();
+        }
+    }
 }
 
 pub struct EunomiaReplica {
@@ -58,13 +130,17 @@ pub struct EunomiaReplica {
     /// timestamp received from it (update or heartbeat).
     partition_time_us: Vec<u64>,
     /// Ops_f as this replica holds it in memory: the updates above
-    /// `held_from_us`, per partition of this DC, each queue in timestamp
-    /// order (Property 2) with each update's timestamp beside it. Shipping
-    /// merges the queues' fronts into timestamp order, ties between
-    /// partitions broken by partition id, the order the paper's red-black
-    /// tree (§6) keeps; an update joins at its queue's back and leaves from
-    /// its front, with no tree to rebalance.
-    ops: Vec<VecDeque<(u64, OpMeta)>>,
+    /// `held_from_us`, per partition of this DC, in timestamp order.
+    /// Shipping merges the partitions' fronts into timestamp order, ties
+    /// between partitions broken by partition id, the order the paper's
+    /// red-black tree (§6) keeps; a report joins at its partition's back as
+    /// it came, and its updates leave from the front, with no tree to
+    /// rebalance.
+    ops: Vec<Held>,
+    /// [`EunomiaReplica::take_stable`]'s merge order and the buffer
+    /// reports and shipments are encoded in, kept for their capacity.
+    order: Vec<u128>,
+    scratch: Vec<u8>,
     /// The updates of Ops_f at or below this (and above `floor_us`) have
     /// been shipped to every receiver but not yet acknowledged by all:
     /// they are in the store only ([`report_key`]), and the leader moved
@@ -108,8 +184,10 @@ impl EunomiaReplica {
             replicas,
             receivers,
             partition_time_us: vec![0; partitions],
-            ops: (0..partitions).map(|_| VecDeque::new()).collect(),
+            ops: (0..partitions).map(|_| Held::default()).collect(),
             held_from_us: 0,
+            order: Vec::new(),
+            scratch: Vec::new(),
             stable_us: 0,
             acked_us: vec![0; others],
             sent_us: vec![0; others],
@@ -130,10 +208,13 @@ impl EunomiaReplica {
         self.held_from_us = self.floor_us;
         let m = self.dc.idx();
         let floor_us = self.floor_us;
-        for (p, q) in self.ops.iter_mut().enumerate() {
-            let key = report_key(PartitionId(p as u32));
-            for v in env.store().versions(&key).iter().filter(|v| v.ts > floor_us) {
-                q.extend(decode_report(&v.value).into_iter().map(|u| (u.vts[m], u)).filter(|&(ts, _)| ts > floor_us));
+        for (p, held) in self.ops.iter_mut().enumerate() {
+            let stored = env.store().versions(&report_key(PartitionId(p as u32)));
+            if let Some(newest) = stored.last() {
+                self.partition_time_us[p] = self.partition_time_us[p].max(newest.ts);
+            }
+            for v in stored.iter().filter(|v| v.ts > floor_us) {
+                held.push_back(decode_report(&v.value).into_iter().filter(|u| u.vts[m] > floor_us).collect(), m);
             }
         }
         env.set_timer(self.cfg.process_stable_interval_us, Timer::ProcessStable.token());
@@ -192,7 +273,7 @@ impl EunomiaReplica {
         self.partition_time_us[p] = last_us;
         if let Some(newest) = ops.last() {
             let v = Version {
-                value: encode_report(&ops),
+                value: encode_report(&ops, &mut self.scratch),
                 ts: newest.vts[m],
                 origin: self.dc,
                 vts: Vec::new(),
@@ -202,11 +283,10 @@ impl EunomiaReplica {
             // The partition's reports wholly at or below the floor are
             // queued at every receiver: collected (all but the newest).
             env.store().insert_collecting(&report_key(partition), v, |v| v.ts <= floor_us);
-            self.ops[p].extend(ops.into_iter().map(|u| (u.vts[m], u)));
+            self.ops[p].push_back(ops.into(), m);
         }
         debug_assert!(time_us >= self.partition_time_us[p], "a report's time below its updates");
         self.partition_time_us[p] = self.partition_time_us[p].max(time_us);
-        self.journal(env, false);
     }
 
     /// Alg 3 `heartbeat` (Alg 2 line 12): PartitionTime_f\[p_n\] moves on
@@ -236,7 +316,7 @@ impl EunomiaReplica {
         let stable_time = self.partition_time_us.iter().copied().min().unwrap_or(0);
         if self.receivers.is_empty() {
             // A single DC: nobody to ship to, and nothing to keep.
-            self.prune(stable_time);
+            self.prune(env, stable_time);
             return;
         }
         if self.sent_us.iter().all(|&s| s >= stable_time) {
@@ -246,20 +326,29 @@ impl EunomiaReplica {
         self.hold_from(env, from_us);
         // find_stable (Alg 3 line 9): every update held in memory up to
         // StableTime, out of Ops_f's memory (the store keeps them until
-        // every receiver has them). Each receiver gets those above what it
-        // was last sent; the last one gets them moved rather than copied.
+        // every receiver has them), encoded once. Each receiver gets those
+        // above what it was last sent: the same bytes from that point on.
         let m = self.dc.idx();
-        let mut ops = self.take_stable(stable_time);
-        let ts = |u: &OpMeta| u.vts[m];
+        let ops = self.take_stable(stable_time);
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let mut starts = Vec::with_capacity(ops.len());
+        for u in &ops {
+            starts.push(buf.len());
+            encode_ops([u], &mut buf);
+        }
+        let bytes = bytes::Bytes::copy_from_slice(&buf);
+        self.scratch = buf;
         let mut shipped = 0;
-        let last = (0..self.receivers.len()).rev().find(|&r| self.sent_us[r] < stable_time).expect("checked above");
-        for r in 0..=last {
+        for r in 0..self.receivers.len() {
             let from_us = self.sent_us[r];
             if from_us >= stable_time {
                 continue;
             }
-            let start = ops.partition_point(|u| ts(u) <= from_us);
-            let to_r = if r == last { ops.split_off(start) } else { ops[start..].to_vec() };
+            let i = ops.partition_point(|u| u.vts[m] <= from_us);
+            let key_bytes = ops[i..].iter().map(|u| u.key.len()).sum();
+            let at = starts.get(i).copied().unwrap_or(bytes.len());
+            let to_r = Shipment::encoded(ops.len() - i, key_bytes, bytes.slice(at..));
             shipped = shipped.max(to_r.len());
             self.sent_us[r] = stable_time;
             env.send(self.receivers[r], Msg::Ship { from_us, to_us: stable_time, ops: to_r });
@@ -280,40 +369,41 @@ impl EunomiaReplica {
     /// A receiver's acknowledgement (deviation 7): it has queued every
     /// update of this DC up to `through_us`. What every receiver has is
     /// dropped from Ops_f.
-    pub(super) fn on_shipped(&mut self, from: NodeId, through_us: u64) {
+    pub(super) fn on_shipped(&mut self, env: &mut impl Env, from: NodeId, through_us: u64) {
         let Some(r) = self.receivers.iter().position(|&n| n == from) else { return };
         self.acked_us[r] = self.acked_us[r].max(through_us);
         let floor_us = self.acked_us.iter().copied().min().unwrap_or(through_us);
-        self.prune(floor_us);
+        self.prune(env, floor_us);
     }
 
     /// Every update held in memory (those above `held_from_us`) at or below
     /// `to_us`, taken out of the queues in timestamp order, ties broken by
     /// partition id: each partition's run, merged by sorting their
-    /// ⟨timestamp, partition⟩ pairs, then moved from the queues' fronts in
-    /// that order (a partition's updates keep their order in the merge).
+    /// ⟨timestamp, partition⟩ pairs, then moved from the partitions' fronts
+    /// in that order (a partition's updates keep their order in the merge).
     fn take_stable(&mut self, to_us: u64) -> Vec<OpMeta> {
-        let from_us = self.held_from_us;
-        let mut order: Vec<u128> = Vec::new();
-        for (p, q) in self.ops.iter().enumerate() {
-            let end = q.partition_point(|&(ts, _)| ts <= to_us);
-            order.extend(q.iter().take(end).map(|&(ts, _)| (ts as u128) << 32 | p as u128));
+        let (m, from_us) = (self.dc.idx(), self.held_from_us);
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        for (p, held) in self.ops.iter().enumerate() {
+            let n = held.upto(to_us);
+            order.extend(held.ts.range(..n).map(|&ts| (ts as u128) << 32 | p as u128));
         }
         // Sorted runs, one per partition: the sort merges them.
         order.sort();
         let mut last_us = from_us;
-        let ops = order
-            .into_iter()
-            .map(|k| {
-                let (ts, u) = self.ops[k as u32 as usize].pop_front().expect("counted above");
-                // Never above StableTime, in non-decreasing timestamp
-                // order (§3.2's correctness).
-                assert!(ts > from_us && ts <= to_us, "shipping {ts} outside ({from_us}, {to_us}]");
-                assert!(ts >= last_us, "shipping {ts} after {last_us}");
-                last_us = ts;
-                u
-            })
-            .collect();
+        let mut ops = Vec::with_capacity(order.len());
+        for &k in &order {
+            let (ts, u) = self.ops[k as u32 as usize].pop_front().expect("counted above");
+            debug_assert_eq!(ts, u.vts[m]);
+            // Never above StableTime, in non-decreasing timestamp order
+            // (§3.2's correctness).
+            assert!(ts > from_us && ts <= to_us, "shipping {ts} outside ({from_us}, {to_us}]");
+            assert!(ts >= last_us, "shipping {ts} after {last_us}");
+            last_us = ts;
+            ops.push(u);
+        }
+        self.order = order;
         self.held_from_us = self.held_from_us.max(to_us);
         ops
     }
@@ -328,42 +418,36 @@ impl EunomiaReplica {
             return;
         }
         let (m, upto_us) = (self.dc.idx(), self.held_from_us);
-        for (p, q) in self.ops.iter_mut().enumerate() {
-            let mut back = Vec::new();
+        for (p, held) in self.ops.iter_mut().enumerate() {
+            let mut back = VecDeque::new();
             for v in env.store().versions(&report_key(PartitionId(p as u32))).iter().filter(|v| v.ts > from_us) {
-                back.extend(
-                    decode_report(&v.value)
-                        .into_iter()
-                        .map(|u| (u.vts[m], u))
-                        .filter(|&(ts, _)| ts > from_us && ts <= upto_us),
-                );
+                back.extend(decode_report(&v.value).into_iter().filter(|u| u.vts[m] > from_us && u.vts[m] <= upto_us));
                 if v.ts > upto_us {
                     break; // the later reports are all above what was let go of
                 }
             }
-            for e in back.into_iter().rev() {
-                q.push_front(e);
-            }
+            held.push_front(back, m);
         }
         self.held_from_us = from_us;
     }
 
-    /// Drop from Ops_f every update at or below `floor_us`.
-    fn prune(&mut self, floor_us: u64) {
+    /// Drop from Ops_f every update at or below `floor_us`, and journal
+    /// the new floor.
+    fn prune(&mut self, env: &mut impl Env, floor_us: u64) {
         if floor_us > self.floor_us {
             self.floor_us = floor_us;
             self.held_from_us = self.held_from_us.max(floor_us);
-            for q in &mut self.ops {
-                let n = q.partition_point(|&(ts, _)| ts <= floor_us);
-                q.drain(..n);
+            for held in &mut self.ops {
+                held.drop_front(held.upto(floor_us));
             }
+            self.journal(env, false);
         }
     }
 
     /// For tests: the updates of Ops_f held in memory (those shipped to
     /// every receiver and not yet acknowledged by all are in the store only).
     pub fn held_ops(&self) -> usize {
-        self.ops.iter().map(VecDeque::len).sum()
+        self.ops.iter().map(Held::len).sum()
     }
 
     /// Alg 4 line 12 and the failure detector's heartbeat, in one message.

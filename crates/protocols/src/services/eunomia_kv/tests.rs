@@ -113,7 +113,7 @@ fn eunomia_ships_in_order_never_above_stable_time_and_loses_nothing() {
                 assert_eq!(*from_us, prev, "seed {seed}: a shipment does not start where the last ended");
                 assert!(to_us > from_us, "seed {seed}: StableTime went back");
                 let mut last = *from_us;
-                for u in ops {
+                for u in ops.to_ops() {
                     let ts = u.vts[dc as usize];
                     assert!(ts <= *to_us, "seed {seed}: shipped {ts} above StableTime {to_us}");
                     assert!(ts > *from_us && ts >= last, "seed {seed}: shipped {ts} after {last}");
@@ -365,10 +365,10 @@ fn a_shipment_ahead_of_a_gap_waits_for_it() {
     let op = |k: &str, ts: u64| OpMeta {
         key: bytes(k),
         partition: causeway_core::PartitionId(0),
-        vts: vec![ts, 0],
+        vts: Vts::from_slice(&[ts, 0]),
         dep_us: 0,
     };
-    let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
+    let ship = |from_us, to_us, ops: Vec<OpMeta>| Msg::Ship { from_us, to_us, ops: ops.into() };
     net.queue.push(InFlight::new(Dest::Node(new), Dest::Node(r), ship(100, 200, vec![op("b", 150)])));
     net.deliver_all();
     let applies = |net: &Net| {
@@ -463,10 +463,10 @@ fn an_apply_round_that_splits_equal_timestamps_keeps_site_time_below_them() {
     let op = |k: &str, p: u32, vts: Vec<u64>| OpMeta {
         key: bytes(k),
         partition: causeway_core::PartitionId(p),
-        vts,
+        vts: Vts::from_vec(vts),
         dep_us: 0,
     };
-    let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
+    let ship = |from_us, to_us, ops: Vec<OpMeta>| Msg::Ship { from_us, to_us, ops: ops.into() };
     let e0 = eunomia_nodes(&net, 0)[0];
     let (a, b) = (op("a", 0, vec![100, 0, 0]), op("b", 1, vec![100, 0, 50]));
     net.queue.push(InFlight::new(Dest::Node(e0), Dest::Node(r), ship(0, 100, vec![a, b])));
@@ -525,7 +525,7 @@ fn a_replica_leading_again_ships_again_what_it_let_go_of() {
         for m in &net.queue {
             if let Msg::Ship { from_us, to_us, ops } = &m.msg
                 && m.from == Dest::Node(reps[1])
-                && ops.iter().any(|u| u.key == k)
+                && ops.to_ops().iter().any(|u| u.key == k)
             {
                 carried.insert((*from_us, *to_us));
             }
@@ -585,4 +585,45 @@ fn a_replica_leading_again_ships_again_what_it_let_go_of() {
     assert_eq!(carried.len(), 2, "shipped once only: {carried:?}");
     assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("x"));
     assert_eq!(replica(&net, reps[1]).held_ops(), 0, "acknowledged, and still held");
+}
+
+/// A shipment encoded once travels, and is logged, as one made of its
+/// updates would be; one cut from the same bytes for a receiver sent up to
+/// a later point holds the updates from there on.
+#[test]
+fn a_shipment_encoded_once_is_its_updates() {
+    let ops: Vec<OpMeta> = (0..5u32)
+        .map(|i| OpMeta {
+            key: bytes(&format!("key{i}")),
+            partition: causeway_core::PartitionId(i % 2),
+            vts: Vts::from_slice(&[100 + i as u64, 7, 1 << 40]),
+            dep_us: if i == 4 { u64::MAX } else { i as u64 },
+        })
+        .collect();
+    for u in &ops {
+        let mut one = Vec::new();
+        msg::encode_ops([u], &mut one);
+        assert_eq!(one, postcard::to_allocvec(u).unwrap(), "not as postcard encodes {u:?}");
+    }
+    let (mut buf, mut starts) = (Vec::new(), Vec::new());
+    for u in &ops {
+        starts.push(buf.len());
+        msg::encode_ops([u], &mut buf);
+    }
+    let all = bytes::Bytes::from(buf);
+    let ship = |ops: Shipment| Msg::Ship { from_us: 1, to_us: 2, ops };
+    for i in 0..=ops.len() {
+        let at = starts.get(i).copied().unwrap_or(all.len());
+        let keys = ops[i..].iter().map(|u| u.key.len()).sum();
+        let cut = Shipment::encoded(ops.len() - i, keys, all.slice(at..));
+        let whole = Shipment::from(ops[i..].to_vec());
+        assert_eq!((cut.len(), cut.key_bytes()), (whole.len(), whole.key_bytes()));
+        let wire = postcard::to_allocvec(&ship(cut.clone())).unwrap();
+        assert_eq!(wire, postcard::to_allocvec(&ship(whole)).unwrap(), "from update {i}");
+        match postcard::from_bytes::<Msg>(&wire).unwrap() {
+            Msg::Ship { ops: got, .. } => assert_eq!(got.into_ops(), ops[i..]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cut.into_ops(), ops[i..]);
+    }
 }
