@@ -90,7 +90,11 @@ enum Repr {
     Ops(Vec<OpMeta>),
     /// `len` updates as [`encode_ops`] writes them, `key_bytes` bytes of
     /// keys among them.
-    Encoded { len: usize, key_bytes: usize, bytes: bytes::Bytes },
+    Encoded {
+        len: usize,
+        key_bytes: usize,
+        bytes: bytes::Bytes,
+    },
 }
 
 impl Shipment {
