@@ -73,7 +73,7 @@ pub fn run(a: &CapacityArgs) -> Result<CapacityReport, CapacityError> {
                         last_us = clock_us.max(last_us + 1);
                         next_key = (next_key + 1) % KEYS;
                         let key = Key::from(format!("user{next_key}").into_bytes());
-                        OpMeta { key, partition: PartitionId(p), vts: vec![last_us, 0], dep_us: 0 }
+                        OpMeta { key, partition: PartitionId(p), vts: [last_us, 0].as_slice().into(), dep_us: 0 }
                     })
                     .collect();
                 c.offered.fetch_add(k as u64, Relaxed);

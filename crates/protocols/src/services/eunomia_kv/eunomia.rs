@@ -11,12 +11,15 @@ use super::msg::*;
 use super::server::{Env, Timer};
 use causeway_core::{DcId, NodeId, Observation, PartitionId, Topology};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// What a replica journals as metadata (deviation 6). Ops_f itself is in
-/// the replica's store, one version per reported update under its
-/// partition's id and key ([`ops_key`]), so a report journals only itself.
+/// What a replica journals as metadata (deviation 6), when it ships and
+/// when it lets go of what every receiver has. Ops_f itself is in the
+/// replica's store, one version per report ([`report_key`]), so a report
+/// journals only itself: PartitionTime_f as of the last report is the
+/// newest stored report's timestamp, or later (a report's own time, like
+/// a heartbeat's, is not journaled).
 #[derive(Default, Serialize, Deserialize)]
 struct Durable {
     partition_time_us: Vec<u64>,
@@ -24,14 +27,94 @@ struct Durable {
     floor_us: u64,
 }
 
-/// Where a reported update of `partition` is stored: a chain per
-/// partition and key, in which versions arrive in timestamp order (Property
-/// 2), so an update not yet shipped is never below one shipped (which
-/// collection drops).
-fn ops_key(partition: PartitionId, key: &[u8]) -> Vec<u8> {
-    let mut k = partition.0.to_be_bytes().to_vec();
-    k.extend_from_slice(key);
-    k
+/// Where the reports of `partition` are stored: one chain per partition,
+/// one version per report, ordered by the report's last timestamp, its
+/// value the report's updates that joined Ops_f ([`encode_report`]). A
+/// partition's reports arrive in timestamp order (Property 2), so a report
+/// not yet wholly shipped is never below one that is (which collection
+/// drops). One record per report, not one per update: a report of a
+/// hundred updates was a hundred store keys (each a hash-table entry that
+/// stayed until its key was written again) and a hundred log records.
+fn report_key(partition: PartitionId) -> [u8; 4] {
+    partition.0.to_be_bytes()
+}
+
+/// A report's updates as its stored version's value ([`encode_ops`]),
+/// encoded in `scratch` (kept for its capacity: a fresh buffer grew by
+/// doubling, copying as it filled) and copied out at its size.
+fn encode_report(ops: &[OpMeta], scratch: &mut Vec<u8>) -> causeway_core::Value {
+    scratch.clear();
+    encode_ops(ops, scratch);
+    causeway_core::Value::copy_from_slice(scratch)
+}
+
+fn decode_report(value: &[u8]) -> Vec<OpMeta> {
+    decode_ops(value, 0).expect("a replica's own stored report decodes")
+}
+
+/// One partition's updates held in memory (Ops_f's share of it): as its
+/// reports brought them, oldest first, none empty, so in timestamp order
+/// (Property 2); and their timestamps, one per update in the same order,
+/// where shipping and pruning find their place without reading the
+/// updates themselves.
+#[derive(Default)]
+struct Held {
+    reports: VecDeque<VecDeque<OpMeta>>,
+    ts: VecDeque<u64>,
+}
+
+impl Held {
+    /// A report's updates (timestamps above those held), at the back.
+    fn push_back(&mut self, report: VecDeque<OpMeta>, m: usize) {
+        if !report.is_empty() {
+            self.ts.extend(report.iter().map(|u| u.vts[m]));
+            self.reports.push_back(report);
+        }
+    }
+
+    /// Updates below those held, at the front.
+    fn push_front(&mut self, report: VecDeque<OpMeta>, m: usize) {
+        if !report.is_empty() {
+            for u in report.iter().rev() {
+                self.ts.push_front(u.vts[m]);
+            }
+            self.reports.push_front(report);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// How many of the updates have a timestamp at or below `us`.
+    fn upto(&self, us: u64) -> usize {
+        self.ts.partition_point(|&t| t <= us)
+    }
+
+    /// The oldest update and its timestamp.
+    fn pop_front(&mut self) -> Option<(u64, OpMeta)> {
+        let ts = self.ts.pop_front()?;
+        let report = self.reports.front_mut().expect("a timestamp per update");
+        let u = report.pop_front().expect("none empty");
+        if report.is_empty() {
+            self.reports.pop_front();
+        }
+        Some((ts, u))
+    }
+
+    /// Drop the `n` oldest updates.
+    fn drop_front(&mut self, mut n: usize) {
+        self.ts.drain(..n);
+        while n > 0 {
+            let report = self.reports.front_mut().expect("a timestamp per update");
+            if report.len() > n {
+                report.drain(..n);
+                return;
+            }
+            n -= report.len();
+            self.reports.pop_front();
+        }
+    }
 }
 
 pub struct EunomiaReplica {
@@ -46,10 +129,26 @@ pub struct EunomiaReplica {
     /// PartitionTime_f (Alg 4): per partition of this DC, the latest
     /// timestamp received from it (update or heartbeat).
     partition_time_us: Vec<u64>,
-    /// Ops_f: the updates not yet known to be shipped, in timestamp order
-    /// (the paper's red-black tree, §6), ties between partitions broken
-    /// by partition id.
-    ops: BTreeMap<(u64, u32), OpMeta>,
+    /// Ops_f as this replica holds it in memory: the updates above
+    /// `held_from_us`, per partition of this DC, in timestamp order.
+    /// Shipping merges the partitions' fronts into timestamp order, ties
+    /// between partitions broken by partition id, the order the paper's
+    /// red-black tree (§6) keeps; a report joins at its partition's back as
+    /// it came, and its updates leave from the front, with no tree to
+    /// rebalance.
+    ops: Vec<Held>,
+    /// [`EunomiaReplica::take_stable`]'s merge order and the buffer
+    /// reports and shipments are encoded in, kept for their capacity.
+    order: Vec<u128>,
+    scratch: Vec<u8>,
+    /// The updates of Ops_f at or below this (and above `floor_us`) have
+    /// been shipped to every receiver but not yet acknowledged by all:
+    /// they are in the store only ([`report_key`]), and the leader moved
+    /// them into its shipments rather than copying them. Should this
+    /// replica have to ship them again (it stops leading, and may lead
+    /// again from the receivers' acknowledgements), it reads them back
+    /// from the store ([`EunomiaReplica::hold_from`]).
+    held_from_us: u64,
     /// The StableTime up to which every update of this DC has been
     /// shipped, by this replica or by the leader that said so.
     stable_us: u64,
@@ -85,7 +184,10 @@ impl EunomiaReplica {
             replicas,
             receivers,
             partition_time_us: vec![0; partitions],
-            ops: BTreeMap::new(),
+            ops: (0..partitions).map(|_| Held::default()).collect(),
+            held_from_us: 0,
+            order: Vec::new(),
+            scratch: Vec::new(),
             stable_us: 0,
             acked_us: vec![0; others],
             sent_us: vec![0; others],
@@ -103,12 +205,16 @@ impl EunomiaReplica {
             self.acked_us.fill(d.floor_us);
             self.sent_us.fill(d.floor_us);
         }
-        for stored in env.store().keys_sorted() {
-            let p = PartitionId(u32::from_be_bytes(stored[..4].try_into().expect("4 bytes")));
-            let key = causeway_core::Key::copy_from_slice(&stored[4..]);
-            for v in env.store().versions(&stored).iter().filter(|v| v.ts > self.floor_us) {
-                let u = OpMeta { key: key.clone(), partition: p, vts: v.vts.clone(), dep_us: v.dep_us };
-                self.ops.insert((v.ts, p.0), u);
+        self.held_from_us = self.floor_us;
+        let m = self.dc.idx();
+        let floor_us = self.floor_us;
+        for (p, held) in self.ops.iter_mut().enumerate() {
+            let stored = env.store().versions(&report_key(PartitionId(p as u32)));
+            if let Some(newest) = stored.last() {
+                self.partition_time_us[p] = self.partition_time_us[p].max(newest.ts);
+            }
+            for v in stored.iter().filter(|v| v.ts > floor_us) {
+                held.push_back(decode_report(&v.value).into_iter().filter(|u| u.vts[m] > floor_us).collect(), m);
             }
         }
         env.set_timer(self.cfg.process_stable_interval_us, Timer::ProcessStable.token());
@@ -151,32 +257,36 @@ impl EunomiaReplica {
             return; // not a partition of this topology: a peer's bug
         }
         let m = self.dc.idx();
-        for u in ops {
+        let (floor_us, mut last_us) = (self.floor_us, self.partition_time_us[p]);
+        let mut ops = ops;
+        ops.retain(|u| {
             let ts = u.vts[m];
             // Property 2 over reliable FIFO channels: a partition's reports
             // strictly increase (Alg 4 tolerates duplicates; none come).
-            debug_assert!(ts > self.partition_time_us[p], "Property 2 broken by partition {p}");
-            if ts <= self.partition_time_us[p] {
-                continue;
+            debug_assert!(ts > last_us, "Property 2 broken by partition {p}");
+            if ts <= last_us {
+                return false;
             }
-            self.partition_time_us[p] = ts;
-            if ts > self.floor_us {
-                let floor_us = self.floor_us;
-                let v = Version {
-                    value: causeway_core::Value::new(),
-                    ts,
-                    origin: self.dc,
-                    vts: u.vts.clone(),
-                    dep_us: u.dep_us,
-                    visible: false,
-                };
-                env.store().insert_collecting(&ops_key(partition, &u.key), v, |v| v.ts <= floor_us);
-                self.ops.insert((ts, partition.0), u);
-            }
+            last_us = ts;
+            ts > floor_us
+        });
+        self.partition_time_us[p] = last_us;
+        if let Some(newest) = ops.last() {
+            let v = Version {
+                value: encode_report(&ops, &mut self.scratch),
+                ts: newest.vts[m],
+                origin: self.dc,
+                vts: Vec::new(),
+                dep_us: 0,
+                visible: false,
+            };
+            // The partition's reports wholly at or below the floor are
+            // queued at every receiver: collected (all but the newest).
+            env.store().insert_collecting(&report_key(partition), v, |v| v.ts <= floor_us);
+            self.ops[p].push_back(ops.into(), m);
         }
         debug_assert!(time_us >= self.partition_time_us[p], "a report's time below its updates");
         self.partition_time_us[p] = self.partition_time_us[p].max(time_us);
-        self.journal(env, false);
     }
 
     /// Alg 3 `heartbeat` (Alg 2 line 12): PartitionTime_f\[p_n\] moves on
@@ -199,37 +309,49 @@ impl EunomiaReplica {
     fn process_stable(&mut self, env: &mut impl Env) {
         if self.leader() != self.index {
             self.sent_us.clone_from(&self.acked_us);
+            let from_us = self.sent_us.iter().copied().min().unwrap_or(self.floor_us);
+            self.hold_from(env, from_us);
             return;
         }
         let stable_time = self.partition_time_us.iter().copied().min().unwrap_or(0);
         if self.receivers.is_empty() {
             // A single DC: nobody to ship to, and nothing to keep.
-            self.prune(stable_time);
+            self.prune(env, stable_time);
             return;
         }
         if self.sent_us.iter().all(|&s| s >= stable_time) {
             return;
         }
+        let from_us = self.sent_us.iter().copied().min().expect("a receiver");
+        self.hold_from(env, from_us);
+        // find_stable (Alg 3 line 9): every update held in memory up to
+        // StableTime, out of Ops_f's memory (the store keeps them until
+        // every receiver has them), encoded once. Each receiver gets those
+        // above what it was last sent: the same bytes from that point on.
+        let m = self.dc.idx();
+        let ops = self.take_stable(stable_time);
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let mut starts = Vec::with_capacity(ops.len());
+        for u in &ops {
+            starts.push(buf.len());
+            encode_ops([u], &mut buf);
+        }
+        let bytes = bytes::Bytes::copy_from_slice(&buf);
+        self.scratch = buf;
         let mut shipped = 0;
         for r in 0..self.receivers.len() {
             let from_us = self.sent_us[r];
             if from_us >= stable_time {
                 continue;
             }
-            // find_stable (Alg 3 line 9): the ops in (from_us, StableTime].
-            let mut ops = Vec::new();
-            let mut last_us = from_us;
-            for (&(ts, _), u) in self.ops.range((from_us + 1, 0)..(stable_time + 1, 0)) {
-                // Never above StableTime, in non-decreasing timestamp
-                // order (§3.2's correctness).
-                assert!(ts > from_us && ts <= stable_time, "shipping {ts} outside ({from_us}, {stable_time}]");
-                assert!(ts >= last_us, "shipping {ts} after {last_us}");
-                last_us = ts;
-                ops.push(u.clone());
-            }
-            shipped = shipped.max(ops.len());
+            let i = ops.partition_point(|u| u.vts[m] <= from_us);
+            let key_bytes = ops[i..].iter().map(|u| u.key.len()).sum();
+            let at = starts.get(i).copied().unwrap_or(bytes.len());
+            let to_r = Shipment::encoded(ops.len() - i, key_bytes, bytes.slice(at..));
+            shipped = shipped.max(to_r.len());
             self.sent_us[r] = stable_time;
-            env.send(self.receivers[r], Msg::Ship { from_us, to_us: stable_time, ops });
+            env.send(self.receivers[r], Msg::Ship { from_us, to_us: stable_time, ops: to_r });
         }
         self.stable_us = self.stable_us.max(stable_time);
         self.journal(env, true);
@@ -247,24 +369,85 @@ impl EunomiaReplica {
     /// A receiver's acknowledgement (deviation 7): it has queued every
     /// update of this DC up to `through_us`. What every receiver has is
     /// dropped from Ops_f.
-    pub(super) fn on_shipped(&mut self, from: NodeId, through_us: u64) {
+    pub(super) fn on_shipped(&mut self, env: &mut impl Env, from: NodeId, through_us: u64) {
         let Some(r) = self.receivers.iter().position(|&n| n == from) else { return };
         self.acked_us[r] = self.acked_us[r].max(through_us);
         let floor_us = self.acked_us.iter().copied().min().unwrap_or(through_us);
-        self.prune(floor_us);
+        self.prune(env, floor_us);
     }
 
-    /// Drop from Ops_f every update at or below `floor_us`.
-    fn prune(&mut self, floor_us: u64) {
+    /// Every update held in memory (those above `held_from_us`) at or below
+    /// `to_us`, taken out of the queues in timestamp order, ties broken by
+    /// partition id: each partition's run, merged by sorting their
+    /// ⟨timestamp, partition⟩ pairs, then moved from the partitions' fronts
+    /// in that order (a partition's updates keep their order in the merge).
+    fn take_stable(&mut self, to_us: u64) -> Vec<OpMeta> {
+        let (m, from_us) = (self.dc.idx(), self.held_from_us);
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        for (p, held) in self.ops.iter().enumerate() {
+            let n = held.upto(to_us);
+            order.extend(held.ts.range(..n).map(|&ts| (ts as u128) << 32 | p as u128));
+        }
+        // Sorted runs, one per partition: the sort merges them.
+        order.sort();
+        let mut last_us = from_us;
+        let mut ops = Vec::with_capacity(order.len());
+        for &k in &order {
+            let (ts, u) = self.ops[k as u32 as usize].pop_front().expect("counted above");
+            debug_assert_eq!(ts, u.vts[m]);
+            // Never above StableTime, in non-decreasing timestamp order
+            // (§3.2's correctness).
+            assert!(ts > from_us && ts <= to_us, "shipping {ts} outside ({from_us}, {to_us}]");
+            assert!(ts >= last_us, "shipping {ts} after {last_us}");
+            last_us = ts;
+            ops.push(u);
+        }
+        self.order = order;
+        self.held_from_us = self.held_from_us.max(to_us);
+        ops
+    }
+
+    /// Hold in memory again every update of Ops_f above `from_us` (not
+    /// below the floor): those shipped and let go of are read back from
+    /// the replica's stored reports, which keep every update above the
+    /// floor.
+    fn hold_from(&mut self, env: &mut impl Env, from_us: u64) {
+        let from_us = from_us.max(self.floor_us);
+        if from_us >= self.held_from_us {
+            return;
+        }
+        let (m, upto_us) = (self.dc.idx(), self.held_from_us);
+        for (p, held) in self.ops.iter_mut().enumerate() {
+            let mut back = VecDeque::new();
+            for v in env.store().versions(&report_key(PartitionId(p as u32))).iter().filter(|v| v.ts > from_us) {
+                back.extend(decode_report(&v.value).into_iter().filter(|u| u.vts[m] > from_us && u.vts[m] <= upto_us));
+                if v.ts > upto_us {
+                    break; // the later reports are all above what was let go of
+                }
+            }
+            held.push_front(back, m);
+        }
+        self.held_from_us = from_us;
+    }
+
+    /// Drop from Ops_f every update at or below `floor_us`, and journal
+    /// the new floor.
+    fn prune(&mut self, env: &mut impl Env, floor_us: u64) {
         if floor_us > self.floor_us {
             self.floor_us = floor_us;
-            self.ops = self.ops.split_off(&(floor_us + 1, 0));
+            self.held_from_us = self.held_from_us.max(floor_us);
+            for held in &mut self.ops {
+                held.drop_front(held.upto(floor_us));
+            }
+            self.journal(env, false);
         }
     }
 
-    /// For tests: the updates held in Ops_f.
+    /// For tests: the updates of Ops_f held in memory (those shipped to
+    /// every receiver and not yet acknowledged by all are in the store only).
     pub fn held_ops(&self) -> usize {
-        self.ops.len()
+        self.ops.iter().map(Held::len).sum()
     }
 
     /// Alg 4 line 12 and the failure detector's heartbeat, in one message.

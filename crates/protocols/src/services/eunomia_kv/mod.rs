@@ -64,10 +64,13 @@
 //!    partition resumes its clock at the lease and reports again every
 //!    local version above the last report; Eunomia replicas journal
 //!    PartitionTime and StableTime, the receiver SiteTime and the apply
-//!    round in flight (sent again after a restart). The updates in Ops and
-//!    in the receiver's queues are versions of the service node's own
-//!    store, keyed by partition (Ops) or origin DC (queues) and key, so a
-//!    turn journals the updates it adds rather than the whole set.
+//!    round in flight (sent again after a restart). Ops keeps each report
+//!    as one version of the replica's own store, keyed by partition (its
+//!    value the report's updates), and the receiver's queues keep each
+//!    update as a version keyed by origin DC and key, so a turn journals
+//!    what it adds rather than the whole set. A replica lets go of the
+//!    memory of what it shipped to every receiver, and reads it back from
+//!    its store should it have to ship it again.
 //! 7. **Shipments are idempotent and gap-free, and every replica keeps an
 //!    update until every receiver has it.** §3.3 says only that two
 //!    leaders at once cost bandwidth, and its followers drop what the

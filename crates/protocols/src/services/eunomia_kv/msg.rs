@@ -1,5 +1,13 @@
 use causeway_core::{DcId, Key, PartitionId, Value};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::ser::{SerializeTuple, Serializer};
 use serde::{Deserialize, Serialize};
+
+/// An update's vector timestamp in its metadata, one entry per DC: kept
+/// inline for up to three DCs (the paper's deployments), so an update's
+/// metadata is one allocation (its key) to decode, move and drop, not
+/// two. It travels as a sequence, as a `Vec` does.
+pub type Vts = smallvec::SmallVec<[u64; 3]>;
 
 /// One update's metadata, as a partition reports it to Eunomia and
 /// Eunomia ships it (§5 "separation of data and metadata": the update's id
@@ -11,7 +19,7 @@ pub struct OpMeta {
     pub partition: PartitionId,
     /// u.vts: one entry per DC; the origin's entry is the update's
     /// timestamp, by which Eunomia orders it.
-    pub vts: Vec<u64>,
+    pub vts: Vts,
     /// VClock_c\[origin\] when the update was written: its causal past in
     /// its own DC, which `vts[origin]` (its own timestamp) no longer shows.
     /// The receiver tells concurrent updates of one DC apart by it
@@ -25,6 +33,178 @@ impl OpMeta {
     pub fn may_depend_on(&self, origin: usize, w: &OpMeta, w_origin: usize) -> bool {
         let past = if origin == w_origin { self.dep_us } else { self.vts[w_origin] };
         w.vts[w_origin] <= past
+    }
+}
+
+/// Append each of `ops` to `out`, one after the other, each as postcard
+/// encodes an [`OpMeta`] (the key's length and bytes, the partition, the
+/// vector's length and entries, dep_us, each number a LEB128 varint), with
+/// no count in front: [`decode_ops`] reads to the end. Written out here
+/// rather than through serde: postcard appends each varint as a slice of
+/// its own, and that was most of the cost of encoding an update.
+pub(super) fn encode_ops<'a>(ops: impl IntoIterator<Item = &'a OpMeta>, out: &mut Vec<u8>) {
+    #[inline(always)]
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    for u in ops {
+        out.reserve(u.key.len() + 10 * (u.vts.len() + 4));
+        varint(out, u.key.len() as u64);
+        out.extend_from_slice(&u.key);
+        varint(out, u.partition.0.into());
+        varint(out, u.vts.len() as u64);
+        for &t in &u.vts {
+            varint(out, t);
+        }
+        varint(out, u.dep_us);
+    }
+}
+
+/// The updates [`encode_ops`] wrote, in order.
+pub(super) fn decode_ops(mut bytes: &[u8], len_hint: usize) -> postcard::Result<Vec<OpMeta>> {
+    // A hint from a peer: no more than the bytes could hold.
+    let mut ops = Vec::with_capacity(len_hint.min(bytes.len() / 4));
+    while !bytes.is_empty() {
+        let (u, rest) = postcard::take_from_bytes::<OpMeta>(bytes)?;
+        ops.push(u);
+        bytes = rest;
+    }
+    Ok(ops)
+}
+
+/// A shipment's updates (Alg 3 line 10), in the order shipped. The Eunomia
+/// replica that ships them encodes them once ([`Shipment::encoded`]): the
+/// runtime writes those bytes to its log (the message's outbox record) and
+/// to the wire, where it encoded every update for each, and a shipment to
+/// a second receiver from a later point shares them. Decoded on arrival,
+/// as any message is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shipment(Repr);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Repr {
+    Ops(Vec<OpMeta>),
+    /// `len` updates as [`encode_ops`] writes them, `key_bytes` bytes of
+    /// keys among them.
+    Encoded {
+        len: usize,
+        key_bytes: usize,
+        bytes: bytes::Bytes,
+    },
+}
+
+impl Shipment {
+    /// `len` updates, `key_bytes` bytes of keys among them, as
+    /// [`encode_ops`] wrote them.
+    pub(super) fn encoded(len: usize, key_bytes: usize, bytes: bytes::Bytes) -> Shipment {
+        Shipment(Repr::Encoded { len, key_bytes, bytes })
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Ops(ops) => ops.len(),
+            Repr::Encoded { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of the updates' keys.
+    pub fn key_bytes(&self) -> usize {
+        match &self.0 {
+            Repr::Ops(ops) => ops.iter().map(|o| o.key.len()).sum(),
+            Repr::Encoded { key_bytes, .. } => *key_bytes,
+        }
+    }
+
+    /// The updates, in the order shipped.
+    pub fn into_ops(self) -> Vec<OpMeta> {
+        match self.0 {
+            Repr::Ops(ops) => ops,
+            Repr::Encoded { len, bytes, .. } => decode_ops(&bytes, len).expect("a shipment encoded here decodes"),
+        }
+    }
+
+    /// A copy of the updates, in the order shipped.
+    pub fn to_ops(&self) -> Vec<OpMeta> {
+        self.clone().into_ops()
+    }
+}
+
+impl From<Vec<OpMeta>> for Shipment {
+    fn from(ops: Vec<OpMeta>) -> Shipment {
+        Shipment(Repr::Ops(ops))
+    }
+}
+
+/// On the wire and in the log: the count, the keys' bytes, then the
+/// updates as one byte string.
+impl Serialize for Shipment {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Blob<'a>(&'a [u8]);
+        impl Serialize for Blob<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(self.0)
+            }
+        }
+        let mut t = s.serialize_tuple(3)?;
+        t.serialize_element(&self.len())?;
+        t.serialize_element(&self.key_bytes())?;
+        match &self.0 {
+            Repr::Encoded { bytes, .. } => t.serialize_element(&Blob(bytes))?,
+            Repr::Ops(ops) => {
+                let mut out = Vec::new();
+                encode_ops(ops, &mut out);
+                t.serialize_element(&Blob(&out))?
+            }
+        }
+        t.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Shipment {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Shipment, D::Error> {
+        /// The updates' byte string, decoded where it lies.
+        struct Ops(Vec<OpMeta>);
+        impl<'de> Deserialize<'de> for Ops {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ops, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = Ops;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("a shipment's encoded updates")
+                    }
+                    fn visit_bytes<E: de::Error>(self, b: &[u8]) -> Result<Ops, E> {
+                        decode_ops(b, 0).map(Ops).map_err(E::custom)
+                    }
+                }
+                d.deserialize_bytes(V)
+            }
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Shipment;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a shipment")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shipment, A::Error> {
+                let missing = || de::Error::custom("a shipment cut short");
+                let len: usize = seq.next_element()?.ok_or_else(missing)?;
+                let _key_bytes: usize = seq.next_element()?.ok_or_else(missing)?;
+                let Ops(ops) = seq.next_element()?.ok_or_else(missing)?;
+                if ops.len() != len {
+                    return Err(de::Error::custom(format!("a shipment of {len} updates holds {}", ops.len())));
+                }
+                Ok(Shipment(Repr::Ops(ops)))
+            }
+        }
+        d.deserialize_tuple(3, V)
     }
 }
 
@@ -91,7 +271,7 @@ pub enum Msg {
     Ship {
         from_us: u64,
         to_us: u64,
-        ops: Vec<OpMeta>,
+        ops: Shipment,
     },
     // Eunomia replica → the other replicas: alive (the failure detector's
     // heartbeat) and its StableTime (Alg 4 line 12, `stable`).
@@ -132,7 +312,8 @@ crate::impl_message! {
     crate::key_hint!(Msg: GetReq, PutReq, Payload);
     fn items(&self) -> usize {
         match self {
-            Msg::Report { ops, .. } | Msg::Ship { ops, .. } => ops.len(),
+            Msg::Report { ops, .. } => ops.len(),
+            Msg::Ship { ops, .. } => ops.len(),
             Msg::Apply { ops, .. } => ops.len(),
             _ => 1,
         }
@@ -144,7 +325,8 @@ crate::impl_message! {
             Msg::PutReq { key, value, .. } | Msg::Payload { key, version: Version { value, .. } } => {
                 key.len() + value.len()
             }
-            Msg::Report { ops, .. } | Msg::Ship { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
+            Msg::Report { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
+            Msg::Ship { ops, .. } => ops.key_bytes(),
             Msg::Apply { ops, .. } => ops.iter().map(|o| o.key.len()).sum(),
             Msg::PutReply { .. } | Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. } | Msg::Applied { .. } => 0,
         }

@@ -90,7 +90,7 @@ impl Partition {
             for v in env.store().versions(&key).iter().filter(|v| v.origin == self.dc) {
                 self.max_ts_us = self.max_ts_us.max(v.ts);
                 if v.ts > self.reported_us {
-                    let vts = v.vts.clone();
+                    let vts = Vts::from_slice(&v.vts);
                     mine.push(OpMeta { key: key.clone(), partition: self.partition, vts, dep_us: v.dep_us });
                 }
             }
@@ -179,7 +179,7 @@ impl Partition {
             env.send(n, Msg::Payload { key: key.clone(), version: version.clone() });
         }
         // Alg 2 line 8 (batched, §5): the metadata for Eunomia.
-        self.unreported.push(OpMeta { key, partition: self.partition, vts: vts.clone(), dep_us });
+        self.unreported.push(OpMeta { key, partition: self.partition, vts: Vts::from_slice(&vts), dep_us });
         if self.cfg.batch_interval_us == 0 {
             self.report(env);
         }

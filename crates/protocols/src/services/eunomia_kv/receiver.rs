@@ -103,7 +103,8 @@ impl Receiver {
             let partition = self.topology.partition_of(&key);
             let pending = |v: &&Version| v.ts > self.s.site_time[k] && (v.ts, partition.0) > self.s.popped[k];
             for v in env.store().versions(&stored).iter().filter(pending) {
-                self.queues[k].push_back(OpMeta { key: key.clone(), partition, vts: v.vts.clone(), dep_us: v.dep_us });
+                let vts = Vts::from_slice(&v.vts);
+                self.queues[k].push_back(OpMeta { key: key.clone(), partition, vts, dep_us: v.dep_us });
             }
         }
         // In shipping order: Eunomia's ⟨ts, partition⟩ (ties between
@@ -187,7 +188,7 @@ impl Receiver {
                 value: causeway_core::Value::new(),
                 ts,
                 origin: DcId(k as u16),
-                vts: u.vts.clone(),
+                vts: u.vts.to_vec(),
                 dep_us: u.dep_us,
                 visible: false,
             };

@@ -129,9 +129,9 @@ impl Server for EunomiaKvServer {
                 e.on_heartbeat(partition, partition_time_us)
             }
             (EunomiaKvServer::Eunomia(e), Msg::ReplicaBeat { stable_us }) => e.on_beat(from, stable_us),
-            (EunomiaKvServer::Eunomia(e), Msg::Shipped { through_us }) => e.on_shipped(from, through_us),
+            (EunomiaKvServer::Eunomia(e), Msg::Shipped { through_us }) => e.on_shipped(env, from, through_us),
             (EunomiaKvServer::Receiver(r), Msg::Ship { from_us, to_us, ops }) => {
-                r.on_ship(env, from, from_us, to_us, ops)
+                r.on_ship(env, from, from_us, to_us, ops.into_ops())
             }
             (EunomiaKvServer::Receiver(r), Msg::Applied { round }) => r.on_applied(env, from, round),
             _ => {}

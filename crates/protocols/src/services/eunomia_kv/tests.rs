@@ -113,7 +113,7 @@ fn eunomia_ships_in_order_never_above_stable_time_and_loses_nothing() {
                 assert_eq!(*from_us, prev, "seed {seed}: a shipment does not start where the last ended");
                 assert!(to_us > from_us, "seed {seed}: StableTime went back");
                 let mut last = *from_us;
-                for u in ops {
+                for u in ops.to_ops() {
                     let ts = u.vts[dc as usize];
                     assert!(ts <= *to_us, "seed {seed}: shipped {ts} above StableTime {to_us}");
                     assert!(ts > *from_us && ts >= last, "seed {seed}: shipped {ts} after {last}");
@@ -365,10 +365,10 @@ fn a_shipment_ahead_of_a_gap_waits_for_it() {
     let op = |k: &str, ts: u64| OpMeta {
         key: bytes(k),
         partition: causeway_core::PartitionId(0),
-        vts: vec![ts, 0],
+        vts: Vts::from_slice(&[ts, 0]),
         dep_us: 0,
     };
-    let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
+    let ship = |from_us, to_us, ops: Vec<OpMeta>| Msg::Ship { from_us, to_us, ops: ops.into() };
     net.queue.push(InFlight::new(Dest::Node(new), Dest::Node(r), ship(100, 200, vec![op("b", 150)])));
     net.deliver_all();
     let applies = |net: &Net| {
@@ -463,10 +463,10 @@ fn an_apply_round_that_splits_equal_timestamps_keeps_site_time_below_them() {
     let op = |k: &str, p: u32, vts: Vec<u64>| OpMeta {
         key: bytes(k),
         partition: causeway_core::PartitionId(p),
-        vts,
+        vts: Vts::from_vec(vts),
         dep_us: 0,
     };
-    let ship = |from_us, to_us, ops| Msg::Ship { from_us, to_us, ops };
+    let ship = |from_us, to_us, ops: Vec<OpMeta>| Msg::Ship { from_us, to_us, ops: ops.into() };
     let e0 = eunomia_nodes(&net, 0)[0];
     let (a, b) = (op("a", 0, vec![100, 0, 0]), op("b", 1, vec![100, 0, 50]));
     net.queue.push(InFlight::new(Dest::Node(e0), Dest::Node(r), ship(0, 100, vec![a, b])));
@@ -506,5 +506,124 @@ fn eunomia_lets_go_of_what_every_receiver_has() {
         ticks(&mut net, 2, &[]);
         ticks(&mut net, 30, &[]);
         assert_eq!(replica(&net, e).held_ops(), 0, "{dcs} DC(s): Eunomia still holds updates");
+    }
+}
+
+/// A leader lets go of the memory of what it shipped to every receiver
+/// (its store keeps it until they acknowledge). Should it stop leading
+/// before they do, it reads those updates back from its store, and once it
+/// leads again ships them again from the receivers' acknowledgement, as
+/// a new leader does (deviation 7).
+#[test]
+fn a_replica_leading_again_ships_again_what_it_let_go_of() {
+    let mut net = net_r(2, 1, 2, Config::default());
+    let reps = eunomia_nodes(&net, 0);
+    let k = net.key_on(0);
+    // Every shipment of replica 1 that carries the update, by its range.
+    let mut carried = std::collections::BTreeSet::new();
+    let look = |net: &Net, carried: &mut std::collections::BTreeSet<(u64, u64)>| {
+        for m in &net.queue {
+            if let Msg::Ship { from_us, to_us, ops } = &m.msg
+                && m.from == Dest::Node(reps[1])
+                && ops.to_ops().iter().any(|u| u.key == k)
+            {
+                carried.insert((*from_us, *to_us));
+            }
+        }
+    };
+    // Replica 0 is away: replica 1 leads, and its shipments are held
+    // back (a slow link to the receiver) until one carries the update.
+    ticks(&mut net, 30, &[reps[0]]);
+    assert_eq!(replica(&net, reps[1]).leader(), 1);
+    put(&mut net, cl(0, 0), &k, "x");
+    let away = |m: &InFlight<Msg>| [m.from, m.to].iter().any(|d| *d == Dest::Node(reps[0]));
+    let held = |m: &InFlight<Msg>| matches!(m.msg, Msg::Ship { .. });
+    for _ in 0..50 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            if NodeId(i as u32) != reps[0] {
+                net.fire_timers(NodeId(i as u32));
+            }
+        }
+        net.queue.retain(|m| !away(m));
+        net.deliver_while(|m| !away(m) && !held(m));
+        net.queue.retain(|m| !away(m));
+        look(&net, &mut carried);
+        if !carried.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(carried.len(), 1, "replica 1 never shipped the update");
+    assert_eq!(replica(&net, reps[1]).held_ops(), 0, "the shipped update still in memory");
+    // Replica 0 restarts and leads (its shipments held back too): replica
+    // 1 follows, and holds the update in memory again.
+    net.restart(reps[0], &Config::default());
+    for _ in 0..10 {
+        net.advance_clocks(1_000);
+        net.fire_all_timers();
+        net.deliver_while(|m| !held(m));
+    }
+    assert_eq!(replica(&net, reps[1]).leader(), 0);
+    assert_eq!(replica(&net, reps[1]).held_ops(), 1, "the update not read back from the store");
+    // Replica 0 goes for good: replica 1 leads again and ships the update
+    // again, from the receiver's acknowledgement (its shipments held back
+    // until then; then all are delivered, the receiver drops the copy).
+    for _ in 0..100 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            if NodeId(i as u32) != reps[0] {
+                net.fire_timers(NodeId(i as u32));
+            }
+        }
+        look(&net, &mut carried);
+        let release = carried.len() > 1;
+        net.queue.retain(|m| !away(m));
+        net.deliver_while(|m| !away(m) && (release || !held(m)));
+        net.queue.retain(|m| !away(m));
+    }
+    assert_eq!(replica(&net, reps[1]).leader(), 1);
+    assert_eq!(carried.len(), 2, "shipped once only: {carried:?}");
+    assert_eq!(get(&mut net, cl(1, 0), &k).as_deref(), Some("x"));
+    assert_eq!(replica(&net, reps[1]).held_ops(), 0, "acknowledged, and still held");
+}
+
+/// A shipment encoded once travels, and is logged, as one made of its
+/// updates would be; one cut from the same bytes for a receiver sent up to
+/// a later point holds the updates from there on.
+#[test]
+fn a_shipment_encoded_once_is_its_updates() {
+    let ops: Vec<OpMeta> = (0..5u32)
+        .map(|i| OpMeta {
+            key: bytes(&format!("key{i}")),
+            partition: causeway_core::PartitionId(i % 2),
+            vts: Vts::from_slice(&[100 + i as u64, 7, 1 << 40]),
+            dep_us: if i == 4 { u64::MAX } else { i as u64 },
+        })
+        .collect();
+    for u in &ops {
+        let mut one = Vec::new();
+        msg::encode_ops([u], &mut one);
+        assert_eq!(one, postcard::to_allocvec(u).unwrap(), "not as postcard encodes {u:?}");
+    }
+    let (mut buf, mut starts) = (Vec::new(), Vec::new());
+    for u in &ops {
+        starts.push(buf.len());
+        msg::encode_ops([u], &mut buf);
+    }
+    let all = bytes::Bytes::from(buf);
+    let ship = |ops: Shipment| Msg::Ship { from_us: 1, to_us: 2, ops };
+    for i in 0..=ops.len() {
+        let at = starts.get(i).copied().unwrap_or(all.len());
+        let keys = ops[i..].iter().map(|u| u.key.len()).sum();
+        let cut = Shipment::encoded(ops.len() - i, keys, all.slice(at..));
+        let whole = Shipment::from(ops[i..].to_vec());
+        assert_eq!((cut.len(), cut.key_bytes()), (whole.len(), whole.key_bytes()));
+        let wire = postcard::to_allocvec(&ship(cut.clone())).unwrap();
+        assert_eq!(wire, postcard::to_allocvec(&ship(whole)).unwrap(), "from update {i}");
+        match postcard::from_bytes::<Msg>(&wire).unwrap() {
+            Msg::Ship { ops: got, .. } => assert_eq!(got.into_ops(), ops[i..]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cut.into_ops(), ops[i..]);
     }
 }
