@@ -15,10 +15,13 @@
 //! ships, so no system package is needed) and without its default logger.
 //!
 //! Its one source of global randomness is the election timeout, drawn from
-//! `rand::thread_rng()` in `[min_election_tick, max_election_tick)`. A
-//! group member here sets that range one tick wide, at a value it derives
-//! from its node id and its start time ([`election_ticks_for`]), so the
-//! draw always returns it and a seed replays exactly.
+//! `rand::thread_rng()` in `[min_election_tick, max_election_tick)` at
+//! every reset of a member's election clock. A group member here replaces
+//! each such draw, right after the call into Raft that made it, with one
+//! it derives from its node id, its start time and the draw's number
+//! ([`election_ticks_for`]), so a seed replays exactly. (A timeout fixed
+//! per member is not Raft's: two members that drew the same one and wait
+//! in step split every election between them for ever.)
 //!
 //! ## The log in the store
 //!
@@ -331,12 +334,12 @@ impl raft::Storage for GroupLog {
     }
 }
 
-/// This member's election timeout, in ticks: fixed per node and start, in
-/// `[election_ticks, 2 * election_ticks)`, from a hash of the two (no
-/// global randomness: a seed replays exactly).
-pub fn election_ticks_for(election_ticks: u64, node: u32, started_us: u64) -> u64 {
-    // SplitMix64's finalizer: neighbouring ids and times spread over the range.
-    let mut z = (u64::from(node) << 32 ^ started_us).wrapping_add(0x9E37_79B9_7F4A_7C15);
+/// An election timeout, in ticks, in `[election_ticks, 2 * election_ticks)`,
+/// from a hash of a node and a seed (no global randomness: a seed replays
+/// exactly).
+pub fn election_ticks_for(election_ticks: u64, node: u32, seed: u64) -> u64 {
+    // SplitMix64's finalizer: neighbouring ids and seeds spread over the range.
+    let mut z = (u64::from(node) << 32 ^ seed).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;

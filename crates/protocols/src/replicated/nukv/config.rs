@@ -15,9 +15,10 @@ pub struct Config {
     pub write_level: WriteLevel,
     /// One Raft tick, µs: every group's logical clock.
     pub tick_us: u64,
-    /// Raft's election timeout, in ticks (each node waits a fixed number
-    /// of ticks between this and twice this, drawn from its id and start
-    /// time so that a group's nodes rarely time out together).
+    /// Raft's election timeout, in ticks (each node waits a number of
+    /// ticks between this and twice this, drawn anew at every restart of
+    /// its election clock from its id, its start time and the draw's
+    /// number, so that a group's nodes rarely time out together twice).
     pub election_ticks: u64,
     /// Raft's heartbeat interval, in ticks.
     pub heartbeat_ticks: u64,

@@ -105,6 +105,35 @@ struct Group {
     /// the forwarder last said; the log is never compacted past it.
     floor: u64,
     xc: Option<Forwarder>,
+    /// How many election timeouts this start drew (see [`Group::pace`]).
+    draws: u64,
+}
+
+impl Group {
+    /// Draw the group's election timeout anew whenever Raft's election
+    /// clock restarted (it draws one itself, from a global generator, on
+    /// every reset, which sets the clock to zero; also on a leader's
+    /// message, where a new draw is as good). Called after every call
+    /// into Raft, so its own draw never counts.
+    ///
+    /// One fixed timeout per node and start is not enough: two members
+    /// whose timeouts happened to be equal and whose timers ran in step
+    /// (both waiting out a paused leader) stood together at every
+    /// election, each granting the other's pre-vote and then voting for
+    /// itself, a split vote for ever, while the third member, whose longer
+    /// log let only it win, had its timer reset by each of their vote
+    /// requests (torture seed 6325: a DC's group of a partition without a
+    /// leader from 0.2 s to the end, its replicas holding none of the
+    /// partition's writes).
+    fn pace(&mut self, election_ticks: u64, me: NodeId, started_us: u64) {
+        if self.raw.raft.election_elapsed != 0 && self.draws != 0 {
+            return;
+        }
+        self.draws += 1;
+        let seed = started_us ^ self.draws.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let t = election_ticks_for(election_ticks, me.0, seed) as usize;
+        self.raw.raft.set_randomized_election_timeout(t);
+    }
 }
 
 /// A PUT not proposed yet: one that reached a replica while its group had
@@ -223,12 +252,16 @@ impl NukvServer {
         // its log still holds, and receivers drop what they already have.
         let forwarder = matches!(self.role, Role::Forwarder);
         let applied = if forwarder { log.snap_index() } else { applied.max(log.snap_index()) };
-        let election = election_ticks_for(self.cfg.election_ticks, self.me.0, self.started_us) as usize;
         let config = raft::Config {
             id: raft_id(self.me),
             election_tick: self.cfg.election_ticks as usize,
-            min_election_tick: election,
-            max_election_tick: election + 1,
+            // Raft §5.2: each election waits a timeout drawn anew from
+            // [election, 2 × election) ticks. The crate draws it from a
+            // global generator; `pace` replaces every draw with one of its
+            // own, derived from the node, its start and the draw's number,
+            // so that a seed replays exactly.
+            min_election_tick: self.cfg.election_ticks as usize,
+            max_election_tick: 2 * self.cfg.election_ticks as usize,
             heartbeat_tick: self.cfg.heartbeat_ticks as usize,
             applied,
             max_size_per_msg: 1 << 20,
@@ -249,7 +282,9 @@ impl NukvServer {
                 .collect(),
             floor_sent: 0,
         });
-        Group { partition, key: log_key(partition), raw, applied, sv, floor: 0, xc }
+        let mut g = Group { partition, key: log_key(partition), raw, applied, sv, floor: 0, xc, draws: 0 };
+        g.pace(self.cfg.election_ticks, self.me, self.started_us);
+        g
     }
 
     fn save_meta(&mut self, env: &mut impl Env) {
@@ -777,6 +812,7 @@ impl Server for NukvServer {
             && g.raw.raft.term == 0
         {
             let _ = g.raw.campaign();
+            g.pace(self.cfg.election_ticks, self.me, self.started_us);
         }
         env.set_timer(self.cfg.tick_us, TICK);
         self.drive(env);
@@ -827,6 +863,7 @@ impl Server for NukvServer {
                 // retries what matters on its own ticks.
                 if let Ok(m) = RaftMessage::parse_from_bytes(&msg) {
                     let _ = self.groups[gi].raw.step(m);
+                    self.groups[gi].pace(self.cfg.election_ticks, self.me, self.started_us);
                 }
             }
             Msg::Forward(f) => self.on_forward(env, from, *f),
@@ -858,6 +895,7 @@ impl Server for NukvServer {
         self.ticks += 1;
         for g in &mut self.groups {
             g.raw.tick();
+            g.pace(self.cfg.election_ticks, self.me, self.started_us);
         }
         if matches!(self.role, Role::Forwarder) {
             self.forwarder_tick(env);
@@ -906,6 +944,7 @@ pub(super) struct Probe {
     pub sv: Vec<u64>,
     pub first: u64,
     pub last: u64,
+    pub election_timeout: usize,
 }
 
 #[cfg(test)]
@@ -918,6 +957,7 @@ impl NukvServer {
             sv: g.sv.clone(),
             first: g.raw.store().first(),
             last: g.raw.store().last(),
+            election_timeout: g.raw.raft.randomized_election_timeout(),
         })
     }
 }

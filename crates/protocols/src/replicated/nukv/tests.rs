@@ -264,6 +264,39 @@ fn losing_the_leader_loses_no_acknowledged_write() {
     }
 }
 
+/// Raft §5.2: a member's election timeout is drawn anew for each election,
+/// not fixed per member. With a fixed one, two members that drew the same
+/// and whose timers ran in step (both waiting out a paused leader) split
+/// every election between them for ever, while the third, whose longer
+/// log made it the only one able to win, had its timer reset by their
+/// vote requests: torture seed 6325, a DC's group without a leader from
+/// 0.2 s on and none of its partition's writes applied there.
+#[test]
+fn each_election_draws_a_new_timeout() {
+    let mut net = net(1, 3, Config::default());
+    settle(&mut net, 5);
+    let mut seen: Vec<Vec<usize>> = vec![Vec::new(); 3];
+    let rs = replicas(&net, 0);
+    for _ in 0..4 {
+        for (i, &n) in rs.iter().enumerate() {
+            seen[i].push(probe(&net, n).election_timeout);
+        }
+        // The leader goes quiet; the other two elect one of themselves.
+        let l = leader(&net, 0).expect("a leader");
+        let quiet = move |m: &InFlight<Msg>| m.from != Dest::Node(l) && m.to != Dest::Node(l);
+        settle_passing(&mut net, 60, &quiet);
+        assert!(leader(&net, 0).is_some_and(|n| n != l), "the other two elected a leader");
+        settle(&mut net, 10);
+    }
+    for (i, ts) in seen.iter().enumerate() {
+        assert!(ts.iter().all(|&t| (10..20).contains(&t)), "{:?}: {ts:?}", rs[i]);
+    }
+    assert!(
+        seen.iter().any(|ts| ts.iter().any(|&t| t != ts[0])),
+        "every member kept one election timeout through four elections: {seen:?}"
+    );
+}
+
 #[test]
 fn logs_are_compacted_once_every_dc_has_the_writes_and_a_lagging_follower_gets_a_snapshot() {
     let cfg = Config { compact_entries: 4, ..Config::default() };
