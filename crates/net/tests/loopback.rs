@@ -445,6 +445,12 @@ async fn every_protocol_serves_pipelined_sessions() {
     }
 }
 
+/// Two DCs 200 ms apart: far enough that a write cannot reach the other DC
+/// before a session's next request does.
+fn two_dcs_200ms_apart(p: ProtocolName, name: &str) -> EmbeddedSpec {
+    EmbeddedSpec { rtt_ms: vec![vec![0.0, 200.0], vec![200.0, 0.0]], ..spec(p, name) }
+}
+
 /// Client migration over TCP: a NuKV session writes in DC 0, moves to DC 1
 /// (200 ms away, so the write cannot have arrived yet) and reads its write
 /// at read-your-writes: the read waits there for it (Roohitavaf, Ch. 4:
@@ -455,7 +461,7 @@ async fn a_nukv_session_moves_to_another_dc_and_still_reads_its_writes() {
     use causeway_core::{OpError, ReadLevel};
     use causeway_net::ClientError;
     let rt = tokio::runtime::Handle::current();
-    let far = |p| EmbeddedSpec { rtt_ms: vec![vec![0.0, 200.0], vec![200.0, 0.0]], ..spec(p, "migrate") };
+    let far = |p| two_dcs_200ms_apart(p, "migrate");
     let cluster = Embedded::start(far(ProtocolName::Nukv), &rt).unwrap();
     let mut s = Session::<causeway_protocols::nukv::Nukv>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
     for i in 0..5 {
@@ -492,7 +498,7 @@ async fn an_accf_session_names_a_checking_group_and_reads_its_writes() {
     use causeway_core::{CheckingGroupError, OpError};
     use causeway_net::ClientError;
     let rt = tokio::runtime::Handle::current();
-    let far = |p| EmbeddedSpec { rtt_ms: vec![vec![0.0, 200.0], vec![200.0, 0.0]], ..spec(p, "checking-group") };
+    let far = |p| two_dcs_200ms_apart(p, "checking-group");
     let cluster = Embedded::start(far(ProtocolName::Accf), &rt).unwrap();
     let mut s = Session::<causeway_protocols::accf::Accf>::new(cluster.cluster.clone(), DcId(0), 1).unwrap();
     for i in 0..4 {
