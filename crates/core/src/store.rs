@@ -16,6 +16,7 @@ use crate::data::{Key, Value};
 use crate::store_key::StoreKey;
 use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 
 /// What the store needs from a protocol's version type.
@@ -63,17 +64,70 @@ impl<V: Versioned> Chain<V> {
         }
     }
 
-    /// Drop every version older than the newest one satisfying `stable`;
-    /// returns how many went and their value bytes.
-    fn drop_below_newest(&mut self, stable: impl FnMut(&V) -> bool) -> (usize, usize) {
+    /// Drop every version older than the newest one satisfying `stable`,
+    /// each handed to `dropped`; returns how many went and their value bytes.
+    fn drop_below_newest(&mut self, stable: impl FnMut(&V) -> bool, mut dropped: impl FnMut(V)) -> (usize, usize) {
         let Some(keep_from) = self.versions.iter().rposition(stable) else { return (0, 0) };
         if keep_from == 0 {
             return (0, 0);
         }
-        let freed = self.versions[..keep_from].iter().map(|v| v.value().len()).sum();
-        self.versions.drain(..keep_from);
+        let mut freed = 0;
+        for v in self.versions.drain(..keep_from) {
+            freed += v.value().len();
+            dropped(v);
+        }
         self.pruned = true;
         (keep_from, freed)
+    }
+}
+
+/// Versions rewritten in place since the journal was last taken and then
+/// dropped, kept for the log.
+///
+/// The journal names versions by place and the log writes them as they
+/// stand when it is taken, so a version dropped before then is not
+/// logged. That is right for one stored in the same turn (no record of it
+/// exists), but not for one the turn *replaced*: its older record is
+/// already in the log, and a replay would give it back in that older state
+/// — a pending write or an undecided transaction that the turn had decided
+/// — where collection's other drops come back as they last stood. So a
+/// replaced version's last state is logged even when collection takes it
+/// in the same turn (collection itself is not logged: a replay returns the
+/// version, as it returns every collected one).
+#[derive(Debug)]
+struct Rewrites<V: Versioned> {
+    /// (key index, order) of each version replaced this turn.
+    replaced: BTreeSet<(usize, V::Order)>,
+    /// Of those, the ones dropped since, as they last stood.
+    dropped: Vec<(usize, V)>,
+    /// The previous `dropped`, which the journal taken last is written with.
+    logging: Vec<(usize, V)>,
+}
+
+impl<V: Versioned> Default for Rewrites<V> {
+    fn default() -> Self {
+        Rewrites { replaced: BTreeSet::new(), dropped: Vec::new(), logging: Vec::new() }
+    }
+}
+
+impl<V: Versioned> Rewrites<V> {
+    /// `v`, of the key at `index`, leaves the store.
+    fn dropped(&mut self, index: usize, v: V) {
+        if !self.replaced.is_empty() && self.replaced.contains(&(index, v.order())) {
+            self.dropped.push((index, v));
+        }
+    }
+
+    /// The journal is taken: this turn's dropped rewrites are what its log
+    /// writer reads.
+    fn taken(&mut self) {
+        self.replaced.clear();
+        self.logging.clear();
+        std::mem::swap(&mut self.logging, &mut self.dropped);
+    }
+
+    fn logged(&self, index: usize, order: V::Order) -> Option<&V> {
+        self.logging.iter().find(|(i, v)| *i == index && v.order() == order).map(|(_, v)| v)
     }
 }
 
@@ -297,6 +351,7 @@ pub struct MvStore<V: Versioned> {
     /// it stands then ([`MvStore::journaled`]), rather than from a copy
     /// made at every insert.
     journal: Option<Vec<(KeyIndex, V::Order)>>,
+    rewrites: Rewrites<V>,
     /// The protocol's durable metadata (see [`MvStore::set_meta`]),
     /// whether it changed since the runtime last logged it, and whether
     /// that change asks for a sync.
@@ -315,6 +370,7 @@ impl<V: Versioned> Default for MvStore<V> {
             versions: 0,
             value_bytes: 0,
             journal: None,
+            rewrites: Rewrites::default(),
             meta: None,
             meta_dirty: false,
             meta_sync: false,
@@ -438,9 +494,12 @@ impl<V: Versioned + Clone> MvStore<V> {
     /// A version stored and then dropped (collected, or lost to a newer one
     /// under a collecting insert) before the journal is taken is gone from
     /// the store, so there is nothing to log for it: the store as it stands
-    /// is what a replay of the log must give back, as a snapshot does.
+    /// is what a replay of the log must give back, as a snapshot does. A
+    /// version *replaced* and then dropped is the exception ([`Rewrites`]):
+    /// the log already holds an older state of it.
     pub fn take_journal(&mut self, mut spare: Vec<(KeyIndex, V::Order)>) -> Vec<(KeyIndex, V::Order)> {
         spare.clear();
+        self.rewrites.taken();
         match self.journal.as_mut() {
             Some(j) => std::mem::replace(j, spare),
             None => Vec::new(),
@@ -504,7 +563,8 @@ impl<V: Versioned + Clone> MvStore<V> {
         if let Some(stable) = stable
             && chain.versions.len() > 1
         {
-            let (dropped, freed) = chain.drop_below_newest(stable);
+            let rewrites = &mut self.rewrites;
+            let (dropped, freed) = chain.drop_below_newest(stable, |v| rewrites.dropped(i, v));
             self.versions -= dropped;
             self.value_bytes -= freed;
         }
@@ -524,10 +584,11 @@ impl<V: Versioned + Clone> MvStore<V> {
         let Ok(i) = c.versions.binary_search_by(|x| x.order().cmp(&order)) else { return false };
         preserve(&mut self.freeze, ki, k, c);
         self.value_bytes = self.value_bytes - c.versions[i].value().len() + v.value().len();
-        if let Some(j) = self.journal.as_mut()
-            && j.last() != Some(&(KeyIndex(ki), order))
-        {
-            j.push((KeyIndex(ki), order));
+        if let Some(j) = self.journal.as_mut() {
+            if j.last() != Some(&(KeyIndex(ki), order)) {
+                j.push((KeyIndex(ki), order));
+            }
+            self.rewrites.replaced.insert((ki, order));
         }
         c.versions[i] = v;
         true
@@ -577,7 +638,9 @@ impl<V: Versioned + Clone> MvStore<V> {
         let (mut freed, mut dropped, mut at) = (0, 0, floor);
         for i in (0..floor).rev() {
             if !keep(&c.versions[i], &c.versions[at]) {
-                freed += c.versions.remove(i).value().len();
+                let v = c.versions.remove(i);
+                freed += v.value().len();
+                self.rewrites.dropped(ki, v);
                 dropped += 1;
                 at -= 1;
             }
@@ -721,10 +784,14 @@ impl<V: Versioned + Clone> MvStore<V> {
     }
 
     /// A journaled version ([`MvStore::take_journal`]) as it stands now,
-    /// with its key; `None` if it has been dropped since.
+    /// with its key; `None` if it has been dropped since, unless its turn
+    /// replaced it first (then as it last stood, see [`Rewrites`]).
     pub fn journaled(&self, index: KeyIndex, order: V::Order) -> Option<(&[u8], &V)> {
         let (k, c) = self.chains.get_index(index.0)?;
-        c.versions.binary_search_by(|x| x.order().cmp(&order)).ok().map(|i| (k.as_slice(), &c.versions[i]))
+        match c.versions.binary_search_by(|x| x.order().cmp(&order)) {
+            Ok(i) => Some((k.as_slice(), &c.versions[i])),
+            Err(_) => self.rewrites.logged(index.0, order).map(|v| (k.as_slice(), v)),
+        }
     }
 
     /// [`MvStore::exact`] for the key at `index`.
@@ -796,7 +863,8 @@ impl<V: Versioned + Clone> MvStore<V> {
         if c.versions.len() > 1 {
             preserve(&mut self.freeze, index.0, k, c);
         }
-        let (dropped, freed) = c.drop_below_newest(stable);
+        let rewrites = &mut self.rewrites;
+        let (dropped, freed) = c.drop_below_newest(stable, |v| rewrites.dropped(index.0, v));
         self.versions -= dropped;
         self.value_bytes -= freed;
         (dropped, c.versions.len())
@@ -822,12 +890,14 @@ impl<V: Versioned + Clone> MvStore<V> {
         let mut freed = 0;
         let mut dropped = 0;
         let mut i = 0;
+        let rewrites = &mut self.rewrites;
         c.versions.retain(|v| {
             let old = i < keep_from;
             i += 1;
             if old && !keep(v) {
                 freed += v.value().len();
                 dropped += 1;
+                rewrites.dropped(ki, v.clone());
                 false
             } else {
                 true
@@ -1061,6 +1131,65 @@ mod tests {
         assert_eq!(s.collect_planned(b"k", |_| None, |_, _| false, |m| m.2 = 0), 0);
         assert_eq!(s.versions(b"k")[1].2, 1);
         assert_eq!(s.collect_planned(b"j", |_| Some(0), |_, _| false, |_| ()), 0);
+    }
+
+    /// The records a log writes for a turn: its journal read back from the
+    /// store as the turn ends.
+    fn log_turn(s: &mut MvStore<V>) -> Vec<(Key, V)> {
+        let journal = s.take_journal(Vec::new());
+        journal
+            .iter()
+            .filter_map(|&(i, o)| s.journaled(i, o))
+            .map(|(k, v)| (Key::copy_from_slice(k), v.clone()))
+            .collect()
+    }
+
+    /// A version an earlier turn logged, which a turn replaces and then
+    /// drops (collection, a collecting insert, GC), is logged as it last
+    /// stood, whichever path dropped it: a replay must not give it back in
+    /// the state of its older record (an undecided transaction the turn
+    /// decided). One stored and dropped in the same turn is not logged.
+    #[test]
+    fn a_version_replaced_then_dropped_in_one_turn_is_logged_as_it_last_stood() {
+        type Drop = fn(&mut MvStore<V>);
+        let paths: [(&str, Drop); 4] = [
+            ("collect_planned", |s| {
+                s.collect_planned(b"k", |vs| Some(vs.len() - 1), |_, _| false, |_| ());
+            }),
+            ("insert_collecting", |s| {
+                s.insert_collecting(b"k", v(9), |x| x.0 == 9);
+            }),
+            ("gc_key", |s| {
+                s.gc_key(b"k", |x| x.0 == 3);
+            }),
+            ("gc_key_keeping", |s| {
+                s.gc_key_keeping(b"k", |x| x.0 == 3, |_| false);
+            }),
+        ];
+        for (path, drop) in paths {
+            let mut s: MvStore<V> = MvStore::new();
+            s.enable_journal();
+            s.insert(&k(), V(1, Bytes::from_static(b"pending")));
+            let mut log = log_turn(&mut s);
+            // The next turn decides version 1, stores 2 and 3, and drops
+            // what is below the newest.
+            assert!(s.replace(b"k", V(1, Bytes::from_static(b"decided"))));
+            s.insert(&k(), v(2));
+            s.insert(&k(), v(3));
+            drop(&mut s);
+            assert!(s.exact(b"k", 1).is_none() && s.exact(b"k", 2).is_none(), "{path}: 1 and 2 collected");
+            log.extend(log_turn(&mut s));
+            let mut replayed: MvStore<V> = MvStore::new();
+            for (key, v) in log {
+                replayed.restore(&key, v);
+            }
+            let got: Vec<(u64, Bytes)> = replayed.versions(b"k").iter().map(|v| (v.0, v.1.clone())).collect();
+            assert_eq!(got[0], (1, Bytes::from_static(b"decided")), "{path}: the replay gave back {got:?}");
+            assert!(got.iter().all(|(o, _)| *o != 2), "{path}: 2, stored and dropped in one turn, is logged: {got:?}");
+            // The rewrite is logged with its own turn only.
+            assert!(log_turn(&mut s).is_empty(), "{path}");
+            assert!(s.journaled(KeyIndex(0), 1).is_none(), "{path}");
+        }
     }
 
     #[test]
