@@ -281,3 +281,40 @@ fn every_protocol_keeps_its_promises_when_crashes_strike_between_log_sync_and_se
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A node no fault crashes keeps a volatile log (records counted, none
+/// kept): the run is the same event for event as one in which the log
+/// keeps every record because a crash is scheduled (here after the run
+/// ends, so it never strikes), whatever the sync time and policy.
+#[test]
+fn a_volatile_log_changes_nothing_but_the_time_it_takes() {
+    for (fsync, sync_us) in [(FsyncPolicy::Always, 0), (FsyncPolicy::Group, 0), (FsyncPolicy::Always, 300)] {
+        let scenario = |kept: bool| {
+            let mut sc = Scenario::new(TopologySpec::full(2, 2), 400);
+            sc.seed = 7;
+            sc.network.default_rtt_ms = 40.0;
+            sc.network.intra_dc_us = 100;
+            sc.network.jitter_pct = 10.0;
+            sc.record_history = true;
+            sc.durability.fsync = fsync;
+            sc.durability.sync_us = sync_us;
+            sc.workload.clients_per_dc = 4;
+            sc.workload.recordcount = 10;
+            sc.workload.readproportion = 0.5;
+            sc.workload.updateproportion = 0.5;
+            sc.workload.think_time_us = 500;
+            if kept {
+                for node in 0..4u32 {
+                    let kind = FaultKind::Crash { node, for_ms: 10, at: None };
+                    sc.faults.push(Fault { at_ms: 1_000_000, at_us: 0, kind });
+                }
+            }
+            sc
+        };
+        let (volatile, a) = run::<causeway_protocols::cops::Cops>(scenario(false));
+        let (kept, b) = run::<causeway_protocols::cops::Cops>(scenario(true));
+        assert!(volatile.ops.len() > 100, "the workload ran");
+        assert_eq!((a.trace_hash(), a.events()), (b.trace_hash(), b.events()), "{fsync:?}, sync {sync_us} µs");
+        assert_eq!(results(&volatile), results(&kept));
+    }
+}

@@ -178,6 +178,11 @@ impl KeySpace {
 
     /// A key by the workload's request distribution, for workload client `client`.
     pub fn pick(&self, w: &Workload, client: u64, rng: &mut ChaCha8Rng) -> &Key {
+        &self.keys[self.pick_index(w, client, rng)]
+    }
+
+    /// [`KeySpace::pick`]'s key as its index in the key space.
+    fn pick_index(&self, w: &Workload, client: u64, rng: &mut ChaCha8Rng) -> usize {
         let n = self.keys.len() as u64;
         let i = match w.requestdistribution {
             Distribution::Uniform => rng.random_range(0..n),
@@ -205,7 +210,7 @@ impl KeySpace {
                 g * w.keys_per_group + rng.random_range(0..w.keys_per_group)
             }
         };
-        &self.keys[i as usize]
+        i as usize
     }
 
     fn zipf(&self) -> &Zipfian {
@@ -215,8 +220,13 @@ impl KeySpace {
     /// A key of partition `p`, uniformly (partition-first shapes ignore the
     /// request distribution: their point is where the keys live).
     fn pick_in(&self, p: PartitionId, rng: &mut ChaCha8Rng) -> Option<&Key> {
+        self.pick_index_in(p, rng).map(|i| &self.keys[i])
+    }
+
+    /// [`KeySpace::pick_in`]'s key as its index in the key space.
+    fn pick_index_in(&self, p: PartitionId, rng: &mut ChaCha8Rng) -> Option<usize> {
         let ks = &self.by_partition[p.idx()];
-        (!ks.is_empty()).then(|| &self.keys[ks[rng.random_range(0..ks.len())] as usize])
+        (!ks.is_empty()).then(|| ks[rng.random_range(0..ks.len())] as usize)
     }
 }
 
@@ -376,17 +386,21 @@ impl Generator {
     /// `min(rot_partitions, size)` partitions when that is set, and under
     /// partial replication local (all partitions stored in the client's DC)
     /// with probability `local_txn_ratio`.
+    /// Keys are drawn as indices and compared as such (PaRiS's 20-key
+    /// transactions spent a tenth of the simulator's time comparing key
+    /// bytes here).
     fn txn_keys(&self, w: &Workload, size: usize, client: u64, dc: DcId, rng: &mut ChaCha8Rng) -> Vec<Key> {
-        let mut ks: Vec<Key> = Vec::with_capacity(size);
+        let mut ks: Vec<usize> = Vec::with_capacity(size);
         let local = w.local_txn_ratio.map(|r| rng.random::<f64>() < r);
+        let keys = |ks: Vec<usize>| ks.into_iter().map(|i| self.keys.keys[i].clone()).collect();
         if w.rot_partitions == 0 && local.is_none() {
             while ks.len() < size {
-                let k = self.keys.pick(w, client, rng);
-                if !ks.contains(k) {
-                    ks.push(k.clone());
+                let k = self.keys.pick_index(w, client, rng);
+                if !ks.contains(&k) {
+                    ks.push(k);
                 }
             }
-            return ks;
+            return keys(ks);
         }
         let want = if w.rot_partitions == 0 { size } else { (w.rot_partitions as usize).min(size) };
         let parts = self.choose_partitions(want, dc, local, rng);
@@ -397,18 +411,18 @@ impl Generator {
         while ks.len() < size && stuck < 64 * size {
             let p = parts[i % parts.len()];
             i += 1;
-            match self.keys.pick_in(p, rng) {
-                Some(k) if !ks.contains(k) => ks.push(k.clone()),
+            match self.keys.pick_index_in(p, rng) {
+                Some(k) if !ks.contains(&k) => ks.push(k),
                 _ => stuck += 1,
             }
         }
         while ks.len() < size {
-            let k = self.keys.pick(w, client, rng);
-            if !ks.contains(k) {
-                ks.push(k.clone());
+            let k = self.keys.pick_index(w, client, rng);
+            if !ks.contains(&k) {
+                ks.push(k);
             }
         }
-        ks
+        keys(ks)
     }
 
     /// `want` distinct partitions holding keys. `local = Some(true)`: all

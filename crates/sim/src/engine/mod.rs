@@ -193,6 +193,15 @@ impl<P: Protocol> Sim<P> {
         let m = topology.dcs();
         let mut setup_rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5e7u64);
         let node_options = NodeOptions { mutant_release_before_sync: sc.durability.mutant_release_before_sync };
+        // A node no fault crashes never reads its durable log back.
+        let crashes: Vec<u32> = sc
+            .faults
+            .iter()
+            .filter_map(|f| match f.kind {
+                FaultKind::Crash { node, .. } => Some(node),
+                _ => None,
+            })
+            .collect();
         let nodes: Vec<SimNode<P>> = topology
             .node_ids()
             .map(|id| {
@@ -210,7 +219,11 @@ impl<P: Protocol> Sim<P> {
                 let ctx = NodeCtx { id, role: topology.role(id), topology: topology.clone() };
                 SimNode {
                     core: causeway_core::Node::new(&cfg, ctx, node_options),
-                    log: SimLog::new(topology.nodes()),
+                    log: if crashes.contains(&id.0) {
+                        SimLog::new(topology.nodes())
+                    } else {
+                        SimLog::volatile(topology.nodes())
+                    },
                     dc: topology.dc_of(id),
                     clock,
                     inbox: VecDeque::new(),
