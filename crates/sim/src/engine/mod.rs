@@ -222,7 +222,7 @@ impl<P: Protocol> Sim<P> {
                     log: if crashes.contains(&id.0) {
                         SimLog::new(topology.nodes())
                     } else {
-                        SimLog::volatile(topology.nodes())
+                        SimLog::volatile((0..topology.nodes() as u32).map(|n| crashes.contains(&n)).collect())
                     },
                     dc: topology.dc_of(id),
                     clock,
