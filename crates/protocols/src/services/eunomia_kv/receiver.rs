@@ -138,6 +138,7 @@ impl Receiver {
             q.make_contiguous().sort_by_key(|u| (u.vts[k], u.partition));
         }
         if let Some(r) = self.s.in_flight.clone() {
+            self.round_sent_us = env.now_us();
             self.resend(env, &r);
             env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(r.id).token());
         }
