@@ -96,6 +96,15 @@
 //!    ops in one message and applies them in order, and the round ends when
 //!    all have acknowledged. A round is resent if unacknowledged for
 //!    `apply_retry_us` (a restarted partition forgets it was waiting).
+//!    A round's critical path holds one log sync, the partition's, before
+//!    its acknowledgement (what it made visible must be durable first):
+//!    the receiver does not journal a round as it leaves or ends, and
+//!    `Apply`/`Applied` are transient messages (sent again by the retry),
+//!    so neither costs it a log record. A restarted receiver resumes from
+//!    the state journaled with its last shipment, older but consistent,
+//!    and applies again what it had applied since (the paper's receiver
+//!    never restarts: §1, §3.3). Round ids carry a journaled start count,
+//!    so a lost round's late acknowledgement is not taken for a new one's.
 //! 9. **SiteTime\[k\] rises to the last StableTime shipped from k once
 //!    queue k is empty**: every update of k at or below it is applied.
 //!    Alg 5 moves SiteTime only with applied updates; both are sound.

@@ -340,6 +340,18 @@ crate::impl_message! {
     fn ephemeral(&self) -> bool {
         matches!(self, Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. })
     }
+    /// An apply round and its acknowledgement may be lost: the receiver
+    /// sends a round again until every partition has acknowledged it
+    /// (`apply_retry_us`), after a restart too, and a partition applies a
+    /// round again idempotently. Sequenced, each would cost a log record
+    /// and so a sync at both ends of every round (the receiver's delivery
+    /// mark of `Applied`, its outbox record of `Apply`), on the critical
+    /// path of the receiver's apply rate (deviation 8). The partition's
+    /// acknowledgement still leaves only once what it made visible is
+    /// durable: that turn logs the versions it changed.
+    fn transient(&self) -> bool {
+        matches!(self, Msg::Apply { .. } | Msg::Applied { .. })
+    }
 }
 
 /// A stored version: the value, its vector timestamp, and whether the

@@ -491,6 +491,59 @@ fn an_apply_round_that_splits_equal_timestamps_keeps_site_time_below_them() {
     assert_eq!(site[0], 99, "SiteTime[DC0] = {} counts b (at 100) as applied", site[0]);
 }
 
+/// Deviation 8: an apply round's critical path holds no log write of the
+/// receiver's. With a log sync taking 1 ms, a receiver that journaled each
+/// round (and logged the delivery of each sequenced `Applied`) waited for
+/// its own sync before every next round left, and under cross-partition
+/// dependencies (one dependency step per round) it fell ever further
+/// behind the writes (torture seed 9005 with `--sync-us 1000`). Two
+/// rounds here: b, written after a by the same client on another
+/// partition, may depend on it and waits for a's acknowledgement. Handling
+/// either acknowledgement, which finishes one round and sends the next,
+/// must append nothing to the receiver's log; and a crash that loses the
+/// unjournaled bookkeeping costs nothing but applying again.
+#[test]
+fn an_apply_round_leaves_without_a_receiver_log_write() {
+    let mut net = net(2, 2);
+    let cfg = Config::default();
+    let keys = net.keys_on_distinct_partitions(2);
+    let r = receiver_node(&net, 1);
+    put(&mut net, cl(0, 0), &keys[0], "a");
+    put(&mut net, cl(0, 0), &keys[1], "b");
+    let applied_to_r = |m: &InFlight<Msg>| matches!(m.msg, Msg::Applied { .. }) && m.to == Dest::Node(r);
+    let (mut acks, mut records) = (0, 0);
+    for _ in 0..30 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            net.fire_timers(NodeId(i as u32));
+        }
+        loop {
+            net.deliver_while(|m| !applied_to_r(m));
+            let before = net.logs[r.idx()].len();
+            if !net.deliver_first(applied_to_r) {
+                break;
+            }
+            acks += 1;
+            records += net.logs[r.idx()].len() - before;
+        }
+    }
+    assert!(acks >= 2, "{acks} acknowledgements: a and b in one round");
+    assert_eq!(records, 0, "the receiver logged {records} records handling its rounds' acknowledgements");
+    for (k, v) in keys.iter().zip(["a", "b"]) {
+        assert_eq!(get(&mut net, cl(1, 0), k).as_deref(), Some(v));
+    }
+    // The rounds' bookkeeping was never journaled: a restart losing what
+    // no sync made durable applies them again, and nothing goes back.
+    net.restart_losing_unsynced(r, &cfg);
+    ticks(&mut net, 5, &[]);
+    for (k, v) in keys.iter().zip(["a", "b"]) {
+        assert_eq!(get(&mut net, cl(1, 0), k).as_deref(), Some(v));
+    }
+    let site = net.nodes[r.idx()].server().receiver().expect("a receiver").site_time().to_vec();
+    let b_ts = net.latest(net.server_for(DcId(0), &keys[1]), &keys[1]).ts;
+    assert!(site[0] >= b_ts, "SiteTime[DC0] {} below b's {b_ts} after the restart", site[0]);
+}
+
 /// Eunomia holds an update until every receiver has it (deviation 7):
 /// with two DCs it lets go once the other DC's receiver acknowledges, and
 /// in a single DC, with no receiver at all, once it is stable.
