@@ -196,23 +196,30 @@ fn scripted_crash_at<P: Protocol>(
 /// A random workload on 2 DCs × 2 partitions with every node crashing once
 /// at `point`, then one reader per DC reading every key after the quiet
 /// time: the history must pass the checker at the protocol's level.
-fn crashing_workload<P: Protocol>(seed: u64, point: CrashPoint, fsync: FsyncPolicy, sync_us: u64) -> (bool, String) {
+/// A small random workload: 2 DCs × 2 partitions, 4 clients per DC over
+/// 10 keys, half reads, half writes.
+fn small_workload(seed: u64, fsync: FsyncPolicy, sync_us: u64) -> Scenario {
     let mut sc = Scenario::new(TopologySpec::full(2, 2), 400);
     sc.seed = seed;
     sc.network.default_rtt_ms = 40.0;
     sc.network.intra_dc_us = 100;
     sc.network.jitter_pct = 10.0;
     sc.record_history = true;
-    sc.count_bytes = false;
-    sc.drain_ms = 3_000;
     sc.durability.fsync = fsync;
     sc.durability.sync_us = sync_us;
-    let env = causeway_core::LivenessEnv { max_rtt_us: 44_000, intra_dc_rtt_us: 220, max_clock_skew_us: 0 };
-    sc.client_timeout_ms = (2 * P::liveness_bound_us(&P::Config::default(), &env) / 1_000).max(500);
     sc.workload.clients_per_dc = 4;
     sc.workload.recordcount = 10;
     sc.workload.readproportion = 0.5;
     sc.workload.updateproportion = 0.5;
+    sc
+}
+
+fn crashing_workload<P: Protocol>(seed: u64, point: CrashPoint, fsync: FsyncPolicy, sync_us: u64) -> (bool, String) {
+    let mut sc = small_workload(seed, fsync, sync_us);
+    sc.count_bytes = false;
+    sc.drain_ms = 3_000;
+    let env = causeway_core::LivenessEnv { max_rtt_us: 44_000, intra_dc_rtt_us: 220, max_clock_skew_us: 0 };
+    sc.client_timeout_ms = (2 * P::liveness_bound_us(&P::Config::default(), &env) / 1_000).max(500);
     sc.workload.think_time_us = 1_000;
     sc.workload.fieldlength = 16;
     for node in 0..4u32 {
@@ -292,18 +299,7 @@ fn every_protocol_keeps_its_promises_when_crashes_strike_between_log_sync_and_se
 fn a_volatile_log_changes_nothing_but_the_time_it_takes() {
     for (fsync, sync_us) in [(FsyncPolicy::Always, 0), (FsyncPolicy::Group, 0), (FsyncPolicy::Always, 300)] {
         let scenario = |kept: bool| {
-            let mut sc = Scenario::new(TopologySpec::full(2, 2), 400);
-            sc.seed = 7;
-            sc.network.default_rtt_ms = 40.0;
-            sc.network.intra_dc_us = 100;
-            sc.network.jitter_pct = 10.0;
-            sc.record_history = true;
-            sc.durability.fsync = fsync;
-            sc.durability.sync_us = sync_us;
-            sc.workload.clients_per_dc = 4;
-            sc.workload.recordcount = 10;
-            sc.workload.readproportion = 0.5;
-            sc.workload.updateproportion = 0.5;
+            let mut sc = small_workload(7, fsync, sync_us);
             sc.workload.think_time_us = 500;
             let kind = FaultKind::Crash { node: 0, for_ms: 40, at: None };
             sc.faults.push(Fault { at_ms: 150, at_us: 0, kind });
