@@ -111,9 +111,14 @@ impl<V: Versioned> Default for Rewrites<V> {
 }
 
 impl<V: Versioned> Rewrites<V> {
+    /// Whether `v`, of the key at `index`, must be kept if it is dropped.
+    fn wanted(&self, index: usize, v: &V) -> bool {
+        !self.replaced.is_empty() && self.replaced.contains(&(index, v.order()))
+    }
+
     /// `v`, of the key at `index`, leaves the store.
     fn dropped(&mut self, index: usize, v: V) {
-        if !self.replaced.is_empty() && self.replaced.contains(&(index, v.order())) {
+        if self.wanted(index, &v) {
             self.dropped.push((index, v));
         }
     }
@@ -897,7 +902,9 @@ impl<V: Versioned + Clone> MvStore<V> {
             if old && !keep(v) {
                 freed += v.value().len();
                 dropped += 1;
-                rewrites.dropped(ki, v.clone());
+                if rewrites.wanted(ki, v) {
+                    rewrites.dropped.push((ki, v.clone()));
+                }
                 false
             } else {
                 true

@@ -100,7 +100,7 @@ impl<P: Protocol> SimLog<P> {
 
     /// Sync: everything appended is durable.
     pub fn sync(&mut self) {
-        self.tear(self.pending_len());
+        self.tear(self.pending.len());
     }
 
     /// Sync the oldest `count` pending records (whole turns: those a sync
@@ -144,7 +144,9 @@ impl<P: Protocol> SimLog<P> {
     }
 
     /// Whether a checkpoint is due: nothing is unsynced, and more was
-    /// logged since the last than twice what the live store holds.
+    /// logged since the last than twice what the live store holds (a
+    /// volatile log, which copies no store: 4 096 records, to trim its
+    /// outbox).
     pub fn wants_compaction(&self, live: &MvStore<P::Version>) -> bool {
         let live_versions = if self.is_volatile() { 0 } else { live.version_count() };
         self.pending.is_empty() && self.applied >= 2 * live_versions + 4_096

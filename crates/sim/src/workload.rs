@@ -386,6 +386,7 @@ impl Generator {
     /// `min(rot_partitions, size)` partitions when that is set, and under
     /// partial replication local (all partitions stored in the client's DC)
     /// with probability `local_txn_ratio`.
+    ///
     /// Keys are drawn as indices and compared as such (PaRiS's 20-key
     /// transactions spent a tenth of the simulator's time comparing key
     /// bytes here).

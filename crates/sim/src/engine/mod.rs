@@ -194,14 +194,14 @@ impl<P: Protocol> Sim<P> {
         let mut setup_rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5e7u64);
         let node_options = NodeOptions { mutant_release_before_sync: sc.durability.mutant_release_before_sync };
         // A node no fault crashes never reads its durable log back.
-        let crashes: Vec<u32> = sc
-            .faults
-            .iter()
-            .filter_map(|f| match f.kind {
-                FaultKind::Crash { node, .. } => Some(node),
-                _ => None,
-            })
-            .collect();
+        let mut may_crash = vec![false; topology.nodes()];
+        for f in &sc.faults {
+            if let FaultKind::Crash { node, .. } = f.kind
+                && let Some(c) = may_crash.get_mut(node as usize)
+            {
+                *c = true;
+            }
+        }
         let nodes: Vec<SimNode<P>> = topology
             .node_ids()
             .map(|id| {
@@ -219,10 +219,10 @@ impl<P: Protocol> Sim<P> {
                 let ctx = NodeCtx { id, role: topology.role(id), topology: topology.clone() };
                 SimNode {
                     core: causeway_core::Node::new(&cfg, ctx, node_options),
-                    log: if crashes.contains(&id.0) {
+                    log: if may_crash[id.idx()] {
                         SimLog::new(topology.nodes())
                     } else {
-                        SimLog::volatile((0..topology.nodes() as u32).map(|n| crashes.contains(&n)).collect())
+                        SimLog::volatile(may_crash.clone())
                     },
                     dc: topology.dc_of(id),
                     clock,
