@@ -365,7 +365,9 @@ pub struct Workload {
     #[serde(default = "default_rot")]
     pub rot_size: usize,
     /// Partitions each ROT spans (0: wherever its keys fall). When set,
-    /// partitions are chosen first and keys uniformly inside them. A WOT
+    /// partitions are chosen first (uniformly), then keys inside them by
+    /// a zipfian over each partition's keys under `zipfian`, uniformly under
+    /// the other distributions. A WOT
     /// spans `min(rot_partitions, wot_size)` by the same rule.
     #[serde(default)]
     pub rot_partitions: u32,

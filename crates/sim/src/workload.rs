@@ -133,6 +133,11 @@ pub struct KeySpace {
     /// Key indices stored in each partition.
     by_partition: Vec<Vec<u32>>,
     zipf: Option<Zipfian>,
+    /// Under `zipfian`, one generator per partition over the keys it starts
+    /// with, for the shapes that choose partitions first: PaRiS's and
+    /// Contrarian's workloads are "zipf 0.99 within a partition" (Spirovska et
+    /// al., PaRiS §VI-A; Didona et al., Contrarian Table 1).
+    zipf_in: Vec<Zipfian>,
     /// For key groups: the number of groups (one per workload client).
     groups: u64,
 }
@@ -153,10 +158,14 @@ impl KeySpace {
             keys: Vec::with_capacity(count as usize),
             by_partition: vec![Vec::new(); topology.partitions()],
             zipf,
+            zipf_in: Vec::new(),
             groups,
         };
         for _ in 0..count {
             ks.push(topology);
+        }
+        if w.requestdistribution == Distribution::Zipfian {
+            ks.zipf_in = ks.by_partition.iter().map(|p| Zipfian::new(p.len() as u64, w.zipfian_constant)).collect();
         }
         ks
     }
@@ -217,8 +226,12 @@ impl KeySpace {
         self.zipf.as_ref().expect("zipfian distributions build their generator")
     }
 
-    /// A key of partition `p`, uniformly (partition-first shapes ignore the
-    /// request distribution: their point is where the keys live).
+    /// A key of partition `p`: by a zipfian over the partition's own keys
+    /// under `zipfian` (scrambled, as [`KeySpace::pick_index`] scrambles the
+    /// global one, so keys inserted later are drawn too), uniformly under
+    /// every other distribution (`latest`, `hotspot` and key groups rank keys
+    /// by their place in the whole key space, which a partition's share of it
+    /// does not keep).
     fn pick_in(&self, p: PartitionId, rng: &mut ChaCha8Rng) -> Option<&Key> {
         self.pick_index_in(p, rng).map(|i| &self.keys[i])
     }
@@ -226,7 +239,14 @@ impl KeySpace {
     /// [`KeySpace::pick_in`]'s key as its index in the key space.
     fn pick_index_in(&self, p: PartitionId, rng: &mut ChaCha8Rng) -> Option<usize> {
         let ks = &self.by_partition[p.idx()];
-        (!ks.is_empty()).then(|| ks[rng.random_range(0..ks.len())] as usize)
+        if ks.is_empty() {
+            return None;
+        }
+        let at = match self.zipf_in.get(p.idx()) {
+            Some(z) if z.n > 0 => stable_hash(&z.next(rng).to_le_bytes()) as usize % ks.len(),
+            _ => rng.random_range(0..ks.len()),
+        };
+        Some(ks[at] as usize)
     }
 }
 
@@ -547,6 +567,47 @@ mod tests {
         }
         assert!(hits[0] > hits[10] && hits[10] > hits[500]);
         assert!(hits[0] > 10_000, "rank 0 should take >10% at θ=0.99, got {}", hits[0]);
+    }
+
+    /// PaRiS's and Contrarian's "zipf 0.99 within a partition": a
+    /// transaction's partitions are chosen first, and its keys inside each
+    /// follow the request distribution, not a uniform draw.
+    #[test]
+    fn transaction_keys_follow_the_zipfian_inside_their_partitions() {
+        let rots = |requestdistribution| {
+            let w = Workload {
+                recordcount: 4_000,
+                readproportion: 0.0,
+                updateproportion: 0.0,
+                rotproportion: 1.0,
+                rot_size: 2,
+                rot_partitions: 2,
+                requestdistribution,
+                zipfian_constant: 0.99,
+                ..Default::default()
+            };
+            let mut g = generator(&w, TopologySpec::full(1, 4), 1);
+            let mut rng = ChaCha8Rng::seed_from_u64(3);
+            let mut hits: std::collections::HashMap<Key, u32> = Default::default();
+            for _ in 0..5_000 {
+                let Some(Op::Rot { keys }) = request(&mut g, &w, 0, &mut rng).ops.pop_front() else {
+                    panic!("expected a rot")
+                };
+                let mut parts: Vec<_> = keys.iter().map(|k| g.topology.partition_of(k)).collect();
+                parts.dedup();
+                assert_eq!(parts.len(), 2, "{keys:?}");
+                for k in keys {
+                    *hits.entry(k).or_default() += 1;
+                }
+            }
+            hits.into_values().max().unwrap()
+        };
+        // 10 000 draws over 4 partitions of ~1 000 keys: a partition's
+        // hottest key takes about a ninth of that partition's draws under
+        // zipf 0.99 (≈ 280), a few draws under a uniform one.
+        let (zipf, uniform) = (rots(Distribution::Zipfian), rots(Distribution::Uniform));
+        assert!(zipf > 150, "hottest key drawn {zipf} times under zipf 0.99");
+        assert!(uniform < 20, "hottest key drawn {uniform} times under uniform");
     }
 
     #[test]
