@@ -243,7 +243,12 @@ impl KeySpace {
             return None;
         }
         let at = match self.zipf_in.get(p.idx()) {
-            Some(z) if z.n > 0 => stable_hash(&z.next(rng).to_le_bytes()) as usize % ks.len(),
+            // The partition joins the hash, so that the hottest keys of
+            // partitions of equal size are not at one place in each list.
+            Some(z) if z.n > 0 => {
+                let rank = z.next(rng);
+                stable_hash(&[rank.to_le_bytes(), u64::from(p.0).to_le_bytes()].concat()) as usize % ks.len()
+            }
             _ => rng.random_range(0..ks.len()),
         };
         Some(ks[at] as usize)
