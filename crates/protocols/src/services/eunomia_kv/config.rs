@@ -29,6 +29,14 @@ pub struct Config {
     /// A replica not heard from for this many failure-detector periods is
     /// suspected; the lowest-indexed unsuspected replica leads.
     pub fd_timeout_ticks: u64,
+    /// How often, at most, a receiver acknowledges what it has queued to
+    /// the Eunomia replicas of each origin (`Shipped`, deviation 7): the
+    /// first acknowledgement leaves at once, later ones wait for this
+    /// interval. Only the replicas' memory of shipped updates and a new
+    /// leader's first range wait on it; one acknowledgement per shipment
+    /// (every θ from each origin) was a fifth of an idle-looking DC's
+    /// messages. 0: one with every shipment.
+    pub shipped_ack_interval_us: u64,
     /// The receiver resends an apply round that a partition has not
     /// acknowledged after this long (the partition may have restarted and
     /// forgotten that it was waiting for the payload).
@@ -58,6 +66,7 @@ impl Default for Config {
             process_stable_interval_us: 1_000,
             fd_interval_us: 5_000,
             fd_timeout_ticks: 4,
+            shipped_ack_interval_us: 5_000,
             apply_retry_us: 100_000,
             straggler_partition: None,
             straggler_dc: 0,

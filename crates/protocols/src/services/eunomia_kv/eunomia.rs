@@ -159,6 +159,12 @@ pub struct EunomiaReplica {
     /// leading; a replica not leading keeps it at `acked_us`, so a new
     /// leader's first shipment starts where each receiver stands.
     sent_us: Vec<u64>,
+    /// Per receiver, the StableTime of the last shipment that carried
+    /// updates to it (or, while not leading and after a start, its
+    /// acknowledgement): every shipment declares it as its lower bound.
+    /// Between it and `sent_us` only empty shipments went out, which are
+    /// ephemeral (deviation 11), so a lost one leaves no gap.
+    seq_us: Vec<u64>,
     /// The least of `acked_us`, as last pruned to: Ops_f holds every
     /// update above it (journaled; a restart loads the stored ones above it).
     floor_us: u64,
@@ -191,6 +197,7 @@ impl EunomiaReplica {
             stable_us: 0,
             acked_us: vec![0; others],
             sent_us: vec![0; others],
+            seq_us: vec![0; others],
             floor_us: 0,
             tick: 0,
         }
@@ -204,6 +211,7 @@ impl EunomiaReplica {
             self.floor_us = d.floor_us;
             self.acked_us.fill(d.floor_us);
             self.sent_us.fill(d.floor_us);
+            self.seq_us.fill(d.floor_us);
         }
         self.held_from_us = self.floor_us;
         let m = self.dc.idx();
@@ -309,6 +317,7 @@ impl EunomiaReplica {
     fn process_stable(&mut self, env: &mut impl Env) {
         if self.leader() != self.index {
             self.sent_us.clone_from(&self.acked_us);
+            self.seq_us.clone_from(&self.acked_us);
             let from_us = self.sent_us.iter().copied().min().unwrap_or(self.floor_us);
             self.hold_from(env, from_us);
             return;
@@ -341,20 +350,31 @@ impl EunomiaReplica {
         self.scratch = buf;
         let mut shipped = 0;
         for r in 0..self.receivers.len() {
-            let from_us = self.sent_us[r];
-            if from_us >= stable_time {
+            if self.sent_us[r] >= stable_time {
                 continue;
             }
-            let i = ops.partition_point(|u| u.vts[m] <= from_us);
+            let i = ops.partition_point(|u| u.vts[m] <= self.sent_us[r]);
             let key_bytes = ops[i..].iter().map(|u| u.key.len()).sum();
             let at = starts.get(i).copied().unwrap_or(bytes.len());
             let to_r = Shipment::encoded(ops.len() - i, key_bytes, bytes.slice(at..));
             shipped = shipped.max(to_r.len());
+            // Deviation 11: the range starts where the last shipment with
+            // updates ended; only empty ones went out since (none of their
+            // range holds an update), and an empty one is ephemeral.
+            let from_us = self.seq_us[r];
+            if !to_r.is_empty() {
+                self.seq_us[r] = stable_time;
+            }
             self.sent_us[r] = stable_time;
             env.send(self.receivers[r], Msg::Ship { from_us, to_us: stable_time, ops: to_r });
         }
         self.stable_us = self.stable_us.max(stable_time);
-        self.journal(env, true);
+        // An idle DC's shipments are all empty: they journal nothing (a
+        // restart computes a StableTime no higher than the one they
+        // announced, and ships from the receivers' acknowledgements).
+        if shipped > 0 {
+            self.journal(env, true);
+        }
         // StableTime's lag behind the clock is this node's `stable lag` in
         // `causeway status` and its metrics.
         env.observe(Observation::Stable { stable_us: stable_time });

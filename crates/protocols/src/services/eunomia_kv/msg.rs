@@ -331,14 +331,20 @@ crate::impl_message! {
             Msg::PutReply { .. } | Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. } | Msg::Applied { .. } => 0,
         }
     }
-    /// The heartbeats, a partition's and the failure detector's, and a
-    /// receiver's acknowledgement: the newest says all (each only grows),
-    /// one is sent every period (a receiver's with each shipment it
-    /// takes), and each leaves after every report sent before it. A
-    /// partition's promise outlives a crash through its clock lease, so
-    /// neither end journals it.
+    /// The heartbeats, a partition's and the failure detector's, a
+    /// receiver's acknowledgement, and a shipment with no update (the
+    /// leader's word that its DC has none in the range: deviation 11): the
+    /// newest says all (each only grows), one is sent every period (a
+    /// receiver's acknowledgement with each shipment of updates it takes),
+    /// and each leaves after every message sent before it. A partition's
+    /// promise outlives a crash through its clock lease, so neither end
+    /// journals it.
     fn ephemeral(&self) -> bool {
-        matches!(self, Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. })
+        match self {
+            Msg::Heartbeat { .. } | Msg::ReplicaBeat { .. } | Msg::Shipped { .. } => true,
+            Msg::Ship { ops, .. } => ops.is_empty(),
+            _ => false,
+        }
     }
     /// An apply round and its acknowledgement may be lost: the receiver
     /// sends a round again until every partition has acknowledged it

@@ -86,6 +86,14 @@ pub struct Receiver {
     reported_stable_us: u64,
     /// When (this node's clock) the round in flight left: measurement only.
     round_sent_us: u64,
+    /// Per origin, `shipped_through` as last journaled: the most a
+    /// `Shipped` may say (deviation 11).
+    journaled_through: Vec<u64>,
+    /// Per origin, what the last `Shipped` said.
+    acked_through: Vec<u64>,
+    /// Whether an [`Timer::Acks`] is pending: acknowledgements then wait
+    /// for it (`shipped_ack_interval_us`).
+    ack_timer: bool,
 }
 
 impl Receiver {
@@ -108,6 +116,9 @@ impl Receiver {
             queues: vec![VecDeque::new(); m],
             reported_stable_us: 0,
             round_sent_us: 0,
+            journaled_through: vec![0; m],
+            acked_through: vec![0; m],
+            ack_timer: false,
         }
     }
 
@@ -120,6 +131,7 @@ impl Receiver {
         // A new epoch, durable before anything this start sends leaves.
         self.s.epoch += 1;
         self.journal(env);
+        self.journaled_through.clone_from(&self.s.shipped_through);
         // The queues: every stored update above its origin's SiteTime.
         for stored in env.store().keys_sorted() {
             let k = u16::from_be_bytes([stored[0], stored[1]]) as usize;
@@ -166,6 +178,7 @@ impl Receiver {
             return;
         }
         let before = self.s.shipped_through[k];
+        let ops_len = ops.len();
         if to_us > self.s.shipped_through[k] {
             if from_us > self.s.shipped_through[k] {
                 // Of two shipments from one point, the longer covers the other.
@@ -190,18 +203,48 @@ impl Receiver {
         }
         self.settle();
         self.report_stable(env);
-        self.journal(env);
-        // Deviation 7: tell every replica of k what is queued here, once
-        // it is journaled (a turn's output leaves when its records are
-        // durable), so they keep every update until all receivers have it.
-        let through_us = self.s.shipped_through[k];
-        if through_us > before {
-            let eunomia = super::eunomia_service(&self.topology);
-            for &n in self.topology.service_nodes(DcId(k as u16), eunomia) {
-                env.send(n, Msg::Shipped { through_us });
+        // An empty shipment (ephemeral: deviation 11) only moves
+        // `shipped_through` and SiteTime on: not journaled, so a restart may
+        // resume below it, and not acknowledged, so Eunomia's replicas only
+        // ever start a receiver's range at a point it journaled (were they to
+        // start above, a restarted receiver would hold every later shipment
+        // beyond the gap). Every idle millisecond cost two log syncs here
+        // and at Eunomia before.
+        if ops_len > 0 {
+            self.journal(env);
+            self.journaled_through.clone_from(&self.s.shipped_through);
+            if self.s.shipped_through[k] > before {
+                self.acknowledge(env);
             }
         }
         self.start_round(env);
+    }
+
+    /// Deviation 7: tell every replica of each origin what is queued here,
+    /// once it is journaled (a turn's output leaves when its records are
+    /// durable), so they keep every update until all receivers have it.
+    /// At most once per `shipped_ack_interval_us`: the first at once, the
+    /// rest when [`Timer::Acks`] fires.
+    fn acknowledge(&mut self, env: &mut impl Env) {
+        if self.ack_timer {
+            return;
+        }
+        let eunomia = super::eunomia_service(&self.topology);
+        let mut sent = false;
+        for k in 0..self.journaled_through.len() {
+            let through_us = self.journaled_through[k];
+            if through_us > self.acked_through[k] {
+                self.acked_through[k] = through_us;
+                for &n in self.topology.service_nodes(DcId(k as u16), eunomia) {
+                    env.send(n, Msg::Shipped { through_us });
+                }
+                sent = true;
+            }
+        }
+        if sent && self.cfg.shipped_ack_interval_us > 0 {
+            self.ack_timer = true;
+            env.set_timer(self.cfg.shipped_ack_interval_us, Timer::Acks.token());
+        }
     }
 
     fn accept(&mut self, env: &mut impl Env, k: usize, to_us: u64, ops: Vec<OpMeta>) {
@@ -427,6 +470,11 @@ impl Receiver {
     }
 
     pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {
+        if let Timer::Acks = timer {
+            self.ack_timer = false;
+            self.acknowledge(env);
+            return;
+        }
         if let Timer::ApplyRetry(id) = timer
             && let Some(r) = self.s.in_flight.clone()
             && r.id == id

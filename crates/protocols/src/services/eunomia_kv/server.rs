@@ -22,6 +22,8 @@ pub(super) enum Timer {
     Fd,
     /// The receiver resends apply round `id` if still unacknowledged.
     ApplyRetry(u64),
+    /// The receiver sends the `Shipped` acknowledgements it held back.
+    Acks,
 }
 
 impl Timer {
@@ -32,6 +34,7 @@ impl Timer {
             Timer::ProcessStable => 2,
             Timer::Fd => 3,
             Timer::ApplyRetry(id) => (id << 3) | 4,
+            Timer::Acks => 5,
         }
     }
     fn from_token(token: u64) -> Timer {
@@ -39,6 +42,7 @@ impl Timer {
             0 => Timer::Tick,
             2 => Timer::ProcessStable,
             3 => Timer::Fd,
+            5 => Timer::Acks,
             _ => Timer::ApplyRetry(token >> 3),
         }
     }

@@ -103,20 +103,27 @@ fn eunomia_ships_in_order_never_above_stable_time_and_loses_nothing() {
         }
         let keys = some_keys(6);
         let mut written: Vec<(u16, Vec<u8>)> = Vec::new();
-        // Per Eunomia sender and receiver: the previous shipment's StableTime.
-        let mut last_to: std::collections::BTreeMap<(NodeId, NodeId), u64> = Default::default();
+        // Per Eunomia sender and receiver: the previous shipment's
+        // StableTime, and that of the previous one that carried updates.
+        let mut last_to: std::collections::BTreeMap<(NodeId, NodeId), (u64, u64)> = Default::default();
         let mut shipped: Vec<(u16, Vec<u8>, u64)> = Vec::new();
         let mut check = |m: &InFlight<Msg>| {
             if let (Dest::Node(from), Dest::Node(to), Msg::Ship { from_us, to_us, ops }) = (m.from, m.to, &m.msg) {
                 let dc = net_dc(from);
-                let prev = last_to.insert((from, to), *to_us).unwrap_or(0);
-                assert_eq!(*from_us, prev, "seed {seed}: a shipment does not start where the last ended");
-                assert!(to_us > from_us, "seed {seed}: StableTime went back");
-                let mut last = *from_us;
+                let (prev, prev_full) = last_to.get(&(from, to)).copied().unwrap_or((0, 0));
+                // Deviation 11: a shipment's range starts where the last
+                // one with updates ended; empty ones went out since.
+                assert_eq!(
+                    *from_us, prev_full,
+                    "seed {seed}: a shipment does not start where the last with updates ended"
+                );
+                assert!(*to_us > prev, "seed {seed}: StableTime went back");
+                last_to.insert((from, to), (*to_us, if ops.is_empty() { prev_full } else { *to_us }));
+                let mut last = prev;
                 for u in ops.to_ops() {
                     let ts = u.vts[dc as usize];
                     assert!(ts <= *to_us, "seed {seed}: shipped {ts} above StableTime {to_us}");
-                    assert!(ts > *from_us && ts >= last, "seed {seed}: shipped {ts} after {last}");
+                    assert!(ts > prev && ts >= last, "seed {seed}: shipped {ts} after {last}");
                     last = ts;
                     shipped.push((dc, u.key.to_vec(), ts));
                 }
@@ -542,6 +549,49 @@ fn an_apply_round_leaves_without_a_receiver_log_write() {
     let site = net.nodes[r.idx()].server().receiver().expect("a receiver").site_time().to_vec();
     let b_ts = net.latest(net.server_for(DcId(0), &keys[1]), &keys[1]).ts;
     assert!(site[0] >= b_ts, "SiteTime[DC0] {} below b's {b_ts} after the restart", site[0]);
+}
+
+/// Deviation 11: while a DC is idle its shipments are empty, ephemeral and
+/// journaled by nobody, yet StableTime and SiteTime move on; losing some of
+/// them, or a receiver restart that forgets what they said, leaves no gap
+/// that a later shipment of updates would wait behind.
+#[test]
+fn an_idle_dc_ships_without_a_log_write_and_a_lost_empty_shipment_leaves_no_gap() {
+    let mut net = net(2, 2);
+    let cfg = Config::default();
+    let keys = some_keys(3);
+    let (e0, r1) = (eunomia_nodes(&net, 0)[0], receiver_node(&net, 1));
+    put(&mut net, cl(0, 0), &keys[0], "a");
+    ticks(&mut net, 10, &[]);
+    assert_eq!(get(&mut net, cl(1, 0), &keys[0]).as_deref(), Some("a"));
+    let service_logs =
+        |net: &Net| [e0, r1, eunomia_nodes(net, 1)[0], receiver_node(net, 0)].map(|n| net.logs[n.idx()].len());
+    let (logs_before, stable_before) = (service_logs(&net), replica(&net, e0).stable_us());
+    let site_before = net.nodes[r1.idx()].server().receiver().unwrap().site_time()[0];
+    ticks(&mut net, 30, &[]);
+    assert_eq!(service_logs(&net), logs_before, "service nodes wrote their logs in 30 idle ms");
+    assert!(replica(&net, e0).stable_us() >= stable_before + 25_000, "StableTime stood still while idle");
+    let site = net.nodes[r1.idx()].server().receiver().unwrap().site_time()[0];
+    assert!(site >= site_before + 25_000, "SiteTime[DC0] followed only {site_before} → {site}");
+    // Empty shipments lost on their way: the next one with updates still
+    // starts where the receiver stands.
+    for _ in 0..5 {
+        net.advance_clocks(1_000);
+        for i in 0..net.nodes.len() {
+            net.fire_timers(NodeId(i as u32));
+        }
+        net.queue.retain(|m| !matches!(&m.msg, Msg::Ship { ops, .. } if ops.is_empty()));
+        net.deliver_while(|_| true);
+    }
+    put(&mut net, cl(0, 0), &keys[1], "b");
+    ticks(&mut net, 10, &[]);
+    assert_eq!(get(&mut net, cl(1, 0), &keys[1]).as_deref(), Some("b"), "a lost empty shipment left a gap");
+    // The receiver forgets what the empty shipments since said.
+    ticks(&mut net, 10, &[]);
+    net.restart_losing_unsynced(r1, &cfg);
+    put(&mut net, cl(0, 0), &keys[2], "c");
+    ticks(&mut net, 10, &[]);
+    assert_eq!(get(&mut net, cl(1, 0), &keys[2]).as_deref(), Some("c"), "a restarted receiver waits behind a gap");
 }
 
 /// Eunomia holds an update until every receiver has it (deviation 7):
