@@ -1,14 +1,16 @@
 #!/bin/bash
-# Idle cost of an embedded `causeway up` (3 DCs x 2 partitions, default
-# protocol, WAN delays injected): CPU of the process over 30 s after a 10 s
-# warm-up, growth of the data dir, and log syncs counted by strace over 30 s.
-# Usage: scripts/idle-cost.sh [path/to/causeway]
+# Idle cost of an embedded `causeway up` (3 DCs x 2 partitions, the default
+# protocol or the one named, WAN delays injected): CPU of the process over
+# 30 s after a 10 s warm-up, growth of the data dir, and log syncs counted by
+# strace over 30 s.
+# Usage: scripts/idle-cost.sh [path/to/causeway] [protocol]
 set -eu
 B=${1:-target/release/causeway}
+P=${2:-causalspartanx}
 B=$(realpath "$B")
 D=$(mktemp -d /tmp/causeway-idle.XXXX)
 cd "$D"
-"$B" up --config-out "$D/c.toml" --data-dir "$D/data" >up.out 2>up.err &
+"$B" up -p "$P" --config-out "$D/c.toml" --data-dir "$D/data" >up.out 2>up.err &
 PID=$!
 sleep 10
 t0=$(awk '{print $14+$15}' /proc/$PID/stat); w0=$(du -sb data | cut -f1); s0=$(date +%s.%N)

@@ -239,21 +239,20 @@ fn one_rep<P: Variant>(seed: u64, ops: u64) -> [Measured; 3] {
     [w1, w130, reads(&mut c, ops)]
 }
 
+/// Lloyd Table 7.2: COPS and COPS-GT server CPU per write_after and read_by_version.
+#[derive(clap::Parser)]
+#[command(args_override_self = true)]
+struct Args {
+    /// Repetitions (protocols alternate within each; medians over them).
+    #[arg(long, default_value_t = 5)]
+    reps: u64,
+    /// Measured operations per case and repetition (after the warm-up writes).
+    #[arg(long, default_value_t = 100_000)]
+    ops: u64,
+}
+
 fn main() {
-    let mut reps = 5u64;
-    let mut ops = 100_000u64;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for w in args.chunks(2) {
-        let v = w.get(1).and_then(|v| v.parse().ok());
-        match (w[0].as_str(), v) {
-            ("--reps", Some(v)) => reps = v,
-            ("--ops", Some(v)) => ops = v,
-            _ => {
-                eprintln!("usage: cops_microbench [--reps N] [--ops N]");
-                std::process::exit(2);
-            }
-        }
-    }
+    let Args { reps, ops } = clap::Parser::parse();
     let started = Instant::now();
     // [protocol][case][rep]
     let mut all: [[Vec<Measured>; 3]; 2] = Default::default();

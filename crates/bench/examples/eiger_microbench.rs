@@ -62,38 +62,96 @@ use causeway_protocols::explicit_deps::{cops::Cops, eiger::Eiger};
 use causeway_protocols::stabilization::{causal_spartan_x::CausalSpartanX, gentlerain::GentleRain};
 use causeway_sim::Workload;
 use causeway_sim::scenario::Distribution;
+use clap::ArgAction;
+use clap::builder::TypedValueParser;
 use std::sync::Arc;
 use std::time::Instant;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, clap::Args)]
 struct Opts {
+    /// Repetitions (protocols alternate within each; medians over them).
+    #[arg(long, default_value_t = 3)]
     reps: u64,
+    /// Measured operations per run (after `ops / 2` warm-up operations).
+    #[arg(long, default_value_t = 40_000)]
     ops: u64,
+    /// Closed-loop client sessions, all in DC 0.
+    #[arg(long, default_value_t = 64)]
     clients: u32,
+    /// DCs (each a full replica).
+    #[arg(long, default_value_t = 2)]
     dcs: u16,
+    /// Partitions per DC.
+    #[arg(long, default_value_t = 8)]
     partitions: u32,
+    /// Value size in bytes (the run is repeated with 4096-byte values for the fit).
+    #[arg(long, default_value_t = 128)]
     value: usize,
+    /// Keys per read-only transaction.
+    #[arg(long, default_value_t = 5)]
     keys_read: usize,
+    /// Keys per write (transaction or independent PUTs).
+    #[arg(long, default_value_t = 5)]
     keys_write: usize,
+    /// Write fraction of operations (0..=1).
+    #[arg(long, default_value_t = 0.1)]
     w: f64,
+    /// Fraction of writes that are write-only transactions (the rest independent PUTs).
+    #[arg(long, default_value_t = 0.5)]
     wtf: f64,
+    /// Virtual µs per message delivered.
+    #[arg(long, default_value_t = 2)]
     us_per_msg: u64,
+    /// Factor the cost model's µs are multiplied by.
+    #[arg(long, default_value_t = 50.0)]
     scale: f64,
-    /// The non-transactional writes as one non-atomic `Op::Batch` each
-    /// (all keys sent at once) instead of PUTs one after another.
+    /// 1: non-transactional writes as one non-atomic batch each, 0: PUTs one after another.
+    #[arg(long, value_name = "0|1", default_value = "0", action = ArgAction::Set, value_parser = zero_one())]
     batches: bool,
-    /// Columns per key for reads and for writes (Table 7.5's default is 5;
-    /// 1, plain keys, is what the cost model was first calibrated with).
+    /// Columns per key read (Table 7.5's default is 5; 1, plain keys, is what the cost model was first fitted to).
+    #[arg(long, default_value_t = 1)]
     columns_read: usize,
+    /// Columns per key written (Table 7.5's default is 5; 1, plain keys, as for reads).
+    #[arg(long, default_value_t = 1)]
     columns_write: usize,
     /// Keys (rows) in the key space.
+    #[arg(long, default_value_t = 100_000)]
     records: u64,
-    /// YCSB's load phase first (each client writes its share of the rows,
-    /// in every column read or written), inside the warm-up: reads then
-    /// find values, as in the simulator's runs with `preload`.
+    // YCSB's load phase first (each client writes its share of the rows,
+    // in every column read or written), inside the warm-up: reads then
+    // find values, as in the simulator's runs with `preload`.
+    /// 1: YCSB's load phase first, inside the warm-up (needs --records ≤ --ops / 2).
+    #[arg(long, value_name = "0|1", default_value = "0", action = ArgAction::Set, value_parser = zero_one())]
     preload: bool,
-    /// Reads as single-key GETs (`--reads get`) instead of ROTs.
+    /// Reads as single-key GETs (`get`) or as read-only transactions (`rot`).
+    #[arg(long = "reads", value_name = "rot|get", default_value = "rot", action = ArgAction::Set,
+          value_parser = clap::builder::PossibleValuesParser::new(["rot", "get"]).map(|s| s == "get"))]
     gets: bool,
+}
+
+/// `0` or `1`, as false or true.
+fn zero_one() -> impl clap::builder::TypedValueParser<Value = bool> {
+    clap::builder::PossibleValuesParser::new(["0", "1"]).map(|s| s == "1")
+}
+
+/// Seed 001: per-message server CPU of Eiger and other protocols, and the fitted cost model.
+#[derive(clap::Parser)]
+#[command(args_override_self = true)]
+struct Args {
+    #[command(flatten)]
+    opts: Opts,
+    /// Protocols measured, comma-separated.
+    #[arg(long, value_name = "P,Q,…", value_delimiter = ',', default_value = "eiger,eventual",
+          value_parser = clap::builder::PossibleValuesParser::new(KNOWN).map(known))]
+    protocols: Vec<&'static str>,
+    /// Write the fitted cost model to this TOML file (with the command line that made it).
+    #[arg(long, value_name = "FILE")]
+    costs_out: Option<std::path::PathBuf>,
+}
+
+/// `p` as the entry of `KNOWN` (the parser has checked it is one).
+fn known(p: String) -> &'static str {
+    KNOWN.iter().copied().find(|k| *k == p).expect("checked against KNOWN")
 }
 
 fn measure<P: Protocol>(opts: Opts, params: &str, seed: u64) -> Measured {
@@ -141,67 +199,7 @@ fn kind_mean(ms: &[Measured], k: &str, f: fn(&KindStat) -> f64) -> f64 {
 }
 
 fn main() {
-    let mut o = Opts {
-        reps: 3,
-        ops: 40_000,
-        clients: 64,
-        dcs: 2,
-        partitions: 8,
-        value: 128,
-        keys_read: 5,
-        keys_write: 5,
-        w: 0.1,
-        wtf: 0.5,
-        us_per_msg: 2,
-        scale: 50.0,
-        batches: false,
-        columns_read: 1,
-        columns_write: 1,
-        records: 100_000,
-        preload: false,
-        gets: false,
-    };
-    let mut protocols: Vec<&'static str> = vec!["eiger", "eventual"];
-    let mut costs_out: Option<std::path::PathBuf> = None;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in args.chunks(2) {
-        let v = a.get(1).map(String::as_str).unwrap_or("");
-        let bad = || -> ! {
-            eprintln!(
-                "usage: eiger_microbench [--reps N] [--ops N] [--clients N] [--dcs N] [--partitions N] [--value B] \
-                 [--keys-read N] [--keys-write N] [--w W] [--wtf F] [--us-per-msg N] [--scale F] [--batches 0|1] \
-                 [--columns-read N] [--columns-write N] [--records N] [--preload 0|1] [--protocols P,Q,…] \
-                 [--reads rot|get] [--costs-out FILE]"
-            );
-            std::process::exit(2)
-        };
-        match a[0].as_str() {
-            "--reps" => o.reps = v.parse().unwrap_or_else(|_| bad()),
-            "--ops" => o.ops = v.parse().unwrap_or_else(|_| bad()),
-            "--clients" => o.clients = v.parse().unwrap_or_else(|_| bad()),
-            "--dcs" => o.dcs = v.parse().unwrap_or_else(|_| bad()),
-            "--partitions" => o.partitions = v.parse().unwrap_or_else(|_| bad()),
-            "--value" => o.value = v.parse().unwrap_or_else(|_| bad()),
-            "--keys-read" => o.keys_read = v.parse().unwrap_or_else(|_| bad()),
-            "--keys-write" => o.keys_write = v.parse().unwrap_or_else(|_| bad()),
-            "--w" => o.w = v.parse().unwrap_or_else(|_| bad()),
-            "--wtf" => o.wtf = v.parse().unwrap_or_else(|_| bad()),
-            "--us-per-msg" => o.us_per_msg = v.parse().unwrap_or_else(|_| bad()),
-            "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
-            "--batches" => o.batches = v.parse::<u8>().unwrap_or_else(|_| bad()) == 1,
-            "--columns-read" => o.columns_read = v.parse().unwrap_or_else(|_| bad()),
-            "--columns-write" => o.columns_write = v.parse().unwrap_or_else(|_| bad()),
-            "--records" => o.records = v.parse().unwrap_or_else(|_| bad()),
-            "--preload" => o.preload = v.parse::<u8>().unwrap_or_else(|_| bad()) == 1,
-            "--protocols" => {
-                protocols =
-                    v.split(',').map(|p| KNOWN.iter().copied().find(|k| *k == p).unwrap_or_else(|| bad())).collect()
-            }
-            "--reads" if v == "get" || v == "rot" => o.gets = v == "get",
-            "--costs-out" if !v.is_empty() => costs_out = Some(std::path::PathBuf::from(v)),
-            _ => bad(),
-        }
-    }
+    let Args { opts: o, protocols, costs_out } = clap::Parser::parse();
     if o.preload && o.records > o.ops / 2 {
         eprintln!(
             "--preload 1 needs --records ({}) at most --ops / 2 ({}): the load phase runs in the warm-up",

@@ -41,17 +41,56 @@ use causeway_protocols::gentlerain::GentleRain;
 use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv};
 use causeway_protocols::services::sequencer::SSeq;
 use causeway_sim::Workload;
+use clap::builder::TypedValueParser;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, clap::Args)]
 struct Opts {
+    /// Repetitions (protocols and steps alternate within each; medians over them).
+    #[arg(long, default_value_t = 3)]
     reps: u64,
+    /// Measured operations per run (after `ops / 2` warm-up operations).
+    #[arg(long, default_value_t = 40_000)]
     ops: u64,
+    /// Closed-loop client sessions, all in DC 0.
+    #[arg(long, default_value_t = 64)]
     clients: u32,
+    /// Partitions per DC (2 DCs).
+    #[arg(long, default_value_t = 8)]
     partitions: u32,
+    /// Factor the cost model's µs are multiplied by.
+    #[arg(long, default_value_t = 50.0)]
     scale: f64,
+    /// Fraction of operations that are GETs, 0..=1 (the rest are writes).
+    #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = fraction)]
     reads: f64,
+}
+
+/// A number in 0..=1.
+fn fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&f) { Ok(f) } else { Err(format!("{f} is not within 0..=1")) }
+}
+
+/// Seed 002: per-message server CPU of EunomiaKV, S-Seq and baselines, and the fitted cost model.
+#[derive(clap::Parser)]
+#[command(args_override_self = true)]
+struct Args {
+    #[command(flatten)]
+    opts: Opts,
+    /// Protocols measured, comma-separated.
+    #[arg(long, value_name = "P,Q,…", value_delimiter = ',', default_value = "eunomiakv,sseq",
+          value_parser = clap::builder::PossibleValuesParser::new(PROTOCOLS).map(known))]
+    protocols: Vec<&'static str>,
+    /// Write the fitted cost model to this TOML file (with the command line that made it).
+    #[arg(long, value_name = "FILE")]
+    costs_out: Option<std::path::PathBuf>,
+}
+
+/// `p` as the entry of `PROTOCOLS` (the parser has checked it is one).
+fn known(p: String) -> &'static str {
+    PROTOCOLS.iter().copied().find(|k| *k == p).expect("checked against PROTOCOLS")
 }
 
 /// The two virtual-time steps: small and large batches.
@@ -149,39 +188,7 @@ fn items(s: &KindStat) -> f64 {
 const BATCHED: [&str; 2] = ["ship", "apply"];
 
 fn main() {
-    let mut o = Opts { reps: 3, ops: 40_000, clients: 64, partitions: 8, scale: 50.0, reads: 0.0 };
-    let mut costs_out: Option<std::path::PathBuf> = None;
-    let mut protocols: Vec<&'static str> = vec!["eunomiakv", "sseq"];
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in args.chunks(2) {
-        let v = a.get(1).map(String::as_str).unwrap_or("");
-        let bad = || -> ! {
-            eprintln!(
-                "usage: eunomia_microbench [--reps N] [--ops N] [--clients N] [--partitions N] [--scale F] [--reads F] \
-                 [--protocols eunomiakv,sseq,gentlerain,cure,eventual] [--costs-out FILE]"
-            );
-            std::process::exit(2)
-        };
-        match a[0].as_str() {
-            "--reps" => o.reps = v.parse().unwrap_or_else(|_| bad()),
-            "--ops" => o.ops = v.parse().unwrap_or_else(|_| bad()),
-            "--clients" => o.clients = v.parse().unwrap_or_else(|_| bad()),
-            "--partitions" => o.partitions = v.parse().unwrap_or_else(|_| bad()),
-            "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
-            "--reads" => {
-                o.reads = v.parse().unwrap_or_else(|_| bad());
-                if !(0.0..=1.0).contains(&o.reads) {
-                    bad()
-                }
-            }
-            "--protocols" => {
-                protocols =
-                    v.split(',').map(|p| PROTOCOLS.iter().copied().find(|q| *q == p).unwrap_or_else(|| bad())).collect()
-            }
-            "--costs-out" if !v.is_empty() => costs_out = Some(v.into()),
-            _ => bad(),
-        }
-    }
+    let Args { opts: o, protocols, costs_out } = clap::Parser::parse();
     // Variants: (protocol, step index).
     let variants: Vec<(&str, usize)> =
         protocols.iter().flat_map(|p| (0..STEPS_US.len()).map(move |s| (*p, s))).collect();

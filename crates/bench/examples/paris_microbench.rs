@@ -32,19 +32,52 @@ use causeway_sim::scenario::Distribution;
 use std::sync::Arc;
 use std::time::Instant;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, clap::Args)]
 struct Opts {
+    /// Repetitions (protocols alternate within each; medians over them).
+    #[arg(long, default_value_t = 3)]
     reps: u64,
+    /// Measured transactions per run (after `ops / 2` warm-up transactions).
+    #[arg(long, default_value_t = 20_000)]
     ops: u64,
+    /// Closed-loop client sessions in all, spread evenly over the DCs.
+    #[arg(long, default_value_t = 100)]
     clients: u32,
+    /// DCs.
+    #[arg(long, default_value_t = 5)]
     dcs: u16,
+    /// Partitions (in all; each stored in --rf DCs).
+    #[arg(long, default_value_t = 9)]
     partitions: u32,
+    /// Replication factor: DCs storing each partition (full replication if ≥ --dcs).
+    #[arg(long, default_value_t = 2)]
     rf: u16,
+    /// Reads per transaction.
+    #[arg(long, default_value_t = 19)]
     reads: usize,
+    /// Writes per transaction.
+    #[arg(long, default_value_t = 1)]
     writes: usize,
+    /// Fraction of transactions on partitions the client's DC stores.
+    #[arg(long, default_value_t = 0.95)]
     local: f64,
+    /// Virtual µs per message delivered.
+    #[arg(long, default_value_t = 2)]
     us_per_msg: u64,
+    /// Factor the cost model's µs are multiplied by.
+    #[arg(long, default_value_t = 50.0)]
     scale: f64,
+}
+
+/// Seed 003: per-message server CPU of PaRiS and BPR, written as the simulator's cost model.
+#[derive(clap::Parser)]
+#[command(args_override_self = true)]
+struct Args {
+    #[command(flatten)]
+    opts: Opts,
+    /// Write the cost model to this TOML file (with the command line that made it).
+    #[arg(long, value_name = "FILE")]
+    costs_out: Option<std::path::PathBuf>,
 }
 
 impl Opts {
@@ -97,46 +130,7 @@ fn measure<P: Protocol>(o: Opts, seed: u64) -> Measured {
 }
 
 fn main() {
-    let mut o = Opts {
-        reps: 3,
-        ops: 20_000,
-        clients: 100,
-        dcs: 5,
-        partitions: 9,
-        rf: 2,
-        reads: 19,
-        writes: 1,
-        local: 0.95,
-        us_per_msg: 2,
-        scale: 50.0,
-    };
-    let mut costs_out: Option<std::path::PathBuf> = None;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in args.chunks(2) {
-        let v = a.get(1).map(String::as_str).unwrap_or("");
-        let bad = || -> ! {
-            eprintln!(
-                "usage: paris_microbench [--reps N] [--ops N] [--clients N] [--dcs N] [--partitions N] [--rf N] \
-                 [--reads N] [--writes N] [--local F] [--us-per-msg N] [--scale F] [--costs-out FILE]"
-            );
-            std::process::exit(2)
-        };
-        match a[0].as_str() {
-            "--reps" => o.reps = v.parse().unwrap_or_else(|_| bad()),
-            "--ops" => o.ops = v.parse().unwrap_or_else(|_| bad()),
-            "--clients" => o.clients = v.parse().unwrap_or_else(|_| bad()),
-            "--dcs" => o.dcs = v.parse().unwrap_or_else(|_| bad()),
-            "--partitions" => o.partitions = v.parse().unwrap_or_else(|_| bad()),
-            "--rf" => o.rf = v.parse().unwrap_or_else(|_| bad()),
-            "--reads" => o.reads = v.parse().unwrap_or_else(|_| bad()),
-            "--writes" => o.writes = v.parse().unwrap_or_else(|_| bad()),
-            "--local" => o.local = v.parse().unwrap_or_else(|_| bad()),
-            "--us-per-msg" => o.us_per_msg = v.parse().unwrap_or_else(|_| bad()),
-            "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
-            "--costs-out" if !v.is_empty() => costs_out = Some(v.into()),
-            _ => bad(),
-        }
-    }
+    let Args { opts: o, costs_out } = clap::Parser::parse();
     let started = Instant::now();
     let mut all: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
     alternating_rounds(o.reps, VARIANTS.len(), |v, rep| {

@@ -40,17 +40,46 @@ use causeway_sim::scenario::Distribution;
 use std::sync::Arc;
 use std::time::Instant;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, clap::Args)]
 struct Opts {
+    /// Repetitions (protocols alternate within each; medians over them).
+    #[arg(long, default_value_t = 3)]
     reps: u64,
+    /// Measured operations per run (after `ops / 2` warm-up operations).
+    #[arg(long, default_value_t = 60_000)]
     ops: u64,
+    /// Closed-loop client sessions in all, spread evenly over the DCs.
+    #[arg(long, default_value_t = 64)]
     clients: u32,
+    /// DCs (each a full replica).
+    #[arg(long, default_value_t = 1)]
     dcs: u16,
+    /// Partitions per DC.
+    #[arg(long, default_value_t = 8)]
     partitions: u32,
+    /// Zipfian constant of the key distribution (0: uniform).
+    #[arg(long, value_name = "Z", default_value_t = 0.99)]
     zipf: f64,
+    /// Write ratio w = #PUT / (#PUT + #keys read).
+    #[arg(long, default_value_t = 0.05)]
     w: f64,
+    /// Virtual µs per message delivered.
+    #[arg(long, default_value_t = 2)]
     us_per_msg: u64,
+    /// Factor the cost model's µs are multiplied by.
+    #[arg(long, default_value_t = 20.0)]
     scale: f64,
+}
+
+/// Seed 004: per-message server CPU of Contrarian, CC-LO and Cure, and the fitted cost model.
+#[derive(clap::Parser)]
+#[command(args_override_self = true)]
+struct Args {
+    #[command(flatten)]
+    opts: Opts,
+    /// Write the fitted cost model to this TOML file (with the command line that made it).
+    #[arg(long, value_name = "FILE")]
+    costs_out: Option<std::path::PathBuf>,
 }
 
 /// The command line, for the cost file's record of how it was made.
@@ -98,42 +127,7 @@ fn run_variant(v: usize, opts: Opts, seed: u64) -> Measured {
 }
 
 fn main() {
-    let mut o = Opts {
-        reps: 3,
-        ops: 60_000,
-        clients: 64,
-        dcs: 1,
-        partitions: 8,
-        zipf: 0.99,
-        w: 0.05,
-        us_per_msg: 2,
-        scale: 20.0,
-    };
-    let mut costs_out: Option<std::path::PathBuf> = None;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in args.chunks(2) {
-        let v = a.get(1).map(String::as_str).unwrap_or("");
-        let bad = || -> ! {
-            eprintln!(
-                "usage: rot_microbench [--reps N] [--ops N] [--clients N] [--dcs N] [--partitions N] [--zipf Z] [--w W] \
-                 [--us-per-msg N] [--scale F] [--costs-out FILE]"
-            );
-            std::process::exit(2)
-        };
-        match a[0].as_str() {
-            "--reps" => o.reps = v.parse().unwrap_or_else(|_| bad()),
-            "--ops" => o.ops = v.parse().unwrap_or_else(|_| bad()),
-            "--clients" => o.clients = v.parse().unwrap_or_else(|_| bad()),
-            "--dcs" => o.dcs = v.parse().unwrap_or_else(|_| bad()),
-            "--partitions" => o.partitions = v.parse().unwrap_or_else(|_| bad()),
-            "--zipf" => o.zipf = v.parse().unwrap_or_else(|_| bad()),
-            "--w" => o.w = v.parse().unwrap_or_else(|_| bad()),
-            "--us-per-msg" => o.us_per_msg = v.parse().unwrap_or_else(|_| bad()),
-            "--scale" => o.scale = v.parse().unwrap_or_else(|_| bad()),
-            "--costs-out" if !v.is_empty() => costs_out = Some(v.into()),
-            _ => bad(),
-        }
-    }
+    let Args { opts: o, costs_out } = clap::Parser::parse();
     let started = Instant::now();
     let mut all: Vec<Vec<Measured>> = vec![Vec::new(); VARIANTS.len()];
     alternating_rounds(o.reps, VARIANTS.len(), |v, rep| all[v].push(run_variant(v, o, rep)));
