@@ -116,8 +116,25 @@ impl<P: Protocol> ClosedLoop<P> {
         h
     }
 
-    /// Session `c`'s next operation.
+    /// Session `c`'s next operations, as long as each completes at once
+    /// (a protocol refusing an operation it does not offer answers without
+    /// a message). A loop, not recursion through [`Self::client_input`]:
+    /// a workload the protocol refuses entirely overflowed the stack.
     fn invoke(&mut self, c: usize) {
+        let mut at_once = 0u32;
+        while let Some(result) = self.invoke_one(c) {
+            at_once += 1;
+            assert!(
+                at_once < 100_000,
+                "{}: session {c}'s operations all complete at once, never reaching a server (the last: {result:?}); \
+                 does the protocol offer the workload's operations?",
+                P::NAME
+            );
+        }
+    }
+
+    /// Session `c`'s next operation; its result when it completed at once.
+    fn invoke_one(&mut self, c: usize) -> Option<OpResult> {
         let op = match self.pending[c].pop_front() {
             Some(op) => op,
             None => {
@@ -137,10 +154,24 @@ impl<P: Protocol> ClosedLoop<P> {
                 op
             }
         };
-        self.client_input(c, |cl, env| cl.invoke(env, op));
+        self.client_input_done(c, |cl, env| cl.invoke(env, op))
     }
 
+    /// Feed session `c` an input; when its operation completes, count it
+    /// and start the next.
     fn client_input(&mut self, c: usize, f: impl FnOnce(&mut P::Client, &mut CEnv<'_, P::Msg>)) {
+        if self.client_input_done(c, f).is_some() {
+            self.invoke(c);
+        }
+    }
+
+    /// Feed session `c` an input; the result of its operation if that
+    /// completed (counted, the next not started).
+    fn client_input_done(
+        &mut self,
+        c: usize,
+        f: impl FnOnce(&mut P::Client, &mut CEnv<'_, P::Msg>),
+    ) -> Option<OpResult> {
         let (mut out, mut timers, mut done) = (Vec::new(), Vec::new(), None);
         let mut env = CEnv { now: self.servers.now_us, out: &mut out, timers: &mut timers, done: &mut done };
         f(&mut self.clients[c], &mut env);
@@ -150,13 +181,12 @@ impl<P: Protocol> ClosedLoop<P> {
         for (due, token) in timers {
             self.timers.push(Reverse((due, true, c as u32, token)));
         }
-        if let Some(r) = done {
-            if matches!(r, OpResult::Failed(_)) {
-                self.failed += 1;
-            }
-            self.completed += 1;
-            self.invoke(c);
+        let r = done?;
+        if matches!(r, OpResult::Failed(_)) {
+            self.failed += 1;
         }
+        self.completed += 1;
+        Some(r)
     }
 
     /// Queue what the servers released and arm the timers they set.

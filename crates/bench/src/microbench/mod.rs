@@ -418,4 +418,22 @@ mod tests {
         assert!(h.servers.log.records >= kinds["put_req"].n, "every write logged");
         assert!(h.servers.busy_ns.iter().all(|&ns| ns > 0), "every node worked");
     }
+
+    /// A workload the protocol refuses entirely (COPS offers no ROTs)
+    /// completes every operation at once: the loop says so by name instead
+    /// of recursing until the stack overflows.
+    #[test]
+    #[should_panic(expected = "operations all complete at once")]
+    fn a_workload_the_protocol_refuses_is_named_not_a_stack_overflow() {
+        let topology = Arc::new(Topology::new(TopologySpec::full(1, 2)).expect("valid topology"));
+        let workload = Workload {
+            clients_per_dc: 1,
+            recordcount: 100,
+            readproportion: 0.0,
+            updateproportion: 0.0,
+            rotproportion: 1.0,
+            ..Workload::default()
+        };
+        ClosedLoop::<causeway_protocols::cops::Cops>::new(topology, &Default::default(), workload, vec![DcId(0)], 7, 2);
+    }
 }
