@@ -246,8 +246,12 @@ impl KeySpace {
             // The partition joins the hash, so that the hottest keys of
             // partitions of equal size are not at one place in each list.
             Some(z) if z.n > 0 => {
-                let rank = z.next(rng);
-                stable_hash(&[rank.to_le_bytes(), u64::from(p.0).to_le_bytes()].concat()) as usize % ks.len()
+                // A stack array, not a concatenated Vec: this runs for
+                // every key of every transaction.
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&z.next(rng).to_le_bytes());
+                bytes[8..].copy_from_slice(&u64::from(p.0).to_le_bytes());
+                stable_hash(&bytes) as usize % ks.len()
             }
             _ => rng.random_range(0..ks.len()),
         };
