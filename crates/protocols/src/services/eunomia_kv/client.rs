@@ -15,7 +15,7 @@ impl VectorMsgs for Msg {
     }
     fn into_reply(self) -> VectorReply {
         match self {
-            Msg::GetReply { value, vts, .. } => VectorReply::Get { value, vts },
+            Msg::GetReply { value, vts, .. } => VectorReply::Get { value, vts: vts.to_vec() },
             Msg::PutReply { vts } => VectorReply::Put { vts },
             Msg::Refused { reason, .. } => VectorReply::Refused { reason },
             _ => VectorReply::Other,

@@ -37,6 +37,12 @@ pub struct Config {
     /// (every θ from each origin) was a fifth of an idle-looking DC's
     /// messages. 0: one with every shipment.
     pub shipped_ack_interval_us: u64,
+    /// ρ (Alg 5 line 3, `check_pending` "every ρ"): a receiver starts an
+    /// apply round at most this often, so one round takes what every
+    /// origin shipped meanwhile. 0: a round starts whenever a shipment
+    /// arrives or the previous round ends (one round per shipment, about
+    /// twice the apply messages with two origins shipping every θ).
+    pub check_pending_interval_us: u64,
     /// The receiver resends an apply round that a partition has not
     /// acknowledged after this long (the partition may have restarted and
     /// forgotten that it was waiting for the payload).
@@ -67,6 +73,7 @@ impl Default for Config {
             fd_interval_us: 5_000,
             fd_timeout_ticks: 4,
             shipped_ack_interval_us: 5_000,
+            check_pending_interval_us: 1_000,
             apply_retry_us: 100_000,
             straggler_partition: None,
             straggler_dc: 0,

@@ -48,8 +48,16 @@
 //!    the heartbeat's clock tick could take a timestamp Eunomia already
 //!    counts as stable (the notes' "implementation caution", §3).
 //! 4. **Alg 5's scan skips an empty queue** (its `head` is undefined there;
-//!    notes §5 errata), and runs whenever a shipment arrives or an apply
-//!    round ends rather than every ρ (no timer to tune; same rule).
+//!    notes §5 errata), and runs when a shipment arrives or an apply round
+//!    ends, but starts a round at most once per ρ
+//!    (`check_pending_interval_us`, 1 ms): a shipment arriving after a
+//!    quiet ρ is applied at once rather than at the next tick, and with
+//!    shipments from several origins one round takes them all (one round
+//!    per shipment was most of a loaded DC's messages). A round that had
+//!    to leave eligible heads behind (deviation 8) is followed at once by
+//!    the next, as Alg 5's flush goes on applying until no head is
+//!    eligible: gating those too let the receiver fall seconds behind a
+//!    DC writing chains of dependent updates. Same rule.
 //! 5. **No acks from Eunomia replicas (Alg 4 line 5).** The paper's
 //!    partitions resend each replica every update it has not acknowledged,
 //!    to get the prefix property over lossy links. Causeway's channels are
@@ -181,10 +189,16 @@ impl Protocol for EunomiaKv {
         vec![(EUNOMIA, draw(1, 3) as u16), (RECEIVER, 1)]
     }
 
-    /// Per-update reports (0) as well as batches, and a range of θ.
+    /// Per-update reports (0) as well as batches, a range of θ, and
+    /// rounds on every arrival (ρ = 0) as well as every ρ.
     fn torture_params(draw: &mut dyn FnMut(u64, u64) -> u64) -> Vec<(&'static str, u64)> {
         let batch = [0, 1_000, 3_000][draw(0, 2) as usize];
-        vec![("batch_interval_us", batch), ("process_stable_interval_us", draw(500, 5_000))]
+        let rho = [0, 1_000, 4_000][draw(0, 2) as usize];
+        vec![
+            ("batch_interval_us", batch),
+            ("process_stable_interval_us", draw(500, 5_000)),
+            ("check_pending_interval_us", rho),
+        ]
     }
 
     fn validate(cfg: &Config, topology: &Topology) -> Result<(), String> {

@@ -227,7 +227,7 @@ pub enum Msg {
     GetReply {
         key: Key,
         value: Option<Value>,
-        vts: Vec<u64>,
+        vts: Vts,
     },
     /// An update with the client's causal past VClock_c.
     PutReq {

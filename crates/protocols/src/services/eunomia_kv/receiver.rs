@@ -94,6 +94,15 @@ pub struct Receiver {
     /// Whether an [`Timer::Acks`] is pending: acknowledgements then wait
     /// for it (`shipped_ack_interval_us`).
     ack_timer: bool,
+    /// Whether a [`Timer::CheckPending`] is pending: a round started less
+    /// than ρ ago, and the next waits for it (`check_pending_interval_us`).
+    /// Timers, not clock readings, so a clock stepped back delays nothing.
+    check_timer: bool,
+    /// Whether the round in flight left eligible heads behind (one
+    /// depending on a member at another partition, or a full round): Alg
+    /// 5's flush would have gone on applying them, so the next round
+    /// starts as soon as this one ends, ρ or not.
+    flush_continues: bool,
 }
 
 impl Receiver {
@@ -119,6 +128,8 @@ impl Receiver {
             journaled_through: vec![0; m],
             acked_through: vec![0; m],
             ack_timer: false,
+            check_timer: false,
+            flush_continues: false,
         }
     }
 
@@ -284,8 +295,10 @@ impl Receiver {
         }
     }
 
-    /// Alg 5 lines 3–20, `check_pending`/`flush`, run whenever something
-    /// arrives or a round ends (not every ρ: deviation 8). It scans the
+    /// Alg 5 lines 3–20, `check_pending`/`flush`: a flush starts when
+    /// something arrives or a round ends, at most once per ρ (deviation 4),
+    /// and goes on round after round while a round leaves eligible heads
+    /// behind, as the paper's flush applies them one after another. It scans the
     /// queues from DC 1, takes a head whose dependencies are applied (line
     /// 12), and restarts the scan (line 18). Applies of one round go out
     /// together, one message per partition (deviation 9): a head joins the
@@ -293,6 +306,9 @@ impl Receiver {
     /// partition, so nothing in a round can become visible before what it
     /// depends on.
     fn start_round(&mut self, env: &mut impl Env) {
+        if self.check_timer && !self.flush_continues && !self.cfg.mutant_async_apply {
+            return; // ρ has not passed since this flush started
+        }
         loop {
             if self.s.in_flight.is_some() {
                 return;
@@ -303,6 +319,7 @@ impl Receiver {
             let mut taken = vec![0usize; n];
             let mut blocked = vec![false; n];
             let mut members: Vec<(usize, OpMeta)> = Vec::new();
+            let mut cut_short = false;
             'scan: loop {
                 for k in 0..n {
                     if k == m || blocked[k] {
@@ -315,10 +332,12 @@ impl Receiver {
                         continue;
                     }
                     if members.len() == MAX_ROUND {
+                        cut_short = true;
                         break 'scan;
                     }
                     if members.iter().any(|(o, w)| w.partition != u.partition && u.may_depend_on(k, w, *o)) {
                         blocked[k] = true;
+                        cut_short = true;
                         continue;
                     }
                     taken[k] += 1;
@@ -337,10 +356,15 @@ impl Receiver {
                 }
                 break;
             }
+            self.flush_continues = cut_short;
             if members.is_empty() {
                 return;
             }
             self.s.rounds += 1;
+            if self.cfg.check_pending_interval_us > 0 && !self.cfg.mutant_async_apply && !self.check_timer {
+                self.check_timer = true;
+                env.set_timer(self.cfg.check_pending_interval_us, Timer::CheckPending.token());
+            }
             let id = (self.s.epoch << EPOCH_SHIFT) | (self.s.rounds & ((1 << EPOCH_SHIFT) - 1));
             let mut sent: Vec<(NodeId, Vec<ApplyOp>)> = Vec::new();
             for (k, u) in members {
@@ -473,6 +497,11 @@ impl Receiver {
         if let Timer::Acks = timer {
             self.ack_timer = false;
             self.acknowledge(env);
+            return;
+        }
+        if let Timer::CheckPending = timer {
+            self.check_timer = false;
+            self.start_round(env);
             return;
         }
         if let Timer::ApplyRetry(id) = timer

@@ -24,6 +24,8 @@ pub(super) enum Timer {
     ApplyRetry(u64),
     /// The receiver sends the `Shipped` acknowledgements it held back.
     Acks,
+    /// ρ: the receiver may start its next apply round.
+    CheckPending,
 }
 
 impl Timer {
@@ -35,6 +37,7 @@ impl Timer {
             Timer::Fd => 3,
             Timer::ApplyRetry(id) => (id << 3) | 4,
             Timer::Acks => 5,
+            Timer::CheckPending => 6,
         }
     }
     fn from_token(token: u64) -> Timer {
@@ -43,6 +46,7 @@ impl Timer {
             2 => Timer::ProcessStable,
             3 => Timer::Fd,
             5 => Timer::Acks,
+            6 => Timer::CheckPending,
             _ => Timer::ApplyRetry(token >> 3),
         }
     }

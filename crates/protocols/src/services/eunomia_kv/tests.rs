@@ -730,3 +730,85 @@ fn a_shipment_encoded_once_is_its_updates() {
         assert_eq!(cut.into_ops(), ops[i..]);
     }
 }
+
+/// Alg 5's ρ (deviation 4): a receiver starts at most one apply round per
+/// `check_pending_interval_us`, and that round takes what every origin
+/// shipped meanwhile; with ρ = 0 each origin's shipment gets a round of its
+/// own. Either way every update becomes visible.
+#[test]
+fn a_receiver_starts_at_most_one_apply_round_per_rho() {
+    let rounds_with = |rho_us: u64| {
+        let cfg = Config { check_pending_interval_us: rho_us, ..Config::default() };
+        let mut net = net_r(3, 2, 1, cfg);
+        let r2 = receiver_node(&net, 2);
+        let keys = some_keys(40);
+        let mut rounds = std::collections::BTreeSet::new();
+        let mut count = |m: &InFlight<Msg>| {
+            if let Msg::Apply { round, .. } = &m.msg
+                && m.from == Dest::Node(r2)
+            {
+                rounds.insert(*round);
+            }
+            true
+        };
+        for (i, pair) in keys.chunks(2).enumerate() {
+            put(&mut net, cl(0, 0), &pair[0], &format!("a{i}"));
+            put(&mut net, cl(1, 0), &pair[1], &format!("b{i}"));
+            net.advance_clocks(1_000);
+            for n in 0..net.nodes.len() {
+                net.fire_timers(NodeId(n as u32));
+            }
+            net.deliver_while(&mut count);
+        }
+        for _ in 0..10 {
+            net.advance_clocks(1_000);
+            for n in 0..net.nodes.len() {
+                net.fire_timers(NodeId(n as u32));
+            }
+            net.deliver_while(&mut count);
+        }
+        for (i, pair) in keys.chunks(2).enumerate() {
+            assert_eq!(get(&mut net, cl(2, 0), &pair[0]), Some(format!("a{i}")), "ρ = {rho_us} µs");
+            assert_eq!(get(&mut net, cl(2, 0), &pair[1]), Some(format!("b{i}")), "ρ = {rho_us} µs");
+        }
+        rounds.len()
+    };
+    let (every_rho, every_shipment) = (rounds_with(1_000), rounds_with(0));
+    assert!(every_rho <= 30, "{every_rho} rounds in 30 ms with ρ = 1 ms");
+    assert!(
+        every_shipment >= every_rho * 3 / 2,
+        "{every_shipment} rounds with ρ = 0 against {every_rho} with ρ = 1 ms: one round should take both origins"
+    );
+}
+
+/// ρ gates when a flush starts, not how long it runs: a shipment holding
+/// a chain of dependent updates alternating between two partitions needs
+/// one round per link (deviation 8), and the rounds follow one another at
+/// once, as Alg 5's flush applies them one after another, rather than one
+/// per ρ (which let a receiver fall seconds behind a busy DC).
+#[test]
+fn a_flush_applies_a_dependency_chain_without_waiting_for_rho() {
+    let cfg = Config { check_pending_interval_us: 1_000, ..Config::default() };
+    let mut net = net_r(2, 2, 1, cfg);
+    let [a, b]: [Key; 2] = net.keys_on_distinct_partitions(2).try_into().expect("two keys");
+    let r1 = receiver_node(&net, 1);
+    // One session writes a, b, a, b, ...: each update depends on the one
+    // before it, on the other partition.
+    let chain = 6;
+    for i in 0..chain {
+        put(&mut net, cl(0, 0), if i % 2 == 0 { &a } else { &b }, &format!("v{i}"));
+    }
+    // Everything is shipped, and held back from DC 1's receiver.
+    for _ in 0..10 {
+        net.advance_clocks(1_000);
+        for n in 0..net.nodes.len() {
+            net.fire_timers(NodeId(n as u32));
+        }
+        net.deliver_while(|m| m.to != Dest::Node(r1));
+    }
+    // The shipments arrive; no timer fires while the chain is applied.
+    net.deliver_while(|_| true);
+    let last = |i: usize| Some(format!("v{i}"));
+    assert_eq!(get(&mut net, cl(1, 0), &a), last(chain - 2), "the flush stopped before a's last write");
+    assert_eq!(get(&mut net, cl(1, 0), &b), last(chain - 1), "the flush stopped before b's last write");
+}
