@@ -30,16 +30,18 @@
 //! `--protocols` (default `eunomiakv,sseq`) also takes `gentlerain`, `cure`
 //! and `eventual`, the baselines of Figs 1 and 5, measured the same way
 //! (every kind its pooled mean), so that one cost file prices every
-//! protocol an experiment compares.
+//! protocol an experiment compares, and `sseq-chain`: S-Seq with its
+//! sequencer chain-replicated over 3 replicas (§7.1, Fig 3), whose kinds
+//! that a single sequencer never sends (`chain`) join S-Seq's.
 
 use causeway_bench::microbench::closed_loop::ClosedLoop;
 use causeway_bench::microbench::{KindCosts, KindStat, alternating_rounds, median};
-use causeway_core::{DcId, Protocol, Topology, TopologySpec};
+use causeway_core::{DcId, Protocol, ServiceSpec, Topology, TopologySpec};
 use causeway_protocols::cure::Cure;
 use causeway_protocols::eventual::Eventual;
 use causeway_protocols::gentlerain::GentleRain;
 use causeway_protocols::services::eunomia_kv::{EUNOMIA, EunomiaKv};
-use causeway_protocols::services::sequencer::SSeq;
+use causeway_protocols::services::sequencer::{RECEIVER, SEQUENCER, SSeq};
 use causeway_sim::Workload;
 use clap::builder::TypedValueParser;
 use std::collections::BTreeMap;
@@ -105,13 +107,13 @@ struct Run {
     service_ns: u64,
 }
 
-fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&str>) -> Run {
+/// `services`: the topology's service nodes, when not the protocol's defaults.
+fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&str>, services: Vec<ServiceSpec>) -> Run {
+    let mut spec = TopologySpec::full(2, o.partitions);
+    spec.services = services;
     let topology = Arc::new(
-        Topology::new(causeway_net::config::topology_for(
-            P::NAME.parse().expect("a registered protocol"),
-            &TopologySpec::full(2, o.partitions),
-        ))
-        .expect("valid topology"),
+        Topology::new(causeway_net::config::topology_for(P::NAME.parse().expect("a registered protocol"), &spec))
+            .expect("valid topology"),
     );
     let workload = Workload {
         clients_per_dc: o.clients,
@@ -137,16 +139,28 @@ fn measure<P: Protocol>(o: Opts, us_per_msg: u64, seed: u64, service: Option<&st
 }
 
 /// The protocols this example can measure, by command-line name.
-const PROTOCOLS: [&str; 5] = ["eunomiakv", "sseq", "gentlerain", "cure", "eventual"];
+const PROTOCOLS: [&str; 6] = ["eunomiakv", "sseq", "sseq-chain", "gentlerain", "cure", "eventual"];
+
+/// The cost file's protocol for a measured variant: the chain is S-Seq's.
+fn priced_as(p: &'static str) -> &'static str {
+    if p == "sseq-chain" { "sseq" } else { p }
+}
 
 fn run_variant(v: (&str, usize), o: Opts, seed: u64) -> Run {
     let step = STEPS_US[v.1];
     match v.0 {
-        "eunomiakv" => measure::<EunomiaKv>(o, step, seed, Some(EUNOMIA)),
-        "sseq" => measure::<SSeq>(o, step, seed, None),
-        "gentlerain" => measure::<GentleRain>(o, step, seed, None),
-        "cure" => measure::<Cure>(o, step, seed, None),
-        "eventual" => measure::<Eventual>(o, step, seed, None),
+        "eunomiakv" => measure::<EunomiaKv>(o, step, seed, Some(EUNOMIA), vec![]),
+        "sseq" => measure::<SSeq>(o, step, seed, None, vec![]),
+        "sseq-chain" => {
+            let chain = vec![
+                ServiceSpec { name: SEQUENCER.into(), per_dc: 3 },
+                ServiceSpec { name: RECEIVER.into(), per_dc: 1 },
+            ];
+            measure::<SSeq>(o, step, seed, None, chain)
+        }
+        "gentlerain" => measure::<GentleRain>(o, step, seed, None, vec![]),
+        "cure" => measure::<Cure>(o, step, seed, None, vec![]),
+        "eventual" => measure::<Eventual>(o, step, seed, None, vec![]),
         other => unreachable!("{other} is not in PROTOCOLS"),
     }
 }
@@ -155,6 +169,7 @@ fn display_name(p: &str) -> &'static str {
     match p {
         "eunomiakv" => "EunomiaKV",
         "sseq" => "S-Seq",
+        "sseq-chain" => "S-Seq's 3-replica chain",
         "gentlerain" => "GentleRain",
         "cure" => "Cure",
         _ => "Eventual",
@@ -224,7 +239,10 @@ fn main() {
     let mut kind_us: KindCosts<'_> = BTreeMap::new();
     let mut item_us: KindCosts<'_> = BTreeMap::new();
     let mut notes = String::new();
-    for &proto in &protocols {
+    // The chain last: it adds only the kinds S-Seq's single sequencer lacks.
+    let chain_last =
+        protocols.iter().filter(|p| **p != "sseq-chain").chain(protocols.iter().filter(|p| **p == "sseq-chain"));
+    for &proto in chain_last {
         let runs: Vec<&Run> =
             variants.iter().enumerate().filter(|(_, v)| v.0 == proto).flat_map(|(i, _)| all[i].iter()).collect();
         let kinds: std::collections::BTreeSet<&str> = runs.iter().flat_map(|r| r.kinds.keys().copied()).collect();
@@ -234,7 +252,12 @@ fn main() {
             KindStat { n: a.n - b.n, bytes: a.bytes - b.bytes, ns: a.ns - b.ns, items: a.items - b.items }
         };
         let timer_us = median(runs.iter().map(|r| us(&other(r, "timer"))).collect());
+        let proto = priced_as(proto);
         for k in kinds {
+            // A variant priced as another protocol adds only its own kinds.
+            if kind_us.get(proto).is_some_and(|ks: &Vec<(&str, f64)>| ks.iter().any(|(known, _)| *known == k)) {
+                continue;
+            }
             if proto == "eunomiakv" && k == "report" {
                 // Eunomia's CPU beyond its timers' share as any node's, per report.
                 let pts: Vec<(f64, f64)> = runs

@@ -70,10 +70,14 @@ impl SequencerReplica {
     fn hold(&mut self, env: &mut impl Env, partition: NodeId, id: u64, seq: u64) {
         self.last = seq;
         env.store().set_meta(seq.to_le_bytes().to_vec());
+        // One update ordered by the DC's service, counted once, at the tail:
+        // the capacity experiments' count (Gunawardhana et al., §7.1, Figs
+        // 2–3). Every other replica observes the sample too, with no
+        // update, so that a chain's capacity is measured on its busiest
+        // replica's CPU, whichever that is.
+        let ordered = u64::from(self.is_tail());
+        env.observe(causeway_core::Observation::Sample { what: "service_ops", value: ordered });
         if self.is_tail() {
-            // One update ordered by the DC's service: the capacity
-            // experiment's count (Gunawardhana et al., §7.1, Fig 2).
-            env.observe(causeway_core::Observation::Sample { what: "service_ops", value: 1 });
             env.send(partition, Msg::SeqReply { id, seq });
         } else {
             env.send(self.chain[self.index + 1], Msg::Chain { partition, id, seq });
