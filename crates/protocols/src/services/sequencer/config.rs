@@ -25,10 +25,26 @@ pub struct Config {
     /// suite and torture must catch it; experiments run it as a series
     /// (`sseq:mutant_async_sequencer=true`) for its throughput.
     pub mutant_async_sequencer: bool,
+    /// A straggling partition (§7.2.3, Fig 7, the sequencer half: "clients
+    /// operating with stragglers observe an increase in latency equivalent
+    /// to the straggling interval"): partition `straggler_partition` of DC
+    /// `straggler_dc` sends its requests for numbers only every
+    /// `straggler_interval_us`, and its PUTs wait for the next send.
+    /// Unset: none straggles.
+    pub straggler_partition: Option<u32>,
+    pub straggler_dc: u16,
+    pub straggler_interval_us: u64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { check_pending_interval_us: 2_000, apply_retry_us: 100_000, mutant_async_sequencer: false }
+        Config {
+            check_pending_interval_us: 2_000,
+            apply_retry_us: 100_000,
+            mutant_async_sequencer: false,
+            straggler_partition: None,
+            straggler_dc: 0,
+            straggler_interval_us: 1_000,
+        }
     }
 }

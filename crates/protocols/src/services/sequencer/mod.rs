@@ -179,6 +179,9 @@ impl Protocol for SSeq {
         if cfg.apply_retry_us == 0 || cfg.check_pending_interval_us == 0 {
             return Err("apply_retry_us and check_pending_interval_us must be positive".into());
         }
+        if cfg.straggler_partition.is_some() && cfg.straggler_interval_us == 0 {
+            return Err("straggler_interval_us must be positive".into());
+        }
         Ok(())
     }
 }

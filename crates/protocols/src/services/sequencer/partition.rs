@@ -8,7 +8,7 @@
 
 use super::config::Config;
 use super::msg::*;
-use super::server::Env;
+use super::server::{Env, Timer};
 use causeway_core::{ClientId, DcId, Key, NodeId, Observation, PartitionId, Topology, Value, Versioned};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,6 +49,8 @@ pub struct Partition {
     last_seq: u64,
     /// Apply rounds not yet acknowledged, oldest first.
     awaiting: crate::services::apply_rounds::ApplyRounds<ApplyOp>,
+    /// A straggler's (Fig 7) requests for numbers, held until its next send.
+    straggling: Option<Vec<u64>>,
 }
 
 impl Partition {
@@ -68,6 +70,7 @@ impl Partition {
             pending: BTreeMap::new(),
             last_seq: 0,
             awaiting: Default::default(),
+            straggling: (cfg.straggler_partition == Some(partition.0) && cfg.straggler_dc == dc.0).then(Vec::new),
         }
     }
 
@@ -83,6 +86,19 @@ impl Partition {
         };
         env.store().set_meta(incarnation.to_le_bytes().to_vec());
         self.next_id = incarnation << ID_BITS;
+        if self.straggling.is_some() {
+            env.set_timer(self.cfg.straggler_interval_us, Timer::Straggle.token());
+        }
+    }
+
+    /// A straggler sends the requests it held, every interval (Fig 7).
+    pub(super) fn on_timer(&mut self, env: &mut impl Env, timer: Timer) {
+        if let (Timer::Straggle, Some(held)) = (timer, self.straggling.as_mut()) {
+            for id in std::mem::take(held) {
+                env.send(self.head, Msg::SeqReq { id });
+            }
+            env.set_timer(self.cfg.straggler_interval_us, Timer::Straggle.token());
+        }
     }
 
     /// Store a version, dropping the key's versions below the newest
@@ -128,7 +144,10 @@ impl Partition {
             Some(from)
         };
         self.pending.insert(id, Pending { client, key, value, vclock });
-        env.send(self.head, Msg::SeqReq { id });
+        match self.straggling.as_mut() {
+            Some(held) => held.push(id),
+            None => env.send(self.head, Msg::SeqReq { id }),
+        }
     }
 
     /// The tail's answer: request `id` is number `seq` of this DC. Stamp

@@ -325,6 +325,7 @@ impl Receiver {
                     env.set_timer(self.cfg.apply_retry_us, Timer::ApplyRetry(id).token());
                 }
             }
+            Timer::Straggle => {} // a partition's
         }
     }
 

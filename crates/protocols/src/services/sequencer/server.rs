@@ -18,19 +18,23 @@ pub(super) enum Timer {
     CheckPending,
     /// The receiver resends apply round `id` if still unacknowledged.
     ApplyRetry(u64),
+    /// A straggling partition sends the requests it held (Fig 7).
+    Straggle,
 }
 
 impl Timer {
-    /// The kind in the low bit, a round id above it.
+    /// A round id above the low bit (set); the other kinds even.
     pub(super) fn token(self) -> u64 {
         match self {
             Timer::CheckPending => 0,
+            Timer::Straggle => 2,
             Timer::ApplyRetry(id) => (id << 1) | 1,
         }
     }
     fn from_token(token: u64) -> Timer {
-        match token & 1 {
+        match token {
             0 => Timer::CheckPending,
+            2 => Timer::Straggle,
             _ => Timer::ApplyRetry(token >> 1),
         }
     }
@@ -125,8 +129,10 @@ impl Server for SSeqServer {
     }
 
     fn on_timer(&mut self, env: &mut impl ServerEnv<Msg, Version>, token: u64) {
-        if let SSeqServer::Receiver(r) = self {
-            r.on_timer(env, Timer::from_token(token));
+        match self {
+            SSeqServer::Receiver(r) => r.on_timer(env, Timer::from_token(token)),
+            SSeqServer::Partition(p) => p.on_timer(env, Timer::from_token(token)),
+            _ => {}
         }
     }
 }

@@ -376,3 +376,27 @@ fn last_writer_wins_follows_causality_across_dcs() {
     assert_eq!(get(&mut net, cl(1, 1), &k).as_deref(), Some("from dc1"));
     assert_eq!(get(&mut net, cl(0, 1), &k).as_deref(), Some("from dc1"));
 }
+
+/// Fig 7's sequencer half (§7.2.3): a straggling partition sends its
+/// requests for numbers only when its interval's timer fires, so its PUTs
+/// wait for it, while another partition's complete at once.
+#[test]
+fn a_straggler_holds_its_requests_for_numbers_until_its_interval() {
+    let keys = net(2, 2).keys_on_distinct_partitions(2);
+    let straggler = net(2, 2).topology.partition_of(&keys[0]);
+    let cfg = Config {
+        straggler_partition: Some(straggler.0),
+        straggler_dc: 0,
+        straggler_interval_us: 50_000,
+        ..Config::default()
+    };
+    let mut net = net_r(2, 2, 1, cfg);
+    put(&mut net, cl(0, 0), &keys[1], "healthy");
+    net.invoke(cl(0, 1), Op::Put { key: keys[0].clone(), value: bytes("late") });
+    net.deliver_while(|_| true);
+    assert_eq!(net.take_result(cl(0, 1)), None, "the straggler asked for a number before its interval");
+    let node = net.server_for(DcId(0), &keys[0]);
+    net.fire_timers(node);
+    net.deliver_while(|_| true);
+    assert_eq!(net.take_result(cl(0, 1)), Some(OpResult::Put), "the straggler's PUT still waits after its interval");
+}
