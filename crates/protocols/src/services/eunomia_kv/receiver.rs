@@ -301,7 +301,7 @@ impl Receiver {
     /// behind, as the paper's flush applies them one after another. It scans the
     /// queues from DC 1, takes a head whose dependencies are applied (line
     /// 12), and restarts the scan (line 18). Applies of one round go out
-    /// together, one message per partition (deviation 9): a head joins the
+    /// together, one message per partition (deviation 8): a head joins the
     /// round only if it depends on no update of the round at another
     /// partition, so nothing in a round can become visible before what it
     /// depends on.
