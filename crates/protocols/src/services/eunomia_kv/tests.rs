@@ -438,9 +438,7 @@ fn a_shipment_lost_with_its_dead_leader_is_shipped_again() {
     let mut lost = 0;
     for _ in 0..50 {
         net.advance_clocks(1_000);
-        for i in 0..net.nodes.len() {
-            net.fire_timers(NodeId(i as u32));
-        }
+        net.fire_all_timers();
         let ships = |m: &InFlight<Msg>| {
             m.from == Dest::Node(reps[0]) && matches!(&m.msg, Msg::Ship { ops, .. } if !ops.is_empty())
         };
@@ -521,9 +519,7 @@ fn an_apply_round_leaves_without_a_receiver_log_write() {
     let (mut acks, mut records) = (0, 0);
     for _ in 0..30 {
         net.advance_clocks(1_000);
-        for i in 0..net.nodes.len() {
-            net.fire_timers(NodeId(i as u32));
-        }
+        net.fire_all_timers();
         loop {
             net.deliver_while(|m| !applied_to_r(m));
             let before = net.logs[r.idx()].len();
@@ -577,9 +573,7 @@ fn an_idle_dc_ships_without_a_log_write_and_a_lost_empty_shipment_leaves_no_gap(
     // starts where the receiver stands.
     for _ in 0..5 {
         net.advance_clocks(1_000);
-        for i in 0..net.nodes.len() {
-            net.fire_timers(NodeId(i as u32));
-        }
+        net.fire_all_timers();
         net.queue.retain(|m| !matches!(&m.msg, Msg::Ship { ops, .. } if ops.is_empty()));
         net.deliver_while(|_| true);
     }
@@ -755,16 +749,12 @@ fn a_receiver_starts_at_most_one_apply_round_per_rho() {
             put(&mut net, cl(0, 0), &pair[0], &format!("a{i}"));
             put(&mut net, cl(1, 0), &pair[1], &format!("b{i}"));
             net.advance_clocks(1_000);
-            for n in 0..net.nodes.len() {
-                net.fire_timers(NodeId(n as u32));
-            }
+            net.fire_all_timers();
             net.deliver_while(&mut count);
         }
         for _ in 0..10 {
             net.advance_clocks(1_000);
-            for n in 0..net.nodes.len() {
-                net.fire_timers(NodeId(n as u32));
-            }
+            net.fire_all_timers();
             net.deliver_while(&mut count);
         }
         for (i, pair) in keys.chunks(2).enumerate() {
@@ -801,9 +791,7 @@ fn a_flush_applies_a_dependency_chain_without_waiting_for_rho() {
     // Everything is shipped, and held back from DC 1's receiver.
     for _ in 0..10 {
         net.advance_clocks(1_000);
-        for n in 0..net.nodes.len() {
-            net.fire_timers(NodeId(n as u32));
-        }
+        net.fire_all_timers();
         net.deliver_while(|m| m.to != Dest::Node(r1));
     }
     // The shipments arrive; no timer fires while the chain is applied.
