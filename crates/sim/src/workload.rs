@@ -272,11 +272,41 @@ fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
 pub struct Generator {
     pub keys: KeySpace,
     topology: std::sync::Arc<Topology>,
+    pools: Pools,
+}
+
+/// The partitions a transaction's keys can come from, per DC: computed once
+/// (a transaction is chosen for every operation) and again only when an
+/// insert gives keys to a partition that had none.
+struct Pools {
+    /// Partitions holding keys, ascending.
+    all: Vec<PartitionId>,
+    /// Per DC: those of `all` it stores, and those it does not.
+    here: Vec<Vec<PartitionId>>,
+    away: Vec<Vec<PartitionId>>,
+}
+
+impl Pools {
+    fn new(keys: &KeySpace, topology: &Topology) -> Pools {
+        let all: Vec<PartitionId> = (0..topology.partitions() as u32)
+            .map(PartitionId)
+            .filter(|p| !keys.by_partition[p.idx()].is_empty())
+            .collect();
+        let split = |stored: bool| -> Vec<Vec<PartitionId>> {
+            topology
+                .dc_ids()
+                .map(|d| all.iter().copied().filter(|p| topology.stores(d, *p) == stored).collect())
+                .collect()
+        };
+        Pools { here: split(true), away: split(false), all }
+    }
 }
 
 impl Generator {
     pub fn new(w: &Workload, topology: std::sync::Arc<Topology>, clients: u64) -> Generator {
-        Generator { keys: KeySpace::new(w, &topology, clients), topology }
+        let keys = KeySpace::new(w, &topology, clients);
+        let pools = Pools::new(&keys, &topology);
+        Generator { keys, topology, pools }
     }
 
     /// The next request of workload client `client` (attached to `dc`).
@@ -322,6 +352,9 @@ impl Generator {
                 self.keys.pick(w, client, rng).clone()
             } else {
                 let i = self.keys.push(&self.topology);
+                if self.keys.by_partition[self.topology.partition_of(&self.keys.keys[i]).idx()].len() == 1 {
+                    self.pools = Pools::new(&self.keys, &self.topology);
+                }
                 self.keys.keys[i].clone()
             };
             return one(row_write(w, key, rng, &mut write_id));
@@ -459,10 +492,7 @@ impl Generator {
     /// stored in `dc`; `Some(false)`: at least one not stored there (when
     /// such a partition exists).
     fn choose_partitions(&self, want: usize, dc: DcId, local: Option<bool>, rng: &mut ChaCha8Rng) -> Vec<PartitionId> {
-        let with_keys = |p: &PartitionId| !self.keys.by_partition[p.idx()].is_empty();
-        let all: Vec<PartitionId> = (0..self.topology.partitions() as u32).map(PartitionId).filter(with_keys).collect();
-        let here: Vec<PartitionId> = all.iter().copied().filter(|p| self.topology.stores(dc, *p)).collect();
-        let away: Vec<PartitionId> = all.iter().copied().filter(|p| !self.topology.stores(dc, *p)).collect();
+        let (all, here, away) = (&self.pools.all, &self.pools.here[dc.idx()], &self.pools.away[dc.idx()]);
         let mut out = Vec::with_capacity(want);
         let mut take_from = |pool: &[PartitionId], n: usize, out: &mut Vec<PartitionId>| {
             let mut pool: Vec<PartitionId> = pool.iter().copied().filter(|p| !out.contains(p)).collect();
@@ -471,13 +501,13 @@ impl Generator {
             }
         };
         match local {
-            Some(true) if !here.is_empty() => take_from(&here, want, &mut out),
+            Some(true) if !here.is_empty() => take_from(here, want, &mut out),
             // (A transaction with no reads wants no partitions for them.)
             Some(false) if !away.is_empty() && want > 0 => {
-                take_from(&away, 1, &mut out);
-                take_from(&all, want - 1, &mut out);
+                take_from(away, 1, &mut out);
+                take_from(all, want - 1, &mut out);
             }
-            _ => take_from(&all, want, &mut out),
+            _ => take_from(all, want, &mut out),
         }
         out
     }

@@ -611,7 +611,8 @@ impl Partition {
         let store = env.store();
         let mut values = Vec::with_capacity(keys.len());
         for k in &keys {
-            match store.latest_where(k, |v| above || v.ut <= snapshot) {
+            // Versions are ordered by ⟨ut, tx, sr⟩, so `ut ≤ snapshot` holds on a prefix.
+            match store.latest_below(k, |v| above || v.ut <= snapshot) {
                 Some(v) => values.push(Some(copy_if_short(&v.value))),
                 None if store.was_pruned(k) => {
                     let e = OpError::Aborted("the snapshot's versions were collected".into());
