@@ -14,6 +14,13 @@
 //! [protocol_params.cclo]              # optional: [protocol] parameters of
 //! reader_ttl_us = 500_000             # every entry of that protocol (an
 //!                                     # entry's own parameters win)
+//!
+//! [scenario_params.paris]             # optional: scenario settings of every
+//! "topology.replication" = { kind = "partial", factor = 2 }  # entry of that
+//!                                     # protocol (dotted paths into
+//!                                     # [scenario], set after the sweeps):
+//!                                     # one protocol on partial replication
+//!                                     # beside one that offers only full
 //! repetitions = 5
 //! runtime = "sim"                     # or "network", or "capacity" (one
 //!                                     # ordering service node driven by
@@ -135,6 +142,11 @@ pub struct Experiment {
     /// `[protocol]` parameters per protocol name, for every entry of it.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub protocol_params: std::collections::BTreeMap<String, toml::Table>,
+    /// Scenario settings per protocol name (dotted paths into `[scenario]`),
+    /// for every entry of it: what one protocol of the comparison runs on
+    /// and the others cannot (partial replication beside full).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub scenario_params: std::collections::BTreeMap<String, toml::Table>,
     #[serde(default = "three")]
     pub repetitions: u32,
     #[serde(default)]
@@ -506,6 +518,7 @@ impl Experiment {
         let checks = [
             ("protocols", self.protocols == other.protocols),
             ("protocol_params", self.protocol_params == other.protocol_params),
+            ("scenario_params", self.scenario_params == other.scenario_params),
             ("sweep", sweep(&self.sweep) == sweep(&other.sweep)),
             ("series", self.series.as_ref().map(sweep) == other.series.as_ref().map(sweep)),
             ("scenario (with its cost file)", self.scenario == other.scenario),
@@ -542,6 +555,11 @@ impl Experiment {
         if let (Some(s), Some(i)) = (&self.series, point.series) {
             set(&mut t, s, i)?;
         }
+        if let Some(params) = self.scenario_params.get(point.protocol.as_str()) {
+            for (path, v) in params {
+                set_path(&mut t, path, v.clone()).map_err(|m| self.invalid(m))?;
+            }
+        }
         if let Some(params) = self.protocol_params.get(point.protocol.as_str()) {
             for (k, v) in params {
                 set_path(&mut t, &format!("protocol.{k}"), v.clone()).map_err(|m| self.invalid(m))?;
@@ -570,9 +588,14 @@ impl Experiment {
         }
         self.protocol_names()?;
         let names = self.protocol_names()?;
-        for p in self.protocol_params.keys() {
+        for (table, p) in self
+            .protocol_params
+            .keys()
+            .map(|p| ("protocol_params", p))
+            .chain(self.scenario_params.keys().map(|p| ("scenario_params", p)))
+        {
             if !names.iter().any(|n| n.as_str() == p) {
-                return Err(self.invalid(format!("protocol_params.{p} names no protocol of this experiment")));
+                return Err(self.invalid(format!("{table}.{p} names no protocol of this experiment")));
             }
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -769,6 +792,27 @@ mod tests {
         let dup = two.replace("\"cclo\"", "\"contrarian\"");
         let err = Experiment::from_toml_str(&dup, "t.toml").unwrap_err();
         assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    /// Scenario settings per protocol reach that protocol's points only, set
+    /// after the sweeps; a table naming no protocol of the file is refused.
+    #[test]
+    fn scenario_params_set_one_protocols_scenario() {
+        let mixed = BASE.replace("\"gentlerain\"", "\"paris\"").replace(
+            "[sweep]",
+            "[scenario_params.paris]\n\"topology.dcs\" = 3\n\"topology.replication\" = { kind = \"partial\", factor = 2 }\n[sweep]",
+        );
+        let e = Experiment::from_toml_str(&mixed, "t.toml").unwrap();
+        let pts = e.points().unwrap();
+        let paris = pts.iter().find(|p| p.protocol == ProtocolName::Paris).unwrap();
+        let csx = pts.iter().find(|p| p.protocol == ProtocolName::CausalSpartanX).unwrap();
+        let (a, b) = (e.scenario(*paris, 0).unwrap(), e.scenario(*csx, 0).unwrap());
+        assert_eq!((a.topology.dcs, b.topology.dcs), (3, 1));
+        assert_ne!(a.topology.replication, b.topology.replication);
+        assert_eq!(a.clocks.node[0].offset_us, 1000, "the sweep still applies");
+        let err = Experiment::from_toml_str(&mixed.replace("scenario_params.paris", "scenario_params.cure"), "t.toml")
+            .unwrap_err();
+        assert!(err.to_string().contains("scenario_params.cure names no protocol"), "{err}");
     }
 
     #[test]

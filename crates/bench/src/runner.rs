@@ -169,13 +169,14 @@ pub fn run(
 /// trips, and a uniform get/put/ROT/WOT/batch mix with interactive
 /// transactions (one read round, then the writes: the simulator's second,
 /// value-dependent round is not drawn), with ROT and value sizes fixed or
-/// drawn from discrete distributions, and YCSB's load phase.
+/// drawn from discrete distributions, multi-key operations local to the
+/// session's DC or not (`local_txn_ratio`), and YCSB's load phase.
 /// Anything else is refused by name rather than silently dropped.
 fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
     let w = &sc.workload;
     let d = causeway_sim::Workload::default();
     let mut out = Vec::new();
-    let checks: [(&'static str, bool); 18] = [
+    let checks: [(&'static str, bool); 17] = [
         (
             "clocks (the network runtime uses the host's real clock)",
             sc.clocks.skew_us > 0 || !sc.clocks.node.is_empty() || sc.clocks.drift_ppm != 0.0,
@@ -196,7 +197,6 @@ fn network_unsupported(sc: &Scenario) -> Vec<&'static str> {
             w.columns_per_read != d.columns_per_read || w.columns_per_write != d.columns_per_write,
         ),
         ("workload.txnproportion", w.txnproportion > 0.0),
-        ("workload.local_txn_ratio", w.local_txn_ratio.is_some()),
         ("workload.operationcount", w.operationcount > 0),
         ("workload.think_time_us", w.think_time_us != d.think_time_us),
         ("workload.clients_per_dc = 0", w.clients_per_dc == 0),
@@ -308,6 +308,7 @@ fn run_network(exp: &Experiment, point: Point, sc: &Scenario) -> Result<Sample, 
         txn_writes: w.txn_writes,
         rot_sizes: w.rot_size_values.iter().copied().zip(w.rot_size_weights.iter().copied()).collect(),
         value_sizes: w.fieldlength_values.iter().copied().zip(w.fieldlength_weights.iter().copied()).collect(),
+        local_txn_ratio: w.local_txn_ratio,
         preload: w.preload,
         record_history: false,
         visibility_probes: sc.topology.dcs > 1,

@@ -63,6 +63,12 @@ pub struct LoadSpec {
     pub rot_sizes: Vec<(usize, f64)>,
     /// Value sizes drawn from (size, weight) (empty: always `value_size`).
     pub value_sizes: Vec<(usize, f64)>,
+    /// Under partial replication, the fraction of multi-key operations
+    /// (ROTs, WOTs, batches, interactive transactions) whose keys all lie
+    /// in partitions the session's DC stores; the others name at least one
+    /// key of a partition it does not store (as the simulator's
+    /// `local_txn_ratio`). `None`: keys fall where they fall.
+    pub local_txn_ratio: Option<f64>,
     /// Write every key once before the run (YCSB's load phase), so reads
     /// find values of the workload's sizes rather than nothing.
     pub preload: bool,
@@ -95,6 +101,7 @@ impl Default for LoadSpec {
             txn_writes: 1,
             rot_sizes: Vec::new(),
             value_sizes: Vec::new(),
+            local_txn_ratio: None,
             preload: false,
             record_history: false,
             visibility_probes: true,
@@ -176,10 +183,12 @@ pub async fn run_with_timeout<P: Protocol>(
     let mut id = 0u32;
     let depth = spec.pipeline.max(1);
     for &dc in &dcs {
+        let placed = spec.local_txn_ratio.map(|_| Arc::new(KeysByPlace::new(&cluster.topology, dc, spec.keys.max(1))));
         for _ in 0..spec.sessions_per_dc {
             let first = id + 1;
             id += depth;
             let (cluster, spec, next_write) = (cluster.clone(), spec.clone(), next_write.clone());
+            let placed = placed.clone();
             let fresh_ids = fresh_ids.clone();
             tasks.push(tokio::spawn(async move {
                 let mut cid = first;
@@ -198,8 +207,9 @@ pub async fn run_with_timeout<P: Protocol>(
                             Err(_) => return res,
                         },
                     };
-                    let planned: Vec<Planned> =
-                        (0..depth).map(|_| next_op::<P>(&spec, depth, &next_write, &mut rng)).collect();
+                    let planned: Vec<Planned> = (0..depth)
+                        .map(|_| next_op::<P>(&spec, depth, placed.as_deref(), &next_write, &mut rng))
+                        .collect();
                     // Whether the session broke: its causal context is then gone.
                     let broken = if let [Planned::Interactive { reads, writes }] = &planned[..] {
                         let (reads, writes) = (reads.clone(), writes.clone());
@@ -432,7 +442,27 @@ enum Planned {
 /// transaction (not for a protocol without ROTs, WOTs, batches or
 /// interactive transactions, nor interactive transactions when `depth`
 /// operations are pipelined: their shares go to the other operations).
-fn next_op<P: Protocol>(spec: &LoadSpec, depth: u32, next_write: &AtomicU64, rng: &mut ChaCha8Rng) -> Planned {
+/// The key indices of a load whose partitions a DC stores (`here`) and
+/// those it does not (`away`), for [`LoadSpec::local_txn_ratio`].
+struct KeysByPlace {
+    here: Vec<u64>,
+    away: Vec<u64>,
+}
+
+impl KeysByPlace {
+    fn new(topology: &causeway_core::Topology, dc: DcId, keys: u64) -> KeysByPlace {
+        let (here, away) = (0..keys).partition(|&i| topology.stores(dc, topology.partition_of(&key_name(i))));
+        KeysByPlace { here, away }
+    }
+}
+
+fn next_op<P: Protocol>(
+    spec: &LoadSpec,
+    depth: u32,
+    placed: Option<&KeysByPlace>,
+    next_write: &AtomicU64,
+    rng: &mut ChaCha8Rng,
+) -> Planned {
     let rot = if P::OPS.contains(&OpKind::Rot) { spec.rot } else { 0.0 };
     let wot = if P::OPS.contains(&OpKind::Wot) { spec.wot } else { 0.0 };
     let batch = if P::OPS.contains(&OpKind::Batch) { spec.batch } else { 0.0 };
@@ -440,10 +470,28 @@ fn next_op<P: Protocol>(spec: &LoadSpec, depth: u32, next_write: &AtomicU64, rng
     let x: f64 = rng.random::<f64>() * (spec.read + spec.update + rot + wot + batch + itx);
     let keys = spec.keys.max(1);
     let pick = |rng: &mut ChaCha8Rng| key_name(rng.random_range(0..keys));
+    // A multi-key operation's keys: all in partitions of the session's DC
+    // (a share `local_txn_ratio` of them), or the first in one it does not
+    // store and the rest anywhere; without the ratio, anywhere.
     let distinct = |n: usize, rng: &mut ChaCha8Rng| {
         let mut ks = Vec::with_capacity(n);
-        while (ks.len() as u64) < (n as u64).min(keys) {
-            let k = pick(rng);
+        let (mut pool, mut first_away): (Option<&[u64]>, Option<&[u64]>) = (None, None);
+        if let (Some(p), Some(ratio)) = (placed, spec.local_txn_ratio) {
+            match rng.random::<f64>() < ratio {
+                true if !p.here.is_empty() => pool = Some(&p.here),
+                false if !p.away.is_empty() => first_away = Some(&p.away),
+                _ => {}
+            }
+        }
+        let cap = pool.map_or(keys, |p| p.len() as u64).min(n as u64);
+        if let Some(away) = first_away.filter(|_| n > 0) {
+            ks.push(key_name(away[rng.random_range(0..away.len())]));
+        }
+        while (ks.len() as u64) < cap {
+            let k = match pool {
+                Some(p) => key_name(p[rng.random_range(0..p.len())]),
+                None => pick(rng),
+            };
             if !ks.contains(&k) {
                 ks.push(k);
             }
@@ -633,4 +681,49 @@ fn process_cpu_us() -> (u64, u64) {
     }
     let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     (us(ru.ru_utime), us(ru.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_core::{Replication, Topology, TopologySpec};
+    use causeway_protocols::transactional::paris::Paris;
+
+    /// `local_txn_ratio`: at 1 every ROT's keys are in partitions the
+    /// session's DC stores, at 0 every ROT names at least one it does not
+    /// store, and a ROT's keys stay distinct either way.
+    #[test]
+    fn local_txn_ratio_places_a_rots_keys() {
+        let topology =
+            Topology::new(TopologySpec { replication: Replication::Partial { factor: 2 }, ..TopologySpec::full(3, 3) })
+                .unwrap();
+        let dc = DcId(1);
+        let placed = KeysByPlace::new(&topology, dc, 300);
+        assert!(!placed.here.is_empty() && !placed.away.is_empty());
+        let stored = |k: &bytes::Bytes| topology.stores(dc, topology.partition_of(k));
+        let next_write = AtomicU64::new(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for (ratio, local) in [(1.0, true), (0.0, false)] {
+            let spec = LoadSpec {
+                keys: 300,
+                read: 0.0,
+                update: 0.0,
+                rot: 1.0,
+                local_txn_ratio: Some(ratio),
+                ..Default::default()
+            };
+            for _ in 0..200 {
+                let Planned::Op(Op::Rot { keys }) = next_op::<Paris>(&spec, 1, Some(&placed), &next_write, &mut rng)
+                else {
+                    panic!("a ROT was drawn");
+                };
+                assert_eq!(keys.len(), spec.rot_size);
+                let mut distinct = keys.clone();
+                distinct.sort();
+                distinct.dedup();
+                assert_eq!(distinct.len(), keys.len(), "{keys:?}");
+                assert_eq!(keys.iter().all(stored), local, "ratio {ratio}: {keys:?}");
+            }
+        }
+    }
 }
