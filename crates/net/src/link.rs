@@ -710,6 +710,15 @@ async fn session<M: Message>(
             if wrote && !p.linger.is_zero() {
                 last_write = Some(Instant::now());
             }
+            if wrote {
+                // `write_all` takes what the node hands over while it writes,
+                // and nothing may come to wake this loop for it: a transient
+                // message (a read forwarded within the DC) has no
+                // acknowledgement coming back, and its sender may have nothing
+                // more for this peer until its client gives up. So look again
+                // at once rather than wait for the next hand-over or ack.
+                next_due = Some(now);
+            }
             // A burst of large values leaves a large buffer; it is not kept.
             if out.capacity() > OUT_BUFFER_KEPT_BYTES {
                 out = Vec::new();
