@@ -20,20 +20,11 @@ fn one_and_a_half_round_rots_complete_over_tcp() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("causeway-crl-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = EmbeddedSpec {
-        protocol: ProtocolName::Contrarian,
         dcs: 2,
         partitions: 4,
         rtt_ms: vec![vec![0.0, 80.0], vec![80.0, 0.0]],
-        data_dir: dir.clone(),
         fsync: Fsync::Never,
-        params: toml::Table::new(),
-        ports: Default::default(),
-        tokens: None,
-        plaintext: false,
-        services: Vec::new(),
-        replication: causeway_core::Replication::Full,
-        replicas: 1,
-        remote_replica: Default::default(),
+        ..EmbeddedSpec::default_for(ProtocolName::Contrarian, dir.clone())
     };
     let cluster = Embedded::start(spec, rt.handle()).unwrap();
     let c = cluster.cluster.clone();
