@@ -437,11 +437,6 @@ enum Planned {
     Interactive { reads: Vec<bytes::Bytes>, writes: Vec<(bytes::Bytes, bytes::Bytes)> },
 }
 
-/// The next operation of the mix: a get, a put of a fresh tagged value, a
-/// ROT of distinct keys, a WOT or batch of distinct keys, or an interactive
-/// transaction (not for a protocol without ROTs, WOTs, batches or
-/// interactive transactions, nor interactive transactions when `depth`
-/// operations are pipelined: their shares go to the other operations).
 /// The key indices of a load whose partitions a DC stores (`here`) and
 /// those it does not (`away`), for [`LoadSpec::local_txn_ratio`].
 struct KeysByPlace {
@@ -456,6 +451,13 @@ impl KeysByPlace {
     }
 }
 
+/// The next operation of the mix: a get, a put of a fresh tagged value, a
+/// ROT of distinct keys, a WOT or batch of distinct keys, or an interactive
+/// transaction (not for a protocol without ROTs, WOTs, batches or
+/// interactive transactions, nor interactive transactions when `depth`
+/// operations are pipelined: their shares go to the other operations).
+/// `placed`: the session's DC's keys by place, when the load has a
+/// `local_txn_ratio`.
 fn next_op<P: Protocol>(
     spec: &LoadSpec,
     depth: u32,
