@@ -13,6 +13,7 @@
 mod capacity;
 mod experiment;
 mod net;
+mod processes;
 mod run;
 mod torture;
 mod txn;
@@ -283,6 +284,12 @@ enum Cmd {
         /// many replicas per partition per DC). Default 1.
         #[arg(long, default_value_t = 1)]
         replicas: u16,
+        /// Run every node as a `causeway server` process of its own
+        /// (supervised by this one, logs in DATA_DIR/logs), so that one
+        /// node can be killed and restarted while the others serve; by
+        /// default they all run in this process.
+        #[arg(long)]
+        processes: bool,
         /// Print the endpoints as one JSON line once the cluster is up.
         #[arg(long)]
         json: bool,
@@ -833,6 +840,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             replication_factor,
             remote_replica,
             replicas,
+            processes,
             json,
         } => {
             let ports = causeway_net::embedded::Ports { metrics: metrics_port, redis: redis_port };
@@ -849,7 +857,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 ..causeway_net::embedded::EmbeddedSpec::default_for(protocol, data_dir)
             };
             let tokens = tokens.map(|t| std::path::absolute(&t).unwrap_or(t));
-            net::up(causeway_net::embedded::EmbeddedSpec { tokens, ..spec }, &config_out, no_wan, json)?
+            net::up(causeway_net::embedded::EmbeddedSpec { tokens, ..spec }, &config_out, no_wan, json, processes)?
         }
         Cmd::Get { key, columns, slice, read, checking_group, at } if columns.is_empty() => {
             if slice.is_some() {

@@ -17,7 +17,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 }
 
 /// Wait for SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -127,15 +127,38 @@ pub fn server(config: &Path, node: u32) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -> Result<(), Error> {
-    let rt = runtime()?;
+/// `causeway up`: the embedded cluster, every node in this process (with
+/// `processes`, each its own `causeway server` process, supervised by this
+/// one: [`crate::processes`]).
+pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool, processes: bool) -> Result<(), Error> {
     if no_wan || spec.dcs != 3 {
         spec.rtt_ms = Vec::new();
     }
-    let (protocol, dcs, partitions) = (spec.protocol, spec.dcs, spec.partitions);
+    if processes {
+        return crate::processes::up(spec, config_out, json);
+    }
+    let rt = runtime()?;
     let cluster = Embedded::start(spec, rt.handle())?;
     std::fs::write(config_out, cluster.cluster.to_toml())?;
-    let c = &cluster.cluster;
+    announce(&cluster.cluster, config_out, json, None)?;
+    println_unless(json, "Ctrl-C to stop.");
+    rt.block_on(shutdown_signal());
+    cluster.stop()?;
+    Ok(())
+}
+
+fn println_unless(json: bool, line: &str) {
+    if !json {
+        println!("{line}");
+    }
+}
+
+/// What `up` prints once the cluster serves: with `json`, one line of
+/// endpoints; otherwise where the config is, where each partition lives,
+/// the Redis and dashboard addresses. `pids`: each node's process, when
+/// every node runs in one of its own.
+pub(crate) fn announce(c: &Cluster, config_out: &Path, json: bool, pids: Option<&[u32]>) -> Result<(), Error> {
+    let (protocol, dcs, partitions) = (c.protocol, c.topology.dcs(), c.topology.partitions() as u32);
     if json {
         let nodes: Vec<_> = (0..c.addrs.len())
             .map(|i| {
@@ -145,6 +168,7 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -
                     "addr": c.addrs[i].to_string(),
                     "metrics": c.metrics_addrs.get(i).map(|a| a.to_string()),
                     "redis": c.redis_addrs.get(i).copied().flatten().map(|a| a.to_string()),
+                    "pid": pids.map(|p| p[i]),
                 })
             })
             .collect();
@@ -190,10 +214,22 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool) -
         if let Some(a) = c.metrics_addrs.first() {
             println!("dashboard: http://{a}/  (every node serves it; /metrics, /healthz, /readyz beside it)");
         }
-        println!("Ctrl-C to stop.");
+        if let Some(pids) = pids {
+            let t = &c.topology;
+            let rows = (0..c.addrs.len())
+                .map(|i| {
+                    let node = causeway_core::NodeId(i as u32);
+                    vec![i.to_string(), t.dc_name(t.dc_of(node)), t.role_name(node), pids[i].to_string()]
+                })
+                .collect();
+            print!("{}", causeway_sim::report::table(&["node", "dc", "role", "pid"], rows));
+            println!(
+                "each node is a process of its own: `kill -9 PID` crashes one, and \
+                 `causeway server --config {} --node N` starts node N again from its log",
+                config_out.display()
+            );
+        }
     }
-    rt.block_on(shutdown_signal());
-    cluster.stop()?;
     Ok(())
 }
 

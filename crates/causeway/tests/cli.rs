@@ -528,3 +528,166 @@ fn nukv_groups_and_per_operation_levels_from_the_cli() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot serve read level monotonic-read"), "{o:?}");
     assert!(run(&["put", "k", "v", "--write", "eventual", "--config", cfg2], None).status.success());
 }
+
+/// `causeway up --processes` with the endpoints line read: the child
+/// (stderr into `err`), its JSON, and each node's pid.
+fn up_processes(args: &[&str], dir: &Path) -> (Server, serde_json::Value, Vec<u32>, PathBuf) {
+    use std::io::BufRead;
+    std::fs::create_dir_all(dir).unwrap();
+    let err = dir.join("up.err");
+    let mut child = bin()
+        .args(["up", "--processes", "--no-wan", "--fsync", "never", "--json"])
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--config-out")
+        .arg(dir.join("cluster.toml"))
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let up = Server(child);
+    let j: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("{e}: {line:?}; up said: {}", std::fs::read_to_string(&err).unwrap_or_default()));
+    let pids: Vec<u32> = j["nodes"].as_array().unwrap().iter().map(|n| n["pid"].as_u64().unwrap() as u32).collect();
+    let mut distinct = pids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), pids.len(), "one process per node: {j}");
+    assert!(!pids.contains(&up.0.id()), "{j}");
+    for p in &pids {
+        assert!(Path::new(&format!("/proc/{p}")).exists(), "node process {p} is not running: {j}");
+    }
+    (up, j, pids, dir.join("cluster.toml"))
+}
+
+/// The node of `j` in DC `dc` (its name) with role `role`.
+fn node_of(j: &serde_json::Value, dc: &str, role: &str) -> usize {
+    j["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|n| n["dc"] == dc && n["role"] == role)
+        .unwrap_or_else(|| panic!("no {role} in {dc}: {j}"))
+}
+
+fn kill(signal: &str, pid: u32) {
+    assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success(), "kill {signal} {pid}");
+}
+
+/// Until `get key --dc dc` reads `want`, within `limit`.
+fn until_reads(cfg: &str, key: &str, dc: &str, want: &str, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let o = run(&["get", key, "--dc", dc, "--config", cfg, "--timeout-ms", "2000"], None);
+        if o.stdout == format!("{want}\n").as_bytes() {
+            return;
+        }
+        assert!(start.elapsed() < limit, "{key} never read {want:?} in DC {dc} within {limit:?}; last: {o:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGTERM to `up` stops it and every node it started.
+fn stop_up(mut up: Server, pids: &[u32]) {
+    kill("-TERM", up.0.id());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = up.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(40), "up did not stop within 40 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    for p in pids {
+        assert!(!Path::new(&format!("/proc/{p}")).exists(), "node process {p} outlived up");
+    }
+}
+
+/// `causeway up -p eunomiakv --processes`: the partitions and the service
+/// nodes each a process of their own. `kill -9` of DC 0's leading Eunomia
+/// replica does not stop writes there (a PUT answers at once), their
+/// visibility in DC 1 resumes once the next replica leads, `up` names the
+/// node that exited, and SIGTERM to `up` stops every node.
+#[test]
+fn up_processes_runs_every_node_and_service_node_as_its_own_process() {
+    let dir = tmp("up-processes");
+    let (up, j, pids, cfg) =
+        up_processes(&["-p", "eunomiakv", "--dcs", "2", "--partitions", "1", "--service", "eunomia=2"], &dir);
+    assert_eq!(pids.len(), 2 + 2 * 2 + 2, "a partition, two Eunomia replicas and a receiver per DC: {j}");
+    let cfg = cfg.to_str().unwrap();
+    let dc0 = j["nodes"][0]["dc"].as_str().unwrap().to_string();
+    let o = run(&["put", "k", "v1", "--config", cfg], None);
+    assert!(o.status.success(), "{o:?}");
+    until_reads(cfg, "k", "1", "v1", Duration::from_secs(20));
+
+    let leader = node_of(&j, &dc0, "eunomia 0");
+    kill("-9", pids[leader]);
+    let start = Instant::now();
+    let o = run(&["put", "k", "v2", "--config", cfg, "--timeout-ms", "2000"], None);
+    assert!(o.status.success(), "a write in DC 0 with its Eunomia leader dead: {o:?}");
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    until_reads(cfg, "k", "1", "v2", Duration::from_secs(30));
+    let start = Instant::now();
+    let said = loop {
+        let said = std::fs::read_to_string(dir.join("up.err")).unwrap();
+        if said.contains(&format!("node {leader} (eunomia 0")) || start.elapsed() > Duration::from_secs(5) {
+            break said;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(said.contains("exited") && said.contains(&format!("--node {leader}")), "{said}");
+    stop_up(up, &pids);
+}
+
+/// `causeway up -p nukv --replicas 3 --processes`: three replica processes
+/// per partition per DC and the forwarders. Each replica of DC 0's group is
+/// killed (`kill -9`) in turn, so the leader is among them, and started
+/// again with the command `up` prints: after each kill a write succeeds
+/// once the group has a leader, and every write acknowledged so far reads
+/// back.
+#[test]
+fn up_processes_a_nukv_group_survives_kill_9_of_each_replica() {
+    let dir = tmp("up-processes-nukv");
+    let (up, j, pids, cfg) = up_processes(&["-p", "nukv", "--dcs", "2", "--partitions", "1", "--replicas", "3"], &dir);
+    assert_eq!(pids.len(), 2 * (3 + 1), "three replicas and a forwarder per DC: {j}");
+    let cfg = cfg.to_str().unwrap();
+    let dc0 = j["nodes"][0]["dc"].as_str().unwrap().to_string();
+    let put = |key: &str, value: &str| {
+        let start = Instant::now();
+        loop {
+            let o = run(&["put", key, value, "--config", cfg, "--timeout-ms", "3000"], None);
+            if o.status.success() {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no leader took {key}={value} within 30 s: {o:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    put("k0", "v0");
+    let mut restarted = Vec::new();
+    for r in 0..3u32 {
+        let role = if r == 0 { "partition 0".to_string() } else { format!("partition 0 replica {r}") };
+        let node = node_of(&j, &dc0, &role);
+        kill("-9", pids[node]);
+        let key = format!("k{}", r + 1);
+        put(&key, &format!("v{}", r + 1));
+        for w in 0..=r + 1 {
+            until_reads(cfg, &format!("k{w}"), "0", &format!("v{w}"), Duration::from_secs(20));
+        }
+        restarted.push(Server(
+            bin()
+                .args(["server", "--config", cfg, "--node", &node.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
+    }
+    let live: Vec<u32> = pids.iter().copied().filter(|p| Path::new(&format!("/proc/{p}")).exists()).collect();
+    stop_up(up, &live);
+    drop(restarted);
+}

@@ -532,6 +532,14 @@ impl Cluster {
         self.config.data_dir.join(format!("node-{}", node.0))
     }
 
+    /// Where `node` stands in the cluster's shape, as its directory records
+    /// it ([`crate::identity::Identity::place`]): its role, DC and the node
+    /// count, e.g. `eunomia 1 of DC 0, one of 15 nodes`.
+    pub fn node_place(&self, node: NodeId) -> String {
+        let t = &self.topology;
+        format!("{} of DC {}, one of {} nodes", t.role_name(node), t.dc_of(node).0, t.nodes())
+    }
+
     /// Serialise back to TOML.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(&self.config).expect("config serialises")

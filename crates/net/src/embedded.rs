@@ -1,6 +1,8 @@
 //! The embedded cluster: every node of a cluster in this process, on
 //! loopback, with WAN delays injected by the transport. What `causeway up`
-//! and `causeway demo` run, and what the integration tests use.
+//! and `causeway demo` run, and what the integration tests use; [`plan`]
+//! lays the same cluster out for `causeway up --processes`, which runs each
+//! node as a `causeway server` process of its own.
 
 use crate::config::{
     AuthSection, Cluster, ClusterConfig, ConfigError, Fsync, Limits, Links, StorageConfig, TlsSection, Wan,
@@ -103,6 +105,83 @@ fn numbered(base: u16, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("127.0.0.1:{}", base as usize + i)).collect()
 }
 
+/// A cluster laid out on loopback but not started: its validated config
+/// (addresses, the throw-away CA in the data dir, WAN delays) and a bound
+/// listener per node, in node order.
+pub struct Planned {
+    pub cluster: Arc<Cluster>,
+    pub listeners: Vec<std::net::TcpListener>,
+}
+
+/// Lay out the cluster `spec` describes: bind a loopback port for every
+/// node and write the certificates, but start nothing. [`Embedded::start`]
+/// hands the listeners to nodes in this process; `causeway up --processes`
+/// closes them and starts one `causeway server` process per node on those
+/// addresses instead.
+pub fn plan(spec: &EmbeddedSpec, limits: Limits, storage: StorageConfig) -> Result<Planned, EmbeddedError> {
+    let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
+    topology.services = spec.services.clone();
+    topology.replication = spec.replication;
+    topology.remote_replica = spec.remote_replica;
+    topology.replicas_per_partition = spec.replicas;
+    if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
+        topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
+    }
+    let topology = crate::config::topology_for(spec.protocol, &topology);
+    let n = causeway_core::Topology::new(topology.clone()).map_err(ConfigError::from)?.nodes();
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(EmbeddedError::Bind)?;
+    let nodes: Vec<String> = listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.to_string()))
+        .collect::<Result<_, _>>()
+        .map_err(EmbeddedError::Bind)?;
+    // Absolute, so the config written for clients and `causeway server`
+    // means the same directory wherever it is read from.
+    let data_dir = std::path::absolute(&spec.data_dir).unwrap_or_else(|_| spec.data_dir.clone());
+    // A throw-away CA in the data dir, so the one-command cluster is
+    // mutual TLS like any other without an extra step; clients find it
+    // through the config written for them. Kept across restarts (a
+    // second `causeway up` on a running cluster's dir must not pull the
+    // certificates from under it before the dir lock refuses it), made
+    // anew when the node count changed.
+    let tls_dir = data_dir.join("tls");
+    let fits = |d: &std::path::Path| {
+        d.join("ca.pem").exists()
+            && d.join(format!("node-{}.pem", n - 1)).exists()
+            && !d.join(format!("node-{n}.pem")).exists()
+    };
+    if !fits(&tls_dir) {
+        let _ = std::fs::remove_dir_all(&tls_dir);
+        crate::tls::generate(&tls_dir, &format!("embedded-{}", spec.protocol), n, &crate::tls::Validity { days: 365 })?;
+    }
+    let config = ClusterConfig {
+        // Stable across runs, so `causeway up` restarts on its own data
+        // dir; naming the protocol refuses a dir another protocol wrote.
+        cluster_id: format!("embedded-{}", spec.protocol),
+        protocol: spec.protocol.as_str().into(),
+        data_dir,
+        nodes,
+        metrics: spec.ports.metrics.map(|b| numbered(b, n)).unwrap_or_default(),
+        redis: spec.ports.redis.map(|b| numbered(b, n)).unwrap_or_default(),
+        topology,
+        params: spec.params.clone(),
+        storage,
+        limits,
+        links: Links::default(),
+        wan: Wan { rtt_ms: spec.rtt_ms.clone() },
+        tls: if spec.plaintext {
+            TlsSection { dir: None, plaintext: true }
+        } else {
+            TlsSection { dir: Some(tls_dir), plaintext: false }
+        },
+        auth: AuthSection { tokens: spec.tokens.clone() },
+    };
+    Ok(Planned { cluster: Arc::new(config.validate()?), listeners })
+}
+
 pub struct Embedded {
     pub cluster: Arc<Cluster>,
     nodes: Vec<Option<NodeHandle>>,
@@ -143,72 +222,8 @@ impl Embedded {
         storage: StorageConfig,
         rt: &tokio::runtime::Handle,
     ) -> Result<Embedded, EmbeddedError> {
-        let mut topology = TopologySpec::full(spec.dcs, spec.partitions);
-        topology.services = spec.services.clone();
-        topology.replication = spec.replication;
-        topology.remote_replica = spec.remote_replica;
-        topology.replicas_per_partition = spec.replicas;
-        if spec.dcs == 3 && spec.rtt_ms.len() == 3 {
-            topology.dc_names = vec!["virginia".into(), "oregon".into(), "ireland".into()];
-        }
-        let topology = crate::config::topology_for(spec.protocol, &topology);
-        let n = causeway_core::Topology::new(topology.clone()).map_err(ConfigError::from)?.nodes();
-        let listeners: Vec<std::net::TcpListener> = (0..n)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-            .collect::<Result<_, _>>()
-            .map_err(EmbeddedError::Bind)?;
-        let nodes: Vec<String> = listeners
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.to_string()))
-            .collect::<Result<_, _>>()
-            .map_err(EmbeddedError::Bind)?;
-        // Absolute, so the config written for clients and `causeway server`
-        // means the same directory wherever it is read from.
-        let data_dir = std::path::absolute(&spec.data_dir).unwrap_or_else(|_| spec.data_dir.clone());
-        // A throw-away CA in the data dir, so the one-command cluster is
-        // mutual TLS like any other without an extra step; clients find it
-        // through the config written for them. Kept across restarts (a
-        // second `causeway up` on a running cluster's dir must not pull the
-        // certificates from under it before the dir lock refuses it), made
-        // anew when the node count changed.
-        let tls_dir = data_dir.join("tls");
-        let fits = |d: &std::path::Path| {
-            d.join("ca.pem").exists()
-                && d.join(format!("node-{}.pem", n - 1)).exists()
-                && !d.join(format!("node-{n}.pem")).exists()
-        };
-        if !fits(&tls_dir) {
-            let _ = std::fs::remove_dir_all(&tls_dir);
-            crate::tls::generate(
-                &tls_dir,
-                &format!("embedded-{}", spec.protocol),
-                n,
-                &crate::tls::Validity { days: 365 },
-            )?;
-        }
-        let config = ClusterConfig {
-            // Stable across runs, so `causeway up` restarts on its own data
-            // dir; naming the protocol refuses a dir another protocol wrote.
-            cluster_id: format!("embedded-{}", spec.protocol),
-            protocol: spec.protocol.as_str().into(),
-            data_dir,
-            nodes,
-            metrics: spec.ports.metrics.map(|b| numbered(b, n)).unwrap_or_default(),
-            redis: spec.ports.redis.map(|b| numbered(b, n)).unwrap_or_default(),
-            topology,
-            params: spec.params.clone(),
-            storage,
-            limits,
-            links: Links::default(),
-            wan: Wan { rtt_ms: spec.rtt_ms.clone() },
-            tls: if spec.plaintext {
-                TlsSection { dir: None, plaintext: true }
-            } else {
-                TlsSection { dir: Some(tls_dir), plaintext: false }
-            },
-            auth: AuthSection { tokens: spec.tokens.clone() },
-        };
-        let cluster = Arc::new(config.validate()?);
+        let Planned { cluster, listeners } = plan(&spec, limits, storage)?;
+        let n = listeners.len();
         let mut handles = Vec::with_capacity(n);
         for (i, l) in listeners.into_iter().enumerate() {
             let h = with_protocol!(spec.protocol, P => server::spawn::<P>(cluster.clone(), NodeId(i as u32), Some(l), threads(n, rt))?);

@@ -34,6 +34,13 @@ pub struct Identity {
     /// made before the field existed are format 1.
     #[serde(default = "format_one")]
     pub format: u32,
+    /// Where in the cluster's shape the node stood when the directory was
+    /// made (its role, DC and the node count, e.g. `eunomia 1 of DC 0, one
+    /// of 15 nodes`): node ids are positions in the topology, so the same id
+    /// under another shape is another node. Directories made before the
+    /// field existed have none and are not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
 }
 
 fn format_one() -> u32 {
@@ -57,6 +64,12 @@ pub enum IdentityError {
          (peers and clients of another format are refused too, so upgrade the whole cluster)"
     )]
     Format { dir: String, found: u32, supported: u32 },
+    #[error(
+        "{dir} holds the data of {found}, but this config makes node {node} {place}: the cluster's shape (DCs, \
+         partitions, replicas or service nodes) changed under the same cluster id. Give this shape its own \
+         data_dir (or cluster_id), or move the directory aside to start the node empty"
+    )]
+    Shape { dir: String, found: String, node: u32, place: String },
     #[error("{dir} is in use by another process (its lock is held); refusing to share a log")]
     Locked { dir: String },
 }
@@ -73,8 +86,10 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> IdentityError + '_ {
 }
 
 impl NodeDir {
-    /// Lock `dir` and check (or, for a new directory, record) whose it is.
-    pub fn open(dir: &Path, cluster_id: &str, node: NodeId) -> Result<NodeDir, IdentityError> {
+    /// Lock `dir` and check (or, for a new directory, record) whose it is:
+    /// `place` says where node `node` stands in the cluster's shape
+    /// ([`Identity::place`]).
+    pub fn open(dir: &Path, cluster_id: &str, node: NodeId, place: &str) -> Result<NodeDir, IdentityError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let lock_path = dir.join(LOCK);
         let lock = File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(io(&lock_path))?;
@@ -101,6 +116,14 @@ impl NodeDir {
                         node: node.0,
                     });
                 }
+                if let Some(found) = id.place.as_ref().filter(|found| *found != place) {
+                    return Err(IdentityError::Shape {
+                        dir: dir.display().to_string(),
+                        found: found.clone(),
+                        node: node.0,
+                        place: place.to_string(),
+                    });
+                }
                 if id.format != DATA_FORMAT {
                     return Err(IdentityError::Format {
                         dir: dir.display().to_string(),
@@ -116,6 +139,7 @@ impl NodeDir {
                     node: node.0,
                     incarnation: fresh_incarnation(),
                     format: DATA_FORMAT,
+                    place: Some(place.to_string()),
                 };
                 write_durably(&path, &toml::to_string(&id).expect("an identity serialises"))?;
                 id
@@ -196,6 +220,8 @@ impl PeerIncarnations {
 mod tests {
     use super::*;
 
+    const P: &str = "partition 0 of DC 0, one of 2 nodes";
+
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("causeway-identity-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -205,40 +231,56 @@ mod tests {
     #[test]
     fn a_directory_belongs_to_one_node_of_one_cluster() {
         let d = dir("own");
-        let first = NodeDir::open(&d, "c", NodeId(1)).unwrap().identity;
-        let again = NodeDir::open(&d, "c", NodeId(1)).unwrap().identity;
+        let first = NodeDir::open(&d, "c", NodeId(1), P).unwrap().identity;
+        let again = NodeDir::open(&d, "c", NodeId(1), P).unwrap().identity;
         assert_eq!(first, again, "the incarnation is kept across restarts");
-        let e = NodeDir::open(&d, "c", NodeId(2)).err().unwrap();
+        let e = NodeDir::open(&d, "c", NodeId(2), P).err().unwrap();
         assert!(matches!(e, IdentityError::Foreign { found_node: 1, node: 2, .. }), "{e}");
-        let e = NodeDir::open(&d, "other", NodeId(1)).err().unwrap();
+        let e = NodeDir::open(&d, "other", NodeId(1), P).err().unwrap();
         assert!(matches!(e, IdentityError::Foreign { .. }), "{e}");
         // A lost directory comes back as a new incarnation.
         std::fs::remove_dir_all(&d).unwrap();
-        let reborn = NodeDir::open(&d, "c", NodeId(1)).unwrap().identity;
+        let reborn = NodeDir::open(&d, "c", NodeId(1), P).unwrap().identity;
         assert_ne!(reborn.incarnation, first.incarnation);
     }
 
     #[test]
     fn a_directory_of_another_data_format_is_refused() {
         let d = dir("format");
-        let id = NodeDir::open(&d, "c", NodeId(0)).unwrap().identity;
+        let id = NodeDir::open(&d, "c", NodeId(0), P).unwrap().identity;
         assert_eq!(id.format, DATA_FORMAT);
         // A directory made before the format was recorded is format 1.
         let old = format!("cluster_id = \"c\"\nnode = 0\nincarnation = {}\n", id.incarnation);
         std::fs::write(d.join(FILE), old).unwrap();
-        let e = NodeDir::open(&d, "c", NodeId(0)).err().unwrap();
+        let e = NodeDir::open(&d, "c", NodeId(0), P).err().unwrap();
         assert!(matches!(e, IdentityError::Format { found: 1, supported: DATA_FORMAT, .. }), "{e}");
         assert!(e.to_string().contains("format 1"), "{e}");
+    }
+
+    /// Node ids are positions in the topology: node 7 of a cluster with
+    /// two Eunomia replicas per DC is not node 7 of one with one. A
+    /// directory made before places were recorded is not checked.
+    #[test]
+    fn a_directory_of_another_cluster_shape_is_refused() {
+        let d = dir("shape");
+        let id = NodeDir::open(&d, "c", NodeId(7), "eunomia 1 of DC 0, one of 15 nodes").unwrap().identity;
+        assert_eq!(id.place.as_deref(), Some("eunomia 1 of DC 0, one of 15 nodes"));
+        let e = NodeDir::open(&d, "c", NodeId(7), "receiver 0 of DC 0, one of 12 nodes").err().unwrap();
+        assert!(matches!(e, IdentityError::Shape { node: 7, .. }), "{e}");
+        assert!(e.to_string().contains("eunomia 1 of DC 0") && e.to_string().contains("receiver 0 of DC 0"), "{e}");
+        let old = format!("cluster_id = \"c\"\nnode = 7\nincarnation = {}\nformat = {DATA_FORMAT}\n", id.incarnation);
+        std::fs::write(d.join(FILE), old).unwrap();
+        NodeDir::open(&d, "c", NodeId(7), "receiver 0 of DC 0, one of 12 nodes").unwrap();
     }
 
     #[test]
     fn a_directory_is_used_by_one_process_at_a_time() {
         let d = dir("lock");
-        let held = NodeDir::open(&d, "c", NodeId(0)).unwrap();
-        let e = NodeDir::open(&d, "c", NodeId(0)).err().unwrap();
+        let held = NodeDir::open(&d, "c", NodeId(0), P).unwrap();
+        let e = NodeDir::open(&d, "c", NodeId(0), P).err().unwrap();
         assert!(matches!(e, IdentityError::Locked { .. }), "{e}");
         drop(held);
-        NodeDir::open(&d, "c", NodeId(0)).unwrap();
+        NodeDir::open(&d, "c", NodeId(0), P).unwrap();
     }
 
     #[test]

@@ -106,7 +106,7 @@ async fn sequence_numbers_belong_to_one_incarnation() {
 }
 
 fn with_node_dir_open(c: &causeway_net::Cluster, node: NodeId) -> String {
-    match causeway_net::identity::NodeDir::open(&c.node_dir(node), &c.config.cluster_id, node) {
+    match causeway_net::identity::NodeDir::open(&c.node_dir(node), &c.config.cluster_id, node, &c.node_place(node)) {
         Ok(_) => "opened".into(),
         Err(e) => e.to_string(),
     }

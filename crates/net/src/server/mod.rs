@@ -73,6 +73,11 @@ pub enum NodeError {
     Wal { node: u32, source: WalError },
     #[error("node {node}: {source}")]
     DataDir { node: u32, source: IdentityError },
+    #[error(
+        "node {node}: its log names node {peer}, but the cluster has {nodes} nodes: the log was written by a \
+         cluster of another shape; give this one its own data_dir, or move the node's directory aside"
+    )]
+    ForeignLog { node: u32, peer: u32, nodes: usize },
     #[error("node {node}: the protocol loop panicked")]
     Panicked { node: u32 },
     #[error("node {node}: cannot start its thread or runtime: {source}")]

@@ -60,7 +60,7 @@ pub fn spawn<P: Protocol>(
         }
     };
     let dir = cluster.node_dir(node);
-    let node_dir = NodeDir::open(&dir, &cluster.config.cluster_id, node)
+    let node_dir = NodeDir::open(&dir, &cluster.config.cluster_id, node, &cluster.node_place(node))
         .map_err(|source| NodeError::DataDir { node: node.0, source })?;
     let incarnation = node_dir.identity.incarnation;
     let (wal, recovered) =
@@ -84,7 +84,7 @@ pub fn spawn<P: Protocol>(
     let logged_peers: Vec<Option<u64>> =
         (0..n).map(|i| recovered.peer_incarnations.get(&NodeId(i as u32)).copied()).collect();
     let clock_floor_us = recovered.clock_floor_us;
-    let durable = durable_state(recovered, n);
+    let durable = durable_state(recovered, n).map_err(|peer| NodeError::ForeignLog { node: node.0, peer, nodes: n })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (in_tx, in_rx) = mpsc::unbounded_channel::<Input<P::Msg>>();
     // The node's tasks, started on its own runtime by its thread (below).
@@ -258,8 +258,12 @@ pub fn spawn<P: Protocol>(
 
 /// The node core's durable state from what the log held (`n` nodes in
 /// the cluster). The log counts sequence numbers from the next one to use;
-/// the node core from the last one used.
-fn durable_state<V: Versioned + Clone, M>(recovered: Recovered<V, M>, n: usize) -> Durable<V, M> {
+/// the node core from the last one used. A log that names a node the
+/// cluster does not have (it was written under another shape, in a
+/// directory made before identities recorded shapes) is refused: the
+/// error is that node's id.
+fn durable_state<V: Versioned + Clone, M>(recovered: Recovered<V, M>, n: usize) -> Result<Durable<V, M>, u32> {
+    let known = |id: NodeId| if id.idx() < n { Ok(id.idx()) } else { Err(id.0) };
     let mut store = MvStore::new();
     for (k, v) in recovered.versions {
         store.restore(&k, v);
@@ -270,17 +274,17 @@ fn durable_state<V: Versioned + Clone, M>(recovered: Recovered<V, M>, n: usize) 
     }
     let mut outbox: Vec<VecDeque<(u64, M)>> = (0..n).map(|_| VecDeque::new()).collect();
     for (to, msgs) in recovered.outbox {
-        outbox[to.idx()] = msgs.into();
+        outbox[known(to)?] = msgs.into();
     }
     let mut sent_seq = vec![0u64; n];
     for (to, next) in recovered.next_seq {
-        sent_seq[to.idx()] = next.saturating_sub(1);
+        sent_seq[known(to)?] = next.saturating_sub(1);
     }
     let mut delivered = vec![0u64; n];
     for (from, seq) in recovered.delivered {
-        delivered[from.idx()] = seq;
+        delivered[known(from)?] = seq;
     }
-    Durable { store, outbox, sent_seq, delivered }
+    Ok(Durable { store, outbox, sent_seq, delivered })
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
