@@ -702,6 +702,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let h = causeway_check::load_history(&history)?;
             let mut cfg = causeway_check::CheckConfig::at(level);
             cfg.quiescent_after_us = quiescent_after_ms.map(|ms| ms * 1_000);
+            // A history of a protocol that linearizes each DC's writes is
+            // held to that order too.
+            if let Ok(p) = h.protocol.parse::<ProtocolName>() {
+                cfg.dc_write_order =
+                    causeway_protocols::with_protocol!(p, P => <P as causeway_core::Protocol>::LINEARIZES_DC_WRITES);
+            }
             if quiescent_after_ms.is_some() || liveness_bound_ms.is_some() {
                 let bound_us = match liveness_bound_ms {
                     Some(ms) => ms * 1_000,
@@ -1140,7 +1146,8 @@ pub(crate) fn check_history(p: ProtocolName, h: Option<&causeway_core::History>,
     }
     let Some(h) = h else { return true };
     let level = causeway_protocols::with_protocol!(p, P => causeway_check::Level::promised_by(<P as causeway_core::Protocol>::CAUSAL, <P as causeway_core::Protocol>::SESSIONS));
-    let report = causeway_check::check(h, &causeway_check::CheckConfig::at(level));
+    let dc_order = causeway_protocols::with_protocol!(p, P => <P as causeway_core::Protocol>::LINEARIZES_DC_WRITES);
+    let report = causeway_check::check(h, &causeway_check::CheckConfig::at(level).with_dc_write_order(dc_order));
     if report.passed {
         say!("  {:<16} history of {} operations: {} holds\n", p.as_str(), h.ops.len(), level.name());
     } else {

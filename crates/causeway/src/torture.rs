@@ -385,7 +385,9 @@ pub fn run_one(p: ProtocolName, seed: u64, opts: &Options) -> Result<(CheckRepor
     let level = opts.level.unwrap_or_else(
         || with_protocol!(p, P => Level::promised_by(<P as Protocol>::CAUSAL, <P as Protocol>::SESSIONS)),
     );
-    let mut cfg = CheckConfig::at(level).quiescent_after(quiet_us);
+    let mut cfg = CheckConfig::at(level)
+        .quiescent_after(quiet_us)
+        .with_dc_write_order(with_protocol!(p, P => <P as Protocol>::LINEARIZES_DC_WRITES));
     cfg.liveness = liveness;
     let report = check(&history, &cfg);
     Ok((report, history))

@@ -63,7 +63,8 @@ fn network_histories_pass_the_checker() {
         // one; a protocol that is not may or may not have shown an anomaly in
         // so short a run, so it is held to eventual consistency only.
         let level = with_protocol!(p, P => Level::promised_by(<P as Protocol>::CAUSAL, <P as Protocol>::SESSIONS));
-        let verdict = check(&h, &CheckConfig::at(level));
+        let dc_order = with_protocol!(p, P => <P as Protocol>::LINEARIZES_DC_WRITES);
+        let verdict = check(&h, &CheckConfig::at(level).with_dc_write_order(dc_order));
         assert!(verdict.passed, "{p} over TCP violates {}:\n{verdict}", level.name());
     }
 }

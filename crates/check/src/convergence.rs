@@ -23,6 +23,15 @@
 //! ∅ after an acknowledged write of the key shows a write that never became
 //! visible; `v co w` is a loss only at the causal levels, whose arbitration
 //! must extend the causal order.
+//!
+//! **A DC's own write order** (`CheckConfig::dc_write_order`, for a
+//! protocol that linearizes each DC's writes, NuKV's Raft groups): a final
+//! value `v` is also lost when an acknowledged write `w` of the key was made
+//! in `v`'s DC and invoked after `v` completed. Inside one DC the writes
+//! of a key form one linearizable sequence (one Raft log, whose leaders
+//! stamp past every committed write), so `w` follows `v` in it and must win
+//! wherever both arrive, at every level: two writes a session made in a
+//! row, or one session's write after another's acknowledgement.
 
 use crate::clock::Clocks;
 use crate::model::{Model, ReadEv, Source};
@@ -36,6 +45,7 @@ pub fn check_convergence(
     c: &Clocks,
     t: u64,
     causal_arbitration: bool,
+    dc_order: bool,
     out: &mut Collector,
 ) -> Result<(), String> {
     let ops = &m.history.ops;
@@ -80,13 +90,20 @@ pub fn check_convergence(
         }
         let writes = acked_writes.get(key).map(|v| v.as_slice()).unwrap_or(&[]);
         for read in distinct {
-            let lost = writes.iter().copied().find(|&w| match read.source {
-                Source::Init => true,
-                Source::Write(v) => causal_arbitration && c.co(m, v, w),
-                Source::ThinAir => false,
+            let causally = |v: u32, w: u32| causal_arbitration && c.co(m, v, w);
+            // `v` done in its DC before `w` began there: one log orders them.
+            let in_dc_order = |v: u32, w: u32| {
+                let (v, w) = (&ops[v as usize], &ops[w as usize]);
+                dc_order && v.dc == w.dc && v.complete_us < w.invoke_us
+            };
+            let lost = writes.iter().copied().find_map(|w| match read.source {
+                Source::Init => Some((w, false)),
+                Source::Write(v) if causally(v, w) => Some((w, false)),
+                Source::Write(v) if in_dc_order(v, w) => Some((w, true)),
+                Source::Write(_) | Source::ThinAir => None,
             });
-            if let Some(write) = lost {
-                out.add(Kind::NotEventuallyVisible, || Raw::NotVisible { read, write, t });
+            if let Some((write, dc_order)) = lost {
+                out.add(Kind::NotEventuallyVisible, || Raw::NotVisible { read, write, t, dc_order });
             }
         }
     }

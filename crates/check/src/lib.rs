@@ -107,8 +107,9 @@ pub fn check(history: &History, cfg: &CheckConfig) -> CheckReport {
     atomic::check_fractured(&m, &clocks, &mut out);
     let cf_preds = arbitration::check_cyclic_cf(&m, &clocks, &causal.cf, &mut out);
     let causal_arbitration = cfg.level >= Level::Causal;
-    let convergence =
-        cfg.quiescent_after_us.map(|t| convergence::check_convergence(&m, &clocks, t, causal_arbitration, &mut out));
+    let convergence = cfg
+        .quiescent_after_us
+        .map(|t| convergence::check_convergence(&m, &clocks, t, causal_arbitration, cfg.dc_write_order, &mut out));
     liveness::check_liveness(&m, cfg.liveness.as_ref(), &mut out);
 
     // Render the kept violations, with paths, in kind then history order.

@@ -114,11 +114,24 @@ pub struct CheckConfig {
     /// still pending at the end of the run are only listed.
     #[serde(default)]
     pub liveness: Option<crate::liveness::Liveness>,
+    /// Each DC linearizes the writes it takes, per key, and arbitration
+    /// extends that order (`Protocol::LINEARIZES_DC_WRITES`: NuKV's Raft
+    /// groups): after quiescence a value is then also lost when an
+    /// acknowledged write of the key was invoked in the same DC after it
+    /// completed ([`crate::convergence`]). Off by default.
+    #[serde(default)]
+    pub dc_write_order: bool,
 }
 
 impl Default for CheckConfig {
     fn default() -> Self {
-        CheckConfig { level: Level::default(), quiescent_after_us: None, max_reported: 10, liveness: None }
+        CheckConfig {
+            level: Level::default(),
+            quiescent_after_us: None,
+            max_reported: 10,
+            liveness: None,
+            dc_write_order: false,
+        }
     }
 }
 
@@ -128,6 +141,11 @@ impl CheckConfig {
     }
     pub fn quiescent_after(mut self, us: u64) -> Self {
         self.quiescent_after_us = Some(us);
+        self
+    }
+    /// The check for a protocol that promises `LINEARIZES_DC_WRITES`.
+    pub fn with_dc_write_order(mut self, on: bool) -> Self {
+        self.dc_write_order = on;
         self
     }
     pub fn with_liveness(mut self, liveness: crate::liveness::Liveness) -> Self {

@@ -217,6 +217,11 @@ pub enum Violation {
         /// returned ⇝ write
         overwritten: Option<Path>,
         quiescent_after_us: u64,
+        /// Set when the write overwrote the returned value by its DC's
+        /// write order (`CheckConfig::dc_write_order`), not causally: the
+        /// DC both were made in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        same_dc: Option<String>,
     },
     /// An operation that did not complete (by its deadline, if one is known).
     Unfinished(Stall),
@@ -504,19 +509,40 @@ impl fmt::Display for Violation {
                 second.who(),
                 second.at()
             ),
-            Violation::NotEventuallyVisible { key, read, returned, write, overwritten, quiescent_after_us } => write!(
-                f,
-                "after quiescence ({}) {} read {} ({}) although the acknowledged write {key}={} ({} by {}) \
-                 overwrote it: that write never became visible{}",
-                crate::explain::ms(*quiescent_after_us),
-                read.who(),
-                kv(key, returned),
-                read.at(),
-                put_value(write),
-                write.at(),
-                write.who(),
-                overwrite_clause(returned, write, overwritten)
-            ),
+            Violation::NotEventuallyVisible {
+                key,
+                read,
+                returned,
+                write,
+                overwritten,
+                quiescent_after_us,
+                same_dc,
+            } => {
+                write!(
+                    f,
+                    "after quiescence ({}) {} read {} ({}) although the acknowledged write {key}={} ({} by {}) \
+                     overwrote it: that write never became visible{}",
+                    crate::explain::ms(*quiescent_after_us),
+                    read.who(),
+                    kv(key, returned),
+                    read.at(),
+                    put_value(write),
+                    write.at(),
+                    write.who(),
+                    overwrite_clause(returned, write, overwritten)
+                )?;
+                match (same_dc, returned) {
+                    (Some(dc), Some(r)) => write!(
+                        f,
+                        "; both were written in DC {dc}, and {} was acknowledged ({}) before {} was invoked, so \
+                         that DC's write order puts it later",
+                        put_value(r),
+                        r.at(),
+                        put_value(write)
+                    ),
+                    _ => Ok(()),
+                }
+            }
             Violation::Unfinished(s) | Violation::SlowOperation(s) => write!(f, "{s}"),
         }
     }
@@ -597,6 +623,9 @@ pub enum Raw {
         read: ReadEv,
         write: u32,
         t: u64,
+        /// The write follows the returned one in their DC's write order
+        /// (and not causally).
+        dc_order: bool,
     },
     /// A liveness violation: op `op` missed `deadline_us` (None: no spec).
     Stall {
@@ -719,11 +748,12 @@ impl Raw {
                 second_value: ex.returned(second),
                 quiescent_after_us: *t,
             },
-            Raw::NotVisible { read, write, t } => {
+            Raw::NotVisible { read, write, t, dc_order } => {
                 let overwritten = match read.source {
-                    Source::Write(w) if ex.c.rank[w as usize] != NONE => Some(ex.co_path(w, *write)),
+                    Source::Write(w) if !dc_order && ex.c.rank[w as usize] != NONE => Some(ex.co_path(w, *write)),
                     _ => None,
                 };
+                let same_dc = dc_order.then(|| ex.m.history.ops[*write as usize].dc.0.to_string());
                 Violation::NotEventuallyVisible {
                     key: ex.key(read.key),
                     read: ex.op(read.op),
@@ -731,6 +761,7 @@ impl Raw {
                     write: ex.op(*write),
                     overwritten,
                     quiescent_after_us: *t,
+                    same_dc,
                 }
             }
             Raw::Stall { op, deadline_us, ending, faults } => {

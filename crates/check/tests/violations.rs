@@ -484,6 +484,38 @@ fn acknowledged_write_must_become_visible() {
     assert!(r.violations[0].to_string().contains("acknowledged write y=w3"), "{r}");
 }
 
+/// Under a protocol that linearizes each DC's writes (NuKV's Raft groups,
+/// `CheckConfig::dc_write_order`), a final value that a later write of its
+/// own DC should have overwritten is a lost write at every level; writes of
+/// different DCs, or overlapping ones, stay free to arbitrate either way.
+#[test]
+fn a_dcs_later_write_wins_where_the_dc_linearizes_its_writes() {
+    let mut h = H::new();
+    h.put(0, "x", 1); // DC 0
+    h.put(2, "x", 2); // DC 0, another session, invoked after w1's acknowledgement
+    h.put(1, "y", 3); // DC 1
+    h.put(0, "y", 4); // DC 0: after w3 in real time, but in another DC
+    h.wait_until(1_000);
+    for reader in [1, 3] {
+        h.get(reader, "x", Some(1));
+        h.get(reader, "y", Some(3));
+    }
+    for level in [Level::Eventual, Level::Sessions] {
+        assert_clean(&run_at(&h, level, Some(1_000)));
+        let cfg = CheckConfig::at(level).quiescent_after(1_000).with_dc_write_order(true);
+        let r = check(&h.history(), &cfg);
+        assert_eq!(failed(&r), vec![Kind::NotEventuallyVisible], "{r}");
+        assert_eq!(r.count(Kind::NotEventuallyVisible), 1, "x only: y's writes were made in two DCs: {r}");
+        let text = r.violations[0].to_string();
+        assert!(text.contains("x=w2") && text.contains("both were written in DC 0"), "{text}");
+    }
+    // Overlapping writes of one DC may be linearized either way.
+    let mut overlapping = h.history();
+    overlapping.ops[1].invoke_us = overlapping.ops[0].complete_us - 1;
+    let cfg = CheckConfig::at(Level::Eventual).quiescent_after(1_000).with_dc_write_order(true);
+    assert!(check(&overlapping, &cfg).passed);
+}
+
 #[test]
 fn quiescence_premise_is_checked() {
     let mut h = H::new();

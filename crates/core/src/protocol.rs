@@ -766,6 +766,16 @@ pub trait Protocol: 'static {
     /// and monotonic reads per key (NuKV's session levels): the checker then
     /// holds it to those two beside eventual consistency. Default: false.
     const SESSIONS: bool = false;
+    /// Whether each DC orders the writes it takes as one linearizable
+    /// sequence per key that the cross-DC arbitration extends: a write
+    /// acknowledged in a DC before another write of the key was invoked
+    /// there is overwritten by it everywhere, whatever the level (NuKV, whose
+    /// Raft groups commit a DC's writes in one log and whose leaders stamp
+    /// past every committed write, Roohitavaf Ch. 4, §4.1). The checker then
+    /// counts a final value that a later write of its own DC should have
+    /// overwritten as lost (the checker's convergence check).
+    /// Default: false.
+    const LINEARIZES_DC_WRITES: bool = false;
     /// Whether GETs and PUTs take per-operation session levels
     /// ([`crate::Levels`], [`Client::invoke_at`]) and honour each as asked
     /// (NuKV). A causal protocol takes any level without this (it gives

@@ -457,6 +457,96 @@ fn partial_replication_run<P: Protocol>(seed: u64, flag: &str) -> (Result<(), St
     (if report.passed { Ok(()) } else { Err(report.to_string()) }, txns)
 }
 
+/// A protocol that linearizes each DC's writes (`Protocol::LINEARIZES_DC_WRITES`:
+/// NuKV's Raft groups) keeps that order, and its promised level, through
+/// crashes and restarts of each member of a group in turn (the leader among
+/// them), a member paused (cut off inside its DC) and DC 0's clocks stepped
+/// 10 s ahead and back once writes flow again: a random workload of GETs and PUTs on a few hot keys,
+/// 2 DCs × 2 partitions, groups of 3 replicas; after a quiet time one
+/// reader per DC reads every key, and the checker holds the history to the
+/// protocol's promised level with each DC's write order
+/// (`CheckConfig::dc_write_order`).
+#[test]
+fn every_dc_linearizing_protocol_keeps_each_dcs_write_order_through_crashes() {
+    each(|p| {
+        if !with_protocol!(p, P => <P as Protocol>::LINEARIZES_DC_WRITES) {
+            return Ok(());
+        }
+        for seed in 1..=3 {
+            with_protocol!(p, P => dc_write_order_run::<P>(seed, None)).map_err(|e| format!("seed {seed}: {e}"))?;
+        }
+        // The proof that the scenario can fail: a leader that stamps with
+        // its physical clock alone (NuKV's `mutant_stamp_physical`) lets the
+        // writes stamped while the clock ran ahead win over later ones.
+        if p == ProtocolName::Nukv
+            && with_protocol!(p, P => dc_write_order_run::<P>(1, Some("mutant_stamp_physical"))).is_ok()
+        {
+            return Err("the physical-stamp mutant kept each DC's write order".into());
+        }
+        Ok(())
+    });
+}
+
+fn dc_write_order_run<P: Protocol>(seed: u64, mutant: Option<&str>) -> Result<(), String> {
+    use causeway_check::{CheckConfig, Level, check};
+    use causeway_core::{ClockJump, NodeRole};
+    use causeway_sim::scenario::NodeClock;
+    use causeway_sim::{ScriptedClient, ScriptedOp};
+    const QUIET_US: u64 = 6_500_000;
+    const KEYS: usize = 6;
+    let mut spec = TopologySpec::full(2, 2);
+    spec.replicas_per_partition = 3;
+    let mut sc = common::base(2, 2, 4_000, seed);
+    sc.topology = spec;
+    sc.drain_ms = 4_000;
+    sc.client_timeout_ms = 2_000;
+    let w = &mut sc.workload;
+    w.clients_per_dc = 4;
+    w.recordcount = KEYS as u64;
+    w.think_time_us = 1_000;
+    w.readproportion = 0.5;
+    w.updateproportion = 0.5;
+    let t = Topology::new(sc.topology.clone()).map_err(|e| e.to_string())?;
+    let in_dc0 = |n: u32| t.dc_of(NodeId(n)) == DcId(0);
+    for n in (0..t.nodes() as u32).filter(|&n| in_dc0(n)) {
+        if let NodeRole::Partition { partition, replica, .. } = t.role(NodeId(n)) {
+            if partition.0 == 0 {
+                let at_ms = 600 + 800 * u64::from(replica);
+                sc.faults.push(Fault { at_ms, at_us: 0, kind: FaultKind::Crash { node: n, for_ms: 400, at: None } });
+            } else if replica == 1 {
+                sc.faults.push(Fault { at_ms: 1_000, at_us: 0, kind: FaultKind::Pause { node: n, for_ms: 600 } });
+            }
+        }
+        let jumps = vec![
+            ClockJump { at_us: 2_800_000, step_us: 10_000_000 },
+            ClockJump { at_us: 3_200_000, step_us: -10_000_000 },
+        ];
+        sc.clocks.node.push(NodeClock { node: n, offset_us: 0, drift_ppm: 0.0, jumps });
+    }
+    for dc in 0..2 {
+        let ops = (0..KEYS)
+            .map(|i| ScriptedOp {
+                at_us: if i == 0 { QUIET_US } else { 0 },
+                op: Op::Get { key: bytes::Bytes::from(format!("user{i}")) },
+                from_dc: None,
+                checking_group: None,
+            })
+            .collect();
+        sc.scripted.push(ScriptedClient { dc, ops });
+    }
+    if let Some(m) = mutant {
+        sc.protocol.insert(m.into(), true.into());
+    }
+    let (h, _) = common::run::<P>(sc);
+    let writes = h.ops.iter().filter(|r| matches!((&r.op, &r.result), (Op::Put { .. }, OpResult::Put))).count();
+    if writes < 50 {
+        return Err(format!("only {writes} writes were acknowledged"));
+    }
+    let level = Level::promised_by(P::CAUSAL, P::SESSIONS);
+    let report = check(&h, &CheckConfig::at(level).quiescent_after(QUIET_US).with_dc_write_order(true));
+    if report.passed { Ok(()) } else { Err(report.to_string()) }
+}
+
 /// Protocols that run on partial replication (`Protocol::PARTIAL_REPLICATION`)
 /// keep their promises there too, with transactions (or, for a protocol
 /// without them, GETs and PUTs) that read and write partitions stored only

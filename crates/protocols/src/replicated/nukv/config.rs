@@ -67,6 +67,12 @@ pub struct Config {
     /// rule switched off), so read-your-writes and monotonic reads break
     /// when a session reads from a lagging replica.
     pub mutant_skip_get_wait: bool,
+    /// Mutant: a leader stamps a write with its physical clock alone, not
+    /// past its HLC (Alg 4.2's `updateHLC` switched off), so after its clock
+    /// steps back, or under a new leader whose clock is behind, a later
+    /// write of the DC stamps below an earlier one and loses to it
+    /// everywhere: the DC's write order breaks.
+    pub mutant_stamp_physical: bool,
 }
 
 impl Default for Config {
@@ -86,6 +92,7 @@ impl Default for Config {
             remote_write_share: 0.0,
             hlc: true,
             mutant_skip_get_wait: false,
+            mutant_stamp_physical: false,
         }
     }
 }

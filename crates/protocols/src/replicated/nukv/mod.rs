@@ -44,6 +44,15 @@
 //!   A DC away for long therefore grows the other DCs' logs.
 //! - **Ties.** The paper leaves equal timestamps unordered; here versions
 //!   order by ⟨t, dc, origin log index⟩, which is unique.
+//! - **A new leader stamps nothing until it has caught up.** Alg 4.2 has
+//!   the leader stamp a PUT with `updateHLC(dt)` at once. A leader elected
+//!   after its predecessor committed (and acknowledged) a write may not have
+//!   applied that write yet, so its HLC may be below the write's stamp; a
+//!   PUT stamped then on a clock that runs behind would order before a write
+//!   acknowledged before it was invoked, and the DC's writes would not be
+//!   linearized. It holds PUTs until it has applied its own term's first
+//!   entry (Raft's empty entry on election; Ongaro and Ousterhout §8), a
+//!   round of its group after the election.
 //! - **A PUT whose answer is late is not resent** (it may have been
 //!   proposed, and a second copy would be a second write): it fails with
 //!   `TimedOut` at `op_deadline_us`. A PUT refused with `NotLeader` was
@@ -95,6 +104,7 @@ impl Protocol for Nukv {
     /// (Thms 1–2); the checker's monotonic writes and writes-follow-reads
     /// follow a session across keys, which Defs 6–7 do not promise.
     const SESSIONS: bool = true;
+    const LINEARIZES_DC_WRITES: bool = true;
     const LEVELS: bool = true;
     const MIGRATES: bool = true;
     /// Raft keeps an acknowledged write through crashes of any minority of

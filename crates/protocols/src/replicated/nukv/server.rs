@@ -694,6 +694,21 @@ impl NukvServer {
         }
     }
 
+    /// Whether this leader has applied its log through the first entry of
+    /// its own term (the empty entry Raft appends on election), and so every
+    /// write committed before it led. Until then it stamps nothing: a write
+    /// its predecessor committed and acknowledged may still be unapplied
+    /// here (a follower learns the commit index only with the next append),
+    /// so this leader's HLC may not be past that write's stamp yet, and a
+    /// write stamped now, on a clock behind its predecessor's, would order
+    /// before a write acknowledged before it was invoked: the DC's writes
+    /// would not be linearized (`Protocol::LINEARIZES_DC_WRITES`). Raft's
+    /// own rule for a new leader's reads (Ongaro and Ousterhout §8) is the same wait.
+    fn leads_caught_up(&self) -> bool {
+        let g = &self.groups[0];
+        g.raw.raft.raft_log.term(g.applied).is_ok_and(|t| t == g.raw.raft.term)
+    }
+
     /// Settle the PUTs held for want of a leader, once there is one (or
     /// their time is up).
     fn unhold(&mut self, env: &mut impl Env) {
@@ -752,6 +767,14 @@ impl NukvServer {
             env.reply(put.from, Msg::NotLeader { req: put.req, leader });
             return;
         }
+        if !self.leads_caught_up() {
+            if now.saturating_sub(put.since_us) < self.cfg.get_wait_us {
+                self.held.push(put);
+            } else {
+                env.reply(put.from, Msg::Behind { req: put.req });
+            }
+            return;
+        }
         let dt = match &put.dep {
             // updateHLC(dt): past the clock, the previous stamp and the
             // session's dependency time; the PUT never waits.
@@ -767,7 +790,7 @@ impl NukvServer {
         };
         let HeldPut { from, req, key, value, .. } = put;
         let g = &mut self.groups[0];
-        let t = self.hlc.update(now, dt);
+        let t = if self.cfg.mutant_stamp_physical { Hlc::new(now, 0) } else { self.hlc.update(now, dt) };
         self.proposed += 1;
         let cmd = Command::Put { key, value, t, dc: self.dc, proposal: (self.me, self.proposed, self.started_us) };
         let data = postcard::to_allocvec(&cmd).expect("a command encodes");
