@@ -143,6 +143,7 @@ fn rec(client: u32, op: Op, result: OpResult, at_us: u64) -> OpRecord {
         complete_us: at_us + 1,
         batch: None,
         levels: None,
+        checking_group: None,
     }
 }
 fn put(client: u32, key: &str, id: u64, ok: bool, at_us: u64) -> OpRecord {

@@ -213,6 +213,7 @@ mod tests {
             complete_us: done,
             batch: None,
             levels: None,
+            checking_group: None,
         }
     }
 

@@ -137,6 +137,11 @@ fn reads_in_the_home_group_never_wait_reads_after_another_group_do_and_the_histo
     );
     assert_eq!(c5[0].complete_us, c5[0].invoke_us, "refused before anything was sent");
     assert!(matches!(c5[1].result, OpResult::Get(_)));
+    // The history records the group each GET named for itself.
+    assert_eq!(c5[0].checking_group, Some(2));
+    assert_eq!(c5[1].checking_group, None);
+    assert!(c4.iter().all(|r| r.checking_group.is_none()), "c4 names none: {c4:?}");
+    assert!(c3.iter().step_by(3).all(|r| r.checking_group == Some(1)), "c3 names DC 1's group for a: {c3:?}");
 }
 
 /// The workload draws a group for some GETs: a share of the reads go to
@@ -161,6 +166,11 @@ fn a_workload_drawing_checking_groups_stays_causal() {
     let share = remote as f64 / gets.len() as f64;
     // Two thirds of the drawn groups are another DC's.
     assert!((0.1..0.35).contains(&share), "{remote} of {} GETs went to another DC", gets.len());
+    // Each drawn group is in the history; a GET slow enough to be remote named one.
+    let named = gets.iter().filter(|r| r.checking_group.is_some()).count();
+    assert!((0.2..0.4).contains(&(named as f64 / gets.len() as f64)), "{named} of {} GETs named a group", gets.len());
+    assert!(gets.iter().filter(|r| latency_ms(r) >= RTT_MS).all(|r| r.checking_group.is_some()));
+    assert!(h.ops.iter().all(|r| r.checking_group.is_none() || matches!(r.op, Op::Get { .. })));
 }
 
 /// A protocol without checking groups: a scripted GET naming one fails

@@ -44,6 +44,7 @@ fn untagged_values_are_identified_by_their_bytes() {
         complete_us: t + 1,
         batch: None,
         levels: None,
+        checking_group: None,
     };
     let hello = Bytes::from_static(b"hello");
     let h = History {
@@ -176,6 +177,7 @@ fn dbcop_export_handles_untagged_values_and_failed_puts() {
         complete_us: 1_001,
         batch: None,
         levels: None,
+        checking_group: None,
     });
     let e = to_dbcop(&hist).unwrap();
     assert!(!e.tagged_versions);
@@ -265,6 +267,7 @@ fn batches_must_be_recorded_as_puts_and_may_overlap_only_themselves() {
         complete_us: 1_001,
         batch: None,
         levels: None,
+        checking_group: None,
     });
     assert_eq!(model_error(&hist), ModelError::UnexpandedBatch { index: 3 });
     let mut hist = h.history();

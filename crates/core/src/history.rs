@@ -35,6 +35,11 @@ pub struct OpRecord {
     /// `None` when it named none, and the protocol's own promise applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels: Option<crate::Levels>,
+    /// The checking group a GET named for itself (ACCF's `GET(k, cg)`,
+    /// Roohitavaf Alg 7.1); `None` when it named none and its server's
+    /// first group applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checking_group: Option<u16>,
 }
 
 impl OpRecord {
@@ -43,7 +48,7 @@ impl OpRecord {
     /// set to `id` (unique among the client's batches), so that every write
     /// has an index of its own in the history.
     pub fn expand(self, id: u64) -> Vec<OpRecord> {
-        let OpRecord { client, dc, op, result, invoke_us, complete_us, levels, .. } = self;
+        let OpRecord { client, dc, op, result, invoke_us, complete_us, levels, checking_group, .. } = self;
         match op {
             Op::Batch { writes } => writes
                 .into_iter()
@@ -56,9 +61,12 @@ impl OpRecord {
                     complete_us,
                     batch: Some(id),
                     levels,
+                    checking_group,
                 })
                 .collect(),
-            op => vec![OpRecord { client, dc, op, result, invoke_us, complete_us, batch: None, levels }],
+            op => {
+                vec![OpRecord { client, dc, op, result, invoke_us, complete_us, batch: None, levels, checking_group }]
+            }
         }
     }
 }

@@ -233,6 +233,7 @@ pub async fn run_with_timeout<P: Protocol>(
                                 complete_us: (t1 - origin).as_micros() as u64,
                                 batch: None,
                                 levels: None,
+                                checking_group: None,
                             });
                         }
                         r.is_err()
@@ -253,8 +254,10 @@ pub async fn run_with_timeout<P: Protocol>(
                         let t1 = Instant::now();
                         let measured = t0 >= measure_from && t1 <= end;
                         let levels = s.levels();
+                        let checking_group = s.checking_group();
                         let record = |res: &mut SessionResult, slot: usize, op: Op, result: OpResult| {
                             let levels = levels.filter(|_| matches!(op, Op::Get { .. } | Op::Put { .. }));
+                            let checking_group = checking_group.filter(|_| matches!(op, Op::Get { .. }));
                             let rec = OpRecord {
                                 client: ClientId(cid + slot as u32),
                                 dc,
@@ -264,6 +267,7 @@ pub async fn run_with_timeout<P: Protocol>(
                                 complete_us: (t1 - origin).as_micros() as u64,
                                 batch: None,
                                 levels,
+                                checking_group,
                             };
                             // A batch's number: unique among this task's records.
                             let id = res.records.len() as u64;
@@ -645,6 +649,7 @@ async fn preload<P: Protocol>(
                             complete_us: (Instant::now() - origin).as_micros() as u64,
                             batch: None,
                             levels: s.levels(),
+                            checking_group: None,
                         });
                     }
                 }

@@ -40,6 +40,7 @@ impl H {
             complete_us: self.t + 5,
             batch: None,
             levels: None,
+            checking_group: None,
         });
         self.ops.len() - 1
     }
@@ -71,6 +72,7 @@ impl H {
             complete_us: self.t + 5,
             batch: None,
             levels: None,
+            checking_group: None,
         };
         let first = self.ops.len();
         self.ops.extend(rec.expand(first as u64));

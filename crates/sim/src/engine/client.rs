@@ -11,6 +11,8 @@ pub(super) struct Session<P: Protocol> {
     pub(super) busy: Option<(Op, u64)>,
     /// The session levels the busy operation asked for.
     pub(super) levels: Option<causeway_core::Levels>,
+    /// The checking group the busy GET named for itself.
+    pub(super) checking_group: Option<u16>,
     pub(super) scripted: Option<VecDeque<crate::scenario::ScriptedOp>>,
     pub(super) writes: u64,
     /// Index among the workload's random clients (key groups need it).
@@ -53,6 +55,7 @@ impl<P: Protocol> Session<P> {
             rng,
             busy: None,
             levels: None,
+            checking_group: None,
             scripted,
             writes,
             workload_index,
@@ -261,6 +264,7 @@ impl<P: Protocol> Sim<P> {
         let s = &mut self.clients[c.idx()];
         s.busy = Some((op.clone(), self.now));
         s.levels = levels;
+        s.checking_group = checking_group;
         s.op_no += 1;
         s.rounds = 0;
         s.notes.clear();
@@ -371,6 +375,7 @@ impl<P: Protocol> Sim<P> {
                     complete_us: self.now,
                     batch: None,
                     levels: self.clients[c.idx()].levels.take(),
+                    checking_group: self.clients[c.idx()].checking_group.take(),
                 };
                 // A batch's number: the history's length, unique in the run.
                 let id = h.ops.len() as u64;
@@ -423,6 +428,7 @@ impl<P: Protocol> Sim<P> {
                         complete_us,
                         batch: None,
                         levels: None,
+                        checking_group: None,
                     });
                 }
                 let think = if self.clients[c.idx()].scripted.is_some() { 0 } else { self.sc.workload.think_time_us };
@@ -501,6 +507,7 @@ impl<P: Protocol> Sim<P> {
                         complete_us: now,
                         batch: None,
                         levels: None,
+                        checking_group: None,
                     });
                 }
                 let (op, invoke_us) = s.busy.clone()?;
@@ -513,6 +520,7 @@ impl<P: Protocol> Sim<P> {
                     complete_us: now,
                     batch: None,
                     levels: s.levels,
+                    checking_group: s.checking_group,
                 })
             })
             // A pending batch's number: past any completed operation's.
