@@ -392,7 +392,6 @@ fn every_transactional_protocol_serves_on_after_a_node_is_lost_mid_commit() {
 /// committed (writes, for a protocol without transactions).
 fn partial_replication_run<P: Protocol>(seed: u64, flag: &str) -> (Result<(), String>, usize) {
     use causeway_check::{CheckConfig, Level, check};
-    use causeway_sim::{ScriptedClient, ScriptedOp};
     const QUIET_US: u64 = 4_000_000;
     let mut spec = TopologySpec::full(3, 6);
     spec.replication = causeway_core::Replication::Partial { factor: 2 };
@@ -435,17 +434,7 @@ fn partial_replication_run<P: Protocol>(seed: u64, flag: &str) -> (Result<(), St
     }
     sc.faults.push(Fault { at_ms: 500, at_us: 0, kind: FaultKind::Cut { a: 0, b: 2 } });
     sc.faults.push(Fault { at_ms: 1_500, at_us: 0, kind: FaultKind::Heal { a: 0, b: 2 } });
-    for dc in 0..3 {
-        let ops = (0..24)
-            .map(|i| ScriptedOp {
-                at_us: if i == 0 { QUIET_US } else { 0 },
-                op: Op::Get { key: bytes::Bytes::from(format!("user{i}")) },
-                from_dc: None,
-                checking_group: None,
-            })
-            .collect();
-        sc.scripted.push(ScriptedClient { dc, ops });
-    }
+    final_readers(&mut sc, 3, 24, QUIET_US);
     let (h, _) = common::run::<P>(sc);
     // Without transactions, the writes that completed stand in for them.
     let txns = if offers(causeway_core::OpKind::Txn) {
@@ -491,7 +480,6 @@ fn dc_write_order_run<P: Protocol>(seed: u64, mutant: Option<&str>) -> Result<()
     use causeway_check::{CheckConfig, Level, check};
     use causeway_core::{ClockJump, NodeRole};
     use causeway_sim::scenario::NodeClock;
-    use causeway_sim::{ScriptedClient, ScriptedOp};
     const QUIET_US: u64 = 6_500_000;
     const KEYS: usize = 6;
     let mut spec = TopologySpec::full(2, 2);
@@ -523,17 +511,7 @@ fn dc_write_order_run<P: Protocol>(seed: u64, mutant: Option<&str>) -> Result<()
         ];
         sc.clocks.node.push(NodeClock { node: n, offset_us: 0, drift_ppm: 0.0, jumps });
     }
-    for dc in 0..2 {
-        let ops = (0..KEYS)
-            .map(|i| ScriptedOp {
-                at_us: if i == 0 { QUIET_US } else { 0 },
-                op: Op::Get { key: bytes::Bytes::from(format!("user{i}")) },
-                from_dc: None,
-                checking_group: None,
-            })
-            .collect();
-        sc.scripted.push(ScriptedClient { dc, ops });
-    }
+    final_readers(&mut sc, 2, KEYS, QUIET_US);
     if let Some(m) = mutant {
         sc.protocol.insert(m.into(), true.into());
     }
@@ -545,6 +523,24 @@ fn dc_write_order_run<P: Protocol>(seed: u64, mutant: Option<&str>) -> Result<()
     let level = Level::promised_by(P::CAUSAL, P::SESSIONS);
     let report = check(&h, &CheckConfig::at(level).quiescent_after(QUIET_US).with_dc_write_order(true));
     if report.passed { Ok(()) } else { Err(report.to_string()) }
+}
+
+/// One reader per DC of `dcs` that reads every workload key (`user0` …)
+/// one after another from `at_us` on, the quiet time: the reads the
+/// checker's convergence checks judge.
+fn final_readers(sc: &mut Scenario, dcs: u16, keys: usize, at_us: u64) {
+    use causeway_sim::{ScriptedClient, ScriptedOp};
+    for dc in 0..dcs {
+        let ops = (0..keys)
+            .map(|i| ScriptedOp {
+                at_us: if i == 0 { at_us } else { 0 },
+                op: Op::Get { key: bytes::Bytes::from(format!("user{i}")) },
+                from_dc: None,
+                checking_group: None,
+            })
+            .collect();
+        sc.scripted.push(ScriptedClient { dc, ops });
+    }
 }
 
 /// Protocols that run on partial replication (`Protocol::PARTIAL_REPLICATION`)
