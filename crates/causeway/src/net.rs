@@ -141,16 +141,12 @@ pub fn up(mut spec: EmbeddedSpec, config_out: &Path, no_wan: bool, json: bool, p
     let cluster = Embedded::start(spec, rt.handle())?;
     std::fs::write(config_out, cluster.cluster.to_toml())?;
     announce(&cluster.cluster, config_out, json, None)?;
-    println_unless(json, "Ctrl-C to stop.");
+    if !json {
+        println!("Ctrl-C to stop.");
+    }
     rt.block_on(shutdown_signal());
     cluster.stop()?;
     Ok(())
-}
-
-fn println_unless(json: bool, line: &str) {
-    if !json {
-        println!("{line}");
-    }
 }
 
 /// What `up` prints once the cluster serves: with `json`, one line of

@@ -77,6 +77,14 @@ pub fn check_convergence(
             }
         }
     }
+    // Whether write `w` overwrote write `v`: causally (at the causal
+    // levels), or by `v`'s DC's write order (`v` done there before `w`
+    // began there: one log orders them).
+    let causally = |v: u32, w: u32| causal_arbitration && c.co(m, v, w);
+    let in_dc_order = |v: u32, w: u32| {
+        let (earlier, later) = (&ops[v as usize], &ops[w as usize]);
+        dc_order && earlier.dc == later.dc && earlier.complete_us < later.invoke_us
+    };
     for (key, reads) in &by_key {
         let first = reads[0];
         if let Some(second) = reads.iter().find(|r| r.source != first.source) {
@@ -90,12 +98,6 @@ pub fn check_convergence(
         }
         let writes = acked_writes.get(key).map(|v| v.as_slice()).unwrap_or(&[]);
         for read in distinct {
-            let causally = |v: u32, w: u32| causal_arbitration && c.co(m, v, w);
-            // `v` done in its DC before `w` began there: one log orders them.
-            let in_dc_order = |v: u32, w: u32| {
-                let (v, w) = (&ops[v as usize], &ops[w as usize]);
-                dc_order && v.dc == w.dc && v.complete_us < w.invoke_us
-            };
             let lost = writes.iter().copied().find_map(|w| match read.source {
                 Source::Init => Some((w, false)),
                 Source::Write(v) if causally(v, w) => Some((w, false)),

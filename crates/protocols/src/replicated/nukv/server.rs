@@ -703,14 +703,16 @@ impl NukvServer {
     /// write stamped now, on a clock behind its predecessor's, would order
     /// before a write acknowledged before it was invoked: the DC's writes
     /// would not be linearized (`Protocol::LINEARIZES_DC_WRITES`). Raft's
-    /// own rule for a new leader's reads (Ongaro and Ousterhout §8) is the same wait.
+    /// own rule for a new leader's reads (Ongaro and Ousterhout §8) is the
+    /// same wait.
     fn leads_caught_up(&self) -> bool {
         let g = &self.groups[0];
         g.raw.raft.raft_log.term(g.applied).is_ok_and(|t| t == g.raw.raft.term)
     }
 
-    /// Settle the PUTs held for want of a leader, once there is one (or
-    /// their time is up).
+    /// Settle the PUTs held for want of a leader (or of a new leader's
+    /// catching up, [`Self::leads_caught_up`]), once there is one (or their
+    /// time is up).
     fn unhold(&mut self, env: &mut impl Env) {
         if self.held.is_empty() {
             return;
